@@ -1,0 +1,1 @@
+//! Emulated NICs for ringfab (work in progress).

@@ -1,0 +1,185 @@
+//! Errors of the control path ([`Error`]) and of posting on the data path ([`PushError`]).
+//!
+//! Every variant names the operation that failed and carries the values that explain why, so that
+//! a caller several layers up can still tell the user what to change. No strings: this is `no_std`.
+
+use core::fmt;
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T = ()> = core::result::Result<T, Error>;
+
+/// A control-path failure of a platform or a driver.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Mapping BAR `index` failed: the device has no such memory BAR, or it cannot be mapped.
+    BarUnavailable {
+        /// The BAR number asked for (0..=5).
+        index: u8,
+    },
+    /// Allocating `len` bytes of DMA memory failed (out of memory or of IOVA space).
+    DmaAlloc {
+        /// Bytes requested.
+        len: usize,
+    },
+    /// Mapping caller memory for DMA failed: the IOMMU refused it, or `len` is zero or too large.
+    DmaMap {
+        /// Bytes of caller memory to map.
+        len: usize,
+    },
+    /// Interrupt vector `vector` does not exist or could not be wired to a wait handle.
+    InterruptUnavailable {
+        /// The vector asked for.
+        vector: u16,
+    },
+    /// The PCI vendor/device id is not one this driver drives.
+    UnsupportedDevice {
+        /// PCI vendor id read from configuration space.
+        vendor: u16,
+        /// PCI device id read from configuration space.
+        device: u16,
+    },
+    /// The device did not finish a reset within the driver's bound.
+    ResetTimeout,
+    /// A PHY register access through the MDIO interface did not complete, or reported an error.
+    PhyAccess {
+        /// PHY register number.
+        reg: u8,
+    },
+    /// Queue `index` does not exist on this device.
+    QueueIndex {
+        /// The index asked for.
+        index: u16,
+        /// How many queues of that direction the device has.
+        count: u16,
+    },
+    /// Queue `index` is already open.
+    QueueInUse {
+        /// The index asked for.
+        index: u16,
+    },
+    /// A ring depth the device cannot honour (depths are powers of two within the device's range).
+    QueueDepth {
+        /// The depth asked for.
+        depth: usize,
+        /// Smallest depth the device accepts.
+        min: usize,
+        /// Largest depth the device accepts.
+        max: usize,
+    },
+    /// A receive buffer size the device cannot honour.
+    BufferSize {
+        /// The size asked for, in bytes.
+        len: u32,
+        /// Largest size the device accepts, in bytes.
+        max: u32,
+    },
+    /// The device did not acknowledge enabling or disabling queue `index` within the driver's bound.
+    QueueTimeout {
+        /// The queue's index.
+        index: u16,
+    },
+    /// The operation needs every queue closed first (a reset, for instance).
+    QueuesOpen,
+    /// An RSS configuration the device cannot take: key or table length, or a queue index in the
+    /// table that is not open for receive.
+    RssConfig,
+    /// The device has no such feature.
+    Unsupported,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Error::BarUnavailable { index } => write!(f, "mapping BAR {index} failed"),
+            Error::DmaAlloc { len } => write!(f, "allocating {len} bytes of DMA memory failed"),
+            Error::DmaMap { len } => write!(f, "mapping {len} bytes of memory for DMA failed"),
+            Error::InterruptUnavailable { vector } => {
+                write!(f, "interrupt vector {vector} is not available")
+            }
+            Error::UnsupportedDevice { vendor, device } => {
+                write!(f, "device {vendor:04x}:{device:04x} is not supported by this driver")
+            }
+            Error::ResetTimeout => write!(f, "device reset did not complete"),
+            Error::PhyAccess { reg } => write!(f, "PHY register {reg} access failed"),
+            Error::QueueIndex { index, count } => {
+                write!(f, "queue {index} does not exist (the device has {count})")
+            }
+            Error::QueueInUse { index } => write!(f, "queue {index} is already open"),
+            Error::QueueDepth { depth, min, max } => write!(
+                f,
+                "ring depth {depth} is not a power of two between {min} and {max}"
+            ),
+            Error::BufferSize { len, max } => {
+                write!(f, "receive buffer size {len} is not between 1 and {max} bytes")
+            }
+            Error::QueueTimeout { index } => {
+                write!(f, "queue {index} did not acknowledge enable/disable")
+            }
+            Error::QueuesOpen => write!(f, "operation needs all queues closed"),
+            Error::RssConfig => write!(f, "RSS configuration rejected"),
+            Error::Unsupported => write!(f, "operation not supported by this device"),
+        }
+    }
+}
+
+impl core::error::Error for Error {}
+
+/// Why [`TxQueue::push`](crate::TxQueue::push) or [`RxQueue::push`](crate::RxQueue::push)
+/// refused. Nothing was queued: the ring is exactly as it was, and the caller keeps its buffer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum PushError {
+    /// The ring has fewer free descriptors than the frame needs.
+    Full {
+        /// Descriptors the frame needs.
+        needed: usize,
+        /// Descriptors free now.
+        free: usize,
+    },
+    /// A frame with no segments, or with more than the device accepts per frame.
+    Segments {
+        /// Segments given.
+        count: usize,
+        /// Most segments the device accepts in one frame.
+        max: usize,
+    },
+    /// A frame longer than the device can send, or a zero-length segment.
+    FrameLength {
+        /// Frame length in bytes (sum of the segments).
+        len: usize,
+        /// Longest frame the device sends, in bytes ([`Capabilities::max_frame_len`](crate::Capabilities::max_frame_len)).
+        max: usize,
+    },
+    /// A receive buffer shorter than the queue's buffer size: the device could write past its end.
+    BufferTooSmall {
+        /// Length of the buffer given.
+        len: u32,
+        /// The queue's buffer size ([`RxQueue::buf_len`](crate::RxQueue::buf_len)).
+        min: u32,
+    },
+    /// The queue is stopped (closed, flushed and not restarted, or the device was reset).
+    Stopped,
+}
+
+impl fmt::Display for PushError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            PushError::Full { needed, free } => {
+                write!(f, "ring full: {needed} descriptors needed, {free} free")
+            }
+            PushError::Segments { count, max } => {
+                write!(f, "{count} segments in one frame (1 to {max} allowed)")
+            }
+            PushError::FrameLength { len, max } => {
+                write!(f, "frame of {len} bytes (1 to {max} allowed, no empty segment)")
+            }
+            PushError::BufferTooSmall { len, min } => {
+                write!(f, "receive buffer of {len} bytes is shorter than the queue's {min}")
+            }
+            PushError::Stopped => write!(f, "queue is stopped"),
+        }
+    }
+}
+
+impl core::error::Error for PushError {}

@@ -1,0 +1,249 @@
+//! The device side, control path: what core asks of a NIC outside the data path.
+//!
+//! Everything here may take locks, touch many registers and wait for the device; nothing here is
+//! called per packet. Queues opened here borrow the NIC, so a NIC cannot be dropped, or reset,
+//! under an open queue.
+
+use crate::{MacAddr, Result, RxQueue, TxQueue, Wait};
+
+/// What a NIC can do. Fields are facts about the device as the driver brought it up.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Transmit queues the driver can open.
+    pub tx_queues: u16,
+    /// Receive queues the driver can open.
+    pub rx_queues: u16,
+    /// Smallest ring depth (descriptors) the device accepts. Depths are powers of two.
+    pub min_depth: usize,
+    /// Largest ring depth the device accepts.
+    pub max_depth: usize,
+    /// Most segments (descriptors) one transmitted frame may have.
+    pub max_tx_segments: usize,
+    /// Longest frame the NIC sends and receives, in bytes, **including** the 14-byte Ethernet
+    /// header (destination, source, EtherType) and **excluding** the 4-byte FCS, which the NIC
+    /// adds on transmit and strips on receive. Payload MTU is this minus 14.
+    pub max_frame_len: usize,
+    /// Largest receive buffer size a queue accepts ([`RxConfig::buf_len`]).
+    pub max_rx_buf_len: u32,
+    /// The station address the NIC filters unicast frames on.
+    pub mac: MacAddr,
+    /// Checksum and other offloads.
+    pub offloads: Offloads,
+    /// Receive-side scaling, if the device has it.
+    pub rss: Option<RssCaps>,
+    /// Whether completions on one queue come back in the order their descriptors were pushed.
+    /// Descriptor rings with a done bit do; a virtqueue may complete out of order.
+    pub in_order_completion: bool,
+}
+
+/// Offloads the NIC performs. All are off unless a queue or frame asks for them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[non_exhaustive]
+pub struct Offloads {
+    /// The NIC checks IPv4 header checksums on receive and reports failures.
+    pub rx_ipv4_checksum: bool,
+    /// The NIC checks TCP/UDP checksums on receive and reports failures.
+    pub rx_l4_checksum: bool,
+}
+
+/// Receive-side scaling: a hash over packet headers picks the receive queue through a table.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct RssCaps {
+    /// Entries in the redirection table.
+    pub table_len: usize,
+    /// Length of the hash key in bytes.
+    pub key_len: usize,
+    /// Header combinations the hash can cover.
+    pub hashes: RssHashes,
+}
+
+/// Header combinations an RSS hash covers.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[non_exhaustive]
+pub struct RssHashes {
+    /// Source and destination IPv4 addresses.
+    pub ipv4: bool,
+    /// IPv4 addresses plus UDP source and destination ports.
+    pub ipv4_udp: bool,
+    /// IPv4 addresses plus TCP source and destination ports.
+    pub ipv4_tcp: bool,
+}
+
+impl RssHashes {
+    /// IPv4, IPv4/UDP and IPv4/TCP.
+    pub const ALL_IPV4: RssHashes = RssHashes { ipv4: true, ipv4_udp: true, ipv4_tcp: true };
+}
+
+/// An RSS set-up: the key, the redirection table (a receive queue index per entry) and which
+/// headers to hash. Frames the hash does not cover go to queue 0.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RssConfig<'a> {
+    /// The Toeplitz key, [`RssCaps::key_len`] bytes.
+    pub key: &'a [u8],
+    /// Receive queue for each table entry, [`RssCaps::table_len`] entries.
+    pub table: &'a [u16],
+    /// Which headers the hash covers.
+    pub hashes: RssHashes,
+}
+
+/// Link state as the NIC reports it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Link {
+    /// Carrier present and autonegotiation (if any) complete.
+    pub up: bool,
+    /// Speed in Mb/s; 0 when down.
+    pub speed_mbps: u32,
+    /// Full duplex.
+    pub full_duplex: bool,
+}
+
+/// Which frames the receive filter accepts besides unicast to [`Capabilities::mac`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct RxMode {
+    /// Accept every unicast frame.
+    pub promiscuous: bool,
+    /// Accept every multicast frame.
+    pub all_multicast: bool,
+    /// Accept broadcast frames.
+    pub broadcast: bool,
+}
+
+impl Default for RxMode {
+    /// Own unicast and broadcast: what an endpoint needs.
+    fn default() -> Self {
+        RxMode { promiscuous: false, all_multicast: false, broadcast: true }
+    }
+}
+
+impl RxMode {
+    /// Accept every frame.
+    pub const PROMISCUOUS: RxMode =
+        RxMode { promiscuous: true, all_multicast: true, broadcast: true };
+}
+
+/// Device statistics, accumulated by the driver since bring-up (the registers behind them may
+/// clear on read; these never go backwards).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Good frames received.
+    pub rx_packets: u64,
+    /// Good frames transmitted.
+    pub tx_packets: u64,
+    /// Bytes of good frames received (as the NIC counts them, FCS included where it does).
+    pub rx_bytes: u64,
+    /// Bytes of good frames transmitted.
+    pub tx_bytes: u64,
+    /// Frames dropped because no receive descriptor was free.
+    pub rx_missed: u64,
+}
+
+/// How to open a transmit queue.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[non_exhaustive]
+pub struct TxConfig {
+    /// Wire the queue's completions to an interrupt vector, so that [`TxQueue::interrupt`]
+    /// returns a wait handle.
+    pub interrupt: bool,
+}
+
+/// How to open a receive queue.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub struct RxConfig {
+    /// Size of every buffer the queue will be given, in bytes. The driver rounds it up to the
+    /// device's granularity ([`RxQueue::buf_len`] tells the result); pushed buffers must be at
+    /// least that long, and the device never writes more than that into one.
+    pub buf_len: u32,
+    /// Wire the queue's completions to an interrupt vector.
+    pub interrupt: bool,
+}
+
+impl RxConfig {
+    /// A queue of `buf_len`-byte buffers, without interrupt.
+    pub const fn new(buf_len: u32) -> Self {
+        RxConfig { buf_len, interrupt: false }
+    }
+}
+
+impl TxConfig {
+    /// A transmit queue with or without its interrupt vector.
+    pub const fn with_interrupt(interrupt: bool) -> Self {
+        TxConfig { interrupt }
+    }
+}
+
+impl RxConfig {
+    /// The same configuration with the interrupt vector wired or not.
+    pub const fn with_interrupt(mut self, interrupt: bool) -> Self {
+        self.interrupt = interrupt;
+        self
+    }
+}
+
+/// A NIC driver's control path.
+///
+/// Methods take `&self`: a driver serialises its control state internally, so that queues — which
+/// borrow the NIC — can be used from their own threads while the control path stays usable.
+pub trait Nic: Sync {
+    /// The wait handle queue interrupts deliver to.
+    type Wait: Wait;
+    /// An open transmit queue of depth `N`.
+    type Tx<'a, const N: usize>: TxQueue<Wait = Self::Wait>
+    where
+        Self: 'a;
+    /// An open receive queue of depth `N`.
+    type Rx<'a, const N: usize>: RxQueue<Wait = Self::Wait>
+    where
+        Self: 'a;
+
+    /// What the device can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Current link state, read from the device.
+    fn link(&self) -> Link;
+
+    /// Resets the device and brings it up again as after construction (link, MAC, filters).
+    ///
+    /// # Errors
+    /// [`Error::QueuesOpen`](crate::Error::QueuesOpen) while any queue is open;
+    /// [`Error::ResetTimeout`](crate::Error::ResetTimeout) if the device does not come back.
+    fn reset(&self) -> Result;
+
+    /// Opens transmit queue `index` with a ring of `N` descriptors.
+    ///
+    /// # Errors
+    /// `QueueIndex`, `QueueInUse`, `QueueDepth` (N not a power of two in range), `DmaAlloc`,
+    /// `InterruptUnavailable`, `QueueTimeout`.
+    fn open_tx<const N: usize>(&self, index: u16, config: TxConfig) -> Result<Self::Tx<'_, N>>;
+
+    /// Opens receive queue `index` with a ring of `N` descriptors.
+    ///
+    /// # Errors
+    /// As [`open_tx`](Self::open_tx), plus `BufferSize`.
+    fn open_rx<const N: usize>(&self, index: u16, config: RxConfig) -> Result<Self::Rx<'_, N>>;
+
+    /// Programs RSS. Until called, every frame goes to receive queue 0.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::Error::Unsupported) without RSS;
+    /// [`Error::RssConfig`](crate::Error::RssConfig) for a key or table of the wrong length, or a
+    /// table entry naming a queue that does not exist.
+    fn set_rss(&self, rss: &RssConfig<'_>) -> Result;
+
+    /// Sets which frames the receive filter accepts.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::Error::Unsupported) for a mode the device cannot do.
+    fn set_rx_mode(&self, mode: RxMode) -> Result;
+
+    /// Statistics accumulated since bring-up.
+    fn stats(&self) -> Stats;
+
+    /// A short name for bit `bit` (0..32) of [`RxError::Frame`](crate::RxError::Frame)'s `bits`
+    /// as this device defines them (for `fi_cq_strerror`), or `None` if the bit has no meaning.
+    fn rx_error_name(&self, bit: u32) -> Option<&'static str>;
+}

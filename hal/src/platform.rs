@@ -1,0 +1,224 @@
+//! The platform side: what a driver needs from the machine it runs on.
+//!
+//! A platform gives a driver one PCI function: its BARs as [`Mmio`] handles, DMA-coherent memory
+//! ([`DmaRegion`]), mappings of caller memory for DMA ([`DmaMapping`]), configuration space, and
+//! MSI-X vectors that each deliver to a [`Wait`] handle.
+//!
+//! Nothing here hands out a reference into memory the device can write. Registers are reached by
+//! offset through [`Mmio`]; DMA memory through the bounds-checked volatile accessors of
+//! [`DmaRegion`]. That is where this crate's unsafety lives, once, documented below.
+
+use core::ptr::NonNull;
+use core::time::Duration;
+
+use crate::{Iova, Result, Wait};
+
+/// Register access to one memory BAR, by byte offset from its start.
+///
+/// # Implementation requirements
+///
+/// Each call is exactly one 32-bit access to the device, in program order with the others on the
+/// same handle. An offset outside the BAR, or not 4-byte aligned, never reaches memory: a read
+/// returns `0xffff_ffff` (what a PCI master abort returns) and a write is dropped.
+pub trait Mmio: Send + Sync {
+    /// Reads the 32-bit register at `offset`.
+    fn read32(&self, offset: usize) -> u32;
+    /// Writes `value` to the 32-bit register at `offset`.
+    fn write32(&self, offset: usize, value: u32);
+    /// Size of the BAR in bytes.
+    fn len(&self) -> usize;
+    /// True for a BAR of size zero.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Memory both the CPU and the device reach: the CPU at [`cpu`](Self::cpu), the device at
+/// [`iova`](Self::iova). It is released (unmapped and freed) when dropped.
+///
+/// The provided accessors are the only way a driver reads or writes it. They are volatile, so the
+/// compiler neither elides nor merges them, and they check bounds against [`len`](Self::len), so a
+/// wrong offset is a panic in the driver, never a stray write. Ordering against the device is the
+/// driver's job: a release fence before the doorbell, an acquire fence after seeing a done bit.
+///
+/// # Implementation safety
+///
+/// Implementors guarantee that `cpu()..cpu()+len()` is valid for volatile reads and writes, aligned
+/// to at least 4096 bytes, zeroed when handed out, and reachable by the device at `iova()` and
+/// nowhere else, for as long as the value lives; and that no other `DmaRegion` overlaps it.
+pub unsafe trait DmaRegion: Send {
+    /// CPU address of the first byte.
+    fn cpu(&self) -> NonNull<u8>;
+    /// Device address of the first byte.
+    fn iova(&self) -> Iova;
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// True for an empty region.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads the `u32` at byte `offset`.
+    ///
+    /// # Panics
+    /// If `offset` is not 4-byte aligned or `offset + 4 > len()`.
+    fn read_u32(&self, offset: usize) -> u32 {
+        let p = checked_ptr::<u32>(self.cpu(), self.len(), offset);
+        // SAFETY: `checked_ptr` proved the 4 bytes lie inside the region and are aligned; the trait's
+        // implementation contract makes the region valid for volatile reads while `self` lives.
+        unsafe { p.read_volatile() }
+    }
+
+    /// Reads the `u64` at byte `offset` (one 64-bit access on 64-bit targets).
+    ///
+    /// # Panics
+    /// If `offset` is not 8-byte aligned or `offset + 8 > len()`.
+    fn read_u64(&self, offset: usize) -> u64 {
+        let p = checked_ptr::<u64>(self.cpu(), self.len(), offset);
+        // SAFETY: as in `read_u32`, for 8 aligned bytes inside the region.
+        unsafe { p.read_volatile() }
+    }
+
+    /// Writes `value` as the `u32` at byte `offset`.
+    ///
+    /// # Panics
+    /// If `offset` is not 4-byte aligned or `offset + 4 > len()`.
+    fn write_u32(&self, offset: usize, value: u32) {
+        let p = checked_ptr::<u32>(self.cpu(), self.len(), offset);
+        // SAFETY: `checked_ptr` proved the 4 bytes lie inside the region and are aligned; the region
+        // is valid for volatile writes while `self` lives and no Rust reference points into it.
+        unsafe { p.write_volatile(value) }
+    }
+
+    /// Writes `value` as the `u64` at byte `offset`.
+    ///
+    /// # Panics
+    /// If `offset` is not 8-byte aligned or `offset + 8 > len()`.
+    fn write_u64(&self, offset: usize, value: u64) {
+        let p = checked_ptr::<u64>(self.cpu(), self.len(), offset);
+        // SAFETY: as in `write_u32`, for 8 aligned bytes inside the region.
+        unsafe { p.write_volatile(value) }
+    }
+}
+
+/// Bounds- and alignment-checked pointer to a `T` at `offset` inside `len` bytes from `base`.
+fn checked_ptr<T>(base: NonNull<u8>, len: usize, offset: usize) -> *mut T {
+    let size = core::mem::size_of::<T>();
+    assert!(
+        offset % size == 0 && offset.checked_add(size).is_some_and(|end| end <= len),
+        "DMA access of {size} bytes at offset {offset} outside a region of {len} bytes"
+    );
+    // SAFETY: offset + size <= len, so the result stays inside (or one past) the allocation.
+    unsafe { base.as_ptr().add(offset).cast::<T>() }
+}
+
+/// Caller memory made reachable by the device; unmapped when dropped.
+///
+/// This is what memory registration rests on: the device reaches `len()` bytes at `iova()`.
+pub trait DmaMapping: Send {
+    /// Device address of the first mapped byte.
+    fn iova(&self) -> Iova;
+    /// Mapped length in bytes.
+    fn len(&self) -> usize;
+    /// True for an empty mapping.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One PCI function, as a driver sees it.
+///
+/// # Implementation safety
+///
+/// Implementors guarantee that the device can reach only memory handed out by
+/// [`alloc_dma`](Self::alloc_dma) or [`map_dma`](Self::map_dma) while it is alive — with an IOMMU
+/// (VFIO) or a model of one (`ringfab-emu`) — so that a device, or a driver, that programs a wrong
+/// address faults instead of corrupting memory; and that [`Mmio`] handles from [`bar`](Self::bar)
+/// reach this function's registers only.
+pub unsafe trait Platform: Send + Sync {
+    /// Register access to one BAR.
+    type Mmio: Mmio;
+    /// DMA-coherent memory from [`alloc_dma`](Self::alloc_dma).
+    type Dma: DmaRegion;
+    /// A mapping of caller memory from [`map_dma`](Self::map_dma).
+    type Mapping: DmaMapping;
+    /// The wait handle an interrupt vector delivers to.
+    type Wait: Wait;
+
+    /// Register access to memory BAR `index`.
+    ///
+    /// # Errors
+    /// [`Error::BarUnavailable`](crate::Error::BarUnavailable) if the BAR does not exist, is not a
+    /// memory BAR, or cannot be mapped.
+    fn bar(&self, index: u8) -> Result<Self::Mmio>;
+
+    /// Reads the 32-bit word of PCI configuration space at `offset` (4-byte aligned; an offset
+    /// outside configuration space reads `0xffff_ffff`).
+    fn config_read32(&self, offset: u16) -> u32;
+
+    /// Writes the 32-bit word of PCI configuration space at `offset` (4-byte aligned). The
+    /// platform may refuse writes that would break its own management of the function (BARs,
+    /// MSI-X capability); those are dropped.
+    fn config_write32(&self, offset: u16, value: u32);
+
+    /// Allocates `len` bytes (rounded up to whole pages) of zeroed DMA-coherent memory.
+    ///
+    /// # Errors
+    /// [`Error::DmaAlloc`](crate::Error::DmaAlloc) when memory or IOVA space runs out.
+    fn alloc_dma(&self, len: usize) -> Result<Self::Dma>;
+
+    /// Makes `len` bytes of caller memory at `cpu` reachable by the device.
+    ///
+    /// # Errors
+    /// [`Error::DmaMap`](crate::Error::DmaMap) if `len` is zero or the IOMMU refuses the mapping.
+    ///
+    /// # Safety
+    /// The caller guarantees that `cpu..cpu+len` stays valid, and is neither freed nor reused for
+    /// anything else, until the returned mapping is dropped; and that it holds no Rust reference
+    /// into that memory while the device may write it.
+    unsafe fn map_dma(&self, cpu: NonNull<u8>, len: usize) -> Result<Self::Mapping>;
+
+    /// Waits at least `duration` before returning: the delays a datasheet asks for after a reset
+    /// or while autonegotiation runs. A real platform sleeps or spins; an emulated one may advance
+    /// its model's clock instead, so that bring-up stays fast and deterministic.
+    fn delay(&self, duration: Duration);
+
+    /// How many interrupt (MSI-X) vectors the platform can wire for this function.
+    fn irq_vectors(&self) -> u16;
+
+    /// Wires MSI-X vector `vector` to a wait handle and returns it; each interrupt on that vector
+    /// notifies the handle. Calling it again for the same vector returns a handle to the same
+    /// notifications.
+    ///
+    /// # Errors
+    /// [`Error::InterruptUnavailable`](crate::Error::InterruptUnavailable) if the vector is out of
+    /// range or cannot be wired.
+    fn irq(&self, vector: u16) -> Result<Self::Wait>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "outside a region")]
+    fn checked_ptr_refuses_access_past_the_end() {
+        let base = NonNull::<u64>::dangling().cast::<u8>();
+        let _ = checked_ptr::<u64>(base, 16, 16);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a region")]
+    fn checked_ptr_refuses_misaligned_offsets() {
+        let base = NonNull::<u64>::dangling().cast::<u8>();
+        let _ = checked_ptr::<u32>(base, 16, 2);
+    }
+
+    #[test]
+    fn checked_ptr_allows_the_last_whole_word() {
+        let mut words = [0u64; 2];
+        let base = NonNull::from(&mut words).cast::<u8>();
+        let p = checked_ptr::<u64>(base, 16, 8);
+        assert_eq!(p as usize, base.as_ptr() as usize + 8);
+    }
+}

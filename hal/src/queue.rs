@@ -1,0 +1,236 @@
+//! The device side, data path: push frames and buffers with tokens, ring once, poll completions.
+//!
+//! The cycle, for one batch:
+//!
+//! 1. [`push`](TxQueue::push) any number of frames (or [buffers](RxQueue::push)), each with a
+//!    [`Token`] chosen by the caller. Push writes descriptors into the ring and the driver's private
+//!    shadow; no register is touched. A full ring refuses here, never later.
+//! 2. [`doorbell`](TxQueue::doorbell): one release fence and one tail write hand the whole batch to
+//!    the device. Doorbell with nothing new pushed does nothing.
+//! 3. [`poll`](TxQueue::poll) returns completed tokens with their status, oldest first when the
+//!    device completes in order.
+//!
+//! Every token pushed comes back from `poll` exactly once — completed, failed, or
+//! [`Flushed`](TxError::Flushed) after [`flush`](TxQueue::flush) — with one exception stated by
+//! [`Report::ErrorsOnly`]. Drivers check everything the device writes against their shadow: a
+//! length beyond the buffer, a status with undefined bits, or a completion for a descriptor the
+//! device does not own become an error status on that token.
+
+use crate::{Iova, PushError, Wait};
+
+/// The caller's name for one pushed frame or buffer, returned with its completion.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct Token(pub u64);
+
+/// Whether a transmitted frame's completion is reported.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Report {
+    /// Report the token from `poll` whether it succeeded or failed. The driver asks the device for
+    /// a write-back (on igb, the RS bit) on this frame.
+    Always,
+    /// Report the token only if it fails (including [`TxError::Flushed`]). The driver asks for no
+    /// write-back for this frame, except when it needs one to reclaim descriptors; a frame that
+    /// succeeds is reclaimed silently. This is selective completion done in hardware.
+    ErrorsOnly,
+}
+
+/// One piece of a frame to transmit: `len` bytes the device reads at `iova`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct TxSegment {
+    /// Device address of the first byte.
+    pub iova: Iova,
+    /// Length in bytes (at least 1).
+    pub len: u16,
+}
+
+/// A buffer for the device to receive one frame into.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RxBuffer {
+    /// Device address of the first byte.
+    pub iova: Iova,
+    /// Length in bytes; at least the queue's [`buf_len`](RxQueue::buf_len).
+    pub len: u32,
+}
+
+/// Why a transmit failed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum TxError {
+    /// The queue was flushed (stopped) before the device reported the frame sent.
+    Flushed,
+    /// The device wrote a completion the driver cannot accept (undefined status bits, or a
+    /// completion for a descriptor the device was not given); `raw` is what it wrote.
+    DeviceStatus {
+        /// The raw status word the device wrote.
+        raw: u64,
+    },
+}
+
+/// Why a receive failed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum RxError {
+    /// The device reported the frame bad (CRC, symbol, length or checksum errors). `bits` are the
+    /// device's error bits; [`Nic::rx_error_name`](crate::Nic::rx_error_name) names them.
+    Frame {
+        /// The device's error bits as it wrote them.
+        bits: u32,
+    },
+    /// The device reported writing `reported` bytes into a buffer of `capacity`: it lies, or
+    /// wrote past the buffer; the data is not trusted.
+    Length {
+        /// Length the device wrote back.
+        reported: u32,
+        /// The buffer's length.
+        capacity: u32,
+    },
+    /// The frame did not fit one buffer and the device split it; this buffer holds a piece.
+    Fragment,
+    /// The device wrote a status the driver cannot interpret; `raw` is what it wrote.
+    DeviceStatus {
+        /// The raw status word the device wrote.
+        raw: u64,
+    },
+    /// The queue was flushed before the device filled this buffer.
+    Flushed,
+}
+
+/// The header combination an RSS hash was computed over.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum RssHashKind {
+    /// IPv4 source and destination addresses.
+    Ipv4,
+    /// IPv4 addresses and UDP ports.
+    Ipv4Udp,
+    /// IPv4 addresses and TCP ports.
+    Ipv4Tcp,
+    /// A kind this crate does not name; the device's own code.
+    Other(u8),
+}
+
+/// The RSS hash the device computed for a received frame.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RssInfo {
+    /// The 32-bit Toeplitz hash.
+    pub hash: u32,
+    /// What it covers.
+    pub kind: RssHashKind,
+}
+
+/// A transmit token back from the device.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct TxCompletion {
+    /// The token given to [`TxQueue::push`].
+    pub token: Token,
+    /// `Ok` once the device has read the whole frame and reported it sent.
+    pub status: Result<(), TxError>,
+}
+
+/// A receive token back from the device.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RxCompletion {
+    /// The token given to [`RxQueue::push`].
+    pub token: Token,
+    /// Bytes of frame in the buffer (Ethernet header included, FCS stripped); checked by the driver
+    /// to be at most the buffer's length. Zero when `status` is an error other than `Frame`.
+    pub len: u32,
+    /// `Ok` for a good frame.
+    pub status: Result<(), RxError>,
+    /// The RSS hash, when the device computed one.
+    pub rss: Option<RssInfo>,
+}
+
+/// A transmit ring: the data path of one hardware transmit queue.
+pub trait TxQueue: Send {
+    /// The wait handle this queue's interrupt delivers to.
+    type Wait: Wait;
+
+    /// The queue's index on the device.
+    fn index(&self) -> u16;
+
+    /// Ring depth in descriptors.
+    fn depth(&self) -> usize;
+
+    /// Descriptors free for [`push`](Self::push) now; a frame takes one per segment.
+    fn free(&self) -> usize;
+
+    /// Frames pushed whose token has not yet come back from [`poll`](Self::poll) (frames pushed
+    /// with [`Report::ErrorsOnly`] count until the driver reclaims them).
+    fn pending(&self) -> usize;
+
+    /// Queues one frame made of `segments`, to be reported as `report` says. Touches no register.
+    ///
+    /// # Errors
+    /// [`PushError`]; on error nothing was queued.
+    fn push(
+        &mut self,
+        segments: &[TxSegment],
+        token: Token,
+        report: Report,
+    ) -> Result<(), PushError>;
+
+    /// Hands every frame pushed since the last doorbell to the device: one release fence, one
+    /// register write. Does nothing if nothing was pushed.
+    fn doorbell(&mut self);
+
+    /// Reclaims what the device finished and writes up to `out.len()` completions into `out`,
+    /// oldest first; returns how many. Reads no register.
+    fn poll(&mut self, out: &mut [TxCompletion]) -> usize;
+
+    /// Stops the hardware queue and takes back every descriptor: frames the device reported sent
+    /// complete normally, all others with [`TxError::Flushed`], through later calls to
+    /// [`poll`](Self::poll). The queue is then restarted empty and accepts pushes again.
+    /// Bounded in time: the driver waits a bounded number of register reads for the stop.
+    fn flush(&mut self);
+
+    /// The wait handle the queue's interrupt notifies, if it was opened with one.
+    fn interrupt(&self) -> Option<&Self::Wait>;
+
+    /// Unmasks (`true`) or masks (`false`) the queue's interrupt. After unmasking, the next
+    /// completion notifies [`interrupt`](Self::interrupt)'s handle.
+    fn set_interrupt(&mut self, armed: bool);
+}
+
+/// A receive ring: the data path of one hardware receive queue.
+pub trait RxQueue: Send {
+    /// The wait handle this queue's interrupt delivers to.
+    type Wait: Wait;
+
+    /// The queue's index on the device.
+    fn index(&self) -> u16;
+
+    /// Ring depth in descriptors.
+    fn depth(&self) -> usize;
+
+    /// The buffer size every pushed buffer must have at least, in bytes.
+    fn buf_len(&self) -> u32;
+
+    /// Descriptors free for [`push`](Self::push) now.
+    fn free(&self) -> usize;
+
+    /// Buffers pushed whose token has not yet come back from [`poll`](Self::poll).
+    fn pending(&self) -> usize;
+
+    /// Queues one receive buffer. Touches no register.
+    ///
+    /// # Errors
+    /// [`PushError::Full`] or [`PushError::BufferTooSmall`]; on error nothing was queued.
+    fn push(&mut self, buf: RxBuffer, token: Token) -> Result<(), PushError>;
+
+    /// Hands every buffer pushed since the last doorbell to the device.
+    fn doorbell(&mut self);
+
+    /// Writes up to `out.len()` completions into `out`, oldest first; returns how many.
+    fn poll(&mut self, out: &mut [RxCompletion]) -> usize;
+
+    /// Stops the hardware queue and takes back every buffer: frames already received complete
+    /// normally, every other buffer with [`RxError::Flushed`]. The queue is restarted empty.
+    fn flush(&mut self);
+
+    /// The wait handle the queue's interrupt notifies, if it was opened with one.
+    fn interrupt(&self) -> Option<&Self::Wait>;
+
+    /// Unmasks or masks the queue's interrupt.
+    fn set_interrupt(&mut self, armed: bool);
+}
