@@ -47,7 +47,11 @@ impl MacAddr {
 impl fmt::Display for MacAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = &self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
     }
 }
 
@@ -87,7 +91,10 @@ mod tests {
     impl fmt::Write for Cursor<'_> {
         fn write_str(&mut self, s: &str) -> fmt::Result {
             let end = self.1 + s.len();
-            self.0.get_mut(self.1..end).ok_or(fmt::Error)?.copy_from_slice(s.as_bytes());
+            self.0
+                .get_mut(self.1..end)
+                .ok_or(fmt::Error)?
+                .copy_from_slice(s.as_bytes());
             self.1 = end;
             Ok(())
         }

@@ -98,7 +98,10 @@ impl fmt::Display for Error {
                 write!(f, "interrupt vector {vector} is not available")
             }
             Error::UnsupportedDevice { vendor, device } => {
-                write!(f, "device {vendor:04x}:{device:04x} is not supported by this driver")
+                write!(
+                    f,
+                    "device {vendor:04x}:{device:04x} is not supported by this driver"
+                )
             }
             Error::ResetTimeout => write!(f, "device reset did not complete"),
             Error::PhyAccess { reg } => write!(f, "PHY register {reg} access failed"),
@@ -111,7 +114,10 @@ impl fmt::Display for Error {
                 "ring depth {depth} is not a power of two between {min} and {max}"
             ),
             Error::BufferSize { len, max } => {
-                write!(f, "receive buffer size {len} is not between 1 and {max} bytes")
+                write!(
+                    f,
+                    "receive buffer size {len} is not between 1 and {max} bytes"
+                )
             }
             Error::QueueTimeout { index } => {
                 write!(f, "queue {index} did not acknowledge enable/disable")
@@ -172,10 +178,16 @@ impl fmt::Display for PushError {
                 write!(f, "{count} segments in one frame (1 to {max} allowed)")
             }
             PushError::FrameLength { len, max } => {
-                write!(f, "frame of {len} bytes (1 to {max} allowed, no empty segment)")
+                write!(
+                    f,
+                    "frame of {len} bytes (1 to {max} allowed, no empty segment)"
+                )
             }
             PushError::BufferTooSmall { len, min } => {
-                write!(f, "receive buffer of {len} bytes is shorter than the queue's {min}")
+                write!(
+                    f,
+                    "receive buffer of {len} bytes is shorter than the queue's {min}"
+                )
             }
             PushError::Stopped => write!(f, "queue is stopped"),
         }

@@ -7,7 +7,10 @@
 use crate::{MacAddr, Result, RxQueue, TxQueue, Wait};
 
 /// What a NIC can do. Fields are facts about the device as the driver brought it up.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+///
+/// `Default` (all zero/none) exists so that drivers, outside this crate, can build the
+/// `#[non_exhaustive]` struct: start from `Capabilities::default()` and set every field.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 #[non_exhaustive]
 pub struct Capabilities {
     /// Transmit queues the driver can open.
@@ -48,7 +51,8 @@ pub struct Offloads {
 }
 
 /// Receive-side scaling: a hash over packet headers picks the receive queue through a table.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// (`Default` for drivers to build it, as for [`Capabilities`].)
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 #[non_exhaustive]
 pub struct RssCaps {
     /// Entries in the redirection table.
@@ -73,7 +77,11 @@ pub struct RssHashes {
 
 impl RssHashes {
     /// IPv4, IPv4/UDP and IPv4/TCP.
-    pub const ALL_IPV4: RssHashes = RssHashes { ipv4: true, ipv4_udp: true, ipv4_tcp: true };
+    pub const ALL_IPV4: RssHashes = RssHashes {
+        ipv4: true,
+        ipv4_udp: true,
+        ipv4_tcp: true,
+    };
 }
 
 /// An RSS set-up: the key, the redirection table (a receive queue index per entry) and which
@@ -114,14 +122,21 @@ pub struct RxMode {
 impl Default for RxMode {
     /// Own unicast and broadcast: what an endpoint needs.
     fn default() -> Self {
-        RxMode { promiscuous: false, all_multicast: false, broadcast: true }
+        RxMode {
+            promiscuous: false,
+            all_multicast: false,
+            broadcast: true,
+        }
     }
 }
 
 impl RxMode {
     /// Accept every frame.
-    pub const PROMISCUOUS: RxMode =
-        RxMode { promiscuous: true, all_multicast: true, broadcast: true };
+    pub const PROMISCUOUS: RxMode = RxMode {
+        promiscuous: true,
+        all_multicast: true,
+        broadcast: true,
+    };
 }
 
 /// Device statistics, accumulated by the driver since bring-up (the registers behind them may
@@ -165,7 +180,10 @@ pub struct RxConfig {
 impl RxConfig {
     /// A queue of `buf_len`-byte buffers, without interrupt.
     pub const fn new(buf_len: u32) -> Self {
-        RxConfig { buf_len, interrupt: false }
+        RxConfig {
+            buf_len,
+            interrupt: false,
+        }
     }
 }
 

@@ -99,6 +99,43 @@ pub unsafe trait DmaRegion: Send {
         // SAFETY: as in `write_u32`, for 8 aligned bytes inside the region.
         unsafe { p.write_volatile(value) }
     }
+
+    /// Copies `src` into the region at byte `offset`: a frame into a transmit buffer, say.
+    ///
+    /// Not volatile: use it only on bytes the device does not own now (a buffer not posted, or
+    /// already completed); ordering against the device comes from the release fence before the
+    /// doorbell, as for descriptors.
+    ///
+    /// # Panics
+    /// If `offset + src.len() > len()`.
+    fn write_bytes(&self, offset: usize, src: &[u8]) {
+        let dst = checked_range(self.cpu(), self.len(), offset, src.len());
+        // SAFETY: `checked_range` proved `src.len()` bytes at `dst` lie inside the region, which is
+        // valid for writes while `self` lives; `src` is ordinary memory and cannot overlap DMA
+        // memory that no Rust reference may point into.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
+    }
+
+    /// Copies `dst.len()` bytes from the region at byte `offset` into `dst`: a received frame
+    /// out of its buffer, say. Same ownership rule as [`write_bytes`](Self::write_bytes).
+    ///
+    /// # Panics
+    /// If `offset + dst.len() > len()`.
+    fn read_bytes(&self, offset: usize, dst: &mut [u8]) {
+        let src = checked_range(self.cpu(), self.len(), offset, dst.len());
+        // SAFETY: as in `write_bytes`, for reads; `dst` is ordinary memory, so no overlap.
+        unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) }
+    }
+}
+
+/// Bounds-checked pointer to `count` bytes at `offset` inside `len` bytes from `base`.
+fn checked_range(base: NonNull<u8>, len: usize, offset: usize, count: usize) -> *mut u8 {
+    assert!(
+        offset.checked_add(count).is_some_and(|end| end <= len),
+        "DMA copy of {count} bytes at offset {offset} outside a region of {len} bytes"
+    );
+    // SAFETY: offset + count <= len, so the result stays inside (or one past) the allocation.
+    unsafe { base.as_ptr().add(offset) }
 }
 
 /// Bounds- and alignment-checked pointer to a `T` at `offset` inside `len` bytes from `base`.
@@ -212,6 +249,13 @@ mod tests {
     fn checked_ptr_refuses_misaligned_offsets() {
         let base = NonNull::<u64>::dangling().cast::<u8>();
         let _ = checked_ptr::<u32>(base, 16, 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a region")]
+    fn checked_range_refuses_a_copy_past_the_end() {
+        let base = NonNull::<u64>::dangling().cast::<u8>();
+        let _ = checked_range(base, 16, 10, 7);
     }
 
     #[test]

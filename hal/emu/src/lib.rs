@@ -1,1 +1,54 @@
-//! Emulated NICs for ringfab (work in progress).
+//! Emulated NICs for ringfab: register-level device models behind an emulated IOMMU, joined by
+//! a [`Wire`], with fault injection — so that the real drivers and all of core run under
+//! `cargo test`, deterministically and without privileges.
+//!
+//! The model here is the Intel 82576 as QEMU's `igb` device presents it ([`EmuIgb`]); its
+//! [`EmuPlatform`] implements `ringfab_hal::Platform` and is what a driver is given.
+//!
+//! What it guarantees:
+//!
+//! * **The device reaches memory only through the [`Iommu`].** An access outside the live
+//!   mappings is refused and recorded ([`IommuFault`]); the model then does not act on that
+//!   descriptor (the ring stalls there). No bad IOVA, register value or descriptor panics.
+//! * **Deterministic by default.** Device work happens synchronously on register writes (a TDT
+//!   write transmits; the frame reaches the other ports of the wire before the write returns),
+//!   and deferred work only on [`EmuIgb::step`] / [`Wire::run_until_idle`]. Time is emulated:
+//!   `Platform::delay` advances the device clock, which is what completes autonegotiation.
+//!   [`Wire::spawn_pump`] adds a background thread when a test wants one.
+//! * **Faults are explicit.** [`WireFault`] and [`DeviceFault`] are injected per test and act by
+//!   counts, periods or a seeded PRNG, never by wall-clock time.
+//!
+//! ```
+//! use ringfab_emu::{EmuIgb, IgbModelConfig, Wire};
+//! use ringfab_hal::{Mmio, Platform};
+//!
+//! let wire = Wire::new();
+//! let a = EmuIgb::new(IgbModelConfig::default());
+//! a.connect(&wire);
+//! let bar = a.platform().bar(0).unwrap();
+//! assert_eq!(bar.read32(0x5404) >> 31, 1); // RAH0.AV: the MAC is loaded
+//! ```
+#![deny(
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks,
+    missing_docs
+)]
+
+pub mod fault;
+pub mod igb;
+pub mod iommu;
+pub mod pcap;
+pub mod platform;
+pub mod toeplitz;
+pub mod wait;
+pub mod wire;
+
+pub use fault::{CorruptMode, DeviceFault, Prng, Ring, WireFault};
+pub use igb::{EmuIgb, IgbModelConfig};
+pub use iommu::{EmuDma, EmuMapping, Iommu, IommuFault};
+pub use platform::{EmuMmio, EmuPlatform};
+pub use wait::EmuWait;
+pub use wire::{Pump, Wire, WireStats};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1100 @@
+//! The descriptor rings: safe, register-free bookkeeping over one [`DmaRegion`] each.
+//!
+//! A ring is `N` 16-byte descriptors in DMA memory plus a private shadow `[Slot; N]` of what the
+//! driver wrote there. The ring never forms a reference into the DMA memory: descriptors are
+//! written and read as two `u64` words through the region's bounds-checked volatile accessors,
+//! which is where the only unsafety lives (in `ringfab-hal`). Nothing here touches a register:
+//! the queue types in `lib.rs` write the tail after [`TxRing::doorbell`] / [`RxRing::doorbell`]
+//! return it, behind a release fence.
+//!
+//! Indices are free-running `usize` counters compared only for equality; a descriptor's place
+//! is `index & (N - 1)` (N is a power of two, checked when the queue is opened), so the data
+//! path has no division and no bounds check that can fail.
+//!
+//! Nothing the device writes is trusted. The rings read a done bit only on descriptors they
+//! handed over (between the last reclaimed one and the last doorbell), so a DD written on a
+//! descriptor past the tail is never seen, and the next push overwrites it. Lengths are checked
+//! against the shadow, status words against the bits the datasheet defines; a bad value turns
+//! into an error completion on that token.
+
+use core::sync::atomic::{fence, Ordering};
+
+use ringfab_hal::{
+    DmaRegion, PushError, Report, RxBuffer, RxCompletion, RxError, Token, TxCompletion, TxError,
+    TxSegment,
+};
+
+use crate::desc::{RxReadRepr, RxWritebackRepr, TxDataRepr, TxWriteback, DESC_LEN};
+
+/// How a transmitted frame ended, as far as the driver knows.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum TxState {
+    /// Not known to have failed (so far: in flight, or completed cleanly).
+    Ok,
+    /// The queue was flushed before the device reported it.
+    Flushed,
+    /// The device wrote back a status the driver does not accept.
+    Device(u64),
+}
+
+/// Shadow of one transmit descriptor. Frame facts live in the frame's first slot.
+#[derive(Clone, Copy, Debug)]
+struct TxSlot {
+    token: Token,
+    /// Descriptors of the frame (first slot only).
+    ndesc: u16,
+    /// Report the token when it succeeds (`Report::Always`).
+    always: bool,
+    /// RS is set on the frame's last descriptor.
+    rs: bool,
+    state: TxState,
+}
+
+impl TxSlot {
+    const EMPTY: TxSlot = TxSlot {
+        token: Token(0),
+        ndesc: 0,
+        always: false,
+        rs: false,
+        state: TxState::Ok,
+    };
+}
+
+/// A transmit ring of `N` descriptors.
+///
+/// Indices, in ring order: `head` ≤ `done` ≤ `scan` ≤ `notified` ≤ `tail`.
+/// * `[head, done)`: complete (the device wrote DD on a later-or-equal RS descriptor, or the
+///   queue was flushed) but not yet returned by `poll`;
+/// * `[done, scan)`: whole frames without RS, waiting for a later RS descriptor;
+/// * `[scan, notified)`: handed to the device, not yet looked at;
+/// * `[notified, tail)`: pushed, not yet rung.
+pub(crate) struct TxRing<D, const N: usize> {
+    dma: D,
+    slots: [TxSlot; N],
+    head: usize,
+    done: usize,
+    scan: usize,
+    notified: usize,
+    tail: usize,
+    /// Descriptors pushed since the last one marked RS.
+    since_rs: usize,
+    /// First descriptor of the most recently pushed frame (for the doorbell's RS).
+    last_frame: usize,
+    /// Frames in `[head, tail)`.
+    frames: usize,
+}
+
+impl<D: DmaRegion, const N: usize> TxRing<D, N> {
+    const MASK: usize = N - 1;
+    /// Request a write-back at least every this many descriptors.
+    pub(crate) const RECLAIM_THRESHOLD: usize = if N >= 8 { N >> 2 } else { 1 };
+
+    /// A ring over `dma`, which must hold at least `N * 16` bytes (checked by the caller).
+    pub(crate) fn new(dma: D) -> Self {
+        debug_assert!(N.is_power_of_two() && dma.len() >= N * DESC_LEN);
+        TxRing {
+            dma,
+            slots: [TxSlot::EMPTY; N],
+            head: 0,
+            done: 0,
+            scan: 0,
+            notified: 0,
+            tail: 0,
+            since_rs: 0,
+            last_frame: 0,
+            frames: 0,
+        }
+    }
+
+    /// The DMA memory (for its IOVA).
+    pub(crate) fn dma(&self) -> &D {
+        &self.dma
+    }
+
+    /// Descriptors free for push: one stays empty so that a full ring's tail never equals its
+    /// head (the device reads head == tail as empty).
+    #[inline]
+    pub(crate) fn free(&self) -> usize {
+        N - 1 - self.tail.wrapping_sub(self.head)
+    }
+
+    /// Frames whose token has not come back.
+    #[inline]
+    pub(crate) fn pending(&self) -> usize {
+        self.frames
+    }
+
+    /// The tail as the device numbers it.
+    #[inline]
+    pub(crate) fn hw_tail(&self) -> u32 {
+        (self.tail & Self::MASK) as u32
+    }
+
+    #[inline]
+    fn write_desc(&self, index: usize, words: [u64; 2]) {
+        let off = (index & Self::MASK) * DESC_LEN;
+        self.dma.write_u64(off, words[0]);
+        self.dma.write_u64(off + 8, words[1]);
+    }
+
+    /// Queues one frame. `max_segments` and `max_len` are the device's limits.
+    ///
+    /// RS goes on the frame's last descriptor when the caller wants the completion, when
+    /// [`RECLAIM_THRESHOLD`](Self::RECLAIM_THRESHOLD) descriptors have gone by without one, or
+    /// when this push fills the ring — so a full ring always ends in an RS descriptor and every
+    /// descriptor is eventually reclaimed. ([`doorbell`](Self::doorbell) adds one more rule.)
+    #[inline]
+    pub(crate) fn push(
+        &mut self,
+        segments: &[TxSegment],
+        token: Token,
+        report: Report,
+        max_segments: usize,
+        max_len: usize,
+    ) -> Result<(), PushError> {
+        let count = segments.len();
+        if count == 0 || count > max_segments {
+            return Err(PushError::Segments {
+                count,
+                max: max_segments,
+            });
+        }
+        let mut total = 0usize;
+        let mut empty = false;
+        for s in segments {
+            total += s.len as usize;
+            empty |= s.len == 0;
+        }
+        if empty || total > max_len {
+            return Err(PushError::FrameLength {
+                len: total,
+                max: max_len,
+            });
+        }
+        let free = self.free();
+        if count > free {
+            return Err(PushError::Full {
+                needed: count,
+                free,
+            });
+        }
+
+        let always = matches!(report, Report::Always);
+        self.since_rs += count;
+        let rs = always || self.since_rs >= Self::RECLAIM_THRESHOLD || count == free;
+        if rs {
+            self.since_rs = 0;
+        }
+        let first = self.tail;
+        let last = count - 1;
+        for (i, s) in segments.iter().enumerate() {
+            let eop = i == last;
+            let d = TxDataRepr {
+                addr: s.iova.0,
+                len: s.len,
+                eop,
+                rs: rs && eop,
+                paylen: total as u32,
+            };
+            self.write_desc(first.wrapping_add(i), d.emit());
+        }
+        self.slots[first & Self::MASK] = TxSlot {
+            token,
+            ndesc: count as u16,
+            always,
+            rs,
+            state: TxState::Ok,
+        };
+        self.last_frame = first;
+        self.tail = first.wrapping_add(count);
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// Prepares to hand everything pushed to the device; returns the new hardware tail, or
+    /// `None` if nothing new was pushed. If descriptors since the last RS exist, RS is added to
+    /// the batch's last frame (not yet visible to the device), so that a batch never strands
+    /// unreported descriptors: they are reclaimed without waiting for a later push, and a flush
+    /// reports `Flushed` only for frames the device really did not finish.
+    #[inline]
+    pub(crate) fn doorbell(&mut self) -> Option<u32> {
+        if self.notified == self.tail {
+            return None;
+        }
+        if self.since_rs != 0 {
+            let first = self.last_frame;
+            let slot = &mut self.slots[first & Self::MASK];
+            slot.rs = true;
+            let last = first.wrapping_add(slot.ndesc as usize - 1);
+            let off = (last & Self::MASK) * DESC_LEN + 8;
+            let w1 = self.dma.read_u64(off);
+            self.dma.write_u64(off, w1 | crate::desc::tx::RS);
+            self.since_rs = 0;
+        }
+        self.notified = self.tail;
+        Some(self.hw_tail())
+    }
+
+    /// Moves `done` over every frame the device has finished (DD on an RS descriptor).
+    #[inline]
+    fn advance(&mut self) {
+        while self.scan != self.notified {
+            let first = self.scan;
+            let slot = self.slots[first & Self::MASK];
+            let next = first.wrapping_add(slot.ndesc as usize);
+            if slot.rs {
+                let last = next.wrapping_sub(1);
+                let w1 = self.dma.read_u64((last & Self::MASK) * DESC_LEN + 8);
+                match TxWriteback::parse(w1) {
+                    TxWriteback::Pending => break,
+                    TxWriteback::Done => {}
+                    TxWriteback::Bad(raw) => {
+                        self.slots[first & Self::MASK].state = TxState::Device(raw)
+                    }
+                }
+                // Everything the device wrote before that DD is visible from here on.
+                fence(Ordering::Acquire);
+                self.done = next;
+            }
+            self.scan = next;
+        }
+    }
+
+    /// Reclaims finished frames and writes completions into `out`; returns how many.
+    /// Successful `ErrorsOnly` frames are reclaimed without a completion.
+    #[inline]
+    pub(crate) fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
+        self.advance();
+        let mut n = 0;
+        while self.head != self.done {
+            let slot = self.slots[self.head & Self::MASK];
+            let status = match slot.state {
+                TxState::Ok if !slot.always => None,
+                TxState::Ok => Some(Ok(())),
+                TxState::Flushed => Some(Err(TxError::Flushed)),
+                TxState::Device(raw) => Some(Err(TxError::DeviceStatus { raw })),
+            };
+            if let Some(status) = status {
+                let Some(entry) = out.get_mut(n) else { break };
+                *entry = TxCompletion {
+                    token: slot.token,
+                    status,
+                };
+                n += 1;
+            }
+            self.head = self.head.wrapping_add(slot.ndesc as usize);
+            self.frames -= 1;
+        }
+        n
+    }
+
+    /// With the hardware queue stopped: frames the device finished complete normally, every
+    /// other pushed frame completes with `Flushed` through later polls. The ring is left empty
+    /// for the device from `hw_tail()` on.
+    pub(crate) fn flush(&mut self) {
+        self.advance();
+        let mut i = self.done;
+        while i != self.tail {
+            let slot = &mut self.slots[i & Self::MASK];
+            slot.state = TxState::Flushed;
+            i = i.wrapping_add(slot.ndesc as usize);
+        }
+        self.done = self.tail;
+        self.scan = self.tail;
+        self.notified = self.tail;
+        self.since_rs = 0;
+    }
+}
+
+/// Shadow of one receive descriptor.
+#[derive(Clone, Copy, Debug)]
+struct RxSlot {
+    token: Token,
+    /// Length of the buffer given, the most the device may report.
+    cap: u32,
+    /// Completes with `Flushed` without looking at the descriptor.
+    flushed: bool,
+}
+
+impl RxSlot {
+    const EMPTY: RxSlot = RxSlot {
+        token: Token(0),
+        cap: 0,
+        flushed: false,
+    };
+}
+
+/// A receive ring of `N` descriptors: `[head, notified)` handed to the device, `[notified,
+/// tail)` pushed but not yet rung.
+pub(crate) struct RxRing<D, const N: usize> {
+    dma: D,
+    slots: [RxSlot; N],
+    head: usize,
+    notified: usize,
+    tail: usize,
+    /// A frame spans several descriptors and its EOP has not been seen yet.
+    in_fragment: bool,
+}
+
+impl<D: DmaRegion, const N: usize> RxRing<D, N> {
+    const MASK: usize = N - 1;
+
+    /// A ring over `dma`, which must hold at least `N * 16` bytes (checked by the caller).
+    pub(crate) fn new(dma: D) -> Self {
+        debug_assert!(N.is_power_of_two() && dma.len() >= N * DESC_LEN);
+        RxRing {
+            dma,
+            slots: [RxSlot::EMPTY; N],
+            head: 0,
+            notified: 0,
+            tail: 0,
+            in_fragment: false,
+        }
+    }
+
+    /// The DMA memory (for its IOVA).
+    pub(crate) fn dma(&self) -> &D {
+        &self.dma
+    }
+
+    /// Descriptors free for push (one always stays empty, as for transmit).
+    #[inline]
+    pub(crate) fn free(&self) -> usize {
+        N - 1 - self.tail.wrapping_sub(self.head)
+    }
+
+    /// Buffers whose token has not come back.
+    #[inline]
+    pub(crate) fn pending(&self) -> usize {
+        self.tail.wrapping_sub(self.head)
+    }
+
+    /// The tail as the device numbers it.
+    #[inline]
+    pub(crate) fn hw_tail(&self) -> u32 {
+        (self.tail & Self::MASK) as u32
+    }
+
+    /// Queues one buffer of at least `min_len` bytes.
+    #[inline]
+    pub(crate) fn push(
+        &mut self,
+        buf: RxBuffer,
+        token: Token,
+        min_len: u32,
+    ) -> Result<(), PushError> {
+        if buf.len < min_len {
+            return Err(PushError::BufferTooSmall {
+                len: buf.len,
+                min: min_len,
+            });
+        }
+        let free = self.free();
+        if free == 0 {
+            return Err(PushError::Full { needed: 1, free });
+        }
+        let off = (self.tail & Self::MASK) * DESC_LEN;
+        let [w0, w1] = RxReadRepr {
+            pkt_addr: buf.iova.0,
+            hdr_addr: 0,
+        }
+        .emit();
+        self.dma.write_u64(off, w0);
+        self.dma.write_u64(off + 8, w1);
+        self.slots[self.tail & Self::MASK] = RxSlot {
+            token,
+            cap: buf.len,
+            flushed: false,
+        };
+        self.tail = self.tail.wrapping_add(1);
+        Ok(())
+    }
+
+    /// The new hardware tail, or `None` if nothing new was pushed.
+    #[inline]
+    pub(crate) fn doorbell(&mut self) -> Option<u32> {
+        if self.notified == self.tail {
+            return None;
+        }
+        self.notified = self.tail;
+        Some(self.hw_tail())
+    }
+
+    /// Writes completions for received (or flushed) buffers into `out`, oldest first.
+    #[inline]
+    pub(crate) fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
+        let mut n = 0;
+        while let Some(entry) = out.get_mut(n) {
+            if self.head == self.tail {
+                break;
+            }
+            let slot = self.slots[self.head & Self::MASK];
+            if slot.flushed {
+                *entry = RxCompletion {
+                    token: slot.token,
+                    len: 0,
+                    status: Err(RxError::Flushed),
+                    rss: None,
+                };
+                self.in_fragment = false;
+            } else {
+                if self.head == self.notified {
+                    break;
+                }
+                let off = (self.head & Self::MASK) * DESC_LEN;
+                let w1 = self.dma.read_u64(off + 8);
+                if w1 as u32 & crate::desc::rx::DD == 0 {
+                    break;
+                }
+                // The rest of the write-back (and the frame data) is visible after seeing DD.
+                fence(Ordering::Acquire);
+                let w0 = self.dma.read_u64(off);
+                *entry = self.decode(slot, RxWritebackRepr::parse([w0, w1]), w1);
+            }
+            self.head = self.head.wrapping_add(1);
+            n += 1;
+        }
+        n
+    }
+
+    #[inline]
+    fn decode(&mut self, slot: RxSlot, wb: RxWritebackRepr, raw: u64) -> RxCompletion {
+        let reported = u32::from(wb.len);
+        let fragment = self.in_fragment || !wb.eop();
+        self.in_fragment = !wb.eop();
+        let (len, status) = if reported > slot.cap {
+            (
+                0,
+                Err(RxError::Length {
+                    reported,
+                    capacity: slot.cap,
+                }),
+            )
+        } else if wb.has_undefined_bits() {
+            (0, Err(RxError::DeviceStatus { raw }))
+        } else if wb.errors() != 0 {
+            (reported, Err(RxError::Frame { bits: wb.errors() }))
+        } else if fragment {
+            (0, Err(RxError::Fragment))
+        } else {
+            (reported, Ok(()))
+        };
+        let rss = if status.is_ok() { wb.rss() } else { None };
+        RxCompletion {
+            token: slot.token,
+            len,
+            status,
+            rss,
+        }
+    }
+
+    /// With the hardware queue stopped: buffers the device filled (DD set, in order from the
+    /// head) complete normally; every other pushed buffer completes with `Flushed`.
+    pub(crate) fn flush(&mut self) {
+        let mut i = self.head;
+        let mut received = true;
+        while i != self.tail {
+            let idx = i & Self::MASK;
+            if !self.slots[idx].flushed {
+                if i == self.notified {
+                    received = false;
+                }
+                received = received
+                    && self.dma.read_u64(idx * DESC_LEN + 8) as u32 & crate::desc::rx::DD != 0;
+                self.slots[idx].flushed = !received;
+            }
+            i = i.wrapping_add(1);
+        }
+        fence(Ordering::Acquire);
+        self.notified = self.tail;
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fake {
+    //! A DMA region in ordinary memory, so tests can play the device by hand.
+    #![allow(
+        unsafe_code,
+        reason = "implements the hal's unsafe DmaRegion trait over owned memory"
+    )]
+    extern crate std;
+    use core::ptr::NonNull;
+    use std::boxed::Box;
+    use std::vec;
+
+    use ringfab_hal::{DmaRegion, Iova};
+
+    /// Zeroed, 4096-aligned memory of whole pages.
+    pub(crate) struct FakeDma {
+        mem: NonNull<[Page]>,
+        len: usize,
+        iova: u64,
+    }
+
+    #[repr(C, align(4096))]
+    #[derive(Clone, Copy)]
+    struct Page([u8; 4096]);
+
+    // SAFETY: FakeDma owns its allocation exclusively; it is plain memory.
+    unsafe impl Send for FakeDma {}
+
+    impl FakeDma {
+        /// `len` bytes (rounded up to pages) at device address `iova`.
+        pub(crate) fn new(len: usize, iova: u64) -> Self {
+            let pages = len.div_ceil(4096).max(1);
+            let mem = Box::into_raw(vec![Page([0; 4096]); pages].into_boxed_slice());
+            // Box::into_raw never returns null.
+            let mem = NonNull::new(mem).expect("box pointer");
+            FakeDma {
+                mem,
+                len: pages * 4096,
+                iova,
+            }
+        }
+    }
+
+    impl Drop for FakeDma {
+        fn drop(&mut self) {
+            // SAFETY: `mem` came from Box::into_raw in `new` and is dropped exactly once.
+            drop(unsafe { Box::from_raw(self.mem.as_ptr()) });
+        }
+    }
+
+    // SAFETY: `cpu()..cpu()+len()` is one live, 4096-aligned, zero-initialised allocation owned by
+    // this value and by no other region; the "device" (the test) reaches it only through the
+    // same accessors.
+    unsafe impl DmaRegion for FakeDma {
+        fn cpu(&self) -> NonNull<u8> {
+            self.mem.cast::<u8>()
+        }
+        fn iova(&self) -> Iova {
+            Iova(self.iova)
+        }
+        fn len(&self) -> usize {
+            self.len
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec::Vec;
+
+    use super::fake::FakeDma;
+    use super::*;
+    use crate::desc::{rx, tx, RxWritebackRepr};
+    use ringfab_hal::{Iova, RssHashKind, RssInfo};
+
+    const MAX_SEGS: usize = 4;
+    const MAX_LEN: usize = 9014;
+
+    fn seg(len: u16) -> TxSegment {
+        TxSegment {
+            iova: Iova(0x10_0000),
+            len,
+        }
+    }
+
+    fn tx_ring<const N: usize>() -> TxRing<FakeDma, N> {
+        TxRing::new(FakeDma::new(N * DESC_LEN, 0x8000))
+    }
+
+    fn rx_ring<const N: usize>() -> RxRing<FakeDma, N> {
+        RxRing::new(FakeDma::new(N * DESC_LEN, 0x9000))
+    }
+
+    fn word1<D: DmaRegion>(dma: &D, index: usize, n: usize) -> u64 {
+        dma.read_u64((index % n) * DESC_LEN + 8)
+    }
+
+    /// Plays the device: DD on every RS descriptor in `[from, to)`.
+    fn device_completes<const N: usize>(r: &TxRing<FakeDma, N>, from: usize, to: usize) {
+        let mut i = from;
+        while i != to {
+            let w1 = word1(r.dma(), i, N);
+            if w1 & tx::RS != 0 {
+                r.dma().write_u64((i % N) * DESC_LEN + 8, w1 | tx::DD);
+            }
+            i += 1;
+        }
+    }
+
+    fn drain_tx<const N: usize>(r: &mut TxRing<FakeDma, N>) -> Vec<TxCompletion> {
+        let mut all = Vec::new();
+        let mut out = [TxCompletion {
+            token: Token(0),
+            status: Ok(()),
+        }; 3];
+        loop {
+            let n = r.poll(&mut out);
+            if n == 0 {
+                return all;
+            }
+            all.extend_from_slice(&out[..n]);
+        }
+    }
+
+    #[test]
+    fn tx_push_refuses_bad_frames_without_writing() {
+        let mut r = tx_ring::<8>();
+        assert_eq!(
+            r.push(&[], Token(1), Report::Always, MAX_SEGS, MAX_LEN),
+            Err(PushError::Segments {
+                count: 0,
+                max: MAX_SEGS
+            })
+        );
+        assert_eq!(
+            r.push(&[seg(1); 5], Token(1), Report::Always, MAX_SEGS, MAX_LEN),
+            Err(PushError::Segments {
+                count: 5,
+                max: MAX_SEGS
+            })
+        );
+        assert_eq!(
+            r.push(
+                &[seg(60), seg(0)],
+                Token(1),
+                Report::Always,
+                MAX_SEGS,
+                MAX_LEN
+            ),
+            Err(PushError::FrameLength {
+                len: 60,
+                max: MAX_LEN
+            })
+        );
+        assert_eq!(
+            r.push(
+                &[seg(9000), seg(15)],
+                Token(1),
+                Report::Always,
+                MAX_SEGS,
+                MAX_LEN
+            ),
+            Err(PushError::FrameLength {
+                len: 9015,
+                max: MAX_LEN
+            })
+        );
+        assert_eq!((r.free(), r.pending(), r.doorbell()), (7, 0, None));
+        assert_eq!(word1(r.dma(), 0, 8), 0, "nothing written");
+    }
+
+    #[test]
+    fn tx_full_ring_refuses_at_push_and_ends_in_rs() {
+        let mut r = tx_ring::<8>();
+        for t in 0..3 {
+            r.push(
+                &[seg(60), seg(40)],
+                Token(t),
+                Report::ErrorsOnly,
+                MAX_SEGS,
+                MAX_LEN,
+            )
+            .unwrap();
+        }
+        assert_eq!(r.free(), 1);
+        assert_eq!(
+            r.push(
+                &[seg(60), seg(40)],
+                Token(9),
+                Report::ErrorsOnly,
+                MAX_SEGS,
+                MAX_LEN
+            ),
+            Err(PushError::Full { needed: 2, free: 1 })
+        );
+        r.push(&[seg(60)], Token(3), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        assert_eq!(r.free(), 0);
+        assert!(
+            word1(r.dma(), 6, 8) & tx::RS != 0,
+            "the push that fills the ring sets RS"
+        );
+        assert_eq!(
+            r.push(&[seg(60)], Token(4), Report::Always, MAX_SEGS, MAX_LEN),
+            Err(PushError::Full { needed: 1, free: 0 })
+        );
+    }
+
+    #[test]
+    fn tx_rs_policy_marks_always_threshold_and_batch_end() {
+        let mut r = tx_ring::<16>(); // threshold 4
+        r.push(&[seg(60)], Token(0), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        r.push(&[seg(60)], Token(1), Report::Always, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        r.push(&[seg(60)], Token(2), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        r.push(
+            &[seg(60), seg(1)],
+            Token(3),
+            Report::ErrorsOnly,
+            MAX_SEGS,
+            MAX_LEN,
+        )
+        .unwrap();
+        r.push(
+            &[seg(60), seg(1), seg(1)],
+            Token(4),
+            Report::ErrorsOnly,
+            MAX_SEGS,
+            MAX_LEN,
+        )
+        .unwrap();
+        r.push(&[seg(60)], Token(5), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        let rs: Vec<bool> = (0..9)
+            .map(|i| word1(r.dma(), i, 16) & tx::RS != 0)
+            .collect();
+        // desc: 0 (t0) 1 (t1, Always) 2 (t2) 3-4 (t3) 5-7 (t4: 1+2+3 = 6 ≥ 4 → RS) 8 (t5)
+        assert_eq!(
+            rs,
+            [false, true, false, false, false, false, false, true, false]
+        );
+        assert_eq!(r.doorbell(), Some(9));
+        assert!(
+            word1(r.dma(), 8, 16) & tx::RS != 0,
+            "doorbell marks the batch's last frame"
+        );
+        assert!(word1(r.dma(), 7, 16) & tx::EOP != 0 && word1(r.dma(), 6, 16) & tx::EOP == 0);
+        assert_eq!(r.doorbell(), None, "nothing new");
+    }
+
+    #[test]
+    fn tx_every_token_comes_back_exactly_once_across_wraparound() {
+        let mut r = tx_ring::<8>();
+        let mut seen = Vec::new();
+        let mut next = 0u64;
+        let mut device_at = 0usize;
+        for round in 0..40 {
+            while r.free() >= 2 {
+                let report = if next % 3 == 0 {
+                    Report::ErrorsOnly
+                } else {
+                    Report::Always
+                };
+                let segs = [seg(60), seg(20)];
+                let n = 1 + (next as usize + round) % 2;
+                r.push(&segs[..n], Token(next), report, MAX_SEGS, MAX_LEN)
+                    .unwrap();
+                next += 1;
+            }
+            r.doorbell();
+            device_completes(&r, device_at, r.tail);
+            device_at = r.tail;
+            for c in drain_tx(&mut r) {
+                assert_eq!(c.status, Ok(()));
+                seen.push(c.token.0);
+            }
+        }
+        assert_eq!(r.pending(), 0);
+        let expected: Vec<u64> = (0..next).filter(|t| t % 3 != 0).collect();
+        assert_eq!(
+            seen, expected,
+            "in order, once each, ErrorsOnly successes silent"
+        );
+    }
+
+    #[test]
+    fn tx_done_bit_beyond_what_was_rung_is_ignored() {
+        let mut r = tx_ring::<8>();
+        r.push(&[seg(60)], Token(1), Report::Always, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        r.doorbell();
+        r.push(&[seg(60)], Token(2), Report::Always, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        // The device lies: DD on the pushed-but-not-rung descriptor and on one never pushed.
+        r.dma()
+            .write_u64(DESC_LEN + 8, word1(r.dma(), 1, 8) | tx::DD);
+        r.dma().write_u64(2 * DESC_LEN + 8, tx::DD | tx::RS);
+        assert!(drain_tx(&mut r).is_empty());
+        assert_eq!(r.pending(), 2);
+        // The next push overwrites the stale DD.
+        r.push(&[seg(60)], Token(3), Report::Always, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        assert_eq!(word1(r.dma(), 2, 8) & tx::DD, 0);
+    }
+
+    #[test]
+    fn tx_garbage_writeback_is_a_device_status_error_for_that_token() {
+        let mut r = tx_ring::<8>();
+        r.push(&[seg(60)], Token(1), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        r.push(&[seg(60)], Token(2), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        r.doorbell();
+        let raw = u64::MAX;
+        r.dma().write_u64(DESC_LEN + 8, raw);
+        let got = drain_tx(&mut r);
+        assert_eq!(
+            got,
+            [TxCompletion {
+                token: Token(2),
+                status: Err(TxError::DeviceStatus { raw })
+            }]
+        );
+        assert_eq!(r.pending(), 0);
+    }
+
+    #[test]
+    fn tx_flush_completes_written_back_frames_and_flushes_the_rest() {
+        let mut r = tx_ring::<16>();
+        for t in 0..3 {
+            r.push(&[seg(60)], Token(t), Report::Always, MAX_SEGS, MAX_LEN)
+                .unwrap();
+        }
+        r.push(&[seg(60)], Token(3), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        r.doorbell();
+        r.push(&[seg(60)], Token(4), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        device_completes(&r, 0, 1); // only token 0 was sent
+        r.flush();
+        let got = drain_tx(&mut r);
+        let want: Vec<TxCompletion> = [
+            (0, Ok(())),
+            (1, Err(TxError::Flushed)),
+            (2, Err(TxError::Flushed)),
+            (3, Err(TxError::Flushed)),
+            (4, Err(TxError::Flushed)),
+        ]
+        .into_iter()
+        .map(|(t, status)| TxCompletion {
+            token: Token(t),
+            status,
+        })
+        .collect();
+        assert_eq!(got, want);
+        assert_eq!((r.pending(), r.free(), r.hw_tail()), (0, 15, 5));
+        // The ring works on from where it stopped.
+        r.push(&[seg(60)], Token(5), Report::Always, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        assert_eq!(r.doorbell(), Some(6));
+        device_completes(&r, 5, 6);
+        assert_eq!(
+            drain_tx(&mut r),
+            [TxCompletion {
+                token: Token(5),
+                status: Ok(())
+            }]
+        );
+    }
+
+    fn buf(len: u32) -> RxBuffer {
+        RxBuffer {
+            iova: Iova(0x20_0000),
+            len,
+        }
+    }
+
+    fn device_writes<const N: usize>(r: &RxRing<FakeDma, N>, index: usize, wb: RxWritebackRepr) {
+        let [w0, w1] = wb.emit();
+        r.dma().write_u64((index % N) * DESC_LEN, w0);
+        r.dma().write_u64((index % N) * DESC_LEN + 8, w1);
+    }
+
+    fn good(len: u16) -> RxWritebackRepr {
+        RxWritebackRepr {
+            status_error: rx::DD | rx::EOP,
+            len,
+            vlan: 0,
+            rss_type: 0,
+            pkt_type: 0,
+            rss_hash: 0,
+        }
+    }
+
+    fn drain_rx<const N: usize>(r: &mut RxRing<FakeDma, N>) -> Vec<RxCompletion> {
+        let mut all = Vec::new();
+        let mut out = [RxCompletion {
+            token: Token(0),
+            len: 0,
+            status: Ok(()),
+            rss: None,
+        }; 2];
+        loop {
+            let n = r.poll(&mut out);
+            if n == 0 {
+                return all;
+            }
+            all.extend_from_slice(&out[..n]);
+        }
+    }
+
+    #[test]
+    fn rx_push_refuses_small_buffers_and_full_ring() {
+        let mut r = rx_ring::<8>();
+        assert_eq!(
+            r.push(buf(1000), Token(0), 2048),
+            Err(PushError::BufferTooSmall {
+                len: 1000,
+                min: 2048
+            })
+        );
+        for t in 0..7 {
+            r.push(buf(2048), Token(t), 2048).unwrap();
+        }
+        assert_eq!(
+            r.push(buf(2048), Token(7), 2048),
+            Err(PushError::Full { needed: 1, free: 0 })
+        );
+        assert_eq!(r.pending(), 7);
+    }
+
+    #[test]
+    fn rx_lying_length_is_a_length_error_not_a_panic() {
+        let mut r = rx_ring::<8>();
+        r.push(buf(2048), Token(1), 2048).unwrap();
+        r.doorbell();
+        device_writes(&r, 0, good(0xFFFF));
+        let got = drain_rx(&mut r);
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            got[0].status,
+            Err(RxError::Length {
+                reported: 0xFFFF,
+                capacity: 2048
+            })
+        );
+        assert_eq!(got[0].len, 0);
+    }
+
+    #[test]
+    fn rx_garbage_status_is_device_status_and_errors_are_frame_errors() {
+        let mut r = rx_ring::<8>();
+        for t in 0..3 {
+            r.push(buf(2048), Token(t), 2048).unwrap();
+        }
+        r.doorbell();
+        let mut garbage = good(60);
+        garbage.status_error |= 1 << 20;
+        device_writes(&r, 0, garbage);
+        let mut crc = good(60);
+        crc.status_error |= 1 << 24;
+        device_writes(&r, 1, crc);
+        let mut hashed = good(98);
+        hashed.rss_type = 2;
+        hashed.rss_hash = 0x323E_8FC2;
+        device_writes(&r, 2, hashed);
+        let got = drain_rx(&mut r);
+        assert_eq!(
+            got[0].status,
+            Err(RxError::DeviceStatus {
+                raw: garbage.emit()[1]
+            })
+        );
+        assert_eq!(
+            (got[1].status, got[1].len),
+            (Err(RxError::Frame { bits: 1 << 24 }), 60)
+        );
+        assert_eq!((got[2].status, got[2].len), (Ok(()), 98));
+        assert_eq!(
+            got[2].rss,
+            Some(RssInfo {
+                hash: 0x323E_8FC2,
+                kind: RssHashKind::Ipv4
+            })
+        );
+    }
+
+    #[test]
+    fn rx_split_frame_gives_one_fragment_error_per_descriptor() {
+        let mut r = rx_ring::<8>();
+        for t in 0..4 {
+            r.push(buf(1024), Token(t), 1024).unwrap();
+        }
+        r.doorbell();
+        let mut piece = good(1024);
+        piece.status_error = rx::DD;
+        device_writes(&r, 0, piece);
+        device_writes(&r, 1, piece);
+        device_writes(&r, 2, good(500));
+        device_writes(&r, 3, good(64));
+        let got: Vec<_> = drain_rx(&mut r)
+            .iter()
+            .map(|c| (c.token.0, c.status, c.len))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, Err(RxError::Fragment), 0),
+                (1, Err(RxError::Fragment), 0),
+                (2, Err(RxError::Fragment), 0),
+                (3, Ok(()), 64),
+            ]
+        );
+    }
+
+    #[test]
+    fn rx_done_bit_beyond_what_was_rung_is_ignored() {
+        let mut r = rx_ring::<8>();
+        r.push(buf(2048), Token(1), 2048).unwrap();
+        device_writes(&r, 0, good(60)); // pushed, not rung
+        device_writes(&r, 1, good(60)); // never pushed
+        assert!(drain_rx(&mut r).is_empty());
+        r.doorbell();
+        r.push(buf(2048), Token(2), 2048).unwrap();
+        assert_eq!(word1(r.dma(), 1, 8), 0, "push clears a stale write-back");
+        let got = drain_rx(&mut r);
+        assert_eq!(got.iter().map(|c| c.token.0).collect::<Vec<_>>(), [1]);
+    }
+
+    #[test]
+    fn rx_every_token_comes_back_exactly_once_across_wraparound() {
+        let mut r = rx_ring::<8>();
+        let (mut next, mut seen) = (0u64, Vec::new());
+        for _ in 0..30 {
+            while r.free() > 0 {
+                r.push(buf(2048), Token(next), 2048).unwrap();
+                next += 1;
+            }
+            r.doorbell();
+            let from = r.head;
+            for i in 0..5 {
+                device_writes(&r, from + i, good(60 + i as u16));
+            }
+            seen.extend(drain_rx(&mut r).iter().map(|c| {
+                assert_eq!(c.status, Ok(()));
+                c.token.0
+            }));
+        }
+        assert_eq!(seen, (0..150).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn rx_flush_returns_filled_buffers_then_flushed() {
+        let mut r = rx_ring::<8>();
+        for t in 0..5 {
+            r.push(buf(2048), Token(t), 2048).unwrap();
+        }
+        r.doorbell();
+        r.push(buf(2048), Token(5), 2048).unwrap();
+        device_writes(&r, 0, good(60));
+        device_writes(&r, 1, good(61));
+        device_writes(&r, 3, good(63)); // out of order: not believed
+        r.flush();
+        let got: Vec<_> = drain_rx(&mut r)
+            .iter()
+            .map(|c| (c.token.0, c.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, Ok(())),
+                (1, Ok(())),
+                (2, Err(RxError::Flushed)),
+                (3, Err(RxError::Flushed)),
+                (4, Err(RxError::Flushed)),
+                (5, Err(RxError::Flushed)),
+            ]
+        );
+        assert_eq!((r.pending(), r.hw_tail()), (0, 6));
+        r.push(buf(2048), Token(6), 2048).unwrap();
+        assert_eq!(r.doorbell(), Some(7));
+        device_writes(&r, 6, good(70));
+        assert_eq!(drain_rx(&mut r)[0].token, Token(6));
+    }
+}

@@ -1,0 +1,527 @@
+//! The driver against `ringfab-emu`'s 82576 model: bring-up, link, MAC, and frames between two
+//! emulated igb devices on one wire.
+
+use ringfab_emu::{EmuIgb, IgbModelConfig, Wire};
+use ringfab_hal::{
+    DmaRegion, Iova, MacAddr, Nic, Platform, Report, RxBuffer, RxCompletion, RxConfig, RxError,
+    RxQueue, Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment, Wait,
+};
+use ringfab_igb::Igb;
+
+const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
+const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
+
+fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
+    let mut config = IgbModelConfig::default();
+    config.mac = mac;
+    let dev = EmuIgb::new(config);
+    dev.connect(wire);
+    dev
+}
+
+/// Copies `bytes` into DMA memory at `offset` (8-byte words; the tail zero-padded).
+fn write_bytes<D: DmaRegion>(dma: &D, offset: usize, bytes: &[u8]) {
+    for (i, chunk) in bytes.chunks(8).enumerate() {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        dma.write_u64(offset + 8 * i, u64::from_le_bytes(w));
+    }
+}
+
+fn read_bytes<D: DmaRegion>(dma: &D, offset: usize, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    for i in 0..len.div_ceil(8) {
+        out.extend_from_slice(&dma.read_u64(offset + 8 * i).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn frame(dst: MacAddr, src: MacAddr, payload_len: usize, seed: u8) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    f.extend_from_slice(&[0x88, 0xB5]); // IEEE local experimental EtherType
+    f.extend((0..payload_len).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed)));
+    f
+}
+
+const NO_TX: TxCompletion = TxCompletion {
+    token: Token(u64::MAX),
+    status: Ok(()),
+};
+const NO_RX: RxCompletion = RxCompletion {
+    token: Token(u64::MAX),
+    len: 0,
+    status: Ok(()),
+    rss: None,
+};
+
+#[test]
+fn bring_up_reads_the_mac_and_brings_the_link_up() {
+    let wire = Wire::new();
+    let dev = device(MAC_A, &wire);
+    let nic = Igb::new(dev.platform()).expect("bring-up");
+    assert_eq!(nic.capabilities().mac, MAC_A);
+    let link = nic.link();
+    assert!(link.up, "{link:?}");
+    assert_eq!(link.speed_mbps, 1000);
+    assert!(link.full_duplex);
+}
+
+#[test]
+fn bring_up_without_a_cable_succeeds_with_the_link_down() {
+    let mut config = IgbModelConfig::default();
+    config.link = false;
+    let dev = EmuIgb::new(config);
+    let nic = Igb::new(dev.platform()).expect("bring-up");
+    assert!(!nic.link().up);
+}
+
+#[test]
+fn frames_cross_the_wire_between_two_igbs_and_every_token_comes_back() {
+    let wire = Wire::new();
+    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
+    let (nic_a, nic_b) = (
+        Igb::new(a.platform()).unwrap(),
+        Igb::new(b.platform()).unwrap(),
+    );
+    let mut tx = nic_a.open_tx::<64>(0, TxConfig::default()).unwrap();
+    let mut rx = nic_b.open_rx::<64>(0, RxConfig::new(2048)).unwrap();
+
+    const BUF: usize = 2048;
+    const FRAMES: usize = 100; // more than either ring holds: wraps around
+    let rx_mem = nic_b.platform().alloc_dma(BUF * 64).unwrap();
+    let tx_mem = nic_a.platform().alloc_dma(BUF * 64).unwrap();
+    let rx_buf = |slot: usize| RxBuffer {
+        iova: Iova(rx_mem.iova().0 + (slot * BUF) as u64),
+        len: BUF as u32,
+    };
+    let mut rx_next = 0usize;
+    while rx.free() > 0 {
+        rx.push(rx_buf(rx_next % 64), Token(rx_next as u64))
+            .unwrap();
+        rx_next += 1;
+    }
+    rx.doorbell();
+
+    let mut sent = 0usize;
+    let mut tx_done = Vec::new();
+    let mut received = Vec::new();
+    let mut out_tx = [NO_TX; 16];
+    let mut out_rx = [NO_RX; 16];
+    for _ in 0..1000 {
+        if received.len() == FRAMES {
+            break;
+        }
+        while sent < FRAMES && tx.free() >= 2 && sent - received.len() < 32 {
+            let f = frame(MAC_B, MAC_A, 46 + sent * 13 % 1400, sent as u8);
+            let off = (sent % 64) * BUF;
+            write_bytes(&tx_mem, off, &f);
+            // Header and payload as two segments, to exercise multi-descriptor frames.
+            let base = tx_mem.iova().0 + off as u64;
+            let segs = [
+                TxSegment {
+                    iova: Iova(base),
+                    len: 14,
+                },
+                TxSegment {
+                    iova: Iova(base + 14),
+                    len: (f.len() - 14) as u16,
+                },
+            ];
+            let report = if sent % 2 == 0 {
+                Report::Always
+            } else {
+                Report::ErrorsOnly
+            };
+            tx.push(&segs, Token(sent as u64), report).unwrap();
+            sent += 1;
+        }
+        tx.doorbell();
+        wire.run_until_idle();
+        let n = tx.poll(&mut out_tx);
+        tx_done.extend_from_slice(&out_tx[..n]);
+        let n = rx.poll(&mut out_rx);
+        for c in &out_rx[..n] {
+            assert_eq!(c.status, Ok(()), "{c:?}");
+            let slot = c.token.0 as usize % 64;
+            received.push(read_bytes(&rx_mem, slot * BUF, c.len as usize));
+            // Token t always owns buffer slot t % 64: the slot of token t + 63 is that of
+            // token t - 1, already consumed.
+            rx.push(rx_buf(rx_next % 64), Token(rx_next as u64))
+                .unwrap();
+            rx_next += 1;
+        }
+        rx.doorbell();
+    }
+    assert_eq!(received.len(), FRAMES);
+    assert!(a.iommu_faults().is_empty(), "{:?}", a.iommu_faults());
+    assert!(b.iommu_faults().is_empty(), "{:?}", b.iommu_faults());
+    for (i, got) in received.iter().enumerate() {
+        assert_eq!(
+            got,
+            &frame(MAC_B, MAC_A, 46 + i * 13 % 1400, i as u8),
+            "frame {i}"
+        );
+    }
+    // Drain the last write-backs, then: every Always token once, in order, all Ok.
+    for _ in 0..10 {
+        wire.run_until_idle();
+        let n = tx.poll(&mut out_tx);
+        tx_done.extend_from_slice(&out_tx[..n]);
+    }
+    assert!(tx_done.iter().all(|c| c.status == Ok(())), "{tx_done:?}");
+    let tokens: Vec<u64> = tx_done.iter().map(|c| c.token.0).collect();
+    assert_eq!(tokens, (0..FRAMES as u64).step_by(2).collect::<Vec<_>>());
+    assert_eq!(tx.pending(), 0, "ErrorsOnly frames were reclaimed silently");
+    let stats = nic_b.stats();
+    assert_eq!(stats.rx_packets, FRAMES as u64);
+    assert_eq!(nic_a.stats().tx_packets, FRAMES as u64);
+}
+
+#[test]
+fn receive_interrupt_notifies_when_armed() {
+    let wire = Wire::new();
+    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
+    let (nic_a, nic_b) = (
+        Igb::new(a.platform()).unwrap(),
+        Igb::new(b.platform()).unwrap(),
+    );
+    let mut tx = nic_a.open_tx::<16>(1, TxConfig::default()).unwrap();
+    let mut rx = nic_b
+        .open_rx::<16>(0, RxConfig::new(2048).with_interrupt(true))
+        .unwrap();
+    let mem = nic_b.platform().alloc_dma(4096).unwrap();
+    rx.push(
+        RxBuffer {
+            iova: mem.iova(),
+            len: 2048,
+        },
+        Token(7),
+    )
+    .unwrap();
+    rx.doorbell();
+    let wait = rx.interrupt().expect("wired");
+    wait.drain();
+    rx.set_interrupt(true);
+
+    let tx_mem = nic_a.platform().alloc_dma(4096).unwrap();
+    let f = frame(MAC_B, MAC_A, 100, 1);
+    write_bytes(&tx_mem, 0, &f);
+    tx.push(
+        &[TxSegment {
+            iova: tx_mem.iova(),
+            len: f.len() as u16,
+        }],
+        Token(1),
+        Report::Always,
+    )
+    .unwrap();
+    tx.doorbell();
+    wire.run_until_idle();
+    assert!(rx.interrupt().unwrap().drain(), "the armed vector fired");
+    let mut out = [NO_RX; 2];
+    assert_eq!(rx.poll(&mut out), 1);
+    assert_eq!(
+        (out[0].token, out[0].len, out[0].status),
+        (Token(7), f.len() as u32, Ok(()))
+    );
+}
+
+#[test]
+fn flush_gives_back_unfilled_buffers_and_unsent_frames() {
+    let wire = Wire::new();
+    let dev = device(MAC_A, &wire);
+    let nic = Igb::new(dev.platform()).unwrap();
+    let mut rx = nic.open_rx::<16>(2, RxConfig::new(1024)).unwrap();
+    let mem = nic.platform().alloc_dma(4 * 1024).unwrap();
+    for t in 0..4 {
+        rx.push(
+            RxBuffer {
+                iova: Iova(mem.iova().0 + t * 1024),
+                len: 1024,
+            },
+            Token(t),
+        )
+        .unwrap();
+    }
+    rx.doorbell();
+    rx.flush();
+    let mut out = [NO_RX; 8];
+    assert_eq!(rx.poll(&mut out), 4);
+    assert!(out[..4].iter().all(|c| c.status == Err(RxError::Flushed)));
+    assert_eq!(rx.pending(), 0);
+
+    let mut tx = nic.open_tx::<16>(2, TxConfig::default()).unwrap();
+    // Pushed but never rung: the device never saw it.
+    tx.push(
+        &[TxSegment {
+            iova: mem.iova(),
+            len: 60,
+        }],
+        Token(9),
+        Report::ErrorsOnly,
+    )
+    .unwrap();
+    tx.flush();
+    let mut out = [NO_TX; 2];
+    assert_eq!(tx.poll(&mut out), 1);
+    assert_eq!(
+        out[0],
+        TxCompletion {
+            token: Token(9),
+            status: Err(TxError::Flushed)
+        }
+    );
+}
+
+/// Two devices on one wire, brought up, with a transmit queue on A and DMA memory on both.
+struct Pair {
+    wire: Wire,
+    a: EmuIgb,
+    b: EmuIgb,
+    nic_a: Igb<ringfab_emu::EmuPlatform>,
+    nic_b: Igb<ringfab_emu::EmuPlatform>,
+}
+
+fn pair() -> Pair {
+    let wire = Wire::new();
+    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
+    let (nic_a, nic_b) = (
+        Igb::new(a.platform()).unwrap(),
+        Igb::new(b.platform()).unwrap(),
+    );
+    Pair {
+        wire,
+        a,
+        b,
+        nic_a,
+        nic_b,
+    }
+}
+
+/// Sends each frame from A (queue 0) and runs the wire.
+fn send_all(p: &Pair, frames: &[Vec<u8>]) {
+    let mut tx = p.nic_a.open_tx::<64>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(2048 * frames.len()).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        write_bytes(&mem, i * 2048, f);
+        let seg = TxSegment {
+            iova: Iova(mem.iova().0 + (i * 2048) as u64),
+            len: f.len() as u16,
+        };
+        tx.push(&[seg], Token(i as u64), Report::Always).unwrap();
+    }
+    tx.doorbell();
+    p.wire.run_until_idle();
+    let mut out = [NO_TX; 64];
+    assert_eq!(tx.poll(&mut out), frames.len());
+    assert!(out[..frames.len()].iter().all(|c| c.status == Ok(())));
+}
+
+/// Posts `count` 2 KiB buffers on `rx`, tokens 0.., from `mem`.
+fn post<D: DmaRegion, Q: RxQueue>(rx: &mut Q, mem: &D, count: usize) {
+    for t in 0..count {
+        let buf = RxBuffer {
+            iova: Iova(mem.iova().0 + (t * 2048) as u64),
+            len: 2048,
+        };
+        rx.push(buf, Token(t as u64)).unwrap();
+    }
+    rx.doorbell();
+}
+
+#[test]
+fn a_lying_receive_length_and_garbage_status_become_error_completions() {
+    use ringfab_emu::{DeviceFault, Ring};
+    let p = pair();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(2048 * 8).unwrap();
+    post(&mut rx, &mem, 4);
+    p.b.inject(DeviceFault::OversizeLength {
+        queue: Some(0),
+        count: 1,
+        extra: 100,
+    });
+    let garbage = DeviceFault::GarbageStatus {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+        bits: 1 << 20,
+    };
+    let frames: Vec<Vec<u8>> = (0..3).map(|i| frame(MAC_B, MAC_A, 100, i)).collect();
+    send_all(&p, &frames[..1]);
+    p.b.inject(garbage);
+    send_all(&p, &frames[1..]);
+    let mut out = [NO_RX; 8];
+    assert_eq!(rx.poll(&mut out), 3);
+    assert_eq!(
+        out[0].status,
+        Err(RxError::Length {
+            reported: 2148,
+            capacity: 2048
+        })
+    );
+    assert_eq!(out[0].len, 0);
+    assert!(
+        matches!(out[1].status, Err(RxError::DeviceStatus { .. })),
+        "{:?}",
+        out[1]
+    );
+    assert_eq!((out[2].status, out[2].len), (Ok(()), 114));
+}
+
+#[test]
+fn a_bad_crc_is_a_frame_error_with_a_named_bit() {
+    use ringfab_emu::{CorruptMode, WireFault};
+    let p = pair();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(2048 * 4).unwrap();
+    post(&mut rx, &mem, 2);
+    p.wire.inject(WireFault::Corrupt {
+        count: 1,
+        offset: 20,
+        mode: CorruptMode::BadCrc,
+    });
+    send_all(&p, &[frame(MAC_B, MAC_A, 100, 0)]);
+    let mut out = [NO_RX; 2];
+    assert_eq!(rx.poll(&mut out), 1);
+    let Err(RxError::Frame { bits }) = out[0].status else {
+        panic!("{:?}", out[0])
+    };
+    assert_eq!(out[0].len, 114);
+    let names: Vec<_> = (0..32)
+        .filter(|b| bits & 1 << b != 0)
+        .map(|b| p.nic_b.rx_error_name(b))
+        .collect();
+    assert!(
+        names.iter().all(Option::is_some) && !names.is_empty(),
+        "{bits:#x}"
+    );
+}
+
+#[test]
+fn a_garbage_transmit_status_is_a_device_status_error_for_that_token() {
+    use ringfab_emu::{DeviceFault, Ring};
+    let p = pair();
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(4096).unwrap();
+    write_bytes(&mem, 0, &frame(MAC_B, MAC_A, 100, 0));
+    // Bit 8 of the STA dword is POPTS.IXSM, which the driver never sets.
+    p.a.inject(DeviceFault::GarbageStatus {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+        bits: 1 << 8,
+    });
+    let seg = TxSegment {
+        iova: mem.iova(),
+        len: 114,
+    };
+    tx.push(&[seg], Token(1), Report::ErrorsOnly).unwrap();
+    tx.push(&[seg], Token(2), Report::Always).unwrap();
+    tx.doorbell();
+    p.wire.run_until_idle();
+    let mut out = [NO_TX; 4];
+    let n = tx.poll(&mut out);
+    // Token 1 (ErrorsOnly, no RS of its own) is reclaimed silently by token 2's write-back,
+    // which carries the garbage.
+    assert_eq!(n, 1, "{:?}", &out[..n]);
+    assert_eq!(out[0].token, Token(2));
+    assert!(
+        matches!(out[0].status, Err(TxError::DeviceStatus { .. })),
+        "{:?}",
+        out[0]
+    );
+    assert_eq!(tx.pending(), 0);
+}
+
+fn udp_frame(dst: MacAddr, src: MacAddr, sport: u16, dport: u16) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = 20 + 8 + 18u16;
+    f.extend_from_slice(&[
+        0x45,
+        0,
+        (total >> 8) as u8,
+        total as u8,
+        0,
+        1,
+        0x40,
+        0,
+        64,
+        17,
+        0,
+        0,
+    ]);
+    f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 26, 0, 0]);
+    f.extend_from_slice(&[0xAB; 18]);
+    // IPv4 header checksum.
+    let mut sum = 0u32;
+    for w in f[14..34].chunks(2) {
+        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    let csum = !(sum as u16);
+    f[24..26].copy_from_slice(&csum.to_be_bytes());
+    f
+}
+
+#[test]
+fn rss_spreads_udp_flows_over_receive_queues_and_reports_the_hash() {
+    use ringfab_hal::{RssConfig, RssHashKind, RssHashes};
+    let p = pair();
+    let mut rxs: Vec<_> = (0..4)
+        .map(|q| p.nic_b.open_rx::<16>(q, RxConfig::new(2048)).unwrap())
+        .collect();
+    let mems: Vec<_> = (0..4)
+        .map(|_| p.nic_b.platform().alloc_dma(2048 * 15).unwrap())
+        .collect();
+    for (rx, mem) in rxs.iter_mut().zip(&mems) {
+        post(rx, mem, 15);
+    }
+    let key: Vec<u8> = (0..40u8)
+        .map(|i| i.wrapping_mul(37).wrapping_add(11))
+        .collect();
+    let table: Vec<u16> = (0..128).map(|i| i % 4).collect();
+    p.nic_b
+        .set_rss(&RssConfig {
+            key: &key,
+            table: &table,
+            hashes: RssHashes::ALL_IPV4,
+        })
+        .unwrap();
+    let frames: Vec<Vec<u8>> = (0..32)
+        .map(|i| udp_frame(MAC_B, MAC_A, 1000 + i, 2000))
+        .collect();
+    send_all(&p, &frames);
+    let mut per_queue = Vec::new();
+    let mut total = 0;
+    for (q, rx) in rxs.iter_mut().enumerate() {
+        let mut out = [NO_RX; 16];
+        let n = rx.poll(&mut out);
+        for c in &out[..n] {
+            assert_eq!(c.status, Ok(()));
+            let rss = c.rss.expect("hash reported");
+            assert_eq!(rss.kind, RssHashKind::Ipv4Udp);
+            assert_eq!(
+                usize::from(table[(rss.hash & 127) as usize]),
+                q,
+                "RETA picked this queue"
+            );
+        }
+        per_queue.push(n);
+        total += n;
+    }
+    assert_eq!(total, 32);
+    assert!(
+        per_queue.iter().filter(|&&n| n > 0).count() >= 2,
+        "{per_queue:?}"
+    );
+}

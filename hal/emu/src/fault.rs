@@ -1,0 +1,179 @@
+//! Fault injection: what can go wrong on the wire and in the device, chosen per test.
+//!
+//! Every fault is deterministic: explicit counts ("the next N"), periods ("every Kth"), or a
+//! seeded PRNG ([`Prng`]); nothing depends on the wall clock or on thread timing.
+
+/// What a corrupted frame looks like to the receiving NIC.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CorruptMode {
+    /// The byte is flipped and the frame check sequence is recomputed: the receiver sees a good
+    /// CRC and delivers the corrupted frame with no error (silent corruption, as a bad switch).
+    Silent,
+    /// The byte is flipped in transit: the receiver's CRC check fails. The emulated 82576
+    /// counts CRCERRS and delivers the frame with RXE (CRC error) set in the write-back, as the
+    /// silicon does with RCTL.SBP; it does not drop it, so drivers see their error path.
+    BadCrc,
+}
+
+/// A fault on a [`Wire`](crate::Wire). Counts are frames entering the wire (one per frame sent,
+/// whatever the number of receivers), counted from when the fault is injected.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum WireFault {
+    /// Drop the next `count` frames.
+    Drop {
+        /// Frames to drop.
+        count: usize,
+    },
+    /// Drop every `k`th frame (the `k`th, `2k`th, ...) for ever. `k` of 0 does nothing.
+    DropEvery {
+        /// Period.
+        k: usize,
+    },
+    /// Flip (XOR 0xff) the byte at `offset` (modulo the frame length) of the next `count` frames.
+    Corrupt {
+        /// Frames to corrupt.
+        count: usize,
+        /// Byte to flip.
+        offset: usize,
+        /// Whether the receiver notices.
+        mode: CorruptMode,
+    },
+    /// Corrupt every `k`th frame as [`Corrupt`](Self::Corrupt) does, for ever.
+    CorruptEvery {
+        /// Period.
+        k: usize,
+        /// Byte to flip.
+        offset: usize,
+        /// Whether the receiver notices.
+        mode: CorruptMode,
+    },
+    /// Deliver each of the next `count` frames twice.
+    Duplicate {
+        /// Frames to duplicate.
+        count: usize,
+    },
+    /// Hold each of the next `count` frames back and deliver it right after the frame that
+    /// follows it (swapping neighbours). A held frame is also released by
+    /// [`Wire::release_held`](crate::Wire::release_held).
+    Reorder {
+        /// Frames to hold back.
+        count: usize,
+    },
+    /// Per-frame random faults from a seeded PRNG; probabilities in parts per thousand.
+    Random {
+        /// PRNG seed; the same seed gives the same faults for the same traffic.
+        seed: u64,
+        /// Probability of dropping a frame.
+        drop_per_mille: u16,
+        /// Probability of corrupting a frame (byte chosen by the PRNG, at or after byte 14).
+        corrupt_per_mille: u16,
+        /// Probability of duplicating a frame.
+        duplicate_per_mille: u16,
+        /// How corruption shows.
+        mode: CorruptMode,
+    },
+}
+
+/// A descriptor ring of the device, to aim a [`DeviceFault`] at.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Ring {
+    /// Transmit queue `n`.
+    Tx(u16),
+    /// Receive queue `n`.
+    Rx(u16),
+}
+
+/// A fault of the emulated device's DMA engine. `ring: None` means any ring. Counts are
+/// descriptor write-backs (one per RX descriptor filled, one per TX descriptor with RS).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum DeviceFault {
+    /// Never write back the next `count` descriptors (`usize::MAX`: never again). Data still
+    /// moves and the head register advances; only DD (and the rest of the write-back) is lost.
+    WithholdWriteback {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Write-backs to withhold.
+        count: usize,
+    },
+    /// Hold the next `count` write-backs and perform them (with their interrupt) only after
+    /// `steps` further calls of [`EmuIgb::step`](crate::EmuIgb::step).
+    DelayWriteback {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Write-backs to delay.
+        count: usize,
+        /// Steps to wait.
+        steps: u32,
+    },
+    /// Write back a packet length `extra` bytes larger than the receive buffer for the next
+    /// `count` RX descriptors (the data written stays within the buffer).
+    OversizeLength {
+        /// Which receive queue, or any.
+        queue: Option<u16>,
+        /// Descriptors to lie about.
+        count: usize,
+        /// Bytes beyond the buffer length to report.
+        extra: u16,
+    },
+    /// OR `bits` into the status word of the next `count` write-backs (RX: status/error dword;
+    /// TX: the STA dword).
+    GarbageStatus {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Write-backs to spoil.
+        count: usize,
+        /// Bits to set.
+        bits: u32,
+    },
+}
+
+/// A small deterministic PRNG (SplitMix64): reproducible from its seed on every platform.
+#[derive(Clone, Debug)]
+pub struct Prng(u64);
+
+impl Prng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Prng {
+        Prng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// True with probability `per_mille`/1000.
+    pub fn chance(&mut self, per_mille: u16) -> bool {
+        self.next_u64() % 1000 < u64::from(per_mille)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prng_is_reproducible_from_its_seed() {
+        let a: Vec<u64> = (0..4)
+            .scan(Prng::new(7), |p, _| Some(p.next_u64()))
+            .collect();
+        let b: Vec<u64> = (0..4)
+            .scan(Prng::new(7), |p, _| Some(p.next_u64()))
+            .collect();
+        assert_eq!(a, b);
+        assert_ne!(a[0], a[1]);
+    }
+
+    #[test]
+    fn chance_extremes_are_never_and_always() {
+        let mut p = Prng::new(1);
+        assert!((0..100).all(|_| !p.chance(0)));
+        assert!((0..100).all(|_| p.chance(1000)));
+    }
+}
