@@ -37,7 +37,7 @@ pub use nic::{
     Capabilities, Link, Nic, Offloads, RssCaps, RssConfig, RssHashes, RxConfig, RxMode, Stats,
     TxConfig,
 };
-pub use platform::{DmaMapping, DmaRegion, Mmio, Platform};
+pub use platform::{DmaMapping, DmaRegion, DmaRing, DmaRingRef, Mmio, Platform};
 pub use queue::{
     Report, RssHashKind, RssInfo, RxBuffer, RxCompletion, RxError, RxQueue, Token, TxCompletion,
     TxError, TxQueue, TxSegment,

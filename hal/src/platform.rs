@@ -8,6 +8,7 @@
 //! offset through [`Mmio`]; DMA memory through the bounds-checked volatile accessors of
 //! [`DmaRegion`]. That is where this crate's unsafety lives, once, documented below.
 
+use core::marker::PhantomData;
 use core::ptr::NonNull;
 use core::time::Duration;
 
@@ -45,7 +46,9 @@ pub trait Mmio: Send + Sync {
 ///
 /// Implementors guarantee that `cpu()..cpu()+len()` is valid for volatile reads and writes, aligned
 /// to at least 4096 bytes, zeroed when handed out, and reachable by the device at `iova()` and
-/// nowhere else, for as long as the value lives; and that no other `DmaRegion` overlaps it.
+/// nowhere else, for as long as the value lives; that `cpu()` and `len()` return the same values
+/// for as long as the value lives (moving it does not change them — [`DmaRing`] relies on this);
+/// and that no other `DmaRegion` overlaps it.
 pub unsafe trait DmaRegion: Send {
     /// CPU address of the first byte.
     fn cpu(&self) -> NonNull<u8>;
@@ -125,6 +128,150 @@ pub unsafe trait DmaRegion: Send {
         let src = checked_range(self.cpu(), self.len(), offset, dst.len());
         // SAFETY: as in `write_bytes`, for reads; `dst` is ordinary memory, so no overlap.
         unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) }
+    }
+}
+
+/// `N` 16-byte descriptors at the start of a [`DmaRegion`], read and written by index as two
+/// `u64` words each: the accessor for a driver's hot path.
+///
+/// [`DmaRegion`]'s accessors check bounds and alignment on every call. A descriptor ring does not
+/// need that: [`new`](Self::new) checks once that `N` is a power of two and that the region holds
+/// `N * 16` bytes, and every access afterwards reduces its index modulo `N` (`index & (N - 1)`)
+/// and its word number modulo 2. So there is no check left that can fail, no panic on the data
+/// path, and still no index — however wrong — that reaches outside the ring. Accesses are volatile
+/// and go through a raw pointer, never a reference, as with [`DmaRegion`]; ordering against the
+/// device (release fence before the doorbell, acquire after a done bit) stays the driver's job.
+///
+/// ```
+/// # use core::ptr::NonNull;
+/// # use ringfab_hal::{DmaRegion, DmaRing, Iova};
+/// # #[repr(C, align(4096))] struct Page([u8; 4096]);
+/// # struct Mem(NonNull<Page>);
+/// # unsafe impl Send for Mem {}
+/// # // SAFETY: a leaked, zeroed, 4096-aligned page owned by this value alone.
+/// # unsafe impl DmaRegion for Mem {
+/// #     fn cpu(&self) -> NonNull<u8> { self.0.cast() }
+/// #     fn iova(&self) -> Iova { Iova(0x1000) }
+/// #     fn len(&self) -> usize { 4096 }
+/// # }
+/// # let region = Mem(NonNull::from(Box::leak(Box::new(Page([0; 4096])))));
+/// let ring = DmaRing::<_, 8>::new(region).ok().expect("8 descriptors fit a page");
+/// ring.write(3, 1, 0xAB);
+/// assert_eq!(ring.read(3 + 8, 1), 0xAB, "indices wrap modulo N");
+/// assert_eq!(ring.region().read_u64(3 * 16 + 8), 0xAB);
+/// ```
+pub struct DmaRing<D: DmaRegion, const N: usize> {
+    /// First descriptor; `base..base + N` lies inside `region`.
+    base: NonNull<[u64; 2]>,
+    region: D,
+}
+
+// SAFETY: `base` points into memory owned by `region` (which is `Send`) and is used only as that
+// region's own accessors would use `cpu()`; moving the ring moves that ownership with it.
+unsafe impl<D: DmaRegion, const N: usize> Send for DmaRing<D, N> {}
+
+// SAFETY: shared access only ever makes volatile reads and writes through `base`, exactly what
+// `&D`'s accessors do, so sharing the ring is as sound as sharing `D`.
+unsafe impl<D: DmaRegion + Sync, const N: usize> Sync for DmaRing<D, N> {}
+
+impl<D: DmaRegion, const N: usize> DmaRing<D, N> {
+    /// Bytes per descriptor.
+    pub const DESC_LEN: usize = 16;
+
+    /// Views the first `N * 16` bytes of `region` as `N` descriptors.
+    ///
+    /// # Errors
+    /// Gives `region` back if `N` is not a power of two or the region is shorter than `N * 16`.
+    pub fn new(region: D) -> core::result::Result<Self, D> {
+        let fits = N
+            .checked_mul(Self::DESC_LEN)
+            .is_some_and(|len| len <= region.len());
+        if !N.is_power_of_two() || !fits {
+            return Err(region);
+        }
+        Ok(DmaRing {
+            // Aligned for `[u64; 2]`: the region is aligned to 4096 bytes.
+            base: region.cpu().cast::<[u64; 2]>(),
+            region,
+        })
+    }
+
+    /// The region underneath (for its IOVA, or for tests that play the device).
+    pub fn region(&self) -> &D {
+        &self.region
+    }
+
+    /// Gives the region back.
+    pub fn into_region(self) -> D {
+        self.region
+    }
+
+    /// A copyable handle on the descriptors, for a hot loop: it lives in a register, so an
+    /// acquire fence in the loop (a compiler barrier for all memory) does not force the ring's
+    /// address to be loaded again from wherever the `DmaRing` is stored.
+    #[inline(always)]
+    pub fn view(&self) -> DmaRingRef<'_, N> {
+        DmaRingRef {
+            base: self.base,
+            _ring: PhantomData,
+        }
+    }
+
+    /// Reads word `word % 2` (0: bytes 0–7, 1: bytes 8–15) of descriptor `index % N`.
+    #[inline(always)]
+    pub fn read(&self, index: usize, word: usize) -> u64 {
+        self.view().read(index, word)
+    }
+
+    /// Writes word `word % 2` of descriptor `index % N`.
+    #[inline(always)]
+    pub fn write(&self, index: usize, word: usize, value: u64) {
+        self.view().write(index, word, value)
+    }
+}
+
+/// The descriptors of a [`DmaRing`], borrowed: the same accessors, as a `Copy` value.
+#[derive(Clone, Copy)]
+pub struct DmaRingRef<'a, const N: usize> {
+    /// First descriptor; `base..base + N` lies inside the borrowed ring's region.
+    base: NonNull<[u64; 2]>,
+    _ring: PhantomData<&'a ()>,
+}
+
+impl<const N: usize> DmaRingRef<'_, N> {
+    /// Pointer to word `word % 2` of descriptor `index % N`.
+    #[inline(always)]
+    fn word_ptr(self, index: usize, word: usize) -> *mut u64 {
+        let desc = index & (N - 1);
+        // SAFETY: `desc < N`, and `DmaRing::new` checked that `N` descriptors lie inside the
+        // region, which (by `DmaRegion`'s contract) stays at `cpu()` for as long as it lives —
+        // at least as long as the borrow this value carries; so the descriptor, and each of its
+        // two 8-byte-aligned words, is inside the allocation.
+        unsafe { self.base.as_ptr().add(desc).cast::<u64>().add(word & 1) }
+    }
+
+    /// Reads word `word % 2` (0: bytes 0–7, 1: bytes 8–15) of descriptor `index % N`.
+    #[inline(always)]
+    pub fn read(self, index: usize, word: usize) -> u64 {
+        // SAFETY: `word_ptr` is aligned and inside the region, which is valid for volatile reads
+        // while the ring is borrowed; no reference into it is formed.
+        unsafe { self.word_ptr(index, word).read_volatile() }
+    }
+
+    /// Writes word `word % 2` of descriptor `index % N`.
+    #[inline(always)]
+    pub fn write(self, index: usize, word: usize, value: u64) {
+        // SAFETY: as in `read`, for a volatile write.
+        unsafe { self.word_ptr(index, word).write_volatile(value) }
+    }
+}
+
+impl<D: DmaRegion, const N: usize> core::fmt::Debug for DmaRing<D, N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DmaRing")
+            .field("iova", &self.region.iova())
+            .field("descriptors", &N)
+            .finish()
     }
 }
 
@@ -256,6 +403,53 @@ mod tests {
     fn checked_range_refuses_a_copy_past_the_end() {
         let base = NonNull::<u64>::dangling().cast::<u8>();
         let _ = checked_range(base, 16, 10, 7);
+    }
+
+    /// 64 zeroed bytes, 4096-aligned, as a region (IOVA 0); enough for 4 descriptors.
+    struct Words(NonNull<[u64; 512]>);
+
+    // SAFETY: owns its leaked allocation alone.
+    unsafe impl Send for Words {}
+
+    // SAFETY: a leaked, zeroed allocation, 4096-aligned, owned by this value alone; `cpu()` and
+    // `len()` never change; no device.
+    unsafe impl DmaRegion for Words {
+        fn cpu(&self) -> NonNull<u8> {
+            self.0.cast()
+        }
+        fn iova(&self) -> Iova {
+            Iova(0)
+        }
+        fn len(&self) -> usize {
+            64
+        }
+    }
+
+    fn words() -> Words {
+        #[repr(C, align(4096))]
+        struct Page([u64; 512]);
+        extern crate std;
+        let page = std::boxed::Box::leak(std::boxed::Box::new(Page([0; 512])));
+        Words(NonNull::from(&mut page.0))
+    }
+
+    #[test]
+    fn dma_ring_refuses_a_region_too_short_or_a_depth_not_a_power_of_two() {
+        assert!(DmaRing::<_, 8>::new(words()).is_err(), "8 × 16 > 64 bytes");
+        assert!(DmaRing::<_, 3>::new(words()).is_err());
+        assert!(DmaRing::<_, 0>::new(words()).is_err());
+        assert!(DmaRing::<_, 4>::new(words()).is_ok());
+    }
+
+    #[test]
+    fn dma_ring_wraps_every_index_and_word_inside_the_ring() {
+        let ring = DmaRing::<_, 4>::new(words()).ok().unwrap();
+        ring.write(5, 3, 0xAB); // descriptor 1, word 1
+        assert_eq!(ring.region().read_u64(16 + 8), 0xAB);
+        assert_eq!(ring.read(usize::MAX, 0), 0, "descriptor 3, word 0");
+        ring.write(usize::MAX, usize::MAX, 0xCD); // descriptor 3, word 1: the last word
+        assert_eq!(ring.region().read_u64(56), 0xCD);
+        assert_eq!(ring.view().read(1, 1), 0xAB);
     }
 
     #[test]

@@ -356,20 +356,35 @@ impl RxWritebackRepr {
     }
 
     /// The RSS hash, if the device computed one.
+    #[inline]
     pub const fn rss(&self) -> Option<RssInfo> {
-        let kind = match self.rss_type {
-            0 => return None,
+        // A table lookup rather than a `match`: this runs for every received frame, and a
+        // four-way match compiles to a jump table.
+        match RSS_KINDS[(self.rss_type as u64 & rx::RSS_TYPE_MASK) as usize] {
+            None => None,
+            Some(kind) => Some(RssInfo {
+                hash: self.rss_hash,
+                kind,
+            }),
+        }
+    }
+}
+
+/// The hash kind of each 4-bit RSS type (`None`: no hash).
+const RSS_KINDS: [Option<RssHashKind>; 16] = {
+    let mut kinds = [None; 16];
+    let mut t = 1;
+    while t < 16 {
+        kinds[t] = Some(match t as u8 {
             rx::RSS_TCP_IPV4 => RssHashKind::Ipv4Tcp,
             rx::RSS_IPV4 => RssHashKind::Ipv4,
             rx::RSS_UDP_IPV4 => RssHashKind::Ipv4Udp,
             other => RssHashKind::Other(other),
-        };
-        Some(RssInfo {
-            hash: self.rss_hash,
-            kind,
-        })
+        });
+        t += 1;
     }
-}
+    kinds
+};
 
 #[cfg(test)]
 mod tests {

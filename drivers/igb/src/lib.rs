@@ -8,7 +8,7 @@
 //!
 //! What the driver guarantees on top of the `ringfab-hal` contract:
 //! * no `unsafe` here (`#![deny(unsafe_code)]`): registers go through [`Mmio`], descriptors
-//!   through [`DmaRegion`]'s checked volatile accessors;
+//!   through [`DmaRing`]'s volatile accessors (its size checked once, when the queue opens);
 //! * every token pushed comes back once from `poll` — including after [`TxQueue::flush`] /
 //!   [`RxQueue::flush`] — and a device that writes nonsense produces error completions, never a
 //!   panic or an access outside the ring (see the `ring` module);
@@ -33,9 +33,9 @@ use core::sync::atomic::{fence, Ordering};
 use core::time::Duration;
 
 use ringfab_hal::{
-    Capabilities, DmaRegion, Error, Iova, Link, MacAddr, Mmio, Nic, Offloads, Platform, PushError,
-    Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion, RxConfig, RxMode,
-    RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
+    Capabilities, DmaRegion, DmaRing, Error, Iova, Link, MacAddr, Mmio, Nic, Offloads, Platform,
+    PushError, Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion, RxConfig,
+    RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use spin::Mutex;
 
@@ -365,13 +365,16 @@ impl<P: Platform> Igb<P> {
         index: u16,
         tx: bool,
         interrupt: bool,
-    ) -> Result<(P::Dma, Option<(u16, P::Wait)>)> {
+    ) -> Result<(DmaRing<P::Dma, N>, Option<(u16, P::Wait)>)> {
         let len = N * DESC_LEN;
         let dma = self.platform.alloc_dma(len)?;
         // The rings' base registers ignore the low 7 bits (128-byte alignment, §8.9.x/§8.12.x).
-        if dma.len() < len || dma.iova().0 & 127 != 0 {
+        if dma.iova().0 & 127 != 0 {
             return Err(Error::DmaAlloc { len });
         }
+        // The one check of the ring's size: from here on every descriptor access is in bounds
+        // by construction (`DmaRing` reduces indices modulo N).
+        let dma = DmaRing::new(dma).map_err(|_| Error::DmaAlloc { len })?;
         let irq = if interrupt {
             Some(self.wire_interrupt(index, tx)?)
         } else {

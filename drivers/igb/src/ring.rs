@@ -1,11 +1,14 @@
-//! The descriptor rings: safe, register-free bookkeeping over one [`DmaRegion`] each.
+//! The descriptor rings: safe, register-free bookkeeping over one [`DmaRing`] each.
 //!
-//! A ring is `N` 16-byte descriptors in DMA memory plus a private shadow `[Slot; N]` of what the
-//! driver wrote there. The ring never forms a reference into the DMA memory: descriptors are
-//! written and read as two `u64` words through the region's bounds-checked volatile accessors,
-//! which is where the only unsafety lives (in `ringfab-hal`). Nothing here touches a register:
-//! the queue types in `lib.rs` write the tail after [`TxRing::doorbell`] / [`RxRing::doorbell`]
-//! return it, behind a release fence.
+//! A ring is `N` 16-byte descriptors in DMA memory plus a private shadow of what the driver wrote
+//! there, kept as plain arrays indexed like the ring (tokens in one, a small per-slot word in
+//! another), so that the data path loads and stores only the fields it needs. The ring never forms
+//! a reference into the DMA memory: descriptors are written and read as two `u64` words through
+//! [`DmaRing`]'s volatile accessors, which `ringfab-hal` checked once, when the queue was opened,
+//! against the region's length; they reduce every index modulo `N`, so no index reaches outside
+//! the ring and no access can panic. That is where the only unsafety lives (in `ringfab-hal`).
+//! Nothing here touches a register: the queue types in `lib.rs` write the tail after
+//! [`TxRing::doorbell`] / [`RxRing::doorbell`] return it, behind a release fence.
 //!
 //! Indices are free-running `usize` counters compared only for equality; a descriptor's place
 //! is `index & (N - 1)` (N is a power of two, checked when the queue is opened), so the data
@@ -16,48 +19,34 @@
 //! descriptor past the tail is never seen, and the next push overwrites it. Lengths are checked
 //! against the shadow, status words against the bits the datasheet defines; a bad value turns
 //! into an error completion on that token.
+//!
+//! Performance: the common case — a clean write-back — is decided with one mask test on the
+//! status word (plus the length check on receive); anything unusual falls through to the full
+//! decode in a separate, cold function, which gives exactly the answer the fast test would have
+//! given had it been written out in full.
 
 use core::sync::atomic::{fence, Ordering};
 
 use ringfab_hal::{
-    DmaRegion, PushError, Report, RxBuffer, RxCompletion, RxError, Token, TxCompletion, TxError,
-    TxSegment,
+    DmaRegion, DmaRing, PushError, Report, RxBuffer, RxCompletion, RxError, Token, TxCompletion,
+    TxError, TxSegment,
 };
 
-use crate::desc::{RxReadRepr, RxWritebackRepr, TxDataRepr, TxWriteback, DESC_LEN};
+use crate::desc::{rx, tx, RxReadRepr, RxWritebackRepr, TxDataRepr, TxWriteback};
 
-/// How a transmitted frame ended, as far as the driver knows.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum TxState {
-    /// Not known to have failed (so far: in flight, or completed cleanly).
-    Ok,
-    /// The queue was flushed before the device reported it.
-    Flushed,
-    /// The device wrote back a status the driver does not accept.
-    Device(u64),
-}
-
-/// Shadow of one transmit descriptor. Frame facts live in the frame's first slot.
-#[derive(Clone, Copy, Debug)]
-struct TxSlot {
-    token: Token,
-    /// Descriptors of the frame (first slot only).
-    ndesc: u16,
+/// Transmit shadow word, one per descriptor, meaningful in a frame's first slot: the frame's
+/// descriptor count in the low bits, then flags.
+mod txm {
+    /// Descriptors of the frame.
+    pub(super) const NDESC: u32 = 0xFFFF;
     /// Report the token when it succeeds (`Report::Always`).
-    always: bool,
+    pub(super) const ALWAYS: u32 = 1 << 16;
     /// RS is set on the frame's last descriptor.
-    rs: bool,
-    state: TxState,
-}
-
-impl TxSlot {
-    const EMPTY: TxSlot = TxSlot {
-        token: Token(0),
-        ndesc: 0,
-        always: false,
-        rs: false,
-        state: TxState::Ok,
-    };
+    pub(super) const RS: u32 = 1 << 17;
+    /// The queue was flushed before the device reported the frame.
+    pub(super) const FLUSHED: u32 = 1 << 18;
+    /// The device wrote back a status the driver does not accept (the word is in `raw`).
+    pub(super) const BAD: u32 = 1 << 19;
 }
 
 /// A transmit ring of `N` descriptors.
@@ -68,9 +57,14 @@ impl TxSlot {
 /// * `[done, scan)`: whole frames without RS, waiting for a later RS descriptor;
 /// * `[scan, notified)`: handed to the device, not yet looked at;
 /// * `[notified, tail)`: pushed, not yet rung.
-pub(crate) struct TxRing<D, const N: usize> {
-    dma: D,
-    slots: [TxSlot; N],
+pub(crate) struct TxRing<D: DmaRegion, const N: usize> {
+    ring: DmaRing<D, N>,
+    /// Token of the frame starting at each slot.
+    tokens: [Token; N],
+    /// `txm` word of the frame starting at each slot.
+    meta: [u32; N],
+    /// The write-back word of a frame marked `txm::BAD` (read only then).
+    raw: [u64; N],
     head: usize,
     done: usize,
     scan: usize,
@@ -78,23 +72,29 @@ pub(crate) struct TxRing<D, const N: usize> {
     tail: usize,
     /// Descriptors pushed since the last one marked RS.
     since_rs: usize,
-    /// First descriptor of the most recently pushed frame (for the doorbell's RS).
+    /// First descriptor of the most recently pushed frame, kept only while that frame has no RS
+    /// (`since_rs != 0`), the one case the doorbell needs it.
     last_frame: usize,
-    /// Frames in `[head, tail)`.
-    frames: usize,
+    /// Descriptors in `[head, tail)` beyond one per frame (Σ ndesc − 1), so that `pending` is
+    /// `tail - head - extra` and a one-descriptor frame costs no bookkeeping.
+    extra: usize,
 }
 
 impl<D: DmaRegion, const N: usize> TxRing<D, N> {
     const MASK: usize = N - 1;
     /// Request a write-back at least every this many descriptors.
     pub(crate) const RECLAIM_THRESHOLD: usize = if N >= 8 { N >> 2 } else { 1 };
+    /// A frame's descriptor count must fit `txm::NDESC`; it is at most `N - 1`.
+    const FITS: () = assert!(N - 1 <= txm::NDESC as usize, "ring too deep for the shadow");
 
-    /// A ring over `dma`, which must hold at least `N * 16` bytes (checked by the caller).
-    pub(crate) fn new(dma: D) -> Self {
-        debug_assert!(N.is_power_of_two() && dma.len() >= N * DESC_LEN);
+    /// A ring over `ring` (whose size `DmaRing::new` checked).
+    pub(crate) fn new(ring: DmaRing<D, N>) -> Self {
+        let () = Self::FITS;
         TxRing {
-            dma,
-            slots: [TxSlot::EMPTY; N],
+            ring,
+            tokens: [Token(0); N],
+            meta: [0; N],
+            raw: [0; N],
             head: 0,
             done: 0,
             scan: 0,
@@ -102,13 +102,13 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
             tail: 0,
             since_rs: 0,
             last_frame: 0,
-            frames: 0,
+            extra: 0,
         }
     }
 
     /// The DMA memory (for its IOVA).
     pub(crate) fn dma(&self) -> &D {
-        &self.dma
+        self.ring.region()
     }
 
     /// Descriptors free for push: one stays empty so that a full ring's tail never equals its
@@ -121,20 +121,13 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
     /// Frames whose token has not come back.
     #[inline]
     pub(crate) fn pending(&self) -> usize {
-        self.frames
+        self.tail.wrapping_sub(self.head) - self.extra
     }
 
     /// The tail as the device numbers it.
     #[inline]
     pub(crate) fn hw_tail(&self) -> u32 {
         (self.tail & Self::MASK) as u32
-    }
-
-    #[inline]
-    fn write_desc(&self, index: usize, words: [u64; 2]) {
-        let off = (index & Self::MASK) * DESC_LEN;
-        self.dma.write_u64(off, words[0]);
-        self.dma.write_u64(off + 8, words[1]);
     }
 
     /// Queues one frame. `max_segments` and `max_len` are the device's limits.
@@ -153,12 +146,35 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
         max_len: usize,
     ) -> Result<(), PushError> {
         let count = segments.len();
-        if count == 0 || count > max_segments {
-            return Err(PushError::Segments {
-                count,
-                max: max_segments,
-            });
+        // `count == 0 || count > max_segments` in one comparison (0 wraps to usize::MAX).
+        if count.wrapping_sub(1) >= max_segments {
+            return Err(segments_error(count, max_segments));
         }
+        let free = self.free();
+        let always = matches!(report, Report::Always);
+        let first = self.tail;
+        if let [s] = segments {
+            // The common one-buffer frame: no loop, its length is the frame's.
+            let len = s.len as usize;
+            if len == 0 || len > max_len {
+                return Err(length_error(len, max_len));
+            }
+            if free == 0 {
+                return Err(full_error(1, free));
+            }
+            let rs = self.rs_for(first, 1, free, always);
+            let d = TxDataRepr {
+                addr: s.iova.0,
+                len: s.len,
+                eop: true,
+                rs,
+                paylen: s.len as u32,
+            };
+            self.write_desc(first, d.emit());
+            self.record(first, 1, token, always, rs);
+            return Ok(());
+        }
+
         let mut total = 0usize;
         let mut empty = false;
         for s in segments {
@@ -166,26 +182,12 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
             empty |= s.len == 0;
         }
         if empty || total > max_len {
-            return Err(PushError::FrameLength {
-                len: total,
-                max: max_len,
-            });
+            return Err(length_error(total, max_len));
         }
-        let free = self.free();
         if count > free {
-            return Err(PushError::Full {
-                needed: count,
-                free,
-            });
+            return Err(full_error(count, free));
         }
-
-        let always = matches!(report, Report::Always);
-        self.since_rs += count;
-        let rs = always || self.since_rs >= Self::RECLAIM_THRESHOLD || count == free;
-        if rs {
-            self.since_rs = 0;
-        }
-        let first = self.tail;
+        let rs = self.rs_for(first, count, free, always);
         let last = count - 1;
         for (i, s) in segments.iter().enumerate() {
             let eop = i == last;
@@ -198,17 +200,41 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
             };
             self.write_desc(first.wrapping_add(i), d.emit());
         }
-        self.slots[first & Self::MASK] = TxSlot {
-            token,
-            ndesc: count as u16,
-            always,
-            rs,
-            state: TxState::Ok,
-        };
-        self.last_frame = first;
-        self.tail = first.wrapping_add(count);
-        self.frames += 1;
+        self.record(first, count, token, always, rs);
+        self.extra += count - 1;
         Ok(())
+    }
+
+    /// Whether a frame of `count` descriptors at `first`, pushed with `free` free, gets RS;
+    /// counts it.
+    #[inline(always)]
+    fn rs_for(&mut self, first: usize, count: usize, free: usize, always: bool) -> bool {
+        let since = self.since_rs + count;
+        let rs = always || since >= Self::RECLAIM_THRESHOLD || count == free;
+        if rs {
+            self.since_rs = 0;
+        } else {
+            self.since_rs = since;
+            self.last_frame = first;
+        }
+        rs
+    }
+
+    #[inline(always)]
+    fn write_desc(&self, index: usize, words: [u64; 2]) {
+        self.ring.write(index, 0, words[0]);
+        self.ring.write(index, 1, words[1]);
+    }
+
+    /// Shadows a frame of `count` descriptors pushed at `first`.
+    #[inline(always)]
+    fn record(&mut self, first: usize, count: usize, token: Token, always: bool, rs: bool) {
+        let i = first & Self::MASK;
+        self.tokens[i] = token;
+        // `count < N`, which `FITS` proved to fit `NDESC`.
+        self.meta[i] =
+            count as u32 | if always { txm::ALWAYS } else { 0 } | if rs { txm::RS } else { 0 };
+        self.tail = first.wrapping_add(count);
     }
 
     /// Prepares to hand everything pushed to the device; returns the new hardware tail, or
@@ -223,12 +249,11 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
         }
         if self.since_rs != 0 {
             let first = self.last_frame;
-            let slot = &mut self.slots[first & Self::MASK];
-            slot.rs = true;
-            let last = first.wrapping_add(slot.ndesc as usize - 1);
-            let off = (last & Self::MASK) * DESC_LEN + 8;
-            let w1 = self.dma.read_u64(off);
-            self.dma.write_u64(off, w1 | crate::desc::tx::RS);
+            let meta = &mut self.meta[first & Self::MASK];
+            *meta |= txm::RS;
+            let last = first.wrapping_add((*meta & txm::NDESC) as usize - 1);
+            let w1 = self.ring.read(last, 1);
+            self.ring.write(last, 1, w1 | tx::RS);
             self.since_rs = 0;
         }
         self.notified = self.tail;
@@ -238,54 +263,110 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
     /// Moves `done` over every frame the device has finished (DD on an RS descriptor).
     #[inline]
     fn advance(&mut self) {
-        while self.scan != self.notified {
-            let first = self.scan;
-            let slot = self.slots[first & Self::MASK];
-            let next = first.wrapping_add(slot.ndesc as usize);
-            if slot.rs {
-                let last = next.wrapping_sub(1);
-                let w1 = self.dma.read_u64((last & Self::MASK) * DESC_LEN + 8);
-                match TxWriteback::parse(w1) {
+        let mut scan = self.scan;
+        while scan != self.notified {
+            let meta = self.meta[scan & Self::MASK];
+            let next = scan.wrapping_add((meta & txm::NDESC) as usize);
+            if meta & txm::RS != 0 {
+                match TxWriteback::parse(self.ring.read(next.wrapping_sub(1), 1)) {
                     TxWriteback::Pending => break,
                     TxWriteback::Done => {}
-                    TxWriteback::Bad(raw) => {
-                        self.slots[first & Self::MASK].state = TxState::Device(raw)
-                    }
+                    TxWriteback::Bad(raw) => self.mark_bad(scan, raw),
                 }
                 // Everything the device wrote before that DD is visible from here on.
                 fence(Ordering::Acquire);
                 self.done = next;
             }
-            self.scan = next;
+            scan = next;
         }
+        self.scan = scan;
+    }
+
+    #[cold]
+    fn mark_bad(&mut self, first: usize, raw: u64) {
+        let i = first & Self::MASK;
+        self.meta[i] |= txm::BAD;
+        self.raw[i] = raw;
     }
 
     /// Reclaims finished frames and writes completions into `out`; returns how many.
     /// Successful `ErrorsOnly` frames are reclaimed without a completion.
     #[inline]
     pub(crate) fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
+        let mut n = 0;
+        // Fast path, while everything up to `head` is reclaimed (`head == done == scan`): a
+        // one-descriptor `Always` frame with RS whose write-back is a clean DD completes `Ok`
+        // — exactly what `poll_general` would decide for it, in one load and one mask test.
+        // Anything else (no DD yet, a bad status, flushed, several descriptors, no RS) stops
+        // it, and `poll_general` carries on from the same state.
+        let head = self.head;
+        if head == self.scan {
+            let ring = self.ring.view();
+            // Frames handed over and not yet looked at: at most one per descriptor.
+            let ready = self.notified.wrapping_sub(head).min(out.len());
+            for entry in &mut out[..ready] {
+                let i = head.wrapping_add(n) & Self::MASK;
+                if self.meta[i] != 1 | txm::ALWAYS | txm::RS {
+                    break;
+                }
+                if TxWriteback::parse(ring.read(i, 1)) != TxWriteback::Done {
+                    break;
+                }
+                // Everything the device wrote before that DD is visible from here on.
+                fence(Ordering::Acquire);
+                entry.token = self.tokens[i];
+                entry.status = Ok(());
+                n += 1;
+            }
+            let head = head.wrapping_add(n);
+            self.head = head;
+            self.done = head;
+            self.scan = head;
+        }
+        if self.head != self.done || self.scan != self.notified {
+            n += self.poll_general(&mut out[n..]);
+        }
+        n
+    }
+
+    /// `poll` by the full rules.
+    #[inline(never)]
+    fn poll_general(&mut self, out: &mut [TxCompletion]) -> usize {
         self.advance();
         let mut n = 0;
-        while self.head != self.done {
-            let slot = self.slots[self.head & Self::MASK];
-            let status = match slot.state {
-                TxState::Ok if !slot.always => None,
-                TxState::Ok => Some(Ok(())),
-                TxState::Flushed => Some(Err(TxError::Flushed)),
-                TxState::Device(raw) => Some(Err(TxError::DeviceStatus { raw })),
-            };
-            if let Some(status) = status {
+        let mut head = self.head;
+        while head != self.done {
+            let i = head & Self::MASK;
+            let meta = self.meta[i];
+            if meta & (txm::ALWAYS | txm::FLUSHED | txm::BAD) != 0 {
                 let Some(entry) = out.get_mut(n) else { break };
+                let status = if meta & (txm::FLUSHED | txm::BAD) == 0 {
+                    Ok(())
+                } else {
+                    self.failure(i)
+                };
                 *entry = TxCompletion {
-                    token: slot.token,
+                    token: self.tokens[i],
                     status,
                 };
                 n += 1;
             }
-            self.head = self.head.wrapping_add(slot.ndesc as usize);
-            self.frames -= 1;
+            let ndesc = (meta & txm::NDESC) as usize;
+            head = head.wrapping_add(ndesc);
+            self.extra -= ndesc - 1;
         }
+        self.head = head;
         n
+    }
+
+    /// The error of the failed frame at slot `i`.
+    #[cold]
+    fn failure(&self, i: usize) -> Result<(), TxError> {
+        if self.meta[i] & txm::BAD != 0 {
+            Err(TxError::DeviceStatus { raw: self.raw[i] })
+        } else {
+            Err(TxError::Flushed)
+        }
     }
 
     /// With the hardware queue stopped: frames the device finished complete normally, every
@@ -295,9 +376,9 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
         self.advance();
         let mut i = self.done;
         while i != self.tail {
-            let slot = &mut self.slots[i & Self::MASK];
-            slot.state = TxState::Flushed;
-            i = i.wrapping_add(slot.ndesc as usize);
+            let meta = &mut self.meta[i & Self::MASK];
+            *meta = (*meta & !txm::BAD) | txm::FLUSHED;
+            i = i.wrapping_add((*meta & txm::NDESC) as usize);
         }
         self.done = self.tail;
         self.scan = self.tail;
@@ -306,29 +387,36 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
     }
 }
 
-/// Shadow of one receive descriptor.
-#[derive(Clone, Copy, Debug)]
-struct RxSlot {
-    token: Token,
-    /// Length of the buffer given, the most the device may report.
-    cap: u32,
-    /// Completes with `Flushed` without looking at the descriptor.
-    flushed: bool,
+#[cold]
+fn segments_error(count: usize, max: usize) -> PushError {
+    PushError::Segments { count, max }
 }
 
-impl RxSlot {
-    const EMPTY: RxSlot = RxSlot {
-        token: Token(0),
-        cap: 0,
-        flushed: false,
-    };
+#[cold]
+fn length_error(len: usize, max: usize) -> PushError {
+    PushError::FrameLength { len, max }
 }
+
+#[cold]
+fn full_error(needed: usize, free: usize) -> PushError {
+    PushError::Full { needed, free }
+}
+
+/// Receive write-back status bits the fast path looks at: a clean frame has exactly DD and EOP
+/// of these (no error, no undefined bit).
+const RX_CLEAN_MASK: u32 = rx::DD | rx::EOP | rx::ERRORS | rx::UNDEFINED;
+const RX_CLEAN: u32 = rx::DD | rx::EOP;
 
 /// A receive ring of `N` descriptors: `[head, notified)` handed to the device, `[notified,
 /// tail)` pushed but not yet rung.
-pub(crate) struct RxRing<D, const N: usize> {
-    dma: D,
-    slots: [RxSlot; N],
+pub(crate) struct RxRing<D: DmaRegion, const N: usize> {
+    ring: DmaRing<D, N>,
+    /// Token of the buffer at each slot.
+    tokens: [Token; N],
+    /// Length of the buffer at each slot — so `reported <= limit` is the length check — or
+    /// [`FLUSHED`](Self::FLUSHED) for a buffer that completes with `Flushed` without looking at
+    /// the descriptor (no reported length passes that check, which sends it off the fast path).
+    limits: [i64; N],
     head: usize,
     notified: usize,
     tail: usize,
@@ -338,13 +426,15 @@ pub(crate) struct RxRing<D, const N: usize> {
 
 impl<D: DmaRegion, const N: usize> RxRing<D, N> {
     const MASK: usize = N - 1;
+    /// `limits` entry of a flushed buffer: below every length.
+    const FLUSHED: i64 = -1;
 
-    /// A ring over `dma`, which must hold at least `N * 16` bytes (checked by the caller).
-    pub(crate) fn new(dma: D) -> Self {
-        debug_assert!(N.is_power_of_two() && dma.len() >= N * DESC_LEN);
+    /// A ring over `ring` (whose size `DmaRing::new` checked).
+    pub(crate) fn new(ring: DmaRing<D, N>) -> Self {
         RxRing {
-            dma,
-            slots: [RxSlot::EMPTY; N],
+            ring,
+            tokens: [Token(0); N],
+            limits: [Self::FLUSHED; N],
             head: 0,
             notified: 0,
             tail: 0,
@@ -354,7 +444,7 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
 
     /// The DMA memory (for its IOVA).
     pub(crate) fn dma(&self) -> &D {
-        &self.dma
+        self.ring.region()
     }
 
     /// Descriptors free for push (one always stays empty, as for transmit).
@@ -384,29 +474,24 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
         min_len: u32,
     ) -> Result<(), PushError> {
         if buf.len < min_len {
-            return Err(PushError::BufferTooSmall {
-                len: buf.len,
-                min: min_len,
-            });
+            return Err(small_error(buf.len, min_len));
         }
         let free = self.free();
         if free == 0 {
-            return Err(PushError::Full { needed: 1, free });
+            return Err(full_error(1, free));
         }
-        let off = (self.tail & Self::MASK) * DESC_LEN;
+        let tail = self.tail;
         let [w0, w1] = RxReadRepr {
             pkt_addr: buf.iova.0,
             hdr_addr: 0,
         }
         .emit();
-        self.dma.write_u64(off, w0);
-        self.dma.write_u64(off + 8, w1);
-        self.slots[self.tail & Self::MASK] = RxSlot {
-            token,
-            cap: buf.len,
-            flushed: false,
-        };
-        self.tail = self.tail.wrapping_add(1);
+        self.ring.write(tail, 0, w0);
+        self.ring.write(tail, 1, w1);
+        let i = tail & Self::MASK;
+        self.tokens[i] = token;
+        self.limits[i] = i64::from(buf.len);
+        self.tail = tail.wrapping_add(1);
         Ok(())
     }
 
@@ -424,14 +509,58 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
     #[inline]
     pub(crate) fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
         let mut n = 0;
+        // Fast path: a handed-over buffer (so not past the tail), live (a flushed one has limit
+        // -1), outside a fragment, whose write-back has DD and EOP and no error or undefined bit
+        // (one mask test) and a length within the buffer completes `Ok` — exactly what
+        // `poll_general` would decide for it. Anything else stops the fast path, and
+        // `poll_general` carries on from the same buffer.
+        if !self.in_fragment {
+            let ring = self.ring.view();
+            let head = self.head;
+            let ready = self.notified.wrapping_sub(head).min(out.len());
+            for entry in &mut out[..ready] {
+                let i = head.wrapping_add(n) & Self::MASK;
+                let w1 = ring.read(i, 1);
+                let reported = (w1 >> rx::LEN_SHIFT) as u16;
+                if w1 as u32 & RX_CLEAN_MASK != RX_CLEAN || i64::from(reported) > self.limits[i] {
+                    break;
+                }
+                // The rest of the write-back (and the frame data) is visible after seeing DD.
+                fence(Ordering::Acquire);
+                let w0 = ring.read(i, 0);
+                entry.token = self.tokens[i];
+                entry.len = u32::from(reported);
+                entry.status = Ok(());
+                // Most frames carry no hash (RSS off, or a protocol it does not cover): then
+                // one byte-sized store, not the whole `RssInfo`.
+                entry.rss = None;
+                if w0 & rx::RSS_TYPE_MASK != 0 {
+                    entry.rss = RxWritebackRepr::parse([w0, 0]).rss();
+                }
+                n += 1;
+            }
+            self.head = head.wrapping_add(n);
+        }
+        if n < out.len() && self.head != self.tail {
+            n += self.poll_general(&mut out[n..]);
+        }
+        n
+    }
+
+    /// `poll` by the full rules.
+    #[inline(never)]
+    fn poll_general(&mut self, out: &mut [RxCompletion]) -> usize {
+        let mut n = 0;
         while let Some(entry) = out.get_mut(n) {
             if self.head == self.tail {
                 break;
             }
-            let slot = self.slots[self.head & Self::MASK];
-            if slot.flushed {
+            let i = self.head & Self::MASK;
+            let limit = self.limits[i];
+            let token = self.tokens[i];
+            if limit == Self::FLUSHED {
                 *entry = RxCompletion {
-                    token: slot.token,
+                    token,
                     len: 0,
                     status: Err(RxError::Flushed),
                     rss: None,
@@ -441,15 +570,16 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
                 if self.head == self.notified {
                     break;
                 }
-                let off = (self.head & Self::MASK) * DESC_LEN;
-                let w1 = self.dma.read_u64(off + 8);
-                if w1 as u32 & crate::desc::rx::DD == 0 {
+                let w1 = self.ring.read(i, 1);
+                if w1 as u32 & rx::DD == 0 {
                     break;
                 }
                 // The rest of the write-back (and the frame data) is visible after seeing DD.
                 fence(Ordering::Acquire);
-                let w0 = self.dma.read_u64(off);
-                *entry = self.decode(slot, RxWritebackRepr::parse([w0, w1]), w1);
+                let w0 = self.ring.read(i, 0);
+                // A live limit is a buffer length, a `u32`.
+                let cap = limit as u32;
+                *entry = self.decode(token, cap, RxWritebackRepr::parse([w0, w1]), w1);
             }
             self.head = self.head.wrapping_add(1);
             n += 1;
@@ -457,17 +587,16 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
         n
     }
 
-    #[inline]
-    fn decode(&mut self, slot: RxSlot, wb: RxWritebackRepr, raw: u64) -> RxCompletion {
+    fn decode(&mut self, token: Token, cap: u32, wb: RxWritebackRepr, raw: u64) -> RxCompletion {
         let reported = u32::from(wb.len);
         let fragment = self.in_fragment || !wb.eop();
         self.in_fragment = !wb.eop();
-        let (len, status) = if reported > slot.cap {
+        let (len, status) = if reported > cap {
             (
                 0,
                 Err(RxError::Length {
                     reported,
-                    capacity: slot.cap,
+                    capacity: cap,
                 }),
             )
         } else if wb.has_undefined_bits() {
@@ -481,7 +610,7 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
         };
         let rss = if status.is_ok() { wb.rss() } else { None };
         RxCompletion {
-            token: slot.token,
+            token,
             len,
             status,
             rss,
@@ -495,19 +624,25 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
         let mut received = true;
         while i != self.tail {
             let idx = i & Self::MASK;
-            if !self.slots[idx].flushed {
+            if self.limits[idx] != Self::FLUSHED {
                 if i == self.notified {
                     received = false;
                 }
-                received = received
-                    && self.dma.read_u64(idx * DESC_LEN + 8) as u32 & crate::desc::rx::DD != 0;
-                self.slots[idx].flushed = !received;
+                received = received && self.ring.read(i, 1) as u32 & rx::DD != 0;
+                if !received {
+                    self.limits[idx] = Self::FLUSHED;
+                }
             }
             i = i.wrapping_add(1);
         }
         fence(Ordering::Acquire);
         self.notified = self.tail;
     }
+}
+
+#[cold]
+fn small_error(len: u32, min: u32) -> PushError {
+    PushError::BufferTooSmall { len, min }
 }
 
 #[cfg(test)]
@@ -583,7 +718,7 @@ mod tests {
 
     use super::fake::FakeDma;
     use super::*;
-    use crate::desc::{rx, tx, RxWritebackRepr};
+    use crate::desc::{rx, tx, RxWritebackRepr, DESC_LEN};
     use ringfab_hal::{Iova, RssHashKind, RssInfo};
 
     const MAX_SEGS: usize = 4;
@@ -597,11 +732,13 @@ mod tests {
     }
 
     fn tx_ring<const N: usize>() -> TxRing<FakeDma, N> {
-        TxRing::new(FakeDma::new(N * DESC_LEN, 0x8000))
+        let dma = FakeDma::new(N * DESC_LEN, 0x8000);
+        TxRing::new(DmaRing::new(dma).ok().expect("ring fits"))
     }
 
     fn rx_ring<const N: usize>() -> RxRing<FakeDma, N> {
-        RxRing::new(FakeDma::new(N * DESC_LEN, 0x9000))
+        let dma = FakeDma::new(N * DESC_LEN, 0x9000);
+        RxRing::new(DmaRing::new(dma).ok().expect("ring fits"))
     }
 
     fn word1<D: DmaRegion>(dma: &D, index: usize, n: usize) -> u64 {
@@ -796,6 +933,38 @@ mod tests {
             seen, expected,
             "in order, once each, ErrorsOnly successes silent"
         );
+    }
+
+    #[test]
+    fn tx_pending_counts_frames_not_descriptors_on_both_paths() {
+        let mut r = tx_ring::<16>();
+        r.push(&[seg(60)], Token(0), Report::Always, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        r.push(
+            &[seg(60), seg(1), seg(1)],
+            Token(1),
+            Report::Always,
+            MAX_SEGS,
+            MAX_LEN,
+        )
+        .unwrap();
+        r.push(&[seg(60)], Token(2), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        r.push(&[seg(60)], Token(3), Report::Always, MAX_SEGS, MAX_LEN)
+            .unwrap();
+        assert_eq!((r.pending(), r.free()), (4, 9));
+        r.doorbell();
+        device_completes(&r, 0, 1); // only the first frame: the fast path takes it
+        assert_eq!(drain_tx(&mut r).len(), 1);
+        assert_eq!(r.pending(), 3);
+        device_completes(&r, 1, r.tail);
+        let got: Vec<u64> = drain_tx(&mut r).iter().map(|c| c.token.0).collect();
+        assert_eq!(
+            got,
+            [1, 3],
+            "multi-descriptor frame, silent success, fast again"
+        );
+        assert_eq!((r.pending(), r.free()), (0, 15));
     }
 
     #[test]
@@ -998,6 +1167,47 @@ mod tests {
                 kind: RssHashKind::Ipv4
             })
         );
+    }
+
+    #[test]
+    fn rx_one_poll_hands_over_between_fast_and_full_rules_in_order() {
+        let mut r = rx_ring::<8>();
+        for t in 0..6 {
+            r.push(buf(2048), Token(t), 2048).unwrap();
+        }
+        r.doorbell();
+        device_writes(&r, 0, good(60));
+        device_writes(&r, 1, good(2048)); // exactly the buffer: still good
+        device_writes(&r, 2, good(2049)); // one byte too many
+        device_writes(&r, 3, good(61));
+        let mut hashed = good(62);
+        hashed.rss_type = 7;
+        hashed.rss_hash = 0xDEAD_BEEF;
+        device_writes(&r, 4, hashed);
+        // 5: no write-back yet.
+        let mut out = [RxCompletion {
+            token: Token(99),
+            len: 99,
+            status: Err(RxError::Flushed),
+            rss: None,
+        }; 8];
+        assert_eq!(r.poll(&mut out), 5);
+        let got: Vec<_> = out[..5]
+            .iter()
+            .map(|c| (c.token.0, c.len, c.status.is_ok(), c.rss.map(|h| h.hash)))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, 60, true, None),
+                (1, 2048, true, None),
+                (2, 0, false, None),
+                (3, 61, true, None),
+                (4, 62, true, Some(0xDEAD_BEEF)),
+            ]
+        );
+        assert_eq!(out[4].rss.map(|h| h.kind), Some(RssHashKind::Ipv4Udp));
+        assert_eq!(r.pending(), 1);
     }
 
     #[test]

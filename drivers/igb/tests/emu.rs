@@ -1,61 +1,18 @@
 //! The driver against `ringfab-emu`'s 82576 model: bring-up, link, MAC, and frames between two
 //! emulated igb devices on one wire.
 
+mod common;
+
+use common::{
+    device, frame, pair, post, read_bytes, send_all, udp_frame, write_bytes, Udp, MAC_A, MAC_B,
+    NO_RX, NO_TX,
+};
 use ringfab_emu::{EmuIgb, IgbModelConfig, Wire};
 use ringfab_hal::{
-    DmaRegion, Iova, MacAddr, Nic, Platform, Report, RxBuffer, RxCompletion, RxConfig, RxError,
-    RxQueue, Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment, Wait,
+    DmaRegion, Iova, Nic, Platform, Report, RxBuffer, RxConfig, RxError, RxQueue, Token,
+    TxCompletion, TxConfig, TxError, TxQueue, TxSegment, Wait,
 };
 use ringfab_igb::Igb;
-
-const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
-const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
-
-fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
-    let mut config = IgbModelConfig::default();
-    config.mac = mac;
-    let dev = EmuIgb::new(config);
-    dev.connect(wire);
-    dev
-}
-
-/// Copies `bytes` into DMA memory at `offset` (8-byte words; the tail zero-padded).
-fn write_bytes<D: DmaRegion>(dma: &D, offset: usize, bytes: &[u8]) {
-    for (i, chunk) in bytes.chunks(8).enumerate() {
-        let mut w = [0u8; 8];
-        w[..chunk.len()].copy_from_slice(chunk);
-        dma.write_u64(offset + 8 * i, u64::from_le_bytes(w));
-    }
-}
-
-fn read_bytes<D: DmaRegion>(dma: &D, offset: usize, len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len + 8);
-    for i in 0..len.div_ceil(8) {
-        out.extend_from_slice(&dma.read_u64(offset + 8 * i).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
-fn frame(dst: MacAddr, src: MacAddr, payload_len: usize, seed: u8) -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend_from_slice(&dst.0);
-    f.extend_from_slice(&src.0);
-    f.extend_from_slice(&[0x88, 0xB5]); // IEEE local experimental EtherType
-    f.extend((0..payload_len).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed)));
-    f
-}
-
-const NO_TX: TxCompletion = TxCompletion {
-    token: Token(u64::MAX),
-    status: Ok(()),
-};
-const NO_RX: RxCompletion = RxCompletion {
-    token: Token(u64::MAX),
-    len: 0,
-    status: Ok(()),
-    rss: None,
-};
 
 #[test]
 fn bring_up_reads_the_mac_and_brings_the_link_up() {
@@ -276,62 +233,6 @@ fn flush_gives_back_unfilled_buffers_and_unsent_frames() {
     );
 }
 
-/// Two devices on one wire, brought up, with a transmit queue on A and DMA memory on both.
-struct Pair {
-    wire: Wire,
-    a: EmuIgb,
-    b: EmuIgb,
-    nic_a: Igb<ringfab_emu::EmuPlatform>,
-    nic_b: Igb<ringfab_emu::EmuPlatform>,
-}
-
-fn pair() -> Pair {
-    let wire = Wire::new();
-    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
-    let (nic_a, nic_b) = (
-        Igb::new(a.platform()).unwrap(),
-        Igb::new(b.platform()).unwrap(),
-    );
-    Pair {
-        wire,
-        a,
-        b,
-        nic_a,
-        nic_b,
-    }
-}
-
-/// Sends each frame from A (queue 0) and runs the wire.
-fn send_all(p: &Pair, frames: &[Vec<u8>]) {
-    let mut tx = p.nic_a.open_tx::<64>(0, TxConfig::default()).unwrap();
-    let mem = p.nic_a.platform().alloc_dma(2048 * frames.len()).unwrap();
-    for (i, f) in frames.iter().enumerate() {
-        write_bytes(&mem, i * 2048, f);
-        let seg = TxSegment {
-            iova: Iova(mem.iova().0 + (i * 2048) as u64),
-            len: f.len() as u16,
-        };
-        tx.push(&[seg], Token(i as u64), Report::Always).unwrap();
-    }
-    tx.doorbell();
-    p.wire.run_until_idle();
-    let mut out = [NO_TX; 64];
-    assert_eq!(tx.poll(&mut out), frames.len());
-    assert!(out[..frames.len()].iter().all(|c| c.status == Ok(())));
-}
-
-/// Posts `count` 2 KiB buffers on `rx`, tokens 0.., from `mem`.
-fn post<D: DmaRegion, Q: RxQueue>(rx: &mut Q, mem: &D, count: usize) {
-    for t in 0..count {
-        let buf = RxBuffer {
-            iova: Iova(mem.iova().0 + (t * 2048) as u64),
-            len: 2048,
-        };
-        rx.push(buf, Token(t as u64)).unwrap();
-    }
-    rx.doorbell();
-}
-
 #[test]
 fn a_lying_receive_length_and_garbage_status_become_error_completions() {
     use ringfab_emu::{DeviceFault, Ring};
@@ -435,44 +336,6 @@ fn a_garbage_transmit_status_is_a_device_status_error_for_that_token() {
     assert_eq!(tx.pending(), 0);
 }
 
-fn udp_frame(dst: MacAddr, src: MacAddr, sport: u16, dport: u16) -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend_from_slice(&dst.0);
-    f.extend_from_slice(&src.0);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = 20 + 8 + 18u16;
-    f.extend_from_slice(&[
-        0x45,
-        0,
-        (total >> 8) as u8,
-        total as u8,
-        0,
-        1,
-        0x40,
-        0,
-        64,
-        17,
-        0,
-        0,
-    ]);
-    f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
-    f.extend_from_slice(&sport.to_be_bytes());
-    f.extend_from_slice(&dport.to_be_bytes());
-    f.extend_from_slice(&[0, 26, 0, 0]);
-    f.extend_from_slice(&[0xAB; 18]);
-    // IPv4 header checksum.
-    let mut sum = 0u32;
-    for w in f[14..34].chunks(2) {
-        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    let csum = !(sum as u16);
-    f[24..26].copy_from_slice(&csum.to_be_bytes());
-    f
-}
-
 #[test]
 fn rss_spreads_udp_flows_over_receive_queues_and_reports_the_hash() {
     use ringfab_hal::{RssConfig, RssHashKind, RssHashes};
@@ -498,7 +361,7 @@ fn rss_spreads_udp_flows_over_receive_queues_and_reports_the_hash() {
         })
         .unwrap();
     let frames: Vec<Vec<u8>> = (0..32)
-        .map(|i| udp_frame(MAC_B, MAC_A, 1000 + i, 2000))
+        .map(|i| udp_frame(MAC_B, MAC_A, Udp::ports(1000 + i, 2000), &[0xAB; 18]))
         .collect();
     send_all(&p, &frames);
     let mut per_queue = Vec::new();

@@ -361,18 +361,24 @@ fn apply_faults(s: &mut State, from: usize, mut frame: Vec<u8>) -> Vec<Delivery>
                 mode,
                 ..
             } => {
-                if f.prng.chance(drop_per_mille) {
+                // Every draw is made for every frame, so a seed gives the same sequence whatever
+                // the outcomes; a dropped frame is then neither corrupted nor duplicated (it does
+                // not exist to be), and only what happened is counted.
+                let dropped = f.prng.chance(drop_per_mille);
+                let corrupted = f.prng.chance(corrupt_per_mille);
+                let at = 14 + f.prng.next_u64() as usize % frame.len().saturating_sub(14).max(1);
+                let duplicated = f.prng.chance(duplicate_per_mille);
+                if dropped {
                     copies = 0;
-                }
-                if f.prng.chance(corrupt_per_mille) {
-                    let at =
-                        14 + f.prng.next_u64() as usize % frame.len().saturating_sub(14).max(1);
-                    crc_ok &= corrupt(&mut frame, at, mode);
-                    s.stats.corrupted += 1;
-                }
-                if f.prng.chance(duplicate_per_mille) {
-                    copies += 1;
-                    s.stats.duplicated += 1;
+                } else {
+                    if corrupted {
+                        crc_ok &= corrupt(&mut frame, at, mode);
+                        s.stats.corrupted += 1;
+                    }
+                    if duplicated {
+                        copies += 1;
+                        s.stats.duplicated += 1;
+                    }
                 }
             }
             _ => {}
