@@ -372,8 +372,35 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
     /// With the hardware queue stopped: frames the device finished complete normally, every
     /// other pushed frame completes with `Flushed` through later polls. The ring is left empty
     /// for the device from `hw_tail()` on.
+    ///
+    /// "Finished" includes frames whose own write-back never came but that precede an RS
+    /// descriptor the device did write back: the 82576 processes a queue's descriptors in order,
+    /// so a later DD proves the earlier frames were sent. `poll` does not draw that conclusion
+    /// while the queue runs — a write-back that is late rather than lost could then land on a
+    /// descriptor already reused — so a lost write-back holds a running queue's completions
+    /// until the flush, which is where it is safe (the device has stopped).
     pub(crate) fn flush(&mut self) {
         self.advance();
+        let mut at = self.scan;
+        let mut finished = self.scan;
+        while at != self.notified {
+            let meta = self.meta[at & Self::MASK];
+            let next = at.wrapping_add((meta & txm::NDESC) as usize);
+            if meta & txm::RS != 0 {
+                match TxWriteback::parse(self.ring.read(next.wrapping_sub(1), 1)) {
+                    TxWriteback::Pending => {}
+                    TxWriteback::Done => finished = next,
+                    TxWriteback::Bad(raw) => {
+                        self.mark_bad(at, raw);
+                        finished = next;
+                    }
+                }
+            }
+            at = next;
+        }
+        // Everything the device wrote before the DDs just read is visible from here on.
+        fence(Ordering::Acquire);
+        self.done = finished;
         let mut i = self.done;
         while i != self.tail {
             let meta = &mut self.meta[i & Self::MASK];
@@ -617,24 +644,24 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
         }
     }
 
-    /// With the hardware queue stopped: buffers the device filled (DD set, in order from the
-    /// head) complete normally; every other pushed buffer completes with `Flushed`.
+    /// With the hardware queue stopped: every buffer handed to the device that it wrote back
+    /// (DD set) completes normally — wherever it is, even after one whose write-back never came
+    /// — and every other pushed buffer completes with `Flushed`. Each buffer's write-back is its
+    /// own, so a filled buffer's frame is delivered even if an earlier write-back was lost. (While
+    /// the queue runs, `poll` stays strictly in order: a missing write-back holds the queue's
+    /// completions until this flush, for the reason given at `TxRing::flush`.)
     pub(crate) fn flush(&mut self) {
         let mut i = self.head;
-        let mut received = true;
         while i != self.tail {
             let idx = i & Self::MASK;
-            if self.limits[idx] != Self::FLUSHED {
-                if i == self.notified {
-                    received = false;
-                }
-                received = received && self.ring.read(i, 1) as u32 & rx::DD != 0;
-                if !received {
-                    self.limits[idx] = Self::FLUSHED;
-                }
+            let handed_over = i.wrapping_sub(self.head) < self.notified.wrapping_sub(self.head);
+            let filled = handed_over && self.ring.read(i, 1) as u32 & rx::DD != 0;
+            if !filled {
+                self.limits[idx] = Self::FLUSHED;
             }
             i = i.wrapping_add(1);
         }
+        // Everything the device wrote before the DDs just read is visible from here on.
         fence(Ordering::Acquire);
         self.notified = self.tail;
     }
@@ -1052,6 +1079,38 @@ mod tests {
         );
     }
 
+    #[test]
+    fn tx_flush_counts_frames_before_a_later_writeback_as_sent() {
+        let mut r = tx_ring::<16>();
+        for t in 0..4 {
+            r.push(&[seg(60)], Token(t), Report::Always, MAX_SEGS, MAX_LEN)
+                .unwrap();
+        }
+        r.doorbell();
+        // The device sent frames 0..3 in order but wrote back only frame 1's DD (0's was
+        // lost); frames 2 and 3 were not reached before the queue stopped.
+        device_completes(&r, 1, 2);
+        assert!(
+            drain_tx(&mut r).is_empty(),
+            "a running queue stays in order"
+        );
+        r.flush();
+        let got: Vec<_> = drain_tx(&mut r)
+            .iter()
+            .map(|c| (c.token.0, c.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, Ok(())), // proven sent by frame 1's later write-back
+                (1, Ok(())),
+                (2, Err(TxError::Flushed)),
+                (3, Err(TxError::Flushed)),
+            ]
+        );
+        assert_eq!((r.pending(), r.free()), (0, 15));
+    }
+
     fn buf(len: u32) -> RxBuffer {
         RxBuffer {
             iova: Iova(0x20_0000),
@@ -1284,21 +1343,21 @@ mod tests {
         r.push(buf(2048), Token(5), 2048).unwrap();
         device_writes(&r, 0, good(60));
         device_writes(&r, 1, good(61));
-        device_writes(&r, 3, good(63)); // out of order: not believed
+        device_writes(&r, 3, good(63)); // after a write-back that never came
         r.flush();
         let got: Vec<_> = drain_rx(&mut r)
             .iter()
-            .map(|c| (c.token.0, c.status))
+            .map(|c| (c.token.0, c.status, c.len))
             .collect();
         assert_eq!(
             got,
             [
-                (0, Ok(())),
-                (1, Ok(())),
-                (2, Err(RxError::Flushed)),
-                (3, Err(RxError::Flushed)),
-                (4, Err(RxError::Flushed)),
-                (5, Err(RxError::Flushed)),
+                (0, Ok(()), 60),
+                (1, Ok(()), 61),
+                (2, Err(RxError::Flushed), 0),
+                (3, Ok(()), 63), // its own write-back: the frame is delivered
+                (4, Err(RxError::Flushed), 0),
+                (5, Err(RxError::Flushed), 0), // pushed, never handed over
             ]
         );
         assert_eq!((r.pending(), r.hw_tail()), (0, 6));

@@ -455,6 +455,91 @@ fn a_withheld_receive_writeback_leaves_the_buffer_pending_until_flush() {
 }
 
 #[test]
+fn a_lost_transmit_writeback_before_a_later_one_holds_completions_until_flush_calls_both_sent() {
+    let p = pair();
+    let (mut rx, rx_mem) = rx_queue(&p, 8);
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF * 2).unwrap();
+    p.a.inject(DeviceFault::WithholdWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+    });
+    for i in 0..2 {
+        let f = frame(MAC_B, MAC_A, 100, i as u8);
+        push_frame(&mut tx, &mem, i, &f, i as u64, Report::Always);
+    }
+    tx.doorbell();
+    assert_eq!(drain_rx(&mut rx, &rx_mem).len(), 2, "both frames left");
+    // Frame 1's DD is there, frame 0's never came: a running queue completes in order only.
+    assert!(drain_tx(&mut tx).is_empty());
+    assert_eq!(tx.pending(), 2);
+    // Stopped, the device can no longer write: frame 1's DD proves frame 0 was sent before it.
+    tx.flush();
+    assert_eq!(drain_tx(&mut tx), [ok(0), ok(1)]);
+    assert_eq!((tx.pending(), p.a.iommu_faults().len()), (0, 0));
+}
+
+#[test]
+fn a_lost_receive_writeback_before_a_later_one_delivers_the_later_frame_at_flush() {
+    let p = pair();
+    let (mut rx, mem) = rx_queue(&p, 3);
+    let f: Vec<Vec<u8>> = (0..2).map(|i| frame(MAC_B, MAC_A, 100, i)).collect();
+    p.b.inject(DeviceFault::WithholdWriteback {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+    });
+    send_all(&p, &f);
+    assert!(drain_rx(&mut rx, &mem).is_empty(), "in order while running");
+    rx.flush();
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(
+        summary(&got),
+        [
+            (0, Err(RxError::Flushed), 0), // filled, but its length was never written back
+            (1, Ok(()), 114),
+            (2, Err(RxError::Flushed), 0),
+        ]
+    );
+    assert_eq!(got[1].1, f[1], "the later frame is delivered intact");
+}
+
+#[test]
+fn a_delayed_transmit_writeback_is_made_when_the_queue_stops_so_flush_reports_it_sent() {
+    let p = pair();
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF * 2).unwrap();
+    p.a.inject(DeviceFault::DelayWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+        steps: 1_000,
+    });
+    push_frame(
+        &mut tx,
+        &mem,
+        0,
+        &frame(MAC_B, MAC_A, 100, 0),
+        0,
+        Report::Always,
+    );
+    tx.doorbell();
+    assert!(drain_tx(&mut tx).is_empty(), "write-back still held back");
+    tx.flush();
+    assert_eq!(drain_tx(&mut tx), [ok(0)]);
+    // Nothing is left to land later on the reused ring.
+    assert!(!p.a.step());
+    push_frame(
+        &mut tx,
+        &mem,
+        1,
+        &frame(MAC_B, MAC_A, 100, 1),
+        1,
+        Report::Always,
+    );
+    tx.doorbell();
+    assert_eq!(drain_tx(&mut tx), [ok(1)]);
+}
+
+#[test]
 fn a_delayed_transmit_writeback_completes_only_after_the_steps() {
     let p = pair();
     let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();

@@ -9,7 +9,7 @@ use ringfab_hal::{MacAddr, Wait};
 use super::pci::PciConfig;
 use super::queues::Delayed;
 use super::regs::*;
-use crate::fault::DeviceFault;
+use crate::fault::{DeviceFault, Ring};
 use crate::iommu::Iommu;
 use crate::wait::EmuWait;
 
@@ -476,8 +476,9 @@ impl IgbModel {
         }
     }
 
-    fn write_rxq(&mut self, _n: usize, reg: usize, off: usize, val: u32) {
+    fn write_rxq(&mut self, n: usize, reg: usize, off: usize, val: u32) {
         match reg {
+            Q_DCTL => self.write_dctl(Ring::Rx(n as u16), off, val),
             Q_DBAL => self.w(off, val & !0x7f),
             Q_DLEN => self.w(off, val & 0xf_ff80),
             Q_DH | Q_DT => self.w(off, val & 0xffff),
@@ -487,6 +488,7 @@ impl IgbModel {
 
     fn write_txq(&mut self, n: usize, reg: usize, off: usize, val: u32) {
         match reg {
+            Q_DCTL => self.write_dctl(Ring::Tx(n as u16), off, val),
             Q_DBAL => self.w(off, val & !0x7f),
             Q_DLEN => self.w(off, val & 0xf_ff80),
             Q_DH => self.w(off, val & 0xffff),
@@ -497,5 +499,14 @@ impl IgbModel {
             }
             _ => self.w(off, val),
         }
+    }
+
+    /// RXDCTL/TXDCTL: clearing ENABLE stops the queue, and write-backs held back for it are
+    /// made first.
+    fn write_dctl(&mut self, ring: Ring, off: usize, val: u32) {
+        if self.r(off) & DCTL_ENABLE != 0 && val & DCTL_ENABLE == 0 {
+            self.flush_delayed(ring);
+        }
+        self.w(off, val);
     }
 }

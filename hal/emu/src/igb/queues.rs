@@ -21,6 +21,8 @@ use crate::toeplitz;
 /// A write-back held back by [`DeviceFault::DelayWriteback`].
 #[derive(Clone, Debug)]
 pub(crate) struct Delayed {
+    /// The ring the write-back belongs to.
+    ring: Ring,
     steps: u32,
     writes: Vec<Write>,
     eicr: u32,
@@ -225,6 +227,7 @@ impl IgbModel {
                     ICR_RXDW
                 };
                 self.delayed.push(Delayed {
+                    ring,
                     steps,
                     writes: vec![w],
                     eicr,
@@ -239,6 +242,28 @@ impl IgbModel {
                 }
                 self.do_write(&w);
                 eicr
+            }
+        }
+    }
+
+    /// Performs at once every write-back still held back for `ring`. Clearing a queue's ENABLE
+    /// bit is how software stops a queue before it reuses the ring; a device that let a held-back
+    /// write-back land after that would scribble on descriptors the driver has reprogrammed. The
+    /// model therefore completes them first — the same outcome as a device that writes back
+    /// in order and finishes its pending write-backs before the ENABLE bit reads back clear.
+    pub(crate) fn flush_delayed(&mut self, ring: Ring) {
+        let mut due = Vec::new();
+        self.delayed.retain(|d| {
+            if d.ring == ring {
+                due.push(d.clone());
+                false
+            } else {
+                true
+            }
+        });
+        for d in due {
+            for w in &d.writes {
+                self.do_write(w);
             }
         }
     }
