@@ -7,6 +7,16 @@
 //! two words and `parse` taking them. Once [`Descriptor::new_checked`] succeeded no accessor
 //! panics; `parse` never panics on any input — a device may write anything.
 //!
+//! The bit fields of each word are `tock_registers::register_bitfields!` definitions
+//! ([`TXD`], [`LEGACY_TXD`], [`RXWB0`], [`RXWB1`], and [`RXSTAT`] for the receive status
+//! dword), so each field's place and width is written once, next to its datasheet section, and
+//! `emit`/`parse` read as lists of fields (`TXD::RS.val(…) + TXD::PAYLEN.val(…)`,
+//! `LocalRegisterCopy::read(RXWB1::PKT_LEN)`). This costs the data path nothing: the field
+//! operations are `#[inline]` shifts and masks of constants, and `instructions.sh` counts the
+//! same instructions per frame as with hand-written masks. The exception is a test of several
+//! fields at once — [`tx::WB_UNEXPECTED`], [`rx::ERRORS`] | [`rx::UNDEFINED`] — which stays a
+//! `const` mask built from the fields' bits, because tock-registers' `+` is not a `const fn`.
+//!
 //! Layouts (82576 datasheet):
 //! * advanced transmit data descriptor, read format — §7.2.2.3 (DTYP = 0011b, DEXT = 1);
 //! * legacy transmit descriptor — §7.2.2.1 (DEXT = 0);
@@ -16,6 +26,7 @@
 //! * advanced receive descriptor, write-back format — §7.1.5.2.
 
 use ringfab_hal::{RssHashKind, RssInfo};
+use tock_registers::LocalRegisterCopy;
 
 /// Byte ranges inside a descriptor.
 mod field {
@@ -99,39 +110,128 @@ pub fn to_bytes(words: [u64; 2]) -> [u8; DESC_LEN] {
     out
 }
 
-/// Transmit command and status bits (second word; the command byte is bits 31:24, §7.2.2.3).
+/// The descriptor bit fields, defined in a private module and re-exported so that one
+/// `allow` covers what the macro generates.
+#[allow(
+    missing_docs,
+    reason = "register_bitfields! emits each register's `Register` marker, each field's `Field` \
+              constant and its SET/CLEAR values without docs; the field's doc is on its module"
+)]
+mod layout {
+    use tock_registers::register_bitfields;
+
+    register_bitfields![u64,
+        /// Second word of an advanced transmit data descriptor (§7.2.2.3): `cmd_type_len` in bits
+        /// 31:0 (the command byte DCMD is bits 31:24), `olinfo_status` in bits 63:32. The device's
+        /// write-back sets STA.DD in place.
+        pub TXD [
+            /// DTALEN: bytes in this descriptor's buffer.
+            DTALEN OFFSET(0) NUMBITS(16) [],
+            /// DTYP: descriptor type.
+            DTYP OFFSET(20) NUMBITS(4) [
+                /// 0011b: advanced data descriptor.
+                Data = 0b0011,
+            ],
+            /// DCMD.EOP: last descriptor of the frame.
+            EOP OFFSET(24) NUMBITS(1) [],
+            /// DCMD.IFCS: the MAC appends the FCS.
+            IFCS OFFSET(25) NUMBITS(1) [],
+            /// DCMD.RS: report status (write back DD).
+            RS OFFSET(27) NUMBITS(1) [],
+            /// DCMD.DEXT: advanced (extended) descriptor.
+            DEXT OFFSET(29) NUMBITS(1) [],
+            /// STA.DD: descriptor done (byte 12 bit 0).
+            DD OFFSET(32) NUMBITS(1) [],
+            /// STA bits 3:1: reserved.
+            STA_RSV OFFSET(33) NUMBITS(3) [],
+            /// IDX: offload context index (no offloads: zero).
+            IDX OFFSET(36) NUMBITS(3) [],
+            /// CC: check context (zero).
+            CC OFFSET(39) NUMBITS(1) [],
+            /// POPTS: offload options (zero).
+            POPTS OFFSET(40) NUMBITS(6) [],
+            /// PAYLEN: length of the whole frame (olinfo_status bits 31:14).
+            PAYLEN OFFSET(46) NUMBITS(18) [],
+        ],
+        /// Second word of a legacy transmit descriptor (§7.2.2.1).
+        pub LEGACY_TXD [
+            /// LENGTH: bytes in this descriptor's buffer.
+            LENGTH OFFSET(0) NUMBITS(16) [],
+            /// CSO: checksum offset.
+            CSO OFFSET(16) NUMBITS(8) [],
+            /// CMD.EOP: last descriptor of the frame.
+            EOP OFFSET(24) NUMBITS(1) [],
+            /// CMD.IFCS: insert FCS.
+            IFCS OFFSET(25) NUMBITS(1) [],
+            /// CMD.RS: report status.
+            RS OFFSET(27) NUMBITS(1) [],
+            /// CMD.DEXT: clear in a legacy descriptor.
+            DEXT OFFSET(29) NUMBITS(1) [],
+            /// STA: status nibble (DD in bit 0).
+            STA OFFSET(32) NUMBITS(4) [],
+            /// CSS: checksum start.
+            CSS OFFSET(40) NUMBITS(8) [],
+            /// Special (VLAN tag).
+            SPECIAL OFFSET(48) NUMBITS(16) [],
+        ],
+        /// First word of the advanced receive write-back (§7.1.5.2).
+        pub RXWB0 [
+            /// RSS type (0: no hash; see [`rx::RSS_IPV4`] and its neighbours).
+            RSS_TYPE OFFSET(0) NUMBITS(4) [],
+            /// Packet type.
+            PKT_TYPE OFFSET(4) NUMBITS(13) [],
+            /// RSS hash (with RXCSUM.PCSD set).
+            RSS_HASH OFFSET(32) NUMBITS(32) [],
+        ],
+        /// Second word of the advanced receive write-back (§7.1.5.2).
+        pub RXWB1 [
+            /// Extended status (19:0) and extended errors (31:20), fields in [`RXSTAT`].
+            STATUS_ERROR OFFSET(0) NUMBITS(32) [],
+            /// PKT_LEN: bytes written into this descriptor's buffer.
+            PKT_LEN OFFSET(32) NUMBITS(16) [],
+            /// VLAN tag (when status VP is set).
+            VLAN OFFSET(48) NUMBITS(16) [],
+        ],
+    ];
+
+    register_bitfields![u32,
+        /// Extended status and errors of the advanced receive write-back: bits 31:0 of its second
+        /// word (§7.1.5.2).
+        pub RXSTAT [
+            /// DD: the device is done with the descriptor.
+            DD OFFSET(0) NUMBITS(1) [],
+            /// EOP: last descriptor of a frame.
+            EOP OFFSET(1) NUMBITS(1) [],
+            /// Bit 2: reserved.
+            RSV2 OFFSET(2) NUMBITS(1) [],
+            /// Bit 8: reserved.
+            RSV8 OFFSET(8) NUMBITS(1) [],
+            /// Bits 14:12: not defined by any 82576 write-back. (Bit 15 is left alone: **QEMU**
+            /// reports a TCP ACK there.)
+            RSV12 OFFSET(12) NUMBITS(3) [],
+            /// Bits 22:19: not defined by any 82576 write-back.
+            RSV19 OFFSET(19) NUMBITS(4) [],
+            /// Error bits 31:23: HBO (23), CE/SE/SEQ (24–26), SECERR/CXE (27–28), L4E (29), IPE
+            /// (30), RXE (31). Any set makes the frame bad.
+            ERRORS OFFSET(23) NUMBITS(9) [],
+        ],
+    ];
+}
+
+pub use layout::{LEGACY_TXD, RXSTAT, RXWB0, RXWB1, TXD};
+
+/// Transmit write-back bits tested as one mask.
 pub mod tx {
-    /// DTALEN / legacy LENGTH: buffer length, bits 15:0.
-    pub const LEN_MASK: u64 = 0xFFFF;
-    /// DTYP = 0011b: advanced data descriptor (bits 23:20).
-    pub const DTYP_DATA: u64 = 0b0011 << 20;
-    /// DTYP field mask.
-    pub const DTYP_MASK: u64 = 0xF << 20;
-    /// DCMD.EOP: last descriptor of the frame.
-    pub const EOP: u64 = 1 << 24;
-    /// DCMD.IFCS: the MAC appends the FCS.
-    pub const IFCS: u64 = 1 << 25;
-    /// DCMD.RS: report status (write back DD).
-    pub const RS: u64 = 1 << 27;
-    /// DCMD.DEXT: advanced (extended) descriptor.
-    pub const DEXT: u64 = 1 << 29;
-    /// STA.DD: descriptor done (byte 12 bit 0).
-    pub const DD: u64 = 1 << 32;
-    /// PAYLEN: bits 63:46 (olinfo_status bits 31:14).
-    pub const PAYLEN_SHIFT: u32 = 46;
-    /// Largest PAYLEN (18 bits).
-    pub const PAYLEN_MAX: u32 = (1 << 18) - 1;
-    /// Legacy CSO: checksum offset, bits 23:16.
-    pub const LEGACY_CSO_SHIFT: u32 = 16;
-    /// Legacy CSS: checksum start, bits 47:40.
-    pub const LEGACY_CSS_SHIFT: u32 = 40;
-    /// Legacy special (VLAN), bits 63:48.
-    pub const LEGACY_SPECIAL_SHIFT: u32 = 48;
+    use super::TXD;
+
     /// Status-dword bits a write-back may not set for descriptors this driver writes: STA
     /// bits 3:1 (reserved), IDX, CC and POPTS (bits 45:33), which the driver writes as zero.
     /// Bits 31:0 and 63:46 are ignored: the datasheet calls them reserved in the write-back,
-    /// and **QEMU** echoes what the driver wrote there (command/length, PAYLEN).
-    pub const WB_UNEXPECTED: u64 = 0x1FFF << 33;
+    /// and **QEMU** echoes what the driver wrote there (command/length, PAYLEN). A `const` of
+    /// four fields' bits: tock-registers' `+` on field values is not a `const fn`.
+    pub const WB_UNEXPECTED: u64 =
+        TXD::STA_RSV::SET.value | TXD::IDX::SET.value | TXD::CC::SET.value | TXD::POPTS::SET.value;
+    const _: () = assert!(WB_UNEXPECTED == 0x1FFF << 33);
 }
 
 /// An advanced transmit data descriptor, read format (§7.2.2.3).
@@ -150,32 +250,32 @@ pub struct TxDataRepr {
 }
 
 impl TxDataRepr {
-    /// The descriptor as two words: FCS insertion always on, no offloads, status zero.
+    /// The descriptor as two words: FCS insertion always on, no offloads, status zero. A
+    /// `paylen` wider than PAYLEN's 18 bits is truncated to them.
     #[inline]
-    pub const fn emit(&self) -> [u64; 2] {
-        let mut w1 = self.len as u64 | tx::DTYP_DATA | tx::DEXT | tx::IFCS;
-        if self.eop {
-            w1 |= tx::EOP;
-        }
-        if self.rs {
-            w1 |= tx::RS;
-        }
-        w1 |= ((self.paylen & tx::PAYLEN_MAX) as u64) << tx::PAYLEN_SHIFT;
-        [self.addr, w1]
+    pub fn emit(&self) -> [u64; 2] {
+        let w1 = TXD::DTALEN.val(self.len.into())
+            + TXD::DTYP::Data
+            + TXD::DEXT::SET
+            + TXD::IFCS::SET
+            + TXD::EOP.val(self.eop.into())
+            + TXD::RS.val(self.rs.into())
+            + TXD::PAYLEN.val(self.paylen.into());
+        [self.addr, w1.value]
     }
 
     /// Parses a descriptor in advanced data read format, or `None` if it is not one.
-    pub const fn parse(words: [u64; 2]) -> Option<Self> {
-        let w1 = words[1];
-        if w1 & tx::DEXT == 0 || w1 & tx::DTYP_MASK != tx::DTYP_DATA {
+    pub fn parse(words: [u64; 2]) -> Option<Self> {
+        let w1 = LocalRegisterCopy::<u64, TXD::Register>::new(words[1]);
+        if !w1.is_set(TXD::DEXT) || !w1.matches_all(TXD::DTYP::Data) {
             return None;
         }
         Some(TxDataRepr {
             addr: words[0],
-            len: (w1 & tx::LEN_MASK) as u16,
-            eop: w1 & tx::EOP != 0,
-            rs: w1 & tx::RS != 0,
-            paylen: (w1 >> tx::PAYLEN_SHIFT) as u32 & tx::PAYLEN_MAX,
+            len: w1.read(TXD::DTALEN) as u16,
+            eop: w1.is_set(TXD::EOP),
+            rs: w1.is_set(TXD::RS),
+            paylen: w1.read(TXD::PAYLEN) as u32,
         })
     }
 }
@@ -204,21 +304,15 @@ pub struct LegacyTxRepr {
 
 impl LegacyTxRepr {
     /// The descriptor as two words (DEXT clear, status zero).
-    pub const fn emit(&self) -> [u64; 2] {
-        let mut w1 = self.len as u64
-            | (self.cso as u64) << tx::LEGACY_CSO_SHIFT
-            | (self.css as u64) << tx::LEGACY_CSS_SHIFT
-            | (self.special as u64) << tx::LEGACY_SPECIAL_SHIFT;
-        if self.eop {
-            w1 |= tx::EOP;
-        }
-        if self.ifcs {
-            w1 |= tx::IFCS;
-        }
-        if self.rs {
-            w1 |= tx::RS;
-        }
-        [self.addr, w1]
+    pub fn emit(&self) -> [u64; 2] {
+        let w1 = LEGACY_TXD::LENGTH.val(self.len.into())
+            + LEGACY_TXD::CSO.val(self.cso.into())
+            + LEGACY_TXD::EOP.val(self.eop.into())
+            + LEGACY_TXD::IFCS.val(self.ifcs.into())
+            + LEGACY_TXD::RS.val(self.rs.into())
+            + LEGACY_TXD::CSS.val(self.css.into())
+            + LEGACY_TXD::SPECIAL.val(self.special.into());
+        [self.addr, w1.value]
     }
 }
 
@@ -236,8 +330,8 @@ pub enum TxWriteback {
 impl TxWriteback {
     /// Decodes the second word of a transmit descriptor the driver wrote with RS.
     #[inline]
-    pub const fn parse(word1: u64) -> Self {
-        if word1 & tx::DD == 0 {
+    pub fn parse(word1: u64) -> Self {
+        if !TXD::DD.is_set(word1) {
             TxWriteback::Pending
         } else if word1 & tx::WB_UNEXPECTED != 0 {
             TxWriteback::Bad(word1)
@@ -265,31 +359,26 @@ impl RxReadRepr {
     }
 }
 
-/// Receive write-back bits (second word: extended status 19:0, extended errors 31:20, packet
-/// length 47:32, VLAN 63:48; first word: RSS type 3:0, packet type 16:4, RSS hash 63:32).
+/// Receive write-back status bits tested as one mask, and the RSS type values of
+/// [`RXWB0::RSS_TYPE`](mod@RXWB0::RSS_TYPE).
 pub mod rx {
-    /// STATUS.DD.
-    pub const DD: u32 = 1 << 0;
-    /// STATUS.EOP.
-    pub const EOP: u32 = 1 << 1;
-    /// Error bits 31:23: HBO (23), CE/SE/SEQ (24–26), SECERR/CXE (27–28), L4E (29), IPE (30),
-    /// RXE (31). Any set makes the frame bad.
-    pub const ERRORS: u32 = 0xFF80_0000;
-    /// Bits no 82576 write-back defines: 2 and 8 (reserved), 12–14, 19–22. (Bit 15 is left
-    /// alone: **QEMU** reports a TCP ACK there.)
-    pub const UNDEFINED: u32 = (1 << 2) | (1 << 8) | (0b111 << 12) | (0b1111 << 19);
-    /// PKT_LEN: bits 47:32 of the second word.
-    pub const LEN_SHIFT: u32 = 32;
-    /// RSS type: bits 3:0 of the first word.
-    pub const RSS_TYPE_MASK: u64 = 0xF;
-    /// RSS hash: bits 63:32 of the first word.
-    pub const RSS_HASH_SHIFT: u32 = 32;
+    use super::RXSTAT;
+
+    /// Error bits 31:23 ([`RXSTAT::ERRORS`](mod@RXSTAT::ERRORS)).
+    pub const ERRORS: u32 = RXSTAT::ERRORS::SET.value;
+    /// Bits no 82576 write-back defines: 2 and 8 (reserved), 12–14, 19–22 (the `RSV` fields of
+    /// [`RXSTAT`]).
+    pub const UNDEFINED: u32 = RXSTAT::RSV2::SET.value
+        | RXSTAT::RSV8::SET.value
+        | RXSTAT::RSV12::SET.value
+        | RXSTAT::RSV19::SET.value;
     /// RSS type 1: TCP/IPv4.
     pub const RSS_TCP_IPV4: u8 = 1;
     /// RSS type 2: IPv4.
     pub const RSS_IPV4: u8 = 2;
     /// RSS type 7: UDP/IPv4.
     pub const RSS_UDP_IPV4: u8 = 7;
+    const _: () = assert!(ERRORS == 0xFF80_0000 && UNDEFINED == 0x0078_7104);
 }
 
 /// The advanced receive descriptor, write-back format (§7.1.5.2), as the device wrote it.
@@ -313,36 +402,39 @@ impl RxWritebackRepr {
     /// Splits the two words the device wrote. Never fails: every bit pattern is a value; the
     /// judgement (errors, undefined bits) is in the accessors.
     #[inline]
-    pub const fn parse(words: [u64; 2]) -> Self {
+    pub fn parse(words: [u64; 2]) -> Self {
+        let w0 = LocalRegisterCopy::<u64, RXWB0::Register>::new(words[0]);
+        let w1 = LocalRegisterCopy::<u64, RXWB1::Register>::new(words[1]);
         RxWritebackRepr {
-            status_error: words[1] as u32,
-            len: (words[1] >> rx::LEN_SHIFT) as u16,
-            vlan: (words[1] >> 48) as u16,
-            rss_type: (words[0] & rx::RSS_TYPE_MASK) as u8,
-            pkt_type: ((words[0] >> 4) & 0x1FFF) as u16,
-            rss_hash: (words[0] >> rx::RSS_HASH_SHIFT) as u32,
+            status_error: w1.read(RXWB1::STATUS_ERROR) as u32,
+            len: w1.read(RXWB1::PKT_LEN) as u16,
+            vlan: w1.read(RXWB1::VLAN) as u16,
+            rss_type: w0.read(RXWB0::RSS_TYPE) as u8,
+            pkt_type: w0.read(RXWB0::PKT_TYPE) as u16,
+            rss_hash: w0.read(RXWB0::RSS_HASH) as u32,
         }
     }
 
-    /// The two words (for tests that play the device).
-    pub const fn emit(&self) -> [u64; 2] {
-        let w0 = self.rss_type as u64 & rx::RSS_TYPE_MASK
-            | ((self.pkt_type as u64 & 0x1FFF) << 4)
-            | (self.rss_hash as u64) << rx::RSS_HASH_SHIFT;
-        let w1 = self.status_error as u64
-            | (self.len as u64) << rx::LEN_SHIFT
-            | (self.vlan as u64) << 48;
-        [w0, w1]
+    /// The two words (for tests that play the device). Fields wider than the descriptor's
+    /// (`rss_type` above 4 bits, `pkt_type` above 13) are truncated.
+    pub fn emit(&self) -> [u64; 2] {
+        let w0 = RXWB0::RSS_TYPE.val(self.rss_type.into())
+            + RXWB0::PKT_TYPE.val(self.pkt_type.into())
+            + RXWB0::RSS_HASH.val(self.rss_hash.into());
+        let w1 = RXWB1::STATUS_ERROR.val(self.status_error.into())
+            + RXWB1::PKT_LEN.val(self.len.into())
+            + RXWB1::VLAN.val(self.vlan.into());
+        [w0.value, w1.value]
     }
 
     /// DD: the device is done with the descriptor.
-    pub const fn done(&self) -> bool {
-        self.status_error & rx::DD != 0
+    pub fn done(&self) -> bool {
+        RXSTAT::DD.is_set(self.status_error)
     }
 
     /// EOP: last descriptor of a frame.
-    pub const fn eop(&self) -> bool {
-        self.status_error & rx::EOP != 0
+    pub fn eop(&self) -> bool {
+        RXSTAT::EOP.is_set(self.status_error)
     }
 
     /// Error bits, in place.
@@ -360,7 +452,7 @@ impl RxWritebackRepr {
     pub const fn rss(&self) -> Option<RssInfo> {
         // A table lookup rather than a `match`: this runs for every received frame, and a
         // four-way match compiles to a jump table.
-        match RSS_KINDS[(self.rss_type as u64 & rx::RSS_TYPE_MASK) as usize] {
+        match RSS_KINDS[(self.rss_type & RXWB0::RSS_TYPE.mask as u8) as usize] {
             None => None,
             Some(kind) => Some(RssInfo {
                 hash: self.rss_hash,
@@ -461,10 +553,13 @@ mod tests {
         .emit();
         assert_eq!(TxWriteback::parse(sent[1]), TxWriteback::Pending);
         // QEMU echoes the descriptor and ORs DD in: still a clean completion.
-        assert_eq!(TxWriteback::parse(sent[1] | tx::DD), TxWriteback::Done);
+        assert_eq!(
+            TxWriteback::parse(sent[1] | TXD::DD::SET.value),
+            TxWriteback::Done
+        );
         // Silicon zeroes the reserved fields: also clean.
-        assert_eq!(TxWriteback::parse(tx::DD), TxWriteback::Done);
-        let bad = sent[1] | tx::DD | 1 << 34;
+        assert_eq!(TxWriteback::parse(TXD::DD::SET.value), TxWriteback::Done);
+        let bad = sent[1] | TXD::DD::SET.value | 1 << 34;
         assert_eq!(TxWriteback::parse(bad), TxWriteback::Bad(bad));
     }
 

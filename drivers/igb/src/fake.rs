@@ -48,8 +48,8 @@ impl FakeDevice {
         regs.iter_mut().for_each(|v| *v = 0);
         regs[r::RAL0 / 4] = u32::from_le_bytes([MAC[0], MAC[1], MAC[2], MAC[3]]);
         regs[r::RAH0 / 4] = u32::from_le_bytes([MAC[4], MAC[5], 0, 0x80]);
-        regs[r::rxdctl(0) / 4] = r::XDCTL_ENABLE;
-        regs[r::txdctl(0) / 4] = r::XDCTL_ENABLE;
+        regs[r::rxdctl(0) / 4] = r::XDCTL::ENABLE::SET.value;
+        regs[r::txdctl(0) / 4] = r::XDCTL::ENABLE::SET.value;
         *self.phy.lock().unwrap() = [0; 32];
     }
 
@@ -110,41 +110,44 @@ impl Mmio for FakeBar {
         }
         match offset {
             r::CTRL => {
-                if value & r::CTRL_RST != 0 && !dev.quirks.stuck_reset {
+                if r::CTRL::RST.is_set(value) && !dev.quirks.stuck_reset {
                     dev.reset(&mut regs);
-                    regs[i] = value & !r::CTRL_RST;
+                    regs[i] = r::CTRL::RST::CLEAR.modify(value);
                 } else {
                     regs[i] = value;
                 }
             }
             r::MDIC => {
-                let reg = ((value >> r::MDIC_REG_SHIFT) & 0x1F) as usize;
+                let mdic = r::reg::<r::MDIC::Register>(value);
+                let reg = mdic.read(r::MDIC::REGADD) as usize;
                 let mut phy = dev.phy.lock().unwrap();
-                let mut out = value | r::MDIC_READY;
-                if (value >> r::MDIC_PHY_SHIFT) & 0x1F != r::PHY_ADDR {
-                    out |= r::MDIC_ERROR;
-                } else if value & r::MDIC_OP_READ != 0 {
-                    out = (out & !r::MDIC_DATA_MASK) | u32::from(phy[reg]);
+                let mut out = mdic;
+                out.modify(r::MDIC::READY::SET);
+                if mdic.read(r::MDIC::PHYADD) != r::PHY_ADDR {
+                    out.modify(r::MDIC::ERROR::SET);
+                } else if mdic.matches_all(r::MDIC::OP::Read) {
+                    out.modify(r::MDIC::DATA.val(u32::from(phy[reg])));
                 } else {
-                    let v = value as u16;
-                    phy[reg] = v & !(r::BMCR_RESET | r::BMCR_ANRESTART);
-                    let restart = r::BMCR_AUTOEN | r::BMCR_ANRESTART;
+                    let v = mdic.read(r::MDIC::DATA) as u16;
+                    phy[reg] = (r::BMCR::RESET::CLEAR + r::BMCR::ANRESTART::CLEAR).modify(v);
+                    let restart = r::BMCR::AUTOEN::SET + r::BMCR::ANRESTART::SET;
                     if reg == usize::from(r::PHY_BMCR)
-                        && v & restart == restart
+                        && restart.matches_all(v)
                         && !dev.quirks.no_link
                     {
-                        regs[r::STATUS / 4] |=
-                            r::STATUS_LU | r::STATUS_FD | 0b10 << r::STATUS_SPEED_SHIFT;
+                        let up =
+                            r::STATUS::LU::SET + r::STATUS::FD::SET + r::STATUS::SPEED::Mbps1000;
+                        regs[r::STATUS / 4] = up.modify(regs[r::STATUS / 4]);
                     }
                 }
-                regs[i] = out;
+                regs[i] = out.get();
             }
             r::EIMS => regs[i] |= value,
             r::EIMC => regs[r::EIMS / 4] &= !value,
             _ if (0xC000..0xC400).contains(&offset) || (0xE000..0xE400).contains(&offset) => {
                 let is_ctl = offset & 0x3F == 0x28;
                 regs[i] = if is_ctl && dev.quirks.stuck_enable {
-                    value & !r::XDCTL_ENABLE
+                    r::XDCTL::ENABLE::CLEAR.modify(value)
                 } else {
                     value
                 };

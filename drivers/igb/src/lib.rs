@@ -38,6 +38,8 @@ use ringfab_hal::{
     RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use spin::Mutex;
+use tock_registers::fields::FieldValue;
+use tock_registers::RegisterLongName;
 
 use crate::desc::DESC_LEN;
 use crate::regs as r;
@@ -53,7 +55,7 @@ pub const MAX_TX_SEGMENTS: usize = 4;
 /// Longest frame, Ethernet header included, FCS excluded: RLPML (9018, FCS included) − 4.
 pub const MAX_FRAME_LEN: usize = 9014;
 /// Largest receive buffer: SRRCTL.BSIZEPACKET is 7 bits of 1 KiB.
-pub const MAX_RX_BUF_LEN: u32 = r::SRRCTL_BSIZEPKT_MASK * r::SRRCTL_BSIZEPKT_UNIT;
+pub const MAX_RX_BUF_LEN: u32 = r::SRRCTL::BSIZEPACKET.mask * r::SRRCTL_BSIZEPKT_UNIT;
 
 /// Software reset: the datasheet asks for at least 1 ms before touching the device again.
 const RESET_DELAY: Duration = Duration::from_millis(10);
@@ -115,15 +117,21 @@ impl<P: Platform> Igb<P> {
     /// platform; [`Error::ResetTimeout`] if CTRL.RST does not clear; [`Error::PhyAccess`] if an
     /// MDIO access fails.
     pub fn new(platform: P) -> Result<Self> {
-        let id = platform.config_read32(r::PCI_ID);
-        let (vendor, device) = (id as u16, (id >> 16) as u16);
+        let id = r::reg::<r::PCI_ID::Register>(platform.config_read32(r::PCI_ID));
+        let (vendor, device) = (
+            id.read(r::PCI_ID::VENDOR) as u16,
+            id.read(r::PCI_ID::DEVICE) as u16,
+        );
         if vendor != r::VENDOR_INTEL || !r::DEVICE_IDS.contains(&device) {
             return Err(Error::UnsupportedDevice { vendor, device });
         }
-        let cmd = platform.config_read32(r::PCI_COMMAND) & 0xFFFF;
+        let cmd = platform.config_read32(r::PCI_COMMAND);
         platform.config_write32(
             r::PCI_COMMAND,
-            cmd | r::PCI_COMMAND_MEMORY | r::PCI_COMMAND_BUS_MASTER,
+            (r::PCI_COMMAND::STATUS::CLEAR
+                + r::PCI_COMMAND::MEMORY::SET
+                + r::PCI_COMMAND::BUS_MASTER::SET)
+                .modify(cmd),
         );
         let regs = platform.bar(0)?;
         let vectors = platform.irq_vectors().min(r::EICR_VECTORS);
@@ -161,6 +169,11 @@ impl<P: Platform> Igb<P> {
         self.regs.write32(reg, value)
     }
 
+    /// Read-modify-write: sets the fields of `value` in register `reg`, keeping the others.
+    fn modify<R: RegisterLongName>(&self, reg: usize, value: FieldValue<u32, R>) {
+        self.wr(reg, value.modify(self.rd(reg)));
+    }
+
     fn mask_interrupts(&self) {
         self.wr(r::IMC, u32::MAX);
         self.wr(r::EIMC, u32::MAX);
@@ -171,10 +184,10 @@ impl<P: Platform> Igb<P> {
     /// Reset and programme everything but the queues (all closed when this runs).
     fn bring_up(&self, st: &mut State) -> Result {
         self.mask_interrupts();
-        self.wr(r::CTRL, self.rd(r::CTRL) | r::CTRL_RST);
+        self.modify(r::CTRL, r::CTRL::RST::SET);
         self.platform.delay(RESET_DELAY);
         let mut polls = 0;
-        while self.rd(r::CTRL) & r::CTRL_RST != 0 {
+        while r::CTRL::RST.is_set(self.rd(r::CTRL)) {
             polls += 1;
             if polls > RESET_POLLS {
                 return Err(Error::ResetTimeout);
@@ -192,9 +205,9 @@ impl<P: Platform> Igb<P> {
 
         // PHY: reset, then autonegotiation enabled and restarted. QEMU ignores the reset bit and
         // restarts the (500 ms) autonegotiation only on a write with AUTOEN and ANRESTART.
-        self.phy_write(r::PHY_BMCR, r::BMCR_RESET | r::BMCR_AUTOEN)?;
+        self.phy_write(r::PHY_BMCR, r::BMCR::RESET::SET + r::BMCR::AUTOEN::SET)?;
         let mut polls = 0;
-        while self.phy_read(r::PHY_BMCR)? & r::BMCR_RESET != 0 {
+        while r::BMCR::RESET.is_set(self.phy_read(r::PHY_BMCR)?) {
             polls += 1;
             if polls > MDIC_POLLS {
                 return Err(Error::PhyAccess { reg: r::PHY_BMCR });
@@ -203,22 +216,28 @@ impl<P: Platform> Igb<P> {
         }
         self.phy_write(
             r::PHY_BMCR,
-            r::BMCR_AUTOEN | r::BMCR_ANRESTART | r::BMCR_FD | r::BMCR_SPEED1000,
+            r::BMCR::AUTOEN::SET
+                + r::BMCR::ANRESTART::SET
+                + r::BMCR::FD::SET
+                + r::BMCR::SPEED1000::SET,
         )?;
-        self.wr(r::CTRL, self.rd(r::CTRL) | r::CTRL_SLU);
+        self.modify(r::CTRL, r::CTRL::SLU::SET);
         for _ in 0..LINK_POLLS {
-            if self.rd(r::STATUS) & r::STATUS_LU != 0 {
+            if r::STATUS::LU.is_set(self.rd(r::STATUS)) {
                 break;
             }
             self.platform.delay(LINK_STEP);
         }
 
         let ral = self.rd(r::RAL0).to_le_bytes();
-        let rah = self.rd(r::RAH0).to_le_bytes();
+        let rah = (r::RAH::ADDR.read(self.rd(r::RAH0)) as u16).to_le_bytes();
         st.mac = MacAddr([ral[0], ral[1], ral[2], ral[3], rah[0], rah[1]]);
 
         // MSI-X mode; EIAC must follow GPIE (QEMU ignores EIAC writes outside MSI-X mode).
-        self.wr(r::GPIE, r::GPIE_MSIX_MODE | r::GPIE_PBA | r::GPIE_NSICR);
+        self.wr(
+            r::GPIE,
+            (r::GPIE::MSIX_MODE::SET + r::GPIE::PBA::SET + r::GPIE::NSICR::SET).value,
+        );
         let vector_bits = if self.vectors >= 32 {
             u32::MAX
         } else {
@@ -236,28 +255,25 @@ impl<P: Platform> Igb<P> {
         // Receive: RSS off until set_rss; write-back carries the RSS hash (PCSD), no checksum
         // offload; long packets up to RLPML.
         self.wr(r::MRQC, 0);
-        self.wr(r::RXCSUM, r::RXCSUM_PCSD);
+        self.wr(r::RXCSUM, r::RXCSUM::PCSD::SET.value);
         self.wr(r::RLPML, (MAX_FRAME_LEN + 4) as u32);
         self.wr(r::RCTL, rctl_for(RxMode::default()));
-        self.wr(
-            r::TCTL,
-            r::TCTL_EN | r::TCTL_PSP | r::TCTL_CT_DEFAULT | r::TCTL_COLD_FD,
-        );
+        let tctl =
+            r::TCTL::EN::SET + r::TCTL::PSP::SET + r::TCTL::CT::Default + r::TCTL::COLD::FullDuplex;
+        self.wr(r::TCTL, tctl.value);
         Ok(())
     }
 
-    fn mdic(&self, reg: u8, command: u32) -> Result<u16> {
-        self.wr(
-            r::MDIC,
-            command | u32::from(reg) << r::MDIC_REG_SHIFT | r::PHY_ADDR << r::MDIC_PHY_SHIFT,
-        );
+    fn mdic(&self, reg: u8, command: FieldValue<u32, r::MDIC::Register>) -> Result<u16> {
+        let address = r::MDIC::REGADD.val(u32::from(reg)) + r::MDIC::PHYADD.val(r::PHY_ADDR);
+        self.wr(r::MDIC, (command + address).value);
         for _ in 0..MDIC_POLLS {
-            let v = self.rd(r::MDIC);
-            if v & r::MDIC_ERROR != 0 {
+            let v = r::reg::<r::MDIC::Register>(self.rd(r::MDIC));
+            if v.is_set(r::MDIC::ERROR) {
                 break;
             }
-            if v & r::MDIC_READY != 0 {
-                return Ok((v & r::MDIC_DATA_MASK) as u16);
+            if v.is_set(r::MDIC::READY) {
+                return Ok(v.read(r::MDIC::DATA) as u16);
             }
             self.platform.delay(MDIC_STEP);
         }
@@ -265,20 +281,20 @@ impl<P: Platform> Igb<P> {
     }
 
     fn phy_read(&self, reg: u8) -> Result<u16> {
-        self.mdic(reg, r::MDIC_OP_READ)
+        self.mdic(reg, r::MDIC::OP::Read)
     }
 
-    fn phy_write(&self, reg: u8, value: u16) -> Result {
-        self.mdic(reg, r::MDIC_OP_WRITE | u32::from(value))
-            .map(|_| ())
+    fn phy_write<R: RegisterLongName>(&self, reg: u8, value: FieldValue<u16, R>) -> Result {
+        let data = r::MDIC::DATA.val(u32::from(value.value));
+        self.mdic(reg, r::MDIC::OP::Write + data).map(|_| ())
     }
 
-    /// Writes `ctl` (RXDCTL/TXDCTL at `reg`) and waits for the ENABLE bit to read back as set.
+    /// Writes `value` to RXDCTL/TXDCTL at `reg` and waits for its ENABLE bit to read back.
     fn set_queue_enable(&self, reg: usize, value: u32, index: u16) -> Result {
         self.wr(reg, value);
-        let want = value & r::XDCTL_ENABLE;
+        let want = r::XDCTL::ENABLE.is_set(value);
         for _ in 0..QUEUE_POLLS {
-            if self.rd(reg) & r::XDCTL_ENABLE == want {
+            if r::XDCTL::ENABLE.is_set(self.rd(reg)) == want {
                 return Ok(());
             }
             self.platform.delay(QUEUE_STEP);
@@ -330,8 +346,11 @@ impl<P: Platform> Igb<P> {
         let _st = self.state.lock();
         let reg = r::ivar(index & 7);
         let shift = r::ivar_shift(index, tx);
-        let entry = (r::IVAR_VALID | u32::from(vector) & r::IVAR_VECTOR_MASK) << shift;
-        self.wr(reg, self.rd(reg) & !(0xFF << shift) | entry);
+        let entry = r::IVAR_ENTRY::VALID::SET + r::IVAR_ENTRY::VECTOR.val(vector as u8);
+        self.wr(
+            reg,
+            self.rd(reg) & !(0xFF << shift) | u32::from(entry.value) << shift,
+        );
         Ok((vector, wait))
     }
 
@@ -354,6 +373,24 @@ impl<P: Platform> Igb<P> {
             *count -= 1;
             if *count == 0 {
                 self.wr(r::EIMC, 1 << vector);
+            }
+        }
+    }
+
+    /// Claims queue `index` of one direction and gets its ring memory and (if asked) its
+    /// interrupt vector; on failure the index is free again and no register was touched.
+    fn open_queue<const N: usize>(
+        &self,
+        index: u16,
+        tx: bool,
+        interrupt: bool,
+    ) -> Result<(QueueCore<'_, P>, DmaRing<P::Dma, N>)> {
+        self.claim(index, tx)?;
+        match self.queue_resources::<N>(index, tx, interrupt) {
+            Ok((dma, irq)) => Ok((QueueCore::new(self, index, tx, irq), dma)),
+            Err(e) => {
+                self.release(index, tx);
+                Err(e)
             }
         }
     }
@@ -382,27 +419,17 @@ impl<P: Platform> Igb<P> {
         };
         Ok((dma, irq))
     }
-
-    fn program_ring(&self, base: [usize; 3], iova: Iova, len: usize) {
-        self.wr(base[0], iova.0 as u32);
-        self.wr(base[1], (iova.0 >> 32) as u32);
-        self.wr(base[2], len as u32);
-    }
 }
 
 /// RCTL for a receive mode: receiver on, CRC stripped, long packets, the mode's filters.
 fn rctl_for(mode: RxMode) -> u32 {
-    let mut v = r::RCTL_EN | r::RCTL_SECRC | r::RCTL_LPE;
-    if mode.promiscuous {
-        v |= r::RCTL_UPE;
-    }
-    if mode.all_multicast {
-        v |= r::RCTL_MPE;
-    }
-    if mode.broadcast {
-        v |= r::RCTL_BAM;
-    }
-    v
+    let v = r::RCTL::EN::SET
+        + r::RCTL::SECRC::SET
+        + r::RCTL::LPE::SET
+        + r::RCTL::UPE.val(mode.promiscuous.into())
+        + r::RCTL::MPE.val(mode.all_multicast.into())
+        + r::RCTL::BAM.val(mode.broadcast.into());
+    v.value
 }
 
 /// Names of the 82576 receive error bits (advanced write-back, §7.1.5.2).
@@ -450,19 +477,20 @@ impl<P: Platform> Nic for Igb<P> {
     }
 
     fn link(&self) -> Link {
-        let status = self.rd(r::STATUS);
-        if status & r::STATUS_LU == 0 {
+        let status = r::reg::<r::STATUS::Register>(self.rd(r::STATUS));
+        if !status.is_set(r::STATUS::LU) {
             return Link::default();
         }
-        let speed_mbps = match (status >> r::STATUS_SPEED_SHIFT) & r::STATUS_SPEED_MASK {
-            0 => 10,
-            1 => 100,
-            _ => 1000,
+        let speed_mbps = match status.read_as_enum(r::STATUS::SPEED) {
+            Some(r::STATUS::SPEED::Value::Mbps10) => 10,
+            Some(r::STATUS::SPEED::Value::Mbps100) => 100,
+            // 10b, and 11b, which the datasheet also reads as 1000 Mb/s.
+            Some(r::STATUS::SPEED::Value::Mbps1000) | None => 1000,
         };
         Link {
             up: true,
             speed_mbps,
-            full_duplex: status & r::STATUS_FD != 0,
+            full_duplex: status.is_set(r::STATUS::FD),
         }
     }
 
@@ -476,26 +504,14 @@ impl<P: Platform> Nic for Igb<P> {
 
     fn open_tx<const N: usize>(&self, index: u16, config: TxConfig) -> Result<IgbTx<'_, P, N>> {
         Self::check_depth::<N>()?;
-        self.claim(index, true)?;
-        let (dma, irq) = match self.queue_resources::<N>(index, true, config.interrupt) {
-            Ok(res) => res,
-            Err(e) => {
-                self.release(index, true);
-                return Err(e);
-            }
-        };
-        // From here on the queue's Drop releases the index.
-        let mut q = IgbTx {
-            nic: self,
-            index,
-            tdt: r::tdt(index),
+        let (q, dma) = self.open_queue::<N>(index, true, config.interrupt)?;
+        // From here on the queue's Drop stops it and releases the index.
+        let mut tx = IgbTx {
+            q,
             ring: TxRing::new(dma),
-            vector: irq.as_ref().map(|(v, _)| *v),
-            wait: irq.map(|(_, w)| w),
-            armed: false,
         };
-        q.start(0)?;
-        Ok(q)
+        tx.start(0)?;
+        Ok(tx)
     }
 
     fn open_rx<const N: usize>(&self, index: u16, config: RxConfig) -> Result<IgbRx<'_, P, N>> {
@@ -507,26 +523,14 @@ impl<P: Platform> Nic for Igb<P> {
                 max: MAX_RX_BUF_LEN,
             });
         }
-        self.claim(index, false)?;
-        let (dma, irq) = match self.queue_resources::<N>(index, false, config.interrupt) {
-            Ok(res) => res,
-            Err(e) => {
-                self.release(index, false);
-                return Err(e);
-            }
-        };
-        let mut q = IgbRx {
-            nic: self,
-            index,
-            rdt: r::rdt(index),
+        let (q, dma) = self.open_queue::<N>(index, false, config.interrupt)?;
+        let mut rx = IgbRx {
+            q,
             buf_len,
             ring: RxRing::new(dma),
-            vector: irq.as_ref().map(|(v, _)| *v),
-            wait: irq.map(|(_, w)| w),
-            armed: false,
         };
-        q.start(0)?;
-        Ok(q)
+        rx.start(0)?;
+        Ok(rx)
     }
 
     fn set_rss(&self, rss: &RssConfig<'_>) -> Result {
@@ -550,17 +554,16 @@ impl<P: Platform> Nic for Igb<P> {
                 u32::from_le_bytes([e[0] as u8, e[1] as u8, e[2] as u8, e[3] as u8]),
             );
         }
-        let mut fields = 0;
-        if rss.hashes.ipv4 {
-            fields |= r::MRQC_IPV4;
-        }
-        if rss.hashes.ipv4_udp {
-            fields |= r::MRQC_UDP_IPV4;
-        }
-        if rss.hashes.ipv4_tcp {
-            fields |= r::MRQC_TCP_IPV4;
-        }
-        self.wr(r::MRQC, if fields == 0 { 0 } else { r::MRQC_RSS | fields });
+        let h = rss.hashes;
+        let mrqc = if h.ipv4 || h.ipv4_udp || h.ipv4_tcp {
+            r::MRQC::MRQE::Rss
+                + r::MRQC::IPV4.val(h.ipv4.into())
+                + r::MRQC::UDP_IPV4.val(h.ipv4_udp.into())
+                + r::MRQC::TCP_IPV4.val(h.ipv4_tcp.into())
+        } else {
+            r::MRQC::MRQE::CLEAR
+        };
+        self.wr(r::MRQC, mrqc.value);
         Ok(())
     }
 
@@ -597,22 +600,140 @@ impl<P: Platform> Nic for Igb<P> {
     }
 }
 
-/// An open transmit queue of depth `N` (a power of two in [`MIN_DEPTH`]..=[`MAX_DEPTH`]).
-pub struct IgbTx<'a, P: Platform, const N: usize> {
+/// The registers of one hardware queue (§8.9 receive, §8.12 transmit; same layout).
+#[derive(Clone, Copy)]
+struct QueueRegs {
+    /// Descriptor base low, base high, length.
+    base: [usize; 3],
+    /// Descriptor head.
+    head: usize,
+    /// Descriptor tail.
+    tail: usize,
+    /// RXDCTL / TXDCTL.
+    ctl: usize,
+    /// The thresholds written to `ctl` with ENABLE.
+    thresh: u32,
+}
+
+impl QueueRegs {
+    fn new(index: u16, tx: bool) -> Self {
+        if tx {
+            QueueRegs {
+                base: [r::tdbal(index), r::tdbah(index), r::tdlen(index)],
+                head: r::tdh(index),
+                tail: r::tdt(index),
+                ctl: r::txdctl(index),
+                thresh: r::TXDCTL_THRESH,
+            }
+        } else {
+            QueueRegs {
+                base: [r::rdbal(index), r::rdbah(index), r::rdlen(index)],
+                head: r::rdh(index),
+                tail: r::rdt(index),
+                ctl: r::rxdctl(index),
+                thresh: r::RXDCTL_THRESH,
+            }
+        }
+    }
+}
+
+/// What an open transmit and an open receive queue share: the claimed index, the queue's
+/// registers and its interrupt vector. Dropping it stops the hardware queue, unwires the vector
+/// and releases the index — so the queue types declare it *before* their ring, whose memory
+/// goes back to the platform only after the device has stopped (fields drop in order).
+struct QueueCore<'a, P: Platform> {
     nic: &'a Igb<P>,
     index: u16,
-    /// TDT register offset.
-    tdt: usize,
-    ring: TxRing<P::Dma, N>,
+    tx: bool,
+    regs: QueueRegs,
     vector: Option<u16>,
     wait: Option<P::Wait>,
     armed: bool,
 }
 
+impl<'a, P: Platform> QueueCore<'a, P> {
+    fn new(nic: &'a Igb<P>, index: u16, tx: bool, irq: Option<(u16, P::Wait)>) -> Self {
+        let (vector, wait) = irq.unzip();
+        QueueCore {
+            nic,
+            index,
+            tx,
+            regs: QueueRegs::new(index, tx),
+            vector,
+            wait,
+            armed: false,
+        }
+    }
+
+    /// Clears ENABLE and waits (bounded) for the queue to stop.
+    fn stop(&self) -> Result {
+        self.nic.set_queue_enable(self.regs.ctl, 0, self.index)
+    }
+
+    /// Programs the stopped queue over a ring of `len` bytes at `iova`, writes `setup` (more
+    /// registers of the stopped queue), sets head = tail = `head` and enables it.
+    fn start(&self, iova: Iova, len: usize, setup: &[(usize, u32)], head: u32) -> Result {
+        let (nic, regs) = (self.nic, &self.regs);
+        self.stop()?;
+        nic.wr(regs.base[0], iova.0 as u32);
+        nic.wr(regs.base[1], (iova.0 >> 32) as u32);
+        nic.wr(regs.base[2], len as u32);
+        for &(reg, value) in setup {
+            nic.wr(reg, value);
+        }
+        nic.wr(regs.head, head);
+        nic.wr(regs.tail, head);
+        let ctl = regs.thresh | r::XDCTL::ENABLE::SET.value;
+        nic.set_queue_enable(regs.ctl, ctl, self.index)
+    }
+
+    /// Hands the device everything up to `tail`.
+    #[inline]
+    fn doorbell(&self, tail: u32) {
+        // Descriptors must be in memory before the device can see the new tail.
+        fence(Ordering::Release);
+        self.nic.wr(self.regs.tail, tail);
+    }
+
+    fn interrupt(&self) -> Option<&P::Wait> {
+        self.wait.as_ref()
+    }
+
+    fn set_interrupt(&mut self, armed: bool) {
+        if let Some(v) = self.vector {
+            if armed != self.armed {
+                self.armed = armed;
+                self.nic.arm(v, armed);
+            }
+        }
+    }
+}
+
+impl<P: Platform> Drop for QueueCore<'_, P> {
+    fn drop(&mut self) {
+        self.set_interrupt(false);
+        // Stop the device before the ring memory goes back to the platform (the ring field
+        // drops after this one).
+        let _ = self.stop();
+        self.nic.wr(self.regs.base[2], 0);
+        if self.vector.is_some() {
+            self.nic.unwire_interrupt(self.index, self.tx);
+        }
+        self.nic.release(self.index, self.tx);
+    }
+}
+
+/// An open transmit queue of depth `N` (a power of two in [`MIN_DEPTH`]..=[`MAX_DEPTH`]).
+pub struct IgbTx<'a, P: Platform, const N: usize> {
+    /// Declared before `ring`: it stops the hardware queue on drop, before the ring is freed.
+    q: QueueCore<'a, P>,
+    ring: TxRing<P::Dma, N>,
+}
+
 impl<P: Platform, const N: usize> core::fmt::Debug for IgbTx<'_, P, N> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("IgbTx")
-            .field("index", &self.index)
+            .field("index", &self.q.index)
             .field("depth", &N)
             .field("pending", &self.ring.pending())
             .finish_non_exhaustive()
@@ -622,16 +743,8 @@ impl<P: Platform, const N: usize> core::fmt::Debug for IgbTx<'_, P, N> {
 impl<P: Platform, const N: usize> IgbTx<'_, P, N> {
     /// Programs the (disabled) hardware queue empty at `head` and enables it.
     fn start(&mut self, head: u32) -> Result {
-        let (nic, q) = (self.nic, self.index);
-        nic.set_queue_enable(r::txdctl(q), 0, q)?;
-        nic.program_ring(
-            [r::tdbal(q), r::tdbah(q), r::tdlen(q)],
-            self.ring.dma().iova(),
-            N * DESC_LEN,
-        );
-        nic.wr(r::tdh(q), head);
-        nic.wr(r::tdt(q), head);
-        nic.set_queue_enable(r::txdctl(q), r::TXDCTL_THRESH | r::XDCTL_ENABLE, q)
+        self.q
+            .start(self.ring.dma().iova(), N * DESC_LEN, &[], head)
     }
 }
 
@@ -639,7 +752,7 @@ impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
     type Wait = P::Wait;
 
     fn index(&self) -> u16 {
-        self.index
+        self.q.index
     }
 
     fn depth(&self) -> usize {
@@ -670,9 +783,7 @@ impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
     #[inline]
     fn doorbell(&mut self) {
         if let Some(tail) = self.ring.doorbell() {
-            // Descriptors must be in memory before the device can see the new tail.
-            fence(Ordering::Release);
-            self.nic.wr(self.tdt, tail);
+            self.q.doorbell(tail);
         }
     }
 
@@ -682,59 +793,34 @@ impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
     }
 
     fn flush(&mut self) {
-        let (nic, q) = (self.nic, self.index);
         // A timeout here leaves nothing better to do than to go on: the tokens must come back.
-        let _ = nic.set_queue_enable(r::txdctl(q), 0, q);
+        let _ = self.q.stop();
         self.ring.flush();
         let _ = self.start(self.ring.hw_tail());
     }
 
     fn interrupt(&self) -> Option<&P::Wait> {
-        self.wait.as_ref()
+        self.q.interrupt()
     }
 
     fn set_interrupt(&mut self, armed: bool) {
-        if let Some(v) = self.vector {
-            if armed != self.armed {
-                self.armed = armed;
-                self.nic.arm(v, armed);
-            }
-        }
-    }
-}
-
-impl<P: Platform, const N: usize> Drop for IgbTx<'_, P, N> {
-    fn drop(&mut self) {
-        let (nic, q) = (self.nic, self.index);
-        self.set_interrupt(false);
-        // Stop the device before the ring memory goes back to the platform (after this body).
-        let _ = nic.set_queue_enable(r::txdctl(q), 0, q);
-        nic.wr(r::tdlen(q), 0);
-        if self.vector.is_some() {
-            nic.unwire_interrupt(q, true);
-        }
-        nic.release(q, true);
+        self.q.set_interrupt(armed);
     }
 }
 
 /// An open receive queue of depth `N`.
 pub struct IgbRx<'a, P: Platform, const N: usize> {
-    nic: &'a Igb<P>,
-    index: u16,
-    /// RDT register offset.
-    rdt: usize,
+    /// Declared before `ring`: it stops the hardware queue on drop, before the ring is freed.
+    q: QueueCore<'a, P>,
     /// Buffer size programmed in SRRCTL.
     buf_len: u32,
     ring: RxRing<P::Dma, N>,
-    vector: Option<u16>,
-    wait: Option<P::Wait>,
-    armed: bool,
 }
 
 impl<P: Platform, const N: usize> core::fmt::Debug for IgbRx<'_, P, N> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("IgbRx")
-            .field("index", &self.index)
+            .field("index", &self.q.index)
             .field("depth", &N)
             .field("buf_len", &self.buf_len)
             .field("pending", &self.ring.pending())
@@ -743,24 +829,15 @@ impl<P: Platform, const N: usize> core::fmt::Debug for IgbRx<'_, P, N> {
 }
 
 impl<P: Platform, const N: usize> IgbRx<'_, P, N> {
-    /// Programs the (disabled) hardware queue empty at `head` and enables it.
+    /// Programs the (disabled) hardware queue empty at `head`, with its buffer size, and
+    /// enables it.
     fn start(&mut self, head: u32) -> Result {
-        let (nic, q) = (self.nic, self.index);
-        nic.set_queue_enable(r::rxdctl(q), 0, q)?;
-        nic.program_ring(
-            [r::rdbal(q), r::rdbah(q), r::rdlen(q)],
-            self.ring.dma().iova(),
-            N * DESC_LEN,
-        );
-        nic.wr(
-            r::srrctl(q),
-            (self.buf_len / r::SRRCTL_BSIZEPKT_UNIT)
-                | r::SRRCTL_DESCTYPE_ADV_ONEBUF
-                | r::SRRCTL_DROP_EN,
-        );
-        nic.wr(r::rdh(q), head);
-        nic.wr(r::rdt(q), head);
-        nic.set_queue_enable(r::rxdctl(q), r::RXDCTL_THRESH | r::XDCTL_ENABLE, q)
+        let srrctl = r::SRRCTL::BSIZEPACKET.val(self.buf_len / r::SRRCTL_BSIZEPKT_UNIT)
+            + r::SRRCTL::DESCTYPE::AdvOneBuf
+            + r::SRRCTL::DROP_EN::SET;
+        let setup = [(r::srrctl(self.q.index), srrctl.value)];
+        self.q
+            .start(self.ring.dma().iova(), N * DESC_LEN, &setup, head)
     }
 }
 
@@ -768,7 +845,7 @@ impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
     type Wait = P::Wait;
 
     fn index(&self) -> u16 {
-        self.index
+        self.q.index
     }
 
     fn depth(&self) -> usize {
@@ -797,8 +874,7 @@ impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
     #[inline]
     fn doorbell(&mut self) {
         if let Some(tail) = self.ring.doorbell() {
-            fence(Ordering::Release);
-            self.nic.wr(self.rdt, tail);
+            self.q.doorbell(tail);
         }
     }
 
@@ -808,36 +884,17 @@ impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
     }
 
     fn flush(&mut self) {
-        let (nic, q) = (self.nic, self.index);
-        let _ = nic.set_queue_enable(r::rxdctl(q), 0, q);
+        let _ = self.q.stop();
         self.ring.flush();
         let _ = self.start(self.ring.hw_tail());
     }
 
     fn interrupt(&self) -> Option<&P::Wait> {
-        self.wait.as_ref()
+        self.q.interrupt()
     }
 
     fn set_interrupt(&mut self, armed: bool) {
-        if let Some(v) = self.vector {
-            if armed != self.armed {
-                self.armed = armed;
-                self.nic.arm(v, armed);
-            }
-        }
-    }
-}
-
-impl<P: Platform, const N: usize> Drop for IgbRx<'_, P, N> {
-    fn drop(&mut self) {
-        let (nic, q) = (self.nic, self.index);
-        self.set_interrupt(false);
-        let _ = nic.set_queue_enable(r::rxdctl(q), 0, q);
-        nic.wr(r::rdlen(q), 0);
-        if self.vector.is_some() {
-            nic.unwire_interrupt(q, false);
-        }
-        nic.release(q, false);
+        self.q.set_interrupt(armed);
     }
 }
 
@@ -882,21 +939,16 @@ mod tests {
             }
         );
         let d = dev(&nic);
-        assert_eq!(
-            d.peek(r::RCTL),
-            r::RCTL_EN | r::RCTL_BAM | r::RCTL_SECRC | r::RCTL_LPE
-        );
-        assert_eq!(
-            d.peek(r::TCTL) & (r::TCTL_EN | r::TCTL_PSP),
-            r::TCTL_EN | r::TCTL_PSP
-        );
-        assert_ne!(d.peek(r::GPIE) & r::GPIE_MSIX_MODE, 0);
+        // EN (1), BAM (15), SECRC (26), LPE (5).
+        assert_eq!(d.peek(r::RCTL), 1 << 1 | 1 << 15 | 1 << 26 | 1 << 5);
+        // EN (1), PSP (3), CT 0xF (11:4), COLD 0x3F (21:12).
+        assert_eq!(d.peek(r::TCTL), 1 << 1 | 1 << 3 | 0xF << 4 | 0x3F << 12);
+        assert!(r::GPIE::MSIX_MODE.is_set(d.peek(r::GPIE)));
         assert_eq!(d.peek(r::EIAC), 0b1111);
-        assert_eq!(d.peek(r::RXCSUM), r::RXCSUM_PCSD);
+        assert_eq!(d.peek(r::RXCSUM), 1 << 13, "PCSD");
         assert_eq!(d.peek(r::RLPML), 9018);
-        assert_eq!(
-            d.peek(r::rxdctl(0)) & r::XDCTL_ENABLE,
-            0,
+        assert!(
+            !r::XDCTL::ENABLE.is_set(d.peek(r::rxdctl(0))),
             "queue 0 is stopped until opened"
         );
         assert_eq!(d.peek(r::EIMS), 0, "all interrupts masked");
@@ -1009,13 +1061,11 @@ mod tests {
             iova
         );
         assert_eq!(d.peek(r::rdlen(5)), 32 * 16);
-        assert_eq!(
-            d.peek(r::srrctl(5)),
-            2 | r::SRRCTL_DESCTYPE_ADV_ONEBUF | r::SRRCTL_DROP_EN
-        );
-        assert_ne!(d.peek(r::rxdctl(5)) & r::XDCTL_ENABLE, 0);
+        // BSIZEPACKET 2 KiB, DESCTYPE 001b (27:25), Drop_En (31).
+        assert_eq!(d.peek(r::srrctl(5)), 2 | 0b001 << 25 | 1 << 31);
+        assert!(r::XDCTL::ENABLE.is_set(d.peek(r::rxdctl(5))));
         drop(rx);
-        assert_eq!(d.peek(r::rxdctl(5)) & r::XDCTL_ENABLE, 0);
+        assert!(!r::XDCTL::ENABLE.is_set(d.peek(r::rxdctl(5))));
         assert_eq!(d.peek(r::rdlen(5)), 0);
     }
 
@@ -1127,10 +1177,9 @@ mod tests {
     fn rx_mode_sets_filter_bits() {
         let nic = igb(4);
         nic.set_rx_mode(RxMode::PROMISCUOUS).unwrap();
-        let rctl = dev(&nic).peek(r::RCTL);
-        assert_eq!(
-            rctl & (r::RCTL_UPE | r::RCTL_MPE | r::RCTL_BAM),
-            r::RCTL_UPE | r::RCTL_MPE | r::RCTL_BAM
+        let rctl = r::reg::<r::RCTL::Register>(dev(&nic).peek(r::RCTL));
+        assert!(
+            rctl.is_set(r::RCTL::UPE) && rctl.is_set(r::RCTL::MPE) && rctl.is_set(r::RCTL::BAM)
         );
     }
 
@@ -1209,7 +1258,7 @@ mod tests {
         let d = dev(&nic);
         assert_eq!((d.peek(r::tdh(1)), d.peek(r::tdt(1))), (3, 3));
         assert_eq!((d.peek(r::rdh(1)), d.peek(r::rdt(1))), (3, 3));
-        assert_ne!(d.peek(r::txdctl(1)) & r::XDCTL_ENABLE, 0);
+        assert!(r::XDCTL::ENABLE.is_set(d.peek(r::txdctl(1))));
         let mut out = [TxCompletion {
             token: Token(9),
             status: Ok(()),

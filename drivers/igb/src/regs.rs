@@ -1,15 +1,42 @@
 //! Register offsets and bit fields of the 82576, as the driver uses them.
 //!
-//! Written as plain `const`s rather than `tock-registers` bitfields: the driver touches a handful
-//! of fields, mostly single bits it ORs together once at bring-up, and a named constant next to
-//! its datasheet section reads more directly than a generated field type. Multi-bit fields get a
-//! `_SHIFT`/`_MASK` pair. Every offset is checked at compile time against the datasheet's table
+//! Offsets are plain `const`s (and `const fn`s for per-queue and per-vector registers): the
+//! driver reaches every register through [`Mmio`](ringfab_hal::Mmio) by offset, so there is no
+//! MMIO struct to lay out. Every offset is checked at compile time against the datasheet's table
 //! (the `const _: () = assert!(…)` lines), so a typo in a per-queue formula cannot ship.
+//!
+//! Bit fields are `tock_registers::register_bitfields!` definitions, one module per register
+//! layout, named like the register (`CTRL::RST`, `MDIC::OP::Read`, `SRRCTL::BSIZEPACKET`; the
+//! offset `const CTRL` and the field module `CTRL` share the name — values and modules live in
+//! different namespaces, so `r::CTRL` is the offset and `r::CTRL::RST` a field of it). Values
+//! are built as `FieldValue`s joined with `+` and written with `.value`
+//! (`(RCTL::EN::SET + RCTL::LPE::SET).value`), or merged into a read value with
+//! `FieldValue::modify`; read values are asked by field, through `Field::is_set`/`read` or, when
+//! several fields of one value are read, a [`LocalRegisterCopy`] ([`reg`]`::<MDIC::Register>(v)`).
+//! Each field's offset and width are written once, next to the datasheet section that defines
+//! them; a field of one register cannot be combined with, or read out of, another register's
+//! value (the register type parameter differs); and enumerated values (`MDIC::OP::Read`,
+//! `SRRCTL::DESCTYPE::AdvOneBuf`) replace `0b10 << 26`-style shifts. RXDCTL and TXDCTL share
+//! one layout, [`XDCTL`], for the fields the driver uses.
+//!
+//! Where tock-registers reads worse: its `+` is not a `const fn`, so values needed in `const`
+//! items (the queue thresholds, the compile-time layout checks) are spelled as `.value | .value`;
+//! and an IVAR entry is a byte inside a 32-bit register at a queue-dependent place, which a
+//! field definition cannot express — [`IVAR_ENTRY`] is a `u8` layout that [`ivar_shift`] places.
 //!
 //! Sources: *Intel 82576EB Gigabit Ethernet Controller Datasheet* (chapter 8, "Programming
 //! Interface", for registers; chapter 7 for descriptors and interrupts). Section numbers are
 //! those of the datasheet's table of contents; where QEMU's `hw/net/igb_core.c` model behaves
-//! differently from the datasheet the constant's comment says so (marked **QEMU**).
+//! differently from the datasheet the field's comment says so (marked **QEMU**).
+
+use tock_registers::register_bitfields;
+use tock_registers::{LocalRegisterCopy, RegisterLongName};
+
+/// Wraps a 32-bit value of register `R` for reading by field.
+#[inline]
+pub(crate) const fn reg<R: RegisterLongName>(value: u32) -> LocalRegisterCopy<u32, R> {
+    LocalRegisterCopy::new(value)
+}
 
 // --- PCI configuration space (PCI Local Bus Specification 3.0, §6.2) -------------------------
 
@@ -17,10 +44,25 @@
 pub(crate) const PCI_ID: u16 = 0x00;
 /// Command (bits 15:0) and status (bits 31:16, write-1-to-clear) registers.
 pub(crate) const PCI_COMMAND: u16 = 0x04;
-/// Command: respond to memory-space accesses.
-pub(crate) const PCI_COMMAND_MEMORY: u32 = 1 << 1;
-/// Command: the function may master the bus (DMA).
-pub(crate) const PCI_COMMAND_BUS_MASTER: u32 = 1 << 2;
+
+register_bitfields![u32,
+    /// The identification dword at [`PCI_ID`](const@PCI_ID).
+    pub(crate) PCI_ID [
+        /// Vendor id.
+        VENDOR OFFSET(0) NUMBITS(16) [],
+        /// Device id.
+        DEVICE OFFSET(16) NUMBITS(16) [],
+    ],
+    /// The command/status dword at [`PCI_COMMAND`](const@PCI_COMMAND).
+    pub(crate) PCI_COMMAND [
+        /// Command: respond to memory-space accesses.
+        MEMORY OFFSET(1) NUMBITS(1) [],
+        /// Command: the function may master the bus (DMA).
+        BUS_MASTER OFFSET(2) NUMBITS(1) [],
+        /// The status half (write-1-to-clear): written back as zero.
+        STATUS OFFSET(16) NUMBITS(16) [],
+    ],
+];
 
 /// Intel's PCI vendor id.
 pub(crate) const VENDOR_INTEL: u16 = 0x8086;
@@ -32,53 +74,77 @@ pub(crate) const DEVICE_IDS: [u16; 4] = [0x10C9, 0x10E8, 0x1526, 0x150A];
 
 /// Device Control (§8.2.1).
 pub(crate) const CTRL: usize = 0x0000;
-/// CTRL.SLU: set link up (forces the MAC/PHY link; **QEMU** ignores it, link follows autoneg).
-pub(crate) const CTRL_SLU: u32 = 1 << 6;
-/// CTRL.RST (DEV_RST): software reset, self-clearing.
-pub(crate) const CTRL_RST: u32 = 1 << 26;
-
 /// Device Status (§8.2.2).
 pub(crate) const STATUS: usize = 0x0008;
-/// STATUS.FD: full duplex.
-pub(crate) const STATUS_FD: u32 = 1 << 0;
-/// STATUS.LU: link up.
-pub(crate) const STATUS_LU: u32 = 1 << 1;
-/// STATUS.SPEED, bits 7:6: 00 = 10, 01 = 100, 1x = 1000 Mb/s.
-pub(crate) const STATUS_SPEED_SHIFT: u32 = 6;
-/// Mask of STATUS.SPEED after shifting.
-pub(crate) const STATUS_SPEED_MASK: u32 = 0b11;
-
 /// MDI Control: PHY register access (§8.2.4).
 pub(crate) const MDIC: usize = 0x0020;
-/// MDIC.DATA, bits 15:0.
-pub(crate) const MDIC_DATA_MASK: u32 = 0xFFFF;
-/// MDIC.REGADD, bits 20:16.
-pub(crate) const MDIC_REG_SHIFT: u32 = 16;
-/// MDIC.PHYADD, bits 25:21.
-pub(crate) const MDIC_PHY_SHIFT: u32 = 21;
-/// MDIC.OP = 01b: write.
-pub(crate) const MDIC_OP_WRITE: u32 = 0b01 << 26;
-/// MDIC.OP = 10b: read.
-pub(crate) const MDIC_OP_READ: u32 = 0b10 << 26;
-/// MDIC.R: the access completed.
-pub(crate) const MDIC_READY: u32 = 1 << 28;
-/// MDIC.E: the access failed.
-pub(crate) const MDIC_ERROR: u32 = 1 << 30;
 /// The internal PHY's MDIO address (**QEMU** answers only address 1, as the silicon's PHY does).
 pub(crate) const PHY_ADDR: u32 = 1;
 
+register_bitfields![u32,
+    /// Device Control (§8.2.1).
+    pub(crate) CTRL [
+        /// SLU: set link up (forces the MAC/PHY link; **QEMU** ignores it, link follows autoneg).
+        SLU OFFSET(6) NUMBITS(1) [],
+        /// RST (DEV_RST): software reset, self-clearing.
+        RST OFFSET(26) NUMBITS(1) [],
+    ],
+    /// Device Status (§8.2.2).
+    pub(crate) STATUS [
+        /// FD: full duplex.
+        FD OFFSET(0) NUMBITS(1) [],
+        /// LU: link up.
+        LU OFFSET(1) NUMBITS(1) [],
+        /// SPEED: 00 = 10, 01 = 100, 1x = 1000 Mb/s.
+        SPEED OFFSET(6) NUMBITS(2) [
+            /// 10 Mb/s.
+            Mbps10 = 0b00,
+            /// 100 Mb/s.
+            Mbps100 = 0b01,
+            /// 1000 Mb/s (11b means the same).
+            Mbps1000 = 0b10,
+        ],
+    ],
+    /// MDI Control (§8.2.4).
+    pub(crate) MDIC [
+        /// DATA: the PHY register value written, or read back.
+        DATA OFFSET(0) NUMBITS(16) [],
+        /// REGADD: PHY register number.
+        REGADD OFFSET(16) NUMBITS(5) [],
+        /// PHYADD: PHY address on the MDIO bus.
+        PHYADD OFFSET(21) NUMBITS(5) [],
+        /// OP: the access.
+        OP OFFSET(26) NUMBITS(2) [
+            /// 01b: write.
+            Write = 0b01,
+            /// 10b: read.
+            Read = 0b10,
+        ],
+        /// R: the access completed.
+        READY OFFSET(28) NUMBITS(1) [],
+        /// E: the access failed.
+        ERROR OFFSET(30) NUMBITS(1) [],
+    ],
+];
+
 /// PHY Control register (IEEE 802.3 clause 22 register 0; datasheet §8.24 PHY registers).
 pub(crate) const PHY_BMCR: u8 = 0;
-/// BMCR: PHY reset (self-clearing).
-pub(crate) const BMCR_RESET: u16 = 1 << 15;
-/// BMCR: auto-negotiation enable.
-pub(crate) const BMCR_AUTOEN: u16 = 1 << 12;
-/// BMCR: restart auto-negotiation (self-clearing).
-pub(crate) const BMCR_ANRESTART: u16 = 1 << 9;
-/// BMCR: full duplex (the forced value; autoneg overrides it).
-pub(crate) const BMCR_FD: u16 = 1 << 8;
-/// BMCR: speed selection MSB (1000 Mb/s together with bit 13 clear).
-pub(crate) const BMCR_SPEED1000: u16 = 1 << 6;
+
+register_bitfields![u16,
+    /// PHY Control (IEEE 802.3 clause 22 register 0; datasheet §8.24).
+    pub(crate) BMCR [
+        /// Speed selection MSB (1000 Mb/s together with bit 13 clear).
+        SPEED1000 OFFSET(6) NUMBITS(1) [],
+        /// Full duplex (the forced value; autoneg overrides it).
+        FD OFFSET(8) NUMBITS(1) [],
+        /// Restart auto-negotiation (self-clearing).
+        ANRESTART OFFSET(9) NUMBITS(1) [],
+        /// Auto-negotiation enable.
+        AUTOEN OFFSET(12) NUMBITS(1) [],
+        /// PHY reset (self-clearing).
+        RESET OFFSET(15) NUMBITS(1) [],
+    ],
+];
 
 // --- Interrupt registers (§8.8; MSI-X operation §7.3) ------------------------------------------
 
@@ -88,12 +154,6 @@ pub(crate) const ICR: usize = 0x00C0;
 pub(crate) const IMC: usize = 0x00D8;
 /// General Purpose Interrupt Enable (§8.8.15).
 pub(crate) const GPIE: usize = 0x1514;
-/// GPIE.NSICR: clear ICR on read without INT_ASSERTED.
-pub(crate) const GPIE_NSICR: u32 = 1 << 0;
-/// GPIE.Multiple_MSIX: EICR bits are MSI-X vectors (vector n = bit n).
-pub(crate) const GPIE_MSIX_MODE: u32 = 1 << 4;
-/// GPIE.PBA_support: MSI-X pending bits reflect EICR.
-pub(crate) const GPIE_PBA: u32 = 1 << 31;
 /// Extended Interrupt Mask Set/Read (§8.8.5).
 pub(crate) const EIMS: usize = 0x1524;
 /// Extended Interrupt Mask Clear (§8.8.6).
@@ -109,14 +169,11 @@ pub(crate) const fn eitr(v: u16) -> usize {
     0x1680 + 4 * v as usize
 }
 /// Interrupt Vector Allocation register `i` (0..8) (§8.8.16; layout §7.3.2.1). Each holds four
-/// one-byte entries: bits 7:0 RX queue i, 15:8 TX queue i, 23:16 RX queue i+8, 31:24 TX queue i+8.
+/// one-byte [`IVAR_ENTRY`]s: bits 7:0 RX queue i, 15:8 TX queue i, 23:16 RX queue i+8, 31:24 TX
+/// queue i+8.
 pub(crate) const fn ivar(i: u16) -> usize {
     0x1700 + 4 * i as usize
 }
-/// IVAR entry: valid bit; bits 4:0 name the MSI-X vector.
-pub(crate) const IVAR_VALID: u32 = 0x80;
-/// IVAR entry: vector field.
-pub(crate) const IVAR_VECTOR_MASK: u32 = 0x1F;
 /// MSI-X vectors EICR can name in MSI-X mode (bits 24:0).
 pub(crate) const EICR_VECTORS: u16 = 25;
 
@@ -125,44 +182,42 @@ pub(crate) const fn ivar_shift(q: u16, tx: bool) -> u32 {
     (if q >= 8 { 16 } else { 0 }) + if tx { 8 } else { 0 }
 }
 
+register_bitfields![u32,
+    /// General Purpose Interrupt Enable (§8.8.15).
+    pub(crate) GPIE [
+        /// NSICR: clear ICR on read without INT_ASSERTED.
+        NSICR OFFSET(0) NUMBITS(1) [],
+        /// Multiple_MSIX: EICR bits are MSI-X vectors (vector n = bit n).
+        MSIX_MODE OFFSET(4) NUMBITS(1) [],
+        /// PBA_support: MSI-X pending bits reflect EICR.
+        PBA OFFSET(31) NUMBITS(1) [],
+    ],
+];
+
+register_bitfields![u8,
+    /// One byte-wide entry of an IVAR register (§7.3.2.1), placed by [`ivar_shift`].
+    pub(crate) IVAR_ENTRY [
+        /// The MSI-X vector the queue's cause raises.
+        VECTOR OFFSET(0) NUMBITS(5) [],
+        /// The entry is valid.
+        VALID OFFSET(7) NUMBITS(1) [],
+    ],
+];
+
 // --- Receive registers (§8.9) ------------------------------------------------------------------
 
 /// Receive Control (§8.9.1).
 pub(crate) const RCTL: usize = 0x0100;
-/// RCTL.EN: receiver enable.
-pub(crate) const RCTL_EN: u32 = 1 << 1;
-/// RCTL.UPE: unicast promiscuous.
-pub(crate) const RCTL_UPE: u32 = 1 << 3;
-/// RCTL.MPE: multicast promiscuous.
-pub(crate) const RCTL_MPE: u32 = 1 << 4;
-/// RCTL.LPE: long packets (up to RLPML) accepted.
-pub(crate) const RCTL_LPE: u32 = 1 << 5;
-/// RCTL.BAM: accept broadcast.
-pub(crate) const RCTL_BAM: u32 = 1 << 15;
-/// RCTL.SECRC: strip the Ethernet CRC. **QEMU** otherwise appends 4 zero bytes and counts them.
-pub(crate) const RCTL_SECRC: u32 = 1 << 26;
-
 /// Receive Checksum Control (§8.9.12).
 pub(crate) const RXCSUM: usize = 0x5000;
-/// RXCSUM.PCSD: write-back dword 1 carries the RSS hash instead of the IP id/checksum.
-/// **QEMU** computes RSS at all only with PCSD set.
-pub(crate) const RXCSUM_PCSD: u32 = 1 << 13;
 /// Receive Long Packet Maximum Length (§8.9.13), frame length including FCS.
 pub(crate) const RLPML: usize = 0x5004;
 /// Receive Address Low 0 (§8.9.18): MAC bytes 0..=3, byte 0 in bits 7:0.
 pub(crate) const RAL0: usize = 0x5400;
-/// Receive Address High 0 (§8.9.19): MAC bytes 4, 5 in bits 15:0; AV in bit 31.
+/// Receive Address High 0 (§8.9.19), fields in [`RAH`].
 pub(crate) const RAH0: usize = 0x5404;
 /// Multiple Receive Queues Command (§8.9.23).
 pub(crate) const MRQC: usize = 0x5818;
-/// MRQC.MRQE = 010b: RSS only.
-pub(crate) const MRQC_RSS: u32 = 0b010;
-/// MRQC field enable: TCP/IPv4.
-pub(crate) const MRQC_TCP_IPV4: u32 = 1 << 16;
-/// MRQC field enable: IPv4.
-pub(crate) const MRQC_IPV4: u32 = 1 << 17;
-/// MRQC field enable: UDP/IPv4.
-pub(crate) const MRQC_UDP_IPV4: u32 = 1 << 22;
 /// Redirection Table register `i` (0..32) (§8.9.24): entries 4i..4i+3, entry 4i in bits 7:0.
 pub(crate) const fn reta(i: usize) -> usize {
     0x5C00 + 4 * i
@@ -175,6 +230,52 @@ pub(crate) const fn rssrk(i: usize) -> usize {
 pub(crate) const RETA_ENTRIES: usize = 128;
 /// RSS key bytes.
 pub(crate) const RSS_KEY_LEN: usize = 40;
+
+register_bitfields![u32,
+    /// Receive Control (§8.9.1).
+    pub(crate) RCTL [
+        /// EN: receiver enable.
+        EN OFFSET(1) NUMBITS(1) [],
+        /// UPE: unicast promiscuous.
+        UPE OFFSET(3) NUMBITS(1) [],
+        /// MPE: multicast promiscuous.
+        MPE OFFSET(4) NUMBITS(1) [],
+        /// LPE: long packets (up to RLPML) accepted.
+        LPE OFFSET(5) NUMBITS(1) [],
+        /// BAM: accept broadcast.
+        BAM OFFSET(15) NUMBITS(1) [],
+        /// SECRC: strip the Ethernet CRC. **QEMU** otherwise appends 4 zero bytes and counts
+        /// them.
+        SECRC OFFSET(26) NUMBITS(1) [],
+    ],
+    /// Receive Checksum Control (§8.9.12).
+    pub(crate) RXCSUM [
+        /// PCSD: write-back dword 1 carries the RSS hash instead of the IP id/checksum.
+        /// **QEMU** computes RSS at all only with PCSD set.
+        PCSD OFFSET(13) NUMBITS(1) [],
+    ],
+    /// Receive Address High (§8.9.19).
+    pub(crate) RAH [
+        /// RAH: MAC bytes 4 (bits 7:0) and 5 (bits 15:8).
+        ADDR OFFSET(0) NUMBITS(16) [],
+        /// AV: the address is valid (filters).
+        AV OFFSET(31) NUMBITS(1) [],
+    ],
+    /// Multiple Receive Queues Command (§8.9.23).
+    pub(crate) MRQC [
+        /// MRQE: multiple receive queues mode.
+        MRQE OFFSET(0) NUMBITS(3) [
+            /// 010b: RSS only.
+            Rss = 0b010,
+        ],
+        /// Field enable: TCP/IPv4.
+        TCP_IPV4 OFFSET(16) NUMBITS(1) [],
+        /// Field enable: IPv4.
+        IPV4 OFFSET(17) NUMBITS(1) [],
+        /// Field enable: UDP/IPv4.
+        UDP_IPV4 OFFSET(22) NUMBITS(1) [],
+    ],
+];
 
 /// Per-queue receive register block (§8.9.x): queue n at 0xC000 + 0x40·n. (Queues 0..=3 are also
 /// reachable at the legacy 0x2800 + 0x100·n aliases; this driver uses the uniform block.)
@@ -209,28 +310,69 @@ pub(crate) const fn rdt(n: u16) -> usize {
 pub(crate) const fn rxdctl(n: u16) -> usize {
     rxq(n) + 0x28
 }
-/// SRRCTL.BSIZEPACKET, bits 6:0, in 1 KiB units (1..=127).
-pub(crate) const SRRCTL_BSIZEPKT_MASK: u32 = 0x7F;
-/// One BSIZEPACKET unit in bytes.
+
+register_bitfields![u32,
+    /// Split and Replication Receive Control (§8.9.7).
+    pub(crate) SRRCTL [
+        /// BSIZEPACKET: packet buffer size in [`SRRCTL_BSIZEPKT_UNIT`]s (1..=127).
+        BSIZEPACKET OFFSET(0) NUMBITS(7) [],
+        /// DESCTYPE: receive descriptor format.
+        DESCTYPE OFFSET(25) NUMBITS(3) [
+            /// 001b: advanced descriptors, one buffer.
+            AdvOneBuf = 0b001,
+        ],
+        /// Drop_En: drop frames for this queue when it has no descriptors, rather than stalling
+        /// the shared packet buffer (**QEMU** drops either way).
+        DROP_EN OFFSET(31) NUMBITS(1) [],
+    ],
+    /// Receive and Transmit Descriptor Control, RXDCTL (§8.9.10) and TXDCTL (§8.12.15): the
+    /// fields this driver uses sit at the same places in both.
+    pub(crate) XDCTL [
+        /// PTHRESH: prefetch threshold.
+        PTHRESH OFFSET(0) NUMBITS(5) [],
+        /// HTHRESH: host threshold.
+        HTHRESH OFFSET(8) NUMBITS(5) [],
+        /// WTHRESH: write-back threshold.
+        WTHRESH OFFSET(16) NUMBITS(5) [],
+        /// ENABLE: the queue runs; reads back once the hardware has (dis)armed it.
+        ENABLE OFFSET(25) NUMBITS(1) [],
+    ],
+];
+
+/// One SRRCTL.BSIZEPACKET unit in bytes.
 pub(crate) const SRRCTL_BSIZEPKT_UNIT: u32 = 1024;
-/// SRRCTL.DESCTYPE = 001b: advanced descriptors, one buffer.
-pub(crate) const SRRCTL_DESCTYPE_ADV_ONEBUF: u32 = 0b001 << 25;
-/// SRRCTL.Drop_En: drop frames for this queue when it has no descriptors, rather than stalling
-/// the shared packet buffer (**QEMU** drops either way).
-pub(crate) const SRRCTL_DROP_EN: u32 = 1 << 31;
+/// TXDCTL thresholds: PTHRESH 8, HTHRESH 1, WTHRESH 1 — write back each RS descriptor promptly
+/// (the values Linux's igb uses on the 82576 with MSI-X).
+pub(crate) const TXDCTL_THRESH: u32 =
+    XDCTL::PTHRESH.val(8).value | XDCTL::HTHRESH.val(1).value | XDCTL::WTHRESH.val(1).value;
+/// RXDCTL thresholds: PTHRESH 8, HTHRESH 8, WTHRESH 1.
+pub(crate) const RXDCTL_THRESH: u32 =
+    XDCTL::PTHRESH.val(8).value | XDCTL::HTHRESH.val(8).value | XDCTL::WTHRESH.val(1).value;
 
 // --- Transmit registers (§8.12) ----------------------------------------------------------------
 
 /// Transmit Control (§8.12.1).
 pub(crate) const TCTL: usize = 0x0400;
-/// TCTL.EN: transmitter enable.
-pub(crate) const TCTL_EN: u32 = 1 << 1;
-/// TCTL.PSP: pad short packets to 64 bytes.
-pub(crate) const TCTL_PSP: u32 = 1 << 3;
-/// TCTL.CT, bits 11:4: collision threshold (the datasheet's recommended 0xF).
-pub(crate) const TCTL_CT_DEFAULT: u32 = 0xF << 4;
-/// TCTL.COLD, bits 21:12: collision distance (0x3F for full duplex).
-pub(crate) const TCTL_COLD_FD: u32 = 0x3F << 12;
+
+register_bitfields![u32,
+    /// Transmit Control (§8.12.1).
+    pub(crate) TCTL [
+        /// EN: transmitter enable.
+        EN OFFSET(1) NUMBITS(1) [],
+        /// PSP: pad short packets to 64 bytes.
+        PSP OFFSET(3) NUMBITS(1) [],
+        /// CT: collision threshold.
+        CT OFFSET(4) NUMBITS(8) [
+            /// The datasheet's recommended 0xF.
+            Default = 0xF,
+        ],
+        /// COLD: collision distance.
+        COLD OFFSET(12) NUMBITS(10) [
+            /// 0x3F for full duplex.
+            FullDuplex = 0x3F,
+        ],
+    ],
+];
 
 /// Per-queue transmit register block: queue n at 0xE000 + 0x40·n (legacy aliases for 0..=3 at
 /// 0x3800 + 0x100·n).
@@ -257,17 +399,10 @@ pub(crate) const fn tdh(n: u16) -> usize {
 pub(crate) const fn tdt(n: u16) -> usize {
     txq(n) + 0x18
 }
-/// Transmit Descriptor Control (§8.12.15).
+/// Transmit Descriptor Control (§8.12.15), fields in [`XDCTL`].
 pub(crate) const fn txdctl(n: u16) -> usize {
     txq(n) + 0x28
 }
-/// RXDCTL/TXDCTL.ENABLE (bit 25): the queue runs; reads back once the hardware has (dis)armed it.
-pub(crate) const XDCTL_ENABLE: u32 = 1 << 25;
-/// TXDCTL thresholds: PTHRESH 8, HTHRESH 1, WTHRESH 1 — write back each RS descriptor promptly
-/// (the values Linux's igb uses on the 82576 with MSI-X).
-pub(crate) const TXDCTL_THRESH: u32 = 8 | (1 << 8) | (1 << 16);
-/// RXDCTL thresholds: PTHRESH 8, HTHRESH 8, WTHRESH 1.
-pub(crate) const RXDCTL_THRESH: u32 = 8 | (8 << 8) | (1 << 16);
 
 // --- Statistics (§8.19; all clear on read on the silicon) --------------------------------------
 
@@ -303,3 +438,8 @@ const _: () = assert!(txdctl(QUEUES - 1) + 4 <= BAR0_LEN && rxdctl(QUEUES - 1) +
 const _: () = assert!(ivar_shift(0, false) == 0 && ivar_shift(0, true) == 8);
 const _: () = assert!(ivar_shift(8, false) == 16 && ivar_shift(9, true) == 24);
 const _: () = assert!(GORCH == GORCL + 4 && GOTCH == GOTCL + 4);
+// Field layouts the datasheet gives as whole-register values, checked against the definitions.
+const _: () = assert!(TXDCTL_THRESH == 0x0001_0108 && RXDCTL_THRESH == 0x0001_0808);
+const _: () = assert!(XDCTL::ENABLE::SET.value == 1 << 25 && CTRL::RST::SET.value == 1 << 26);
+const _: () = assert!(MDIC::OP::Read.value == 0b10 << 26 && MDIC::READY::SET.value == 1 << 28);
+const _: () = assert!(SRRCTL::DESCTYPE::AdvOneBuf.value == 1 << 25);

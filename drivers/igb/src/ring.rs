@@ -12,7 +12,10 @@
 //!
 //! Indices are free-running `usize` counters compared only for equality; a descriptor's place
 //! is `index & (N - 1)` (N is a power of two, checked when the queue is opened), so the data
-//! path has no division and no bounds check that can fail.
+//! path has no division and no bounds check that can fail. What both rings keep alike — the
+//! [`DmaRing`], a token per slot, and the `head`/`notified`/`tail` indices with the arithmetic
+//! on them (`free`, the hardware tail, publishing at the doorbell) — lives in one private
+//! `Slots` value each ring embeds; each ring adds only its own shadow and indices.
 //!
 //! Nothing the device writes is trusted. The rings read a done bit only on descriptors they
 //! handed over (between the last reclaimed one and the last doorbell), so a DD written on a
@@ -32,7 +35,64 @@ use ringfab_hal::{
     TxError, TxSegment,
 };
 
-use crate::desc::{rx, tx, RxReadRepr, RxWritebackRepr, TxDataRepr, TxWriteback};
+use crate::desc::{
+    rx, RxReadRepr, RxWritebackRepr, TxDataRepr, TxWriteback, RXSTAT, RXWB0, RXWB1, TXD,
+};
+
+/// What both rings keep alike: the descriptors in DMA memory, a token per slot, and the three
+/// free-running indices the device's view depends on — `head` (oldest slot whose token has not
+/// come back), `notified` (the tail last handed to the device) and `tail` (next slot to push).
+struct Slots<D: DmaRegion, const N: usize> {
+    ring: DmaRing<D, N>,
+    tokens: [Token; N],
+    head: usize,
+    notified: usize,
+    tail: usize,
+}
+
+impl<D: DmaRegion, const N: usize> Slots<D, N> {
+    const MASK: usize = N - 1;
+
+    fn new(ring: DmaRing<D, N>) -> Self {
+        Slots {
+            ring,
+            tokens: [Token(0); N],
+            head: 0,
+            notified: 0,
+            tail: 0,
+        }
+    }
+
+    fn dma(&self) -> &D {
+        self.ring.region()
+    }
+
+    /// Slots in `[head, tail)`.
+    #[inline(always)]
+    fn used(&self) -> usize {
+        self.tail.wrapping_sub(self.head)
+    }
+
+    /// Slots free for push: one stays empty so that a full ring's tail never equals its head
+    /// (the device reads head == tail as empty).
+    #[inline(always)]
+    fn free(&self) -> usize {
+        N - 1 - self.used()
+    }
+
+    /// The tail as the device numbers it.
+    #[inline(always)]
+    fn hw_tail(&self) -> u32 {
+        (self.tail & Self::MASK) as u32
+    }
+
+    /// Counts everything pushed as handed to the device; returns the tail to write.
+    #[inline(always)]
+    fn publish(&mut self) -> u32 {
+        self.notified = self.tail;
+        self.hw_tail()
+    }
+}
 
 /// Transmit shadow word, one per descriptor, meaningful in a frame's first slot: the frame's
 /// descriptor count in the low bits, then flags.
@@ -58,18 +118,14 @@ mod txm {
 /// * `[scan, notified)`: handed to the device, not yet looked at;
 /// * `[notified, tail)`: pushed, not yet rung.
 pub(crate) struct TxRing<D: DmaRegion, const N: usize> {
-    ring: DmaRing<D, N>,
-    /// Token of the frame starting at each slot.
-    tokens: [Token; N],
+    /// Ring, tokens (of the frame starting at each slot), `head`, `notified`, `tail`.
+    slots: Slots<D, N>,
     /// `txm` word of the frame starting at each slot.
     meta: [u32; N],
     /// The write-back word of a frame marked `txm::BAD` (read only then).
     raw: [u64; N],
-    head: usize,
     done: usize,
     scan: usize,
-    notified: usize,
-    tail: usize,
     /// Descriptors pushed since the last one marked RS.
     since_rs: usize,
     /// First descriptor of the most recently pushed frame, kept only while that frame has no RS
@@ -91,15 +147,11 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
     pub(crate) fn new(ring: DmaRing<D, N>) -> Self {
         let () = Self::FITS;
         TxRing {
-            ring,
-            tokens: [Token(0); N],
+            slots: Slots::new(ring),
             meta: [0; N],
             raw: [0; N],
-            head: 0,
             done: 0,
             scan: 0,
-            notified: 0,
-            tail: 0,
             since_rs: 0,
             last_frame: 0,
             extra: 0,
@@ -108,26 +160,25 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
 
     /// The DMA memory (for its IOVA).
     pub(crate) fn dma(&self) -> &D {
-        self.ring.region()
+        self.slots.dma()
     }
 
-    /// Descriptors free for push: one stays empty so that a full ring's tail never equals its
-    /// head (the device reads head == tail as empty).
+    /// Descriptors free for push.
     #[inline]
     pub(crate) fn free(&self) -> usize {
-        N - 1 - self.tail.wrapping_sub(self.head)
+        self.slots.free()
     }
 
     /// Frames whose token has not come back.
     #[inline]
     pub(crate) fn pending(&self) -> usize {
-        self.tail.wrapping_sub(self.head) - self.extra
+        self.slots.used() - self.extra
     }
 
     /// The tail as the device numbers it.
     #[inline]
     pub(crate) fn hw_tail(&self) -> u32 {
-        (self.tail & Self::MASK) as u32
+        self.slots.hw_tail()
     }
 
     /// Queues one frame. `max_segments` and `max_len` are the device's limits.
@@ -152,7 +203,7 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
         }
         let free = self.free();
         let always = matches!(report, Report::Always);
-        let first = self.tail;
+        let first = self.slots.tail;
         if let [s] = segments {
             // The common one-buffer frame: no loop, its length is the frame's.
             let len = s.len as usize;
@@ -222,19 +273,19 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
 
     #[inline(always)]
     fn write_desc(&self, index: usize, words: [u64; 2]) {
-        self.ring.write(index, 0, words[0]);
-        self.ring.write(index, 1, words[1]);
+        self.slots.ring.write(index, 0, words[0]);
+        self.slots.ring.write(index, 1, words[1]);
     }
 
     /// Shadows a frame of `count` descriptors pushed at `first`.
     #[inline(always)]
     fn record(&mut self, first: usize, count: usize, token: Token, always: bool, rs: bool) {
         let i = first & Self::MASK;
-        self.tokens[i] = token;
+        self.slots.tokens[i] = token;
         // `count < N`, which `FITS` proved to fit `NDESC`.
         self.meta[i] =
             count as u32 | if always { txm::ALWAYS } else { 0 } | if rs { txm::RS } else { 0 };
-        self.tail = first.wrapping_add(count);
+        self.slots.tail = first.wrapping_add(count);
     }
 
     /// Prepares to hand everything pushed to the device; returns the new hardware tail, or
@@ -244,7 +295,7 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
     /// reports `Flushed` only for frames the device really did not finish.
     #[inline]
     pub(crate) fn doorbell(&mut self) -> Option<u32> {
-        if self.notified == self.tail {
+        if self.slots.notified == self.slots.tail {
             return None;
         }
         if self.since_rs != 0 {
@@ -252,23 +303,22 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
             let meta = &mut self.meta[first & Self::MASK];
             *meta |= txm::RS;
             let last = first.wrapping_add((*meta & txm::NDESC) as usize - 1);
-            let w1 = self.ring.read(last, 1);
-            self.ring.write(last, 1, w1 | tx::RS);
+            let w1 = self.slots.ring.read(last, 1);
+            self.slots.ring.write(last, 1, TXD::RS::SET.modify(w1));
             self.since_rs = 0;
         }
-        self.notified = self.tail;
-        Some(self.hw_tail())
+        Some(self.slots.publish())
     }
 
     /// Moves `done` over every frame the device has finished (DD on an RS descriptor).
     #[inline]
     fn advance(&mut self) {
         let mut scan = self.scan;
-        while scan != self.notified {
+        while scan != self.slots.notified {
             let meta = self.meta[scan & Self::MASK];
             let next = scan.wrapping_add((meta & txm::NDESC) as usize);
             if meta & txm::RS != 0 {
-                match TxWriteback::parse(self.ring.read(next.wrapping_sub(1), 1)) {
+                match TxWriteback::parse(self.slots.ring.read(next.wrapping_sub(1), 1)) {
                     TxWriteback::Pending => break,
                     TxWriteback::Done => {}
                     TxWriteback::Bad(raw) => self.mark_bad(scan, raw),
@@ -299,11 +349,11 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
         // — exactly what `poll_general` would decide for it, in one load and one mask test.
         // Anything else (no DD yet, a bad status, flushed, several descriptors, no RS) stops
         // it, and `poll_general` carries on from the same state.
-        let head = self.head;
+        let head = self.slots.head;
         if head == self.scan {
-            let ring = self.ring.view();
+            let ring = self.slots.ring.view();
             // Frames handed over and not yet looked at: at most one per descriptor.
-            let ready = self.notified.wrapping_sub(head).min(out.len());
+            let ready = self.slots.notified.wrapping_sub(head).min(out.len());
             for entry in &mut out[..ready] {
                 let i = head.wrapping_add(n) & Self::MASK;
                 if self.meta[i] != 1 | txm::ALWAYS | txm::RS {
@@ -314,16 +364,16 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
                 }
                 // Everything the device wrote before that DD is visible from here on.
                 fence(Ordering::Acquire);
-                entry.token = self.tokens[i];
+                entry.token = self.slots.tokens[i];
                 entry.status = Ok(());
                 n += 1;
             }
             let head = head.wrapping_add(n);
-            self.head = head;
+            self.slots.head = head;
             self.done = head;
             self.scan = head;
         }
-        if self.head != self.done || self.scan != self.notified {
+        if self.slots.head != self.done || self.scan != self.slots.notified {
             n += self.poll_general(&mut out[n..]);
         }
         n
@@ -334,7 +384,7 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
     fn poll_general(&mut self, out: &mut [TxCompletion]) -> usize {
         self.advance();
         let mut n = 0;
-        let mut head = self.head;
+        let mut head = self.slots.head;
         while head != self.done {
             let i = head & Self::MASK;
             let meta = self.meta[i];
@@ -346,7 +396,7 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
                     self.failure(i)
                 };
                 *entry = TxCompletion {
-                    token: self.tokens[i],
+                    token: self.slots.tokens[i],
                     status,
                 };
                 n += 1;
@@ -355,7 +405,7 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
             head = head.wrapping_add(ndesc);
             self.extra -= ndesc - 1;
         }
-        self.head = head;
+        self.slots.head = head;
         n
     }
 
@@ -383,11 +433,11 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
         self.advance();
         let mut at = self.scan;
         let mut finished = self.scan;
-        while at != self.notified {
+        while at != self.slots.notified {
             let meta = self.meta[at & Self::MASK];
             let next = at.wrapping_add((meta & txm::NDESC) as usize);
             if meta & txm::RS != 0 {
-                match TxWriteback::parse(self.ring.read(next.wrapping_sub(1), 1)) {
+                match TxWriteback::parse(self.slots.ring.read(next.wrapping_sub(1), 1)) {
                     TxWriteback::Pending => {}
                     TxWriteback::Done => finished = next,
                     TxWriteback::Bad(raw) => {
@@ -402,14 +452,14 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
         fence(Ordering::Acquire);
         self.done = finished;
         let mut i = self.done;
-        while i != self.tail {
+        while i != self.slots.tail {
             let meta = &mut self.meta[i & Self::MASK];
             *meta = (*meta & !txm::BAD) | txm::FLUSHED;
             i = i.wrapping_add((*meta & txm::NDESC) as usize);
         }
-        self.done = self.tail;
-        self.scan = self.tail;
-        self.notified = self.tail;
+        self.done = self.slots.tail;
+        self.scan = self.slots.tail;
+        self.slots.notified = self.slots.tail;
         self.since_rs = 0;
     }
 }
@@ -431,22 +481,20 @@ fn full_error(needed: usize, free: usize) -> PushError {
 
 /// Receive write-back status bits the fast path looks at: a clean frame has exactly DD and EOP
 /// of these (no error, no undefined bit).
-const RX_CLEAN_MASK: u32 = rx::DD | rx::EOP | rx::ERRORS | rx::UNDEFINED;
-const RX_CLEAN: u32 = rx::DD | rx::EOP;
+/// (A `const` mask rather than tock-registers' `matches_all`: it spans several fields, and
+/// `FieldValue`'s `+` is not a `const fn`.)
+const RX_CLEAN_MASK: u32 = RX_CLEAN | rx::ERRORS | rx::UNDEFINED;
+const RX_CLEAN: u32 = RXSTAT::DD::SET.value | RXSTAT::EOP::SET.value;
 
 /// A receive ring of `N` descriptors: `[head, notified)` handed to the device, `[notified,
 /// tail)` pushed but not yet rung.
 pub(crate) struct RxRing<D: DmaRegion, const N: usize> {
-    ring: DmaRing<D, N>,
-    /// Token of the buffer at each slot.
-    tokens: [Token; N],
+    /// Ring, tokens (of the buffer at each slot), `head`, `notified`, `tail`.
+    slots: Slots<D, N>,
     /// Length of the buffer at each slot — so `reported <= limit` is the length check — or
     /// [`FLUSHED`](Self::FLUSHED) for a buffer that completes with `Flushed` without looking at
     /// the descriptor (no reported length passes that check, which sends it off the fast path).
     limits: [i64; N],
-    head: usize,
-    notified: usize,
-    tail: usize,
     /// A frame spans several descriptors and its EOP has not been seen yet.
     in_fragment: bool,
 }
@@ -459,37 +507,33 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
     /// A ring over `ring` (whose size `DmaRing::new` checked).
     pub(crate) fn new(ring: DmaRing<D, N>) -> Self {
         RxRing {
-            ring,
-            tokens: [Token(0); N],
+            slots: Slots::new(ring),
             limits: [Self::FLUSHED; N],
-            head: 0,
-            notified: 0,
-            tail: 0,
             in_fragment: false,
         }
     }
 
     /// The DMA memory (for its IOVA).
     pub(crate) fn dma(&self) -> &D {
-        self.ring.region()
+        self.slots.dma()
     }
 
-    /// Descriptors free for push (one always stays empty, as for transmit).
+    /// Descriptors free for push.
     #[inline]
     pub(crate) fn free(&self) -> usize {
-        N - 1 - self.tail.wrapping_sub(self.head)
+        self.slots.free()
     }
 
     /// Buffers whose token has not come back.
     #[inline]
     pub(crate) fn pending(&self) -> usize {
-        self.tail.wrapping_sub(self.head)
+        self.slots.used()
     }
 
     /// The tail as the device numbers it.
     #[inline]
     pub(crate) fn hw_tail(&self) -> u32 {
-        (self.tail & Self::MASK) as u32
+        self.slots.hw_tail()
     }
 
     /// Queues one buffer of at least `min_len` bytes.
@@ -507,29 +551,28 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
         if free == 0 {
             return Err(full_error(1, free));
         }
-        let tail = self.tail;
+        let tail = self.slots.tail;
         let [w0, w1] = RxReadRepr {
             pkt_addr: buf.iova.0,
             hdr_addr: 0,
         }
         .emit();
-        self.ring.write(tail, 0, w0);
-        self.ring.write(tail, 1, w1);
+        self.slots.ring.write(tail, 0, w0);
+        self.slots.ring.write(tail, 1, w1);
         let i = tail & Self::MASK;
-        self.tokens[i] = token;
+        self.slots.tokens[i] = token;
         self.limits[i] = i64::from(buf.len);
-        self.tail = tail.wrapping_add(1);
+        self.slots.tail = tail.wrapping_add(1);
         Ok(())
     }
 
     /// The new hardware tail, or `None` if nothing new was pushed.
     #[inline]
     pub(crate) fn doorbell(&mut self) -> Option<u32> {
-        if self.notified == self.tail {
+        if self.slots.notified == self.slots.tail {
             return None;
         }
-        self.notified = self.tail;
-        Some(self.hw_tail())
+        Some(self.slots.publish())
     }
 
     /// Writes completions for received (or flushed) buffers into `out`, oldest first.
@@ -542,33 +585,33 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
         // `poll_general` would decide for it. Anything else stops the fast path, and
         // `poll_general` carries on from the same buffer.
         if !self.in_fragment {
-            let ring = self.ring.view();
-            let head = self.head;
-            let ready = self.notified.wrapping_sub(head).min(out.len());
+            let ring = self.slots.ring.view();
+            let head = self.slots.head;
+            let ready = self.slots.notified.wrapping_sub(head).min(out.len());
             for entry in &mut out[..ready] {
                 let i = head.wrapping_add(n) & Self::MASK;
                 let w1 = ring.read(i, 1);
-                let reported = (w1 >> rx::LEN_SHIFT) as u16;
+                let reported = RXWB1::PKT_LEN.read(w1) as u16;
                 if w1 as u32 & RX_CLEAN_MASK != RX_CLEAN || i64::from(reported) > self.limits[i] {
                     break;
                 }
                 // The rest of the write-back (and the frame data) is visible after seeing DD.
                 fence(Ordering::Acquire);
                 let w0 = ring.read(i, 0);
-                entry.token = self.tokens[i];
+                entry.token = self.slots.tokens[i];
                 entry.len = u32::from(reported);
                 entry.status = Ok(());
                 // Most frames carry no hash (RSS off, or a protocol it does not cover): then
                 // one byte-sized store, not the whole `RssInfo`.
                 entry.rss = None;
-                if w0 & rx::RSS_TYPE_MASK != 0 {
+                if RXWB0::RSS_TYPE.is_set(w0) {
                     entry.rss = RxWritebackRepr::parse([w0, 0]).rss();
                 }
                 n += 1;
             }
-            self.head = head.wrapping_add(n);
+            self.slots.head = head.wrapping_add(n);
         }
-        if n < out.len() && self.head != self.tail {
+        if n < out.len() && self.slots.head != self.slots.tail {
             n += self.poll_general(&mut out[n..]);
         }
         n
@@ -579,12 +622,12 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
     fn poll_general(&mut self, out: &mut [RxCompletion]) -> usize {
         let mut n = 0;
         while let Some(entry) = out.get_mut(n) {
-            if self.head == self.tail {
+            if self.slots.head == self.slots.tail {
                 break;
             }
-            let i = self.head & Self::MASK;
+            let i = self.slots.head & Self::MASK;
             let limit = self.limits[i];
-            let token = self.tokens[i];
+            let token = self.slots.tokens[i];
             if limit == Self::FLUSHED {
                 *entry = RxCompletion {
                     token,
@@ -594,21 +637,21 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
                 };
                 self.in_fragment = false;
             } else {
-                if self.head == self.notified {
+                if self.slots.head == self.slots.notified {
                     break;
                 }
-                let w1 = self.ring.read(i, 1);
-                if w1 as u32 & rx::DD == 0 {
+                let w1 = self.slots.ring.read(i, 1);
+                if !RXSTAT::DD.is_set(w1 as u32) {
                     break;
                 }
                 // The rest of the write-back (and the frame data) is visible after seeing DD.
                 fence(Ordering::Acquire);
-                let w0 = self.ring.read(i, 0);
+                let w0 = self.slots.ring.read(i, 0);
                 // A live limit is a buffer length, a `u32`.
                 let cap = limit as u32;
                 *entry = self.decode(token, cap, RxWritebackRepr::parse([w0, w1]), w1);
             }
-            self.head = self.head.wrapping_add(1);
+            self.slots.head = self.slots.head.wrapping_add(1);
             n += 1;
         }
         n
@@ -651,11 +694,12 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
     /// the queue runs, `poll` stays strictly in order: a missing write-back holds the queue's
     /// completions until this flush, for the reason given at `TxRing::flush`.)
     pub(crate) fn flush(&mut self) {
-        let mut i = self.head;
-        while i != self.tail {
+        let mut i = self.slots.head;
+        while i != self.slots.tail {
             let idx = i & Self::MASK;
-            let handed_over = i.wrapping_sub(self.head) < self.notified.wrapping_sub(self.head);
-            let filled = handed_over && self.ring.read(i, 1) as u32 & rx::DD != 0;
+            let handed_over =
+                i.wrapping_sub(self.slots.head) < self.slots.notified.wrapping_sub(self.slots.head);
+            let filled = handed_over && RXSTAT::DD.is_set(self.slots.ring.read(i, 1) as u32);
             if !filled {
                 self.limits[idx] = Self::FLUSHED;
             }
@@ -663,7 +707,7 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
         }
         // Everything the device wrote before the DDs just read is visible from here on.
         fence(Ordering::Acquire);
-        self.notified = self.tail;
+        self.slots.notified = self.slots.tail;
     }
 }
 
@@ -745,7 +789,7 @@ mod tests {
 
     use super::fake::FakeDma;
     use super::*;
-    use crate::desc::{rx, tx, RxWritebackRepr, DESC_LEN};
+    use crate::desc::{RxWritebackRepr, DESC_LEN};
     use ringfab_hal::{Iova, RssHashKind, RssInfo};
 
     const MAX_SEGS: usize = 4;
@@ -777,8 +821,9 @@ mod tests {
         let mut i = from;
         while i != to {
             let w1 = word1(r.dma(), i, N);
-            if w1 & tx::RS != 0 {
-                r.dma().write_u64((i % N) * DESC_LEN + 8, w1 | tx::DD);
+            if TXD::RS.is_set(w1) {
+                r.dma()
+                    .write_u64((i % N) * DESC_LEN + 8, TXD::DD::SET.modify(w1));
             }
             i += 1;
         }
@@ -874,7 +919,7 @@ mod tests {
             .unwrap();
         assert_eq!(r.free(), 0);
         assert!(
-            word1(r.dma(), 6, 8) & tx::RS != 0,
+            TXD::RS.is_set(word1(r.dma(), 6, 8)),
             "the push that fills the ring sets RS"
         );
         assert_eq!(
@@ -911,7 +956,7 @@ mod tests {
         r.push(&[seg(60)], Token(5), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
             .unwrap();
         let rs: Vec<bool> = (0..9)
-            .map(|i| word1(r.dma(), i, 16) & tx::RS != 0)
+            .map(|i| TXD::RS.is_set(word1(r.dma(), i, 16)))
             .collect();
         // desc: 0 (t0) 1 (t1, Always) 2 (t2) 3-4 (t3) 5-7 (t4: 1+2+3 = 6 ≥ 4 → RS) 8 (t5)
         assert_eq!(
@@ -920,10 +965,10 @@ mod tests {
         );
         assert_eq!(r.doorbell(), Some(9));
         assert!(
-            word1(r.dma(), 8, 16) & tx::RS != 0,
+            TXD::RS.is_set(word1(r.dma(), 8, 16)),
             "doorbell marks the batch's last frame"
         );
-        assert!(word1(r.dma(), 7, 16) & tx::EOP != 0 && word1(r.dma(), 6, 16) & tx::EOP == 0);
+        assert!(TXD::EOP.is_set(word1(r.dma(), 7, 16)) && !TXD::EOP.is_set(word1(r.dma(), 6, 16)));
         assert_eq!(r.doorbell(), None, "nothing new");
     }
 
@@ -947,8 +992,8 @@ mod tests {
                 next += 1;
             }
             r.doorbell();
-            device_completes(&r, device_at, r.tail);
-            device_at = r.tail;
+            device_completes(&r, device_at, r.slots.tail);
+            device_at = r.slots.tail;
             for c in drain_tx(&mut r) {
                 assert_eq!(c.status, Ok(()));
                 seen.push(c.token.0);
@@ -984,7 +1029,7 @@ mod tests {
         device_completes(&r, 0, 1); // only the first frame: the fast path takes it
         assert_eq!(drain_tx(&mut r).len(), 1);
         assert_eq!(r.pending(), 3);
-        device_completes(&r, 1, r.tail);
+        device_completes(&r, 1, r.slots.tail);
         let got: Vec<u64> = drain_tx(&mut r).iter().map(|c| c.token.0).collect();
         assert_eq!(
             got,
@@ -1004,14 +1049,15 @@ mod tests {
             .unwrap();
         // The device lies: DD on the pushed-but-not-rung descriptor and on one never pushed.
         r.dma()
-            .write_u64(DESC_LEN + 8, word1(r.dma(), 1, 8) | tx::DD);
-        r.dma().write_u64(2 * DESC_LEN + 8, tx::DD | tx::RS);
+            .write_u64(DESC_LEN + 8, TXD::DD::SET.modify(word1(r.dma(), 1, 8)));
+        r.dma()
+            .write_u64(2 * DESC_LEN + 8, (TXD::DD::SET + TXD::RS::SET).value);
         assert!(drain_tx(&mut r).is_empty());
         assert_eq!(r.pending(), 2);
         // The next push overwrites the stale DD.
         r.push(&[seg(60)], Token(3), Report::Always, MAX_SEGS, MAX_LEN)
             .unwrap();
-        assert_eq!(word1(r.dma(), 2, 8) & tx::DD, 0);
+        assert!(!TXD::DD.is_set(word1(r.dma(), 2, 8)));
     }
 
     #[test]
@@ -1126,7 +1172,7 @@ mod tests {
 
     fn good(len: u16) -> RxWritebackRepr {
         RxWritebackRepr {
-            status_error: rx::DD | rx::EOP,
+            status_error: (RXSTAT::DD::SET + RXSTAT::EOP::SET).value,
             len,
             vlan: 0,
             rss_type: 0,
@@ -1277,7 +1323,7 @@ mod tests {
         }
         r.doorbell();
         let mut piece = good(1024);
-        piece.status_error = rx::DD;
+        piece.status_error = RXSTAT::DD::SET.value;
         device_writes(&r, 0, piece);
         device_writes(&r, 1, piece);
         device_writes(&r, 2, good(500));
@@ -1321,7 +1367,7 @@ mod tests {
                 next += 1;
             }
             r.doorbell();
-            let from = r.head;
+            let from = r.slots.head;
             for i in 0..5 {
                 device_writes(&r, from + i, good(60 + i as u16));
             }
