@@ -47,6 +47,8 @@ pub enum Error {
     TooSmall,
     /// `FI_EMSGSIZE`: message too long.
     MsgSize,
+    /// `FI_ETIMEDOUT`: a wait ended because its timeout passed (`fi_cntr_wait`).
+    TimedOut,
     /// `FI_EIO`: the device failed.
     Io,
     /// A device or platform control-path failure, with its cause (`FI_EIO`).
@@ -77,6 +79,7 @@ impl Error {
             Error::Domain => 262,
             Error::TooSmall => 257,
             Error::MsgSize => 90,
+            Error::TimedOut => 110,
             Error::Io | Error::Device(_) => 5,
         }
     }
@@ -110,6 +113,7 @@ impl fmt::Display for Error {
             Error::Domain => "invalid resource domain",
             Error::TooSmall => "provided buffer is too small",
             Error::MsgSize => "message too long",
+            Error::TimedOut => "connection timed out",
             Error::Io => "input/output error",
             Error::Device(e) => return write!(f, "device error: {e}"),
         };
@@ -132,6 +136,7 @@ mod tests {
         assert_eq!(Error::Trunc.errno(), 265);
         assert_eq!(Error::NoCq.errno(), 263);
         assert_eq!(Error::NoAv.errno(), 267);
+        assert_eq!(Error::TimedOut.errno(), 110);
         assert_eq!(Error::Device(ringfab_hal::Error::ResetTimeout).errno(), 5);
     }
 }

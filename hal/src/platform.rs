@@ -148,13 +148,17 @@ pub unsafe trait DmaRegion: Send {
 /// # #[repr(C, align(4096))] struct Page([u8; 4096]);
 /// # struct Mem(NonNull<Page>);
 /// # unsafe impl Send for Mem {}
-/// # // SAFETY: a leaked, zeroed, 4096-aligned page owned by this value alone.
+/// # // SAFETY: a boxed, zeroed, 4096-aligned page owned by this value alone until drop.
 /// # unsafe impl DmaRegion for Mem {
 /// #     fn cpu(&self) -> NonNull<u8> { self.0.cast() }
 /// #     fn iova(&self) -> Iova { Iova(0x1000) }
 /// #     fn len(&self) -> usize { 4096 }
 /// # }
-/// # let region = Mem(NonNull::from(Box::leak(Box::new(Page([0; 4096])))));
+/// # impl Drop for Mem {
+/// #     // SAFETY: from `Box::into_raw` below, freed once.
+/// #     fn drop(&mut self) { drop(unsafe { Box::from_raw(self.0.as_ptr()) }) }
+/// # }
+/// # let region = Mem(NonNull::new(Box::into_raw(Box::new(Page([0; 4096])))).unwrap());
 /// let ring = DmaRing::<_, 8>::new(region).ok().expect("8 descriptors fit a page");
 /// ring.write(3, 1, 0xAB);
 /// assert_eq!(ring.read(3 + 8, 1), 0xAB, "indices wrap modulo N");
@@ -405,14 +409,26 @@ mod tests {
         let _ = checked_range(base, 16, 10, 7);
     }
 
-    /// 64 zeroed bytes, 4096-aligned, as a region (IOVA 0); enough for 4 descriptors.
-    struct Words(NonNull<[u64; 512]>);
+    #[repr(C, align(4096))]
+    struct Page([u64; 512]);
 
-    // SAFETY: owns its leaked allocation alone.
+    /// 64 zeroed bytes, 4096-aligned, as a region (IOVA 0); enough for 4 descriptors. Owns a
+    /// boxed page, freed on drop.
+    struct Words(NonNull<Page>);
+
+    // SAFETY: owns its allocation alone.
     unsafe impl Send for Words {}
 
-    // SAFETY: a leaked, zeroed allocation, 4096-aligned, owned by this value alone; `cpu()` and
-    // `len()` never change; no device.
+    impl Drop for Words {
+        fn drop(&mut self) {
+            extern crate std;
+            // SAFETY: the pointer came from `Box::into_raw` in `words()` and is freed once, here.
+            drop(unsafe { std::boxed::Box::from_raw(self.0.as_ptr()) });
+        }
+    }
+
+    // SAFETY: a zeroed allocation, 4096-aligned, owned by this value alone until drop; `cpu()`
+    // and `len()` never change; no device.
     unsafe impl DmaRegion for Words {
         fn cpu(&self) -> NonNull<u8> {
             self.0.cast()
@@ -426,11 +442,10 @@ mod tests {
     }
 
     fn words() -> Words {
-        #[repr(C, align(4096))]
-        struct Page([u64; 512]);
         extern crate std;
-        let page = std::boxed::Box::leak(std::boxed::Box::new(Page([0; 512])));
-        Words(NonNull::from(&mut page.0))
+        let page = std::boxed::Box::into_raw(std::boxed::Box::new(Page([0; 512])));
+        // Box::into_raw never returns null.
+        Words(NonNull::new(page).expect("box pointer"))
     }
 
     #[test]
