@@ -7,7 +7,9 @@
 #![no_std]
 
 pub mod cntr;
+pub mod cq;
 pub mod error;
+pub mod flags;
 
 pub use cntr::{Clock, Counter, CounterAttr, CounterEvents, WaitObj};
 pub use error::{Error, Result};
