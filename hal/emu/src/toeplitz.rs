@@ -49,19 +49,19 @@ pub fn ipv4_ports_input(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> [
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The key of Microsoft's "Verifying the RSS Hash Calculation".
-    const MS_KEY: [u8; 40] = [
+    pub(crate) const MS_KEY: [u8; 40] = [
         0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f,
         0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
         0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
     ];
 
     /// (source, source port, destination, destination port, IPv4 hash, IPv4-with-ports hash).
-    type Vector = ([u8; 4], u16, [u8; 4], u16, u32, u32);
-    const VECTORS: [Vector; 5] = [
+    pub(crate) type Vector = ([u8; 4], u16, [u8; 4], u16, u32, u32);
+    pub(crate) const VECTORS: [Vector; 5] = [
         (
             [66, 9, 149, 187],
             2794,
