@@ -1,0 +1,177 @@
+//! [`EventFdWait`]: the `Wait` handle an MSI-X vector delivers to, on a Linux eventfd.
+//!
+//! VFIO signals an interrupt by adding 1 to the eventfd wired to its vector. The eventfd is
+//! non-blocking; its counter is the pending flag of `ringfab_hal::wait`'s "semaphore of one": a
+//! read returns and clears the whole counter, so many interrupts before a wait collapse into one
+//! notification, and one that arrives while nobody waits is kept.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringfab_hal::{Wait, WaitOutcome};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+/// A wait handle on an eventfd. Cheap to clone; clones share the eventfd.
+#[derive(Clone, Debug)]
+pub struct EventFdWait {
+    fd: Arc<EventFd>,
+}
+
+impl EventFdWait {
+    /// A new non-blocking eventfd with nothing pending.
+    ///
+    /// # Errors
+    /// The OS error from eventfd(2) (out of file descriptors).
+    pub fn new() -> io::Result<EventFdWait> {
+        Ok(EventFdWait {
+            fd: Arc::new(EventFd::new(EFD_NONBLOCK)?),
+        })
+    }
+
+    /// The eventfd, for VFIO_DEVICE_SET_IRQS or for an application's own poll loop.
+    pub fn eventfd(&self) -> &EventFd {
+        &self.fd
+    }
+
+    /// Reads (and so clears) the counter; `false` if it was zero.
+    fn consume(&self) -> bool {
+        // EAGAIN is "nothing pending"; any other error (there is none for a valid eventfd read
+        // of 8 bytes) is treated the same, as a wait that found nothing.
+        self.fd.read().is_ok()
+    }
+}
+
+impl AsRawFd for EventFdWait {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// poll(2) for readability with a timeout in milliseconds (-1: for ever). EINTR counts as "not
+/// ready": the caller re-checks its deadline.
+fn poll_readable(fd: RawFd, timeout_ms: libc::c_int) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is a valid, initialised pollfd that lives across the call; nfds is 1.
+    let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    n > 0 && pfd.revents & libc::POLLIN != 0
+}
+
+/// Milliseconds to pass to poll(2) for `left`, rounded up so that the wait is never shorter
+/// than asked, and clamped to what a `c_int` holds.
+fn poll_ms(left: Duration) -> libc::c_int {
+    let ms = left.as_nanos().div_ceil(1_000_000);
+    libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
+}
+
+impl Wait for EventFdWait {
+    fn drain(&self) -> bool {
+        self.consume()
+    }
+
+    fn wait(&self, timeout: Option<Duration>) -> WaitOutcome {
+        let deadline = timeout.map(|t| Instant::now().checked_add(t));
+        loop {
+            if self.consume() {
+                return WaitOutcome::Notified;
+            }
+            let ms = match deadline {
+                None | Some(None) => -1,
+                Some(Some(d)) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return WaitOutcome::TimedOut;
+                    }
+                    poll_ms(d - now)
+                }
+            };
+            // Readable or not, loop: another thread may have consumed the count first, and a
+            // signal may have cut the poll short; the deadline check above ends the loop.
+            poll_readable(self.fd.as_raw_fd(), ms);
+        }
+    }
+
+    fn notify(&self) {
+        // A write fails only when the counter would overflow u64::MAX - 1: then a notification
+        // is certainly pending already.
+        let _ = self.fd.write(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notification_before_the_wait_is_kept_and_consumed_once() {
+        let w = EventFdWait::new().unwrap();
+        w.notify();
+        assert_eq!(w.wait(Some(Duration::ZERO)), WaitOutcome::Notified);
+        assert_eq!(
+            w.wait(Some(Duration::from_millis(1))),
+            WaitOutcome::TimedOut
+        );
+    }
+
+    #[test]
+    fn many_notifications_collapse_into_one_and_drain_clears_it() {
+        let w = EventFdWait::new().unwrap();
+        assert!(!w.drain(), "nothing pending at first");
+        w.notify();
+        w.notify();
+        w.notify();
+        assert!(w.drain());
+        assert!(!w.drain());
+        assert_eq!(
+            w.wait(Some(Duration::from_millis(1))),
+            WaitOutcome::TimedOut
+        );
+    }
+
+    #[test]
+    fn a_timeout_is_never_early() {
+        let w = EventFdWait::new().unwrap();
+        for t in [1u64, 7, 30] {
+            let t = Duration::from_millis(t);
+            let start = Instant::now();
+            assert_eq!(w.wait(Some(t)), WaitOutcome::TimedOut);
+            assert!(
+                start.elapsed() >= t,
+                "returned after {:?} < {t:?}",
+                start.elapsed()
+            );
+        }
+        // Sub-millisecond timeouts round up, not down to a busy zero-ms poll.
+        assert_eq!(poll_ms(Duration::from_micros(1)), 1);
+        assert_eq!(poll_ms(Duration::from_secs(u64::MAX)), libc::c_int::MAX);
+    }
+
+    #[test]
+    fn notify_from_another_thread_wakes_a_blocked_waiter() {
+        let w = EventFdWait::new().unwrap();
+        let w2 = w.clone();
+        let start = Instant::now();
+        let t = std::thread::spawn(move || w2.wait(None));
+        std::thread::sleep(Duration::from_millis(20));
+        w.notify();
+        assert_eq!(t.join().unwrap(), WaitOutcome::Notified);
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert!(!w.drain(), "the waiter consumed it");
+    }
+
+    #[test]
+    fn a_write_to_the_eventfd_itself_counts_as_an_interrupt() {
+        // What VFIO does when the vector fires: the kernel adds to the counter.
+        let w = EventFdWait::new().unwrap();
+        let n: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to an fd this test owns.
+        let r = unsafe { libc::write(w.as_raw_fd(), (&n as *const u64).cast(), 8) };
+        assert_eq!(r, 8);
+        assert_eq!(w.wait(Some(Duration::from_secs(1))), WaitOutcome::Notified);
+    }
+}
