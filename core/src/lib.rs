@@ -1,15 +1,19 @@
 //! ringfab: libfabric's completion-queue and endpoint semantics on NIC descriptor rings.
 //!
-//! This crate is at its start: it holds the error model every later object returns and the
-//! completion counters ([`cntr`], `fi_cntr`). Completion queues and endpoints come next (see the
-//! project's issues); they are built on the [`ringfab_hal`] contract and never name a driver or a
-//! platform.
+//! What exists: the error model every object returns, completion counters ([`cntr`],
+//! `fi_cntr`), and the first slice of the hard completion queue — a [`domain::Domain`] over one
+//! NIC with caller-provided slabs, [`path`]s (one hardware queue and its op table each), and
+//! [`cq::CompletionQueue`] reading completions straight from the bound rings. Endpoints come
+//! next; until then [`path::Path`] carries a stand-in poster. Everything is built on the
+//! [`ringfab_hal`] contract and never names a driver or a platform.
 #![no_std]
 
 pub mod cntr;
 pub mod cq;
+pub mod domain;
 pub mod error;
 pub mod flags;
+pub mod path;
 
 pub use cntr::{Clock, Counter, CounterAttr, CounterEvents, WaitObj};
 pub use error::{Error, Result};

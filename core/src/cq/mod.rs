@@ -13,12 +13,16 @@
 //!   a CQ-owned buffer valid until the next read).
 //! * [`strerror`]: ringfab's `prov_errno`/`err_data` encoding and `fi_cq_strerror`.
 //!
-//! The read path (`read`, `readfrom`, `readerr`, `sread`, `signal`, overrun, close) comes next;
-//! `docs/semantics.md` (`## fi_cq`) lists what it must do.
+//! * [`queue`]: the queue itself, [`CompletionQueue`]: `read`, `readerr`, `strerror`, binding,
+//!   credits, overrun and close.
+//!
+//! Still to come: `readfrom` (needs endpoints and address vectors), `sread`/`signal` and wait
+//! objects; `docs/semantics.md` (`## fi_cq`) lists what they must do.
 
 pub mod attr;
 pub mod entry;
 pub mod errdata;
+pub mod queue;
 pub mod strerror;
 
 pub use attr::{CqAttr, CqLimits, ResolvedCqAttr, WaitCond, WaitSetId};
@@ -26,3 +30,4 @@ pub use entry::{
     BufAddr, ContextEntry, CqFormat, DataEntry, ErrEntry, ErrEntryAbi, Format, MsgEntry, OpContext,
     TaggedEntry,
 };
+pub use queue::{AuxEntry, CompletionQueue, CqSlot};

@@ -432,7 +432,7 @@ impl<D: DmaRegion, const N: usize> TxRing<D, N> {
     pub(crate) fn flush(&mut self) {
         self.advance();
         let mut at = self.scan;
-        let mut finished = self.scan;
+        let mut finished = self.done;
         while at != self.slots.notified {
             let meta = self.meta[at & Self::MASK];
             let next = at.wrapping_add((meta & txm::NDESC) as usize);
@@ -1155,6 +1155,33 @@ mod tests {
             ]
         );
         assert_eq!((r.pending(), r.free()), (0, 15));
+    }
+
+    #[test]
+    fn tx_flush_does_not_count_unreported_frames_without_a_later_writeback_as_sent() {
+        let mut r = tx_ring::<16>();
+        // Three selective frames (no RS of their own) and a reported one that gets the RS.
+        for t in 0..3 {
+            r.push(&[seg(60)], Token(t), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+                .unwrap();
+        }
+        r.doorbell(); // the batch's last frame (token 2) gets RS
+                      // The device sent nothing before the queue stopped: no DD anywhere.
+        r.flush();
+        let got: Vec<_> = drain_tx(&mut r)
+            .iter()
+            .map(|c| (c.token.0, c.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, Err(TxError::Flushed)),
+                (1, Err(TxError::Flushed)),
+                (2, Err(TxError::Flushed)),
+            ],
+            "every unsent frame is reported, selective or not"
+        );
+        assert_eq!(r.pending(), 0);
     }
 
     fn buf(len: u32) -> RxBuffer {

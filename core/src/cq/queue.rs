@@ -1,0 +1,549 @@
+//! The hard completion queue: `read` converts completions straight from the bound queues'
+//! rings; a small software *aux queue* keeps, in order, what cannot be delivered at once.
+//!
+//! # The read path (DESIGN.md decision 1)
+//!
+//! [`CompletionQueue::read`]:
+//!
+//! 1. delivers the aux queue first — successes that were polled behind an error, then stops at
+//!    an error at its head (returning what it has, or [`Error::Avail`] if nothing);
+//! 2. then polls each bound path, round-robin from a start that advances every call (so one
+//!    busy queue cannot starve another), for at most the entries still wanted, converting each
+//!    completion through the path's op table straight into `F::Entry`;
+//! 3. an error completion goes to the aux queue and ends the call; completions the same poll
+//!    returned after it go behind it, so each queue's order is kept.
+//!
+//! [`CompletionQueue::readerr`] takes the error at the head, and `read` resumes with what
+//! follows it.
+//!
+//! # Credits and overrun (DESIGN.md decision 2)
+//!
+//! A CQ of size `S` can owe at most `S` completions. Every posted operation that can complete
+//! on it reserves a credit (including selective ones, whose errors are still reported);
+//! delivering its completion — by `read`, `readerr`, or silently for a success nobody asked
+//! for — releases it. The aux queue has `S` entries, so everything credited fits. A software
+//! entry not tied to a posted operation (unknown-source reports; reached today through
+//! [`CompletionQueue::report_uncredited`]) needs a free credit too, because an aux slot not
+//! already owed to a posted operation is exactly a free credit; finding none, the CQ enters the
+//! **overrun** state: what it holds is still delivered, in order — including completions of
+//! operations posted before the overrun, which were credited — then every read returns
+//! [`Error::Overrun`] for good, and posting to its paths returns [`Error::OpBadState`].
+//!
+//! # Storage
+//!
+//! The aux queue is a caller-provided `&'s mut [AuxEntry]` given to
+//! [`Domain::open_cq`](crate::domain::Domain::open_cq) — per CQ, so CQs of different sizes do
+//! not all pay for the largest (a const generic in the slot would). The CQ-owned `err_data`
+//! buffer of `fi_cq_readerr` lives in the handle, so the borrow `readerr` returns keeps `read`
+//! from running while the application looks at it.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use spin::Mutex;
+
+use super::attr::ResolvedCqAttr;
+use super::entry::{BufAddr, Completion, ErrEntry, Format, OpContext, ADDR_NOTAVAIL};
+use super::errdata::{deliver_err_data, ErrDataOut, ERR_DATA_MAX};
+use super::strerror::{self, ProvError};
+use crate::domain::Domain;
+use crate::flags::{BindFlags, CompletionFlags};
+use crate::hal::Nic;
+use crate::path::{ErrRecord, Outcome, Path, NO_CQ};
+use crate::{Error, Result};
+
+/// What an aux-queue slot holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum AuxItem {
+    Empty,
+    Ok(Completion),
+    Err(ErrRecord),
+}
+
+/// One entry of a CQ's aux queue. Make the storage with [`AuxEntry::EMPTY`]:
+/// `[AuxEntry::EMPTY; 64]`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct AuxEntry(AuxItem);
+
+impl AuxEntry {
+    /// An unused entry.
+    pub const EMPTY: AuxEntry = AuxEntry(AuxItem::Empty);
+}
+
+/// The aux queue: a ring over the caller's slice, `cap` (the CQ's size) entries used.
+struct Aux<'s> {
+    slots: &'s mut [AuxEntry],
+    head: usize,
+    len: usize,
+    cap: usize,
+}
+
+impl Aux<'_> {
+    fn front(&self) -> Option<AuxItem> {
+        (self.len > 0).then(|| self.slots[self.head].0)
+    }
+
+    fn pop(&mut self) {
+        if self.len > 0 {
+            self.slots[self.head] = AuxEntry::EMPTY;
+            self.head = (self.head + 1) % self.cap;
+            self.len -= 1;
+        }
+    }
+
+    /// Appends `item`; `false` if full.
+    fn push(&mut self, item: AuxItem) -> bool {
+        if self.len == self.cap {
+            return false;
+        }
+        self.slots[(self.head + self.len) % self.cap] = AuxEntry(item);
+        self.len += 1;
+        true
+    }
+}
+
+struct CqState<'s> {
+    aux: Aux<'s>,
+    /// Where the next read starts its round-robin over the path slab.
+    next: usize,
+}
+
+impl CqState<'_> {
+    /// Queues a credited entry. Credits make this infallible; should the invariant ever break,
+    /// the entry is not dropped silently: the CQ is declared overrun, as fi_cq(3) asks of a
+    /// queue that lost a completion.
+    fn push_credited(&mut self, slot: &CqSlot<'_>, item: AuxItem) {
+        if !self.aux.push(item) {
+            slot.release_credit();
+            slot.overrun.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// One slot of the domain's CQ slab. Make them with [`CqSlot::EMPTY`]: `[CqSlot::EMPTY; 2]`.
+pub struct CqSlot<'s> {
+    state: Mutex<Option<CqState<'s>>>,
+    /// Completions the CQ can still promise (size − owed).
+    credits: AtomicUsize,
+    /// Paths bound to it.
+    binds: AtomicUsize,
+    /// Sticky overrun state.
+    overrun: AtomicBool,
+}
+
+impl<'s> CqSlot<'s> {
+    /// A free slot.
+    #[allow(
+        clippy::declare_interior_mutable_const,
+        reason = "a fresh slot per use is the point: `[CqSlot::EMPTY; N]` builds the slab"
+    )]
+    pub const EMPTY: Self = CqSlot {
+        state: Mutex::new(None),
+        credits: AtomicUsize::new(0),
+        binds: AtomicUsize::new(0),
+        overrun: AtomicBool::new(false),
+    };
+
+    /// Opens the slot with `size` credits and aux storage `aux`, or hands `aux` back if the
+    /// slot is in use.
+    pub(crate) fn try_open(
+        &self,
+        size: usize,
+        aux: &'s mut [AuxEntry],
+    ) -> core::result::Result<(), &'s mut [AuxEntry]> {
+        let mut guard = self.state.lock();
+        if guard.is_some() {
+            return Err(aux);
+        }
+        aux.fill(AuxEntry::EMPTY);
+        self.credits.store(size, Ordering::Release);
+        self.binds.store(0, Ordering::Release);
+        self.overrun.store(false, Ordering::Release);
+        *guard = Some(CqState {
+            aux: Aux {
+                slots: aux,
+                head: 0,
+                len: 0,
+                cap: size,
+            },
+            next: 0,
+        });
+        Ok(())
+    }
+
+    /// Reserves the credit of one operation about to be posted.
+    ///
+    /// # Errors
+    /// `OpBadState` if the CQ is overrun (fatal: it reports nothing new); `Again` if it already
+    /// owes as many completions as it can hold.
+    pub(crate) fn reserve_credit(&self) -> Result {
+        if self.overrun.load(Ordering::Acquire) {
+            return Err(Error::OpBadState);
+        }
+        self.credits
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(1))
+            .map(|_| ())
+            .map_err(|_| Error::Again)
+    }
+
+    /// Gives back the credit of a completion delivered (or of a post that failed).
+    pub(crate) fn release_credit(&self) {
+        self.credits.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// An open completion queue of format `F` (`fid_cq`): an index into the domain's CQ slab.
+///
+/// Dropping the handle closes the CQ if no path is bound to it; a bound CQ stays open (its
+/// paths keep reporting into it) — use [`close`](Self::close) to be told.
+pub struct CompletionQueue<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> {
+    domain: &'d Domain<'s, 'n, N, D>,
+    index: usize,
+    attr: ResolvedCqAttr,
+    /// The provider-owned `err_data` buffer of `readerr` (fi_cq(3), err_data_size 0).
+    err_buf: [u8; ERR_DATA_MAX],
+    _format: PhantomData<F>,
+}
+
+impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's, 'n, N, D, F> {
+    pub(crate) fn new(
+        domain: &'d Domain<'s, 'n, N, D>,
+        index: usize,
+        attr: ResolvedCqAttr,
+    ) -> Self {
+        CompletionQueue {
+            domain,
+            index,
+            attr,
+            err_buf: [0; ERR_DATA_MAX],
+            _format: PhantomData,
+        }
+    }
+
+    fn slot(&self) -> &'s CqSlot<'s> {
+        &self.domain.cqs()[self.index]
+    }
+
+    /// The attributes the CQ was opened with, as resolved (size, format, …).
+    pub fn attr(&self) -> &ResolvedCqAttr {
+        &self.attr
+    }
+
+    /// The CQ's index in the domain's CQ slab.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Whether the CQ is in the overrun state.
+    pub fn is_overrun(&self) -> bool {
+        self.slot().overrun.load(Ordering::Acquire)
+    }
+
+    /// Completions the CQ can still promise: its size minus what it owes.
+    pub fn credits(&self) -> usize {
+        self.slot().credits.load(Ordering::Acquire)
+    }
+
+    /// Binds `path` (`fi_ep_bind` with a CQ, one direction).
+    ///
+    /// `flags` must contain the path's direction (`TRANSMIT` for a transmit path, `RECV` for a
+    /// receive path); the other direction's bit is ignored, so an endpoint can pass the same
+    /// flags to both of its paths. `SELECTIVE_COMPLETION` makes only operations posted with
+    /// `COMPLETION` report success (errors are always reported).
+    ///
+    /// # Errors
+    /// `Domain` for a path of another domain; `Inval` without the path's direction, or if the
+    /// path is already bound (libfabric's util answers a duplicate binding the same way).
+    pub fn bind(&self, path: &Path<'_, 's, 'n, N, D>, flags: BindFlags) -> Result {
+        if !core::ptr::eq(path.domain, self.domain) {
+            return Err(Error::Domain);
+        }
+        let pslot = &self.domain.paths()[path.index];
+        let mut guard = pslot.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return Err(Error::Inval);
+        };
+        let dir = if st.is_tx() {
+            BindFlags::TRANSMIT
+        } else {
+            BindFlags::RECV
+        };
+        if !flags.contains(dir) || st.cq.is_some() {
+            return Err(Error::Inval);
+        }
+        st.set_binding(Some(self.index), flags);
+        pslot.cq.store(self.index, Ordering::Release);
+        self.slot().binds.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Unbinds `path`.
+    ///
+    /// # Errors
+    /// `Inval` if it is not bound to this CQ; `Busy` while operations posted on it are
+    /// outstanding (their completions are owed to this CQ).
+    pub fn unbind(&self, path: &Path<'_, 's, 'n, N, D>) -> Result {
+        if !core::ptr::eq(path.domain, self.domain) {
+            return Err(Error::Domain);
+        }
+        let pslot = &self.domain.paths()[path.index];
+        let mut guard = pslot.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return Err(Error::Inval);
+        };
+        if st.cq != Some(self.index) {
+            return Err(Error::Inval);
+        }
+        if st.live() > 0 {
+            return Err(Error::Busy);
+        }
+        st.set_binding(None, BindFlags::empty());
+        pslot.cq.store(NO_CQ, Ordering::Release);
+        self.slot().binds.fetch_sub(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Closes the CQ (`fi_close`); completions still queued are discarded.
+    ///
+    /// # Errors
+    /// `Err((Error::Busy, self))` while any path is bound: the CQ stays usable.
+    #[allow(
+        clippy::result_large_err,
+        reason = "fi_close's Busy hands the handle back (as the issue asks); without an \
+                  allocator there is no box to put it in, and close is not on the data path"
+    )]
+    pub fn close(self) -> core::result::Result<(), (Error, Self)> {
+        if self.slot().binds.load(Ordering::Acquire) > 0 {
+            return Err((Error::Busy, self));
+        }
+        drop(self);
+        Ok(())
+    }
+
+    /// Reads up to `out.len()` completions (`fi_cq_read`), oldest first per queue. See the
+    /// [module documentation](self) for the order of work.
+    ///
+    /// With an empty `out` it drives progress (moves at most one completion per bound queue
+    /// into the aux queue) and returns `Ok(0)` if anything is queued.
+    ///
+    /// # Errors
+    /// `Again` when nothing is queued; `Avail` when an error is at the head (take it with
+    /// [`readerr`](Self::readerr)); `Overrun` once an overrun CQ has delivered everything it
+    /// held, on every call after.
+    pub fn read(&self, out: &mut [F::Entry]) -> Result<usize> {
+        let slot = self.slot();
+        let mut guard = slot.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return Err(Error::OpBadState);
+        };
+
+        let mut n = 0;
+        while n < out.len() {
+            match st.aux.front() {
+                Some(AuxItem::Ok(c)) => {
+                    out[n] = F::fill(&c);
+                    st.aux.pop();
+                    slot.release_credit();
+                    n += 1;
+                }
+                Some(AuxItem::Err(_)) if n == 0 => return Err(Error::Avail),
+                Some(AuxItem::Err(_)) => return Ok(n),
+                Some(AuxItem::Empty) | None => break,
+            }
+        }
+        // Hardware is polled only behind an empty aux queue, so nothing overtakes what it holds.
+        if st.aux.len > 0 {
+            return Ok(n);
+        }
+
+        let paths = self.domain.paths();
+        let start = st.next;
+        st.next = if paths.is_empty() {
+            0
+        } else {
+            (start + 1) % paths.len()
+        };
+        let mut stopped = false;
+        for k in 0..paths.len() {
+            if stopped || (!out.is_empty() && n == out.len()) {
+                break;
+            }
+            let pslot = &paths[(start + k) % paths.len()];
+            if pslot.cq.load(Ordering::Acquire) != self.index {
+                continue;
+            }
+            let mut pguard = pslot.state.lock();
+            let Some(ps) = pguard.as_mut() else {
+                continue;
+            };
+            if ps.cq != Some(self.index) {
+                continue;
+            }
+            // An empty `out` still takes one completion per queue, into the aux queue.
+            let budget = if out.is_empty() { 1 } else { out.len() - n };
+            ps.poll(budget, slot, |outcome| {
+                match outcome {
+                    Outcome::Done(c) if !stopped && n < out.len() => {
+                        out[n] = F::fill(&c);
+                        slot.release_credit();
+                        n += 1;
+                    }
+                    Outcome::Done(c) => st.push_credited(slot, AuxItem::Ok(c)),
+                    Outcome::Failed(e) => {
+                        st.push_credited(slot, AuxItem::Err(e));
+                        stopped = true;
+                    }
+                }
+                stopped
+            });
+        }
+
+        if n > 0 || (out.is_empty() && st.aux.len > 0) {
+            Ok(n)
+        } else if st.aux.len > 0 {
+            // Nothing delivered and something queued: an error is at the head.
+            Err(Error::Avail)
+        } else if slot.overrun.load(Ordering::Acquire) {
+            Err(Error::Overrun)
+        } else {
+            Err(Error::Again)
+        }
+    }
+
+    /// Takes the error completion at the head of the CQ (`fi_cq_readerr`) into `entry`,
+    /// filling every field, and releases its credit.
+    ///
+    /// `err_data` is the caller's buffer for provider error data (`err_data_size` > 0 on
+    /// input): the data is copied into it and `entry.err_data` points at it. With `None` or an
+    /// empty buffer, `entry.err_data` points into the CQ's own buffer, which the returned
+    /// borrow keeps unchanged — no `read` can run while it is held. The returned
+    /// [`ErrDataOut`] is the same information, typed.
+    ///
+    /// # Errors
+    /// `BadFlags` for non-zero `flags` (none is defined); `Again` unless an error is at the head
+    /// (successes before it are `read` first); `Overrun` on an overrun CQ with nothing queued.
+    pub fn readerr<'b>(
+        &'b mut self,
+        entry: &mut ErrEntry,
+        err_data: Option<&mut [u8]>,
+        flags: u64,
+    ) -> Result<ErrDataOut<'b>> {
+        if flags != 0 {
+            return Err(Error::BadFlags);
+        }
+        let slot = self.slot();
+        let rec = {
+            let mut guard = slot.state.lock();
+            let Some(st) = guard.as_mut() else {
+                return Err(Error::OpBadState);
+            };
+            match st.aux.front() {
+                Some(AuxItem::Err(rec)) => {
+                    st.aux.pop();
+                    slot.release_credit();
+                    rec
+                }
+                None if slot.overrun.load(Ordering::Acquire) => return Err(Error::Overrun),
+                _ => return Err(Error::Again),
+            }
+        };
+
+        let mut data = [0u8; ERR_DATA_MAX];
+        let (prov_errno, data_len) = match rec.prov {
+            Some(p) => p.encode(&mut data),
+            None => (ProvError::NONE, 0),
+        };
+        let caller_ptr = err_data
+            .as_deref()
+            .map_or(BufAddr::NULL, |b| BufAddr(b.as_ptr() as usize));
+        let out = deliver_err_data(&data[..data_len], err_data, &mut self.err_buf);
+        let (ptr, size) = match out {
+            ErrDataOut::Copied(n) => (caller_ptr, n),
+            ErrDataOut::Provider([]) => (BufAddr::NULL, 0),
+            ErrDataOut::Provider(s) => (BufAddr(s.as_ptr() as usize), s.len()),
+        };
+        let c = rec.completion;
+        *entry = ErrEntry {
+            op_context: c.context,
+            flags: c.flags,
+            len: c.len,
+            buf: c.buf,
+            data: c.data,
+            tag: c.tag,
+            olen: rec.olen,
+            err: rec.err.errno(),
+            prov_errno,
+            err_data: ptr,
+            err_data_size: size,
+            src_addr: ADDR_NOTAVAIL,
+        };
+        Ok(out)
+    }
+
+    /// Writes a readable description of an error entry's provider detail (`fi_cq_strerror`),
+    /// naming the NIC's error bits with its own table
+    /// ([`Nic::rx_error_name`]).
+    ///
+    /// # Errors
+    /// Only what `out` returns.
+    pub fn strerror(
+        &self,
+        err: Option<Error>,
+        prov_errno: i32,
+        err_data: &[u8],
+        out: &mut impl fmt::Write,
+    ) -> fmt::Result {
+        let nic = self.domain.nic();
+        strerror::strerror(err, prov_errno, err_data, |b| nic.rx_error_name(b), out)
+    }
+
+    /// Queues a software error entry that no posted operation reserved a credit for (an
+    /// unknown-source report, later; a test hook now). It takes a free credit if there is one;
+    /// if there is none, the CQ enters the overrun state and the entry is lost.
+    ///
+    /// # Errors
+    /// `Overrun` if this entry overran the CQ (or it already was).
+    #[doc(hidden)]
+    pub fn report_uncredited(&self, context: OpContext, err: Error) -> Result {
+        let slot = self.slot();
+        let mut guard = slot.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return Err(Error::OpBadState);
+        };
+        if slot.overrun.load(Ordering::Acquire) {
+            return Err(Error::Overrun);
+        }
+        if slot
+            .credits
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(1))
+            .is_err()
+        {
+            slot.overrun.store(true, Ordering::Release);
+            return Err(Error::Overrun);
+        }
+        let rec = ErrRecord {
+            completion: Completion {
+                context,
+                flags: CompletionFlags::empty(),
+                ..Completion::default()
+            },
+            err,
+            olen: 0,
+            prov: None,
+        };
+        st.push_credited(slot, AuxItem::Err(rec));
+        Ok(())
+    }
+}
+
+impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, '_, N, D, F> {
+    fn drop(&mut self) {
+        let slot = self.slot();
+        if slot.binds.load(Ordering::Acquire) == 0 {
+            // Queued completions are lost with the slot, as fi_close says.
+            *slot.state.lock() = None;
+            slot.credits.store(0, Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,1166 @@
+//! The hard CQ on the emulated 82576 with the real igb driver: two NICs on one wire, A sending,
+//! B receiving, completions read straight from the rings.
+
+use ringfab::cq::entry::{
+    BufAddr, ContextEntry, Data, DataEntry, ErrEntry, Format, Msg, MsgEntry, OpContext,
+    TaggedEntry, ADDR_NOTAVAIL,
+};
+use ringfab::cq::errdata::ErrDataOut;
+use ringfab::cq::strerror::SliceWriter;
+use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
+use ringfab::domain::Domain;
+use ringfab::flags::{BindFlags, CompletionFlags, CqFlags, OpFlags};
+use ringfab::hal::{
+    DmaRegion, Iova, MacAddr, Nic, Platform, Report, RxBuffer, RxConfig, Token, TxConfig, TxQueue,
+    TxSegment,
+};
+use ringfab::path::{Path, PathSlot, RecvPost, SendPost};
+use ringfab::{cntr::WaitObj, Error};
+use ringfab_emu::igb::regs::RXD_ERR_RXE;
+use ringfab_emu::{
+    CorruptMode, DeviceFault, EmuDma, EmuIgb, EmuPlatform, IgbModelConfig, Wire, WireFault,
+};
+use ringfab_igb::Igb;
+
+const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
+const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
+/// Ring depth of every path.
+const D: usize = 64;
+/// Bytes of one buffer slot.
+const BUF: usize = 2048;
+/// Buffer slots per DMA region: more than can be outstanding (≤ D), so `seq % SLOTS` never
+/// names a buffer still in use.
+const SLOTS: usize = 128;
+/// Length of the test frames: 14-byte header + 100 bytes of payload.
+const FRAME: usize = 114;
+
+type Igb0 = Igb<EmuPlatform>;
+
+struct Pair {
+    wire: Wire,
+    _a: EmuIgb,
+    b: EmuIgb,
+    nic_a: Igb0,
+    nic_b: Igb0,
+}
+
+fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
+    let mut config = IgbModelConfig::default();
+    config.mac = mac;
+    let dev = EmuIgb::new(config);
+    dev.connect(wire);
+    dev
+}
+
+fn pair() -> Pair {
+    let wire = Wire::new();
+    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
+    let nic_a = Igb::new(a.platform()).unwrap();
+    let nic_b = Igb::new(b.platform()).unwrap();
+    Pair {
+        wire,
+        _a: a,
+        b,
+        nic_a,
+        nic_b,
+    }
+}
+
+/// A frame from A to B whose payload starts with `seq` (little-endian).
+fn frame(seq: u64) -> Vec<u8> {
+    let mut f = Vec::with_capacity(FRAME);
+    f.extend_from_slice(&MAC_B.0);
+    f.extend_from_slice(&MAC_A.0);
+    f.extend_from_slice(&[0x88, 0xB5]);
+    f.extend_from_slice(&seq.to_le_bytes());
+    f.resize(FRAME, 0x5a);
+    f
+}
+
+fn write_bytes(dma: &EmuDma, offset: usize, bytes: &[u8]) {
+    for (i, chunk) in bytes.chunks(8).enumerate() {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        dma.write_u64(offset + 8 * i, u64::from_le_bytes(w));
+    }
+}
+
+fn rx_buf(mem: &EmuDma, seq: u64) -> RxBuffer {
+    RxBuffer {
+        iova: Iova(mem.iova().0 + ((seq as usize % SLOTS) * BUF) as u64),
+        len: BUF as u32,
+    }
+}
+
+fn recv(mem: &EmuDma, seq: u64) -> RecvPost {
+    RecvPost {
+        buf: rx_buf(mem, seq),
+        len: BUF as u32,
+        context: OpContext(seq as usize),
+        flags: OpFlags::empty(),
+    }
+}
+
+/// Sends raw frames from A's transmit queue 1 with the driver alone (for tests about B's CQ),
+/// and runs the wire.
+struct RawSender<'n> {
+    tx: ringfab_igb::IgbTx<'n, EmuPlatform, 64>,
+    mem: EmuDma,
+    next: u64,
+}
+
+impl<'n> RawSender<'n> {
+    fn new(p: &'n Pair) -> Self {
+        RawSender {
+            tx: p.nic_a.open_tx::<64>(1, TxConfig::default()).unwrap(),
+            mem: p.nic_a.platform().alloc_dma(BUF * SLOTS).unwrap(),
+            next: 0,
+        }
+    }
+
+    fn send(&mut self, p: &Pair, frames: &[Vec<u8>]) {
+        for f in frames {
+            let off = (self.next as usize % SLOTS) * BUF;
+            write_bytes(&self.mem, off, f);
+            let seg = TxSegment {
+                iova: Iova(self.mem.iova().0 + off as u64),
+                len: f.len() as u16,
+            };
+            self.tx
+                .push(&[seg], Token(self.next), Report::Always)
+                .unwrap();
+            self.next += 1;
+        }
+        self.tx.doorbell();
+        p.wire.run_until_idle();
+        let mut out = [ringfab::hal::TxCompletion {
+            token: Token(0),
+            status: Ok(()),
+        }; 64];
+        while self.tx.poll(&mut out) > 0 {}
+    }
+
+    fn send_seq(&mut self, p: &Pair, seqs: core::ops::Range<u64>) {
+        let frames: Vec<_> = seqs.map(frame).collect();
+        self.send(p, &frames);
+    }
+}
+
+fn msg_attr(size: usize) -> CqAttr {
+    CqAttr {
+        size,
+        format: CqFormat::Msg,
+        ..CqAttr::default()
+    }
+}
+
+/// Everything readable now, `Again` excluded: `Ok` entries and `Err` error entries in the
+/// order the CQ delivered them.
+fn drain<F: Format>(
+    cq: &mut ringfab::cq::CompletionQueue<'_, '_, '_, Igb0, D, F>,
+) -> Vec<Result<F::Entry, ErrEntry>> {
+    let mut all = Vec::new();
+    let mut buf = [F::Entry::default(); 8];
+    loop {
+        match cq.read(&mut buf) {
+            Ok(n) => all.extend(buf[..n].iter().copied().map(Ok)),
+            Err(Error::Avail) => {
+                let mut e = ErrEntry::default();
+                cq.readerr(&mut e, None, 0).unwrap();
+                all.push(Err(e));
+            }
+            Err(Error::Again) => return all,
+            Err(e) => panic!("read failed: {e}"),
+        }
+    }
+}
+
+// ---- formats ----
+
+/// The fields an entry of any format has, `None` where the format has no such field.
+trait View: Copy {
+    fn ctx(&self) -> usize;
+    fn flags(&self) -> Option<CompletionFlags>;
+    fn len(&self) -> Option<usize>;
+    fn buf_data(&self) -> Option<(BufAddr, u64)>;
+    fn tag(&self) -> Option<u64>;
+}
+
+impl View for ContextEntry {
+    fn ctx(&self) -> usize {
+        self.op_context.0
+    }
+    fn flags(&self) -> Option<CompletionFlags> {
+        None
+    }
+    fn len(&self) -> Option<usize> {
+        None
+    }
+    fn buf_data(&self) -> Option<(BufAddr, u64)> {
+        None
+    }
+    fn tag(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl View for MsgEntry {
+    fn ctx(&self) -> usize {
+        self.op_context.0
+    }
+    fn flags(&self) -> Option<CompletionFlags> {
+        Some(self.flags)
+    }
+    fn len(&self) -> Option<usize> {
+        Some(self.len)
+    }
+    fn buf_data(&self) -> Option<(BufAddr, u64)> {
+        None
+    }
+    fn tag(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl View for DataEntry {
+    fn ctx(&self) -> usize {
+        self.op_context.0
+    }
+    fn flags(&self) -> Option<CompletionFlags> {
+        Some(self.flags)
+    }
+    fn len(&self) -> Option<usize> {
+        Some(self.len)
+    }
+    fn buf_data(&self) -> Option<(BufAddr, u64)> {
+        Some((self.buf, self.data))
+    }
+    fn tag(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl View for TaggedEntry {
+    fn ctx(&self) -> usize {
+        self.op_context.0
+    }
+    fn flags(&self) -> Option<CompletionFlags> {
+        Some(self.flags)
+    }
+    fn len(&self) -> Option<usize> {
+        Some(self.len)
+    }
+    fn buf_data(&self) -> Option<(BufAddr, u64)> {
+        Some((self.buf, self.data))
+    }
+    fn tag(&self) -> Option<u64> {
+        Some(self.tag)
+    }
+}
+
+/// Sends 5 frames A→B through core's poster and checks both CQs' entries in format `F`.
+fn sends_and_receives_read_correctly_in<F: Format>()
+where
+    F::Entry: View,
+{
+    let p = pair();
+    let mut aux_a = [AuxEntry::EMPTY; 16];
+    let mut aux_b = [AuxEntry::EMPTY; 16];
+    let (paths_a, paths_b) = ([PathSlot::EMPTY; 1], [PathSlot::EMPTY; 1]);
+    let (cqs_a, cqs_b) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
+    let dom_a: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_a, &paths_a, &cqs_a);
+    let dom_b: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths_b, &cqs_b);
+    let attr = CqAttr {
+        size: 16,
+        format: F::FORMAT,
+        ..CqAttr::default()
+    };
+    let mut cq_a = dom_a.open_cq::<F>(&attr, &mut aux_a).unwrap();
+    let mut cq_b = dom_b.open_cq::<F>(&attr, &mut aux_b).unwrap();
+    let tx = dom_a.open_tx(0, TxConfig::default()).unwrap();
+    let rx = dom_b.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
+    cq_a.bind(&tx, BindFlags::TRANSMIT).unwrap();
+    cq_b.bind(&rx, BindFlags::RECV).unwrap();
+
+    let rx_mem = p.nic_b.platform().alloc_dma(BUF * SLOTS).unwrap();
+    let tx_mem = p.nic_a.platform().alloc_dma(BUF * SLOTS).unwrap();
+    let posts: Vec<_> = (0..5).map(|s| recv(&rx_mem, 100 + s)).collect();
+    assert_eq!(rx.post_recvs(&posts), Ok(5));
+    send_frames(&p, &tx, &tx_mem, 0..5, &[FRAME - 10, FRAME, 70, 200, 60]);
+
+    let sent = drain(&mut cq_a);
+    let got = drain(&mut cq_b);
+    assert_eq!(sent.len(), 5);
+    assert_eq!(got.len(), 5);
+    for (i, e) in sent.iter().enumerate() {
+        let e = e.expect("no send fails");
+        assert_eq!(e.ctx(), 1000 + i);
+        if let Some(f) = e.flags() {
+            assert_eq!(f, CompletionFlags::SEND | CompletionFlags::MSG);
+        }
+        if let Some(len) = e.len() {
+            assert_eq!(len, 0, "len applies to receives only");
+        }
+    }
+    let lens = [FRAME - 10, FRAME, 70, 200, 60];
+    for (i, e) in got.iter().enumerate() {
+        let e = e.expect("no receive fails");
+        assert_eq!(e.ctx(), 100 + i);
+        if let Some(f) = e.flags() {
+            assert_eq!(f, CompletionFlags::RECV | CompletionFlags::MSG);
+        }
+        if let Some(len) = e.len() {
+            assert_eq!(len, lens[i], "len is the frame's bytes");
+        }
+        if let Some((buf, data)) = e.buf_data() {
+            assert_eq!(
+                (buf, data),
+                (BufAddr::NULL, 0),
+                "no multi-receive, no CQ data"
+            );
+        }
+        if let Some(tag) = e.tag() {
+            assert_eq!(tag, 0, "no tagged messages");
+        }
+    }
+    assert_eq!(
+        (cq_a.credits(), cq_b.credits()),
+        (16, 16),
+        "all credits back"
+    );
+}
+
+/// Sends one frame per `seq` (context 1000 + seq) of the given lengths through core's poster.
+fn send_frames(
+    p: &Pair,
+    tx: &Path<'_, '_, '_, Igb0, D>,
+    mem: &EmuDma,
+    seqs: core::ops::Range<u64>,
+    lens: &[usize],
+) {
+    let mut segs = Vec::new();
+    for (i, seq) in seqs.clone().enumerate() {
+        let mut f = frame(seq);
+        f.resize(lens.get(i).copied().unwrap_or(FRAME), 0x5a);
+        let off = (seq as usize % SLOTS) * BUF;
+        write_bytes(mem, off, &f);
+        segs.push([TxSegment {
+            iova: Iova(mem.iova().0 + off as u64),
+            len: f.len() as u16,
+        }]);
+    }
+    let posts: Vec<_> = seqs
+        .zip(&segs)
+        .map(|(seq, s)| SendPost {
+            segments: s,
+            context: OpContext(1000 + seq as usize),
+            flags: OpFlags::empty(),
+        })
+        .collect();
+    assert_eq!(tx.post_sends(&posts), Ok(posts.len()));
+    p.wire.run_until_idle();
+}
+
+#[test]
+fn context_format_reads_the_context_of_sends_and_receives() {
+    sends_and_receives_read_correctly_in::<ringfab::cq::entry::Context>();
+}
+
+#[test]
+fn msg_format_reads_context_flags_and_receive_len() {
+    sends_and_receives_read_correctly_in::<Msg>();
+}
+
+#[test]
+fn data_format_adds_null_buf_and_zero_data() {
+    sends_and_receives_read_correctly_in::<Data>();
+}
+
+#[test]
+fn tagged_format_adds_zero_tag() {
+    sends_and_receives_read_correctly_in::<ringfab::cq::entry::Tagged>();
+}
+
+// ---- order and exactly-once under faults ----
+
+#[test]
+fn a_hundred_thousand_mixed_completions_arrive_once_each_in_posting_order() {
+    const TOTAL: u64 = 100_000;
+    const BATCH: u64 = 32;
+    let p = pair();
+    let mut aux_a = [AuxEntry::EMPTY; 64];
+    let mut aux_b = [AuxEntry::EMPTY; 64];
+    let (paths_a, paths_b) = ([PathSlot::EMPTY; 1], [PathSlot::EMPTY; 1]);
+    let (cqs_a, cqs_b) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
+    let dom_a: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_a, &paths_a, &cqs_a);
+    let dom_b: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths_b, &cqs_b);
+    let mut cq_a = dom_a.open_cq::<Msg>(&msg_attr(64), &mut aux_a).unwrap();
+    let mut cq_b = dom_b.open_cq::<Msg>(&msg_attr(64), &mut aux_b).unwrap();
+    let tx = dom_a.open_tx(0, TxConfig::default()).unwrap();
+    let rx = dom_b.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
+    cq_a.bind(&tx, BindFlags::TRANSMIT).unwrap();
+    cq_b.bind(&rx, BindFlags::RECV).unwrap();
+    let rx_mem = p.nic_b.platform().alloc_dma(BUF * SLOTS).unwrap();
+    let tx_mem = p.nic_a.platform().alloc_dma(BUF * SLOTS).unwrap();
+
+    p.wire.inject(WireFault::Random {
+        seed: 0x5eed_cafe,
+        drop_per_mille: 0,
+        corrupt_per_mille: 30,
+        duplicate_per_mille: 0,
+        mode: CorruptMode::BadCrc,
+    });
+
+    let (mut rx_seen, mut tx_seen) = (0u64, 0u64);
+    let (mut crc_errors, mut length_errors, mut oversize_injected) = (0u64, 0u64, 0u64);
+    let mut seq = 0;
+    while seq < TOTAL {
+        let n = BATCH.min(TOTAL - seq);
+        let posts: Vec<_> = (seq..seq + n).map(|s| recv(&rx_mem, s)).collect();
+        assert_eq!(rx.post_recvs(&posts), Ok(n as usize));
+        if seq % (BATCH * 7) == 0 {
+            // A device lie about the length of one of the next write-backs.
+            p.b.inject(DeviceFault::OversizeLength {
+                queue: Some(0),
+                count: 1,
+                extra: 64,
+            });
+            oversize_injected += 1;
+        }
+        send_frames(&p, &tx, &tx_mem, seq..seq + n, &[]);
+        seq += n;
+
+        for e in drain(&mut cq_a) {
+            let e = e.expect("no transmit fails");
+            assert_eq!(
+                e.op_context.0 as u64,
+                1000 + tx_seen,
+                "sends in order, once"
+            );
+            tx_seen += 1;
+        }
+        for e in drain(&mut cq_b) {
+            let ctx = match e {
+                Ok(ok) => {
+                    assert_eq!(ok.len, FRAME);
+                    ok.op_context.0
+                }
+                Err(err) => {
+                    assert_eq!(err.err, Error::Io.errno());
+                    match err.prov_errno {
+                        1 => crc_errors += 1,
+                        2 => length_errors += 1,
+                        other => panic!("unexpected prov_errno {other}"),
+                    }
+                    err.op_context.0
+                }
+            };
+            assert_eq!(ctx as u64, rx_seen, "receives in posting order, once each");
+            rx_seen += 1;
+        }
+    }
+    assert_eq!(
+        (tx_seen, rx_seen),
+        (TOTAL, TOTAL),
+        "every completion arrived"
+    );
+    assert!(crc_errors > 0 && length_errors > 0, "both error kinds met");
+    assert_eq!(length_errors, oversize_injected);
+    // A corrupted frame the device also lies about is reported as the lie (the driver checks
+    // the length first), so CRC errors are the corrupted frames minus at most those.
+    let corrupted = p.wire.stats().corrupted;
+    assert!(crc_errors <= corrupted && corrupted - crc_errors <= length_errors);
+    assert!(
+        crc_errors > corrupted * 9 / 10,
+        "{crc_errors} of {corrupted}"
+    );
+    assert_eq!(
+        (cq_a.credits(), cq_b.credits()),
+        (64, 64),
+        "no credit leaked"
+    );
+}
+
+// ---- the error queue ----
+
+/// A domain over B with one receive path bound to a `Msg` CQ of `size`, and A's raw sender.
+macro_rules! rig_b {
+    ($p:ident, $aux:ident, $dom:ident, $cq:ident, $rx:ident, $mem:ident, $size:expr) => {
+        let mut $aux = [AuxEntry::EMPTY; 64];
+        let paths = [PathSlot::EMPTY; 2];
+        let cqs = [CqSlot::EMPTY; 2];
+        let $dom: Domain<'_, '_, Igb0, D> = Domain::new(&$p.nic_b, &paths, &cqs);
+        #[allow(unused_mut, reason = "only tests that call readerr need it mutable")]
+        let mut $cq = $dom.open_cq::<Msg>(&msg_attr($size), &mut $aux).unwrap();
+        let $rx = $dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
+        $cq.bind(&$rx, BindFlags::RECV).unwrap();
+        let $mem = $p.nic_b.platform().alloc_dma(BUF * SLOTS).unwrap();
+    };
+}
+
+fn post_n(rx: &Path<'_, '_, '_, Igb0, D>, mem: &EmuDma, seqs: core::ops::Range<u64>) {
+    let posts: Vec<_> = seqs.map(|s| recv(mem, s)).collect();
+    assert_eq!(rx.post_recvs(&posts), Ok(posts.len()));
+}
+
+fn bad_crc_next(p: &Pair) {
+    p.wire.inject(WireFault::Corrupt {
+        count: 1,
+        offset: 30,
+        mode: CorruptMode::BadCrc,
+    });
+}
+
+fn contexts(entries: &[MsgEntry]) -> Vec<usize> {
+    entries.iter().map(|e| e.op_context.0).collect()
+}
+
+#[test]
+fn error_at_head_gives_earlier_successes_then_avail_then_readerr_then_the_rest() {
+    let p = pair();
+    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut sender = RawSender::new(&p);
+    post_n(&rx, &mem, 0..5);
+    sender.send_seq(&p, 0..2);
+    bad_crc_next(&p);
+    sender.send_seq(&p, 2..5);
+
+    // One read polls all five: two delivered, the error and the two behind it kept in order.
+    let mut out = [MsgEntry::default(); 8];
+    assert_eq!(cq.read(&mut out), Ok(2));
+    assert_eq!(contexts(&out[..2]), [0, 1]);
+    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    assert_eq!(
+        cq.read(&mut out),
+        Err(Error::Avail),
+        "until readerr takes it"
+    );
+    let mut e = ErrEntry::default();
+    cq.readerr(&mut e, None, 0).unwrap();
+    assert_eq!(e.op_context, OpContext(2));
+    assert_eq!(e.err, 5, "EIO, positive");
+    assert_eq!(e.flags, CompletionFlags::RECV | CompletionFlags::MSG);
+    assert_eq!(e.len, FRAME, "a frame error keeps the checked length");
+    assert_eq!(cq.readerr(&mut e, None, 0).err(), Some(Error::Again));
+    assert_eq!(cq.read(&mut out), Ok(2));
+    assert_eq!(contexts(&out[..2]), [3, 4]);
+    assert_eq!(cq.read(&mut out), Err(Error::Again));
+}
+
+#[test]
+fn readerr_is_again_while_a_success_is_at_the_head_and_badflags_with_flags() {
+    let p = pair();
+    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut sender = RawSender::new(&p);
+    post_n(&rx, &mem, 0..2);
+    sender.send_seq(&p, 0..1);
+    bad_crc_next(&p);
+    sender.send_seq(&p, 1..2);
+    let mut e = ErrEntry::default();
+    assert_eq!(cq.readerr(&mut e, None, 1).err(), Some(Error::BadFlags));
+    // Count 0 moves the success into the aux queue: a success is now at the head.
+    assert_eq!(cq.read(&mut []), Ok(0));
+    assert_eq!(cq.readerr(&mut e, None, 0).err(), Some(Error::Again));
+    let mut out = [MsgEntry::default(); 1];
+    assert_eq!(cq.read(&mut out), Ok(1));
+    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    assert!(cq.readerr(&mut e, None, 0).is_ok());
+}
+
+#[test]
+fn read_with_count_zero_is_zero_when_something_is_queued_and_again_when_not() {
+    let p = pair();
+    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut sender = RawSender::new(&p);
+    assert_eq!(cq.read(&mut []), Err(Error::Again));
+    post_n(&rx, &mem, 0..1);
+    sender.send_seq(&p, 0..1);
+    assert_eq!(cq.read(&mut []), Ok(0));
+    assert_eq!(cq.read(&mut []), Ok(0), "still queued: nothing consumed");
+    let mut out = [MsgEntry::default(); 4];
+    assert_eq!(cq.read(&mut out), Ok(1));
+    assert_eq!(cq.read(&mut []), Err(Error::Again));
+}
+
+#[test]
+fn readerr_copies_err_data_into_the_callers_buffer_or_points_at_the_cqs_own() {
+    let p = pair();
+    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut sender = RawSender::new(&p);
+    post_n(&rx, &mem, 0..2);
+    bad_crc_next(&p);
+    sender.send_seq(&p, 0..1);
+    bad_crc_next(&p);
+    sender.send_seq(&p, 1..2);
+    let mut out = [MsgEntry::default(); 4];
+    let bits = RXD_ERR_RXE.to_le_bytes();
+
+    // Caller buffer: a copy, err_data keeps the caller's pointer.
+    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    let mut user = [0xaau8; 16];
+    let user_addr = user.as_ptr() as usize;
+    let mut e = ErrEntry::default();
+    assert_eq!(
+        cq.readerr(&mut e, Some(&mut user), 0),
+        Ok(ErrDataOut::Copied(4))
+    );
+    assert_eq!((e.err_data, e.err_data_size), (BufAddr(user_addr), 4));
+    assert_eq!(&user[..4], &bits);
+    assert_eq!(user[4], 0xaa, "nothing past the data");
+    assert_eq!(e.prov_errno, 1, "receive frame error kind");
+    assert_eq!((e.olen, e.src_addr), (0, ADDR_NOTAVAIL));
+
+    // No buffer: err_data points at the CQ's own copy, kept while the borrow lives.
+    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    let mut e = ErrEntry::default();
+    let data = cq.readerr(&mut e, None, 0).unwrap();
+    let ErrDataOut::Provider(s) = data else {
+        panic!("expected the CQ's buffer, got {data:?}")
+    };
+    assert_eq!(s, &bits);
+    assert_eq!(
+        (e.err_data, e.err_data_size),
+        (BufAddr(s.as_ptr() as usize), 4)
+    );
+    let s = s.to_vec();
+
+    // strerror names the bit with the NIC's table.
+    let mut text = [0u8; 128];
+    let mut w = SliceWriter::new(&mut text);
+    cq.strerror(Some(Error::Io), e.prov_errno, &s, &mut w)
+        .unwrap();
+    let name = p.nic_b.rx_error_name(RXD_ERR_RXE.trailing_zeros()).unwrap();
+    assert_eq!(
+        w.finish(),
+        format!("input/output error: receive frame error: {name}")
+    );
+}
+
+#[test]
+fn a_frame_longer_than_the_posted_length_is_etrunc_with_olen() {
+    let p = pair();
+    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut sender = RawSender::new(&p);
+    let post = RecvPost {
+        len: 50,
+        ..recv(&mem, 7)
+    };
+    assert_eq!(rx.post_recvs(&[post]), Ok(1));
+    sender.send_seq(&p, 0..1);
+    let mut out = [MsgEntry::default(); 4];
+    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    let mut e = ErrEntry::default();
+    let mut user = [0u8; 8];
+    assert_eq!(
+        cq.readerr(&mut e, Some(&mut user), 0),
+        Ok(ErrDataOut::Copied(0))
+    );
+    assert_eq!(e.op_context, OpContext(7));
+    assert_eq!(e.err, 265, "FI_ETRUNC");
+    assert_eq!((e.len, e.olen), (50, FRAME - 50));
+    assert_eq!(
+        (e.prov_errno, e.err_data_size),
+        (0, 0),
+        "ringfab's own error"
+    );
+    assert_eq!(cq.credits(), 16);
+}
+
+#[test]
+fn a_device_length_lie_is_an_eio_error_entry_with_both_lengths() {
+    let p = pair();
+    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut sender = RawSender::new(&p);
+    post_n(&rx, &mem, 0..1);
+    p.b.inject(DeviceFault::OversizeLength {
+        queue: Some(0),
+        count: 1,
+        extra: 10,
+    });
+    sender.send_seq(&p, 0..1);
+    let mut out = [MsgEntry::default(); 4];
+    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    let mut e = ErrEntry::default();
+    let mut user = [0u8; 16];
+    assert_eq!(
+        cq.readerr(&mut e, Some(&mut user), 0),
+        Ok(ErrDataOut::Copied(8))
+    );
+    assert_eq!((e.err, e.prov_errno, e.len), (5, 2, 0));
+    assert_eq!(user[..4], (BUF as u32 + 10).to_le_bytes());
+    assert_eq!(user[4..8], (BUF as u32).to_le_bytes());
+}
+
+// ---- credits and overrun ----
+
+#[test]
+fn posting_beyond_the_cqs_credits_is_again_and_no_completion_is_lost() {
+    let p = pair();
+    rig_b!(p, aux, dom, cq, rx, mem, 4);
+    let mut sender = RawSender::new(&p);
+    let posts: Vec<_> = (0..6).map(|s| recv(&mem, s)).collect();
+    assert_eq!(
+        rx.post_recvs(&posts),
+        Ok(4),
+        "only as many as the CQ can owe"
+    );
+    assert_eq!(rx.post_recvs(&posts[4..]), Err(Error::Again));
+    assert_eq!(cq.credits(), 0);
+    sender.send_seq(&p, 0..4);
+    let mut out = [MsgEntry::default(); 8];
+    assert_eq!(cq.read(&mut out), Ok(4));
+    assert_eq!(contexts(&out[..4]), [0, 1, 2, 3]);
+    assert_eq!(cq.credits(), 4, "delivery releases the credits");
+    assert_eq!(rx.post_recvs(&posts[4..]), Ok(2));
+}
+
+#[test]
+fn a_full_ring_is_again_and_gives_the_credit_back() {
+    let p = pair();
+    rig_b!(p, aux, dom, cq, rx, mem, 64);
+    let posts: Vec<_> = (0..64).map(|s| recv(&mem, s)).collect();
+    let posted = rx.post_recvs(&posts).unwrap();
+    assert!(posted < 64, "the ring keeps one descriptor empty");
+    assert_eq!(rx.post_recvs(&posts[posted..]), Err(Error::Again));
+    assert_eq!(
+        cq.credits(),
+        64 - posted,
+        "the refused post holds no credit"
+    );
+}
+
+#[test]
+fn an_uncredited_entry_finding_no_room_overruns_valid_entries_first_then_overrun_for_good() {
+    let p = pair();
+    rig_b!(p, aux, dom, cq, rx, mem, 4);
+    let mut sender = RawSender::new(&p);
+    post_n(&rx, &mem, 0..2);
+    sender.send_seq(&p, 0..2);
+    // Two receives owe two slots; two more fit, the fifth entry overruns.
+    assert_eq!(
+        cq.report_uncredited(OpContext::NULL, Error::AddrNotAvail),
+        Ok(())
+    );
+    assert_eq!(
+        cq.report_uncredited(OpContext::NULL, Error::AddrNotAvail),
+        Ok(())
+    );
+    assert!(!cq.is_overrun());
+    assert_eq!(
+        cq.report_uncredited(OpContext::NULL, Error::AddrNotAvail),
+        Err(Error::Overrun)
+    );
+    assert!(cq.is_overrun());
+    assert_eq!(
+        rx.post_recvs(&[recv(&mem, 9)]),
+        Err(Error::OpBadState),
+        "an overrun CQ takes no new operations"
+    );
+
+    // Everything valid comes out first, in order.
+    let mut out = [MsgEntry::default(); 8];
+    let mut e = ErrEntry::default();
+    for _ in 0..2 {
+        assert_eq!(cq.read(&mut out), Err(Error::Avail));
+        cq.readerr(&mut e, None, 0).unwrap();
+        assert_eq!((e.err, e.op_context), (99, OpContext::NULL));
+    }
+    assert_eq!(
+        cq.read(&mut out),
+        Ok(2),
+        "receives posted before the overrun"
+    );
+    assert_eq!(contexts(&out[..2]), [0, 1]);
+    for _ in 0..3 {
+        assert_eq!(cq.read(&mut out), Err(Error::Overrun));
+        assert_eq!(cq.read(&mut []), Err(Error::Overrun));
+        assert_eq!(cq.readerr(&mut e, None, 0).err(), Some(Error::Overrun));
+    }
+}
+
+// ---- selective completion ----
+
+#[test]
+fn selective_completion_reports_only_requested_sends_and_releases_every_credit() {
+    let p = pair();
+    let mut aux = [AuxEntry::EMPTY; 64];
+    let (paths, cqs) = ([PathSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_a, &paths, &cqs);
+    let cq = dom.open_cq::<Msg>(&msg_attr(64), &mut aux).unwrap();
+    let tx = dom.open_tx(0, TxConfig::default()).unwrap();
+    cq.bind(&tx, BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION)
+        .unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF * SLOTS).unwrap();
+    write_bytes(&mem, 0, &frame(0));
+    let seg = [TxSegment {
+        iova: mem.iova(),
+        len: FRAME as u16,
+    }];
+    let mut reported = Vec::new();
+    let mut out = [MsgEntry::default(); 64];
+    for round in 0..20u64 {
+        // Every fifth send asks for its completion.
+        let posts: Vec<_> = (0..40u64)
+            .map(|i| SendPost {
+                segments: &seg,
+                context: OpContext((round * 40 + i) as usize),
+                flags: if i % 5 == 4 {
+                    OpFlags::COMPLETION
+                } else {
+                    OpFlags::empty()
+                },
+            })
+            .collect();
+        assert_eq!(tx.post_sends(&posts), Ok(40));
+        p.wire.run_until_idle();
+        while let Ok(n) = cq.read(&mut out) {
+            reported.extend(contexts(&out[..n]));
+        }
+    }
+    let want: Vec<usize> = (0..800).filter(|i| i % 5 == 4).collect();
+    assert_eq!(reported, want);
+    assert_eq!(cq.credits(), 64, "silent successes gave their credits back");
+}
+
+// ---- round robin over several paths ----
+
+#[test]
+fn read_takes_turns_between_bound_paths_and_keeps_each_ones_order() {
+    let p = pair();
+    let mut aux = [AuxEntry::EMPTY; 64];
+    let (paths, cqs) = ([PathSlot::EMPTY; 2], [CqSlot::EMPTY; 1]);
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_a, &paths, &cqs);
+    let cq = dom.open_cq::<Msg>(&msg_attr(64), &mut aux).unwrap();
+    let tx0 = dom.open_tx(0, TxConfig::default()).unwrap();
+    let tx1 = dom.open_tx(1, TxConfig::default()).unwrap();
+    cq.bind(&tx0, BindFlags::TRANSMIT).unwrap();
+    cq.bind(&tx1, BindFlags::TRANSMIT).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF).unwrap();
+    write_bytes(&mem, 0, &frame(0));
+    let seg = [TxSegment {
+        iova: mem.iova(),
+        len: FRAME as u16,
+    }];
+    for (tx, base) in [(&tx0, 0), (&tx1, 100)] {
+        let posts: Vec<_> = (0..8)
+            .map(|i| SendPost {
+                segments: &seg,
+                context: OpContext(base + i),
+                flags: OpFlags::empty(),
+            })
+            .collect();
+        assert_eq!(tx.post_sends(&posts), Ok(8));
+    }
+    p.wire.run_until_idle();
+    let mut out = [MsgEntry::default(); 4];
+    let mut batches = Vec::new();
+    while let Ok(n) = cq.read(&mut out) {
+        batches.push(contexts(&out[..n]));
+    }
+    assert_eq!(
+        batches,
+        [
+            vec![0, 1, 2, 3],
+            vec![100, 101, 102, 103],
+            vec![4, 5, 6, 7],
+            vec![104, 105, 106, 107]
+        ]
+    );
+}
+
+// ---- bind, close ----
+
+#[test]
+fn close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left() {
+    let p = pair();
+    let mut aux = [AuxEntry::EMPTY; 16];
+    let mut aux2 = [AuxEntry::EMPTY; 16];
+    let paths = [PathSlot::EMPTY; 1];
+    let cqs = [CqSlot::EMPTY; 1];
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let cq = dom.open_cq::<Msg>(&msg_attr(16), &mut aux).unwrap();
+    let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
+    cq.bind(&rx, BindFlags::RECV).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(BUF * SLOTS).unwrap();
+    let mut sender = RawSender::new(&p);
+    post_n(&rx, &mem, 0..3);
+    assert_eq!(cq.unbind(&rx), Err(Error::Busy), "operations outstanding");
+    bad_crc_next(&p);
+    sender.send_seq(&p, 0..3);
+    let mut out = [MsgEntry::default(); 4];
+    assert_eq!(cq.read(&mut out), Err(Error::Avail), "three entries queued");
+    let (err, cq) = cq.close().unwrap_err();
+    assert_eq!(err, Error::Busy);
+    assert_eq!(
+        cq.read(&mut out),
+        Err(Error::Avail),
+        "still usable after Busy"
+    );
+    let (err, rx) = rx.close().unwrap_err();
+    assert_eq!(err, Error::Busy, "a bound path is busy too");
+    assert_eq!(
+        cq.bind(&rx, BindFlags::RECV),
+        Err(Error::Inval),
+        "bound twice"
+    );
+    assert_eq!(
+        dom.open_rx(1, RxConfig::new(BUF as u32)).err(),
+        Some(Error::NoMem),
+        "the slab's one path slot is taken"
+    );
+
+    assert_eq!(cq.unbind(&rx), Ok(()), "every operation has completed");
+    assert!(cq.close().is_ok(), "closed, the three entries discarded");
+
+    let cq = dom.open_cq::<Msg>(&msg_attr(16), &mut aux2).unwrap();
+    assert_eq!(cq.index(), 0, "the same slot");
+    assert_eq!(cq.read(&mut out), Err(Error::Again), "nothing carried over");
+    assert_eq!(cq.credits(), 16);
+    assert!(rx.close().is_ok(), "an unbound path closes");
+}
+
+#[test]
+fn bind_needs_the_paths_direction_and_posting_needs_a_binding() {
+    let p = pair();
+    let mut aux = [AuxEntry::EMPTY; 16];
+    let paths = [PathSlot::EMPTY; 1];
+    let cqs = [CqSlot::EMPTY; 1];
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let cq = dom.open_cq::<Msg>(&msg_attr(16), &mut aux).unwrap();
+    let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(BUF * SLOTS).unwrap();
+    assert_eq!(rx.post_recvs(&[recv(&mem, 0)]), Err(Error::NoCq));
+    assert_eq!(cq.bind(&rx, BindFlags::TRANSMIT), Err(Error::Inval));
+    assert_eq!(
+        cq.read(&mut [MsgEntry::default()]),
+        Err(Error::Again),
+        "unbound: Again"
+    );
+    cq.bind(&rx, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+    assert_eq!(rx.post_recvs(&[recv(&mem, 0)]), Ok(1));
+}
+
+// ---- open ----
+
+/// What opening a CQ of format `F` with `attr` and `aux_len` aux entries returns, on a fresh
+/// domain over B.
+fn open_result<F: Format>(p: &Pair, attr: &CqAttr, aux_len: usize) -> Result<usize, Error> {
+    let mut aux = vec![AuxEntry::EMPTY; aux_len];
+    let paths = [PathSlot::EMPTY; 1];
+    let cqs = [CqSlot::EMPTY; 1];
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    dom.open_cq::<F>(attr, &mut aux).map(|cq| cq.attr().size())
+}
+
+#[test]
+fn invalid_attributes_at_open_return_the_specs_errors() {
+    let p = pair();
+    let base = msg_attr(16);
+    let max = ringfab::cq::CqLimits::default().max_size;
+    let cases = [
+        (
+            "unknown flag bit",
+            CqAttr {
+                flags: CqFlags::from_bits_retain(1 << 43),
+                ..base
+            },
+            Error::BadFlags,
+        ),
+        (
+            "size above the maximum",
+            CqAttr {
+                size: max + 1,
+                ..base
+            },
+            Error::Inval,
+        ),
+        (
+            "negative affinity vector",
+            CqAttr {
+                flags: CqFlags::AFFINITY,
+                signaling_vector: -1,
+                ..base
+            },
+            Error::Inval,
+        ),
+        (
+            "wait set without a set",
+            CqAttr {
+                wait_obj: WaitObj::Set,
+                ..base
+            },
+            Error::Inval,
+        ),
+        (
+            "fd wait without fds",
+            CqAttr {
+                wait_obj: WaitObj::Fd,
+                ..base
+            },
+            Error::NoSys,
+        ),
+        (
+            "blocking wait before sread exists",
+            CqAttr {
+                wait_obj: WaitObj::Unspec,
+                ..base
+            },
+            Error::NoSys,
+        ),
+        (
+            "format other than the queue's",
+            CqAttr {
+                format: CqFormat::Data,
+                ..base
+            },
+            Error::Inval,
+        ),
+        (
+            "aux shorter than the size",
+            CqAttr { size: 17, ..base },
+            Error::TooSmall,
+        ),
+    ];
+    for (what, attr, want) in cases {
+        assert_eq!(open_result::<Msg>(&p, &attr, 16), Err(want), "{what}");
+    }
+    assert_eq!(
+        open_result::<ringfab::cq::entry::Context>(&p, &CqAttr::default(), 16),
+        Err(Error::TooSmall),
+        "size 0 means the default 1024 entries"
+    );
+    assert_eq!(
+        open_result::<ringfab::cq::entry::Context>(&p, &CqAttr::default(), 1024),
+        Ok(1024),
+        "UNSPEC is the context format"
+    );
+    assert_eq!(open_result::<Msg>(&p, &base, 16), Ok(16));
+}
+
+#[test]
+fn cancel_all_turns_unfilled_receives_into_ecanceled_entries_and_frees_the_path() {
+    let p = pair();
+    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut sender = RawSender::new(&p);
+    post_n(&rx, &mem, 0..4);
+    sender.send_seq(&p, 0..1);
+    assert_eq!(
+        cq.unbind(&rx),
+        Err(Error::Busy),
+        "four receives outstanding"
+    );
+    rx.cancel_all();
+    let got = drain(&mut cq);
+    assert_eq!(got.len(), 4);
+    assert_eq!(
+        got[0].map(|e| e.op_context),
+        Ok(OpContext(0)),
+        "the filled one completes"
+    );
+    for (i, e) in got[1..].iter().enumerate() {
+        let e = e.expect_err("unfilled receives are canceled");
+        assert_eq!(e.op_context, OpContext(i + 1));
+        assert_eq!(
+            (e.err, e.prov_errno, e.len),
+            (125, 5, 0),
+            "FI_ECANCELED, receive flushed"
+        );
+    }
+    assert_eq!(cq.credits(), 16);
+    assert_eq!(cq.unbind(&rx), Ok(()));
+    post_n_fails_without_cq(&rx, &mem);
+}
+
+fn post_n_fails_without_cq(rx: &Path<'_, '_, '_, Igb0, D>, mem: &EmuDma) {
+    assert_eq!(rx.post_recvs(&[recv(mem, 0)]), Err(Error::NoCq));
+}
+
+#[test]
+fn domain_and_handles_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Domain<'static, 'static, Igb0, D>>();
+    shared::<Path<'static, 'static, 'static, Igb0, D>>();
+    shared::<ringfab::cq::CompletionQueue<'static, 'static, 'static, Igb0, D, Msg>>();
+}
+
+#[test]
+fn a_failed_send_that_asked_for_no_completion_still_reports_its_error_with_context() {
+    let p = pair();
+    let mut aux = [AuxEntry::EMPTY; 16];
+    let (paths, cqs) = ([PathSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_a, &paths, &cqs);
+    let mut cq = dom.open_cq::<Msg>(&msg_attr(16), &mut aux).unwrap();
+    let tx = dom.open_tx(0, TxConfig::default()).unwrap();
+    cq.bind(&tx, BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION)
+        .unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF).unwrap();
+    // The guard page after `mem` is never mapped: the device's read faults and the ring stalls
+    // (as the igb IOMMU tests show), so none of the frames is ever sent.
+    let seg = [TxSegment {
+        iova: Iova(mem.iova().0 + mem.len() as u64),
+        len: FRAME as u16,
+    }];
+    let posts: Vec<_> = (0..3)
+        .map(|i| SendPost {
+            segments: &seg,
+            context: OpContext(50 + i),
+            flags: OpFlags::empty(),
+        })
+        .collect();
+    assert_eq!(tx.post_sends(&posts), Ok(3));
+    p.wire.run_until_idle();
+    tx.cancel_all();
+    let got = drain(&mut cq);
+    let errs: Vec<_> = got
+        .iter()
+        .map(|e| e.map_err(|e| (e.op_context.0, e.err, e.prov_errno, e.flags)))
+        .collect();
+    let flags = CompletionFlags::SEND | CompletionFlags::MSG;
+    assert_eq!(
+        errs,
+        [
+            Err((50, 125, 6, flags)),
+            Err((51, 125, 6, flags)),
+            Err((52, 125, 6, flags))
+        ]
+    );
+    assert_eq!(cq.credits(), 16);
+}
+
+#[test]
+fn a_failed_receive_that_asked_for_no_completion_still_reports_its_error_with_context() {
+    let p = pair();
+    let mut aux = [AuxEntry::EMPTY; 16];
+    let (paths, cqs) = ([PathSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let mut cq = dom.open_cq::<Msg>(&msg_attr(16), &mut aux).unwrap();
+    let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
+    cq.bind(&rx, BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION)
+        .unwrap();
+    let mem = p.nic_b.platform().alloc_dma(BUF * SLOTS).unwrap();
+    let mut sender = RawSender::new(&p);
+    // Receives 0 and 2 ask for no completion; 1 and 3 do.
+    let posts: Vec<_> = (0..4)
+        .map(|s| RecvPost {
+            flags: if s % 2 == 1 {
+                OpFlags::COMPLETION
+            } else {
+                OpFlags::empty()
+            },
+            ..recv(&mem, s)
+        })
+        .collect();
+    assert_eq!(rx.post_recvs(&posts), Ok(4));
+    sender.send_seq(&p, 0..2);
+    bad_crc_next(&p);
+    sender.send_seq(&p, 2..4);
+    let got: Vec<_> = drain(&mut cq)
+        .iter()
+        .map(|e| match e {
+            Ok(ok) => Ok(ok.op_context.0),
+            Err(err) => Err((err.op_context.0, err.err, err.prov_errno)),
+        })
+        .collect();
+    assert_eq!(got, [Ok(1), Err((2, 5, 1)), Ok(3)]);
+    assert_eq!(cq.credits(), 16, "the silent success gave its credit back");
+}
