@@ -6,27 +6,25 @@
 //!   `cargo test` runs against. Its figure is dominated by the model's own cost.
 //! * **null device**: the same driver calls against a *do-nothing device* that completes every
 //!   descriptor the moment its tail is written (TX: DD on RS descriptors; RX: a 64-byte frame with
-//!   DD|EOP). What remains is the driver's cost per frame: push + its share of the doorbell + poll.
-//!   Run under `valgrind --tool=callgrind` (see docs/perf.md) to get instructions per frame with the
-//!   device's own instructions subtracted.
+//!   DD|EOP), `ringfab_emu::null`. What remains is the driver's cost per frame: push + its share
+//!   of the doorbell + poll. Run under `valgrind --tool=callgrind` (see docs/perf.md) to get
+//!   instructions per frame with the device's own instructions subtracted.
 //!
 //! `cargo bench -p ringfab-igb --bench datapath [-- --frames N] [-- --null-only]`
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::hint::black_box;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use ringfab_emu::null::{NullPlatform, RX_FRAME_LEN};
 use ringfab_emu::{EmuIgb, IgbModelConfig, Wire};
 use ringfab_hal::{
-    DmaMapping, DmaRegion, Iova, MacAddr, Mmio, Nic, Platform, Report, Result, RxBuffer,
-    RxCompletion, RxConfig, RxQueue, Token, TxCompletion, TxConfig, TxQueue, TxSegment, Wait,
-    WaitOutcome,
+    DmaRegion, Iova, MacAddr, Nic, Platform, Report, RxBuffer, RxCompletion, RxConfig, RxQueue,
+    Token, TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use ringfab_igb::Igb;
 
-const FRAME: usize = 64;
+/// The null device's RX frames are this long too; TX frames are made this long.
+const FRAME: usize = RX_FRAME_LEN as usize;
 const DEPTH: usize = 256;
 const SLOT: usize = 2048;
 const BATCHES: [usize; 3] = [1, 8, 32];
@@ -128,7 +126,7 @@ fn null_device_cycle(frames: usize, batch: usize) -> f64 {
 
 /// One batch through the driver in each direction. The two halves are separate functions so
 /// that a profiler (callgrind) can attribute each direction's cost; the do-nothing device's own
-/// work is in `NullRegs::complete_tx` / `complete_rx`, to be subtracted.
+/// work is in `ringfab_emu::null::NullRegs::complete_tx` / `complete_rx`, to be subtracted.
 fn driver_batch<T: TxQueue, R: RxQueue>(
     tx: &mut T,
     rx: &mut R,
@@ -263,215 +261,4 @@ fn at(region: &impl DmaRegion, offset: usize) -> Iova {
         .iova()
         .checked_add(offset as u64)
         .expect("offset inside the region")
-}
-
-// --- The do-nothing device ---------------------------------------------------------------------
-//
-// Registers are a flat array; reads return what was written, except the few bits bring-up waits
-// on (RST self-clears, MDIC is always ready, the link is always up). A tail write completes every
-// descriptor between the old and the new tail on the spot. DMA memory is host memory with IOVA ==
-// CPU address: there is no IOMMU here, which is fine for a benchmark of trusted code.
-
-const BAR0: usize = 128 * 1024;
-const CTRL: usize = 0x0000;
-const STATUS: usize = 0x0008;
-const MDIC: usize = 0x0020;
-const RXQ: usize = 0xC000;
-const TXQ: usize = 0xE000;
-const Q_STRIDE: usize = 0x40;
-const BAL: usize = 0x00;
-const BAH: usize = 0x04;
-const LEN: usize = 0x08;
-const HEAD: usize = 0x10;
-const TAIL: usize = 0x18;
-
-struct NullPlatform {
-    regs: &'static NullRegs,
-}
-
-struct NullRegs {
-    words: Vec<AtomicU32>,
-}
-
-impl NullPlatform {
-    fn new() -> Self {
-        let words = (0..BAR0 / 4).map(|_| AtomicU32::new(0)).collect();
-        // Leaked on purpose: a benchmark process makes a handful of these.
-        NullPlatform {
-            regs: Box::leak(Box::new(NullRegs { words })),
-        }
-    }
-}
-
-impl NullRegs {
-    fn get(&self, offset: usize) -> u32 {
-        self.words[offset / 4].load(Ordering::Relaxed)
-    }
-
-    fn set(&self, offset: usize, value: u32) {
-        self.words[offset / 4].store(value, Ordering::Relaxed);
-    }
-
-    /// Completes transmit descriptors up to `tail` (the device's cost, for the profiler).
-    #[inline(never)]
-    fn complete_tx(&self, base: usize, tail: u32) {
-        self.complete(base, tail, false);
-    }
-
-    /// Completes receive descriptors up to `tail` (the device's cost, for the profiler).
-    #[inline(never)]
-    fn complete_rx(&self, base: usize, tail: u32) {
-        self.complete(base, tail, true);
-    }
-
-    /// Completes ring descriptors `head..tail` of the queue at `base`, as the device would.
-    #[inline(always)]
-    fn complete(&self, base: usize, tail: u32, rx: bool) {
-        let ring =
-            (u64::from(self.get(base + BAH)) << 32 | u64::from(self.get(base + BAL))) as usize;
-        let n = (self.get(base + LEN) / 16).max(1);
-        let mut head = self.get(base + HEAD) % n;
-        while head != tail % n {
-            let desc = (ring + 16 * head as usize) as *mut u64;
-            // SAFETY: `desc` is descriptor `head` of a ring the driver allocated from this
-            // platform (IOVA == CPU address) and programmed into BAL/BAH/LEN; `head < n`.
-            unsafe {
-                let w1 = desc.add(1);
-                if rx {
-                    desc.write_volatile(0);
-                    w1.write_volatile((FRAME as u64) << 32 | 0b11); // length, EOP | DD
-                } else if w1.read_volatile() & (1 << 27) != 0 {
-                    w1.write_volatile(w1.read_volatile() | 1 << 32); // RS → DD
-                }
-            }
-            head = (head + 1) % n;
-        }
-        self.set(base + HEAD, head);
-    }
-}
-
-impl Mmio for &'static NullRegs {
-    fn read32(&self, offset: usize) -> u32 {
-        if offset % 4 != 0 || offset >= BAR0 {
-            return u32::MAX;
-        }
-        match offset {
-            CTRL => self.get(CTRL) & !(1 << 26),
-            STATUS => 0b11 | 0b10 << 6, // FD, LU, 1000 Mb/s
-            MDIC => self.get(MDIC) | 1 << 28,
-            _ => self.get(offset),
-        }
-    }
-
-    fn write32(&self, offset: usize, value: u32) {
-        if offset % 4 != 0 || offset >= BAR0 {
-            return;
-        }
-        self.set(offset, value);
-        if offset % Q_STRIDE == TAIL {
-            if (RXQ..RXQ + 16 * Q_STRIDE).contains(&offset) {
-                self.complete_rx(offset - TAIL, value);
-            } else if (TXQ..TXQ + 16 * Q_STRIDE).contains(&offset) {
-                self.complete_tx(offset - TAIL, value);
-            }
-        }
-    }
-
-    fn len(&self) -> usize {
-        BAR0
-    }
-}
-
-struct HostDma {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
-
-// SAFETY: the memory is owned by this value alone.
-unsafe impl Send for HostDma {}
-
-// SAFETY: zeroed, 4096-aligned, valid for `len` bytes until drop; IOVA == CPU address and the
-// null device touches only rings programmed into it.
-unsafe impl DmaRegion for HostDma {
-    fn cpu(&self) -> NonNull<u8> {
-        self.ptr
-    }
-    fn iova(&self) -> Iova {
-        Iova(self.ptr.as_ptr() as u64)
-    }
-    fn len(&self) -> usize {
-        self.layout.size()
-    }
-}
-
-impl Drop for HostDma {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `alloc_dma` with this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
-    }
-}
-
-struct NoMapping;
-
-impl DmaMapping for NoMapping {
-    fn iova(&self) -> Iova {
-        Iova(0)
-    }
-    fn len(&self) -> usize {
-        0
-    }
-}
-
-struct NoWait;
-
-impl Wait for NoWait {
-    fn drain(&self) -> bool {
-        false
-    }
-    fn wait(&self, _timeout: Option<Duration>) -> WaitOutcome {
-        WaitOutcome::TimedOut
-    }
-    fn notify(&self) {}
-}
-
-// SAFETY: a benchmark platform for trusted code: the "device" touches only rings the driver
-// programmed, and DMA memory is plain host memory it owns.
-unsafe impl Platform for NullPlatform {
-    type Mmio = &'static NullRegs;
-    type Dma = HostDma;
-    type Mapping = NoMapping;
-    type Wait = NoWait;
-
-    fn bar(&self, index: u8) -> Result<Self::Mmio> {
-        match index {
-            0 => Ok(self.regs),
-            _ => Err(ringfab_hal::Error::BarUnavailable { index }),
-        }
-    }
-    fn config_read32(&self, offset: u16) -> u32 {
-        match offset {
-            0 => 0x10c9_8086, // 82576 as QEMU's igb
-            _ => 0,
-        }
-    }
-    fn config_write32(&self, _offset: u16, _value: u32) {}
-    fn alloc_dma(&self, len: usize) -> Result<HostDma> {
-        let size = len.max(1).next_multiple_of(4096);
-        let layout = Layout::from_size_align(size, 4096)
-            .map_err(|_| ringfab_hal::Error::DmaAlloc { len })?;
-        // SAFETY: `layout` has a non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(ptr).ok_or(ringfab_hal::Error::DmaAlloc { len })?;
-        Ok(HostDma { ptr, layout })
-    }
-    unsafe fn map_dma(&self, _cpu: NonNull<u8>, len: usize) -> Result<NoMapping> {
-        Err(ringfab_hal::Error::DmaMap { len })
-    }
-    fn delay(&self, _duration: Duration) {}
-    fn irq_vectors(&self) -> u16 {
-        0
-    }
-    fn irq(&self, vector: u16) -> Result<NoWait> {
-        Err(ringfab_hal::Error::InterruptUnavailable { vector })
-    }
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Instructions per frame per direction spent in the igb driver, at batch 1, 8 and 32, measured by
 # callgrind (which counts instructions exactly, whatever else the machine does) against the
-# benchmark's do-nothing device. For each batch it runs the benchmark twice with different frame
-# counts and divides the difference, which cancels bring-up and start-up; from each direction's
-# inclusive cost it subtracts the device's own (`NullRegs::complete_tx` / `complete_rx`).
+# do-nothing device (`ringfab_emu::null`). For each batch it runs the benchmark twice with
+# different frame counts and divides the difference, which cancels bring-up and start-up; from
+# each direction's inclusive cost it subtracts the device's own
+# (`ringfab_emu::null::NullRegs::complete_tx` / `complete_rx`, matched by the name's tail).
 #
 #   drivers/igb/benches/instructions.sh            (needs valgrind)
 set -euo pipefail

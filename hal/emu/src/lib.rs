@@ -37,6 +37,7 @@
 pub mod fault;
 pub mod igb;
 pub mod iommu;
+pub mod null;
 pub mod pcap;
 pub mod platform;
 pub mod toeplitz;
@@ -46,6 +47,7 @@ pub mod wire;
 pub use fault::{CorruptMode, DeviceFault, Prng, Ring, WireFault};
 pub use igb::{EmuIgb, IgbModelConfig};
 pub use iommu::{EmuDma, EmuMapping, Iommu, IommuFault};
+pub use null::{NullPlatform, NullRegs};
 pub use platform::{EmuMmio, EmuPlatform};
 pub use wait::EmuWait;
 pub use wire::{Pump, Wire, WireStats};
