@@ -468,27 +468,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
     /// Otherwise `Ok(n)`, the number posted (the caller retries the rest).
     #[doc(hidden)]
     pub fn post_recvs(&self, posts: &[RecvPost]) -> Result<usize> {
-        let mut guard = self.slot().state.lock();
-        let Some(st) = guard.as_mut() else {
-            return Err(Error::OpBadState);
-        };
-        let cq = self.bound_cq(st)?;
-        let mut posted = 0;
-        let mut failure = Ok(());
-        for p in posts {
-            if let Err(e) = post_one_recv(st, cq, p) {
-                failure = Err(e);
-                break;
-            }
-            posted += 1;
-        }
-        if let Queue::Rx(q) = &mut st.queue {
-            q.doorbell();
-        }
-        match failure {
-            Err(e) if posted == 0 => Err(e),
-            _ => Ok(posted),
-        }
+        self.post_batch(posts, post_one_recv)
     }
 
     /// Posts sends, in order, with one doorbell. As [`post_recvs`](Self::post_recvs), for a
@@ -499,6 +479,17 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
     /// segment list.
     #[doc(hidden)]
     pub fn post_sends(&self, posts: &[SendPost<'_>]) -> Result<usize> {
+        self.post_batch(posts, post_one_send)
+    }
+
+    /// The posting batch both directions share: under the path lock, post in order until the
+    /// first failure, then one doorbell for everything posted. `Err` only when nothing was
+    /// posted; otherwise `Ok(n)` and the caller retries the rest.
+    fn post_batch<P>(
+        &self,
+        posts: &[P],
+        post_one: impl Fn(&mut PathState<'n, N, D>, &CqSlot<'_>, &P) -> Result,
+    ) -> Result<usize> {
         let mut guard = self.slot().state.lock();
         let Some(st) = guard.as_mut() else {
             return Err(Error::OpBadState);
@@ -507,14 +498,15 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
         let mut posted = 0;
         let mut failure = Ok(());
         for p in posts {
-            if let Err(e) = post_one_send(st, cq, p) {
+            if let Err(e) = post_one(st, cq, p) {
                 failure = Err(e);
                 break;
             }
             posted += 1;
         }
-        if let Queue::Tx(q) = &mut st.queue {
-            q.doorbell();
+        match &mut st.queue {
+            Queue::Tx(q) => q.doorbell(),
+            Queue::Rx(q) => q.doorbell(),
         }
         match failure {
             Err(e) if posted == 0 => Err(e),
