@@ -588,28 +588,33 @@ impl<D: DmaRegion, const N: usize> RxRing<D, N> {
             let ring = self.slots.ring.view();
             let head = self.slots.head;
             let ready = self.slots.notified.wrapping_sub(head).min(out.len());
+            // One running index (not `head + n` per entry); `n` is its distance from `head`.
+            let mut at = head;
             for entry in &mut out[..ready] {
-                let i = head.wrapping_add(n) & Self::MASK;
+                let i = at & Self::MASK;
                 let w1 = ring.read(i, 1);
-                let reported = RXWB1::PKT_LEN.read(w1) as u16;
-                if w1 as u32 & RX_CLEAN_MASK != RX_CLEAN || i64::from(reported) > self.limits[i] {
+                // PKT_LEN is 16 bits wide, so this fits a `u32` and compares exactly as an `i64`.
+                let reported = RXWB1::PKT_LEN.read(w1);
+                if w1 as u32 & RX_CLEAN_MASK != RX_CLEAN || reported as i64 > self.limits[i] {
                     break;
                 }
                 // The rest of the write-back (and the frame data) is visible after seeing DD.
                 fence(Ordering::Acquire);
                 let w0 = ring.read(i, 0);
                 entry.token = self.slots.tokens[i];
-                entry.len = u32::from(reported);
+                entry.len = reported as u32;
                 entry.status = Ok(());
                 // Most frames carry no hash (RSS off, or a protocol it does not cover): then
                 // one byte-sized store, not the whole `RssInfo`.
-                entry.rss = None;
                 if RXWB0::RSS_TYPE.is_set(w0) {
                     entry.rss = RxWritebackRepr::parse([w0, 0]).rss();
+                } else {
+                    entry.rss = None;
                 }
-                n += 1;
+                at = at.wrapping_add(1);
             }
-            self.slots.head = head.wrapping_add(n);
+            n = at.wrapping_sub(head);
+            self.slots.head = at;
         }
         if n < out.len() && self.slots.head != self.slots.tail {
             n += self.poll_general(&mut out[n..]);
