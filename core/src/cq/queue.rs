@@ -44,13 +44,13 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use spin::Mutex;
 
 use super::attr::ResolvedCqAttr;
-use super::entry::{BufAddr, Completion, ErrEntry, Format, OpContext, ADDR_NOTAVAIL};
+use super::entry::{BufAddr, Completion, ErrEntry, Format, OpContext};
 use super::errdata::{deliver_err_data, ErrDataOut, ERR_DATA_MAX};
 use super::strerror::{self, ProvError};
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags};
 use crate::hal::Nic;
-use crate::path::{ErrRecord, Outcome, Path, NO_CQ};
+use crate::path::{ErrRecord, Outcome, Path, PathSlot, PathState, NO_CQ};
 use crate::{Error, Result};
 
 /// What an aux-queue slot holds.
@@ -256,26 +256,20 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     /// `Domain` for a path of another domain; `Inval` without the path's direction, or if the
     /// path is already bound (libfabric's util answers a duplicate binding the same way).
     pub fn bind(&self, path: &Path<'_, 's, 'n, N, D>, flags: BindFlags) -> Result {
-        if !core::ptr::eq(path.domain, self.domain) {
-            return Err(Error::Domain);
-        }
-        let pslot = &self.domain.paths()[path.index];
-        let mut guard = pslot.state.lock();
-        let Some(st) = guard.as_mut() else {
-            return Err(Error::Inval);
-        };
-        let dir = if st.is_tx() {
-            BindFlags::TRANSMIT
-        } else {
-            BindFlags::RECV
-        };
-        if !flags.contains(dir) || st.cq.is_some() {
-            return Err(Error::Inval);
-        }
-        st.set_binding(Some(self.index), flags);
-        pslot.cq.store(self.index, Ordering::Release);
-        self.slot().binds.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        self.with_path(path, |pslot, st| {
+            let dir = if st.is_tx() {
+                BindFlags::TRANSMIT
+            } else {
+                BindFlags::RECV
+            };
+            if !flags.contains(dir) || st.cq.is_some() {
+                return Err(Error::Inval);
+            }
+            st.set_binding(Some(self.index), flags);
+            pslot.cq.store(self.index, Ordering::Release);
+            self.slot().binds.fetch_add(1, Ordering::AcqRel);
+            Ok(())
+        })
     }
 
     /// Unbinds `path`.
@@ -284,6 +278,27 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     /// `Inval` if it is not bound to this CQ; `Busy` while operations posted on it are
     /// outstanding (their completions are owed to this CQ).
     pub fn unbind(&self, path: &Path<'_, 's, 'n, N, D>) -> Result {
+        self.with_path(path, |pslot, st| {
+            if st.cq != Some(self.index) {
+                return Err(Error::Inval);
+            }
+            if st.live() > 0 {
+                return Err(Error::Busy);
+            }
+            st.set_binding(None, BindFlags::empty());
+            pslot.cq.store(NO_CQ, Ordering::Release);
+            self.slot().binds.fetch_sub(1, Ordering::AcqRel);
+            Ok(())
+        })
+    }
+
+    /// Runs `f` on `path`'s slot and open state under the path lock: what `bind` and `unbind`
+    /// share. `Domain` for a path of another domain, `Inval` for a path no longer open.
+    fn with_path(
+        &self,
+        path: &Path<'_, 's, 'n, N, D>,
+        f: impl FnOnce(&PathSlot<'n, N, D>, &mut PathState<'n, N, D>) -> Result,
+    ) -> Result {
         if !core::ptr::eq(path.domain, self.domain) {
             return Err(Error::Domain);
         }
@@ -292,16 +307,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         let Some(st) = guard.as_mut() else {
             return Err(Error::Inval);
         };
-        if st.cq != Some(self.index) {
-            return Err(Error::Inval);
-        }
-        if st.live() > 0 {
-            return Err(Error::Busy);
-        }
-        st.set_binding(None, BindFlags::empty());
-        pslot.cq.store(NO_CQ, Ordering::Release);
-        self.slot().binds.fetch_sub(1, Ordering::AcqRel);
-        Ok(())
+        f(pslot, st)
     }
 
     /// Closes the CQ (`fi_close`); completions still queued are discarded.
@@ -463,20 +469,11 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             ErrDataOut::Provider([]) => (BufAddr::NULL, 0),
             ErrDataOut::Provider(s) => (BufAddr(s.as_ptr() as usize), s.len()),
         };
-        let c = rec.completion;
         *entry = ErrEntry {
-            op_context: c.context,
-            flags: c.flags,
-            len: c.len,
-            buf: c.buf,
-            data: c.data,
-            tag: c.tag,
             olen: rec.olen,
-            err: rec.err.errno(),
-            prov_errno,
             err_data: ptr,
             err_data_size: size,
-            src_addr: ADDR_NOTAVAIL,
+            ..ErrEntry::from_completion(&rec.completion, rec.err, prov_errno)
         };
         Ok(out)
     }
