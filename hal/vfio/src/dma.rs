@@ -297,22 +297,9 @@ pub(crate) mod tests {
         (Arc::new(s), rec)
     }
 
-    fn qemu() -> Vec<IovaRange> {
-        vec![
-            IovaRange {
-                start: 0,
-                last: 0xfedf_ffff,
-            },
-            IovaRange {
-                start: 0xfef0_0000,
-                last: (1 << 48) - 1,
-            },
-        ]
-    }
-
     #[test]
     fn alloc_maps_zeroed_pages_and_drop_unmaps_and_frees_the_iova() {
-        let (s, rec) = space(&qemu());
+        let (s, rec) = space(&crate::iova::tests::qemu_ranges());
         let d = s.alloc(100).unwrap();
         assert_eq!(d.len(), 4096, "rounded up to a page");
         assert_eq!(d.cpu().as_ptr() as usize % 4096, 0);
@@ -331,7 +318,7 @@ pub(crate) mod tests {
 
     #[test]
     fn regions_get_disjoint_iovas() {
-        let (s, _) = space(&qemu());
+        let (s, _) = space(&crate::iova::tests::qemu_ranges());
         let a = s.alloc(3 * 4096).unwrap();
         let b = s.alloc(4096).unwrap();
         assert!(b.iova().0 >= a.iova().0 + 3 * 4096 || b.iova().0 + 4096 <= a.iova().0);
@@ -339,7 +326,7 @@ pub(crate) mod tests {
 
     #[test]
     fn map_reports_the_exact_sub_range_of_the_mapped_pages() {
-        let (s, rec) = space(&qemu());
+        let (s, rec) = space(&crate::iova::tests::qemu_ranges());
         let buf = Mapping::anonymous(3 * 4096, false).unwrap();
         // 5000 bytes starting 100 bytes into the first page: spans pages 0 and 1.
         // SAFETY: `buf` outlives the mapping and is not referenced.
@@ -356,7 +343,7 @@ pub(crate) mod tests {
 
     #[test]
     fn zero_length_or_wrapping_requests_are_refused() {
-        let (s, _) = space(&qemu());
+        let (s, _) = space(&crate::iova::tests::qemu_ranges());
         assert!(matches!(s.alloc(0), Err(Error::DmaRequest { len: 0 })));
         let p = NonNull::new(usize::MAX as *mut u8).unwrap();
         // SAFETY: refused before anything is mapped.
@@ -383,7 +370,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_refused_map_returns_the_iova_and_says_how_to_fix_memlock() {
-        let (s, rec) = space(&qemu());
+        let (s, rec) = space(&crate::iova::tests::qemu_ranges());
         rec.fail_map
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let e = s.alloc(4096).unwrap_err();
@@ -395,7 +382,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_failed_unmap_leaks_rather_than_reusing_memory_the_device_may_reach() {
-        let (s, rec) = space(&qemu());
+        let (s, rec) = space(&crate::iova::tests::qemu_ranges());
         let d = s.alloc(4096).unwrap();
         let iova = d.iova();
         rec.fail_unmap

@@ -263,13 +263,13 @@ fn align_up(v: u64, align: u64) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const PAGE: u64 = 4096;
 
     /// The ranges QEMU's intel-iommu reports (notes/qemu-vfio.md): a hole for the MSI window.
-    fn qemu_ranges() -> Vec<IovaRange> {
+    pub(crate) fn qemu_ranges() -> Vec<IovaRange> {
         vec![
             IovaRange {
                 start: 0,
