@@ -34,6 +34,8 @@
     missing_docs
 )]
 
+mod device;
+mod engine;
 pub mod fault;
 pub mod igb;
 pub mod iommu;
@@ -44,8 +46,9 @@ pub mod toeplitz;
 pub mod wait;
 pub mod wire;
 
+pub use device::{EmuNic, Kind, ModelConfig};
 pub use fault::{CorruptMode, DeviceFault, Prng, Ring, WireFault};
-pub use igb::{EmuIgb, IgbModelConfig};
+pub use igb::{EmuIgb, Igb82576, IgbModelConfig};
 pub use iommu::{EmuDma, EmuMapping, Iommu, IommuFault};
 pub use null::{NullPlatform, NullRegs};
 pub use platform::{EmuMmio, EmuPlatform};
