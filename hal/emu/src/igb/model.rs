@@ -6,12 +6,12 @@
 
 use ringfab_hal::{MacAddr, Wait};
 
-use super::pci::PciConfig;
 use super::regs::*;
 use crate::device::Model;
 use crate::engine::Engine;
 use crate::fault::Ring;
 use crate::iommu::Iommu;
+use crate::pci::PciConfig;
 use crate::wait::EmuWait;
 
 const WORDS: usize = BAR0_LEN / 4;
@@ -50,7 +50,7 @@ impl IgbModel {
             regs: vec![0; WORDS].into_boxed_slice(),
             phy: [0; 32],
             mac,
-            pci: PciConfig::new(bus_master),
+            pci: PciConfig::new(bus_master, &super::pci::LAYOUT),
             now_ns: 0,
             autoneg_due: None,
             cable,
