@@ -6,6 +6,8 @@ mod model;
 pub mod pci;
 mod queues;
 pub mod regs;
+#[cfg(test)]
+mod tests;
 
 use crate::device::{EmuNic, Kind, ModelConfig};
 use crate::iommu::Iommu;
