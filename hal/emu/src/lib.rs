@@ -49,7 +49,7 @@ pub use igb::{EmuIgb, IgbModelConfig};
 pub use iommu::{EmuDma, EmuMapping, Iommu, IommuFault};
 pub use null::{NullPlatform, NullRegs};
 pub use platform::{EmuMmio, EmuPlatform};
-pub use wait::EmuWait;
+pub use wait::{EmuWait, EmuWaitSet};
 pub use wire::{Pump, Wire, WireStats};
 
 #[cfg(test)]
