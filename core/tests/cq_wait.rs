@@ -13,8 +13,8 @@ use ringfab::cq::{
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CqFlags, OpFlags};
 use ringfab::hal::{
-    DmaRegion, Iova, MacAddr, Mmio, Nic, Platform, Report, RxBuffer, RxConfig, Token, TxCompletion,
-    TxConfig, TxQueue, TxSegment,
+    DmaRegion, Iova, MacAddr, Mmio, Nic, Platform, RawWait, Report, RxBuffer, RxConfig, Token,
+    TxCompletion, TxConfig, TxQueue, TxSegment, Wait,
 };
 use ringfab::path::{Path, PathSlot, RecvPost, SendPost};
 use ringfab::Error;
@@ -711,4 +711,54 @@ fn a_closed_member_leaves_the_set_and_its_vector_no_longer_wakes_it() {
         Err(Error::Again),
         "its signal was its own"
     );
+}
+
+/// poll(2) for readability: what an application does with the descriptor `FI_GETWAIT` gives.
+fn poll_readable(fd: i32, timeout_ms: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid, initialised pollfd that lives across the call.
+    unsafe { libc::poll(&mut pfd, 1, timeout_ms) == 1 }
+}
+
+#[test]
+fn fd_wait_gives_an_eventfd_the_emulated_interrupt_makes_readable() {
+    let p = pair();
+    p.b.use_eventfds().unwrap();
+    rig!(p, dom, cq, _rx, attr(WaitObj::Fd));
+    let Ok(RawWait::Fd(fd)) = cq.control(CqControl::GetWait) else {
+        panic!("an FD CQ gives its descriptor");
+    };
+    let v = cq.interrupt_vector().unwrap();
+    assert!(
+        matches!(p.b.vector(v).unwrap().raw(), Some(RawWait::Fd(f)) if f == fd),
+        "the descriptor is the CQ's vector's"
+    );
+    assert_eq!(cq.trywait(), Ok(()), "nothing queued: safe to block");
+    assert!(!poll_readable(fd, 0));
+    thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_millis(30));
+            Sender::new(&p).send(&p, 1);
+        });
+        assert!(
+            poll_readable(fd, 10_000),
+            "the emulated interrupt made it readable"
+        );
+    });
+    assert_eq!(cq.trywait(), Err(Error::Again), "read first");
+    let mut out = entries();
+    assert_eq!(cq.read(&mut out), Ok(1));
+    assert_eq!(cq.trywait(), Ok(()));
+    assert!(!poll_readable(fd, 0), "trywait drained it");
+    // The same CQ also blocks in sread.
+    thread::scope(|s| {
+        let reader = s.spawn(|| cq.sread(&mut out, None, LONG, &clock()));
+        until_blocked(&cq, 1);
+        Sender::new(&p).send(&p, 1);
+        assert_eq!(reader.join().unwrap(), Ok(1));
+    });
 }

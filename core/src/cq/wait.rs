@@ -346,6 +346,30 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         Ok(())
     }
 
+    /// `fi_trywait` for this CQ: prepares an application that blocks on the CQ's wait object
+    /// itself (the eventfd `control(GetWait)` gives for `FI_WAIT_FD`, polled with poll/epoll)
+    /// instead of calling [`sread`](Self::sread). Drains the handle, arms the interrupt of
+    /// every bound queue, then checks the CQ: `Ok` means nothing is queued and it is safe to
+    /// block — the next completion makes the descriptor readable. The interrupts stay armed
+    /// until a blocking call on the CQ ends (the last `sread` leaving disarms them).
+    ///
+    /// # Errors
+    /// `Again` when something is queued (an error or overrun too): read it before blocking.
+    /// `NoSys` on a CQ without a wait object (`FI_WAIT_NONE`).
+    pub fn trywait(&self) -> Result {
+        if !self.attr.signal_allowed() {
+            return Err(Error::NoSys);
+        }
+        if let Some(w) = &self.wait {
+            w.drain();
+            arm_paths(self.domain, self.index, true);
+        }
+        match read_raw(self.domain, self.index, 0, |_, _| {}) {
+            Err(Error::Again) => Ok(()),
+            _ => Err(Error::Again),
+        }
+    }
+
     /// Threads registered as blocked on the CQ right now (`sread` callers, and the waiter of
     /// its wait set): lets a test wait until a reader really blocks.
     #[doc(hidden)]

@@ -5,6 +5,11 @@
 //! kept, and the next [`wait`](Wait::wait) consumes it at once. Many notifications before a wait
 //! collapse into one, as an eventfd read in semaphore-less mode would return them together.
 //!
+//! On Linux a handle can also mirror its pending flag into an eventfd
+//! ([`EmuWait::attach_eventfd`], [`EmuIgb::use_eventfds`](crate::EmuIgb::use_eventfds)): the
+//! eventfd polls readable exactly while a notification is pending, so `FI_WAIT_FD` and
+//! `FI_GETWAIT` can be tested on the emulated device as they work under VFIO.
+//!
 //! [`EmuWaitSet`] waits on several of them at once: a member's `notify` also wakes the sets it
 //! belongs to (one condvar per set), and the set's wait looks at its members' pending flags, so it
 //! is level-triggered as epoll over eventfds is.
@@ -22,6 +27,9 @@ struct Inner {
     notifications: AtomicU64,
     /// The sets this handle is a member of; a notification wakes each.
     sets: Mutex<Vec<Weak<SetInner>>>,
+    /// An eventfd whose count mirrors `pending` (changed only under its lock).
+    #[cfg(target_os = "linux")]
+    fd: std::sync::OnceLock<eventfd::EventFd>,
 }
 
 /// A panic while holding one of these locks leaves only flags and lists behind: still
@@ -53,6 +61,38 @@ impl EmuWait {
         *self.lock()
     }
 
+    /// Mirrors the pending flag into a new eventfd from now on (a notification already pending
+    /// is carried over), so that [`Wait::raw`] gives a descriptor that polls readable exactly
+    /// while a notification is pending. Clones share it; attaching twice keeps the first.
+    ///
+    /// # Errors
+    /// The OS error from eventfd(2).
+    #[cfg(target_os = "linux")]
+    pub fn attach_eventfd(&self) -> std::io::Result<()> {
+        let pending = self.lock();
+        if self.inner.fd.get().is_none() {
+            let fd = eventfd::EventFd::new()?;
+            if *pending {
+                fd.set();
+            }
+            // Under the pending lock: nobody else can have set it meanwhile.
+            let _ = self.inner.fd.set(fd);
+        }
+        Ok(())
+    }
+
+    /// Consumes the pending flag under its lock, clearing the eventfd with it.
+    fn take(&self, pending: &mut bool) -> bool {
+        let was = std::mem::replace(pending, false);
+        #[cfg(target_os = "linux")]
+        if was {
+            if let Some(fd) = self.inner.fd.get() {
+                fd.clear();
+            }
+        }
+        was
+    }
+
     fn lock(&self) -> MutexGuard<'_, bool> {
         lock(&self.inner.pending)
     }
@@ -69,7 +109,7 @@ impl std::fmt::Debug for EmuWait {
 
 impl Wait for EmuWait {
     fn drain(&self) -> bool {
-        std::mem::replace(&mut *self.lock(), false)
+        self.take(&mut self.lock())
     }
 
     fn wait(&self, timeout: Option<Duration>) -> WaitOutcome {
@@ -78,8 +118,7 @@ impl Wait for EmuWait {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut pending = self.lock();
         loop {
-            if *pending {
-                *pending = false;
+            if self.take(&mut pending) {
                 return WaitOutcome::Notified;
             }
             match deadline {
@@ -109,6 +148,12 @@ impl Wait for EmuWait {
     fn notify(&self) {
         {
             let mut pending = self.lock();
+            #[cfg(target_os = "linux")]
+            if !*pending {
+                if let Some(fd) = self.inner.fd.get() {
+                    fd.set();
+                }
+            }
             *pending = true;
             self.inner.notifications.fetch_add(1, Ordering::SeqCst);
             self.inner.cv.notify_all();
@@ -122,6 +167,52 @@ impl Wait for EmuWait {
             .collect();
         for set in sets {
             set.wake();
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn raw(&self) -> Option<ringfab_hal::RawWait> {
+        use std::os::fd::AsRawFd;
+        self.inner
+            .fd
+            .get()
+            .map(|fd| ringfab_hal::RawWait::Fd(fd.0.as_raw_fd()))
+    }
+}
+
+/// The one system call wrapper of this module: a non-blocking eventfd used as a flag.
+#[cfg(target_os = "linux")]
+mod eventfd {
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+    pub(super) struct EventFd(pub(super) OwnedFd);
+
+    impl EventFd {
+        pub(super) fn new() -> io::Result<EventFd> {
+            // SAFETY: eventfd(2) takes no pointers; a non-negative result is a new descriptor
+            // that nothing else owns, so `OwnedFd` may take it.
+            let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: as above: `fd` is open and owned by nobody else.
+            Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+        }
+
+        /// Makes the descriptor readable (adds 1 to the count).
+        pub(super) fn set(&self) {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to a descriptor this value owns. It fails
+            // only when the count would overflow, i.e. it is readable already.
+            let _ = unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+
+        /// Makes it unreadable again (reads the count to 0; EAGAIN if it already was).
+        pub(super) fn clear(&self) {
+            let mut count: u64 = 0;
+            // SAFETY: reads 8 bytes into a live u64 from a descriptor this value owns.
+            let _ = unsafe { libc::read(self.0.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
         }
     }
 }
@@ -318,6 +409,40 @@ mod tests {
             "a removed member no longer wakes the set"
         );
         assert!(a.is_pending(), "and its notification stays its own");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_attached_eventfd_is_readable_exactly_while_a_notification_is_pending() {
+        let readable = |w: &EmuWait| {
+            let Some(ringfab_hal::RawWait::Fd(fd)) = w.raw() else {
+                panic!("an attached handle has a descriptor");
+            };
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid, initialised pollfd that lives across the call.
+            unsafe { libc::poll(&mut pfd, 1, 0) == 1 }
+        };
+        let w = EmuWait::new();
+        assert_eq!(w.raw(), None);
+        w.notify();
+        w.attach_eventfd().unwrap();
+        assert!(readable(&w), "a pending notification carries over");
+        assert!(w.drain());
+        assert!(!readable(&w));
+        w.notify();
+        w.notify();
+        assert!(readable(&w));
+        assert_eq!(w.wait(Some(Duration::ZERO)), WaitOutcome::Notified);
+        assert!(!readable(&w));
+        let set = EmuWaitSet::new();
+        set.add(&w).unwrap();
+        w.clone().notify();
+        assert!(set.drain());
+        assert!(!readable(&w), "a set's drain clears it too");
     }
 
     #[test]
