@@ -66,7 +66,7 @@
 //! | `None` (the default) | nothing | refused with [`Error::NoSys`], as libfabric's `fi_no_cntr_wait` |
 //! | `Unspec`, `Fd`, `MutexCond` | the handle given at open, if a thread waits | blocks on the handle |
 //! | `Yield` | nothing | spins (`core::hint::spin_loop`) re-checking; no handle |
-//! | `Set`, `PollFd` | — | refused at open with [`Error::NoSys`] (no wait sets yet) |
+//! | `Set`, `PollFd` | — | refused at open with [`Error::NoSys`] (counters do not join wait sets yet; CQs do) |
 //!
 //! Which operating-system object `Fd` or `MutexCond` stands for is the platform's choice of
 //! [`Wait`] implementation; `fi_cntr_control(FI_GETWAIT)` is not offered, so the application
@@ -189,7 +189,8 @@ pub enum WaitObj {
     None,
     /// `FI_WAIT_UNSPEC`: wait only through ringfab's calls; the platform picks the mechanism.
     Unspec,
-    /// `FI_WAIT_SET`: a wait set shared by several objects (not supported yet).
+    /// `FI_WAIT_SET`: a wait set shared by several objects (completion queues join one through
+    /// `cq::WaitSet`; counters do not yet).
     Set,
     /// `FI_WAIT_FD`: a file descriptor (under VFIO, the eventfd behind the [`Wait`] handle).
     Fd,
@@ -296,7 +297,8 @@ impl<W: Wait> Counter<W> {
     /// # Errors
     /// * [`Error::Inval`] if `attr.flags` is not 0 (libfabric reserves them), if a blocking
     ///   `wait_obj` comes without a handle, or if `None`/`Yield` comes with one.
-    /// * [`Error::NoSys`] for `WaitObj::Set` and `WaitObj::PollFd` (no wait sets yet).
+    /// * [`Error::NoSys`] for `WaitObj::Set` and `WaitObj::PollFd` (counters do not join wait
+    ///   sets yet).
     pub fn open(attr: &CounterAttr, wait: Option<W>) -> Result<Self> {
         if attr.flags != 0 {
             return Err(Error::Inval);
