@@ -369,9 +369,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     /// [`readerr`](Self::readerr)); `Overrun` once an overrun CQ has delivered everything it
     /// held, on every call after.
     pub fn read(&self, out: &mut [F::Entry]) -> Result<usize> {
-        read_raw(self.domain, self.index, out.len(), |i, c| {
-            out[i] = F::fill(c)
-        })
+        read_raw::<N, D, F>(self.domain, self.index, out)
     }
 
     /// Takes the error completion at the head of the CQ (`fi_cq_readerr`) into `entry`,
@@ -509,16 +507,17 @@ impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, '_, N, 
     }
 }
 
-/// `read`, whatever the format: delivers up to `cap` completions through `put(i, c)` (entry
-/// `i` of the caller's buffer), with everything `read` documents — `cap` 0 included, which is
-/// how waiting checks for "anything queued" without taking it. Format-independent so that a
-/// wait set can check CQs of any format; `put` is inlined into each `read::<F>`.
-pub(super) fn read_raw<N: Nic, const D: usize>(
+/// `read` of CQ `index`, as a function of the slot rather than of a handle: what `read`,
+/// `sread` and a wait set share. An empty `out` is how waiting checks for "anything queued"
+/// without taking it; the format then does not matter (a wait set checks CQs of any format as
+/// `Context`). Kept exactly the shape `read` had, so `read::<F>` compiles to the same loop.
+#[inline(always)]
+pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
     domain: &Domain<'_, '_, N, D>,
     index: usize,
-    cap: usize,
-    mut put: impl FnMut(usize, &Completion),
+    out: &mut [F::Entry],
 ) -> Result<usize> {
+    let cap = out.len();
     let slot = &domain.cqs()[index];
     let mut guard = slot.state.lock();
     let Some(st) = guard.as_mut() else {
@@ -529,7 +528,7 @@ pub(super) fn read_raw<N: Nic, const D: usize>(
     while n < cap {
         match st.aux.front() {
             Some(AuxItem::Ok(c)) => {
-                put(n, &c);
+                out[n] = F::fill(&c);
                 st.aux.pop();
                 slot.release_credit();
                 n += 1;
@@ -572,7 +571,7 @@ pub(super) fn read_raw<N: Nic, const D: usize>(
         ps.poll(budget, slot, |outcome| {
             match outcome {
                 Outcome::Done(c) if !stopped && n < cap => {
-                    put(n, &c);
+                    out[n] = F::fill(&c);
                     slot.release_credit();
                     n += 1;
                 }

@@ -39,7 +39,7 @@ use core::time::Duration;
 use spin::Mutex;
 
 use super::attr::{CqAttr, CqLimits, WaitCond, WaitObj, WaitSetId};
-use super::entry::Format;
+use super::entry::{Context, Format};
 use super::queue::{read_raw, AuxEntry, CompletionQueue};
 use crate::cntr::{block_until, Clock};
 use crate::domain::Domain;
@@ -297,9 +297,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
                 arm_paths(self.domain, self.index, true);
             }
             let base = filled;
-            let got = read_raw(self.domain, self.index, cap - filled, |i, c| {
-                out[base + i] = F::fill(c)
-            });
+            let got = read_raw::<N, D, F>(self.domain, self.index, &mut out[base..]);
             match got {
                 Ok(n) => {
                     filled += n;
@@ -364,7 +362,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             w.drain();
             arm_paths(self.domain, self.index, true);
         }
-        match read_raw(self.domain, self.index, 0, |_, _| {}) {
+        match read_raw::<N, D, F>(self.domain, self.index, &mut []) {
             Err(Error::Again) => Ok(()),
             _ => Err(Error::Again),
         }
@@ -552,7 +550,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
                 // A read of nothing: `Ok(0)` if anything is queued (an error too), without
                 // taking it; `Overrun` is news as well.
                 let queued = !matches!(
-                    read_raw(self.domain, i, 0, |_, _| {}),
+                    read_raw::<N, D, Context>(self.domain, i, &mut []),
                     Err(Error::Again | Error::OpBadState)
                 );
                 ready |= signaled || queued;
