@@ -294,12 +294,18 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             return Err(Error::NoAv);
         };
         let bounce = self.domain.nic().alloc_dma(D * INJECT_SLOT)?;
-        let tx = self
-            .domain
-            .open_tx(self.attr.tx_queue, TxConfig::default())?;
-        let rx = self
-            .domain
-            .open_rx(self.attr.rx_queue, RxConfig::new(self.attr.rx_buf_len))?;
+        // A blocking CQ owns an interrupt vector: its queues are steered there, so that one
+        // wait handle covers them (docs/architecture.md, "Waiting").
+        let tx_config = match self.domain.cqs()[tx_cq.cq].interrupt_vector() {
+            Some(v) => TxConfig::with_vector(v),
+            None => TxConfig::default(),
+        };
+        let mut rx_config = RxConfig::new(self.attr.rx_buf_len);
+        if let Some(v) = self.domain.cqs()[rx_cq.cq].interrupt_vector() {
+            rx_config = rx_config.with_vector(v);
+        }
+        let tx = self.domain.open_tx(self.attr.tx_queue, tx_config)?;
+        let rx = self.domain.open_rx(self.attr.rx_queue, rx_config)?;
         let framing = Framing {
             local: self.name(),
             av: Some(av),

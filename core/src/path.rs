@@ -288,6 +288,22 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         D - self.table.tail.wrapping_sub(self.table.head)
     }
 
+    /// Whether the queue has an interrupt, and the vector it is steered to if the driver says.
+    pub(crate) fn interrupt_steering(&self) -> (bool, Option<u16>) {
+        match &self.queue {
+            Queue::Tx(q) => (q.interrupt().is_some(), q.interrupt_vector()),
+            Queue::Rx(q) => (q.interrupt().is_some(), q.interrupt_vector()),
+        }
+    }
+
+    /// Arms (unmasks) or disarms the queue's interrupt; nothing without one.
+    pub(crate) fn set_interrupt(&mut self, armed: bool) {
+        match &mut self.queue {
+            Queue::Tx(q) => q.set_interrupt(armed),
+            Queue::Rx(q) => q.set_interrupt(armed),
+        }
+    }
+
     pub(crate) fn set_binding(&mut self, cq: Option<usize>, bind: BindFlags) {
         self.cq = cq;
         self.bind = bind;

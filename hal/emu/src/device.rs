@@ -250,6 +250,20 @@ impl<K: Kind> EmuNic<K> {
         self.dev.with(|m| m.receive(frame, true));
     }
 
+    /// Makes every MSI-X vector's wait handle mirror its notifications into an eventfd, so that
+    /// `Wait::raw` gives a descriptor as under VFIO (`FI_WAIT_FD`, `FI_GETWAIT`); see
+    /// [`EmuWait::attach_eventfd`].
+    ///
+    /// # Errors
+    /// The OS error from eventfd(2).
+    #[cfg(target_os = "linux")]
+    pub fn use_eventfds(&self) -> std::io::Result<()> {
+        self.dev
+            .vectors
+            .iter()
+            .try_for_each(EmuWait::attach_eventfd)
+    }
+
     /// The wait handle of MSI-X vector `v` (the same one `Platform::irq(v)` returns), if any.
     pub fn vector(&self, v: u16) -> Option<EmuWait> {
         self.dev.vectors.get(usize::from(v)).cloned()

@@ -57,7 +57,7 @@ pub use igb::{EmuIgb, Igb82576, IgbModelConfig};
 pub use iommu::{EmuDma, EmuMapping, Iommu, IommuFault};
 pub use null::{NullPlatform, NullRegs};
 pub use platform::{EmuMmio, EmuPlatform};
-pub use wait::EmuWait;
+pub use wait::{EmuWait, EmuWaitSet};
 pub use wire::{Pump, Wire, WireStats};
 
 std::thread_local! {
