@@ -76,14 +76,25 @@ impl AuxEntry {
 
 /// Where `read` puts what it delivers: the entries, and optionally their sources and owned
 /// buffers.
-struct Delivery<'o, 's, F: Format, N: Nic> {
-    out: &'o mut [F::Entry],
-    src: Option<&'o mut [FiAddr]>,
-    bufs: Option<&'o mut [Option<Buf<'s>>]>,
-    mrs: &'s [MrSlot<N>],
+pub(super) struct Delivery<'o, 's, F: Format, N: Nic> {
+    pub(super) out: &'o mut [F::Entry],
+    pub(super) src: Option<&'o mut [FiAddr]>,
+    pub(super) bufs: Option<&'o mut [Option<Buf<'s>>]>,
+    pub(super) mrs: &'s [MrSlot<N>],
 }
 
 impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
+    /// The same delivery from entry `base` on (what a blocking read that already holds `base`
+    /// entries reads into next).
+    pub(super) fn from(&mut self, base: usize) -> Delivery<'_, 's, F, N> {
+        Delivery {
+            out: &mut self.out[base..],
+            src: self.src.as_deref_mut().map(|s| &mut s[base..]),
+            bufs: self.bufs.as_deref_mut().map(|b| &mut b[base..]),
+            mrs: self.mrs,
+        }
+    }
+
     /// Writes completion `c` as entry `n`.
     fn put(&mut self, n: usize, c: &Completion) {
         self.out[n] = F::fill(c);
@@ -238,6 +249,27 @@ impl<'s> CqSlot<'s> {
     /// Completions the CQ can still promise.
     pub(crate) fn credits(&self) -> usize {
         self.credits.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` with a sink that queues outcomes on the CQ's aux queue, in the order given,
+    /// under the CQ lock — what an endpoint's cancel uses to report what it reclaimed. The CQ
+    /// lock is taken before any path lock, the order `read` takes them in.
+    ///
+    /// # Errors
+    /// `OpBadState` if the CQ is closed.
+    pub(crate) fn with_sink<T>(&self, f: impl FnOnce(&mut dyn FnMut(Outcome)) -> T) -> Result<T> {
+        let mut guard = self.state.lock();
+        let st = guard.as_mut().ok_or(Error::OpBadState)?;
+        let mut sink = |o: Outcome| match o {
+            Outcome::Done(c) => st.push_credited(self, AuxItem::Ok(c)),
+            Outcome::Failed(e) => st.push_credited(self, AuxItem::Err(e)),
+        };
+        Ok(f(&mut sink))
+    }
+
+    /// Whether a thread is blocked reading the CQ (so a software insertion must wake it).
+    pub(crate) fn has_sleepers(&self) -> bool {
+        self.sleepers.lock().waiters() > 0
     }
 
     /// The MSI-X vector a blocking CQ owns: queues reporting to it must be steered there.
@@ -673,7 +705,7 @@ pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
 /// The read loop every read shares, delivering into `d` (entries, and optionally sources and
 /// owned buffers).
 #[inline(always)]
-fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
+pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
     domain: &Domain<'s, '_, N, D>,
     index: usize,
     d: &mut Delivery<'_, 's, F, N>,

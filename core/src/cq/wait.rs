@@ -40,7 +40,8 @@ use spin::Mutex;
 
 use super::attr::{CqAttr, CqLimits, WaitCond, WaitObj, WaitSetId};
 use super::entry::{Context, Format};
-use super::queue::{read_raw, AuxEntry, CompletionQueue};
+use super::queue::{read_delivered, read_raw, AuxEntry, CompletionQueue, Delivery};
+use crate::av::FiAddr;
 use crate::cntr::{block_until, Clock};
 use crate::domain::Domain;
 use crate::hal::{self, Nic, RawWait, Wait, WaitOutcome};
@@ -67,6 +68,11 @@ pub(crate) struct Sleepers {
 }
 
 impl Sleepers {
+    /// Threads registered as blocked.
+    pub(crate) fn waiters(&self) -> u32 {
+        self.waiters
+    }
+
     pub(crate) const NEW: Sleepers = Sleepers {
         waiters: 0,
         signals: 0,
@@ -279,10 +285,51 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         timeout: Option<Duration>,
         clock: &C,
     ) -> Result<usize> {
+        let mut d = Delivery {
+            out,
+            src: None,
+            bufs: None,
+            mrs: self.domain.mrs(),
+        };
+        self.sread_into(&mut d, cond, timeout, clock)
+    }
+
+    /// Blocking [`readfrom`](Self::readfrom) (`fi_cq_sreadfrom`): as [`sread`](Self::sread),
+    /// with each entry's source in `src`.
+    ///
+    /// # Errors
+    /// As `sread`; `Inval` if `src` is shorter than `out`.
+    pub fn sreadfrom<C: Clock + ?Sized>(
+        &self,
+        out: &mut [F::Entry],
+        src: &mut [FiAddr],
+        cond: Option<usize>,
+        timeout: Option<Duration>,
+        clock: &C,
+    ) -> Result<usize> {
+        if src.len() < out.len() {
+            return Err(Error::Inval);
+        }
+        let mut d = Delivery {
+            out,
+            src: Some(src),
+            bufs: None,
+            mrs: self.domain.mrs(),
+        };
+        self.sread_into(&mut d, cond, timeout, clock)
+    }
+
+    fn sread_into<C: Clock + ?Sized>(
+        &self,
+        d: &mut Delivery<'_, 's, F, N>,
+        cond: Option<usize>,
+        timeout: Option<Duration>,
+        clock: &C,
+    ) -> Result<usize> {
         if !self.attr.sread_allowed() {
             return Err(Error::NoSys);
         }
-        let cap = out.len();
+        let cap = d.out.len();
         let want = match self.attr.wait_cond() {
             WaitCond::Threshold => cond.unwrap_or(1).clamp(1, cap.max(1)),
             WaitCond::None => 1,
@@ -297,7 +344,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
                 arm_paths(self.domain, self.index, true);
             }
             let base = filled;
-            let got = read_raw::<N, D, F>(self.domain, self.index, &mut out[base..]);
+            let got = read_delivered(self.domain, self.index, &mut d.from(base));
             match got {
                 Ok(n) => {
                     filled += n;
