@@ -33,10 +33,11 @@
 //! endpoint does not have: posting with them returns `BadFlags`.
 
 use crate::av::{AddressVector, EpAddr, FiAddr};
+use crate::cntr::Counter;
 use crate::cq::entry::{Format, OpContext};
 use crate::cq::queue::{CompletionQueue, CqSlot};
 use crate::domain::Domain;
-use crate::flags::{BindFlags, OpFlags};
+use crate::flags::{BindFlags, CntrBindFlags, OpFlags};
 use crate::hal::{DmaRegion, Nic, RxConfig, RxQueue, TxConfig, TxSegment, Wait};
 use crate::mr::{Buf, RawBuf};
 use crate::path::{Framing, Path, Queue, NO_MR};
@@ -136,6 +137,9 @@ pub struct Endpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
     tx_cq: Option<CqBinding>,
     rx_cq: Option<CqBinding>,
     av: Option<usize>,
+    /// Counters (indices into the domain's) for sends and receives.
+    tx_cntr: Option<usize>,
+    rx_cntr: Option<usize>,
     tx: Option<Path<'d, 's, 'n, N, D>>,
     rx: Option<Path<'d, 's, 'n, N, D>>,
     /// Inject bounce buffers, one per transmit op-table slot.
@@ -173,6 +177,8 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             tx_cq: None,
             rx_cq: None,
             av: None,
+            tx_cntr: None,
+            rx_cntr: None,
             tx: None,
             rx: None,
             bounce: None,
@@ -276,6 +282,76 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         Ok(())
     }
 
+    /// Binds a counter (`fi_ep_bind` with a counter): `flags` names the operation classes it
+    /// counts — `SEND`, `RECV` or both. The counter must be one of the domain's
+    /// ([`Domain::with_counters`]). Successes count whether or not they produce a CQ entry
+    /// (selective completion); failures count in its error value.
+    ///
+    /// # Errors
+    /// `BadFlags` for unknown bits; `OpNotSupp` for `READ`, `WRITE`, `REMOTE_READ`,
+    /// `REMOTE_WRITE` (a DGRAM endpoint has no RMA); `Inval` without a class or when a class
+    /// already has a counter; `Domain` for a counter the domain does not hold; `OpBadState`
+    /// once enabled.
+    pub fn bind_cntr(&mut self, cntr: &Counter<N::Wait>, flags: CntrBindFlags) -> Result {
+        if flags.unknown() != 0 {
+            return Err(Error::BadFlags);
+        }
+        let rma = CntrBindFlags::READ
+            | CntrBindFlags::WRITE
+            | CntrBindFlags::REMOTE_READ
+            | CntrBindFlags::REMOTE_WRITE;
+        if flags.intersects(rma) {
+            return Err(Error::OpNotSupp);
+        }
+        let index = self
+            .domain
+            .cntrs()
+            .iter()
+            .position(|c| core::ptr::eq(*c, cntr))
+            .ok_or(Error::Domain)?;
+        if self.is_enabled() {
+            return Err(Error::OpBadState);
+        }
+        let send = flags.contains(CntrBindFlags::SEND);
+        let recv = flags.contains(CntrBindFlags::RECV);
+        if !(send || recv) || (send && self.tx_cntr.is_some()) || (recv && self.rx_cntr.is_some()) {
+            return Err(Error::Inval);
+        }
+        if send {
+            self.tx_cntr = Some(index);
+        }
+        if recv {
+            self.rx_cntr = Some(index);
+        }
+        Ok(())
+    }
+
+    /// Drives progress (libfabric's `FI_PROGRESS_MANUAL`): polls both queues, moving what
+    /// completed into the CQs' queues (credits guarantee the room) and counting it on the
+    /// bound counters. A CQ read does this for its own queues; an application that waits on a
+    /// counter calls it, e.g. as the progress hook of
+    /// [`Counter::wait_with_progress`](crate::cntr::Counter::wait_with_progress).
+    ///
+    /// # Errors
+    /// `OpBadState` before enable.
+    pub fn progress(&self) -> Result {
+        for (path, binding) in [(&self.tx, self.tx_cq), (&self.rx, self.rx_cq)] {
+            let path = path.as_ref().ok_or(Error::OpBadState)?;
+            let cq = self.cq_slot(binding)?;
+            let ctx = self.domain.poll_ctx(cq);
+            cq.with_sink(|sink| {
+                path.with_state(|st| {
+                    st.poll(D, &ctx, |o| {
+                        sink(o);
+                        false
+                    });
+                    Ok(())
+                })
+            })??;
+        }
+        Ok(())
+    }
+
     /// Enables the endpoint (`fi_enable`): opens its NIC queues and wires them to the CQs.
     ///
     /// # Errors
@@ -311,8 +387,8 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             av: Some(av),
             source_err: self.attr.source_err,
         };
-        tx.attach(tx_cq.cq, tx_cq.flags, framing);
-        rx.attach(rx_cq.cq, rx_cq.flags, framing);
+        tx.attach(tx_cq.cq, tx_cq.flags, framing, self.tx_cntr);
+        rx.attach(rx_cq.cq, rx_cq.flags, framing, self.rx_cntr);
         self.tx = Some(tx);
         self.rx = Some(rx);
         self.bounce = Some(bounce);

@@ -32,6 +32,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Mutex;
 
 use crate::av::{AvSlot, EpAddr};
+use crate::cntr::Counter;
 use crate::cq::entry::{BufAddr, Completion, OpContext};
 use crate::cq::queue::CqSlot;
 use crate::cq::strerror::ProvError;
@@ -208,6 +209,42 @@ pub(crate) struct PollCtx<'a, N: Nic> {
     pub(crate) cq: &'a CqSlot<'a>,
     pub(crate) avs: &'a [AvSlot<'a>],
     pub(crate) mrs: &'a [MrSlot<N>],
+    pub(crate) cntrs: &'a [&'a Counter<N::Wait>],
+}
+
+/// What one poll completed, for the path's counter: added once per poll, not per operation.
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    bytes: u64,
+    err: u64,
+}
+
+impl Tally {
+    fn outcome(&mut self, o: &Outcome) {
+        match o {
+            Outcome::Done(c) => self.success(c.len),
+            Outcome::Failed(_) => self.err += 1,
+        }
+    }
+
+    fn success(&mut self, len: usize) {
+        self.ok += 1;
+        self.bytes += len as u64;
+    }
+
+    /// Adds the tally to counter `cntr` of the domain, if the path has one.
+    fn apply<N: Nic>(&self, ctx: &PollCtx<'_, N>, cntr: Option<usize>) {
+        let Some(c) = cntr.and_then(|i| ctx.cntrs.get(i)) else {
+            return;
+        };
+        if self.ok > 0 {
+            c.complete_ok(self.ok, self.bytes);
+        }
+        if self.err > 0 {
+            c.complete_err(self.err);
+        }
+    }
 }
 
 /// An open path: its queue, its op table and its binding.
@@ -225,6 +262,8 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     /// Frames received and dropped because they were not well-formed ringfab frames for this
     /// endpoint (their buffers were posted again).
     pub(crate) dropped: u64,
+    /// The counter (an index into the domain's counters) this path's completions count into.
+    pub(crate) cntr: Option<usize>,
 }
 
 /// One slot of the domain's path slab. Make them with [`PathSlot::EMPTY`]:
@@ -275,6 +314,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             hw_selective: in_order,
             framing: None,
             dropped: 0,
+            cntr: None,
         }
     }
 
@@ -329,6 +369,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let mut given = 0;
         let mut stop = false;
         let mut reposted = false;
+        let mut tally = Tally::default();
         while given < budget && !stop {
             let want = (budget - given).min(CHUNK);
             let got = match &mut self.queue {
@@ -341,10 +382,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         };
                         match rx_outcome(self.framing.as_ref(), &op, c, ctx.avs) {
                             RxVerdict::Out(o) => {
+                                tally.outcome(&o);
                                 given += 1;
                                 stop |= sink(o);
                             }
                             RxVerdict::Silent => {
+                                tally.success(c.len as usize);
                                 ctx.cq.release_credit();
                                 release(ctx.mrs, op.owned());
                             }
@@ -379,12 +422,18 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let Some(op) = self.table.take(c.token, OpKind::Send) else {
                             continue;
                         };
+                        let payload = tx_payload(self.framing.is_some(), &op);
                         match tx_outcome(&op, c) {
                             Some(o) => {
+                                match &o {
+                                    Outcome::Done(_) => tally.success(payload),
+                                    Outcome::Failed(_) => tally.err += 1,
+                                }
                                 given += 1;
                                 stop |= sink(o);
                             }
                             None => {
+                                tally.success(payload);
                                 ctx.cq.release_credit();
                                 release(ctx.mrs, op.owned());
                             }
@@ -402,13 +451,14 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 q.doorbell();
             }
         }
-        self.reclaim_silent(ctx);
+        self.reclaim_silent(ctx, &mut tally);
+        tally.apply(ctx, self.cntr);
         given
     }
 
     /// Releases the credits of transmits the driver reclaimed without reporting them (see
     /// the module documentation).
-    fn reclaim_silent(&mut self, ctx: &PollCtx<'_, N>) {
+    fn reclaim_silent(&mut self, ctx: &PollCtx<'_, N>, tally: &mut Tally) {
         let Queue::Tx(q) = &self.queue else {
             return;
         };
@@ -428,6 +478,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             if self.table.take(Token(slot as u64), OpKind::Send).is_some() {
                 ctx.cq.release_credit();
                 release(ctx.mrs, op.owned());
+                tally.success(tx_payload(self.framing.is_some(), &op));
             }
         }
     }
@@ -498,6 +549,19 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         ctx: &PollCtx<'_, N>,
         sink: &mut dyn FnMut(Outcome),
     ) -> bool {
+        let mut tally = Tally::default();
+        let found = self.cancel_inner(target, ctx, sink, &mut tally);
+        tally.apply(ctx, self.cntr);
+        found
+    }
+
+    fn cancel_inner(
+        &mut self,
+        target: OpContext,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome),
+        tally: &mut Tally,
+    ) -> bool {
         let live = |t: &OpTable<D>| {
             (0..t.live_span()).any(|k| {
                 let op = t.ops[(t.head + k) % D];
@@ -547,6 +611,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         continue;
                     };
                     canceled = true;
+                    tally.err += 1;
                     sink(Outcome::Failed(ErrRecord {
                         completion: Completion {
                             context: op.context,
@@ -582,9 +647,22 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 if self.table.take(token, kind).is_none() {
                     continue;
                 }
+                let bytes = if kind == OpKind::Send {
+                    tx_payload(self.framing.is_some(), &op)
+                } else {
+                    rx[i].len as usize
+                };
                 match verdict {
-                    RxVerdict::Out(o) => sink(o),
+                    RxVerdict::Out(o) => {
+                        match &o {
+                            Outcome::Done(c) if kind == OpKind::Recv => tally.success(c.len),
+                            Outcome::Done(_) => tally.success(bytes),
+                            Outcome::Failed(_) => tally.err += 1,
+                        }
+                        sink(o);
+                    }
                     RxVerdict::Silent => {
+                        tally.success(bytes);
                         ctx.cq.release_credit();
                         release(ctx.mrs, op.owned());
                     }
@@ -618,6 +696,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 // Cannot happen (the ring was emptied by the flush); should it, the operation
                 // completes canceled rather than vanish.
                 if let Some(op) = self.table.take(token, op.kind) {
+                    tally.err += 1;
                     sink(Outcome::Failed(canceled_recv(&op)));
                 }
             }
@@ -640,6 +719,17 @@ impl Iterator for TokenIter<'_> {
             TokenIter::Rx(i) => i.next().map(|c| (c.token, OpKind::Recv)),
             TokenIter::Tx(i) => i.next().map(|c| (c.token, OpKind::Send)),
         }
+    }
+}
+
+/// The payload bytes of a send (`FI_CNTR_EVENTS_BYTES` counts user bytes): the frame less
+/// ringfab's header on an endpoint's path, the whole frame on a raw one.
+fn tx_payload(framed: bool, op: &Op) -> usize {
+    let len = op.buf.len as usize;
+    if framed {
+        len.saturating_sub(proto::HEADER_LEN)
+    } else {
+        len
     }
 }
 
@@ -958,13 +1048,20 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
     }
 
     /// Binds the path to CQ `cq` for an endpoint (which counts the CQ binding itself) and
-    /// sets its framing.
-    pub(crate) fn attach(&self, cq: usize, flags: BindFlags, framing: Framing) {
+    /// sets its framing and counter.
+    pub(crate) fn attach(
+        &self,
+        cq: usize,
+        flags: BindFlags,
+        framing: Framing,
+        cntr: Option<usize>,
+    ) {
         let slot = self.slot();
         let mut guard = slot.state.lock();
         if let Some(st) = guard.as_mut() {
             st.set_binding(Some(cq), flags);
             st.framing = Some(framing);
+            st.cntr = cntr;
             slot.cq.store(cq, Ordering::Release);
         }
     }

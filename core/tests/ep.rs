@@ -1147,3 +1147,135 @@ fn cancel_before_enable_is_opbadstate() {
     let ep = d.endpoint(&EpAttr::default()).unwrap();
     assert_eq!(ep.cancel(OpContext(1)), Err(Error::OpBadState));
 }
+
+#[test]
+fn counters_count_every_completion_by_class_also_without_cq_entries() {
+    use ringfab::cntr::{Counter, CounterAttr, CounterEvents};
+    use ringfab::flags::CntrBindFlags;
+    type Cntr = Counter<ringfab_emu::EmuWait>;
+    let p = pair();
+    let yield_attr = CounterAttr {
+        wait_obj: ringfab::WaitObj::Yield,
+        ..CounterAttr::default()
+    };
+    let sends = Cntr::open(&yield_attr, None).unwrap();
+    let bytes = Cntr::open(
+        &CounterAttr {
+            events: CounterEvents::Bytes,
+            ..CounterAttr::default()
+        },
+        None,
+    )
+    .unwrap();
+    let stranger = Cntr::open(&CounterAttr::default(), None).unwrap();
+    let cntrs_a = [&sends];
+    let cntrs_b = [&bytes];
+    slabs!(pa, ca, ma, va, auxa, ta);
+    slabs!(pb, cb, mb, vb, auxb, tb);
+    let [auxa0, _] = &mut auxa;
+    let [auxb0, _] = &mut auxb;
+    let da = Domain::new(&p.nic_a, &pa, &ca)
+        .with_mrs(&ma)
+        .with_avs(&va)
+        .with_counters(&cntrs_a);
+    let db = Domain::new(&p.nic_b, &pb, &cb)
+        .with_mrs(&mb)
+        .with_avs(&vb)
+        .with_counters(&cntrs_b);
+    let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
+    let av_a = da.open_av(&mut ta).unwrap();
+    let av_b = db.open_av(&mut tb).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    // A: selective CQ (errors only) plus a counter for sends: the fi_endpoint NOTES pattern.
+    let selective = BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION;
+    ep_a.bind_cq(&cq_a, selective).unwrap();
+    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+
+    // Binding rules.
+    let unknown = CntrBindFlags::SEND | CntrBindFlags::from_bits_retain(1 << 40);
+    assert_eq!(ep_a.bind_cntr(&sends, unknown), Err(Error::BadFlags));
+    for rma in [
+        CntrBindFlags::READ,
+        CntrBindFlags::WRITE,
+        CntrBindFlags::REMOTE_READ,
+        CntrBindFlags::REMOTE_WRITE,
+    ] {
+        assert_eq!(ep_a.bind_cntr(&sends, rma), Err(Error::OpNotSupp));
+    }
+    assert_eq!(
+        ep_a.bind_cntr(&sends, CntrBindFlags::empty()),
+        Err(Error::Inval)
+    );
+    assert_eq!(
+        ep_a.bind_cntr(&stranger, CntrBindFlags::SEND),
+        Err(Error::Domain)
+    );
+    ep_a.bind_cntr(&sends, CntrBindFlags::SEND).unwrap();
+    assert_eq!(
+        ep_a.bind_cntr(&sends, CntrBindFlags::SEND),
+        Err(Error::Inval),
+        "one per class"
+    );
+    ep_b.bind_cntr(&bytes, CntrBindFlags::RECV).unwrap();
+    ep_a.bind_av(&av_a).unwrap();
+    ep_b.bind_av(&av_b).unwrap();
+    ep_a.enable().unwrap();
+    ep_b.enable().unwrap();
+    assert_eq!(
+        ep_a.bind_cntr(&sends, CntrBindFlags::RECV),
+        Err(Error::OpBadState)
+    );
+
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(16 * BUF)).unwrap();
+    let mr_b = db.register(memory(16 * BUF)).unwrap();
+    for i in 0..5 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    for i in 0..5 {
+        ep_a.send(mr_a.alloc(BUF).unwrap(), 100 + i, to_b, OpContext(20 + i))
+            .unwrap();
+    }
+    p.wire.run_until_idle();
+    // The sends asked for no CQ entry; the counter still sees them once progress is made.
+    let clock = StdClock(std::time::Instant::now());
+    sends
+        .wait_with_progress(5, Some(std::time::Duration::from_secs(5)), &clock, || {
+            ep_a.progress().unwrap()
+        })
+        .unwrap();
+    assert_eq!((sends.read(), sends.readerr()), (5, 0));
+    let mut e = [DataEntry::default(); 8];
+    assert_eq!(
+        cq_a.read(&mut e),
+        Err(Error::Again),
+        "selective: no entries"
+    );
+    // B counts payload bytes of its receives as its CQ is read.
+    let (ok, _) = {
+        let mut cq_b = cq_b;
+        let r = drain_all(&p.wire, &mut cq_b);
+        (r.0, cq_b)
+    };
+    assert_eq!(ok.len(), 5);
+    assert_eq!(bytes.read(), (100..105).sum::<u64>());
+
+    // A failure counts in the error value: a send canceled while FI_MORE held it back.
+    let s = mr_a.alloc(BUF).unwrap();
+    ep_a.sendmsg(s, 8, to_b, None, OpContext(9), OpFlags::MORE)
+        .unwrap();
+    assert_eq!(ep_a.cancel(OpContext(9)), Ok(true));
+    assert_eq!((sends.read(), sends.readerr()), (5, 1));
+    let mut cq_a = cq_a;
+    assert_eq!(
+        cq_a.read(&mut e),
+        Err(Error::Avail),
+        "errors are reported even when selective"
+    );
+    let mut err = ErrEntry::default();
+    cq_a.readerr(&mut err, None, 0).unwrap();
+    assert_eq!((err.op_context, err.err), (OpContext(9), 125));
+}
