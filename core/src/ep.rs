@@ -74,7 +74,9 @@ const TX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::REMOTE_CQ_DATA)
     .union(OpFlags::MORE);
 /// Receive operation flags an endpoint accepts (`fi_recvmsg`).
-const RX_FLAGS_OK: OpFlags = OpFlags::COMPLETION.union(OpFlags::MORE);
+const RX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
+    .union(OpFlags::MORE)
+    .union(OpFlags::MULTI_RECV);
 
 /// Endpoint attributes (`fi_ep_attr` with the parts of `fi_tx_attr`/`fi_rx_attr` that apply).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -611,11 +613,22 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
 
     /// Posts a receive with explicit flags (`fi_recvmsg`); `FI_MORE` defers the doorbell.
     ///
+    /// `FI_MULTI_RECV`: the buffer takes many messages. A descriptor ring places one frame per
+    /// descriptor, so the buffer is carved into slots of the queue's buffer size
+    /// ([`EpAttr::rx_buf_len`]), one message each; every completion's `buf` points at its
+    /// payload inside the buffer, and the buffer is released — the completion carries
+    /// `FI_MULTI_RECV` and hands the `Buf` back — with the message after which the free space
+    /// left would be below `MIN_MULTI_RECV` ([`EpOpt::MinMultiRecv`]), so only that many slots
+    /// are posted (never more than the buffer holds). Every slot reports its completion, even
+    /// under selective completion (the application needs each `buf`).
+    ///
     /// # Errors
     /// The buffer comes back with the error: `OpBadState` before enable; `BadFlags` for flags
-    /// other than `COMPLETION`/`MORE` (`FI_MULTI_RECV` is not built yet); `Inval` for a buffer
-    /// shorter than the receive queue's buffer size (the NIC may write that much); `Again`
-    /// when the ring, the op table or the CQ's credits are full.
+    /// other than `COMPLETION`/`MORE`/`MULTI_RECV`; `Inval` for a buffer shorter than the
+    /// receive queue's buffer size (the NIC may write that much), or a multi-receive buffer
+    /// that needs more slots than the ring has descriptors; `Again` when the ring, the op
+    /// table, the CQ's credits (a multi-receive buffer needs one per slot) or the path's
+    /// multi-receive table are full.
     pub fn recvmsg(
         &self,
         buf: Buf<'s>,
@@ -633,11 +646,25 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             Err(e) => return Err((e, buf)),
         };
         let raw = buf.raw();
+        let min_multi_recv = self.min_multi_recv;
         let r = rx.with_state(|st| {
             let Queue::Rx(q) = &st.queue else {
                 return Err(Error::OpBadState);
             };
             let dev_len = q.buf_len();
+            if flags.contains(OpFlags::MULTI_RECV) {
+                let slots = multi_recv_slots(raw.len, dev_len, min_multi_recv)?;
+                if slots as usize > D {
+                    // More messages than the ring has descriptors: it could never be posted.
+                    return Err(Error::Inval);
+                }
+                let accepted = dev_len - HEADER_LEN as u32;
+                let r = st.post_multi_recv(cq, raw, dev_len, slots, accepted, context);
+                if !flags.contains(OpFlags::MORE) || r.is_err() {
+                    st.doorbell();
+                }
+                return r;
+            }
             if raw.len < dev_len {
                 return Err(Error::Inval);
             }
@@ -788,6 +815,20 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     pub fn close(self) {
         drop(self);
     }
+}
+
+/// How many slots of `slot_len` bytes a multi-receive buffer of `len` bytes gets: the message
+/// after which less than `min` bytes (at least 1) would be left is the last.
+fn multi_recv_slots(len: u32, slot_len: u32, min: usize) -> Result<u32> {
+    let fit = len / slot_len;
+    if fit == 0 {
+        return Err(Error::Inval);
+    }
+    let min = min.max(1) as u64;
+    // Release after message j when (fit - j) * slot_len < min: the smallest such j.
+    let keep = (min - 1) / u64::from(slot_len); // slots whose room must stay free
+    let slots = u64::from(fit).saturating_sub(keep).max(1);
+    Ok(slots as u32)
 }
 
 enum Dir {

@@ -85,6 +85,35 @@ pub(crate) struct Op {
     len: u32,
     /// Whether a *successful* completion was requested (errors are always reported).
     report: bool,
+    /// The multi-receive group the operation is a slot of, or [`NO_GROUP`].
+    group: u8,
+}
+
+/// `Op::group` of an operation that is not part of a multi-receive buffer.
+const NO_GROUP: u8 = u8::MAX;
+
+/// Multi-receive buffers a path can have posted at once.
+pub(crate) const MAX_GROUPS: usize = 8;
+
+/// One multi-receive buffer (`FI_MULTI_RECV`): posted as several slots (one descriptor each),
+/// released — handed back with `FI_MULTI_RECV` — with the completion of its last slot.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    /// Slots still outstanding; 0 = the group entry is free.
+    remaining: u32,
+    /// The whole buffer, handed back with the last slot's completion.
+    owned: RawBuf,
+}
+
+/// What taking a slot out of its group means for its completion.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum GroupExit {
+    /// Not a multi-receive slot.
+    None,
+    /// A slot, not the last: its completion points into the buffer.
+    Member,
+    /// The last slot: its completion also releases the buffer.
+    Last(RawBuf),
 }
 
 /// `RawBuf::mr` of a buffer that is not an owned [`Buf`].
@@ -102,6 +131,7 @@ impl Op {
         },
         len: 0,
         report: false,
+        group: NO_GROUP,
     };
 
     fn owned(&self) -> Option<RawBuf> {
@@ -264,6 +294,8 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     pub(crate) dropped: u64,
     /// The counter (an index into the domain's counters) this path's completions count into.
     pub(crate) cntr: Option<usize>,
+    /// Multi-receive buffers posted on this path.
+    groups: [Group; MAX_GROUPS],
 }
 
 /// One slot of the domain's path slab. Make them with [`PathSlot::EMPTY`]:
@@ -315,6 +347,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             framing: None,
             dropped: 0,
             cntr: None,
+            groups: [Group {
+                remaining: 0,
+                owned: Op::FREE.buf,
+            }; MAX_GROUPS],
         }
     }
 
@@ -382,6 +418,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         };
                         match rx_outcome(self.framing.as_ref(), &op, c, ctx.avs) {
                             RxVerdict::Out(o) => {
+                                let o = settle(&mut self.groups, &op, o);
                                 tally.outcome(&o);
                                 given += 1;
                                 stop |= sink(o);
@@ -407,7 +444,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                     // rather than vanish.
                                     _ => {
                                         given += 1;
-                                        stop |= sink(Outcome::Failed(canceled_recv(&op)));
+                                        let o = Outcome::Failed(canceled_recv(&op));
+                                        stop |= sink(settle(&mut self.groups, &op, o));
                                     }
                                 }
                             }
@@ -508,8 +546,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             for (token, kind) in tokens {
                 any = true;
                 if let Some(op) = self.table.take(token, kind) {
-                    ctx.cq.release_credit();
-                    release(ctx.mrs, op.owned());
+                    self.discard(&op, ctx);
                 }
             }
             if !any {
@@ -520,8 +557,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         // release them too, so that nothing the CQ or a region counts stays owed.
         while let Some((slot, op)) = self.table.oldest() {
             if self.table.take(Token(slot as u64), op.kind).is_some() {
-                ctx.cq.release_credit();
-                release(ctx.mrs, op.owned());
+                self.discard(&op, ctx);
             } else {
                 break;
             }
@@ -571,6 +607,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         if !live(&self.table) {
             return false;
         }
+        // Canceling a multi-receive buffer cancels all of its slots still in the ring: one
+        // entry, with the last of them, releases the buffer.
+        let target_group = (0..self.table.live_span())
+            .map(|k| self.table.ops[(self.table.head + k) % D])
+            .find(|op| op.kind != OpKind::Free && op.context == target)
+            .map_or(NO_GROUP, |op| op.group);
         match &mut self.queue {
             Queue::Tx(q) => q.flush(),
             Queue::Rx(q) => q.flush(),
@@ -604,23 +646,34 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     continue;
                 }
                 if flushed {
-                    if canceled || op.context != target {
+                    let chosen = if target_group == NO_GROUP {
+                        !canceled && op.context == target
+                    } else {
+                        op.group == target_group
+                    };
+                    if !chosen {
                         continue; // posted again below
                     }
                     let Some(op) = self.table.take(token, kind) else {
                         continue;
                     };
                     canceled = true;
+                    if leave_group(&mut self.groups, &op) == GroupExit::Member {
+                        // A slot of the canceled buffer that is not its last: no entry of its
+                        // own (the buffer's one entry comes with the last slot).
+                        ctx.cq.release_credit();
+                        continue;
+                    }
+                    let owned = match leave_group_last(&self.groups, &op) {
+                        Some(raw) => Some(raw),
+                        None => op.owned(),
+                    };
                     tally.err += 1;
                     sink(Outcome::Failed(ErrRecord {
                         completion: Completion {
                             context: op.context,
-                            flags: if kind == OpKind::Send {
-                                SEND_FLAGS
-                            } else {
-                                RECV_FLAGS
-                            },
-                            owned: op.owned(),
+                            flags: completion_flags(kind, op.group != NO_GROUP),
+                            owned,
                             ..Completion::default()
                         },
                         err: Error::Canceled,
@@ -654,6 +707,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 };
                 match verdict {
                     RxVerdict::Out(o) => {
+                        let o = settle(&mut self.groups, &op, o);
                         match &o {
                             Outcome::Done(c) if kind == OpKind::Recv => tally.success(c.len),
                             Outcome::Done(_) => tally.success(bytes),
@@ -697,13 +751,155 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 // completes canceled rather than vanish.
                 if let Some(op) = self.table.take(token, op.kind) {
                     tally.err += 1;
-                    sink(Outcome::Failed(canceled_recv(&op)));
+                    let o = Outcome::Failed(canceled_recv(&op));
+                    sink(settle(&mut self.groups, &op, o));
                 }
             }
         }
         self.doorbell();
         canceled
     }
+}
+
+impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
+    /// Forgets receive `op` without a completion (close), releasing a multi-receive buffer
+    /// with its last slot.
+    fn discard(&mut self, op: &Op, ctx: &PollCtx<'_, N>) {
+        ctx.cq.release_credit();
+        release(ctx.mrs, op.owned());
+        if let GroupExit::Last(raw) = leave_group(&mut self.groups, op) {
+            release(ctx.mrs, Some(raw));
+        }
+    }
+
+    /// Posts a multi-receive buffer (`FI_MULTI_RECV`) as `slots` receives of `slot_len` bytes
+    /// each (`accepted` of them for the payload), all or none: the op slots, ring room and CQ
+    /// credits are checked and reserved before the first descriptor is written. No doorbell.
+    pub(crate) fn post_multi_recv(
+        &mut self,
+        cq: &CqSlot<'_>,
+        owned: RawBuf,
+        slot_len: u32,
+        slots: u32,
+        accepted: u32,
+        context: OpContext,
+    ) -> Result {
+        let Some(gi) = self.groups.iter().position(|g| g.remaining == 0) else {
+            return Err(Error::Again);
+        };
+        if self.free_slots() < slots as usize {
+            return Err(Error::Again);
+        }
+        for taken in 0..slots {
+            if let Err(e) = cq.reserve_credit() {
+                for _ in 0..taken {
+                    cq.release_credit();
+                }
+                return Err(e);
+            }
+        }
+        let Queue::Rx(q) = &mut self.queue else {
+            for _ in 0..slots {
+                cq.release_credit();
+            }
+            return Err(Error::OpBadState);
+        };
+        let mut posted = 0;
+        for i in 0..slots {
+            let offset = u64::from(i) * u64::from(slot_len);
+            let buf = RawBuf {
+                cpu: owned.cpu + offset as usize,
+                iova: Iova(owned.iova.0 + offset),
+                len: slot_len,
+                mr: NO_MR,
+            };
+            let Some(slot) = self.table.next_free() else {
+                break;
+            };
+            if q.push(buf.rx(), Token(slot as u64)).is_err() {
+                break;
+            }
+            self.table.commit(
+                slot,
+                Op {
+                    kind: OpKind::Recv,
+                    context,
+                    buf,
+                    len: accepted,
+                    // Every slot reports: the application needs each `buf`, and the last one
+                    // hands the buffer back.
+                    report: true,
+                    group: gi as u8,
+                },
+            );
+            posted += 1;
+        }
+        // Checked above, so this does not happen; if the driver refused anyway, the slots that
+        // made it form the group and the rest give their credits back.
+        for _ in posted..slots {
+            cq.release_credit();
+        }
+        if posted == 0 {
+            return Err(Error::Again);
+        }
+        self.groups[gi] = Group {
+            remaining: posted,
+            owned,
+        };
+        Ok(())
+    }
+}
+
+/// The buffer of `op`'s group if `op` was just its last slot (after [`leave_group`]).
+fn leave_group_last(groups: &[Group], op: &Op) -> Option<RawBuf> {
+    groups
+        .get(usize::from(op.group))
+        .filter(|g| g.remaining == 0)
+        .map(|g| g.owned)
+}
+
+/// The flags of a canceled operation's entry.
+fn completion_flags(kind: OpKind, multi: bool) -> CompletionFlags {
+    match (kind, multi) {
+        (OpKind::Send, _) => SEND_FLAGS,
+        (_, true) => RECV_FLAGS.union(CompletionFlags::MULTI_RECV),
+        (_, false) => RECV_FLAGS,
+    }
+}
+
+/// Takes `op`'s slot out of its multi-receive group.
+fn leave_group(groups: &mut [Group], op: &Op) -> GroupExit {
+    let Some(g) = groups.get_mut(usize::from(op.group)) else {
+        return GroupExit::None;
+    };
+    g.remaining = g.remaining.saturating_sub(1);
+    if g.remaining == 0 {
+        GroupExit::Last(g.owned)
+    } else {
+        GroupExit::Member
+    }
+}
+
+/// Settles the outcome of receive `op`, taken from the table: a multi-receive slot's
+/// completion points at its data (`buf`, fi_cq(3)), and the last one carries `FI_MULTI_RECV`
+/// and the buffer.
+fn settle(groups: &mut [Group], op: &Op, mut o: Outcome) -> Outcome {
+    let exit = leave_group(groups, op);
+    if exit == GroupExit::None {
+        return o;
+    }
+    let c = match &mut o {
+        Outcome::Done(c) => c,
+        Outcome::Failed(e) => &mut e.completion,
+    };
+    if op.buf.cpu != 0 {
+        c.buf = BufAddr(op.buf.cpu + proto::HEADER_LEN);
+    }
+    if let GroupExit::Last(raw) = exit {
+        c.flags |= CompletionFlags::MULTI_RECV;
+        c.owned = Some(raw);
+    }
+    o
 }
 
 /// The tokens of one chunk of completions, either direction.
@@ -1176,6 +1372,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 buf,
                 len,
                 report,
+                group: NO_GROUP,
             },
         );
         Ok(())
@@ -1230,6 +1427,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 buf,
                 len: buf.len,
                 report,
+                group: NO_GROUP,
             },
         );
         Ok(())

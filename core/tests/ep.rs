@@ -560,9 +560,13 @@ fn send_errors_hand_the_buffer_back_and_post_nothing() {
         .unwrap_err();
     assert_eq!(e, Error::Inval);
     let (e, _) = ep_b
-        .recvmsg(mr_b.alloc(BUF).unwrap(), OpContext(1), OpFlags::MULTI_RECV)
+        .recvmsg(mr_b.alloc(BUF).unwrap(), OpContext(1), OpFlags::FENCE)
         .unwrap_err();
-    assert_eq!(e, Error::BadFlags);
+    assert_eq!(
+        e,
+        Error::BadFlags,
+        "a receive takes COMPLETION, MORE, MULTI_RECV"
+    );
     p.wire.run_until_idle();
     let mut out = [DataEntry::default(); 2];
     assert_eq!(cq_a.read(&mut out), Err(Error::Again), "nothing was posted");
@@ -1278,4 +1282,154 @@ fn counters_count_every_completion_by_class_also_without_cq_entries() {
     let mut err = ErrEntry::default();
     cq_a.readerr(&mut err, None, 0).unwrap();
     assert_eq!((err.op_context, err.err), (OpContext(9), 125));
+}
+
+#[test]
+fn a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(16 * BUF)).unwrap();
+    let mr_b = db.register(memory(16 * BUF)).unwrap();
+    // Room for 4 messages; MIN_MULTI_RECV of 1.5 slots: released after the 3rd, when one
+    // slot (2048 bytes < 3072) is left.
+    let mut ep_b = ep_b;
+    ep_b.setopt(EpOpt::MinMultiRecv, 3 * BUF / 2).unwrap();
+    let multi = mr_b.alloc(4 * BUF).unwrap();
+    let base = multi.addr();
+    ep_b.recvmsg(multi, OpContext(5), OpFlags::MULTI_RECV)
+        .unwrap();
+    assert_eq!(ep_b.rx_size_left(), Ok(D - 3), "three slots posted");
+    for i in 0..3 {
+        let mut s = mr_a.alloc(BUF).unwrap();
+        payload(&mut s, &[0x10 + i as u8; 40]);
+        ep_a.send(s, 40 + i, to_b, OpContext(60 + i)).unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+        got.push((e.op_context, e.len, e.buf.0, e.flags, buf.is_some()));
+    }
+    let recv = CompletionFlags::RECV | CompletionFlags::MSG;
+    assert_eq!(
+        got,
+        vec![
+            (OpContext(5), 40, base + HEADER_LEN, recv, false),
+            (OpContext(5), 41, base + BUF + HEADER_LEN, recv, false),
+            (
+                OpContext(5),
+                42,
+                base + 2 * BUF + HEADER_LEN,
+                recv | CompletionFlags::MULTI_RECV,
+                true
+            ),
+        ],
+        "each completion points at its data; the last releases the buffer"
+    );
+    assert_eq!(mr_b.outstanding(), 0);
+    let _ = cq_a;
+}
+
+#[test]
+fn canceling_a_multi_receive_buffer_releases_it_once() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let mut cq_b = cq_b;
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(16 * BUF)).unwrap();
+    ep_b.recvmsg(
+        mr_b.alloc(4 * BUF).unwrap(),
+        OpContext(5),
+        OpFlags::MULTI_RECV,
+    )
+    .unwrap();
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(6)).unwrap();
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 9, to_b, OpContext(1))
+        .unwrap();
+    p.wire.run_until_idle();
+    assert_eq!(ep_b.cancel(OpContext(5)), Ok(true));
+    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    assert_eq!(ok, vec![(5, 9)], "the message that arrived is delivered");
+    assert_eq!(
+        err,
+        vec![(5, 125)],
+        "one entry for the rest of the buffer, with it"
+    );
+    // The plain receive posted after it is still there.
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 7, to_b, OpContext(2))
+        .unwrap();
+    let (ok, _) = drain_all(&p.wire, &mut cq_b);
+    assert_eq!(ok, vec![(6, 7)]);
+    assert_eq!(mr_b.outstanding(), 0);
+    let _ = cq_a;
+}
+
+#[test]
+fn multi_receive_slots_follow_min_multi_recv() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let mr_b = db.register(memory(40 * BUF)).unwrap();
+    let mut ep_b = ep_b;
+    for (min, len, slots) in [
+        (0, 4 * BUF, 4),
+        (BUF, 4 * BUF, 4),
+        (BUF + 1, 4 * BUF, 3),
+        (4 * BUF, 4 * BUF + 100, 1),
+    ] {
+        ep_b.setopt(EpOpt::MinMultiRecv, min).unwrap();
+        let before = ep_b.rx_size_left().unwrap();
+        ep_b.recvmsg(mr_b.alloc(len).unwrap(), OpContext(1), OpFlags::MULTI_RECV)
+            .unwrap();
+        assert_eq!(
+            before - ep_b.rx_size_left().unwrap(),
+            slots,
+            "min {min} len {len}"
+        );
+    }
+    let (e, _) = ep_b
+        .recvmsg(
+            mr_b.alloc(BUF - 1).unwrap(),
+            OpContext(1),
+            OpFlags::MULTI_RECV,
+        )
+        .unwrap_err();
+    assert_eq!(e, Error::Inval, "not even one slot");
+    let _ = (&da, &cq_a, &cq_b, &av_a, &ep_a);
 }
