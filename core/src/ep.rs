@@ -831,6 +831,102 @@ fn multi_recv_slots(len: u32, slot_len: u32, min: usize) -> Result<u32> {
     Ok(slots as u32)
 }
 
+/// An alias of an endpoint (`fi_ep_alias`): the same queues, its own default flags for one
+/// direction. It borrows the endpoint, so the endpoint cannot be closed — released — while an
+/// alias lives (fi_endpoint(3): "all allocated aliases must be closed for the underlying
+/// endpoint to be released"), and aliases need no bookkeeping of their own.
+pub struct Alias<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> {
+    ep: &'e Endpoint<'d, 's, 'n, N, D>,
+    tx_op_flags: OpFlags,
+    rx_op_flags: OpFlags,
+}
+
+impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
+    /// Creates an alias (`fi_ep_alias`): `flags` holds exactly one of `TRANSMIT` and `RECV`,
+    /// and `op_flags` become that direction's defaults for operations posted through the alias;
+    /// the other direction inherits the endpoint's.
+    ///
+    /// # Errors
+    /// `Inval` unless exactly one direction is named; `BadFlags` for op flags that direction
+    /// does not accept.
+    pub fn alias(
+        &self,
+        which: BindFlags,
+        op_flags: OpFlags,
+    ) -> Result<Alias<'_, 'd, 's, 'n, N, D>> {
+        let (mut tx, mut rx) = (self.attr.tx_op_flags, self.attr.rx_op_flags);
+        match direction(which)? {
+            Dir::Tx if TX_FLAGS_OK.contains(op_flags) => tx = op_flags,
+            Dir::Rx if RX_FLAGS_OK.contains(op_flags) => rx = op_flags,
+            _ => return Err(Error::BadFlags),
+        }
+        Ok(Alias {
+            ep: self,
+            tx_op_flags: tx,
+            rx_op_flags: rx,
+        })
+    }
+}
+
+impl<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 's, 'n, N, D> {
+    /// [`Endpoint::send`] with the alias's transmit flags.
+    ///
+    /// # Errors
+    /// As [`Endpoint::sendmsg`].
+    pub fn send(
+        &self,
+        buf: Buf<'s>,
+        len: usize,
+        dest: FiAddr,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        self.ep
+            .sendmsg(buf, len, dest, None, context, self.tx_op_flags)
+    }
+
+    /// [`Endpoint::recv`] with the alias's receive flags.
+    ///
+    /// # Errors
+    /// As [`Endpoint::recvmsg`].
+    pub fn recv(
+        &self,
+        buf: Buf<'s>,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        self.ep.recvmsg(buf, context, self.rx_op_flags)
+    }
+
+    /// `fi_control(FI_GETOPSFLAG)` on the alias.
+    ///
+    /// # Errors
+    /// `Inval` unless exactly one direction is named.
+    pub fn get_op_flags(&self, which: BindFlags) -> Result<OpFlags> {
+        match direction(which)? {
+            Dir::Tx => Ok(self.tx_op_flags),
+            Dir::Rx => Ok(self.rx_op_flags),
+        }
+    }
+
+    /// `fi_control(FI_SETOPSFLAG)` on the alias (the endpoint's own flags do not change).
+    ///
+    /// # Errors
+    /// `Inval` unless exactly one direction is named; `BadFlags` for flags that direction
+    /// does not accept.
+    pub fn set_op_flags(&mut self, which: BindFlags, flags: OpFlags) -> Result {
+        match direction(which)? {
+            Dir::Tx if TX_FLAGS_OK.contains(flags) => self.tx_op_flags = flags,
+            Dir::Rx if RX_FLAGS_OK.contains(flags) => self.rx_op_flags = flags,
+            _ => return Err(Error::BadFlags),
+        }
+        Ok(())
+    }
+
+    /// The endpoint the alias belongs to.
+    pub fn endpoint(&self) -> &'e Endpoint<'d, 's, 'n, N, D> {
+        self.ep
+    }
+}
+
 enum Dir {
     Tx,
     Rx,

@@ -1014,6 +1014,11 @@ fn rx_outcome(
                     Err(()) => return RxVerdict::Repost,
                     Ok(h) => {
                         let mut done = completion(u32::from(h.payload_len));
+                        if h.dst.is_multicast() {
+                            // Sent to a group (broadcast included); every endpoint has
+                            // FI_SOURCE, which fi_cq(3) requires for this flag on a receive.
+                            done.flags |= CompletionFlags::MULTICAST;
+                        }
                         if let Some(data) = h.data {
                             done.data = data;
                             done.flags |= CompletionFlags::REMOTE_CQ_DATA;

@@ -1433,3 +1433,104 @@ fn multi_receive_slots_follow_min_multi_recv() {
     assert_eq!(e, Error::Inval, "not even one slot");
     let _ = (&da, &cq_a, &cq_b, &av_a, &ep_a);
 }
+
+#[test]
+fn an_alias_posts_on_the_same_queues_with_its_own_flags() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for i in 0..2 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    assert_eq!(
+        ep_a.alias(BindFlags::TRANSMIT | BindFlags::RECV, OpFlags::empty())
+            .err(),
+        Some(Error::Inval),
+        "exactly one direction"
+    );
+    assert_eq!(
+        ep_a.alias(BindFlags::TRANSMIT, OpFlags::FENCE).err(),
+        Some(Error::BadFlags)
+    );
+    // Under selective completion the endpoint's sends are silent; the alias asks for entries.
+    let mut alias = ep_a
+        .alias(BindFlags::TRANSMIT, OpFlags::COMPLETION)
+        .unwrap();
+    assert_eq!(
+        alias.get_op_flags(BindFlags::TRANSMIT),
+        Ok(OpFlags::COMPLETION)
+    );
+    assert_eq!(
+        alias.get_op_flags(BindFlags::RECV),
+        Ok(OpFlags::empty()),
+        "inherited"
+    );
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 3, to_b, OpContext(1))
+        .unwrap();
+    alias
+        .send(mr_a.alloc(BUF).unwrap(), 3, to_b, OpContext(2))
+        .unwrap();
+    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_a);
+    assert_eq!(e.op_context, OpContext(2), "only the alias's send reports");
+    assert_eq!(ep_a.get_op_flags(BindFlags::TRANSMIT), Ok(OpFlags::empty()));
+    alias
+        .set_op_flags(BindFlags::TRANSMIT, OpFlags::empty())
+        .unwrap();
+    assert_eq!(
+        alias.set_op_flags(BindFlags::RECV, OpFlags::FENCE),
+        Err(Error::BadFlags)
+    );
+    let _ = (cq_b, alias.endpoint().name());
+}
+
+#[test]
+fn a_broadcast_reaches_the_endpoint_with_fi_multicast() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let everyone = insert(
+        &av_a,
+        EpAddr {
+            mac: MacAddr::BROADCAST,
+            ctx: 0,
+        },
+    );
+    let to_a = insert(&av_b, ep_a.name());
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(3)).unwrap();
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 6, everyone, OpContext(1))
+        .unwrap();
+    let (e, src, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!(
+        e.flags,
+        CompletionFlags::RECV | CompletionFlags::MSG | CompletionFlags::MULTICAST
+    );
+    assert_eq!((e.len, src), (6, to_a));
+    let _ = cq_a;
+}
