@@ -403,3 +403,99 @@ fn rss_spreads_ipv4_flows_over_both_receive_queues_and_reports_the_hash() {
         "a UDP hash is refused, not silently replaced"
     );
 }
+
+#[test]
+fn a_chosen_vector_steers_the_queue_there_and_an_absent_one_is_refused() {
+    use ringfab_emu::e1000e::regs::IVAR;
+    use ringfab_hal::{Error, Mmio};
+    let p = pair();
+    let nic = &p.nic_b;
+    assert_eq!(nic.irq_vectors(), 5, "the 82574's five MSI-X vectors");
+    let mut rx = nic
+        .open_rx::<16>(1, RxConfig::new(2048).with_vector(3))
+        .unwrap();
+    let tx = nic.open_tx::<16>(0, TxConfig::with_vector(3)).unwrap();
+    assert_eq!(
+        (rx.interrupt_vector(), tx.interrupt_vector()),
+        (Some(3), Some(3))
+    );
+    let ivar = nic.platform().bar(0).unwrap().read32(IVAR);
+    // RX 1 → IVAR bits 7:4; TX 0 → bits 11:8; both vector 3 with the valid bit (8).
+    assert_eq!(ivar >> 4 & 0xF, 0x8 | 3);
+    assert_eq!(ivar >> 8 & 0xF, 0x8 | 3);
+    assert_eq!(ivar & 0xF, 0, "RX 0 is not wired");
+
+    // The queue's completion notifies vector 3, and Nic::irq(3) is that vector's handle.
+    let vector = nic.irq(3).unwrap();
+    assert_eq!(
+        vector.notifications(),
+        p.b.vector(3).unwrap().notifications()
+    );
+    let mem = nic.platform().alloc_dma(2048 * 2).unwrap();
+    post(&mut rx, &mem, 2);
+    rx.set_interrupt(true);
+    vector.drain();
+    let before = (
+        vector.notifications(),
+        p.b.vector(1).unwrap().notifications(),
+    );
+    // RSS sends nothing to queue 1 unless programmed: a table of only queue 1.
+    let key = [0x5Au8; 40];
+    let table = [1u16; 128];
+    nic.set_rss(&ringfab_hal::RssConfig {
+        key: &key,
+        table: &table,
+        hashes: nic.capabilities().rss.unwrap().hashes,
+    })
+    .unwrap();
+    send_all(&p, &[udp_frame(MAC_B, MAC_A, Udp::ports(1, 2), &[7; 30])]);
+    let mut out = [NO_RX; 2];
+    assert_eq!(rx.poll(&mut out), 1);
+    assert_eq!(out[0].status, Ok(()));
+    assert_eq!(vector.notifications(), before.0 + 1, "vector 3 fired");
+    assert_eq!(
+        p.b.vector(1).unwrap().notifications(),
+        before.1,
+        "not the pair's default vector"
+    );
+
+    assert_eq!(
+        nic.irq(5).err(),
+        Some(Error::InterruptUnavailable { vector: 5 })
+    );
+    assert_eq!(
+        nic.open_tx::<16>(1, TxConfig::with_vector(5)).err(),
+        Some(Error::InterruptUnavailable { vector: 5 })
+    );
+    assert_eq!(
+        nic.open_rx::<16>(0, RxConfig::new(2048).with_vector(7))
+            .err(),
+        Some(Error::InterruptUnavailable { vector: 7 })
+    );
+    // The refused queues are free again, and opened without interrupt have no vector.
+    let plain = nic.open_tx::<16>(1, TxConfig::default()).unwrap();
+    assert_eq!(plain.interrupt_vector(), None);
+    let rx0 = nic.open_rx::<16>(0, RxConfig::new(2048)).unwrap();
+    assert_eq!(rx0.interrupt_vector(), None);
+    drop(rx);
+    let ivar = nic.platform().bar(0).unwrap().read32(IVAR);
+    assert_eq!(ivar >> 4 & 0xF, 0, "closing RX 1 cleared its entry");
+    assert_eq!(ivar >> 8 & 0xF, 0x8 | 3, "TX 0's entry kept");
+}
+
+#[test]
+fn without_a_chosen_vector_queue_pair_i_uses_vector_i_mod_the_count() {
+    let p = pair();
+    let rx = p
+        .nic_b
+        .open_rx::<16>(1, RxConfig::new(2048).with_interrupt(true))
+        .unwrap();
+    let tx = p
+        .nic_b
+        .open_tx::<16>(1, TxConfig::with_interrupt(true))
+        .unwrap();
+    assert_eq!(
+        (rx.interrupt_vector(), tx.interrupt_vector()),
+        (Some(1), Some(1))
+    );
+}
