@@ -12,7 +12,8 @@
 //!   through [`DmaRing`]'s volatile accessors (its size checked once, when the queue opens);
 //! * every token pushed comes back once from `poll` — including after [`TxQueue::flush`] /
 //!   [`RxQueue::flush`] — and a device that writes nonsense produces error completions, never a
-//!   panic or an access outside the ring (see the `ring` module);
+//!   panic or an access outside the ring (see `ringfab-ring`, whose rings both Intel drivers
+//!   share);
 //! * a queue stops its hardware queue (bounded wait) before its ring memory is freed.
 //!
 //! Where the 82574 differs from the 82576, and what the driver does about it:
