@@ -86,6 +86,9 @@ pub enum Error {
     RssConfig,
     /// The device has no such feature.
     Unsupported,
+    /// A MAC address a receive queue cannot be given: a group address, all zeros, the station
+    /// address, or one another queue already has.
+    RxMacAddress,
 }
 
 impl fmt::Display for Error {
@@ -125,6 +128,10 @@ impl fmt::Display for Error {
             Error::QueuesOpen => write!(f, "operation needs all queues closed"),
             Error::RssConfig => write!(f, "RSS configuration rejected"),
             Error::Unsupported => write!(f, "operation not supported by this device"),
+            Error::RxMacAddress => write!(
+                f,
+                "a receive queue cannot be given that MAC address (group, zero, or taken)"
+            ),
         }
     }
 }

@@ -40,6 +40,11 @@ pub struct Capabilities {
     /// Whether completions on one queue come back in the order their descriptors were pushed.
     /// Descriptor rings with a done bit do; a virtqueue may complete out of order.
     pub in_order_completion: bool,
+    /// Receive queues that can be given a destination MAC address of their own
+    /// ([`Nic::set_rx_queue_mac`]): frames to that address land on that queue. 0 when the
+    /// device cannot steer by address (then every frame the filter accepts goes to queue 0,
+    /// or where RSS puts it).
+    pub rx_mac_queues: u16,
 }
 
 /// Offloads the NIC performs. All are off unless a queue or frame asks for them.
@@ -290,6 +295,25 @@ pub trait Nic: Sync {
     /// # Errors
     /// [`Error::Unsupported`](crate::Error::Unsupported) for a mode the device cannot do.
     fn set_rx_mode(&self, mode: RxMode) -> Result;
+
+    /// Steers frames addressed to `mac` to receive queue `queue` (`Some`), or removes the
+    /// queue's address (`None`): how named receive contexts are reached on a device that
+    /// cannot hash ringfab's frames. Queue 0 keeps the station address
+    /// ([`Capabilities::mac`]) and cannot be given another; broadcast frames go to queue 0.
+    ///
+    /// On the 82576 this is VMDq (pool *n* = queue *n*, by destination address), which QEMU's
+    /// model does not combine with RSS: the driver refuses one while the other is set up.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a device without address steering
+    /// (the default), or while RSS is programmed; [`Error::QueueIndex`](crate::Error::QueueIndex)
+    /// for queue 0 or a queue at or above [`Capabilities::rx_mac_queues`];
+    /// [`Error::RxMacAddress`](crate::Error::RxMacAddress) for a group or zero address, the
+    /// station address, or one another queue already has.
+    fn set_rx_queue_mac(&self, queue: u16, mac: Option<MacAddr>) -> Result {
+        let _ = (queue, mac);
+        Err(crate::Error::Unsupported)
+    }
 
     /// Statistics accumulated since bring-up.
     fn stats(&self) -> Stats;
