@@ -38,7 +38,7 @@ fn describe<N: Nic>(name: &str, nic: &N) -> Result<(), String> {
     let cqs = [CqSlot::EMPTY; 1];
     let avs = [AvSlot::EMPTY; 1];
     let mut aux = vec![AuxEntry::EMPTY; 2 * D];
-    let mut table = [AvEntry::EMPTY; 1];
+    let table = [AvEntry::EMPTY; 1];
     let domain = Domain::new(nic, &paths, &cqs).with_avs(&avs);
     let attr = CqAttr {
         size: 2 * D,
@@ -49,7 +49,7 @@ fn describe<N: Nic>(name: &str, nic: &N) -> Result<(), String> {
         .open_cq::<ringfab::cq::entry::Msg>(&attr, &mut aux)
         .map_err(|e| format!("{name}: opening a CQ: {e}"))?;
     let av = domain
-        .open_av(&mut table)
+        .open_av(&table)
         .map_err(|e| format!("{name}: opening an AV: {e}"))?;
     let mut ep = domain
         .endpoint(&EpAttr::default())

@@ -248,7 +248,7 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
     let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
     let mut auxa = vec![AuxEntry::EMPTY; CQ_SIZE];
     let mut auxb = vec![AuxEntry::EMPTY; CQ_SIZE];
-    let (mut ta, mut tb) = ([AvEntry::EMPTY; 1], [AvEntry::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 1], [AvEntry::EMPTY; 1]);
     let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
     let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
     let attr = CqAttr {
@@ -262,8 +262,8 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
     let cq_b = db
         .open_cq::<Msg>(&attr, &mut auxb)
         .map_err(fail("opening CQ B"))?;
-    let av_a = da.open_av(&mut ta).map_err(fail("opening AV A"))?;
-    let av_b = db.open_av(&mut tb).map_err(fail("opening AV B"))?;
+    let av_a = da.open_av(&ta).map_err(fail("opening AV A"))?;
+    let av_b = db.open_av(&tb).map_err(fail("opening AV B"))?;
     let mut ep_a = da
         .endpoint(&EpAttr::default())
         .map_err(fail("endpoint A"))?;

@@ -5,13 +5,28 @@
 //! receive-context number on that NIC. An [`AddressVector`] maps them to [`FiAddr`]s, which data
 //! operations take as destinations and `readfrom` returns as sources.
 //!
-//! The table is the caller's storage (`&'s mut [AvEntry]`), so its capacity is the caller's
+//! The table is the caller's storage (`&'s [AvEntry]`), so its capacity is the caller's
 //! choice and nothing is allocated. `FiAddr`s are table indices, handed out lowest-free-first,
 //! as `FI_AV_TABLE` asks. Reverse lookup (source address → `FiAddr`, for `FI_SOURCE`) scans the
 //! table; docs/perf.md says what that costs, and a hashed index is the known next step for
 //! large tables.
+//!
+//! # Lookups take no lock
+//!
+//! Every data operation looks its destination up, from as many threads as there are
+//! endpoints and contexts, so an entry is one `AtomicU64` (the 8-byte raw address) read with
+//! acquire ordering; only `insert` and `remove` serialise, on the AV's lock. The one address
+//! that cannot be stored is the all-ones pattern (broadcast MAC with context `0xffff`), which
+//! marks a free entry.
+//!
+//! # Receive contexts (`rx_ctx_bits`)
+//!
+//! An AV opened with `rx_ctx_bits` > 0 lets a sender name a receive context of a scalable
+//! endpoint: [`FiAddr::rx`] (`fi_rx_addr`) puts the context index in the top `rx_ctx_bits` of
+//! the handle, and the lookup gives the peer's address and that index.
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
@@ -65,37 +80,96 @@ impl FiAddr {
 }
 
 /// One entry of an address vector's table: `[AvEntry::EMPTY; 64]`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct AvEntry(Option<EpAddr>);
+pub struct AvEntry(AtomicU64);
+
+/// The raw value of a free entry.
+const FREE: u64 = u64::MAX;
 
 impl AvEntry {
     /// An unused entry.
-    pub const EMPTY: AvEntry = AvEntry(None);
+    #[allow(
+        clippy::declare_interior_mutable_const,
+        reason = "a fresh entry per use is the point: `[AvEntry::EMPTY; N]` builds the table"
+    )]
+    pub const EMPTY: AvEntry = AvEntry(AtomicU64::new(FREE));
+
+    fn get(&self) -> Option<EpAddr> {
+        let v = self.0.load(Ordering::Acquire);
+        (v != FREE).then(|| EpAddr::from_u64(v))
+    }
+}
+
+impl EpAddr {
+    /// The raw address as one number: MAC in the high 48 bits, context in the low 16.
+    fn to_u64(self) -> u64 {
+        u64::from_be_bytes(self.to_bytes())
+    }
+
+    fn from_u64(v: u64) -> EpAddr {
+        let b = v.to_be_bytes();
+        EpAddr {
+            mac: MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]),
+            ctx: u16::from_be_bytes([b[6], b[7]]),
+        }
+    }
+}
+
+impl FiAddr {
+    /// The handle of receive context `index` of the peer behind `self` (`fi_rx_addr`), for an
+    /// AV opened with `rx_ctx_bits` bits for it: the index goes in the top bits.
+    pub const fn rx(self, index: u16, rx_ctx_bits: u32) -> FiAddr {
+        if rx_ctx_bits == 0 {
+            return self;
+        }
+        FiAddr(self.0 | ((index as u64) << (64 - rx_ctx_bits)))
+    }
 }
 
 struct AvState<'s> {
-    table: &'s mut [AvEntry],
+    table: &'s [AvEntry],
+    rx_ctx_bits: u32,
 }
 
 impl AvState<'_> {
-    fn get(&self, addr: FiAddr) -> Option<EpAddr> {
-        let i = usize::try_from(addr.0).ok()?;
-        self.table.get(i).and_then(|e| e.0)
+    /// The entry index and receive-context index a handle names.
+    fn split(&self, addr: FiAddr) -> Option<(usize, u16)> {
+        if addr == FiAddr::NOTAVAIL {
+            return None;
+        }
+        let (index, rx) = if self.rx_ctx_bits == 0 {
+            (addr.0, 0)
+        } else {
+            let shift = 64 - self.rx_ctx_bits;
+            (addr.0 & ((1u64 << shift) - 1), (addr.0 >> shift) as u16)
+        };
+        Some((usize::try_from(index).ok()?, rx))
+    }
+
+    fn get(&self, addr: FiAddr) -> Option<(EpAddr, u16)> {
+        let (i, rx) = self.split(addr)?;
+        self.table.get(i).and_then(AvEntry::get).map(|a| (a, rx))
     }
 
     fn find(&self, addr: EpAddr) -> Option<FiAddr> {
         self.table
             .iter()
-            .position(|e| e.0 == Some(addr))
+            .position(|e| e.get() == Some(addr))
             .map(|i| FiAddr(i as u64))
     }
 }
 
 /// One slot of the domain's address-vector slab: `[AvSlot::EMPTY; 1]`.
 pub struct AvSlot<'s> {
+    /// The open AV; `insert`, `remove`, open and close serialise on this lock.
     state: Mutex<Option<AvState<'s>>>,
+    /// The open AV's table (null while closed) and its length and `rx_ctx_bits`, published
+    /// under `state`'s lock so that lookups — every send, every received frame — take no lock.
+    table: AtomicPtr<AvEntry>,
+    len: AtomicUsize,
+    rx_ctx_bits: AtomicU32,
     /// Endpoints bound to it.
     binds: AtomicUsize,
+    _table: PhantomData<&'s [AvEntry]>,
 }
 
 impl<'s> AvSlot<'s> {
@@ -106,17 +180,49 @@ impl<'s> AvSlot<'s> {
     )]
     pub const EMPTY: Self = AvSlot {
         state: Mutex::new(None),
+        table: AtomicPtr::new(core::ptr::null_mut()),
+        len: AtomicUsize::new(0),
+        rx_ctx_bits: AtomicU32::new(0),
         binds: AtomicUsize::new(0),
+        _table: PhantomData,
     };
 
-    /// The address behind `addr`, if it is in the table.
-    pub(crate) fn lookup(&self, addr: FiAddr) -> Option<EpAddr> {
-        self.state.lock().as_ref().and_then(|st| st.get(addr))
+    /// Publishes the open AV's table for lookups (`None`: closed). Called under `state`'s lock.
+    fn publish(&self, table: Option<(&'s [AvEntry], u32)>) {
+        match table {
+            Some((t, bits)) => {
+                self.len.store(t.len(), Ordering::Relaxed);
+                self.rx_ctx_bits.store(bits, Ordering::Relaxed);
+                self.table.store(t.as_ptr().cast_mut(), Ordering::Release);
+            }
+            None => self.table.store(core::ptr::null_mut(), Ordering::Release),
+        }
+    }
+
+    fn view(&self) -> Option<AvState<'s>> {
+        let ptr = self.table.load(Ordering::Acquire);
+        if ptr.is_null() {
+            return None;
+        }
+        let len = self.len.load(Ordering::Relaxed);
+        // SAFETY: a non-null pointer was published from a `&'s [AvEntry]` of `len` entries
+        // (the release store above orders `len` before it), and `'s` is alive whenever this
+        // `AvSlot<'s>` can be used. The entries are atomics: shared access is what they are for.
+        let table: &'s [AvEntry] = unsafe { core::slice::from_raw_parts(ptr, len) };
+        Some(AvState {
+            table,
+            rx_ctx_bits: self.rx_ctx_bits.load(Ordering::Relaxed),
+        })
+    }
+
+    /// The address behind `addr` and the receive context it names, if it is in the table.
+    pub(crate) fn lookup(&self, addr: FiAddr) -> Option<(EpAddr, u16)> {
+        self.view().and_then(|st| st.get(addr))
     }
 
     /// The `FiAddr` of `addr`, if it is in the table (the lowest, if inserted twice).
     pub(crate) fn reverse(&self, addr: EpAddr) -> Option<FiAddr> {
-        self.state.lock().as_ref().and_then(|st| st.find(addr))
+        self.view().and_then(|st| st.find(addr))
     }
 
     pub(crate) fn bind(&self) {
@@ -134,17 +240,34 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     ///
     /// # Errors
     /// `Inval` for an empty table; `NoMem` when every AV slot is taken.
-    pub fn open_av(&self, table: &'s mut [AvEntry]) -> Result<AddressVector<'_, 's, 'n, N, D>> {
-        if table.is_empty() {
+    pub fn open_av(&self, table: &'s [AvEntry]) -> Result<AddressVector<'_, 's, 'n, N, D>> {
+        self.open_av_rx(table, 0)
+    }
+
+    /// Opens an address vector whose handles can name receive contexts (`fi_av_attr`'s
+    /// `rx_ctx_bits`; see [`FiAddr::rx`]).
+    ///
+    /// # Errors
+    /// `Inval` for an empty table, or `rx_ctx_bits` above 16 or leaving too few bits for the
+    /// table's indices; `NoMem` when every AV slot is taken.
+    pub fn open_av_rx(
+        &self,
+        table: &'s [AvEntry],
+        rx_ctx_bits: u32,
+    ) -> Result<AddressVector<'_, 's, 'n, N, D>> {
+        let index_bits = usize::BITS - table.len().leading_zeros();
+        if table.is_empty() || rx_ctx_bits > 16 || index_bits + rx_ctx_bits > 63 {
             return Err(Error::Inval);
         }
-        table.fill(AvEntry::EMPTY);
-        let mut table = Some(table);
+        for e in table {
+            e.0.store(FREE, Ordering::Release);
+        }
         for (index, slot) in self.avs().iter().enumerate() {
             let mut guard = slot.state.lock();
             if guard.is_none() {
                 slot.binds.store(0, Ordering::Release);
-                *guard = table.take().map(|table| AvState { table });
+                *guard = Some(AvState { table, rx_ctx_bits });
+                slot.publish(Some((table, rx_ctx_bits)));
                 return Ok(AddressVector {
                     domain: self,
                     index,
@@ -177,23 +300,29 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
         self.index
     }
 
+    /// The AV's `rx_ctx_bits` (0 unless opened with [`Domain::open_av_rx`]).
+    pub fn rx_ctx_bits(&self) -> u32 {
+        self.slot().view().map_or(0, |st| st.rx_ctx_bits)
+    }
+
     /// Inserts `addrs` (`fi_av_insert`), writing each one's handle to `out` (which must be as
     /// long): the lowest free table entries, in order. An address that finds no free entry
     /// gets [`FiAddr::NOTAVAIL`]. Returns how many were inserted.
     ///
     /// # Errors
-    /// `Inval` if `out` is shorter than `addrs`.
+    /// `Inval` if `out` is shorter than `addrs`, or for the one address that cannot be stored
+    /// (broadcast with context `0xffff`; nothing is inserted then).
     pub fn insert(&self, addrs: &[EpAddr], out: &mut [FiAddr]) -> Result<usize> {
-        if out.len() < addrs.len() {
+        if out.len() < addrs.len() || addrs.iter().any(|a| a.to_u64() == FREE) {
             return Err(Error::Inval);
         }
-        let mut guard = self.slot().state.lock();
-        let st = guard.as_mut().ok_or(Error::OpBadState)?;
+        let guard = self.slot().state.lock();
+        let st = guard.as_ref().ok_or(Error::OpBadState)?;
         let mut inserted = 0;
         for (addr, handle) in addrs.iter().zip(out.iter_mut()) {
-            *handle = match st.table.iter().position(|e| e.0.is_none()) {
+            *handle = match st.table.iter().position(|e| e.get().is_none()) {
                 Some(i) => {
-                    st.table[i] = AvEntry(Some(*addr));
+                    st.table[i].0.store(addr.to_u64(), Ordering::Release);
                     inserted += 1;
                     FiAddr(i as u64)
                 }
@@ -208,13 +337,15 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
     /// # Errors
     /// `Inval` if any handle names no entry (nothing is removed then).
     pub fn remove(&self, handles: &[FiAddr]) -> Result {
-        let mut guard = self.slot().state.lock();
-        let st = guard.as_mut().ok_or(Error::OpBadState)?;
+        let guard = self.slot().state.lock();
+        let st = guard.as_ref().ok_or(Error::OpBadState)?;
         if handles.iter().any(|&h| st.get(h).is_none()) {
             return Err(Error::Inval);
         }
-        for h in handles {
-            st.table[h.0 as usize] = AvEntry::EMPTY;
+        for &h in handles {
+            if let Some((i, _)) = st.split(h) {
+                st.table[i].0.store(FREE, Ordering::Release);
+            }
         }
         Ok(())
     }
@@ -224,7 +355,10 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
     /// # Errors
     /// `Inval` if it names no entry.
     pub fn lookup(&self, handle: FiAddr) -> Result<EpAddr> {
-        self.slot().lookup(handle).ok_or(Error::Inval)
+        self.slot()
+            .lookup(handle)
+            .map(|(a, _)| a)
+            .ok_or(Error::Inval)
     }
 
     /// The handle of `addr`, if it is in the table (the reverse of [`lookup`](Self::lookup);
@@ -251,6 +385,7 @@ impl<N: Nic, const D: usize> Drop for AddressVector<'_, '_, '_, N, D> {
         let slot = self.slot();
         let mut guard = slot.state.lock();
         if slot.binds.load(Ordering::Acquire) == 0 {
+            slot.publish(None);
             *guard = None;
         }
     }

@@ -147,6 +147,19 @@ pub struct Endpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
     /// Inject bounce buffers, one per transmit op-table slot.
     bounce: Option<N::Dma>,
     min_multi_recv: usize,
+    /// Which directions the endpoint has: both for an endpoint, one for a scalable
+    /// endpoint's transmit or receive context.
+    sends: bool,
+    recvs: bool,
+    enabled: bool,
+    /// The address it receives on (and its name); for a send-only context, the scalable
+    /// endpoint's.
+    local: EpAddr,
+    /// The address its frames carry as their source.
+    source: EpAddr,
+    /// The receive queue this context gave its own MAC address ([`Nic::set_rx_queue_mac`]);
+    /// taken back when it closes.
+    steered: Option<u16>,
 }
 
 impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
@@ -173,8 +186,26 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         if !TX_FLAGS_OK.contains(attr.tx_op_flags) || !RX_FLAGS_OK.contains(attr.rx_op_flags) {
             return Err(Error::BadFlags);
         }
-        Ok(Endpoint {
-            domain: self,
+        let name = EpAddr {
+            mac: caps.mac,
+            ctx: attr.rx_queue,
+        };
+        Ok(Endpoint::new(self, attr, (true, true), name, name))
+    }
+}
+
+impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
+    /// A disabled endpoint with the given directions and addresses (endpoints and the
+    /// contexts of scalable endpoints).
+    pub(crate) fn new(
+        domain: &'d Domain<'s, 'n, N, D>,
+        attr: EpAttr,
+        (sends, recvs): (bool, bool),
+        local: EpAddr,
+        source: EpAddr,
+    ) -> Self {
+        Endpoint {
+            domain,
             attr,
             tx_cq: None,
             rx_cq: None,
@@ -185,7 +216,58 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             rx: None,
             bounce: None,
             min_multi_recv: 0,
-        })
+            sends,
+            recvs,
+            enabled: false,
+            local,
+            source,
+            steered: None,
+        }
+    }
+
+    /// Binds AV `index` for a context (the scalable endpoint's AV).
+    pub(crate) fn bind_av_index(&mut self, index: usize) {
+        self.domain.avs()[index].bind();
+        self.av = Some(index);
+    }
+
+    /// Records that receive queue `queue` was given this context's own MAC address.
+    pub(crate) fn set_steered(&mut self, queue: u16) {
+        self.steered = Some(queue);
+    }
+
+    /// Checks the default op flags of the attributes (as `Domain::endpoint` does).
+    pub(crate) fn check_op_flags(&self) -> Result {
+        if TX_FLAGS_OK.contains(self.attr.tx_op_flags)
+            && RX_FLAGS_OK.contains(self.attr.rx_op_flags)
+        {
+            Ok(())
+        } else {
+            Err(Error::BadFlags)
+        }
+    }
+
+    /// Closes the endpoint in place (what dropping it does; idempotent): outstanding operations
+    /// are discarded, the queues given back, the bindings and a context's address released.
+    pub(crate) fn shut(&mut self) {
+        for (path, binding) in [(self.tx.take(), self.tx_cq), (self.rx.take(), self.rx_cq)] {
+            if let (Some(path), Some(b)) = (path, binding) {
+                path.detach(&self.domain.cqs()[b.cq]);
+            }
+        }
+        for b in [self.tx_cq.take(), self.rx_cq.take()].into_iter().flatten() {
+            self.domain.cqs()[b.cq].drop_bind();
+        }
+        if let Some(av) = self.av.take() {
+            self.domain.avs()[av].unbind();
+        }
+        if let Some(q) = self.steered.take() {
+            // The queue's address goes with the context; nothing to report from a drop.
+            let _ = self.domain.nic().set_rx_queue_mac(q, None);
+        }
+        // The bounce buffers are freed after the queues that could read them are stopped.
+        self.bounce = None;
+        self.enabled = false;
     }
 }
 
@@ -200,15 +282,13 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
 
     /// Whether the endpoint is enabled.
     pub fn is_enabled(&self) -> bool {
-        self.tx.is_some()
+        self.enabled
     }
 
-    /// The endpoint's address (`fi_getname`).
+    /// The endpoint's address (`fi_getname`): its NIC's MAC and its receive queue; for a
+    /// receive context of a scalable endpoint, the context's own address.
     pub fn name(&self) -> EpAddr {
-        EpAddr {
-            mac: self.domain.nic().capabilities().mac,
-            ctx: self.attr.rx_queue,
-        }
+        self.local
     }
 
     /// The largest message payload (`max_msg_size`): the receive buffer or the NIC's frame,
@@ -243,8 +323,9 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         if self.is_enabled() {
             return Err(Error::OpBadState);
         }
-        let tx = flags.contains(BindFlags::TRANSMIT);
-        let rx = flags.contains(BindFlags::RECV);
+        // A context binds only its own direction; the other bit is ignored.
+        let tx = flags.contains(BindFlags::TRANSMIT) && self.sends;
+        let rx = flags.contains(BindFlags::RECV) && self.recvs;
         if !(tx || rx) || (tx && self.tx_cq.is_some()) || (rx && self.rx_cq.is_some()) {
             return Err(Error::Inval);
         }
@@ -337,8 +418,13 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// # Errors
     /// `OpBadState` before enable.
     pub fn progress(&self) -> Result {
+        if !self.enabled {
+            return Err(Error::OpBadState);
+        }
         for (path, binding) in [(&self.tx, self.tx_cq), (&self.rx, self.rx_cq)] {
-            let path = path.as_ref().ok_or(Error::OpBadState)?;
+            let Some(path) = path.as_ref() else {
+                continue;
+            };
             let cq = self.cq_slot(binding)?;
             let ctx = self.domain.poll_ctx(cq);
             cq.with_sink(|sink| {
@@ -365,35 +451,52 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         if self.is_enabled() {
             return Err(Error::OpBadState);
         }
-        let (Some(tx_cq), Some(rx_cq)) = (self.tx_cq, self.rx_cq) else {
+        if (self.sends && self.tx_cq.is_none()) || (self.recvs && self.rx_cq.is_none()) {
             return Err(Error::NoCq);
-        };
+        }
         let Some(av) = self.av else {
             return Err(Error::NoAv);
         };
-        let bounce = self.domain.nic().alloc_dma(D * INJECT_SLOT)?;
-        // A blocking CQ owns an interrupt vector: its queues are steered there, so that one
-        // wait handle covers them (docs/architecture.md, "Waiting").
-        let tx_config = match self.domain.cqs()[tx_cq.cq].interrupt_vector() {
-            Some(v) => TxConfig::with_vector(v),
-            None => TxConfig::default(),
-        };
-        let mut rx_config = RxConfig::new(self.attr.rx_buf_len);
-        if let Some(v) = self.domain.cqs()[rx_cq.cq].interrupt_vector() {
-            rx_config = rx_config.with_vector(v);
-        }
-        let tx = self.domain.open_tx(self.attr.tx_queue, tx_config)?;
-        let rx = self.domain.open_rx(self.attr.rx_queue, rx_config)?;
         let framing = Framing {
-            local: self.name(),
+            local: self.local,
             av: Some(av),
             source_err: self.attr.source_err,
         };
-        tx.attach(tx_cq.cq, tx_cq.flags, framing, self.tx_cntr);
-        rx.attach(rx_cq.cq, rx_cq.flags, framing, self.rx_cntr);
-        self.tx = Some(tx);
-        self.rx = Some(rx);
-        self.bounce = Some(bounce);
+        let mut tx = None;
+        let mut bounce = None;
+        if let (true, Some(tx_cq)) = (self.sends, self.tx_cq) {
+            bounce = Some(self.domain.nic().alloc_dma(D * INJECT_SLOT)?);
+            // A blocking CQ owns an interrupt vector: its queues are steered there, so that
+            // one wait handle covers them (docs/architecture.md, "Waiting").
+            let config = match self.domain.cqs()[tx_cq.cq].interrupt_vector() {
+                Some(v) => TxConfig::with_vector(v),
+                None => TxConfig::default(),
+            };
+            let path = self.domain.open_tx(self.attr.tx_queue, config)?;
+            path.attach(tx_cq.cq, tx_cq.flags, framing, self.tx_cntr);
+            tx = Some(path);
+        }
+        if let (true, Some(rx_cq)) = (self.recvs, self.rx_cq) {
+            let mut config = RxConfig::new(self.attr.rx_buf_len);
+            if let Some(v) = self.domain.cqs()[rx_cq.cq].interrupt_vector() {
+                config = config.with_vector(v);
+            }
+            let path = match self.domain.open_rx(self.attr.rx_queue, config) {
+                Ok(p) => p,
+                Err(e) => {
+                    // Give the transmit queue back: the endpoint stays disabled.
+                    if let (Some(p), Some(b)) = (tx, self.tx_cq) {
+                        p.detach(&self.domain.cqs()[b.cq]);
+                    }
+                    return Err(e);
+                }
+            };
+            path.attach(rx_cq.cq, rx_cq.flags, framing, self.rx_cntr);
+            self.rx = Some(path);
+        }
+        self.tx = tx;
+        self.bounce = bounce;
+        self.enabled = true;
         Ok(())
     }
 
@@ -556,17 +659,20 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             .av
             .and_then(|i| self.domain.avs().get(i))
             .ok_or(Error::NoAv)?;
-        let peer = av.lookup(dest).ok_or(Error::Inval)?;
-        let dst_ctx = if peer.mac.is_multicast() {
-            proto::ANY_CTX
+        let (peer, rx) = av.lookup(dest).ok_or(Error::Inval)?;
+        let (dst, dst_ctx) = if peer.mac.is_multicast() {
+            (peer.mac, proto::ANY_CTX)
+        } else if rx > 0 {
+            // A named receive context of a scalable endpoint (`fi_rx_addr`).
+            (proto::context_mac(peer.mac, rx), rx)
         } else {
-            peer.ctx
+            (peer.mac, peer.ctx)
         };
         Ok(Header {
-            dst: peer.mac,
-            src: self.domain.nic().capabilities().mac,
+            dst,
+            src: self.source.mac,
             dst_ctx,
-            src_ctx: self.attr.rx_queue,
+            src_ctx: self.source.ctx,
             payload_len: len as u16,
             data,
         })
@@ -695,8 +801,13 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// # Errors
     /// `OpBadState` before enable.
     pub fn cancel(&self, context: OpContext) -> Result<bool> {
+        if !self.enabled {
+            return Err(Error::OpBadState);
+        }
         for (path, binding) in [(&self.rx, self.rx_cq), (&self.tx, self.tx_cq)] {
-            let path = path.as_ref().ok_or(Error::OpBadState)?;
+            let Some(path) = path.as_ref() else {
+                continue;
+            };
             let cq = self.cq_slot(binding)?;
             let ctx = self.domain.poll_ctx(cq);
             // CQ lock first, then the path's: the order `read` takes them in.
@@ -944,18 +1055,6 @@ fn direction(which: BindFlags) -> Result<Dir> {
 
 impl<N: Nic, const D: usize> Drop for Endpoint<'_, '_, '_, N, D> {
     fn drop(&mut self) {
-        for (path, binding) in [(self.tx.take(), self.tx_cq), (self.rx.take(), self.rx_cq)] {
-            if let (Some(path), Some(b)) = (path, binding) {
-                path.detach(&self.domain.cqs()[b.cq]);
-            }
-        }
-        for b in [self.tx_cq.take(), self.rx_cq.take()].into_iter().flatten() {
-            self.domain.cqs()[b.cq].drop_bind();
-        }
-        if let Some(av) = self.av.take() {
-            self.domain.avs()[av].unbind();
-        }
-        // The bounce buffers are freed after the queues that could read them are stopped.
-        self.bounce = None;
+        self.shut();
     }
 }

@@ -18,6 +18,7 @@ pub mod flags;
 pub mod mr;
 pub mod path;
 pub mod proto;
+pub mod sep;
 
 pub use cntr::{Clock, Counter, CounterAttr, CounterEvents, WaitObj};
 pub use error::{Error, Result};

@@ -39,6 +39,23 @@ pub const VERSION: u8 = 1;
 /// Destination context meaning "every endpoint on the NIC" (broadcast and multicast frames).
 pub const ANY_CTX: u16 = 0xffff;
 
+/// The MAC address receive context `ctx` of a scalable endpoint listens on, given its NIC's
+/// station address `base`: context 0 is `base` itself; context *k* > 0 is `base` with the
+/// locally-administered bit set (IEEE 802 §8.4: never equal to a vendor-assigned address) and
+/// *k* XORed into the fourth byte. The NIC steers frames to the context's queue by this
+/// address (`Nic::set_rx_queue_mac`), and a sender computes it from the peer's address and the
+/// context index alone — so two ringfab NICs on one network must not have station addresses
+/// that differ only in their fourth byte.
+pub fn context_mac(base: MacAddr, ctx: u16) -> MacAddr {
+    if ctx == 0 {
+        return base;
+    }
+    let mut m = base.0;
+    m[0] |= 0x02;
+    m[3] ^= ctx as u8;
+    MacAddr(m)
+}
+
 /// Bytes of the Ethernet header.
 pub const ETH_LEN: usize = 14;
 

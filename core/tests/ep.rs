@@ -73,7 +73,7 @@ macro_rules! slabs {
         let $mrs = [MrSlot::<Nic0>::EMPTY; 2];
         let $avs = [AvSlot::EMPTY; 1];
         let mut $aux = [[AuxEntry::EMPTY; 256]; 2];
-        let mut $table = [AvEntry::EMPTY; 8];
+        let $table = [AvEntry::EMPTY; 8];
     };
 }
 
@@ -112,8 +112,8 @@ fn a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back() {
     let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
     let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
     let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
-    let av_a = da.open_av(&mut ta).unwrap();
-    let av_b = db.open_av(&mut tb).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     for (ep, cq) in [(&mut ep_a, &cq_a), (&mut ep_b, &cq_b)] {
@@ -178,8 +178,8 @@ macro_rules! endpoints {
         let $cq_b = $db
             .open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0)
             .unwrap();
-        let $av_a = $da.open_av(&mut ta).unwrap();
-        let $av_b = $db.open_av(&mut tb).unwrap();
+        let $av_a = $da.open_av(&ta).unwrap();
+        let $av_b = $db.open_av(&tb).unwrap();
         let mut $ep_a = $da.endpoint(&EpAttr::default()).unwrap();
         let mut $ep_b = $db.endpoint(&$attr_b).unwrap();
         $ep_a.bind_cq(&$cq_a, $bind).unwrap();
@@ -417,7 +417,7 @@ fn lifecycle_errors_follow_fi_endpoint() {
 
     let cq = d.open_cq::<Data>(&cq_attr(CqFormat::Data), aux0).unwrap();
     let cq2 = d.open_cq::<Data>(&cq_attr(CqFormat::Data), aux1).unwrap();
-    let av = d.open_av(&mut ta).unwrap();
+    let av = d.open_av(&ta).unwrap();
     let mr = d.register(memory(4 * BUF)).unwrap();
     let mut ep = d.endpoint(&EpAttr::default()).unwrap();
 
@@ -485,7 +485,7 @@ fn a_closed_endpoint_gives_its_queues_back() {
     let [aux0, _] = &mut auxa;
     let d = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
     let cq = d.open_cq::<Msg>(&cq_attr(CqFormat::Msg), aux0).unwrap();
-    let av = d.open_av(&mut ta).unwrap();
+    let av = d.open_av(&ta).unwrap();
     for _ in 0..3 {
         let mut ep = d.endpoint(&EpAttr::default()).unwrap();
         ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
@@ -908,8 +908,8 @@ fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_me
         .interrupt_vector()
         .expect("a blocking CQ owns a vector");
     let irq = p._b.vector(v).unwrap();
-    let av_a = da.open_av(&mut ta).unwrap();
-    let av_b = db.open_av(&mut tb).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
@@ -1188,8 +1188,8 @@ fn counters_count_every_completion_by_class_also_without_cq_entries() {
         .with_counters(&cntrs_b);
     let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
     let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
-    let av_a = da.open_av(&mut ta).unwrap();
-    let av_b = db.open_av(&mut tb).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     // A: selective CQ (errors only) plus a counter for sends: the fi_endpoint NOTES pattern.

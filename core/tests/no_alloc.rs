@@ -93,7 +93,7 @@ fn a_ping_pong_on_the_data_path_allocates_nothing() {
     let (ma, mb) = ([MrSlot::<Nic0>::EMPTY; 1], [MrSlot::<Nic0>::EMPTY; 1]);
     let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
     let (mut auxa, mut auxb) = ([AuxEntry::EMPTY; 256], [AuxEntry::EMPTY; 256]);
-    let (mut ta, mut tb) = ([AvEntry::EMPTY; 1], [AvEntry::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 1], [AvEntry::EMPTY; 1]);
     let da = Domain::new(&nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
     let db = Domain::new(&nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
     let attr = CqAttr {
@@ -103,8 +103,8 @@ fn a_ping_pong_on_the_data_path_allocates_nothing() {
     };
     let cq_a = da.open_cq::<Msg>(&attr, &mut auxa).unwrap();
     let cq_b = db.open_cq::<Msg>(&attr, &mut auxb).unwrap();
-    let av_a = da.open_av(&mut ta).unwrap();
-    let av_b = db.open_av(&mut tb).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
