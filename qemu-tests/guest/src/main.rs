@@ -1,0 +1,231 @@
+//! The guest half of ringfab's QEMU tests: runs inside the QEMU guest that `ringfab-qemu-tests`
+//! boots, binds the two 82576 NICs to vfio-pci, drives them with `ringfab-igb` over
+//! `ringfab-vfio`, and prints one line per test on the serial console:
+//!
+//! ```text
+//! ringfab-guest: plan N
+//! ringfab-guest: pass NAME DETAIL
+//! ringfab-guest: fail NAME REASON
+//! ringfab-guest: done
+//! ```
+//!
+//! The NICs' PCI addresses come from the kernel command line (`ringfab.nics=A,B`), and
+//! `ringfab.only=NAME,NAME` limits the run to some tests (their prerequisites, such as `bind`
+//! and `open`, are the caller's to include). Tests share one `Ctx`: both NICs, opened once.
+//! A test that panics fails alone.
+
+#[cfg(target_os = "linux")]
+mod cq;
+#[cfg(target_os = "linux")]
+mod frames;
+#[cfg(target_os = "linux")]
+mod iommu;
+#[cfg(target_os = "linux")]
+mod kmsg;
+#[cfg(target_os = "linux")]
+mod nic;
+
+#[cfg(target_os = "linux")]
+fn main() -> std::process::ExitCode {
+    guest::run()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() -> std::process::ExitCode {
+    eprintln!("ringfab-qemu-guest runs in the Linux guest of ringfab-qemu-tests only");
+    std::process::ExitCode::FAILURE
+}
+
+#[cfg(target_os = "linux")]
+mod guest {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::process::ExitCode;
+    use std::time::Instant;
+
+    use ringfab_igb::Igb;
+    use ringfab_vfio::VfioPlatform;
+
+    use crate::{cq, iommu, nic};
+
+    /// The driver over VFIO, as every test uses it.
+    pub(crate) type Nic = Igb<VfioPlatform>;
+
+    /// What a test returns: a one-line detail, or why it failed.
+    pub(crate) type Outcome = Result<String, String>;
+
+    /// State the tests share.
+    pub(crate) struct Ctx {
+        /// The two NICs' PCI addresses: A (sends first) and B.
+        pub(crate) bdfs: [String; 2],
+        /// Both NICs, once `open` has run.
+        pub(crate) nics: Option<[Nic; 2]>,
+    }
+
+    impl Ctx {
+        /// Both NICs, or the reason there are none.
+        pub(crate) fn nics(&self) -> Result<(&Nic, &Nic), String> {
+            match &self.nics {
+                Some([a, b]) => Ok((a, b)),
+                None => Err("the NICs are not open (the open test failed or did not run)".into()),
+            }
+        }
+
+        /// Closes both NICs, releasing their VFIO groups: what a test that runs another
+        /// program on the NICs (the pingpong example, later) calls first.
+        #[allow(
+            dead_code,
+            reason = "for the pingpong test to come: docs/qemu-tests.md"
+        )]
+        pub(crate) fn release(&mut self) {
+            self.nics = None;
+        }
+    }
+
+    /// One test: its name (as printed and as `ringfab.only` names it) and its body.
+    pub(crate) struct Test {
+        pub(crate) name: &'static str,
+        pub(crate) run: fn(&mut Ctx) -> Outcome,
+    }
+
+    /// Every test, in the order they run. Adding the pingpong example is one entry here that
+    /// calls `ctx.release()` and runs `/pingpong --vfio <A> …` (docs/qemu-tests.md).
+    pub(crate) const TESTS: &[Test] = &[
+        Test {
+            name: "bind",
+            run: nic::bind,
+        },
+        Test {
+            name: "open",
+            run: nic::open,
+        },
+        Test {
+            name: "link",
+            run: nic::link,
+        },
+        Test {
+            name: "frames-a-to-b",
+            run: nic::frames_a_to_b,
+        },
+        Test {
+            name: "frames-b-to-a",
+            run: nic::frames_b_to_a,
+        },
+        Test {
+            name: "rss-4-queues",
+            run: nic::rss_four_queues,
+        },
+        Test {
+            name: "msix-wakes-wait",
+            run: nic::msix_wakes_wait,
+        },
+        Test {
+            name: "cq-reads-rings",
+            run: cq::reads_completions_from_real_rings,
+        },
+        Test {
+            name: "rate-a-to-b",
+            run: nic::rate_a_to_b,
+        },
+        Test {
+            name: "iommu-blocks-unmapped-tx",
+            run: iommu::unmapped_tx_is_blocked,
+        },
+    ];
+
+    /// The value of `key=` on the kernel command line.
+    pub(crate) fn cmdline_value(cmdline: &str, key: &str) -> Option<String> {
+        cmdline.split_whitespace().find_map(|w| {
+            let v = w.strip_prefix(key)?.strip_prefix('=')?;
+            Some(v.to_owned())
+        })
+    }
+
+    fn say(line: &str) {
+        // One write per line, so a line reaches the console whole.
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(format!("ringfab-guest: {line}\n").as_bytes());
+        let _ = out.flush();
+    }
+
+    fn one_line(s: &str) -> String {
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    pub(crate) fn run() -> ExitCode {
+        let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+        let bdfs: Vec<String> = cmdline_value(&cmdline, "ringfab.nics")
+            .map(|v| v.split(',').map(String::from).collect())
+            .unwrap_or_default();
+        let only: Option<Vec<String>> = cmdline_value(&cmdline, "ringfab.only")
+            .map(|v| v.split(',').map(String::from).collect());
+        let selected: Vec<&Test> = TESTS
+            .iter()
+            .filter(|t| only.as_ref().is_none_or(|o| o.iter().any(|n| n == t.name)))
+            .collect();
+        say(&format!("plan {}", selected.len()));
+        let [a, b] = <[String; 2]>::try_from(bdfs).unwrap_or_else(|v| {
+            say(&format!(
+                "fail setup ringfab.nics= on the kernel command line names {} NICs, not 2",
+                v.len()
+            ));
+            [String::new(), String::new()]
+        });
+        let mut ctx = Ctx {
+            bdfs: [a, b],
+            nics: None,
+        };
+        let mut failed = 0;
+        for t in selected {
+            let start = Instant::now();
+            let r = catch_unwind(AssertUnwindSafe(|| (t.run)(&mut ctx))).unwrap_or_else(|p| {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_else(|| "(no message)".into());
+                Err(format!("panicked: {msg}"))
+            });
+            let ms = start.elapsed().as_millis();
+            match r {
+                Ok(detail) => say(&format!("pass {} {} [{ms} ms]", t.name, one_line(&detail))),
+                Err(why) => {
+                    failed += 1;
+                    say(&format!("fail {} {} [{ms} ms]", t.name, one_line(&why)));
+                }
+            }
+        }
+        drop(ctx);
+        say("done");
+        if failed == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn kernel_parameters_are_found_by_exact_key() {
+            let c = "console=ttyS0 ringfab.nics=0000:00:03.0,0000:00:0b.0 ringfab.only=link\n";
+            assert_eq!(
+                cmdline_value(c, "ringfab.nics").as_deref(),
+                Some("0000:00:03.0,0000:00:0b.0")
+            );
+            assert_eq!(cmdline_value(c, "ringfab.only").as_deref(), Some("link"));
+            assert_eq!(cmdline_value(c, "ringfab"), None);
+            assert_eq!(cmdline_value(c, "quiet"), None);
+        }
+
+        #[test]
+        fn test_names_are_unique_single_words() {
+            for (i, t) in TESTS.iter().enumerate() {
+                assert!(!t.name.contains(char::is_whitespace), "{}", t.name);
+                assert!(TESTS[..i].iter().all(|u| u.name != t.name), "{}", t.name);
+            }
+        }
+    }
+}
