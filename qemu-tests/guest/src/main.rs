@@ -17,6 +17,8 @@
 #[cfg(target_os = "linux")]
 mod cq;
 #[cfg(target_os = "linux")]
+mod dma;
+#[cfg(target_os = "linux")]
 mod frames;
 #[cfg(target_os = "linux")]
 mod iommu;
@@ -45,7 +47,7 @@ mod guest {
     use ringfab_igb::Igb;
     use ringfab_vfio::VfioPlatform;
 
-    use crate::{cq, iommu, nic};
+    use crate::{cq, dma, iommu, nic};
 
     /// The driver over VFIO, as every test uses it.
     pub(crate) type Nic = Igb<VfioPlatform>;
@@ -90,47 +92,24 @@ mod guest {
     /// Every test, in the order they run. Adding the pingpong example is one entry here that
     /// calls `ctx.release()` and runs `/pingpong --vfio <A> …` (docs/qemu-tests.md).
     pub(crate) const TESTS: &[Test] = &[
-        Test {
-            name: "bind",
-            run: nic::bind,
-        },
-        Test {
-            name: "open",
-            run: nic::open,
-        },
-        Test {
-            name: "link",
-            run: nic::link,
-        },
-        Test {
-            name: "frames-a-to-b",
-            run: nic::frames_a_to_b,
-        },
-        Test {
-            name: "frames-b-to-a",
-            run: nic::frames_b_to_a,
-        },
-        Test {
-            name: "rss-4-queues",
-            run: nic::rss_four_queues,
-        },
-        Test {
-            name: "msix-wakes-wait",
-            run: nic::msix_wakes_wait,
-        },
-        Test {
-            name: "cq-reads-rings",
-            run: cq::reads_completions_from_real_rings,
-        },
-        Test {
-            name: "rate-a-to-b",
-            run: nic::rate_a_to_b,
-        },
-        Test {
-            name: "iommu-blocks-unmapped-tx",
-            run: iommu::unmapped_tx_is_blocked,
-        },
+        test("bind", nic::bind),
+        test("open", nic::open),
+        test("link", nic::link),
+        test("frames-a-to-b", nic::frames_a_to_b),
+        test("frames-b-to-a", nic::frames_b_to_a),
+        test("rss-4-queues", nic::rss_four_queues),
+        test("msix-wakes-wait", nic::msix_wakes_wait),
+        test("dma-caller-memory", dma::caller_memory),
+        test("dma-huge-pages", dma::huge_pages),
+        test("cq-reads-rings", cq::reads_completions_from_real_rings),
+        test("cq-cancel-flushes-queue", cq::cancel_flushes_a_real_queue),
+        test("rate-a-to-b", nic::rate_a_to_b),
+        test("iommu-blocks-unmapped-tx", iommu::unmapped_tx_is_blocked),
     ];
+
+    const fn test(name: &'static str, run: fn(&mut Ctx) -> Outcome) -> Test {
+        Test { name, run }
+    }
 
     /// The value of `key=` on the kernel command line.
     pub(crate) fn cmdline_value(cmdline: &str, key: &str) -> Option<String> {
