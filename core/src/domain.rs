@@ -21,11 +21,13 @@
 //! issues add counters bound to paths, address vectors, memory registration and endpoints
 //! (an endpoint owns a TX and an RX path), each in a slab of its own passed to the domain.
 
+use crate::av::AvSlot;
 use crate::cq::attr::CqLimits;
 use crate::cq::entry::Format;
 use crate::cq::queue::{AuxEntry, CompletionQueue, CqSlot};
 use crate::hal::{Nic, RxConfig, TxConfig};
-use crate::path::{Path, PathSlot, PathState};
+use crate::mr::MrSlot;
+use crate::path::{Path, PathSlot, PathState, PollCtx};
 use crate::{Error, Result};
 
 /// One NIC, its paths and its completion queues. See the [module documentation](self).
@@ -36,6 +38,8 @@ pub struct Domain<'s, 'n, N: Nic + 'n, const D: usize> {
     nic: &'n N,
     paths: &'s [PathSlot<'n, N, D>],
     cqs: &'s [CqSlot<'s>],
+    mrs: &'s [MrSlot<N>],
+    avs: &'s [AvSlot<'s>],
     limits: CqLimits,
 }
 
@@ -47,8 +51,24 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             nic,
             paths,
             cqs,
+            mrs: &[],
+            avs: &[],
             limits: CqLimits::default(),
         }
+    }
+
+    /// The same domain with memory registrations kept in `mrs` (every slot
+    /// [`EMPTY`](MrSlot::EMPTY)); without it, `register` returns `NoMem`.
+    pub fn with_mrs(mut self, mrs: &'s [MrSlot<N>]) -> Self {
+        self.mrs = mrs;
+        self
+    }
+
+    /// The same domain with address vectors kept in `avs`; without it, `open_av` returns
+    /// `NoMem`.
+    pub fn with_avs(mut self, avs: &'s [AvSlot<'s>]) -> Self {
+        self.avs = avs;
+        self
     }
 
     /// The NIC.
@@ -67,6 +87,23 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
 
     pub(crate) fn cqs(&self) -> &'s [CqSlot<'s>] {
         self.cqs
+    }
+
+    pub(crate) fn mrs(&self) -> &'s [MrSlot<N>] {
+        self.mrs
+    }
+
+    pub(crate) fn avs(&self) -> &'s [AvSlot<'s>] {
+        self.avs
+    }
+
+    /// What polling a path bound to CQ `cq` needs from the domain.
+    pub(crate) fn poll_ctx(&self, cq: &'s CqSlot<'s>) -> PollCtx<'s, N> {
+        PollCtx {
+            cq,
+            avs: self.avs,
+            mrs: self.mrs,
+        }
     }
 
     /// Opens transmit queue `index` of the NIC as a path.

@@ -8,12 +8,16 @@
 //! [`ringfab_hal`] contract and never names a driver or a platform.
 #![no_std]
 
+pub mod av;
 pub mod cntr;
 pub mod cq;
 pub mod domain;
+pub mod ep;
 pub mod error;
 pub mod flags;
+pub mod mr;
 pub mod path;
+pub mod proto;
 
 pub use cntr::{Clock, Counter, CounterAttr, CounterEvents, WaitObj};
 pub use error::{Error, Result};

@@ -31,15 +31,18 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 
 use spin::Mutex;
 
+use crate::av::{AvSlot, EpAddr};
 use crate::cq::entry::{BufAddr, Completion, OpContext};
 use crate::cq::queue::CqSlot;
 use crate::cq::strerror::ProvError;
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags, OpFlags};
 use crate::hal::{
-    Nic, PushError, Report, RxBuffer, RxCompletion, RxError, RxQueue, Token, TxCompletion, TxError,
-    TxQueue, TxSegment,
+    Iova, Nic, PushError, Report, RxBuffer, RxCompletion, RxError, RxQueue, Token, TxCompletion,
+    TxError, TxQueue, TxSegment,
 };
+use crate::mr::{owner_of, Buf, MrSlot, RawBuf};
+use crate::proto::{self, Header};
 use crate::{Error, Result};
 
 /// The `cq` value of a path bound to no CQ.
@@ -70,36 +73,39 @@ enum OpKind {
 
 /// One posted operation: what the completion needs to be written without asking anyone.
 #[derive(Clone, Copy, Debug)]
-struct Op {
+pub(crate) struct Op {
     kind: OpKind,
     context: OpContext,
-    /// Flags the operation was posted with (kept for the endpoint work: completion levels).
-    #[allow(
-        dead_code,
-        reason = "recorded for endpoints (completion levels, counters); nothing reads it yet"
-    )]
-    flags: OpFlags,
-    /// Device address of the buffer (the first segment for a send).
-    #[allow(
-        dead_code,
-        reason = "recorded so the buffer can be handed back by value once endpoints own buffers"
-    )]
-    iova: u64,
+    /// The buffer: for a receive the whole DMA buffer, for a send the frame's first segment.
+    /// `buf.mr` is [`NO_MR`] unless it is an owned [`Buf`] to hand back; `buf.cpu` is 0 when
+    /// the poster gave no CPU address (only unframed paths accept that).
+    buf: RawBuf,
     /// Posted length: for a receive, the bytes the application accepts (≤ the DMA buffer).
     len: u32,
     /// Whether a *successful* completion was requested (errors are always reported).
     report: bool,
 }
 
+/// `RawBuf::mr` of a buffer that is not an owned [`Buf`].
+pub(crate) const NO_MR: u16 = u16::MAX;
+
 impl Op {
     const FREE: Op = Op {
         kind: OpKind::Free,
         context: OpContext::NULL,
-        flags: OpFlags::empty(),
-        iova: 0,
+        buf: RawBuf {
+            cpu: 0,
+            iova: Iova(0),
+            len: 0,
+            mr: NO_MR,
+        },
         len: 0,
         report: false,
     };
+
+    fn owned(&self) -> Option<RawBuf> {
+        (self.buf.mr != NO_MR).then_some(self.buf)
+    }
 }
 
 /// The op table of a path of depth `D`: slots handed out in ring order.
@@ -175,14 +181,33 @@ pub(crate) enum Outcome {
 }
 
 /// The hardware queue of a path.
-enum Queue<'n, N: Nic + 'n, const D: usize> {
+pub(crate) enum Queue<'n, N: Nic + 'n, const D: usize> {
     Tx(N::Tx<'n, D>),
     Rx(N::Rx<'n, D>),
 }
 
+/// How an endpoint's path frames and filters (ringfab's header, [`proto`]). Paths opened
+/// without an endpoint carry whole Ethernet frames and filter nothing.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Framing {
+    /// The endpoint's own address: source of what it sends, destination it accepts.
+    pub(crate) local: EpAddr,
+    /// The address vector `FI_SOURCE` resolves senders through.
+    pub(crate) av: Option<usize>,
+    /// `FI_SOURCE_ERR`: a receive from a sender not in the AV completes in error.
+    pub(crate) source_err: bool,
+}
+
+/// Context every `poll` of a path needs from its domain.
+pub(crate) struct PollCtx<'a, N: Nic> {
+    pub(crate) cq: &'a CqSlot<'a>,
+    pub(crate) avs: &'a [AvSlot<'a>],
+    pub(crate) mrs: &'a [MrSlot<N>],
+}
+
 /// An open path: its queue, its op table and its binding.
 pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
-    queue: Queue<'n, N, D>,
+    pub(crate) queue: Queue<'n, N, D>,
     table: OpTable<D>,
     /// The CQ this path reports to.
     pub(crate) cq: Option<usize>,
@@ -190,6 +215,11 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     bind: BindFlags,
     /// Whether unrequested transmit successes may be left to the hardware (in-order device).
     hw_selective: bool,
+    /// Set by an endpoint: frames carry ringfab's header.
+    pub(crate) framing: Option<Framing>,
+    /// Frames received and dropped because they were not well-formed ringfab frames for this
+    /// endpoint (their buffers were posted again).
+    pub(crate) dropped: u64,
 }
 
 /// One slot of the domain's path slab. Make them with [`PathSlot::EMPTY`]:
@@ -212,6 +242,16 @@ impl<'n, N: Nic + 'n, const D: usize> PathSlot<'n, N, D> {
     };
 }
 
+/// What a receive completion becomes.
+enum RxVerdict {
+    /// An entry for the CQ.
+    Out(Outcome),
+    /// A success nobody asked for: its credit goes back.
+    Silent,
+    /// Not a frame for this endpoint: the buffer is posted again, nothing is reported.
+    Repost,
+}
+
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     pub(crate) fn new_tx(q: N::Tx<'n, D>, in_order: bool) -> Self {
         Self::new(Queue::Tx(q), in_order)
@@ -228,6 +268,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             cq: None,
             bind: BindFlags::empty(),
             hw_selective: in_order,
+            framing: None,
+            dropped: 0,
         }
     }
 
@@ -240,6 +282,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         self.table.live
     }
 
+    /// Op-table slots free for posting (what `tx_size_left`/`rx_size_left` report; the ring
+    /// has at least as many free descriptors for single-segment frames).
+    pub(crate) fn free_slots(&self) -> usize {
+        D - self.table.tail.wrapping_sub(self.table.head)
+    }
+
     pub(crate) fn set_binding(&mut self, cq: Option<usize>, bind: BindFlags) {
         self.cq = cq;
         self.bind = bind;
@@ -247,17 +295,19 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 
     /// Polls the hardware queue for at most `budget` completions that produce an entry,
     /// turning each into an [`Outcome`] for `sink`, in the order the driver gives them.
-    /// Successes nobody asked for release their credit on `cq` here and never reach `sink`.
-    /// `sink` returns `true` to stop after the current chunk (an error was queued). Returns
-    /// the number of outcomes given to `sink`.
+    /// Successes nobody asked for release their credit here and never reach `sink`; received
+    /// frames that are not for this endpoint are posted again. `sink` returns `true` to stop
+    /// after the current chunk (an error was queued). Returns the number of outcomes given to
+    /// `sink`.
     pub(crate) fn poll(
         &mut self,
         budget: usize,
-        cq: &CqSlot<'_>,
+        ctx: &PollCtx<'_, N>,
         mut sink: impl FnMut(Outcome) -> bool,
     ) -> usize {
         let mut given = 0;
         let mut stop = false;
+        let mut reposted = false;
         while given < budget && !stop {
             let want = (budget - given).min(CHUNK);
             let got = match &mut self.queue {
@@ -268,12 +318,35 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let Some(op) = self.table.take(c.token, OpKind::Recv) else {
                             continue;
                         };
-                        match rx_outcome(&op, c) {
-                            Some(o) => {
+                        match rx_outcome(self.framing.as_ref(), &op, c, ctx.avs) {
+                            RxVerdict::Out(o) => {
                                 given += 1;
                                 stop |= sink(o);
                             }
-                            None => cq.release_credit(),
+                            RxVerdict::Silent => {
+                                ctx.cq.release_credit();
+                                release(ctx.mrs, op.owned());
+                            }
+                            RxVerdict::Repost => {
+                                self.dropped += 1;
+                                // The buffer goes back to the ring as a fresh post that keeps
+                                // the operation's credit; the slot `take` just freed is there.
+                                match self.table.next_free() {
+                                    Some(slot)
+                                        if q.push(op.buf.rx(), Token(slot as u64)).is_ok() =>
+                                    {
+                                        self.table.commit(slot, op);
+                                        reposted = true;
+                                    }
+                                    // Cannot happen (a slot and a descriptor were just
+                                    // freed); should it, the operation completes canceled
+                                    // rather than vanish.
+                                    _ => {
+                                        given += 1;
+                                        stop |= sink(Outcome::Failed(canceled_recv(&op)));
+                                    }
+                                }
+                            }
                         }
                     }
                     got
@@ -290,7 +363,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                 given += 1;
                                 stop |= sink(o);
                             }
-                            None => cq.release_credit(),
+                            None => {
+                                ctx.cq.release_credit();
+                                release(ctx.mrs, op.owned());
+                            }
                         }
                     }
                     got
@@ -300,13 +376,18 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 break;
             }
         }
-        self.reclaim_silent(cq);
+        if reposted {
+            if let Queue::Rx(q) = &mut self.queue {
+                q.doorbell();
+            }
+        }
+        self.reclaim_silent(ctx);
         given
     }
 
     /// Releases the credits of transmits the driver reclaimed without reporting them (see
     /// the module documentation).
-    fn reclaim_silent(&mut self, cq: &CqSlot<'_>) {
+    fn reclaim_silent(&mut self, ctx: &PollCtx<'_, N>) {
         let Queue::Tx(q) = &self.queue else {
             return;
         };
@@ -324,8 +405,88 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 break;
             }
             if self.table.take(Token(slot as u64), OpKind::Send).is_some() {
-                cq.release_credit();
+                ctx.cq.release_credit();
+                release(ctx.mrs, op.owned());
             }
+        }
+    }
+
+    /// Discards every outstanding operation without a completion (endpoint close): the queue
+    /// is flushed, every token comes back, credits are released and owned buffers returned to
+    /// their regions.
+    pub(crate) fn discard_all(&mut self, ctx: &PollCtx<'_, N>) {
+        match &mut self.queue {
+            Queue::Tx(q) => q.flush(),
+            Queue::Rx(q) => q.flush(),
+        }
+        let mut rx = [NO_RX; CHUNK];
+        let mut tx = [NO_TX; CHUNK];
+        loop {
+            let tokens = match &mut self.queue {
+                Queue::Rx(q) => {
+                    let got = q.poll(&mut rx).min(CHUNK);
+                    TokenIter::Rx(rx[..got].iter())
+                }
+                Queue::Tx(q) => {
+                    let got = q.poll(&mut tx).min(CHUNK);
+                    TokenIter::Tx(tx[..got].iter())
+                }
+            };
+            let mut any = false;
+            for (token, kind) in tokens {
+                any = true;
+                if let Some(op) = self.table.take(token, kind) {
+                    ctx.cq.release_credit();
+                    release(ctx.mrs, op.owned());
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+        // Operations the driver never handed back (it must; this is the belt to its braces):
+        // release them too, so that nothing the CQ or a region counts stays owed.
+        while let Some((slot, op)) = self.table.oldest() {
+            if self.table.take(Token(slot as u64), op.kind).is_some() {
+                ctx.cq.release_credit();
+                release(ctx.mrs, op.owned());
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+/// The tokens of one chunk of completions, either direction.
+enum TokenIter<'a> {
+    Rx(core::slice::Iter<'a, RxCompletion>),
+    Tx(core::slice::Iter<'a, TxCompletion>),
+}
+
+impl Iterator for TokenIter<'_> {
+    type Item = (Token, OpKind);
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            TokenIter::Rx(i) => i.next().map(|c| (c.token, OpKind::Recv)),
+            TokenIter::Tx(i) => i.next().map(|c| (c.token, OpKind::Send)),
+        }
+    }
+}
+
+/// Returns an owned buffer that will not reach the application to its region's count.
+pub(crate) fn release<N: Nic>(mrs: &[MrSlot<N>], owned: Option<RawBuf>) {
+    if let Some(raw) = owned {
+        if let Some(owner) = owner_of(mrs, raw.mr) {
+            drop(Buf::from_raw(raw, owner));
+        }
+    }
+}
+
+impl RawBuf {
+    fn rx(&self) -> RxBuffer {
+        RxBuffer {
+            iova: self.iova,
+            len: self.len,
         }
     }
 }
@@ -334,26 +495,111 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 const RECV_FLAGS: CompletionFlags = CompletionFlags::RECV.union(CompletionFlags::MSG);
 const SEND_FLAGS: CompletionFlags = CompletionFlags::SEND.union(CompletionFlags::MSG);
 
-fn rx_outcome(op: &Op, c: &RxCompletion) -> Option<Outcome> {
+fn canceled_recv(op: &Op) -> ErrRecord {
+    ErrRecord {
+        completion: Completion {
+            context: op.context,
+            flags: RECV_FLAGS,
+            owned: op.owned(),
+            ..Completion::default()
+        },
+        err: Error::Canceled,
+        olen: 0,
+        prov: Some(ProvError::RxFlushed),
+    }
+}
+
+/// Reads the ringfab header of a received frame out of its buffer and decides what the frame
+/// is: `Ok((header, payload offset))`, or `Err(())` when it is not a well-formed frame for
+/// `local`.
+fn parse_framed(local: EpAddr, op: &Op, frame_len: u32) -> core::result::Result<Header, ()> {
+    if op.buf.cpu == 0 {
+        return Err(());
+    }
+    let mut bytes = [0u8; proto::HEADER_LEN];
+    let n = (frame_len as usize)
+        .min(proto::HEADER_LEN)
+        .min(op.buf.len as usize);
+    // SAFETY: `op.buf` is registered memory of at least `op.buf.len` bytes that this operation
+    // owns (an owned `Buf`, or the raw poster's promise); the device has finished writing it —
+    // the driver observed its write-back with acquire ordering before reporting the token.
+    // `n` stays inside the buffer and inside `bytes`.
+    unsafe {
+        core::ptr::copy_nonoverlapping(op.buf.cpu as *const u8, bytes.as_mut_ptr(), n);
+    }
+    let h = Header::parse(&bytes[..n], frame_len as usize).map_err(|_| ())?;
+    let for_us = h.dst_ctx == local.ctx || h.dst_ctx == proto::ANY_CTX;
+    if !for_us {
+        return Err(());
+    }
+    Ok(h)
+}
+
+fn rx_outcome(
+    framing: Option<&Framing>,
+    op: &Op,
+    c: &RxCompletion,
+    avs: &[AvSlot<'_>],
+) -> RxVerdict {
     let completion = |len: u32| Completion {
         context: op.context,
         flags: RECV_FLAGS,
         len: len as usize,
         buf: BufAddr::NULL,
-        data: 0,
-        tag: 0,
+        owned: op.owned(),
+        ..Completion::default()
     };
+    let failed = |rec: ErrRecord| RxVerdict::Out(Outcome::Failed(rec));
     match c.status {
-        // A frame longer than the application accepted: the first `op.len` bytes are its, the
-        // rest is reported as discarded (olen), as fi_cq(3) defines truncation.
-        Ok(()) if c.len > op.len => Some(Outcome::Failed(ErrRecord {
-            completion: completion(op.len),
-            err: Error::Trunc,
-            olen: (c.len - op.len) as usize,
-            prov: None,
-        })),
-        Ok(()) => op.report.then(|| Outcome::Done(completion(c.len))),
-        Err(e) => Some(Outcome::Failed(ErrRecord {
+        Ok(()) => {
+            let (mut done, payload) = match framing {
+                None => (completion(c.len), c.len),
+                Some(f) => match parse_framed(f.local, op, c.len) {
+                    Err(()) => return RxVerdict::Repost,
+                    Ok(h) => {
+                        let mut done = completion(u32::from(h.payload_len));
+                        if let Some(data) = h.data {
+                            done.data = data;
+                            done.flags |= CompletionFlags::REMOTE_CQ_DATA;
+                        }
+                        let src = EpAddr {
+                            mac: h.src,
+                            ctx: h.src_ctx,
+                        };
+                        done.src_raw = Some(src);
+                        done.src = f.av.and_then(|i| avs.get(i)).and_then(|av| av.reverse(src));
+                        (done, u32::from(h.payload_len))
+                    }
+                },
+            };
+            // A frame longer than the application accepted: the first `op.len` bytes are its,
+            // the rest is reported as discarded (olen), as fi_cq(3) defines truncation.
+            if payload > op.len {
+                done.len = op.len as usize;
+                return failed(ErrRecord {
+                    completion: done,
+                    err: Error::Trunc,
+                    olen: (payload - op.len) as usize,
+                    prov: None,
+                });
+            }
+            if framing.is_some_and(|f| f.source_err) && done.src.is_none() {
+                // FI_SOURCE_ERR: an unknown sender turns the success into FI_EADDRNOTAVAIL
+                // with the raw address as err_data (fi_cq(3)).
+                return failed(ErrRecord {
+                    completion: done,
+                    err: Error::AddrNotAvail,
+                    olen: 0,
+                    prov: None,
+                });
+            }
+            if op.report {
+                RxVerdict::Out(Outcome::Done(done))
+            } else {
+                RxVerdict::Silent
+            }
+        }
+        Err(e) => failed(ErrRecord {
             // Only a frame error carries a (device-checked) length; the driver gives 0
             // otherwise. Never more than the application accepted.
             completion: completion(c.len.min(op.len)),
@@ -363,7 +609,7 @@ fn rx_outcome(op: &Op, c: &RxCompletion) -> Option<Outcome> {
             },
             olen: 0,
             prov: Some(ProvError::from_rx(e)),
-        })),
+        }),
     }
 }
 
@@ -371,10 +617,8 @@ fn tx_outcome(op: &Op, c: &TxCompletion) -> Option<Outcome> {
     let completion = Completion {
         context: op.context,
         flags: SEND_FLAGS,
-        len: 0,
-        buf: BufAddr::NULL,
-        data: 0,
-        tag: 0,
+        owned: op.owned(),
+        ..Completion::default()
     };
     match c.status {
         Ok(()) => op.report.then_some(Outcome::Done(completion)),
@@ -531,6 +775,44 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
         }
     }
 
+    /// Runs `f` on the open path's state under its lock.
+    ///
+    /// # Errors
+    /// `OpBadState` if the path is not open; otherwise what `f` returns.
+    pub(crate) fn with_state<T>(
+        &self,
+        f: impl FnOnce(&mut PathState<'n, N, D>) -> Result<T>,
+    ) -> Result<T> {
+        let mut guard = self.slot().state.lock();
+        f(guard.as_mut().ok_or(Error::OpBadState)?)
+    }
+
+    /// Binds the path to CQ `cq` for an endpoint (which counts the CQ binding itself) and
+    /// sets its framing.
+    pub(crate) fn attach(&self, cq: usize, flags: BindFlags, framing: Framing) {
+        let slot = self.slot();
+        let mut guard = slot.state.lock();
+        if let Some(st) = guard.as_mut() {
+            st.set_binding(Some(cq), flags);
+            st.framing = Some(framing);
+            slot.cq.store(cq, Ordering::Release);
+        }
+    }
+
+    /// Undoes [`attach`](Self::attach) and closes the path: every outstanding operation is
+    /// discarded without a completion, its credit given back to `cq`.
+    pub(crate) fn detach(self, cq: &'s CqSlot<'s>) {
+        let slot = self.slot();
+        let mut guard = slot.state.lock();
+        if let Some(st) = guard.as_mut() {
+            st.discard_all(&self.domain.poll_ctx(cq));
+            st.set_binding(None, BindFlags::empty());
+        }
+        slot.cq.store(NO_CQ, Ordering::Release);
+        // Dropping the queue stops it in hardware before anything it named is released.
+        *guard = None;
+    }
+
     fn bound_cq(&self, st: &PathState<'n, N, D>) -> Result<&'s CqSlot<'s>> {
         let index = st.cq.ok_or(Error::NoCq)?;
         self.domain.cqs().get(index).ok_or(Error::NoCq)
@@ -568,30 +850,13 @@ fn post_one_recv<N: Nic, const D: usize>(
     if p.len > p.buf.len {
         return Err(Error::Inval);
     }
-    let Queue::Rx(q) = &mut st.queue else {
-        return Err(Error::OpBadState);
+    let raw = RawBuf {
+        cpu: 0,
+        iova: p.buf.iova,
+        len: p.buf.len,
+        mr: NO_MR,
     };
-    cq.reserve_credit()?;
-    let Some(slot) = st.table.next_free() else {
-        cq.release_credit();
-        return Err(Error::Again);
-    };
-    if let Err(e) = q.push(p.buf, Token(slot as u64)) {
-        cq.release_credit();
-        return Err(push_error(e));
-    }
-    st.table.commit(
-        slot,
-        Op {
-            kind: OpKind::Recv,
-            context: p.context,
-            flags: p.flags,
-            iova: p.buf.iova.0,
-            len: p.len,
-            report: p.flags.needs_completion(st.bind),
-        },
-    );
-    Ok(())
+    st.post_recv(cq, raw, p.len, p.context, p.flags)
 }
 
 fn post_one_send<N: Nic, const D: usize>(
@@ -602,34 +867,117 @@ fn post_one_send<N: Nic, const D: usize>(
     if !SEND_FLAGS_OK.contains(p.flags) {
         return Err(Error::BadFlags);
     }
-    let Queue::Tx(q) = &mut st.queue else {
-        return Err(Error::OpBadState);
+    let first = p.segments.first().map_or(Iova(0), |s| s.iova);
+    let raw = RawBuf {
+        cpu: 0,
+        iova: first,
+        len: p.segments.iter().map(|s| u32::from(s.len)).sum(),
+        mr: NO_MR,
     };
-    let report = p.flags.needs_completion(st.bind);
-    let hw = if report || !st.hw_selective {
-        Report::Always
-    } else {
-        Report::ErrorsOnly
-    };
-    cq.reserve_credit()?;
-    let Some(slot) = st.table.next_free() else {
-        cq.release_credit();
-        return Err(Error::Again);
-    };
-    if let Err(e) = q.push(p.segments, Token(slot as u64), hw) {
-        cq.release_credit();
-        return Err(push_error(e));
+    st.post_send(cq, p.segments, raw, p.context, p.flags)
+}
+
+impl<N: Nic, const D: usize> PathState<'_, N, D> {
+    /// Posts one receive of `buf` (the whole buffer goes to the NIC; `len` bytes of it are
+    /// accepted), reserving a CQ credit; nothing is left taken on failure. No doorbell.
+    pub(crate) fn post_recv(
+        &mut self,
+        cq: &CqSlot<'_>,
+        buf: RawBuf,
+        len: u32,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> Result {
+        let report = flags.needs_completion(self.bind);
+        let Queue::Rx(q) = &mut self.queue else {
+            return Err(Error::OpBadState);
+        };
+        cq.reserve_credit()?;
+        let Some(slot) = self.table.next_free() else {
+            cq.release_credit();
+            return Err(Error::Again);
+        };
+        if let Err(e) = q.push(buf.rx(), Token(slot as u64)) {
+            cq.release_credit();
+            return Err(push_error(e));
+        }
+        self.table.commit(
+            slot,
+            Op {
+                kind: OpKind::Recv,
+                context,
+                buf,
+                len,
+                report,
+            },
+        );
+        Ok(())
     }
-    st.table.commit(
-        slot,
-        Op {
-            kind: OpKind::Send,
-            context: p.context,
-            flags: p.flags,
-            iova: p.segments.first().map_or(0, |s| s.iova.0),
-            len: p.segments.iter().map(|s| u32::from(s.len)).sum(),
-            report,
-        },
-    );
-    Ok(())
+
+    /// Posts one send of `segments` (`buf` names the first, and the owned buffer if any),
+    /// reserving a CQ credit; nothing is left taken on failure. No doorbell.
+    pub(crate) fn post_send(
+        &mut self,
+        cq: &CqSlot<'_>,
+        segments: &[TxSegment],
+        buf: RawBuf,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> Result {
+        let report = flags.needs_completion(self.bind);
+        self.post_send_with(cq, segments, buf, context, report)
+    }
+
+    /// [`post_send`](Self::post_send) with the success report decided by the caller (an
+    /// inject reports none, whatever the binding).
+    pub(crate) fn post_send_with(
+        &mut self,
+        cq: &CqSlot<'_>,
+        segments: &[TxSegment],
+        buf: RawBuf,
+        context: OpContext,
+        report: bool,
+    ) -> Result {
+        let hw = if report || !self.hw_selective {
+            Report::Always
+        } else {
+            Report::ErrorsOnly
+        };
+        let Queue::Tx(q) = &mut self.queue else {
+            return Err(Error::OpBadState);
+        };
+        cq.reserve_credit()?;
+        let Some(slot) = self.table.next_free() else {
+            cq.release_credit();
+            return Err(Error::Again);
+        };
+        if let Err(e) = q.push(segments, Token(slot as u64), hw) {
+            cq.release_credit();
+            return Err(push_error(e));
+        }
+        self.table.commit(
+            slot,
+            Op {
+                kind: OpKind::Send,
+                context,
+                buf,
+                len: buf.len,
+                report,
+            },
+        );
+        Ok(())
+    }
+
+    /// The op-table slot the next post will take (inject's bounce buffer is indexed by it).
+    pub(crate) fn next_slot(&self) -> Option<usize> {
+        self.table.next_free()
+    }
+
+    /// Rings the queue's doorbell.
+    pub(crate) fn doorbell(&mut self) {
+        match &mut self.queue {
+            Queue::Tx(q) => q.doorbell(),
+            Queue::Rx(q) => q.doorbell(),
+        }
+    }
 }

@@ -4,7 +4,9 @@
 //! called per packet. Queues opened here borrow the NIC, so a NIC cannot be dropped, or reset,
 //! under an open queue.
 
-use crate::{MacAddr, Result, RxQueue, TxQueue, Wait};
+use core::ptr::NonNull;
+
+use crate::{DmaMapping, DmaRegion, MacAddr, Result, RxQueue, TxQueue, Wait};
 
 /// What a NIC can do. Fields are facts about the device as the driver brought it up.
 ///
@@ -209,6 +211,10 @@ impl RxConfig {
 pub trait Nic: Sync {
     /// The wait handle queue interrupts deliver to.
     type Wait: Wait;
+    /// DMA memory from [`alloc_dma`](Self::alloc_dma).
+    type Dma: DmaRegion;
+    /// A mapping of caller memory from [`map_dma`](Self::map_dma).
+    type Mapping: DmaMapping;
     /// An open transmit queue of depth `N`.
     type Tx<'a, const N: usize>: TxQueue<Wait = Self::Wait>
     where
@@ -264,4 +270,25 @@ pub trait Nic: Sync {
     /// A short name for bit `bit` (0..32) of [`RxError::Frame`](crate::RxError::Frame)'s `bits`
     /// as this device defines them (for `fi_cq_strerror`), or `None` if the bit has no meaning.
     fn rx_error_name(&self, bit: u32) -> Option<&'static str>;
+
+    /// Allocates `len` bytes of zeroed DMA memory this device can reach (the platform's
+    /// [`alloc_dma`](crate::Platform::alloc_dma)): what core's bounce buffers live in.
+    ///
+    /// # Errors
+    /// [`Error::DmaAlloc`](crate::Error::DmaAlloc) when memory or IOVA space runs out.
+    fn alloc_dma(&self, len: usize) -> Result<Self::Dma>;
+
+    /// Makes caller memory reachable by this device (the platform's
+    /// [`map_dma`](crate::Platform::map_dma)): what memory registration rests on. Mapping is a
+    /// property of the device (on VFIO, of its IOMMU container), so it is asked of the NIC and
+    /// core never needs to name a platform.
+    ///
+    /// # Errors
+    /// [`Error::DmaMap`](crate::Error::DmaMap) if `len` is zero or the IOMMU refuses.
+    ///
+    /// # Safety
+    /// As [`Platform::map_dma`](crate::Platform::map_dma): `cpu..cpu+len` stays valid and is
+    /// not reused until the mapping drops, and no Rust reference into it is held while the
+    /// device may write it.
+    unsafe fn map_dma(&self, cpu: NonNull<u8>, len: usize) -> Result<Self::Mapping>;
 }

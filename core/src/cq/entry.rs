@@ -314,6 +314,12 @@ pub struct Completion {
     pub data: u64,
     /// Tag.
     pub tag: u64,
+    /// The sender's raw address, for a framed receive (`FI_SOURCE`).
+    pub(crate) src_raw: Option<crate::av::EpAddr>,
+    /// The sender's handle in the endpoint's address vector, when it is there.
+    pub(crate) src: Option<crate::av::FiAddr>,
+    /// The owned buffer the operation was posted with, on its way back to the application.
+    pub(crate) owned: Option<crate::mr::RawBuf>,
 }
 
 mod sealed {
@@ -528,6 +534,7 @@ mod tests {
             buf: BufAddr(0x2000),
             data: 0xdead_beef,
             tag: 0x7,
+            ..Completion::default()
         }
     }
 

@@ -44,13 +44,15 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use spin::Mutex;
 
 use super::attr::ResolvedCqAttr;
-use super::entry::{BufAddr, Completion, ErrEntry, Format, OpContext};
+use super::entry::{BufAddr, Completion, ErrEntry, Format, OpContext, ADDR_NOTAVAIL};
 use super::errdata::{deliver_err_data, ErrDataOut, ERR_DATA_MAX};
 use super::strerror::{self, ProvError};
+use crate::av::{EpAddr, FiAddr};
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags};
 use crate::hal::Nic;
-use crate::path::{ErrRecord, Outcome, Path, PathSlot, PathState, NO_CQ};
+use crate::mr::{owner_of, Buf, MrSlot};
+use crate::path::{release, ErrRecord, Outcome, Path, PathSlot, PathState, NO_CQ};
 use crate::{Error, Result};
 
 /// What an aux-queue slot holds.
@@ -69,6 +71,33 @@ pub struct AuxEntry(AuxItem);
 impl AuxEntry {
     /// An unused entry.
     pub const EMPTY: AuxEntry = AuxEntry(AuxItem::Empty);
+}
+
+/// Where `read` puts what it delivers: the entries, and optionally their sources and owned
+/// buffers.
+struct Delivery<'o, 's, F: Format, N: Nic> {
+    out: &'o mut [F::Entry],
+    src: Option<&'o mut [FiAddr]>,
+    bufs: Option<&'o mut [Option<Buf<'s>>]>,
+    mrs: &'s [MrSlot<N>],
+}
+
+impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
+    /// Writes completion `c` as entry `n`.
+    fn put(&mut self, n: usize, c: &Completion) {
+        self.out[n] = F::fill(c);
+        if let Some(src) = self.src.as_deref_mut() {
+            src[n] = c.src.unwrap_or(FiAddr::NOTAVAIL);
+        }
+        let buf = c
+            .owned
+            .and_then(|raw| owner_of(self.mrs, raw.mr).map(|o| Buf::from_raw(raw, o)));
+        match self.bufs.as_deref_mut() {
+            Some(bufs) => bufs[n] = buf,
+            // Nobody takes it: the buffer goes back to its region's count.
+            None => drop(buf),
+        }
+    }
 }
 
 /// The aux queue: a ring over the caller's slice, `cap` (the CQ's size) entries used.
@@ -191,6 +220,21 @@ impl<'s> CqSlot<'s> {
     pub(crate) fn release_credit(&self) {
         self.credits.fetch_add(1, Ordering::AcqRel);
     }
+
+    /// Completions the CQ can still promise.
+    pub(crate) fn credits(&self) -> usize {
+        self.credits.load(Ordering::Acquire)
+    }
+
+    /// Counts a binding (an endpoint direction) that keeps the CQ from closing.
+    pub(crate) fn add_bind(&self) {
+        self.binds.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Forgets a binding counted by [`add_bind`](Self::add_bind).
+    pub(crate) fn drop_bind(&self) {
+        self.binds.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// An open completion queue of format `F` (`fid_cq`): an index into the domain's CQ slab.
@@ -233,6 +277,11 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     /// The CQ's index in the domain's CQ slab.
     pub fn index(&self) -> usize {
         self.index
+    }
+
+    /// Whether the CQ belongs to `domain`.
+    pub(crate) fn in_domain(&self, domain: &Domain<'s, 'n, N, D>) -> bool {
+        core::ptr::eq(self.domain, domain)
     }
 
     /// Whether the CQ is in the overrun state.
@@ -338,6 +387,58 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     /// [`readerr`](Self::readerr)); `Overrun` once an overrun CQ has delivered everything it
     /// held, on every call after.
     pub fn read(&self, out: &mut [F::Entry]) -> Result<usize> {
+        self.read_into(&mut Delivery {
+            out,
+            src: None,
+            bufs: None,
+            mrs: self.domain.mrs(),
+        })
+    }
+
+    /// [`read`](Self::read) that also reports each entry's source (`fi_cq_readfrom`):
+    /// `src[i]` is the sender of `out[i]` as a handle of the receiving endpoint's address
+    /// vector, or [`FiAddr::NOTAVAIL`] when it is not there, or for a send (`FI_SOURCE`).
+    ///
+    /// # Errors
+    /// As `read`; `Inval` if `src` is shorter than `out`.
+    pub fn readfrom(&self, out: &mut [F::Entry], src: &mut [FiAddr]) -> Result<usize> {
+        if src.len() < out.len() {
+            return Err(Error::Inval);
+        }
+        self.read_into(&mut Delivery {
+            out,
+            src: Some(src),
+            bufs: None,
+            mrs: self.domain.mrs(),
+        })
+    }
+
+    /// [`readfrom`](Self::readfrom) that also hands back the owned [`Buf`] each operation was
+    /// posted with (DESIGN.md decision 6): `bufs[i]` is `out[i]`'s buffer, or `None` for an
+    /// operation posted without one. (`read` and `readfrom` drop such buffers: their memory
+    /// stays with the region until it is closed.)
+    ///
+    /// # Errors
+    /// As `read`; `Inval` if `src` or `bufs` is shorter than `out`.
+    pub fn read_owned(
+        &self,
+        out: &mut [F::Entry],
+        src: &mut [FiAddr],
+        bufs: &mut [Option<Buf<'s>>],
+    ) -> Result<usize> {
+        if src.len() < out.len() || bufs.len() < out.len() {
+            return Err(Error::Inval);
+        }
+        self.read_into(&mut Delivery {
+            out,
+            src: Some(src),
+            bufs: Some(bufs),
+            mrs: self.domain.mrs(),
+        })
+    }
+
+    fn read_into(&self, d: &mut Delivery<'_, 's, F, N>) -> Result<usize> {
+        let out_len = d.out.len();
         let slot = self.slot();
         let mut guard = slot.state.lock();
         let Some(st) = guard.as_mut() else {
@@ -345,10 +446,10 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         };
 
         let mut n = 0;
-        while n < out.len() {
+        while n < out_len {
             match st.aux.front() {
                 Some(AuxItem::Ok(c)) => {
-                    out[n] = F::fill(&c);
+                    d.put(n, &c);
                     st.aux.pop();
                     slot.release_credit();
                     n += 1;
@@ -372,7 +473,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         };
         let mut stopped = false;
         for k in 0..paths.len() {
-            if stopped || (!out.is_empty() && n == out.len()) {
+            if stopped || (out_len != 0 && n == out_len) {
                 break;
             }
             let pslot = &paths[(start + k) % paths.len()];
@@ -387,11 +488,11 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
                 continue;
             }
             // An empty `out` still takes one completion per queue, into the aux queue.
-            let budget = if out.is_empty() { 1 } else { out.len() - n };
-            ps.poll(budget, slot, |outcome| {
+            let budget = if out_len == 0 { 1 } else { out_len - n };
+            ps.poll(budget, &self.domain.poll_ctx(slot), |outcome| {
                 match outcome {
-                    Outcome::Done(c) if !stopped && n < out.len() => {
-                        out[n] = F::fill(&c);
+                    Outcome::Done(c) if !stopped && n < out_len => {
+                        d.put(n, &c);
                         slot.release_credit();
                         n += 1;
                     }
@@ -405,7 +506,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             });
         }
 
-        if n > 0 || (out.is_empty() && st.aux.len > 0) {
+        if n > 0 || (out_len == 0 && st.aux.len > 0) {
             Ok(n)
         } else if st.aux.len > 0 {
             // Nothing delivered and something queued: an error is at the head.
@@ -435,6 +536,21 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         err_data: Option<&mut [u8]>,
         flags: u64,
     ) -> Result<ErrDataOut<'b>> {
+        self.readerr_owned(entry, err_data, flags)
+            .map(|(out, _buf)| out)
+    }
+
+    /// [`readerr`](Self::readerr) that also hands back the owned [`Buf`] the failed operation
+    /// was posted with (`None` if it had none).
+    ///
+    /// # Errors
+    /// As `readerr`.
+    pub fn readerr_owned<'b>(
+        &'b mut self,
+        entry: &mut ErrEntry,
+        err_data: Option<&mut [u8]>,
+        flags: u64,
+    ) -> Result<(ErrDataOut<'b>, Option<Buf<'s>>)> {
         if flags != 0 {
             return Err(Error::BadFlags);
         }
@@ -456,10 +572,19 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         };
 
         let mut data = [0u8; ERR_DATA_MAX];
-        let (prov_errno, data_len) = match rec.prov {
-            Some(p) => p.encode(&mut data),
-            None => (ProvError::NONE, 0),
+        let (prov_errno, data_len) = match (rec.prov, rec.err, rec.completion.src_raw) {
+            (Some(p), _, _) => p.encode(&mut data),
+            // FI_SOURCE_ERR: err_data is the sender's raw address (fi_cq(3)).
+            (None, Error::AddrNotAvail, Some(raw)) => {
+                data[..EpAddr::LEN].copy_from_slice(&raw.to_bytes());
+                (ProvError::NONE, EpAddr::LEN)
+            }
+            (None, _, _) => (ProvError::NONE, 0),
         };
+        let buf = rec
+            .completion
+            .owned
+            .and_then(|raw| owner_of(self.domain.mrs(), raw.mr).map(|o| Buf::from_raw(raw, o)));
         let caller_ptr = err_data
             .as_deref()
             .map_or(BufAddr::NULL, |b| BufAddr(b.as_ptr() as usize));
@@ -473,9 +598,10 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             olen: rec.olen,
             err_data: ptr,
             err_data_size: size,
+            src_addr: rec.completion.src.map_or(ADDR_NOTAVAIL, |a| a.0),
             ..ErrEntry::from_completion(&rec.completion, rec.err, prov_errno)
         };
-        Ok(out)
+        Ok((out, buf))
     }
 
     /// Writes a readable description of an error entry's provider detail (`fi_cq_strerror`),
@@ -538,8 +664,21 @@ impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, '_, N, 
     fn drop(&mut self) {
         let slot = self.slot();
         if slot.binds.load(Ordering::Acquire) == 0 {
-            // Queued completions are lost with the slot, as fi_close says.
-            *slot.state.lock() = None;
+            // Queued completions are lost with the slot, as fi_close says; the owned buffers
+            // they carried go back to their regions.
+            let mut guard = slot.state.lock();
+            if let Some(st) = guard.as_mut() {
+                while let Some(item) = st.aux.front() {
+                    let owned = match item {
+                        AuxItem::Ok(c) => c.owned,
+                        AuxItem::Err(e) => e.completion.owned,
+                        AuxItem::Empty => None,
+                    };
+                    release(self.domain.mrs(), owned);
+                    st.aux.pop();
+                }
+            }
+            *guard = None;
             slot.credits.store(0, Ordering::Release);
         }
     }

@@ -29,6 +29,7 @@ pub mod desc;
 mod regs;
 mod ring;
 
+use core::ptr::NonNull;
 use core::sync::atomic::{fence, Ordering};
 use core::time::Duration;
 
@@ -447,6 +448,8 @@ const RX_ERROR_NAMES: [(u32, &str); 9] = [
 
 impl<P: Platform> Nic for Igb<P> {
     type Wait = P::Wait;
+    type Dma = P::Dma;
+    type Mapping = P::Mapping;
     type Tx<'a, const N: usize>
         = IgbTx<'a, P, N>
     where
@@ -597,6 +600,21 @@ impl<P: Platform> Nic for Igb<P> {
             .iter()
             .find(|(b, _)| *b == bit)
             .map(|(_, n)| *n)
+    }
+
+    fn alloc_dma(&self, len: usize) -> Result<P::Dma> {
+        self.platform.alloc_dma(len)
+    }
+
+    // The crate's one unsafe item: it only forwards the caller's promise to the platform.
+    #[allow(
+        unsafe_code,
+        reason = "forwards Nic::map_dma's contract to Platform::map_dma"
+    )]
+    unsafe fn map_dma(&self, cpu: NonNull<u8>, len: usize) -> Result<P::Mapping> {
+        // SAFETY: `Nic::map_dma` requires of our caller exactly what `Platform::map_dma`
+        // requires of us (memory valid and unreferenced while mapped).
+        unsafe { self.platform.map_dma(cpu, len) }
     }
 }
 

@@ -52,5 +52,35 @@ pub use platform::{EmuMmio, EmuPlatform};
 pub use wait::EmuWait;
 pub use wire::{Pump, Wire, WireStats};
 
+std::thread_local! {
+    static DEVICE_WORK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether the calling thread is inside an emulated device right now (a register access the
+/// model is handling, or the model delivering frames).
+///
+/// The models run on the thread that touches their registers, where real hardware would work
+/// on its own; a test that checks the *driver* allocates nothing (a counting global allocator)
+/// uses this to leave the stand-in hardware's allocations out.
+pub fn in_device() -> bool {
+    DEVICE_WORK.with(|d| d.get() > 0)
+}
+
+/// Marks the thread as inside a device model until dropped (nests).
+pub(crate) struct DeviceWork;
+
+impl DeviceWork {
+    pub(crate) fn enter() -> DeviceWork {
+        DEVICE_WORK.with(|d| d.set(d.get() + 1));
+        DeviceWork
+    }
+}
+
+impl Drop for DeviceWork {
+    fn drop(&mut self) {
+        DEVICE_WORK.with(|d| d.set(d.get() - 1));
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -53,6 +53,7 @@ impl Device {
     /// Runs `f` on the model, then hands any transmitted frames to the wire — after the model
     /// lock is released, so that delivering into another device never nests two device locks.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut IgbModel) -> R) -> R {
+        let _device = crate::DeviceWork::enter();
         let (r, out) = {
             let mut m = lock(&self.model);
             let r = f(&mut m);

@@ -1,0 +1,704 @@
+//! Endpoints (`fi_endpoint`, `FI_EP_DGRAM`): one transmit and one receive hardware queue that
+//! speak ringfab's frame format ([`proto`]).
+//!
+//! # Lifecycle (fi_endpoint(3), "Active endpoints are created in the disabled state")
+//!
+//! [`Domain::endpoint`] creates an endpoint *disabled*: it holds no hardware queue yet. Bind a
+//! CQ for each direction ([`Endpoint::bind_cq`]) and an address vector
+//! ([`Endpoint::bind_av`]) — connectionless endpoints must have one — then
+//! [`Endpoint::enable`] opens the NIC's queues, wires them to the CQs, and allocates the
+//! inject bounce buffers. Data operations before that return `OpBadState`.
+//! [`Endpoint::close`] (or dropping the handle) discards every outstanding operation without a
+//! completion, returns owned buffers to their regions, and gives the queues back.
+//!
+//! # Addressing
+//!
+//! An endpoint's address ([`Endpoint::name`]) is its NIC's MAC and its receive queue's index
+//! as the context. A send writes ringfab's header — destination from the AV, source this
+//! endpoint — into the first [`HEADER_LEN`] bytes of the buffer;
+//! the payload is what follows (write it at [`Endpoint::PAYLOAD_OFFSET`]). A receive
+//! completion reports the payload length; frames that are not ringfab frames for this
+//! endpoint never reach the application: their buffers are posted again.
+//!
+//! What the NIC steers to this endpoint's receive queue is the NIC's business: with one
+//! endpoint per NIC every frame reaches queue 0. Several endpoints on one NIC need steering by
+//! context (scalable endpoints and RSS, or filters) — the endpoint issue's next step; today
+//! each endpoint sees only what arrives on its own queue.
+//!
+//! # Completion levels
+//!
+//! `FI_INJECT_COMPLETE` and `FI_TRANSMIT_COMPLETE` complete when the NIC writes the transmit
+//! descriptor back (docs/architecture.md, "Completion levels"). `FI_DELIVERY_COMPLETE`,
+//! `FI_MATCH_COMPLETE`, `FI_COMMIT_COMPLETE` and `FI_FENCE` need an acknowledgement a DGRAM
+//! endpoint does not have: posting with them returns `BadFlags`.
+
+use crate::av::{AddressVector, EpAddr, FiAddr};
+use crate::cq::entry::{Format, OpContext};
+use crate::cq::queue::{CompletionQueue, CqSlot};
+use crate::domain::Domain;
+use crate::flags::{BindFlags, OpFlags};
+use crate::hal::{DmaRegion, Nic, RxConfig, RxQueue, TxConfig, TxSegment};
+use crate::mr::{Buf, RawBuf};
+use crate::path::{Framing, Path, Queue, NO_MR};
+use crate::proto::{self, Header, HEADER_LEN};
+use crate::{Error, Result};
+
+/// `enum fi_ep_type`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum EpType {
+    /// `FI_EP_UNSPEC`: the provider's choice — DGRAM.
+    Unspec,
+    /// `FI_EP_MSG`: reliable, connected. Not supported.
+    Msg,
+    /// `FI_EP_DGRAM`: unreliable datagrams. What ringfab provides.
+    #[default]
+    Dgram,
+    /// `FI_EP_RDM`: reliable datagrams. Not supported.
+    Rdm,
+    /// `FI_EP_SOCK_STREAM`. Not supported.
+    SockStream,
+    /// `FI_EP_SOCK_DGRAM`. Not supported.
+    SockDgram,
+}
+
+/// Payload bytes `inject` copies (`inject_size`).
+pub const INJECT_SIZE: usize = 64;
+/// One inject bounce slot: header plus payload, rounded to cache lines.
+const INJECT_SLOT: usize = (HEADER_LEN + INJECT_SIZE).next_multiple_of(64);
+
+/// Transmit operation flags an endpoint accepts (`fi_sendmsg`).
+const TX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
+    .union(OpFlags::INJECT_COMPLETE)
+    .union(OpFlags::TRANSMIT_COMPLETE)
+    .union(OpFlags::REMOTE_CQ_DATA)
+    .union(OpFlags::MORE);
+/// Receive operation flags an endpoint accepts (`fi_recvmsg`).
+const RX_FLAGS_OK: OpFlags = OpFlags::COMPLETION.union(OpFlags::MORE);
+
+/// Endpoint attributes (`fi_ep_attr` with the parts of `fi_tx_attr`/`fi_rx_attr` that apply).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct EpAttr {
+    /// Endpoint type; only DGRAM (or UNSPEC, which becomes DGRAM) is supported.
+    pub ep_type: EpType,
+    /// The NIC transmit queue the endpoint uses.
+    pub tx_queue: u16,
+    /// The NIC receive queue the endpoint uses; also its context number on the wire.
+    pub rx_queue: u16,
+    /// Receive buffer size the NIC's queue is set up for: every posted receive buffer must be
+    /// at least this long, and the largest message is this minus the header.
+    pub rx_buf_len: u32,
+    /// Default flags of transmit operations (`fi_tx_attr::op_flags`).
+    pub tx_op_flags: OpFlags,
+    /// Default flags of receive operations (`fi_rx_attr::op_flags`).
+    pub rx_op_flags: OpFlags,
+    /// `FI_SOURCE_ERR`: a receive from a sender not in the AV completes with
+    /// `FI_EADDRNOTAVAIL`.
+    pub source_err: bool,
+}
+
+impl Default for EpAttr {
+    /// DGRAM on queue pair 0 with 2 KiB receive buffers.
+    fn default() -> Self {
+        EpAttr {
+            ep_type: EpType::Dgram,
+            tx_queue: 0,
+            rx_queue: 0,
+            rx_buf_len: 2048,
+            tx_op_flags: OpFlags::empty(),
+            rx_op_flags: OpFlags::empty(),
+            source_err: false,
+        }
+    }
+}
+
+/// `fi_getopt`/`fi_setopt` options at level `FI_OPT_ENDPOINT`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum EpOpt {
+    /// `FI_OPT_MIN_MULTI_RECV` (read/write).
+    MinMultiRecv,
+    /// `FI_OPT_CM_DATA_SIZE` (read only; 0: DGRAM has no connection data).
+    CmDataSize,
+    /// Any other option number: `NoProtoOpt`.
+    Other(i32),
+}
+
+/// A CQ binding of one direction.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct CqBinding {
+    cq: usize,
+    flags: BindFlags,
+}
+
+/// An endpoint. See the [module documentation](self).
+pub struct Endpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
+    domain: &'d Domain<'s, 'n, N, D>,
+    attr: EpAttr,
+    tx_cq: Option<CqBinding>,
+    rx_cq: Option<CqBinding>,
+    av: Option<usize>,
+    tx: Option<Path<'d, 's, 'n, N, D>>,
+    rx: Option<Path<'d, 's, 'n, N, D>>,
+    /// Inject bounce buffers, one per transmit op-table slot.
+    bounce: Option<N::Dma>,
+    min_multi_recv: usize,
+}
+
+impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
+    /// Creates a disabled endpoint (`fi_endpoint`).
+    ///
+    /// # Errors
+    /// `OpNotSupp` for an endpoint type other than DGRAM/UNSPEC; `Inval` for a queue the NIC
+    /// does not have, or a receive buffer size outside `HEADER_LEN + 1 ..= max_rx_buf_len`;
+    /// `BadFlags` for unknown or unsupported default op flags.
+    pub fn endpoint(&self, attr: &EpAttr) -> Result<Endpoint<'_, 's, 'n, N, D>> {
+        let mut attr = *attr;
+        match attr.ep_type {
+            EpType::Dgram => {}
+            EpType::Unspec => attr.ep_type = EpType::Dgram,
+            _ => return Err(Error::OpNotSupp),
+        }
+        let caps = self.nic().capabilities();
+        if attr.tx_queue >= caps.tx_queues || attr.rx_queue >= caps.rx_queues {
+            return Err(Error::Inval);
+        }
+        if (attr.rx_buf_len as usize) <= HEADER_LEN || attr.rx_buf_len > caps.max_rx_buf_len {
+            return Err(Error::Inval);
+        }
+        if !TX_FLAGS_OK.contains(attr.tx_op_flags) || !RX_FLAGS_OK.contains(attr.rx_op_flags) {
+            return Err(Error::BadFlags);
+        }
+        Ok(Endpoint {
+            domain: self,
+            attr,
+            tx_cq: None,
+            rx_cq: None,
+            av: None,
+            tx: None,
+            rx: None,
+            bounce: None,
+            min_multi_recv: 0,
+        })
+    }
+}
+
+impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
+    /// Bytes before the payload in a send or receive buffer: ringfab's header.
+    pub const PAYLOAD_OFFSET: usize = HEADER_LEN;
+
+    /// The attributes, as resolved.
+    pub fn attr(&self) -> &EpAttr {
+        &self.attr
+    }
+
+    /// Whether the endpoint is enabled.
+    pub fn is_enabled(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// The endpoint's address (`fi_getname`).
+    pub fn name(&self) -> EpAddr {
+        EpAddr {
+            mac: self.domain.nic().capabilities().mac,
+            ctx: self.attr.rx_queue,
+        }
+    }
+
+    /// The largest message payload (`max_msg_size`): the receive buffer or the NIC's frame,
+    /// whichever is smaller, less the header.
+    pub fn max_msg_size(&self) -> usize {
+        let frame = self.domain.nic().capabilities().max_frame_len;
+        frame.min(self.attr.rx_buf_len as usize) - HEADER_LEN
+    }
+
+    /// Payload bytes [`inject`](Self::inject) accepts (`inject_size`).
+    pub fn inject_size(&self) -> usize {
+        INJECT_SIZE
+    }
+
+    /// Binds a CQ (`fi_ep_bind`): `flags` holds `TRANSMIT`, `RECV` or both, optionally with
+    /// `SELECTIVE_COMPLETION`.
+    ///
+    /// # Errors
+    /// `BadFlags` for other bits; `Inval` without a direction or when a direction already has
+    /// a CQ; `Domain` for a CQ of another domain; `OpBadState` once enabled.
+    pub fn bind_cq<F: Format>(
+        &mut self,
+        cq: &CompletionQueue<'_, 's, 'n, N, D, F>,
+        flags: BindFlags,
+    ) -> Result {
+        if flags.unknown() != 0 {
+            return Err(Error::BadFlags);
+        }
+        if !cq.in_domain(self.domain) {
+            return Err(Error::Domain);
+        }
+        if self.is_enabled() {
+            return Err(Error::OpBadState);
+        }
+        let tx = flags.contains(BindFlags::TRANSMIT);
+        let rx = flags.contains(BindFlags::RECV);
+        if !(tx || rx) || (tx && self.tx_cq.is_some()) || (rx && self.rx_cq.is_some()) {
+            return Err(Error::Inval);
+        }
+        let binding = Some(CqBinding {
+            cq: cq.index(),
+            flags,
+        });
+        let slot = &self.domain.cqs()[cq.index()];
+        if tx {
+            self.tx_cq = binding;
+            slot.add_bind();
+        }
+        if rx {
+            self.rx_cq = binding;
+            slot.add_bind();
+        }
+        Ok(())
+    }
+
+    /// Binds the address vector (`fi_ep_bind` with an AV).
+    ///
+    /// # Errors
+    /// `Inval` if one is already bound; `Domain` for an AV of another domain; `OpBadState`
+    /// once enabled.
+    pub fn bind_av(&mut self, av: &AddressVector<'_, 's, 'n, N, D>) -> Result {
+        if !core::ptr::eq(av.domain(), self.domain) {
+            return Err(Error::Domain);
+        }
+        if self.is_enabled() {
+            return Err(Error::OpBadState);
+        }
+        if self.av.is_some() {
+            return Err(Error::Inval);
+        }
+        self.domain.avs()[av.index()].bind();
+        self.av = Some(av.index());
+        Ok(())
+    }
+
+    /// Enables the endpoint (`fi_enable`): opens its NIC queues and wires them to the CQs.
+    ///
+    /// # Errors
+    /// `OpBadState` if already enabled; `NoCq` without a CQ for each direction; `NoAv`
+    /// without an address vector; `NoMem` when the domain has no free path slots;
+    /// `Device(_)` when the NIC refuses a queue (in use, …). On error the endpoint stays
+    /// disabled and can be enabled again.
+    pub fn enable(&mut self) -> Result {
+        if self.is_enabled() {
+            return Err(Error::OpBadState);
+        }
+        let (Some(tx_cq), Some(rx_cq)) = (self.tx_cq, self.rx_cq) else {
+            return Err(Error::NoCq);
+        };
+        let Some(av) = self.av else {
+            return Err(Error::NoAv);
+        };
+        let bounce = self.domain.nic().alloc_dma(D * INJECT_SLOT)?;
+        let tx = self
+            .domain
+            .open_tx(self.attr.tx_queue, TxConfig::default())?;
+        let rx = self
+            .domain
+            .open_rx(self.attr.rx_queue, RxConfig::new(self.attr.rx_buf_len))?;
+        let framing = Framing {
+            local: self.name(),
+            av: Some(av),
+            source_err: self.attr.source_err,
+        };
+        tx.attach(tx_cq.cq, tx_cq.flags, framing);
+        rx.attach(rx_cq.cq, rx_cq.flags, framing);
+        self.tx = Some(tx);
+        self.rx = Some(rx);
+        self.bounce = Some(bounce);
+        Ok(())
+    }
+
+    /// Sends `len` payload bytes of `buf` (written at [`PAYLOAD_OFFSET`](Self::PAYLOAD_OFFSET))
+    /// to `dest` (`fi_send`), with the endpoint's default transmit flags. The buffer comes back
+    /// with the completion ([`CompletionQueue::read_owned`]), or with the error.
+    ///
+    /// # Errors
+    /// See [`sendmsg`](Self::sendmsg).
+    pub fn send(
+        &self,
+        buf: Buf<'s>,
+        len: usize,
+        dest: FiAddr,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        self.sendmsg(buf, len, dest, None, context, self.attr.tx_op_flags)
+    }
+
+    /// [`send`](Self::send) with remote CQ data (`fi_senddata`): the receiver's completion
+    /// carries `data` with `FI_REMOTE_CQ_DATA`.
+    ///
+    /// # Errors
+    /// See [`sendmsg`](Self::sendmsg).
+    pub fn senddata(
+        &self,
+        buf: Buf<'s>,
+        len: usize,
+        data: u64,
+        dest: FiAddr,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        let flags = self.attr.tx_op_flags | OpFlags::REMOTE_CQ_DATA;
+        self.sendmsg(buf, len, dest, Some(data), context, flags)
+    }
+
+    /// Sends with explicit flags (`fi_sendmsg`). `FI_MORE` defers the doorbell to a later call
+    /// without it — the way to send a batch with one doorbell; a call that fails rings it
+    /// too, so deferred posts never wait for a call that may not come. `data` is sent with
+    /// `FI_REMOTE_CQ_DATA` (which must then be in `flags`).
+    ///
+    /// # Errors
+    /// The buffer comes back with the error, and nothing was posted:
+    /// `OpBadState` before [`enable`](Self::enable); `BadFlags` for flags a DGRAM endpoint
+    /// cannot honour (`FI_DELIVERY_COMPLETE`, `FI_MATCH_COMPLETE`, `FI_COMMIT_COMPLETE`,
+    /// `FI_FENCE`, unknown bits) or `REMOTE_CQ_DATA` without data; `MsgSize` for a payload
+    /// over [`max_msg_size`](Self::max_msg_size); `Inval` for a buffer too short for header
+    /// and payload or a destination not in the AV; `Again` when the ring, the op table or the
+    /// CQ's credits are full (retry after reading completions).
+    pub fn sendmsg(
+        &self,
+        mut buf: Buf<'s>,
+        len: usize,
+        dest: FiAddr,
+        data: Option<u64>,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        let header = match self.check_send(len, dest, data, flags) {
+            Ok(h) => h,
+            Err(e) => return Err((e, buf)),
+        };
+        let Some(segment) = buf.tx_segment(HEADER_LEN + len) else {
+            return Err((Error::Inval, buf));
+        };
+        let mut bytes = [0u8; HEADER_LEN];
+        header.emit(&mut bytes);
+        if let Err(e) = buf.write(0, &bytes) {
+            return Err((e, buf));
+        }
+        let raw = buf.raw();
+        match self.post_tx(&[segment], raw, context, flags) {
+            Ok(()) => {
+                let _ = buf.into_raw();
+                Ok(())
+            }
+            Err(e) => Err((e, buf)),
+        }
+    }
+
+    /// Sends `payload` without a buffer of the application's (`fi_inject`): it is copied into
+    /// one of the endpoint's bounce buffers, so `payload` may be reused at once, and no
+    /// completion is generated for success (an error still reaches the CQ, with a NULL
+    /// context).
+    ///
+    /// # Errors
+    /// `MsgSize` over [`inject_size`](Self::inject_size); otherwise as
+    /// [`sendmsg`](Self::sendmsg).
+    pub fn inject(&self, payload: &[u8], dest: FiAddr) -> Result {
+        self.inject_inner(payload, None, dest)
+    }
+
+    /// [`inject`](Self::inject) with remote CQ data (`fi_injectdata`).
+    ///
+    /// # Errors
+    /// As [`inject`](Self::inject).
+    pub fn injectdata(&self, payload: &[u8], data: u64, dest: FiAddr) -> Result {
+        self.inject_inner(payload, Some(data), dest)
+    }
+
+    fn inject_inner(&self, payload: &[u8], data: Option<u64>, dest: FiAddr) -> Result {
+        if payload.len() > INJECT_SIZE {
+            return Err(Error::MsgSize);
+        }
+        let flags = if data.is_some() {
+            OpFlags::REMOTE_CQ_DATA
+        } else {
+            OpFlags::empty()
+        };
+        let header = self.check_send(payload.len(), dest, data, flags)?;
+        let (Some(tx), Some(bounce)) = (&self.tx, &self.bounce) else {
+            return Err(Error::OpBadState);
+        };
+        let mut bytes = [0u8; HEADER_LEN];
+        header.emit(&mut bytes);
+        let cq = self.cq_slot(self.tx_cq)?;
+        tx.with_state(|st| {
+            // The bounce slot belongs to the op-table slot the post will take: it is free
+            // exactly as long as that slot is.
+            let slot = st.next_slot().ok_or(Error::Again)?;
+            let offset = slot * INJECT_SLOT;
+            bounce.write_bytes(offset, &bytes);
+            bounce.write_bytes(offset + HEADER_LEN, payload);
+            let len = HEADER_LEN + payload.len();
+            let segment = TxSegment {
+                iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
+                len: len as u16,
+            };
+            let raw = RawBuf {
+                cpu: 0,
+                iova: segment.iova,
+                len: len as u32,
+                mr: NO_MR,
+            };
+            st.post_send_with(cq, &[segment], raw, OpContext::NULL, false)?;
+            st.doorbell();
+            Ok(())
+        })
+    }
+
+    /// Checks a send and builds its header.
+    fn check_send(
+        &self,
+        len: usize,
+        dest: FiAddr,
+        data: Option<u64>,
+        flags: OpFlags,
+    ) -> Result<Header> {
+        if !self.is_enabled() {
+            return Err(Error::OpBadState);
+        }
+        if !TX_FLAGS_OK.contains(flags) || flags.contains(OpFlags::REMOTE_CQ_DATA) != data.is_some()
+        {
+            return Err(Error::BadFlags);
+        }
+        if len > self.max_msg_size() {
+            return Err(Error::MsgSize);
+        }
+        let av = self
+            .av
+            .and_then(|i| self.domain.avs().get(i))
+            .ok_or(Error::NoAv)?;
+        let peer = av.lookup(dest).ok_or(Error::Inval)?;
+        let dst_ctx = if peer.mac.is_multicast() {
+            proto::ANY_CTX
+        } else {
+            peer.ctx
+        };
+        Ok(Header {
+            dst: peer.mac,
+            src: self.domain.nic().capabilities().mac,
+            dst_ctx,
+            src_ctx: self.attr.rx_queue,
+            payload_len: len as u16,
+            data,
+        })
+    }
+
+    fn cq_slot(&self, binding: Option<CqBinding>) -> Result<&'s CqSlot<'s>> {
+        let b = binding.ok_or(Error::NoCq)?;
+        self.domain.cqs().get(b.cq).ok_or(Error::NoCq)
+    }
+
+    fn post_tx(
+        &self,
+        segments: &[TxSegment],
+        raw: RawBuf,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> Result {
+        let tx = self.tx.as_ref().ok_or(Error::OpBadState)?;
+        let cq = self.cq_slot(self.tx_cq)?;
+        tx.with_state(|st| {
+            let r = st.post_send(cq, segments, raw, context, flags);
+            // A refused post rings too: earlier FI_MORE posts must not wait for a call that
+            // may never come.
+            if !flags.contains(OpFlags::MORE) || r.is_err() {
+                st.doorbell();
+            }
+            r
+        })
+    }
+
+    /// Posts `buf` to receive one message (`fi_recv`) with the endpoint's default receive
+    /// flags. The payload lands at [`PAYLOAD_OFFSET`](Self::PAYLOAD_OFFSET); the completion's
+    /// `len` is its length and the buffer comes back with it.
+    ///
+    /// # Errors
+    /// See [`recvmsg`](Self::recvmsg).
+    pub fn recv(
+        &self,
+        buf: Buf<'s>,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        self.recvmsg(buf, context, self.attr.rx_op_flags)
+    }
+
+    /// Posts a receive with explicit flags (`fi_recvmsg`); `FI_MORE` defers the doorbell.
+    ///
+    /// # Errors
+    /// The buffer comes back with the error: `OpBadState` before enable; `BadFlags` for flags
+    /// other than `COMPLETION`/`MORE` (`FI_MULTI_RECV` is not built yet); `Inval` for a buffer
+    /// shorter than the receive queue's buffer size (the NIC may write that much); `Again`
+    /// when the ring, the op table or the CQ's credits are full.
+    pub fn recvmsg(
+        &self,
+        buf: Buf<'s>,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        let Some(rx) = self.rx.as_ref() else {
+            return Err((Error::OpBadState, buf));
+        };
+        if !RX_FLAGS_OK.contains(flags) {
+            return Err((Error::BadFlags, buf));
+        }
+        let cq = match self.cq_slot(self.rx_cq) {
+            Ok(cq) => cq,
+            Err(e) => return Err((e, buf)),
+        };
+        let raw = buf.raw();
+        let r = rx.with_state(|st| {
+            let Queue::Rx(q) = &st.queue else {
+                return Err(Error::OpBadState);
+            };
+            let dev_len = q.buf_len();
+            if raw.len < dev_len {
+                return Err(Error::Inval);
+            }
+            let accepted = dev_len.min(raw.len) - HEADER_LEN as u32;
+            let r = st.post_recv(cq, raw, accepted, context, flags);
+            if !flags.contains(OpFlags::MORE) || r.is_err() {
+                st.doorbell();
+            }
+            r
+        });
+        match r {
+            Ok(()) => {
+                let _ = buf.into_raw();
+                Ok(())
+            }
+            Err(e) => Err((e, buf)),
+        }
+    }
+
+    /// Transmit operations that can be posted now (`fi_tx_size_left`).
+    ///
+    /// # Errors
+    /// `OpBadState` before enable.
+    pub fn tx_size_left(&self) -> Result<usize> {
+        self.size_left(self.tx.as_ref(), self.tx_cq)
+    }
+
+    /// Receive operations that can be posted now (`fi_rx_size_left`).
+    ///
+    /// # Errors
+    /// `OpBadState` before enable.
+    pub fn rx_size_left(&self) -> Result<usize> {
+        self.size_left(self.rx.as_ref(), self.rx_cq)
+    }
+
+    fn size_left(
+        &self,
+        path: Option<&Path<'d, 's, 'n, N, D>>,
+        b: Option<CqBinding>,
+    ) -> Result<usize> {
+        let path = path.ok_or(Error::OpBadState)?;
+        let credits = self.cq_slot(b)?.credits();
+        path.with_state(|st| Ok(st.free_slots().min(credits)))
+    }
+
+    /// Frames received on this endpoint's queue that were not ringfab frames for it (other
+    /// protocols, other contexts, malformed headers) and were dropped, their buffers reposted.
+    pub fn dropped_frames(&self) -> u64 {
+        self.rx
+            .as_ref()
+            .and_then(|rx| rx.with_state(|st| Ok(st.dropped)).ok())
+            .unwrap_or(0)
+    }
+
+    /// `fi_getopt` at level `FI_OPT_ENDPOINT`.
+    ///
+    /// # Errors
+    /// `NoProtoOpt` for an unknown option.
+    pub fn getopt(&self, opt: EpOpt) -> Result<usize> {
+        match opt {
+            EpOpt::MinMultiRecv => Ok(self.min_multi_recv),
+            EpOpt::CmDataSize => Ok(0),
+            EpOpt::Other(_) => Err(Error::NoProtoOpt),
+        }
+    }
+
+    /// `fi_setopt` at level `FI_OPT_ENDPOINT`.
+    ///
+    /// # Errors
+    /// `NoProtoOpt` for an unknown or read-only option (`CM_DATA_SIZE`).
+    pub fn setopt(&mut self, opt: EpOpt, value: usize) -> Result {
+        match opt {
+            EpOpt::MinMultiRecv => {
+                self.min_multi_recv = value;
+                Ok(())
+            }
+            EpOpt::CmDataSize | EpOpt::Other(_) => Err(Error::NoProtoOpt),
+        }
+    }
+
+    /// `fi_control(FI_GETOPSFLAG)`: the default op flags of one direction; `which` holds
+    /// exactly one of `TRANSMIT` and `RECV`.
+    ///
+    /// # Errors
+    /// `Inval` unless exactly one direction is named.
+    pub fn get_op_flags(&self, which: BindFlags) -> Result<OpFlags> {
+        match direction(which)? {
+            Dir::Tx => Ok(self.attr.tx_op_flags),
+            Dir::Rx => Ok(self.attr.rx_op_flags),
+        }
+    }
+
+    /// `fi_control(FI_SETOPSFLAG)`: sets the default op flags of one direction.
+    ///
+    /// # Errors
+    /// `Inval` unless exactly one direction is named; `BadFlags` for flags that direction
+    /// does not accept.
+    pub fn set_op_flags(&mut self, which: BindFlags, flags: OpFlags) -> Result {
+        match direction(which)? {
+            Dir::Tx if TX_FLAGS_OK.contains(flags) => self.attr.tx_op_flags = flags,
+            Dir::Rx if RX_FLAGS_OK.contains(flags) => self.attr.rx_op_flags = flags,
+            _ => return Err(Error::BadFlags),
+        }
+        Ok(())
+    }
+
+    /// Closes the endpoint (`fi_close`): outstanding operations are discarded without
+    /// completions (owned buffers return to their regions), the queues go back to the NIC,
+    /// and the CQs and AV are unbound.
+    pub fn close(self) {
+        drop(self);
+    }
+}
+
+enum Dir {
+    Tx,
+    Rx,
+}
+
+fn direction(which: BindFlags) -> Result<Dir> {
+    let tx = which.contains(BindFlags::TRANSMIT);
+    let rx = which.contains(BindFlags::RECV);
+    match (tx, rx, which.unknown()) {
+        (true, false, 0) => Ok(Dir::Tx),
+        (false, true, 0) => Ok(Dir::Rx),
+        _ => Err(Error::Inval),
+    }
+}
+
+impl<N: Nic, const D: usize> Drop for Endpoint<'_, '_, '_, N, D> {
+    fn drop(&mut self) {
+        for (path, binding) in [(self.tx.take(), self.tx_cq), (self.rx.take(), self.rx_cq)] {
+            if let (Some(path), Some(b)) = (path, binding) {
+                path.detach(&self.domain.cqs()[b.cq]);
+            }
+        }
+        for b in [self.tx_cq.take(), self.rx_cq.take()].into_iter().flatten() {
+            self.domain.cqs()[b.cq].drop_bind();
+        }
+        if let Some(av) = self.av.take() {
+            self.domain.avs()[av].unbind();
+        }
+        // The bounce buffers are freed after the queues that could read them are stopped.
+        self.bounce = None;
+    }
+}

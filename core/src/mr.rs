@@ -1,0 +1,379 @@
+//! Memory registration (`fi_mr`, local access): caller memory mapped for the NIC, and the owned
+//! buffers carved from it.
+//!
+//! A [`MemoryRegion`] is caller memory the NIC can reach: registering it asks the NIC for an
+//! IOMMU mapping ([`Nic::map_dma`]). Buffers are carved from it with
+//! [`MemoryRegion::alloc`] as [`Buf`]s — owned handles, neither `Copy` nor `Clone`, so that
+//! exactly one party holds a buffer at a time (DESIGN.md decision 6): the application while it
+//! fills or reads it, the endpoint (and the NIC) from posting until the completion hands it back.
+//!
+//! # Why the safe registration takes `&'static mut [u8]`
+//!
+//! A posted buffer is written by the device at a time of the device's choosing. If the domain
+//! (and with it the running queues) could be leaked with `mem::forget` while the memory's
+//! borrow ended, the device could write memory that belongs to someone else by then — the same
+//! reason `std::thread::scope` cannot rely on a destructor. Memory that lives for ever (a
+//! `static`, `Box::leak`) makes that impossible; [`Domain::register_raw`] takes any memory, with
+//! that promise made by the caller in an `unsafe` block.
+//!
+//! # Access without references
+//!
+//! The device can write registered memory, so [`Buf`] offers copies ([`Buf::write`],
+//! [`Buf::read`]) through raw pointers rather than `&[u8]` into it; [`Buf::as_slice`] exists for
+//! zero-copy readers, as an `unsafe` promise that the device is done with the buffer.
+//!
+//! # Lifetime of a region
+//!
+//! Every `Buf` counts against its region; [`MemoryRegion::close`] returns `Busy` while any is
+//! alive — held by the application or posted — so the mapping (and its IOVA range) can never be
+//! released under a descriptor that still names it.
+
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use spin::Mutex;
+
+use crate::domain::Domain;
+use crate::hal::{DmaMapping, Iova, Nic, TxSegment};
+use crate::{Error, Result};
+
+/// Buffers start on this boundary (a cache line), so that two buffers never share a line the
+/// device and the CPU write at once.
+pub const BUF_ALIGN: usize = 64;
+
+/// A registered region as its slot keeps it.
+struct MrState<M> {
+    /// Keeps the device's view of the memory alive; dropping it unmaps.
+    mapping: M,
+    /// Address of the first byte (a number: the slot must be `Sync`).
+    cpu: usize,
+    len: usize,
+    /// Bytes handed out so far by [`MemoryRegion::alloc`].
+    used: usize,
+}
+
+/// One slot of the domain's memory-registration slab: `[MrSlot::EMPTY; 4]`.
+pub struct MrSlot<N: Nic> {
+    state: Mutex<Option<MrState<N::Mapping>>>,
+    /// Live [`Buf`]s carved from the region (held or posted).
+    outstanding: AtomicUsize,
+}
+
+impl<N: Nic> MrSlot<N> {
+    /// A free slot.
+    #[allow(
+        clippy::declare_interior_mutable_const,
+        reason = "a fresh slot per use is the point: `[MrSlot::EMPTY; N]` builds the slab"
+    )]
+    pub const EMPTY: Self = MrSlot {
+        state: Mutex::new(None),
+        outstanding: AtomicUsize::new(0),
+    };
+}
+
+impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
+    /// Registers `mem` (`fi_mr_reg` for local send/receive access): maps it for the NIC.
+    ///
+    /// # Errors
+    /// `Inval` for empty memory; `NoMem` when every MR slot is taken; `Device(_)` when the
+    /// platform refuses the mapping.
+    pub fn register(&self, mem: &'static mut [u8]) -> Result<MemoryRegion<'_, 's, 'n, N, D>> {
+        let len = mem.len();
+        let cpu = NonNull::new(mem.as_mut_ptr()).ok_or(Error::Inval)?;
+        // SAFETY: `mem` is borrowed mutably for ever and its reference is dropped here, so the
+        // memory stays valid and nothing else references it while it is mapped.
+        unsafe { self.register_raw(cpu, len) }
+    }
+
+    /// Registers `len` bytes at `cpu`, like [`register`](Self::register), for memory that does
+    /// not live for ever (a C caller's buffer, a test's stack array).
+    ///
+    /// # Errors
+    /// As [`register`](Self::register).
+    ///
+    /// # Safety
+    /// `cpu..cpu+len` must stay valid, and be accessed only through the [`Buf`]s of this region,
+    /// until the domain's paths are closed and the region is closed — that is, until no
+    /// descriptor of the NIC can name it any more.
+    pub unsafe fn register_raw(
+        &self,
+        cpu: NonNull<u8>,
+        len: usize,
+    ) -> Result<MemoryRegion<'_, 's, 'n, N, D>> {
+        if len == 0 {
+            return Err(Error::Inval);
+        }
+        for (index, slot) in self.mrs().iter().enumerate() {
+            let mut guard = slot.state.lock();
+            if guard.is_some() {
+                continue;
+            }
+            // SAFETY: the caller's promise above is `map_dma`'s contract.
+            let mapping = unsafe { self.nic().map_dma(cpu, len) }?;
+            slot.outstanding.store(0, Ordering::Release);
+            *guard = Some(MrState {
+                mapping,
+                cpu: cpu.as_ptr() as usize,
+                len,
+                used: 0,
+            });
+            return Ok(MemoryRegion {
+                domain: self,
+                index,
+            });
+        }
+        Err(Error::NoMem)
+    }
+}
+
+/// A registered region (`fid_mr`): an index into the domain's MR slab.
+///
+/// Dropping the handle closes the region if no buffer of it is alive; otherwise it stays
+/// registered (use [`close`](Self::close) to be told).
+pub struct MemoryRegion<'d, 's, 'n, N: Nic + 'n, const D: usize> {
+    domain: &'d Domain<'s, 'n, N, D>,
+    index: usize,
+}
+
+impl<'d, 's, 'n, N: Nic + 'n, const D: usize> MemoryRegion<'d, 's, 'n, N, D> {
+    fn slot(&self) -> &'s MrSlot<N> {
+        &self.domain.mrs()[self.index]
+    }
+
+    /// The region's index in the MR slab.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Bytes registered.
+    pub fn len(&self) -> usize {
+        self.slot().state.lock().as_ref().map_or(0, |st| st.len)
+    }
+
+    /// Whether the region is empty (never: registration refuses empty memory).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Device address of the region's first byte.
+    pub fn iova(&self) -> Iova {
+        self.slot()
+            .state
+            .lock()
+            .as_ref()
+            .map_or(Iova(0), |st| st.mapping.iova())
+    }
+
+    /// Carves the next `len` bytes (from a [`BUF_ALIGN`] boundary) off the region as an owned
+    /// buffer. Regions are carved once, front to back: a buffer's memory returns to the region
+    /// only when the region is closed.
+    ///
+    /// # Errors
+    /// `Inval` for a zero or over-`u32` length; `NoMem` when the region has no room left.
+    pub fn alloc(&self, len: usize) -> Result<Buf<'s>> {
+        let len32 = u32::try_from(len).map_err(|_| Error::Inval)?;
+        if len == 0 {
+            return Err(Error::Inval);
+        }
+        let slot = self.slot();
+        let mut guard = slot.state.lock();
+        let st = guard.as_mut().ok_or(Error::OpBadState)?;
+        let start = st.used.next_multiple_of(BUF_ALIGN);
+        let end = start.checked_add(len).ok_or(Error::NoMem)?;
+        if end > st.len {
+            return Err(Error::NoMem);
+        }
+        st.used = end;
+        slot.outstanding.fetch_add(1, Ordering::AcqRel);
+        Ok(Buf {
+            raw: RawBuf {
+                cpu: st.cpu + start,
+                iova: Iova(st.mapping.iova().0 + start as u64),
+                len: len32,
+                mr: self.index as u16,
+            },
+            owner: &slot.outstanding,
+        })
+    }
+
+    /// Buffers of this region still alive (held by the application or posted).
+    pub fn outstanding(&self) -> usize {
+        self.slot().outstanding.load(Ordering::Acquire)
+    }
+
+    /// Closes the region (`fi_close`): unmaps it.
+    ///
+    /// # Errors
+    /// `Err((Error::Busy, self))` while any of its buffers is alive.
+    pub fn close(self) -> core::result::Result<(), (Error, Self)> {
+        if self.outstanding() > 0 {
+            return Err((Error::Busy, self));
+        }
+        drop(self);
+        Ok(())
+    }
+}
+
+impl<N: Nic, const D: usize> Drop for MemoryRegion<'_, '_, '_, N, D> {
+    fn drop(&mut self) {
+        let slot = self.slot();
+        let mut guard = slot.state.lock();
+        if slot.outstanding.load(Ordering::Acquire) == 0 {
+            // Dropping the mapping unmaps the memory.
+            *guard = None;
+        }
+    }
+}
+
+/// A buffer's identity without its ownership: what an op table keeps while the buffer is
+/// posted (see [`Buf::into_raw`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct RawBuf {
+    pub(crate) cpu: usize,
+    pub(crate) iova: Iova,
+    pub(crate) len: u32,
+    pub(crate) mr: u16,
+}
+
+/// An owned buffer of registered memory. See the [module documentation](self).
+pub struct Buf<'s> {
+    raw: RawBuf,
+    owner: &'s AtomicUsize,
+}
+
+impl core::fmt::Debug for Buf<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Buf")
+            .field("iova", &self.raw.iova)
+            .field("len", &self.raw.len)
+            .field("mr", &self.raw.mr)
+            .finish()
+    }
+}
+
+impl<'s> Buf<'s> {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.raw.len as usize
+    }
+
+    /// Whether the buffer is empty (never: `alloc` refuses zero).
+    pub fn is_empty(&self) -> bool {
+        self.raw.len == 0
+    }
+
+    /// Device address of the first byte.
+    pub fn iova(&self) -> Iova {
+        self.raw.iova
+    }
+
+    /// The region the buffer was carved from (its index in the MR slab).
+    pub fn mr(&self) -> usize {
+        usize::from(self.raw.mr)
+    }
+
+    /// Address of the first byte in the application's address space.
+    pub fn addr(&self) -> usize {
+        self.raw.cpu
+    }
+
+    /// Copies `src` into the buffer at `offset`.
+    ///
+    /// # Errors
+    /// `Inval` if `offset + src.len()` passes the end.
+    pub fn write(&mut self, offset: usize, src: &[u8]) -> Result {
+        self.check(offset, src.len())?;
+        // SAFETY: the range is inside the buffer (checked), which is registered memory valid
+        // for the region's life; the buffer is owned here, so the device is not writing it.
+        unsafe {
+            core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr(offset), src.len());
+        }
+        Ok(())
+    }
+
+    /// Copies bytes from the buffer at `offset` into `dst`.
+    ///
+    /// # Errors
+    /// `Inval` if `offset + dst.len()` passes the end.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
+        self.check(offset, dst.len())?;
+        // SAFETY: as in `write`; the copy reads what the device wrote before the completion
+        // that handed the buffer back was observed (with acquire ordering, by the driver).
+        unsafe {
+            core::ptr::copy_nonoverlapping(self.ptr(offset), dst.as_mut_ptr(), dst.len());
+        }
+        Ok(())
+    }
+
+    /// Fills `len` bytes at `offset` with `byte`.
+    ///
+    /// # Errors
+    /// `Inval` if the range passes the end.
+    pub fn fill(&mut self, offset: usize, len: usize, byte: u8) -> Result {
+        self.check(offset, len)?;
+        // SAFETY: as in `write`.
+        unsafe { core::ptr::write_bytes(self.ptr(offset), byte, len) };
+        Ok(())
+    }
+
+    /// The buffer's bytes, without a copy.
+    ///
+    /// # Safety
+    /// The device must not write the buffer while the slice lives. That holds for an owned
+    /// buffer of a well-behaved device; a device that writes memory it was never handed (a
+    /// stale descriptor) would break it, which is why the copying accessors exist.
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        // SAFETY: the memory is valid for `len` bytes (registered); the caller promises that
+        // nothing writes it while the borrow lives.
+        unsafe { core::slice::from_raw_parts(self.raw.cpu as *const u8, self.len()) }
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len() => Ok(()),
+            _ => Err(Error::Inval),
+        }
+    }
+
+    fn ptr(&self, offset: usize) -> *mut u8 {
+        (self.raw.cpu + offset) as *mut u8
+    }
+
+    /// The first `len` bytes as one transmit segment (`len` ≤ the buffer, ≤ `u16::MAX`).
+    pub(crate) fn tx_segment(&self, len: usize) -> Option<TxSegment> {
+        let len = u16::try_from(len)
+            .ok()
+            .filter(|&l| usize::from(l) <= self.len())?;
+        Some(TxSegment {
+            iova: self.raw.iova,
+            len,
+        })
+    }
+
+    /// Gives up the handle while the buffer is posted; its count stays with the region.
+    pub(crate) fn into_raw(self) -> RawBuf {
+        let raw = self.raw;
+        core::mem::forget(self);
+        raw
+    }
+
+    /// Takes a posted buffer back. `owner` is its region's count, which still includes it.
+    pub(crate) fn from_raw(raw: RawBuf, owner: &'s AtomicUsize) -> Self {
+        Buf { raw, owner }
+    }
+
+    pub(crate) fn raw(&self) -> RawBuf {
+        self.raw
+    }
+}
+
+impl Drop for Buf<'_> {
+    fn drop(&mut self) {
+        self.owner.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The count a posted buffer of region `mr` returns to, for [`Buf::from_raw`].
+pub(crate) fn owner_of<N: Nic>(mrs: &[MrSlot<N>], mr: u16) -> Option<&AtomicUsize> {
+    mrs.get(usize::from(mr)).map(|s| &s.outstanding)
+}

@@ -1,0 +1,878 @@
+//! Endpoints on the emulated 82576 with the real igb driver: two NICs on one wire, an endpoint
+//! on each, owned buffers from registered memory, ringfab's frame header on the wire.
+
+use ringfab::av::{AvEntry, AvSlot, EpAddr, FiAddr};
+use ringfab::cq::entry::{Data, DataEntry, ErrEntry, Msg, MsgEntry, OpContext};
+use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
+use ringfab::domain::Domain;
+use ringfab::ep::{EpAttr, EpOpt, EpType};
+use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
+use ringfab::hal::{DmaRegion, MacAddr, Nic, TxConfig, TxSegment};
+use ringfab::mr::{Buf, MrSlot};
+use ringfab::path::{PathSlot, SendPost};
+use ringfab::proto::{self, Header, HEADER_LEN};
+use ringfab::Error;
+use ringfab_emu::{EmuIgb, EmuPlatform, IgbModelConfig, Wire};
+use ringfab_igb::Igb;
+
+const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
+const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
+const D: usize = 64;
+const BUF: usize = 2048;
+
+type Nic0 = Igb<EmuPlatform>;
+
+struct Pair {
+    wire: Wire,
+    _a: EmuIgb,
+    _b: EmuIgb,
+    nic_a: Nic0,
+    nic_b: Nic0,
+}
+
+fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
+    let mut config = IgbModelConfig::default();
+    config.mac = mac;
+    let dev = EmuIgb::new(config);
+    dev.connect(wire);
+    dev
+}
+
+fn pair() -> Pair {
+    let wire = Wire::new();
+    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
+    let nic_a = Igb::new(a.platform()).unwrap();
+    let nic_b = Igb::new(b.platform()).unwrap();
+    Pair {
+        wire,
+        _a: a,
+        _b: b,
+        nic_a,
+        nic_b,
+    }
+}
+
+/// Memory that lives for ever, as safe registration asks.
+fn memory(len: usize) -> &'static mut [u8] {
+    Box::leak(vec![0u8; len].into_boxed_slice())
+}
+
+fn cq_attr(format: CqFormat) -> CqAttr {
+    CqAttr {
+        size: 256,
+        format,
+        ..CqAttr::default()
+    }
+}
+
+/// The slabs one side needs, declared in the caller's frame so the domain can borrow them.
+macro_rules! slabs {
+    ($paths:ident, $cqs:ident, $mrs:ident, $avs:ident, $aux:ident, $table:ident) => {
+        let $paths = [PathSlot::<Nic0, D>::EMPTY; 4];
+        let $cqs = [CqSlot::EMPTY; 2];
+        let $mrs = [MrSlot::<Nic0>::EMPTY; 2];
+        let $avs = [AvSlot::EMPTY; 1];
+        let mut $aux = [[AuxEntry::EMPTY; 256]; 2];
+        let mut $table = [AvEntry::EMPTY; 8];
+    };
+}
+
+/// Reads one completion of `cq` (driving the wire until there is one), with its source and
+/// buffer.
+fn read_one<'s, F: ringfab::cq::entry::Format>(
+    wire: &Wire,
+    cq: &ringfab::cq::CompletionQueue<'_, 's, '_, Nic0, D, F>,
+) -> (F::Entry, FiAddr, Option<Buf<'s>>) {
+    let mut e = [F::Entry::default(); 1];
+    let mut src = [FiAddr::NOTAVAIL; 1];
+    let mut bufs = [None];
+    for _ in 0..100 {
+        wire.run_until_idle();
+        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+            Ok(1) => return (e[0], src[0], bufs[0].take()),
+            Err(Error::Again) => continue,
+            other => panic!("read_owned: {other:?}"),
+        }
+    }
+    panic!("no completion arrived");
+}
+
+fn payload(buf: &mut Buf<'_>, bytes: &[u8]) {
+    buf.write(HEADER_LEN, bytes).unwrap();
+}
+
+#[test]
+fn a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back() {
+    let p = pair();
+    slabs!(pa, ca, ma, va, auxa, ta);
+    slabs!(pb, cb, mb, vb, auxb, tb);
+    let [auxa0, _] = &mut auxa;
+    let [auxb0, _] = &mut auxb;
+    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
+    let av_a = da.open_av(&mut ta).unwrap();
+    let av_b = db.open_av(&mut tb).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    for (ep, cq) in [(&mut ep_a, &cq_a), (&mut ep_b, &cq_b)] {
+        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+    }
+    ep_a.bind_av(&av_a).unwrap();
+    ep_b.bind_av(&av_b).unwrap();
+    ep_a.enable().unwrap();
+    ep_b.enable().unwrap();
+    assert_eq!(ep_b.name(), EpAddr { mac: MAC_B, ctx: 0 });
+
+    let mut to_b = [FiAddr::NOTAVAIL];
+    assert_eq!(av_a.insert(&[ep_b.name()], &mut to_b), Ok(1));
+    let mut to_a = [FiAddr::NOTAVAIL];
+    assert_eq!(av_b.insert(&[ep_a.name()], &mut to_a), Ok(1));
+
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    let rbuf = mr_b.alloc(BUF).unwrap();
+    let rbuf_addr = rbuf.addr();
+    ep_b.recv(rbuf, OpContext(0xb0)).unwrap();
+    let mut sbuf = mr_a.alloc(BUF).unwrap();
+    payload(&mut sbuf, b"hello, ringfab");
+    ep_a.send(sbuf, 14, to_b[0], OpContext(0xa0)).unwrap();
+    assert_eq!(mr_a.outstanding(), 1, "the posted buffer still counts");
+
+    let (e, src, buf) = read_one(&p.wire, &cq_b);
+    assert_eq!(e.op_context, OpContext(0xb0));
+    assert_eq!(e.flags, CompletionFlags::RECV | CompletionFlags::MSG);
+    assert_eq!(e.len, 14, "the payload length, not the padded frame");
+    assert_eq!(src, to_a[0], "FI_SOURCE resolves the sender through B's AV");
+    let buf = buf.expect("the receive buffer comes back");
+    assert_eq!(buf.addr(), rbuf_addr);
+    let mut got = [0u8; 14];
+    buf.read(HEADER_LEN, &mut got).unwrap();
+    assert_eq!(&got, b"hello, ringfab");
+
+    let (e, src, sent) = read_one(&p.wire, &cq_a);
+    assert_eq!(e.op_context, OpContext(0xa0));
+    assert_eq!(e.flags, CompletionFlags::SEND | CompletionFlags::MSG);
+    assert_eq!(src, FiAddr::NOTAVAIL, "a send has no source");
+    assert!(sent.is_some(), "the send buffer comes back");
+    drop((buf, sent));
+    assert_eq!(mr_a.outstanding(), 0);
+    assert_eq!(mr_b.outstanding(), 0);
+}
+
+/// One side's objects, opened and bound, for the tests that need a working pair.
+macro_rules! endpoints {
+    ($p:ident, $da:ident, $db:ident, $cq_a:ident, $cq_b:ident, $av_a:ident, $av_b:ident,
+     $ep_a:ident, $ep_b:ident, $attr_b:expr, $bind:expr) => {
+        slabs!(pa, ca, ma, va, auxa, ta);
+        slabs!(pb, cb, mb, vb, auxb, tb);
+        let [auxa0, _] = &mut auxa;
+        let [auxb0, _] = &mut auxb;
+        let $da = Domain::new(&$p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+        let $db = Domain::new(&$p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+        let $cq_a = $da
+            .open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0)
+            .unwrap();
+        let $cq_b = $db
+            .open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0)
+            .unwrap();
+        let $av_a = $da.open_av(&mut ta).unwrap();
+        let $av_b = $db.open_av(&mut tb).unwrap();
+        let mut $ep_a = $da.endpoint(&EpAttr::default()).unwrap();
+        let mut $ep_b = $db.endpoint(&$attr_b).unwrap();
+        $ep_a.bind_cq(&$cq_a, $bind).unwrap();
+        $ep_b
+            .bind_cq(&$cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        $ep_a.bind_av(&$av_a).unwrap();
+        $ep_b.bind_av(&$av_b).unwrap();
+        $ep_a.enable().unwrap();
+        $ep_b.enable().unwrap();
+    };
+}
+
+fn insert(av: &ringfab::av::AddressVector<'_, '_, '_, Nic0, D>, addr: EpAddr) -> FiAddr {
+    let mut out = [FiAddr::NOTAVAIL];
+    assert_eq!(av.insert(&[addr], &mut out), Ok(1));
+    out[0]
+}
+
+#[test]
+fn senddata_carries_remote_cq_data_to_the_receiver() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+    let mut s = mr_a.alloc(BUF).unwrap();
+    payload(&mut s, &[7; 3]);
+    ep_a.senddata(s, 3, 0xfeed_f00d, to_b, OpContext(2))
+        .unwrap();
+    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!(e.len, 3);
+    assert_eq!(e.data, 0xfeed_f00d);
+    assert_eq!(
+        e.flags,
+        CompletionFlags::RECV | CompletionFlags::MSG | CompletionFlags::REMOTE_CQ_DATA
+    );
+    let _ = read_one(&p.wire, &cq_a);
+}
+
+#[test]
+fn inject_copies_the_payload_and_reports_no_completion() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+    let mut scratch = *b"injected";
+    ep_a.inject(&scratch, to_b).unwrap();
+    scratch.fill(0); // reusable at once: the bytes were copied
+    assert_eq!(ep_a.inject(&[0; 65], to_b), Err(Error::MsgSize));
+    assert_eq!(ep_a.inject_size(), 64);
+    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!(e.len, 8);
+    let mut got = [0u8; 8];
+    buf.unwrap().read(HEADER_LEN, &mut got).unwrap();
+    assert_eq!(&got, b"injected");
+    p.wire.run_until_idle();
+    let mut none = [DataEntry::default(); 4];
+    assert_eq!(
+        cq_a.read(&mut none),
+        Err(Error::Again),
+        "inject completes silently"
+    );
+    assert_eq!(cq_a.credits(), 256, "and its credit is back");
+}
+
+#[test]
+fn fi_more_defers_the_doorbell_until_the_last_send_of_a_batch() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(40 * BUF)).unwrap();
+    let mr_b = db.register(memory(40 * BUF)).unwrap();
+    for i in 0..16 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    for i in 0..15 {
+        let s = mr_a.alloc(BUF).unwrap();
+        ep_a.sendmsg(s, 8, to_b, None, OpContext(100 + i), OpFlags::MORE)
+            .unwrap();
+    }
+    p.wire.run_until_idle();
+    let mut e = [DataEntry::default(); 16];
+    assert_eq!(
+        cq_b.read(&mut e),
+        Err(Error::Again),
+        "nothing left before the doorbell"
+    );
+    let s = mr_a.alloc(BUF).unwrap();
+    ep_a.send(s, 8, to_b, OpContext(115)).unwrap();
+    p.wire.run_until_idle();
+    let mut n = 0;
+    while n < 16 {
+        p.wire.run_until_idle();
+        n += cq_b.read(&mut e[n..]).unwrap_or(0);
+    }
+    let ctxs: Vec<usize> = e.iter().map(|e| e.op_context.0).collect();
+    assert_eq!(ctxs, (0..16).collect::<Vec<_>>(), "all 16, in order");
+    let _ = cq_a;
+}
+
+#[test]
+fn selective_completion_reports_only_what_asked_for_it() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for i in 0..2 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 4, to_b, OpContext(10))
+        .unwrap();
+    ep_a.sendmsg(
+        mr_a.alloc(BUF).unwrap(),
+        4,
+        to_b,
+        None,
+        OpContext(11),
+        OpFlags::COMPLETION,
+    )
+    .unwrap();
+    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_a);
+    assert_eq!(
+        e.op_context,
+        OpContext(11),
+        "only the send that asked completes"
+    );
+    let mut more = [DataEntry::default(); 2];
+    assert_eq!(cq_a.read(&mut more), Err(Error::Again));
+    assert_eq!(cq_a.credits(), 256);
+    assert_eq!(
+        mr_a.outstanding(),
+        0,
+        "the silent send's buffer went back to its region"
+    );
+    let _ = cq_b;
+}
+
+#[test]
+fn lifecycle_errors_follow_fi_endpoint() {
+    let p = pair();
+    slabs!(pa, ca, ma, va, auxa, ta);
+    let [aux0, aux1] = &mut auxa;
+    let d = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    for t in [
+        EpType::Msg,
+        EpType::Rdm,
+        EpType::SockStream,
+        EpType::SockDgram,
+    ] {
+        let attr = EpAttr {
+            ep_type: t,
+            ..EpAttr::default()
+        };
+        assert_eq!(d.endpoint(&attr).err(), Some(Error::OpNotSupp), "{t:?}");
+    }
+    let unspec = EpAttr {
+        ep_type: EpType::Unspec,
+        ..EpAttr::default()
+    };
+    assert_eq!(d.endpoint(&unspec).unwrap().attr().ep_type, EpType::Dgram);
+    let bad = [
+        EpAttr {
+            tx_queue: 16,
+            ..EpAttr::default()
+        },
+        EpAttr {
+            rx_buf_len: 30,
+            ..EpAttr::default()
+        },
+        EpAttr {
+            rx_buf_len: 1 << 20,
+            ..EpAttr::default()
+        },
+    ];
+    for attr in bad {
+        assert_eq!(d.endpoint(&attr).err(), Some(Error::Inval), "{attr:?}");
+    }
+    let flags = EpAttr {
+        tx_op_flags: OpFlags::DELIVERY_COMPLETE,
+        ..EpAttr::default()
+    };
+    assert_eq!(d.endpoint(&flags).err(), Some(Error::BadFlags));
+
+    let cq = d.open_cq::<Data>(&cq_attr(CqFormat::Data), aux0).unwrap();
+    let cq2 = d.open_cq::<Data>(&cq_attr(CqFormat::Data), aux1).unwrap();
+    let av = d.open_av(&mut ta).unwrap();
+    let mr = d.register(memory(4 * BUF)).unwrap();
+    let mut ep = d.endpoint(&EpAttr::default()).unwrap();
+
+    // Data operations before enable.
+    let (e, b) = ep.recv(mr.alloc(BUF).unwrap(), OpContext(1)).unwrap_err();
+    assert_eq!(e, Error::OpBadState);
+    let (e, b) = ep.send(b, 4, FiAddr(0), OpContext(1)).unwrap_err();
+    assert_eq!(e, Error::OpBadState);
+    assert_eq!(ep.inject(&[1], FiAddr(0)), Err(Error::OpBadState));
+    assert_eq!(ep.tx_size_left(), Err(Error::OpBadState));
+
+    // Binding rules.
+    assert_eq!(
+        ep.bind_cq(
+            &cq,
+            BindFlags::TRANSMIT | BindFlags::from_bits_retain(1 << 3)
+        ),
+        Err(Error::BadFlags)
+    );
+    assert_eq!(
+        ep.bind_cq(&cq, BindFlags::SELECTIVE_COMPLETION),
+        Err(Error::Inval)
+    );
+    assert_eq!(ep.enable(), Err(Error::NoCq));
+    ep.bind_cq(&cq, BindFlags::TRANSMIT).unwrap();
+    assert_eq!(
+        ep.bind_cq(&cq2, BindFlags::TRANSMIT),
+        Err(Error::Inval),
+        "duplicate"
+    );
+    assert_eq!(ep.enable(), Err(Error::NoCq), "no receive CQ yet");
+    ep.bind_cq(&cq2, BindFlags::RECV).unwrap();
+    assert_eq!(ep.enable(), Err(Error::NoAv));
+    ep.bind_av(&av).unwrap();
+    assert_eq!(ep.bind_av(&av), Err(Error::Inval), "one AV only");
+    ep.enable().unwrap();
+    assert_eq!(ep.enable(), Err(Error::OpBadState));
+    assert_eq!(ep.bind_cq(&cq, BindFlags::RECV), Err(Error::OpBadState));
+
+    // Closing what the endpoint uses.
+    let (e, cq) = cq.close().unwrap_err();
+    assert_eq!(e, Error::Busy);
+    let (e, av) = av.close().unwrap_err();
+    assert_eq!(e, Error::Busy);
+    ep.recv(b, OpContext(2)).unwrap();
+    let (e, mr) = mr.close().unwrap_err();
+    assert_eq!(e, Error::Busy, "a posted buffer keeps its region");
+
+    // Close discards the posted receive without a completion and frees everything.
+    ep.close();
+    let mut out = [DataEntry::default(); 2];
+    assert_eq!(cq2.read(&mut out), Err(Error::Again));
+    assert_eq!(cq2.credits(), 256);
+    assert_eq!(mr.outstanding(), 0);
+    assert!(mr.close().is_ok());
+    assert!(av.close().is_ok());
+    assert!(cq.close().is_ok());
+    assert!(cq2.close().is_ok());
+}
+
+#[test]
+fn a_closed_endpoint_gives_its_queues_back() {
+    let p = pair();
+    slabs!(pa, ca, ma, va, auxa, ta);
+    let [aux0, _] = &mut auxa;
+    let d = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let cq = d.open_cq::<Msg>(&cq_attr(CqFormat::Msg), aux0).unwrap();
+    let av = d.open_av(&mut ta).unwrap();
+    for _ in 0..3 {
+        let mut ep = d.endpoint(&EpAttr::default()).unwrap();
+        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        // Queue pair 0 is taken while it lives.
+        let mut other = d.endpoint(&EpAttr::default()).unwrap();
+        other
+            .bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        other.bind_av(&av).unwrap();
+        assert!(matches!(other.enable(), Err(Error::Device(_))));
+        drop(other);
+        ep.close();
+    }
+    let mut e = [MsgEntry::default(); 1];
+    assert_eq!(cq.read(&mut e), Err(Error::Again));
+}
+
+#[test]
+fn send_errors_hand_the_buffer_back_and_post_nothing() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr = da.register(memory(4 * BUF)).unwrap();
+    let buf = mr.alloc(BUF).unwrap();
+    let max = ep_a.max_msg_size();
+    let frame = p.nic_a.capabilities().max_frame_len.min(BUF);
+    assert_eq!(
+        max,
+        frame - HEADER_LEN,
+        "the smaller of frame and buffer, less the header"
+    );
+    let cases: [(OpFlags, Option<u64>, usize, FiAddr, Error); 7] = [
+        (OpFlags::DELIVERY_COMPLETE, None, 4, to_b, Error::BadFlags),
+        (OpFlags::MATCH_COMPLETE, None, 4, to_b, Error::BadFlags),
+        (OpFlags::COMMIT_COMPLETE, None, 4, to_b, Error::BadFlags),
+        (OpFlags::FENCE, None, 4, to_b, Error::BadFlags),
+        (OpFlags::REMOTE_CQ_DATA, None, 4, to_b, Error::BadFlags),
+        (OpFlags::empty(), None, max + 1, to_b, Error::MsgSize),
+        (OpFlags::empty(), None, 4, FiAddr(5), Error::Inval),
+    ];
+    let mut buf = buf;
+    for (flags, data, len, dest, want) in cases {
+        let (e, b) = ep_a
+            .sendmsg(buf, len, dest, data, OpContext(1), flags)
+            .unwrap_err();
+        assert_eq!(e, want, "{flags:?} len {len}");
+        buf = b;
+    }
+    // A buffer too short for header + payload.
+    let small = mr.alloc(40).unwrap();
+    let (e, _small) = ep_a.send(small, 20, to_b, OpContext(1)).unwrap_err();
+    assert_eq!(e, Error::Inval);
+    // A receive buffer shorter than the queue's buffer size.
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    let (e, _) = ep_b
+        .recv(mr_b.alloc(1024).unwrap(), OpContext(1))
+        .unwrap_err();
+    assert_eq!(e, Error::Inval);
+    let (e, _) = ep_b
+        .recvmsg(mr_b.alloc(BUF).unwrap(), OpContext(1), OpFlags::MULTI_RECV)
+        .unwrap_err();
+    assert_eq!(e, Error::BadFlags);
+    p.wire.run_until_idle();
+    let mut out = [DataEntry::default(); 2];
+    assert_eq!(cq_a.read(&mut out), Err(Error::Again), "nothing was posted");
+    assert_eq!(cq_b.read(&mut out), Err(Error::Again));
+    assert_eq!(cq_a.credits(), 256);
+    drop(buf);
+}
+
+#[test]
+fn frames_that_are_not_for_the_endpoint_never_reach_it() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    // One receive per junk frame: they arrive in one burst, before any is reposted.
+    for i in 0..5 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+
+    // A raw path on A's queue 1 sends frames B's endpoint must refuse.
+    let raw_paths = [PathSlot::<Nic0, D>::EMPTY; 1];
+    let raw_cqs = [CqSlot::EMPTY; 1];
+    let mut raw_aux = [AuxEntry::EMPTY; 64];
+    let raw = Domain::new(&p.nic_a, &raw_paths, &raw_cqs);
+    let raw_cq = raw
+        .open_cq::<Msg>(
+            &CqAttr {
+                size: 64,
+                format: CqFormat::Msg,
+                ..CqAttr::default()
+            },
+            &mut raw_aux,
+        )
+        .unwrap();
+    let tx = raw.open_tx(1, TxConfig::default()).unwrap();
+    raw_cq.bind(&tx, BindFlags::TRANSMIT).unwrap();
+    let mem = p.nic_a.alloc_dma(8 * 256).unwrap();
+    let good = Header {
+        dst: MAC_B,
+        src: MAC_A,
+        dst_ctx: 0,
+        src_ctx: 9,
+        payload_len: 4,
+        data: None,
+    };
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    let emit = |h: Header| {
+        let mut b = [0u8; HEADER_LEN];
+        h.emit(&mut b);
+        let mut v = b.to_vec();
+        v.extend_from_slice(&[1, 2, 3, 4]);
+        v
+    };
+    // Another context on B's NIC.
+    frames.push(emit(Header { dst_ctx: 3, ..good }));
+    // Another protocol.
+    let mut ipv4 = emit(good);
+    ipv4[12..14].copy_from_slice(&[0x08, 0x00]);
+    frames.push(ipv4);
+    // A future header version.
+    let mut v2 = emit(good);
+    v2[14] = 2;
+    frames.push(v2);
+    // A payload length beyond the frame.
+    let mut long = emit(good);
+    long[20..22].copy_from_slice(&1000u16.to_be_bytes());
+    frames.push(long);
+    // Flag bits this version does not define.
+    let mut flags = emit(good);
+    flags[15] = 0x80;
+    frames.push(flags);
+    for (i, f) in frames.iter().enumerate() {
+        mem.write_bytes(i * 256, f);
+    }
+    let segs: Vec<[TxSegment; 1]> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            [TxSegment {
+                iova: ringfab::hal::Iova(mem.iova().0 + (i * 256) as u64),
+                len: f.len() as u16,
+            }]
+        })
+        .collect();
+    let posts: Vec<SendPost<'_>> = segs
+        .iter()
+        .map(|s| SendPost {
+            segments: s,
+            context: OpContext(0),
+            flags: OpFlags::empty(),
+        })
+        .collect();
+    assert_eq!(tx.post_sends(&posts), Ok(posts.len()));
+    p.wire.run_until_idle();
+    let mut out = [DataEntry::default(); 4];
+    assert_eq!(
+        cq_b.read(&mut out),
+        Err(Error::Again),
+        "none of them is data"
+    );
+    assert_eq!(ep_b.dropped_frames(), 5);
+    assert_eq!(
+        ep_b.rx_size_left(),
+        Ok(D - 5),
+        "their buffers were posted again"
+    );
+    assert_eq!(p.nic_b.stats().rx_missed, 0);
+
+    // The same five receives still take real messages, in posting order.
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    for i in 0..5 {
+        ep_a.send(mr_a.alloc(BUF).unwrap(), 1, to_b, OpContext(50 + i))
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < 5 {
+        p.wire.run_until_idle();
+        if let Ok(n) = cq_b.read(&mut out) {
+            got.extend(out[..n].iter().map(|e| e.op_context.0));
+        }
+    }
+    assert_eq!(got, vec![0, 1, 2, 3, 4]);
+    let mut drain = [MsgEntry::default(); 8];
+    while raw_cq.read(&mut drain).is_ok() {}
+    let _ = (cq_a, proto::ETHERTYPE);
+}
+
+#[test]
+fn an_unknown_sender_reads_notavail_or_with_source_err_an_error_entry() {
+    let p = pair();
+    // B has no entry for A in its AV.
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 2, to_b, OpContext(2))
+        .unwrap();
+    let (e, src, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!(e.len, 2);
+    assert_eq!(src, FiAddr::NOTAVAIL);
+    let _ = cq_a;
+}
+
+#[test]
+fn source_err_turns_an_unknown_sender_into_eaddrnotavail_with_the_raw_address() {
+    let p = pair();
+    let attr_b = EpAttr {
+        source_err: true,
+        ..EpAttr::default()
+    };
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        av_b,
+        ep_a,
+        ep_b,
+        attr_b,
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let mut cq_b = cq_b;
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    for i in 0..2 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 2, to_b, OpContext(2))
+        .unwrap();
+    let mut out = [DataEntry::default(); 1];
+    let mut src = [FiAddr(0)];
+    let mut r = Err(Error::Again);
+    for _ in 0..100 {
+        p.wire.run_until_idle();
+        r = cq_b.readfrom(&mut out, &mut src);
+        if r != Err(Error::Again) {
+            break;
+        }
+    }
+    assert_eq!(r, Err(Error::Avail));
+    let mut err = ErrEntry::default();
+    let mut data = [0u8; 16];
+    let (out_data, buf) = cq_b.readerr_owned(&mut err, Some(&mut data), 0).unwrap();
+    assert_eq!(out_data, ringfab::cq::errdata::ErrDataOut::Copied(8));
+    assert!(
+        buf.is_some(),
+        "the receive buffer comes back with the error"
+    );
+    assert_eq!(err.err, 99, "FI_EADDRNOTAVAIL");
+    assert_eq!(err.op_context, OpContext(0));
+    assert_eq!(err.len, 2);
+    assert_eq!(err.src_addr, u64::MAX);
+    assert_eq!(EpAddr::from_bytes(&data[..8]), Ok(ep_a.name()));
+
+    // Once A is in B's AV, the next message from it is a success with its handle.
+    let to_a = insert(&av_b, ep_a.name());
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 2, to_b, OpContext(3))
+        .unwrap();
+    let (e, src, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!((e.op_context, src), (OpContext(1), to_a));
+    let _ = cq_a;
+}
+
+#[test]
+fn options_op_flags_and_size_left() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    assert_eq!(ep_a.getopt(EpOpt::MinMultiRecv), Ok(0));
+    ep_a.setopt(EpOpt::MinMultiRecv, 4096).unwrap();
+    assert_eq!(ep_a.getopt(EpOpt::MinMultiRecv), Ok(4096));
+    assert_eq!(ep_a.getopt(EpOpt::CmDataSize), Ok(0));
+    assert_eq!(ep_a.setopt(EpOpt::CmDataSize, 1), Err(Error::NoProtoOpt));
+    assert_eq!(ep_a.getopt(EpOpt::Other(77)), Err(Error::NoProtoOpt));
+    assert_eq!(ep_a.setopt(EpOpt::Other(77), 1), Err(Error::NoProtoOpt));
+
+    assert_eq!(ep_a.get_op_flags(BindFlags::TRANSMIT), Ok(OpFlags::empty()));
+    ep_a.set_op_flags(BindFlags::TRANSMIT, OpFlags::TRANSMIT_COMPLETE)
+        .unwrap();
+    assert_eq!(
+        ep_a.get_op_flags(BindFlags::TRANSMIT),
+        Ok(OpFlags::TRANSMIT_COMPLETE)
+    );
+    for which in [BindFlags::empty(), BindFlags::TRANSMIT | BindFlags::RECV] {
+        assert_eq!(ep_a.get_op_flags(which), Err(Error::Inval));
+        assert_eq!(
+            ep_a.set_op_flags(which, OpFlags::empty()),
+            Err(Error::Inval)
+        );
+    }
+    assert_eq!(
+        ep_a.set_op_flags(BindFlags::RECV, OpFlags::FENCE),
+        Err(Error::BadFlags)
+    );
+
+    assert_eq!(ep_a.tx_size_left(), Ok(D));
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for i in 0..3 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    assert_eq!(ep_b.rx_size_left(), Ok(D - 3));
+    let _ = (&da, &cq_a, &cq_b);
+}
+
+#[test]
+fn registration_refuses_empty_memory_and_full_slabs_and_counts_buffers() {
+    let p = pair();
+    slabs!(pa, ca, ma, va, _aux, _t);
+    let d = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    assert_eq!(d.register(memory(0)).err(), Some(Error::Inval));
+    let m1 = d.register(memory(4096)).unwrap();
+    let _m2 = d.register(memory(4096)).unwrap();
+    assert_eq!(
+        d.register(memory(4096)).err(),
+        Some(Error::NoMem),
+        "two slots"
+    );
+    assert_eq!(m1.alloc(0).err(), Some(Error::Inval));
+    let a = m1.alloc(100).unwrap();
+    let b = m1.alloc(100).unwrap();
+    assert_eq!(b.addr() - a.addr(), 128, "buffers start on cache lines");
+    assert_eq!(b.iova().0 - a.iova().0, 128);
+    assert_eq!(m1.alloc(4096).err(), Some(Error::NoMem));
+    let mut a = a;
+    assert_eq!(a.write(90, &[0; 11]), Err(Error::Inval));
+    assert_eq!(a.read(usize::MAX, &mut [0; 2]), Err(Error::Inval));
+    a.fill(0, 100, 0xab).unwrap();
+    let mut back = [0u8; 100];
+    a.read(0, &mut back).unwrap();
+    assert!(back.iter().all(|&x| x == 0xab));
+    assert_eq!(m1.outstanding(), 2);
+    drop((a, b));
+    assert!(m1.close().is_ok());
+}

@@ -1,0 +1,423 @@
+//! Ping-pong and streaming between two ringfab endpoints, like libfabric's `fi_pingpong`.
+//!
+//! By default both endpoints run in this process on two emulated Intel 82576 NICs on one wire
+//! (the real igb driver, the emulated device): no root, no hardware. With `--vfio A B` they run
+//! on two real (or QEMU-emulated) 82576 functions bound to vfio-pci.
+//!
+//! * **pingpong** (window 1): A sends a message, B receives it and sends it back, A receives
+//!   it; `usec/xfer` is half the round trip.
+//! * **stream** (window > 1): A sends `window` messages per doorbell (`FI_MORE` on all but the
+//!   last), B receives them; `Mxfers/sec` is the one-way message rate.
+//!
+//! ```sh
+//! cargo run --example pingpong                          # 64 B and 1 KiB, both modes
+//! cargo run --release --example pingpong -- -S 1024 -I 100000 -W 32
+//! cargo run --release --example pingpong -- --vfio 0000:00:03.0 0000:00:0b.0
+//! ```
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
+use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::domain::Domain;
+use ringfab::ep::{Endpoint, EpAttr};
+use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
+use ringfab::hal::{MacAddr, Nic};
+use ringfab::mr::{Buf, MrSlot};
+use ringfab::path::PathSlot;
+use ringfab::Error;
+use ringfab_emu::{EmuIgb, IgbModelConfig, Wire};
+use ringfab_igb::Igb;
+
+/// Ring depth of every queue.
+const D: usize = 256;
+/// Receive buffer size (the NIC queue's buffer size).
+const BUF: usize = 2048;
+/// CQ size: everything both directions of one endpoint can have outstanding.
+const CQ_SIZE: usize = 2 * D;
+/// Largest streaming window: B keeps twice as many receives posted.
+const MAX_WINDOW: usize = D / 2;
+
+struct Options {
+    sizes: Vec<usize>,
+    iterations: usize,
+    warmup: usize,
+    windows: Vec<usize>,
+    vfio: Option<(String, String)>,
+}
+
+const USAGE: &str = "usage: pingpong [-S bytes[,bytes…]] [-I iterations] [-w warmup] \
+[-W window[,window…]] [--vfio BDF_A BDF_B]";
+
+fn list(flag: &str, v: Option<String>) -> Result<Vec<usize>, String> {
+    let v = v.ok_or(format!("{flag} needs a value"))?;
+    v.split(',')
+        .map(|x| x.parse().map_err(|_| format!("{flag}: not a number: {x}")))
+        .collect()
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut o = Options {
+        sizes: vec![64, 1024],
+        iterations: 10_000,
+        warmup: 100,
+        windows: vec![1, 32],
+        vfio: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-S" | "--size" => o.sizes = list("-S", args.next())?,
+            "-I" | "--iterations" => o.iterations = list("-I", args.next())?[0],
+            "-w" | "--warmup" => o.warmup = list("-w", args.next())?[0],
+            "-W" | "--window" => o.windows = list("-W", args.next())?,
+            "--vfio" => {
+                let a = args.next().ok_or("--vfio needs two PCI addresses")?;
+                let b = args.next().ok_or("--vfio needs two PCI addresses")?;
+                o.vfio = Some((a, b));
+            }
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    if o.iterations == 0 {
+        return Err("-I must be at least 1".into());
+    }
+    if let Some(&w) = o.windows.iter().find(|&&w| w == 0 || w > MAX_WINDOW) {
+        return Err(format!(
+            "-W {w}: the window must be between 1 and {MAX_WINDOW}"
+        ));
+    }
+    Ok(o)
+}
+
+/// One side: its endpoint, CQ, send-buffer pool and the peer's address.
+struct Side<'a, 'd, 's, 'n, N: Nic> {
+    ep: &'a Endpoint<'d, 's, 'n, N, D>,
+    cq: &'a CompletionQueue<'d, 's, 'n, N, D, Msg>,
+    pool: Vec<Buf<'s>>,
+    peer: FiAddr,
+}
+
+impl<'s, N: Nic> Side<'_, '_, 's, '_, N> {
+    /// Reads completions: receive buffers are posted again at once (after checking the
+    /// length), send buffers return to the pool. Returns the receives completed.
+    fn poll(&mut self, expect_len: usize) -> Result<usize, String> {
+        let mut e = [MsgEntry::default(); 32];
+        let mut src = [FiAddr::NOTAVAIL; 32];
+        let mut bufs: [Option<Buf<'s>>; 32] = std::array::from_fn(|_| None);
+        let n = match self.cq.read_owned(&mut e, &mut src, &mut bufs) {
+            Ok(n) => n,
+            Err(Error::Again) => return Ok(0),
+            Err(err) => return Err(format!("reading the CQ: {err}")),
+        };
+        let mut recvs = 0;
+        for (entry, buf) in e[..n].iter().zip(bufs.iter_mut()) {
+            let buf = buf.take().ok_or("a completion without its buffer")?;
+            if entry.flags.contains(CompletionFlags::RECV) {
+                if entry.len != expect_len {
+                    return Err(format!(
+                        "received {} bytes, expected {expect_len}",
+                        entry.len
+                    ));
+                }
+                recvs += 1;
+                self.ep
+                    .recv(buf, OpContext(1))
+                    .map_err(|(err, _)| format!("reposting a receive: {err}"))?;
+            } else {
+                self.pool.push(buf);
+            }
+        }
+        Ok(recvs)
+    }
+
+    /// Sends one message of `len` bytes; `more` defers the doorbell.
+    fn send(&mut self, len: usize, more: bool) -> Result<bool, String> {
+        let Some(buf) = self.pool.pop() else {
+            return Ok(false);
+        };
+        let flags = if more {
+            OpFlags::MORE
+        } else {
+            OpFlags::empty()
+        };
+        match self
+            .ep
+            .sendmsg(buf, len, self.peer, None, OpContext(2), flags)
+        {
+            Ok(()) => Ok(true),
+            Err((Error::Again, buf)) => {
+                self.pool.push(buf);
+                Ok(false)
+            }
+            Err((err, _)) => Err(format!("sending: {err}")),
+        }
+    }
+}
+
+/// Gives up when nothing moves for this long (a lost frame on real hardware).
+const STALL: Duration = Duration::from_secs(2);
+
+fn pingpong<N: Nic>(
+    a: &mut Side<'_, '_, '_, '_, N>,
+    b: &mut Side<'_, '_, '_, '_, N>,
+    len: usize,
+    iterations: usize,
+    progress: &dyn Fn(),
+) -> Result<(), String> {
+    for _ in 0..iterations {
+        one_way(a, b, len, progress)?;
+        one_way(b, a, len, progress)?;
+    }
+    Ok(())
+}
+
+/// `from` sends one message and `to` receives it.
+fn one_way<N: Nic>(
+    from: &mut Side<'_, '_, '_, '_, N>,
+    to: &mut Side<'_, '_, '_, '_, N>,
+    len: usize,
+    progress: &dyn Fn(),
+) -> Result<(), String> {
+    let start = Instant::now();
+    while !from.send(len, false)? {
+        progress();
+        from.poll(len)?;
+        if start.elapsed() > STALL {
+            return Err("no send buffer came back".into());
+        }
+    }
+    let start = Instant::now();
+    loop {
+        progress();
+        if to.poll(len)? > 0 {
+            return Ok(());
+        }
+        from.poll(len)?;
+        if start.elapsed() > STALL {
+            return Err("a message was lost".into());
+        }
+    }
+}
+
+fn stream<N: Nic>(
+    a: &mut Side<'_, '_, '_, '_, N>,
+    b: &mut Side<'_, '_, '_, '_, N>,
+    len: usize,
+    iterations: usize,
+    window: usize,
+    progress: &dyn Fn(),
+) -> Result<(), String> {
+    let (mut sent, mut received) = (0, 0);
+    let mut last_move = Instant::now();
+    while received < iterations {
+        // At most one window in flight, so B's receives (twice the window) never run out.
+        let burst = (window - (sent - received)).min(iterations - sent);
+        let mut posted = 0;
+        // FI_MORE on all but the last of the burst: one doorbell for the lot.
+        while posted < burst && a.send(len, posted + 1 < burst && a.pool.len() > 1)? {
+            posted += 1;
+        }
+        sent += posted;
+        progress();
+        let got = b.poll(len)?;
+        received += got;
+        a.poll(len)?;
+        if got > 0 || posted > 0 {
+            last_move = Instant::now();
+        } else if last_move.elapsed() > STALL {
+            return Err(format!("{} of {sent} messages were lost", sent - received));
+        }
+    }
+    Ok(())
+}
+
+/// An error of `what`, for `map_err`.
+fn fail(what: &'static str) -> impl Fn(Error) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+/// Opens everything on two NICs and runs every size × window.
+fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result<(), String> {
+    let (pa, pb) = ([PathSlot::<N, D>::EMPTY; 2], [PathSlot::<N, D>::EMPTY; 2]);
+    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
+    let (ma, mb) = ([MrSlot::<N>::EMPTY; 1], [MrSlot::<N>::EMPTY; 1]);
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let mut auxa = vec![AuxEntry::EMPTY; CQ_SIZE];
+    let mut auxb = vec![AuxEntry::EMPTY; CQ_SIZE];
+    let (mut ta, mut tb) = ([AvEntry::EMPTY; 1], [AvEntry::EMPTY; 1]);
+    let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let attr = CqAttr {
+        size: CQ_SIZE,
+        format: CqFormat::Msg,
+        ..CqAttr::default()
+    };
+    let cq_a = da
+        .open_cq::<Msg>(&attr, &mut auxa)
+        .map_err(fail("opening CQ A"))?;
+    let cq_b = db
+        .open_cq::<Msg>(&attr, &mut auxb)
+        .map_err(fail("opening CQ B"))?;
+    let av_a = da.open_av(&mut ta).map_err(fail("opening AV A"))?;
+    let av_b = db.open_av(&mut tb).map_err(fail("opening AV B"))?;
+    let mut ep_a = da
+        .endpoint(&EpAttr::default())
+        .map_err(fail("endpoint A"))?;
+    let mut ep_b = db
+        .endpoint(&EpAttr::default())
+        .map_err(fail("endpoint B"))?;
+    let both = BindFlags::TRANSMIT | BindFlags::RECV;
+    ep_a.bind_cq(&cq_a, both).map_err(fail("binding CQ A"))?;
+    ep_b.bind_cq(&cq_b, both).map_err(fail("binding CQ B"))?;
+    ep_a.bind_av(&av_a).map_err(fail("binding AV A"))?;
+    ep_b.bind_av(&av_b).map_err(fail("binding AV B"))?;
+    ep_a.enable().map_err(fail("enabling A"))?;
+    ep_b.enable().map_err(fail("enabling B"))?;
+    let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
+    av_a.insert(&[ep_b.name()], &mut to_b)
+        .map_err(fail("AV insert"))?;
+    av_b.insert(&[ep_a.name()], &mut to_a)
+        .map_err(fail("AV insert"))?;
+
+    // Each side: D buffers, half for receives, half for sends.
+    let mem = |len| Box::leak(vec![0u8; len].into_boxed_slice());
+    let mr_a = da.register(mem(D * BUF)).map_err(fail("registering A"))?;
+    let mr_b = db.register(mem(D * BUF)).map_err(fail("registering B"))?;
+    let mut a = Side {
+        ep: &ep_a,
+        cq: &cq_a,
+        pool: Vec::new(),
+        peer: to_b[0],
+    };
+    let mut b = Side {
+        ep: &ep_b,
+        cq: &cq_b,
+        pool: Vec::new(),
+        peer: to_a[0],
+    };
+    for (side, mr) in [(&mut a, &mr_a), (&mut b, &mr_b)] {
+        for i in 0..D {
+            let mut buf = mr.alloc(BUF).map_err(fail("carving a buffer"))?;
+            buf.fill(
+                Endpoint::<N, D>::PAYLOAD_OFFSET,
+                BUF - Endpoint::<N, D>::PAYLOAD_OFFSET,
+                i as u8,
+            )
+            .map_err(fail("filling a buffer"))?;
+            if i < D / 2 {
+                // One doorbell for all of them: FI_MORE on all but the last.
+                let more = if i + 1 < D / 2 {
+                    OpFlags::MORE
+                } else {
+                    OpFlags::empty()
+                };
+                side.ep
+                    .recvmsg(buf, OpContext(1), more)
+                    .map_err(|(e, _)| format!("posting a receive: {e}"))?;
+            } else {
+                side.pool.push(buf);
+            }
+        }
+    }
+
+    println!(
+        "{:<9} {:>6} {:>8} {:>7} {:>10} {:>9} {:>10} {:>11}",
+        "mode", "bytes", "window", "iters", "time", "MB/sec", "usec/xfer", "Mxfers/sec"
+    );
+    for &len in &o.sizes {
+        if len > ep_a.max_msg_size() {
+            return Err(format!(
+                "-S {len}: larger than max_msg_size {}",
+                ep_a.max_msg_size()
+            ));
+        }
+        for &window in &o.windows {
+            let mode = if window == 1 { "pingpong" } else { "stream" };
+            let mut go = |n| {
+                if window == 1 {
+                    pingpong(&mut a, &mut b, len, n, progress)
+                } else {
+                    stream(&mut a, &mut b, len, n, window, progress)
+                }
+            };
+            go(o.warmup)?;
+            let start = Instant::now();
+            go(o.iterations)?;
+            let secs = start.elapsed().as_secs_f64();
+            // A ping-pong iteration is two transfers (there and back); a stream iteration one.
+            let xfers = if window == 1 {
+                2 * o.iterations
+            } else {
+                o.iterations
+            } as f64;
+            println!(
+                "{:<9} {:>6} {:>8} {:>7} {:>9.3}s {:>9.2} {:>10.2} {:>11.3}",
+                mode,
+                len,
+                window,
+                o.iterations,
+                secs,
+                xfers * len as f64 / secs / 1e6,
+                secs * 1e6 / xfers,
+                xfers / secs / 1e6,
+            );
+        }
+    }
+    Ok(())
+}
+
+fn emulated(o: &Options) -> Result<(), String> {
+    let wire = Wire::new();
+    let device = |last: u8| {
+        let mut config = IgbModelConfig::default();
+        config.mac = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, last]);
+        let dev = EmuIgb::new(config);
+        dev.connect(&wire);
+        dev
+    };
+    let (dev_a, dev_b) = (device(0x0a), device(0x0b));
+    let nic_a = Igb::new(dev_a.platform()).map_err(|e| format!("bringing up NIC A: {e}"))?;
+    let nic_b = Igb::new(dev_b.platform()).map_err(|e| format!("bringing up NIC B: {e}"))?;
+    println!("# ringfab pingpong: two emulated 82576 (igb driver) on one emulated wire");
+    run(&nic_a, &nic_b, o, &|| wire.run_until_idle())
+}
+
+fn vfio(o: &Options, a: &str, b: &str) -> Result<(), String> {
+    let open = |bdf: &str| -> Result<Igb<ringfab_vfio::VfioPlatform>, String> {
+        let platform = ringfab_vfio::VfioPlatform::open(bdf).map_err(|e| format!("{bdf}: {e}"))?;
+        Igb::new(platform).map_err(|e| format!("{bdf}: bringing up the NIC: {e}"))
+    };
+    let (nic_a, nic_b) = (open(a)?, open(b)?);
+    for (bdf, nic) in [(a, &nic_a), (b, &nic_b)] {
+        if !nic.link().up {
+            return Err(format!("{bdf}: link is down"));
+        }
+    }
+    println!("# ringfab pingpong: {a} <-> {b} through VFIO (igb driver)");
+    run(&nic_a, &nic_b, o, &|| {})
+}
+
+fn main() -> ExitCode {
+    let o = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let r = match &o.vfio {
+        None => emulated(&o),
+        Some((a, b)) => vfio(&o, a, b),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pingpong: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
