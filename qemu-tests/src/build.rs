@@ -40,13 +40,18 @@ impl Program {
     }
 }
 
-/// Every program the guest runs. Adding the pingpong example is one more line here, say
-/// `Program::Example { package: "ringfab-examples", name: "pingpong" }`, plus its test entry
-/// in the guest (qemu-tests/guest/src/main.rs).
-pub(crate) const GUEST_PROGRAMS: &[Program] = &[Program::Bin {
-    package: "ringfab-qemu-guest",
-    name: "ringfab-qemu-guest",
-}];
+/// Every program the guest runs: the test program, and the examples it runs as tests (each
+/// one line here plus its entry in the guest's test table, qemu-tests/guest/src/main.rs).
+pub(crate) const GUEST_PROGRAMS: &[Program] = &[
+    Program::Bin {
+        package: "ringfab-qemu-guest",
+        name: "ringfab-qemu-guest",
+    },
+    Program::Example {
+        package: "ringfab-examples",
+        name: "pingpong",
+    },
+];
 
 /// `cargo build` arguments for `programs` (release, the guest target).
 pub(crate) fn cargo_args(programs: &[Program]) -> Vec<String> {

@@ -19,6 +19,8 @@ mod cq;
 #[cfg(target_os = "linux")]
 mod dma;
 #[cfg(target_os = "linux")]
+mod examples;
+#[cfg(target_os = "linux")]
 mod frames;
 #[cfg(target_os = "linux")]
 mod iommu;
@@ -47,7 +49,7 @@ mod guest {
     use ringfab_igb::Igb;
     use ringfab_vfio::VfioPlatform;
 
-    use crate::{cq, dma, iommu, nic};
+    use crate::{cq, dma, examples, iommu, nic};
 
     /// The driver over VFIO, as every test uses it.
     pub(crate) type Nic = Igb<VfioPlatform>;
@@ -89,8 +91,9 @@ mod guest {
         pub(crate) run: fn(&mut Ctx) -> Outcome,
     }
 
-    /// Every test, in the order they run. Adding the pingpong example is one entry here that
-    /// calls `ctx.release()` and runs `/pingpong --vfio <A> …` (docs/qemu-tests.md).
+    /// Every test, in the order they run. A test that runs another program on the NICs (as
+    /// `pingpong` does) calls `ctx.release()` first and reopens them after; the program itself
+    /// is listed in the runner's `GUEST_PROGRAMS` (docs/qemu-tests.md).
     pub(crate) const TESTS: &[Test] = &[
         test("bind", nic::bind),
         test("open", nic::open),
@@ -104,6 +107,7 @@ mod guest {
         test("cq-reads-rings", cq::reads_completions_from_real_rings),
         test("cq-cancel-flushes-queue", cq::cancel_flushes_a_real_queue),
         test("rate-a-to-b", nic::rate_a_to_b),
+        test("pingpong", examples::pingpong),
         test("iommu-blocks-unmapped-tx", iommu::unmapped_tx_is_blocked),
     ];
 
