@@ -26,7 +26,9 @@ pub(crate) struct Apt {
 
 fn apt_get() -> Command {
     let mut c = Command::new("apt-get");
-    c.env("DEBIAN_FRONTEND", "noninteractive");
+    // Wait for another apt or dpkg run (an unattended upgrade, another user) instead of failing.
+    c.env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["-o", "DPkg::Lock::Timeout=300"]);
     c
 }
 

@@ -79,7 +79,9 @@ pub(crate) fn guest_programs(
 ) -> Result<Vec<(String, PathBuf)>> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut flags = std::env::var("RUSTFLAGS").unwrap_or_default();
-    flags.push_str(" -C target-feature=+crt-static");
+    // Static, so the initramfs needs no shared library; without debug info (the release
+    // profile keeps some), so the initramfs stays small: symbols stay for backtraces.
+    flags.push_str(" -C target-feature=+crt-static -C strip=debuginfo");
     let mut c = Command::new(cargo);
     c.current_dir(workspace)
         .args(cargo_args(GUEST_PROGRAMS))

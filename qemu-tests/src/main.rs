@@ -118,6 +118,18 @@ fn prepare(o: &Options, workspace: &Path, target: &Path, cache: &Path) -> Result
     ))
 }
 
+/// The last `n` lines of the guest console, for a run that went wrong (CI logs then show why
+/// without the file).
+fn print_tail(log: &Path, n: usize) {
+    if let Ok(text) = std::fs::read_to_string(log) {
+        let lines: Vec<&str> = text.lines().collect();
+        println!("guest console, last {} lines:", n.min(lines.len()));
+        for l in &lines[lines.len().saturating_sub(n)..] {
+            println!("  | {l}");
+        }
+    }
+}
+
 fn summary(passed: usize, failed: usize) -> ExitCode {
     println!("{passed} passed, {failed} failed");
     if failed == 0 && passed > 0 {
@@ -195,6 +207,9 @@ fn main() -> ExitCode {
             );
             failed += 1;
         }
+    }
+    if end != End::Finished {
+        print_tail(&log, 25);
     }
     if report.plan.is_none() && end == End::Finished {
         println!("FAIL guest: the guest program announced no tests");

@@ -128,7 +128,11 @@ pub(crate) fn guest_files(apt: &mut Apt, cache: &Path) -> Result<GuestFiles> {
         let deb = apt.download(&work, "busybox-static")?;
         apt::unpack(&deb, &work.join("x"))?;
         let bin = work.join("x/bin/busybox");
-        fs::copy(&bin, &busybox).ctx("copying", &bin)?;
+        // Copied under another name and renamed, so an interrupted run leaves no partial file
+        // that a later run would take for the cache.
+        let part = cache.join("busybox.part");
+        fs::copy(&bin, &part).ctx("copying", &bin)?;
+        fs::rename(&part, &busybox).ctx("renaming", &part)?;
         fs::remove_dir_all(&work).ctx("removing", &work)?;
     }
     let release = fs::read_to_string(kdir.join("release"))

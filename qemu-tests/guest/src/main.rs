@@ -146,7 +146,24 @@ mod guest {
             .iter()
             .filter(|t| only.as_ref().is_none_or(|o| o.iter().any(|n| n == t.name)))
             .collect();
-        say(&format!("plan {}", selected.len()));
+        let unknown: Vec<&String> = only
+            .iter()
+            .flatten()
+            .filter(|n| !TESTS.iter().any(|t| t.name == n.as_str()))
+            .collect();
+        say(&format!(
+            "plan {}",
+            selected.len() + usize::from(!unknown.is_empty())
+        ));
+        let mut failed = 0;
+        if !unknown.is_empty() {
+            failed += 1;
+            let names: Vec<&str> = TESTS.iter().map(|t| t.name).collect();
+            say(&format!(
+                "fail only no such test: {unknown:?}; the tests are {}",
+                names.join(",")
+            ));
+        }
         let [a, b] = <[String; 2]>::try_from(bdfs).unwrap_or_else(|v| {
             say(&format!(
                 "fail setup ringfab.nics= on the kernel command line names {} NICs, not 2",
@@ -158,7 +175,6 @@ mod guest {
             bdfs: [a, b],
             nics: None,
         };
-        let mut failed = 0;
         for t in selected {
             let start = Instant::now();
             let r = catch_unwind(AssertUnwindSafe(|| (t.run)(&mut ctx))).unwrap_or_else(|p| {
