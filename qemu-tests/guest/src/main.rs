@@ -19,6 +19,8 @@ mod cq;
 #[cfg(target_os = "linux")]
 mod dma;
 #[cfg(target_os = "linux")]
+mod ep;
+#[cfg(target_os = "linux")]
 mod examples;
 #[cfg(target_os = "linux")]
 mod frames;
@@ -49,7 +51,7 @@ mod guest {
     use ringfab_igb::Igb;
     use ringfab_vfio::VfioPlatform;
 
-    use crate::{cq, dma, examples, iommu, nic};
+    use crate::{cq, dma, ep, examples, iommu, nic};
 
     /// The driver over VFIO, as every test uses it.
     pub(crate) type Nic = Igb<VfioPlatform>;
@@ -106,6 +108,7 @@ mod guest {
         test("dma-huge-pages", dma::huge_pages),
         test("cq-reads-rings", cq::reads_completions_from_real_rings),
         test("cq-cancel-flushes-queue", cq::cancel_flushes_a_real_queue),
+        test("ep-messages", ep::messages),
         test("rate-a-to-b", nic::rate_a_to_b),
         test("pingpong", examples::pingpong),
         test("iommu-blocks-unmapped-tx", iommu::unmapped_tx_is_blocked),
