@@ -60,9 +60,11 @@ pub(crate) fn append(only: Option<&str>) -> String {
         .collect();
     // loglevel=1: only alerts reach the console, so kernel messages do not split the guest's
     // lines (the guest reads the kernel log itself through /dev/kmsg where a test needs it).
+    let macs: Vec<&str> = NICS.iter().map(|(_, mac)| *mac).collect();
     let mut s = format!(
-        "console=ttyS0 intel_iommu=on loglevel=1 panic=-1 ringfab.nics={}",
-        nics.join(",")
+        "console=ttyS0 intel_iommu=on loglevel=1 panic=-1 ringfab.nics={} ringfab.macs={}",
+        nics.join(","),
+        macs.join(",")
     );
     if let Some(only) = only {
         s.push_str(&format!(" ringfab.only={only}"));
@@ -340,7 +342,8 @@ mod tests {
         assert_eq!(
             append(None),
             "console=ttyS0 intel_iommu=on loglevel=1 panic=-1 \
-             ringfab.nics=0000:00:03.0,0000:00:0b.0"
+             ringfab.nics=0000:00:03.0,0000:00:0b.0 \
+             ringfab.macs=52:54:00:12:34:03,52:54:00:12:34:0b"
         );
         assert!(append(Some("link,cq")).ends_with(" ringfab.only=link,cq"));
     }

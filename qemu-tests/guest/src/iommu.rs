@@ -41,17 +41,17 @@ fn describe(f: &[u8], secret: &[u8], good: &[u8]) -> String {
 pub(crate) fn unmapped_tx_is_blocked(ctx: &mut Ctx) -> Outcome {
     let (_, b) = ctx.nics()?;
     b.set_rx_mode(RxMode::PROMISCUOUS)
-        .map_err(|e| format!("promiscuous mode on B: {e:?}"))?;
+        .map_err(|e| format!("promiscuous mode on B: {e}"))?;
     let result = run(ctx);
     let restored = b.set_rx_mode(RxMode::default());
     let detail = result?;
-    restored.map_err(|e| format!("restoring B's receive mode: {e:?}"))?;
+    restored.map_err(|e| format!("restoring B's receive mode: {e}"))?;
     Ok(detail)
 }
 
 fn run(ctx: &Ctx) -> Outcome {
     let (a, b) = ctx.nics()?;
-    let err = |e: ringfab_hal::Error| format!("{e:?}");
+    let err = |e: ringfab_hal::Error| format!("{e}");
     let (src, dst) = (a.capabilities().mac, b.capabilities().mac);
     let mut kmsg = Kmsg::open_at_end()?;
     let mut rx = b
@@ -66,7 +66,7 @@ fn run(ctx: &Ctx) -> Outcome {
             iova: iova_at(&rx_mem, t as usize * BUF),
             len: BUF as u32,
         };
-        rx.push(buf, Token(t)).map_err(|e| format!("{e:?}"))?;
+        rx.push(buf, Token(t)).map_err(|e| format!("{e}"))?;
     }
     rx.doorbell();
     let mut tx = a.open_tx::<DEPTH>(3, TxConfig::default()).map_err(err)?;
@@ -93,7 +93,7 @@ fn run(ctx: &Ctx) -> Outcome {
             len: len as u16,
         }];
         tx.push(&seg, Token(t), Report::Always)
-            .map_err(|e| format!("push {t}: {e:?}"))
+            .map_err(|e| format!("push {t}: {e}"))
     };
     push(&mut tx, gone, secret.len(), 1)?;
     push(&mut tx, tx_mem.iova(), good.len(), 2)?;

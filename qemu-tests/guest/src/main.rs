@@ -9,7 +9,8 @@
 //! ringfab-guest: done
 //! ```
 //!
-//! The NICs' PCI addresses come from the kernel command line (`ringfab.nics=A,B`), and
+//! The NICs' PCI addresses come from the kernel command line (`ringfab.nics=A,B`, and their
+//! MACs as QEMU sets them from `ringfab.macs=A,B`), and
 //! `ringfab.only=NAME,NAME` limits the run to some tests (their prerequisites, such as `bind`
 //! and `open`, are the caller's to include). Tests share one `Ctx`: both NICs, opened once.
 //! A test that panics fails alone.
@@ -63,6 +64,8 @@ mod guest {
     pub(crate) struct Ctx {
         /// The two NICs' PCI addresses: A (sends first) and B.
         pub(crate) bdfs: [String; 2],
+        /// The MACs QEMU gave them (`ringfab.macs=`), if the command line says.
+        pub(crate) macs: Option<[String; 2]>,
         /// Both NICs, once `open` has run.
         pub(crate) nics: Option<[Nic; 2]>,
     }
@@ -174,8 +177,12 @@ mod guest {
             ));
             [String::new(), String::new()]
         });
+        let macs = cmdline_value(&cmdline, "ringfab.macs").and_then(|v| {
+            <[String; 2]>::try_from(v.split(',').map(String::from).collect::<Vec<_>>()).ok()
+        });
         let mut ctx = Ctx {
             bdfs: [a, b],
+            macs,
             nics: None,
         };
         for t in selected {

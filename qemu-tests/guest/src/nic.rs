@@ -68,13 +68,21 @@ pub(crate) fn bind(ctx: &mut Ctx) -> Outcome {
 pub(crate) fn open(ctx: &mut Ctx) -> Outcome {
     let mut nics = Vec::new();
     let mut detail = Vec::new();
-    for bdf in &ctx.bdfs {
+    for (i, bdf) in ctx.bdfs.iter().enumerate() {
         let p = VfioPlatform::open(bdf).map_err(|e| format!("opening {bdf}: {e}"))?;
         let (group, vectors) = (p.iommu_group(), p.irq_vectors());
-        let nic = Nic::new(p).map_err(|e| format!("bringing up {bdf}: {e:?}"))?;
+        let nic = Nic::new(p).map_err(|e| format!("bringing up {bdf}: {e}"))?;
         let caps = nic.capabilities();
+        if let Some(want) = ctx.macs.as_ref().map(|m| &m[i]) {
+            if caps.mac.to_string() != *want {
+                return Err(format!(
+                    "{bdf}: the driver read MAC {}, QEMU set {want}",
+                    caps.mac
+                ));
+            }
+        }
         detail.push(format!(
-            "{bdf}: group {group}, {vectors} MSI-X vectors, MAC {}, {}/{} queues",
+            "{bdf}: group {group}, {vectors} MSI-X vectors, MAC {} (as set), {}/{} queues",
             caps.mac, caps.tx_queues, caps.rx_queues
         ));
         nics.push(nic);
@@ -176,7 +184,7 @@ fn push_frame<Q: TxQueue>(
     ];
     let segs: &[TxSegment] = if split { &two } else { &whole };
     tx.push(segs, Token(token), Report::Always)
-        .map_err(|e| format!("push of frame {token}: {e:?}"))
+        .map_err(|e| format!("push of frame {token}: {e}"))
 }
 
 /// Posts receive token `t` in slot `t % DEPTH` of `mem`.
@@ -189,7 +197,7 @@ fn post_rx<Q: RxQueue>(rx: &mut Q, mem: &impl Slots, t: u64) -> Result<(), Strin
         },
         Token(t),
     )
-    .map_err(|e| format!("posting receive buffer {t}: {e:?}"))
+    .map_err(|e| format!("posting receive buffer {t}: {e}"))
 }
 
 /// Sends single frames from one NIC to another on a transmit queue of its own, each one
@@ -209,7 +217,7 @@ impl<'n> Sender<'n> {
         Ok(Sender {
             tx: from
                 .open_tx::<DEPTH>(queue, TxConfig::default())
-                .map_err(|e| format!("opening transmit queue {queue}: {e:?}"))?,
+                .map_err(|e| format!("opening transmit queue {queue}: {e}"))?,
             mem: from
                 .platform()
                 .alloc_dma_region(BUF)
@@ -283,7 +291,7 @@ pub(crate) fn exchange_in(
     tx_mem: &impl Slots,
     rx_mem: &impl Slots,
 ) -> Result<Exchanged, String> {
-    let err = |e: ringfab_hal::Error| format!("{e:?}");
+    let err = |e: ringfab_hal::Error| format!("{e}");
     let mut tx = from.open_tx::<DEPTH>(0, TxConfig::default()).map_err(err)?;
     let mut rx = to
         .open_rx::<DEPTH>(0, RxConfig::new(BUF as u32))
@@ -427,7 +435,7 @@ pub(crate) fn rss_four_queues(ctx: &mut Ctx) -> Outcome {
     const FLOWS: usize = 16;
     const PER_FLOW: usize = 3;
     let (a, b) = ctx.nics()?;
-    let err = |e: ringfab_hal::Error| format!("{e:?}");
+    let err = |e: ringfab_hal::Error| format!("{e}");
     let table: [u16; 128] = std::array::from_fn(|i| (i % QUEUES) as u16);
     b.set_rss(&RssConfig {
         key: &RSS_KEY,
@@ -538,7 +546,7 @@ pub(crate) fn rss_four_queues(ctx: &mut Ctx) -> Outcome {
         hashes: RssHashes::ALL_IPV4,
     });
     let detail = result?;
-    reset.map_err(|e| format!("resetting RSS: {e:?}"))?;
+    reset.map_err(|e| format!("resetting RSS: {e}"))?;
     Ok(detail)
 }
 
@@ -546,7 +554,7 @@ pub(crate) fn rss_four_queues(ctx: &mut Ctx) -> Outcome {
 /// `Wait::wait` when a frame arrives; a disarmed one does not.
 pub(crate) fn msix_wakes_wait(ctx: &mut Ctx) -> Outcome {
     let (a, b) = ctx.nics()?;
-    let err = |e: ringfab_hal::Error| format!("{e:?}");
+    let err = |e: ringfab_hal::Error| format!("{e}");
     let mut rx = b
         .open_rx::<DEPTH>(0, RxConfig::new(BUF as u32).with_interrupt(true))
         .map_err(err)?;
