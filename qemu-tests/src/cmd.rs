@@ -19,6 +19,14 @@ pub(crate) fn line(cmd: &Command) -> String {
 /// # Errors
 /// [`Error::Spawn`] if it cannot start, [`Error::Command`] if it exits non-zero.
 pub(crate) fn output(what: &'static str, cmd: &mut Command) -> Result<String> {
+    output_bytes(what, cmd).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// [`output`], stdout as bytes.
+///
+/// # Errors
+/// As [`output`].
+pub(crate) fn output_bytes(what: &'static str, cmd: &mut Command) -> Result<Vec<u8>> {
     let out = cmd
         .stdin(Stdio::null())
         .output()
@@ -35,7 +43,7 @@ pub(crate) fn output(what: &'static str, cmd: &mut Command) -> Result<String> {
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         });
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(out.stdout)
 }
 
 /// Runs `cmd` to completion, its stdout and stderr going to ours (long steps show progress).

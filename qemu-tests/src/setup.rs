@@ -188,9 +188,25 @@ fn fetch_kernel(apt: &mut Apt, cache: &Path, kdir: &Path) -> Result {
     let vmlinuz = x.join(format!("boot/vmlinuz-{release}"));
     fs::copy(&vmlinuz, kdir.join("vmlinuz")).ctx("copying", &vmlinuz)?;
     for m in GUEST_MODULES {
-        let src = mods.join(&release).join(format!("kernel/{m}.ko"));
         let name = m.rsplit('/').next().unwrap_or(m);
-        fs::copy(&src, kdir.join(format!("{name}.ko"))).ctx("copying the module", &src)?;
+        let dst = kdir.join(format!("{name}.ko"));
+        let src = mods.join(&release).join(format!("kernel/{m}.ko"));
+        let xz = src.with_extension("ko.xz");
+        if src.exists() {
+            fs::copy(&src, &dst).ctx("copying the module", &src)?;
+        } else if xz.exists() {
+            // Newer kernels ship xz-compressed modules; busybox's insmod wants them plain.
+            let plain = cmd::output_bytes(
+                "decompressing a kernel module",
+                Command::new("xz").arg("-dc").arg(&xz),
+            )?;
+            fs::write(&dst, plain).ctx("writing", &dst)?;
+        } else {
+            return Err(Error::Unexpected {
+                what: "the kernel package",
+                detail: format!("neither {} nor {} exists", src.display(), xz.display()),
+            });
+        }
     }
     match extract_vmlinux(&vmlinuz, &kdir.join("vmlinux")) {
         Ok(()) => {}
