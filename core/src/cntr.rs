@@ -66,7 +66,7 @@
 //! | `None` (the default) | nothing | refused with [`Error::NoSys`], as libfabric's `fi_no_cntr_wait` |
 //! | `Unspec`, `Fd`, `MutexCond` | the handle given at open, if a thread waits | blocks on the handle |
 //! | `Yield` | nothing | spins (`core::hint::spin_loop`) re-checking; no handle |
-//! | `Set`, `PollFd` | — | refused at open with [`Error::NoSys`] (no wait sets yet) |
+//! | `Set`, `PollFd` | — | refused at open with [`Error::NoSys`] (counters do not join wait sets yet; CQs do) |
 //!
 //! Which operating-system object `Fd` or `MutexCond` stands for is the platform's choice of
 //! [`Wait`] implementation; `fi_cntr_control(FI_GETWAIT)` is not offered, so the application
@@ -93,6 +93,51 @@ pub trait Clock {
 /// the bound on how late a waiter learns of an update whose notification another waiter of the
 /// same counter consumed (see the [module docs](self#several-waiters-on-one-counter)).
 pub const WAIT_QUANTUM: Duration = Duration::from_millis(10);
+
+/// The waiting loop counters and completion queues share (DESIGN.md decision 9): drain
+/// `handle`, then run `check` until it returns `Some`, blocking on `handle` between checks for
+/// what is left of `timeout` as `clock` measures it. `None` once the timeout has passed — never
+/// earlier, whatever the handle does. `check` is where the caller arms its interrupts and
+/// re-checks; its argument says whether the block before it consumed a notification.
+///
+/// Each block is capped at [`WAIT_QUANTUM`] (see the [module docs](self#several-waiters-on-one-counter));
+/// without a handle (`FI_WAIT_YIELD`) the loop spins with `core::hint::spin_loop`: core is
+/// `no_std` and has no scheduler to yield to. `Some(Duration::ZERO)` checks once; an overflowing
+/// deadline is as good as none.
+pub(crate) fn block_until<C: Clock + ?Sized, W: Wait, T>(
+    handle: Option<&W>,
+    timeout: Option<Duration>,
+    clock: &C,
+    mut check: impl FnMut(bool) -> Option<T>,
+) -> Option<T> {
+    let deadline = timeout.and_then(|t| clock.now().checked_add(t));
+    let mut consumed = handle.is_some_and(|w| w.drain());
+    loop {
+        if let Some(done) = check(consumed) {
+            return Some(done);
+        }
+        let remaining = match deadline {
+            None => None,
+            Some(deadline) => {
+                let now = clock.now();
+                if now >= deadline {
+                    return None;
+                }
+                Some(deadline - now)
+            }
+        };
+        consumed = match handle {
+            Some(w) => {
+                let slice = remaining.map_or(WAIT_QUANTUM, |r| r.min(WAIT_QUANTUM));
+                w.wait(Some(slice)) == WaitOutcome::Notified
+            }
+            None => {
+                core::hint::spin_loop();
+                false
+            }
+        };
+    }
+}
 
 /// Converts a libfabric timeout in milliseconds (`int timeout`) to the one [`Counter::wait`]
 /// takes: a negative value means no timeout (`None`).
@@ -144,7 +189,8 @@ pub enum WaitObj {
     None,
     /// `FI_WAIT_UNSPEC`: wait only through ringfab's calls; the platform picks the mechanism.
     Unspec,
-    /// `FI_WAIT_SET`: a wait set shared by several objects (not supported yet).
+    /// `FI_WAIT_SET`: a wait set shared by several objects (completion queues join one through
+    /// `cq::WaitSet`; counters do not yet).
     Set,
     /// `FI_WAIT_FD`: a file descriptor (under VFIO, the eventfd behind the [`Wait`] handle).
     Fd,
@@ -251,7 +297,8 @@ impl<W: Wait> Counter<W> {
     /// # Errors
     /// * [`Error::Inval`] if `attr.flags` is not 0 (libfabric reserves them), if a blocking
     ///   `wait_obj` comes without a handle, or if `None`/`Yield` comes with one.
-    /// * [`Error::NoSys`] for `WaitObj::Set` and `WaitObj::PollFd` (no wait sets yet).
+    /// * [`Error::NoSys`] for `WaitObj::Set` and `WaitObj::PollFd` (counters do not join wait
+    ///   sets yet).
     pub fn open(attr: &CounterAttr, wait: Option<W>) -> Result<Self> {
         if attr.flags != 0 {
             return Err(Error::Inval);
@@ -392,15 +439,12 @@ impl<W: Wait> Counter<W> {
             // `open` guarantees a handle for every other wait object it accepts.
             _ => self.wait.as_ref(),
         };
-        // An overflowing deadline is as good as none.
-        let deadline = timeout.and_then(|t| clock.now().checked_add(t));
 
         // Register before the first check: from here on every update notifies the handle.
         let _registered = Registered::new(&self.waiters);
         let errs_at_entry = self.err_changes.load(SeqCst);
-        let mut consumed = handle.is_some_and(|w| w.drain());
         let mut last_seen = None;
-        loop {
+        block_until(handle, timeout, clock, |consumed| {
             progress();
             let count = self.count.load(SeqCst);
             let errs = self.err_changes.load(SeqCst);
@@ -411,32 +455,14 @@ impl<W: Wait> Counter<W> {
                 self.pass_on();
             }
             if count >= threshold {
-                return Ok(());
+                Some(Ok(()))
+            } else if errs != errs_at_entry {
+                Some(Err(Error::Avail))
+            } else {
+                None
             }
-            if errs != errs_at_entry {
-                return Err(Error::Avail);
-            }
-            let remaining = match deadline {
-                None => None,
-                Some(deadline) => {
-                    let now = clock.now();
-                    if now >= deadline {
-                        return Err(Error::TimedOut);
-                    }
-                    Some(deadline - now)
-                }
-            };
-            consumed = match handle {
-                Some(w) => {
-                    let slice = remaining.map_or(WAIT_QUANTUM, |r| r.min(WAIT_QUANTUM));
-                    w.wait(Some(slice)) == WaitOutcome::Notified
-                }
-                None => {
-                    core::hint::spin_loop();
-                    false
-                }
-            };
-        }
+        })
+        .unwrap_or(Err(Error::TimedOut))
     }
 
     fn error_changed(&self) {

@@ -155,36 +155,22 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     ///
     /// `aux` must hold at least the resolved size (`attr.size`, or the default 1024 for 0):
     /// the CQ can owe that many completions, and every one of them may have to wait in the aux
-    /// queue. Open slots of `[AuxEntry::EMPTY; N]`.
+    /// queue. Open slots of `[AuxEntry::EMPTY; N]`. A CQ whose wait object blocks on an
+    /// interrupt takes an MSI-X vector of its own (`crate::cq::wait` explains the choice);
+    /// a CQ of a wait set is opened through [`WaitSet::open_cq`](crate::cq::WaitSet::open_cq).
     ///
     /// # Errors
     /// Everything [`CqAttr::validate`](crate::cq::CqAttr::validate) returns (`BadFlags`,
-    /// `Inval`, `NoSys`); `Inval` if the resolved format is not `F::FORMAT`; `NoSys` for any
-    /// wait object other than `FI_WAIT_NONE` (`sread` is not built yet); `TooSmall` if `aux`
-    /// is shorter than the size; `NoMem` when every CQ slot is taken.
+    /// `Inval`, `NoSys`); `Inval` if the resolved format is not `F::FORMAT`, or for
+    /// `FI_WAIT_SET` (only the set can open its CQs); `TooSmall` if `aux` is shorter than the
+    /// size; `NoMem` when every CQ slot is taken, or no interrupt vector is free for
+    /// `FI_WAIT_FD`/`FI_WAIT_MUTEX_COND`; `NoSys` for `FI_WAIT_FD` when the platform's wait
+    /// handles are not file descriptors.
     pub fn open_cq<F: Format>(
         &self,
         attr: &crate::cq::CqAttr,
         aux: &'s mut [AuxEntry],
     ) -> Result<CompletionQueue<'_, 's, 'n, N, D, F>> {
-        let resolved = attr.validate(self.limits)?;
-        if resolved.format() != F::FORMAT {
-            return Err(Error::Inval);
-        }
-        if resolved.wait_obj() != crate::cntr::WaitObj::None {
-            return Err(Error::NoSys);
-        }
-        if aux.len() < resolved.size() {
-            return Err(Error::TooSmall);
-        }
-        let mut aux = aux;
-        for (index, slot) in self.cqs.iter().enumerate() {
-            match slot.try_open(resolved.size(), aux) {
-                Ok(()) => return Ok(CompletionQueue::new(self, index, resolved)),
-                // The slot is in use and handed `aux` back untouched: try the next.
-                Err(back) => aux = back,
-            }
-        }
-        Err(Error::NoMem)
+        CompletionQueue::open(self, attr, aux, None)
     }
 }

@@ -37,7 +37,7 @@ use crate::cq::entry::{Format, OpContext};
 use crate::cq::queue::{CompletionQueue, CqSlot};
 use crate::domain::Domain;
 use crate::flags::{BindFlags, OpFlags};
-use crate::hal::{DmaRegion, Nic, RxConfig, RxQueue, TxConfig, TxSegment};
+use crate::hal::{DmaRegion, Nic, RxConfig, RxQueue, TxConfig, TxSegment, Wait};
 use crate::mr::{Buf, RawBuf};
 use crate::path::{Framing, Path, Queue, NO_MR};
 use crate::proto::{self, Header, HEADER_LEN};
@@ -294,12 +294,18 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             return Err(Error::NoAv);
         };
         let bounce = self.domain.nic().alloc_dma(D * INJECT_SLOT)?;
-        let tx = self
-            .domain
-            .open_tx(self.attr.tx_queue, TxConfig::default())?;
-        let rx = self
-            .domain
-            .open_rx(self.attr.rx_queue, RxConfig::new(self.attr.rx_buf_len))?;
+        // A blocking CQ owns an interrupt vector: its queues are steered there, so that one
+        // wait handle covers them (docs/architecture.md, "Waiting").
+        let tx_config = match self.domain.cqs()[tx_cq.cq].interrupt_vector() {
+            Some(v) => TxConfig::with_vector(v),
+            None => TxConfig::default(),
+        };
+        let mut rx_config = RxConfig::new(self.attr.rx_buf_len);
+        if let Some(v) = self.domain.cqs()[rx_cq.cq].interrupt_vector() {
+            rx_config = rx_config.with_vector(v);
+        }
+        let tx = self.domain.open_tx(self.attr.tx_queue, tx_config)?;
+        let rx = self.domain.open_rx(self.attr.rx_queue, rx_config)?;
         let framing = Framing {
             local: self.name(),
             av: Some(av),
@@ -572,6 +578,44 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 Ok(())
             }
             Err(e) => Err((e, buf)),
+        }
+    }
+
+    /// Cancels the outstanding operation posted with `context` (`fi_cancel`): receives first,
+    /// then sends. It completes with an `FI_ECANCELED` error entry (its owned buffer comes back
+    /// through [`readerr_owned`](crate::cq::CompletionQueue::readerr_owned)); operations the
+    /// NIC had already finished complete normally, and every other operation is untouched (it
+    /// is reposted in its order after the queue flush a descriptor ring needs, and completes
+    /// later, exactly once). Bounded time: one queue flush. Returns whether an operation was
+    /// found; an unknown context changes nothing.
+    ///
+    /// # Errors
+    /// `OpBadState` before enable.
+    pub fn cancel(&self, context: OpContext) -> Result<bool> {
+        for (path, binding) in [(&self.rx, self.rx_cq), (&self.tx, self.tx_cq)] {
+            let path = path.as_ref().ok_or(Error::OpBadState)?;
+            let cq = self.cq_slot(binding)?;
+            let ctx = self.domain.poll_ctx(cq);
+            // CQ lock first, then the path's: the order `read` takes them in.
+            let found =
+                cq.with_sink(|sink| path.with_state(|st| Ok(st.cancel(context, &ctx, sink))))??;
+            if found {
+                self.wake_readers(cq);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// A software insertion raises no interrupt: wake a reader blocked on `cq` through its
+    /// vector's handle.
+    fn wake_readers(&self, cq: &CqSlot<'_>) {
+        if let Some(v) = cq.interrupt_vector() {
+            if cq.has_sleepers() {
+                if let Ok(w) = self.domain.nic().irq(v) {
+                    w.notify();
+                }
+            }
         }
     }
 

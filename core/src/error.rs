@@ -51,6 +51,9 @@ pub enum Error {
     TimedOut,
     /// `FI_EIO`: the device failed.
     Io,
+    /// `FI_ENODATA`: there is nothing of that kind to return (`fi_control(FI_GETWAIT)` on a
+    /// queue without a wait object an application can use).
+    NoData,
     /// A device or platform control-path failure, with its cause (`FI_EIO`).
     Device(ringfab_hal::Error),
 }
@@ -80,6 +83,7 @@ impl Error {
             Error::TooSmall => 257,
             Error::MsgSize => 90,
             Error::TimedOut => 110,
+            Error::NoData => 61,
             Error::Io | Error::Device(_) => 5,
         }
     }
@@ -115,6 +119,7 @@ impl fmt::Display for Error {
             Error::MsgSize => "message too long",
             Error::TimedOut => "connection timed out",
             Error::Io => "input/output error",
+            Error::NoData => "no data available",
             Error::Device(e) => return write!(f, "device error: {e}"),
         };
         f.write_str(text)
@@ -137,6 +142,7 @@ mod tests {
         assert_eq!(Error::NoCq.errno(), 263);
         assert_eq!(Error::NoAv.errno(), 267);
         assert_eq!(Error::TimedOut.errno(), 110);
+        assert_eq!(Error::NoData.errno(), 61);
         assert_eq!(Error::Device(ringfab_hal::Error::ResetTimeout).errno(), 5);
     }
 }

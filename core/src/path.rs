@@ -157,6 +157,11 @@ impl<const D: usize> OpTable<D> {
         Some(op)
     }
 
+    /// Slots from the oldest live operation to the newest (free ones in between included).
+    fn live_span(&self) -> usize {
+        self.tail.wrapping_sub(self.head)
+    }
+
     /// The oldest live operation.
     fn oldest(&self) -> Option<(usize, Op)> {
         (self.live > 0).then(|| (self.head % D, self.ops[self.head % D]))
@@ -286,6 +291,22 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// has at least as many free descriptors for single-segment frames).
     pub(crate) fn free_slots(&self) -> usize {
         D - self.table.tail.wrapping_sub(self.table.head)
+    }
+
+    /// Whether the queue has an interrupt, and the vector it is steered to if the driver says.
+    pub(crate) fn interrupt_steering(&self) -> (bool, Option<u16>) {
+        match &self.queue {
+            Queue::Tx(q) => (q.interrupt().is_some(), q.interrupt_vector()),
+            Queue::Rx(q) => (q.interrupt().is_some(), q.interrupt_vector()),
+        }
+    }
+
+    /// Arms (unmasks) or disarms the queue's interrupt; nothing without one.
+    pub(crate) fn set_interrupt(&mut self, armed: bool) {
+        match &mut self.queue {
+            Queue::Tx(q) => q.set_interrupt(armed),
+            Queue::Rx(q) => q.set_interrupt(armed),
+        }
     }
 
     pub(crate) fn set_binding(&mut self, cq: Option<usize>, bind: BindFlags) {
@@ -454,6 +475,155 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 break;
             }
         }
+    }
+}
+
+impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
+    /// Cancels one outstanding operation with `target` as its context (`fi_cancel`), giving
+    /// outcomes to `sink` in the path's order. Returns whether one was found.
+    ///
+    /// A descriptor ring cannot take one descriptor back, so the queue is flushed: the driver
+    /// stops it and hands every token back. Operations the device had finished complete
+    /// normally; the first flushed operation with `target` completes `Canceled`
+    /// (`FI_ECANCELED`); every other flushed operation is posted again, in its order, into the
+    /// slot it already holds, keeping its CQ credit — it completes later, exactly once, as if
+    /// nothing happened. Bounded: one flush and at most `D` pushes. An unknown context
+    /// changes nothing (the queue is not touched).
+    ///
+    /// Only single-segment operations can be posted again (every endpoint operation is); a
+    /// flushed multi-segment send of the raw poster completes `Canceled` too.
+    pub(crate) fn cancel(
+        &mut self,
+        target: OpContext,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome),
+    ) -> bool {
+        let live = |t: &OpTable<D>| {
+            (0..t.live_span()).any(|k| {
+                let op = t.ops[(t.head + k) % D];
+                op.kind != OpKind::Free && op.context == target
+            })
+        };
+        if !live(&self.table) {
+            return false;
+        }
+        match &mut self.queue {
+            Queue::Tx(q) => q.flush(),
+            Queue::Rx(q) => q.flush(),
+        }
+        let mut canceled = false;
+        let mut rx = [NO_RX; CHUNK];
+        let mut tx = [NO_TX; CHUNK];
+        loop {
+            // Phase 1: everything the driver hands back. Finished operations complete now;
+            // flushed ones stay in the table (except the one canceled).
+            let got = match &mut self.queue {
+                Queue::Rx(q) => q.poll(&mut rx).min(CHUNK),
+                Queue::Tx(q) => q.poll(&mut tx).min(CHUNK),
+            };
+            if got == 0 {
+                break;
+            }
+            for i in 0..got {
+                let (token, kind, flushed) = if self.is_tx() {
+                    let c = tx[i];
+                    (c.token, OpKind::Send, c.status == Err(TxError::Flushed))
+                } else {
+                    let c = rx[i];
+                    (c.token, OpKind::Recv, c.status == Err(RxError::Flushed))
+                };
+                let Some(slot) = usize::try_from(token.0).ok().filter(|&s| s < D) else {
+                    continue;
+                };
+                let op = self.table.ops[slot];
+                if op.kind != kind {
+                    continue;
+                }
+                if flushed {
+                    if canceled || op.context != target {
+                        continue; // posted again below
+                    }
+                    let Some(op) = self.table.take(token, kind) else {
+                        continue;
+                    };
+                    canceled = true;
+                    sink(Outcome::Failed(ErrRecord {
+                        completion: Completion {
+                            context: op.context,
+                            flags: if kind == OpKind::Send {
+                                SEND_FLAGS
+                            } else {
+                                RECV_FLAGS
+                            },
+                            owned: op.owned(),
+                            ..Completion::default()
+                        },
+                        err: Error::Canceled,
+                        olen: 0,
+                        prov: Some(if kind == OpKind::Send {
+                            ProvError::TxFlushed
+                        } else {
+                            ProvError::RxFlushed
+                        }),
+                    }));
+                    continue;
+                }
+                let verdict = if kind == OpKind::Send {
+                    tx_outcome(&op, &tx[i]).map_or(RxVerdict::Silent, RxVerdict::Out)
+                } else {
+                    rx_outcome(self.framing.as_ref(), &op, &rx[i], ctx.avs)
+                };
+                if let RxVerdict::Repost = verdict {
+                    // A foreign frame in a buffer filled before the flush: the buffer stays in
+                    // the table and is posted again with the flushed ones.
+                    self.dropped += 1;
+                    continue;
+                }
+                if self.table.take(token, kind).is_none() {
+                    continue;
+                }
+                match verdict {
+                    RxVerdict::Out(o) => sink(o),
+                    RxVerdict::Silent => {
+                        ctx.cq.release_credit();
+                        release(ctx.mrs, op.owned());
+                    }
+                    RxVerdict::Repost => {}
+                }
+            }
+        }
+        // Phase 2: what is still live was flushed: post it again, oldest first.
+        let (head, span) = (self.table.head, self.table.live_span());
+        for k in 0..span {
+            let slot = (head + k) % D;
+            let op = self.table.ops[slot];
+            let token = Token(slot as u64);
+            let pushed = match (&mut self.queue, op.kind) {
+                (Queue::Rx(q), OpKind::Recv) => q.push(op.buf.rx(), token).is_ok(),
+                (Queue::Tx(q), OpKind::Send) => {
+                    let seg = [TxSegment {
+                        iova: op.buf.iova,
+                        len: op.buf.len as u16,
+                    }];
+                    let hw = if op.report || !self.hw_selective {
+                        Report::Always
+                    } else {
+                        Report::ErrorsOnly
+                    };
+                    q.push(&seg, token, hw).is_ok()
+                }
+                _ => continue,
+            };
+            if !pushed {
+                // Cannot happen (the ring was emptied by the flush); should it, the operation
+                // completes canceled rather than vanish.
+                if let Some(op) = self.table.take(token, op.kind) {
+                    sink(Outcome::Failed(canceled_recv(&op)));
+                }
+            }
+        }
+        self.doorbell();
+        canceled
     }
 }
 

@@ -1000,12 +1000,13 @@ fn invalid_attributes_at_open_return_the_specs_errors() {
             Error::NoSys,
         ),
         (
-            "blocking wait before sread exists",
+            "FI_WAIT_SET opened outside a wait set",
             CqAttr {
-                wait_obj: WaitObj::Unspec,
+                wait_obj: WaitObj::Set,
+                wait_set: Some(ringfab::cq::WaitSetId(1)),
                 ..base
             },
-            Error::NoSys,
+            Error::Inval,
         ),
         (
             "format other than the queue's",

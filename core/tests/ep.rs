@@ -876,3 +876,274 @@ fn registration_refuses_empty_memory_and_full_slabs_and_counts_buffers() {
     drop((a, b));
     assert!(m1.close().is_ok());
 }
+
+struct StdClock(std::time::Instant);
+
+impl ringfab::Clock for StdClock {
+    fn now(&self) -> std::time::Duration {
+        self.0.elapsed()
+    }
+}
+
+#[test]
+fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_message() {
+    let p = pair();
+    slabs!(pa, ca, ma, va, auxa, ta);
+    slabs!(pb, cb, mb, vb, auxb, tb);
+    let [auxa0, _] = &mut auxa;
+    let [auxb0, _] = &mut auxb;
+    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
+    let blocking = CqAttr {
+        wait_obj: ringfab::WaitObj::Unspec,
+        ..cq_attr(CqFormat::Data)
+    };
+    let cq_b = db.open_cq::<Data>(&blocking, auxb0).unwrap();
+    let v = cq_b
+        .interrupt_vector()
+        .expect("a blocking CQ owns a vector");
+    let irq = p._b.vector(v).unwrap();
+    let av_a = da.open_av(&mut ta).unwrap();
+    let av_b = db.open_av(&mut tb).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_a.bind_av(&av_a).unwrap();
+    ep_b.bind_av(&av_b).unwrap();
+    ep_a.enable().unwrap();
+    ep_b.enable().unwrap();
+    let to_b = insert(&av_a, ep_b.name());
+    let to_a = insert(&av_b, ep_a.name());
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(7)).unwrap();
+    let mut short = [FiAddr::NOTAVAIL; 1];
+    let now = StdClock(std::time::Instant::now());
+    assert_eq!(
+        cq_b.sreadfrom(&mut [DataEntry::default(); 2], &mut short, None, None, &now),
+        Err(Error::Inval),
+        "src shorter than out"
+    );
+
+    let clock = StdClock(std::time::Instant::now());
+    let mut out = [DataEntry::default(); 4];
+    // Nothing yet: a short sread times out with Again.
+    assert_eq!(
+        cq_b.sread(
+            &mut out,
+            None,
+            Some(std::time::Duration::from_millis(20)),
+            &clock
+        ),
+        Err(Error::Again)
+    );
+    let before = irq.notifications();
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut out = [DataEntry::default(); 4];
+            let mut src = [FiAddr::NOTAVAIL; 4];
+            let ten_s = Some(std::time::Duration::from_secs(10));
+            let got = cq_b.sreadfrom(&mut out, &mut src, None, ten_s, &clock);
+            (got, out[0], src[0])
+        });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        ep_a.send(mr_a.alloc(BUF).unwrap(), 5, to_b, OpContext(1))
+            .unwrap();
+        p.wire.run_until_idle();
+        let (got, e, src) = reader.join().unwrap();
+        assert_eq!(got, Ok(1));
+        assert_eq!((e.op_context, e.len), (OpContext(7), 5));
+        assert_eq!(src, to_a, "sreadfrom gives the source, as readfrom does");
+    });
+    assert!(
+        irq.notifications() > before,
+        "the endpoint's receive queue was steered to the CQ's vector, which fired"
+    );
+    let _ = cq_a;
+}
+
+/// What a CQ delivered: successes as `(context, len)`, errors as `(context, errno)`.
+type Drained = (Vec<(usize, usize)>, Vec<(usize, i32)>);
+
+/// Reads everything `cq` holds (driving the wire), errors taken with `readerr_owned`.
+fn drain_all(
+    wire: &Wire,
+    cq: &mut ringfab::cq::CompletionQueue<'_, '_, '_, Nic0, D, Data>,
+) -> Drained {
+    let (mut ok, mut err) = (Vec::new(), Vec::new());
+    let mut idle = 0;
+    while idle < 3 {
+        wire.run_until_idle();
+        let mut e = [DataEntry::default(); 8];
+        match cq.read(&mut e) {
+            Ok(n) => {
+                ok.extend(e[..n].iter().map(|e| (e.op_context.0, e.len)));
+                idle = 0;
+            }
+            Err(Error::Avail) => {
+                let mut entry = ErrEntry::default();
+                let (_, buf) = cq.readerr_owned(&mut entry, None, 0).unwrap();
+                assert!(buf.is_some(), "an owned buffer comes back with its error");
+                err.push((entry.op_context.0, entry.err));
+                idle = 0;
+            }
+            Err(Error::Again) => idle += 1,
+            Err(other) => panic!("read: {other:?}"),
+        }
+    }
+    (ok, err)
+}
+
+#[test]
+fn cancel_completes_one_posted_receive_and_leaves_the_others_posted() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let mut cq_b = cq_b;
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for i in 0..4 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    assert_eq!(
+        ep_b.cancel(OpContext(99)),
+        Ok(false),
+        "unknown: nothing changes"
+    );
+    assert_eq!(ep_b.rx_size_left(), Ok(D - 4));
+    assert_eq!(ep_b.cancel(OpContext(2)), Ok(true));
+    for i in 0..3 {
+        ep_a.send(mr_a.alloc(BUF).unwrap(), 10 + i, to_b, OpContext(50 + i))
+            .unwrap();
+    }
+    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    assert_eq!(err, vec![(2, 125)], "FI_ECANCELED, once");
+    assert_eq!(
+        ok,
+        vec![(0, 10), (1, 11), (3, 12)],
+        "the others, in order, once each"
+    );
+    assert_eq!(mr_b.outstanding(), 0, "every buffer came back");
+    let _ = cq_a;
+}
+
+#[test]
+fn cancel_of_a_send_still_in_the_ring_reports_it_and_sends_the_rest() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let (mut cq_a, mut cq_b) = (cq_a, cq_b);
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for i in 0..4 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    // FI_MORE keeps all three in the ring, unseen by the NIC.
+    for i in 0..3 {
+        let s = mr_a.alloc(BUF).unwrap();
+        ep_a.sendmsg(s, 20 + i, to_b, None, OpContext(70 + i), OpFlags::MORE)
+            .unwrap();
+    }
+    assert_eq!(ep_a.cancel(OpContext(71)), Ok(true));
+    let (ok, err) = drain_all(&p.wire, &mut cq_a);
+    assert_eq!(err, vec![(71, 125)]);
+    assert_eq!(ok, vec![(70, 0), (72, 0)]);
+    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    assert!(err.is_empty());
+    assert_eq!(ok, vec![(0, 20), (1, 22)], "the canceled one never left");
+    assert_eq!(mr_a.outstanding(), 0);
+}
+
+#[test]
+fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let mut cq_b = cq_b;
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for i in 0..4 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    p._b.inject(ringfab_emu::DeviceFault::WithholdWriteback {
+        ring: Some(ringfab_emu::Ring::Rx(0)),
+        count: 1,
+    });
+    for i in 0..3 {
+        ep_a.send(mr_a.alloc(BUF).unwrap(), 30 + i, to_b, OpContext(80 + i))
+            .unwrap();
+    }
+    p.wire.run_until_idle();
+    let mut e = [DataEntry::default(); 4];
+    assert_eq!(
+        cq_b.read(&mut e),
+        Err(Error::Again),
+        "in order: stuck behind the lost one"
+    );
+    // The first receive's data arrived but its write-back never will: cancel reclaims it.
+    assert_eq!(ep_b.cancel(OpContext(0)), Ok(true));
+    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    assert_eq!(err, vec![(0, 125)]);
+    assert_eq!(
+        ok,
+        vec![(1, 31), (2, 32)],
+        "finished before the flush: delivered normally"
+    );
+    // The fourth receive is still posted and takes the next message.
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 33, to_b, OpContext(83))
+        .unwrap();
+    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    assert!(err.is_empty());
+    assert_eq!(ok, vec![(3, 33)]);
+    assert_eq!(mr_b.outstanding(), 0);
+    let _ = cq_a;
+}
+
+#[test]
+fn cancel_before_enable_is_opbadstate() {
+    let p = pair();
+    slabs!(pa, ca, ma, va, _aux, _t);
+    let d = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let ep = d.endpoint(&EpAttr::default()).unwrap();
+    assert_eq!(ep.cancel(OpContext(1)), Err(Error::OpBadState));
+}

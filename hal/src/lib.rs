@@ -42,4 +42,4 @@ pub use queue::{
     Report, RssHashKind, RssInfo, RxBuffer, RxCompletion, RxError, RxQueue, Token, TxCompletion,
     TxError, TxQueue, TxSegment,
 };
-pub use wait::{Wait, WaitOutcome};
+pub use wait::{RawWait, Wait, WaitOutcome, WaitSet};

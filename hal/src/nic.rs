@@ -165,6 +165,11 @@ pub struct TxConfig {
     /// Wire the queue's completions to an interrupt vector, so that [`TxQueue::interrupt`]
     /// returns a wait handle.
     pub interrupt: bool,
+    /// With `interrupt`: the MSI-X vector to steer the queue to, below
+    /// [`Nic::irq_vectors`]; `None` lets the driver choose (its documented default). Steering
+    /// every queue bound to one completion queue to one vector is what gives that CQ a single
+    /// wait handle. Ignored without `interrupt`.
+    pub vector: Option<u16>,
 }
 
 /// How to open a receive queue.
@@ -177,6 +182,9 @@ pub struct RxConfig {
     pub buf_len: u32,
     /// Wire the queue's completions to an interrupt vector.
     pub interrupt: bool,
+    /// With `interrupt`: the MSI-X vector to steer the queue to (as [`TxConfig::vector`]);
+    /// `None` lets the driver choose.
+    pub vector: Option<u16>,
 }
 
 impl RxConfig {
@@ -185,14 +193,26 @@ impl RxConfig {
         RxConfig {
             buf_len,
             interrupt: false,
+            vector: None,
         }
     }
 }
 
 impl TxConfig {
-    /// A transmit queue with or without its interrupt vector.
+    /// A transmit queue with or without its interrupt vector (the driver's choice of vector).
     pub const fn with_interrupt(interrupt: bool) -> Self {
-        TxConfig { interrupt }
+        TxConfig {
+            interrupt,
+            vector: None,
+        }
+    }
+
+    /// A transmit queue whose interrupt is wired to MSI-X vector `vector`.
+    pub const fn with_vector(vector: u16) -> Self {
+        TxConfig {
+            interrupt: true,
+            vector: Some(vector),
+        }
     }
 }
 
@@ -200,6 +220,13 @@ impl RxConfig {
     /// The same configuration with the interrupt vector wired or not.
     pub const fn with_interrupt(mut self, interrupt: bool) -> Self {
         self.interrupt = interrupt;
+        self
+    }
+
+    /// The same configuration with the interrupt wired to MSI-X vector `vector`.
+    pub const fn with_vector(mut self, vector: u16) -> Self {
+        self.interrupt = true;
+        self.vector = Some(vector);
         self
     }
 }
@@ -291,4 +318,21 @@ pub trait Nic: Sync {
     /// not reused until the mapping drops, and no Rust reference into it is held while the
     /// device may write it.
     unsafe fn map_dma(&self, cpu: NonNull<u8>, len: usize) -> Result<Self::Mapping>;
+
+    /// How many interrupt vectors queues can be steered to ([`TxConfig::vector`]); 0 (the
+    /// default) for a driver without interrupts.
+    fn irq_vectors(&self) -> u16 {
+        0
+    }
+
+    /// The wait handle interrupt vector `vector` notifies: the same notifications as the
+    /// [`interrupt`](crate::TxQueue::interrupt) handle of every queue steered to it. This is
+    /// how a completion queue waits on one handle for all the queues bound to it.
+    ///
+    /// # Errors
+    /// [`Error::InterruptUnavailable`](crate::Error::InterruptUnavailable) for a vector at or
+    /// above [`irq_vectors`](Self::irq_vectors) (every vector, by default).
+    fn irq(&self, vector: u16) -> Result<Self::Wait> {
+        Err(crate::Error::InterruptUnavailable { vector })
+    }
 }

@@ -190,6 +190,12 @@ pub trait TxQueue: Send {
     /// Unmasks (`true`) or masks (`false`) the queue's interrupt. After unmasking, the next
     /// completion notifies [`interrupt`](Self::interrupt)'s handle.
     fn set_interrupt(&mut self, armed: bool);
+
+    /// The interrupt vector the queue is steered to, if it has one and the driver says which
+    /// (`None` by default: a caller can then not check the steering).
+    fn interrupt_vector(&self) -> Option<u16> {
+        None
+    }
 }
 
 /// A receive ring: the data path of one hardware receive queue.
@@ -233,4 +239,9 @@ pub trait RxQueue: Send {
 
     /// Unmasks or masks the queue's interrupt.
     fn set_interrupt(&mut self, armed: bool);
+
+    /// The interrupt vector the queue is steered to, as [`TxQueue::interrupt_vector`].
+    fn interrupt_vector(&self) -> Option<u16> {
+        None
+    }
 }

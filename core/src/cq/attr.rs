@@ -15,7 +15,7 @@
 //! | 4 | `FI_AFFINITY` and `signaling_vector` < 0 or ≥ the CPU count | [`Error::Inval`] |
 //! | 5 | no `FI_AFFINITY` | `signaling_vector` ignored, whatever it holds |
 //! | 6 | `FI_WAIT_SET` without a wait set | [`Error::Inval`] (as libfabric's util CQ) |
-//! | 7 | `FI_WAIT_SET` with a wait set, before wait sets exist | [`Error::NoSys`] |
+//! | 7 | `FI_WAIT_SET` with a wait set, where the limits say wait sets do not exist | [`Error::NoSys`] |
 //! | 8 | `FI_WAIT_FD` on a platform without file descriptors | [`Error::NoSys`] |
 //! | 9 | `FI_WAIT_POLLFD` | [`Error::NoSys`] (valid value, not implemented; as counters) |
 //! | 10 | a wait set given with a wait object other than `FI_WAIT_SET` | ignored (`fi_cq(3)`) |
@@ -68,12 +68,10 @@ impl WaitCond {
     }
 }
 
-/// Names a wait set (`struct fid_wait *`) for [`WaitObj::Set`].
-///
-/// A placeholder: wait sets do not exist in ringfab yet (libfabric 2.x deprecates them), so no
-/// value of this type names a real one; it is resolved when wait sets land. Until then
-/// [`CqLimits::wait_sets`] is `false` and a CQ that asks for one is refused with
-/// [`Error::NoSys`].
+/// Names a wait set (`struct fid_wait *`) for [`WaitObj::Set`]: the
+/// [`id`](crate::cq::WaitSet::id) of a [`WaitSet`](crate::cq::WaitSet). Ids are never reused.
+/// A CQ naming one is opened through that set ([`WaitSet::open_cq`](crate::cq::WaitSet::open_cq));
+/// anywhere else the id references no set at hand and the open is [`Error::Inval`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct WaitSetId(pub u32);
 
@@ -89,9 +87,10 @@ pub struct CqLimits {
     /// `None` if the platform does not know; then only negative vectors are refused.
     pub cpus: Option<u32>,
     /// Whether the platform's wait handles are file descriptors (VFIO eventfds), so that
-    /// `FI_WAIT_FD` can be honoured.
+    /// `FI_WAIT_FD` can be honoured. `Domain::open_cq` validates with `true` and then checks
+    /// the CQ's actual handle ([`Wait::raw`](crate::hal::Wait::raw)), with the same outcome.
     pub fd_wait: bool,
-    /// Whether wait sets exist. `false` until they land.
+    /// Whether wait sets exist (they do: [`WaitSet`](crate::cq::WaitSet)).
     pub wait_sets: bool,
 }
 
@@ -102,14 +101,14 @@ impl CqLimits {
 }
 
 impl Default for CqLimits {
-    /// `max_size` 65536, `default_size` 1024, CPU count unknown, no FD waits, no wait sets.
+    /// `max_size` 65536, `default_size` 1024, CPU count unknown, no FD waits, wait sets.
     fn default() -> Self {
         CqLimits {
             max_size: 1 << 16,
             default_size: Self::DEFAULT_SIZE,
             cpus: None,
             fd_wait: false,
-            wait_sets: false,
+            wait_sets: true,
         }
     }
 }
@@ -144,7 +143,7 @@ impl CqAttr {
     ///   out-of-range `signaling_vector`; `FI_WAIT_SET` without a wait set; a `limits` whose
     ///   `max_size` is 0.
     /// * [`Error::NoSys`]: `FI_WAIT_POLLFD`; `FI_WAIT_FD` where the platform has no file
-    ///   descriptors; `FI_WAIT_SET` before wait sets exist.
+    ///   descriptors; `FI_WAIT_SET` where `limits` says wait sets do not exist.
     ///
     /// # Example
     /// ```
@@ -236,9 +235,10 @@ impl ResolvedCqAttr {
         self.format
     }
 
-    /// The wait object, as requested. [`WaitObj::Unspec`] stays `Unspec`: the platform's own
-    /// wait handle (eventfd under VFIO, a condition variable in emu) serves it, and `fi_cq(3)`
-    /// does not promise that it can be retrieved.
+    /// The wait object, as requested. [`WaitObj::Unspec`] stays `Unspec`: the CQ's vector's
+    /// wait handle (eventfd under VFIO, a condition variable in emu) serves it — or spinning,
+    /// when the NIC has no vector free — and `fi_cq(3)` does not promise that it can be
+    /// retrieved (`crate::cq::wait` has the table).
     pub const fn wait_obj(&self) -> WaitObj {
         self.wait_obj
     }
@@ -253,8 +253,9 @@ impl ResolvedCqAttr {
         self.wait_set
     }
 
-    /// The CPU to steer the CQ's interrupts to, only with `FI_AFFINITY`. A hint: platforms that
-    /// cannot steer interrupts ignore it, as `fi_cq(3)` allows.
+    /// `signaling_vector`, only with `FI_AFFINITY`: the MSI-X vector the CQ takes when the NIC
+    /// has it and no other CQ holds it (as verbs passes it on as the completion vector);
+    /// otherwise a hint that is ignored, as `fi_cq(3)` allows.
     pub const fn affinity(&self) -> Option<u32> {
         self.affinity
     }

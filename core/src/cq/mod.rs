@@ -15,15 +15,18 @@
 //!
 //! * [`queue`]: the queue itself, [`CompletionQueue`]: `read`, `readerr`, `strerror`, binding,
 //!   credits, overrun and close.
+//! * [`wait`]: blocking — `sread`, `signal`, `control(GetWait)`, wait objects, one MSI-X
+//!   vector per CQ, and [`WaitSet`].
 //!
-//! Still to come: `readfrom` (needs endpoints and address vectors), `sread`/`signal` and wait
-//! objects; `docs/semantics.md` (`## fi_cq`) lists what they must do.
+//! Still to come: `readfrom`/`sreadfrom` (need endpoints and address vectors);
+//! `docs/semantics.md` (`## fi_cq`) lists what they must do.
 
 pub mod attr;
 pub mod entry;
 pub mod errdata;
 pub mod queue;
 pub mod strerror;
+pub mod wait;
 
 pub use attr::{CqAttr, CqLimits, ResolvedCqAttr, WaitCond, WaitSetId};
 pub use entry::{
@@ -31,3 +34,4 @@ pub use entry::{
     TaggedEntry,
 };
 pub use queue::{AuxEntry, CompletionQueue, CqSlot};
+pub use wait::{CqControl, WaitSet};

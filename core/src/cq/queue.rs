@@ -39,7 +39,7 @@
 
 use core::fmt;
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
@@ -47,6 +47,7 @@ use super::attr::ResolvedCqAttr;
 use super::entry::{BufAddr, Completion, ErrEntry, Format, OpContext, ADDR_NOTAVAIL};
 use super::errdata::{deliver_err_data, ErrDataOut, ERR_DATA_MAX};
 use super::strerror::{self, ProvError};
+use super::wait::{Sleepers, NO_SET, NO_VECTOR};
 use crate::av::{EpAddr, FiAddr};
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags};
@@ -75,14 +76,25 @@ impl AuxEntry {
 
 /// Where `read` puts what it delivers: the entries, and optionally their sources and owned
 /// buffers.
-struct Delivery<'o, 's, F: Format, N: Nic> {
-    out: &'o mut [F::Entry],
-    src: Option<&'o mut [FiAddr]>,
-    bufs: Option<&'o mut [Option<Buf<'s>>]>,
-    mrs: &'s [MrSlot<N>],
+pub(super) struct Delivery<'o, 's, F: Format, N: Nic> {
+    pub(super) out: &'o mut [F::Entry],
+    pub(super) src: Option<&'o mut [FiAddr]>,
+    pub(super) bufs: Option<&'o mut [Option<Buf<'s>>]>,
+    pub(super) mrs: &'s [MrSlot<N>],
 }
 
 impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
+    /// The same delivery from entry `base` on (what a blocking read that already holds `base`
+    /// entries reads into next).
+    pub(super) fn from(&mut self, base: usize) -> Delivery<'_, 's, F, N> {
+        Delivery {
+            out: &mut self.out[base..],
+            src: self.src.as_deref_mut().map(|s| &mut s[base..]),
+            bufs: self.bufs.as_deref_mut().map(|b| &mut b[base..]),
+            mrs: self.mrs,
+        }
+    }
+
     /// Writes completion `c` as entry `n`.
     fn put(&mut self, n: usize, c: &Completion) {
         self.out[n] = F::fill(c);
@@ -159,6 +171,13 @@ pub struct CqSlot<'s> {
     binds: AtomicUsize,
     /// Sticky overrun state.
     overrun: AtomicBool,
+    /// The MSI-X vector the CQ holds ([`NO_VECTOR`] for none): the queues bound to it are
+    /// steered there, and its wait handle is that vector's.
+    pub(super) vector: AtomicU32,
+    /// The wait set the CQ belongs to ([`NO_SET`] for none).
+    pub(super) set: AtomicU32,
+    /// Threads blocked on the CQ, and `signal`s.
+    pub(super) sleepers: Mutex<Sleepers>,
 }
 
 impl<'s> CqSlot<'s> {
@@ -172,6 +191,9 @@ impl<'s> CqSlot<'s> {
         credits: AtomicUsize::new(0),
         binds: AtomicUsize::new(0),
         overrun: AtomicBool::new(false),
+        vector: AtomicU32::new(NO_VECTOR),
+        set: AtomicU32::new(NO_SET),
+        sleepers: Mutex::new(Sleepers::NEW),
     };
 
     /// Opens the slot with `size` credits and aux storage `aux`, or hands `aux` back if the
@@ -189,6 +211,9 @@ impl<'s> CqSlot<'s> {
         self.credits.store(size, Ordering::Release);
         self.binds.store(0, Ordering::Release);
         self.overrun.store(false, Ordering::Release);
+        self.vector.store(NO_VECTOR, Ordering::SeqCst);
+        self.set.store(NO_SET, Ordering::Release);
+        *self.sleepers.lock() = Sleepers::NEW;
         *guard = Some(CqState {
             aux: Aux {
                 slots: aux,
@@ -226,6 +251,32 @@ impl<'s> CqSlot<'s> {
         self.credits.load(Ordering::Acquire)
     }
 
+    /// Runs `f` with a sink that queues outcomes on the CQ's aux queue, in the order given,
+    /// under the CQ lock — what an endpoint's cancel uses to report what it reclaimed. The CQ
+    /// lock is taken before any path lock, the order `read` takes them in.
+    ///
+    /// # Errors
+    /// `OpBadState` if the CQ is closed.
+    pub(crate) fn with_sink<T>(&self, f: impl FnOnce(&mut dyn FnMut(Outcome)) -> T) -> Result<T> {
+        let mut guard = self.state.lock();
+        let st = guard.as_mut().ok_or(Error::OpBadState)?;
+        let mut sink = |o: Outcome| match o {
+            Outcome::Done(c) => st.push_credited(self, AuxItem::Ok(c)),
+            Outcome::Failed(e) => st.push_credited(self, AuxItem::Err(e)),
+        };
+        Ok(f(&mut sink))
+    }
+
+    /// Whether a thread is blocked reading the CQ (so a software insertion must wake it).
+    pub(crate) fn has_sleepers(&self) -> bool {
+        self.sleepers.lock().waiters() > 0
+    }
+
+    /// The MSI-X vector a blocking CQ owns: queues reporting to it must be steered there.
+    pub(crate) fn interrupt_vector(&self) -> Option<u16> {
+        u16::try_from(self.vector.load(Ordering::SeqCst)).ok()
+    }
+
     /// Counts a binding (an endpoint direction) that keeps the CQ from closing.
     pub(crate) fn add_bind(&self) {
         self.binds.fetch_add(1, Ordering::AcqRel);
@@ -242,16 +293,18 @@ impl<'s> CqSlot<'s> {
 /// Dropping the handle closes the CQ if no path is bound to it; a bound CQ stays open (its
 /// paths keep reporting into it) — use [`close`](Self::close) to be told.
 pub struct CompletionQueue<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> {
-    domain: &'d Domain<'s, 'n, N, D>,
-    index: usize,
-    attr: ResolvedCqAttr,
+    pub(super) domain: &'d Domain<'s, 'n, N, D>,
+    pub(super) index: usize,
+    pub(super) attr: ResolvedCqAttr,
     /// The provider-owned `err_data` buffer of `readerr` (fi_cq(3), err_data_size 0).
     err_buf: [u8; ERR_DATA_MAX],
+    /// The wait handle of the CQ's vector, for the wait objects that block on one.
+    pub(super) wait: Option<N::Wait>,
     _format: PhantomData<F>,
 }
 
 impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's, 'n, N, D, F> {
-    pub(crate) fn new(
+    pub(super) fn new(
         domain: &'d Domain<'s, 'n, N, D>,
         index: usize,
         attr: ResolvedCqAttr,
@@ -261,11 +314,12 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             index,
             attr,
             err_buf: [0; ERR_DATA_MAX],
+            wait: None,
             _format: PhantomData,
         }
     }
 
-    fn slot(&self) -> &'s CqSlot<'s> {
+    pub(super) fn slot(&self) -> &'s CqSlot<'s> {
         &self.domain.cqs()[self.index]
     }
 
@@ -301,10 +355,18 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     /// flags to both of its paths. `SELECTIVE_COMPLETION` makes only operations posted with
     /// `COMPLETION` report success (errors are always reported).
     ///
+    /// A CQ that blocks on an interrupt ([`interrupt_vector`](Self::interrupt_vector) is
+    /// `Some(v)`) accepts only paths whose queue was opened with its interrupt steered to `v`
+    /// (`TxConfig::with_vector(v)` / `RxConfig::with_vector(v)`): a completion on any other
+    /// queue would not wake `sread`.
+    ///
     /// # Errors
-    /// `Domain` for a path of another domain; `Inval` without the path's direction, or if the
-    /// path is already bound (libfabric's util answers a duplicate binding the same way).
+    /// `Domain` for a path of another domain; `Inval` without the path's direction, if the
+    /// path is already bound (libfabric's util answers a duplicate binding the same way), or if
+    /// the CQ blocks on vector `v` and the path's queue has no interrupt or the driver reports
+    /// it steered to another vector.
     pub fn bind(&self, path: &Path<'_, 's, 'n, N, D>, flags: BindFlags) -> Result {
+        let vector = self.interrupt_vector();
         self.with_path(path, |pslot, st| {
             let dir = if st.is_tx() {
                 BindFlags::TRANSMIT
@@ -313,6 +375,12 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             };
             if !flags.contains(dir) || st.cq.is_some() {
                 return Err(Error::Inval);
+            }
+            if let Some(v) = vector {
+                let (has, steered) = st.interrupt_steering();
+                if !has || steered.is_some_and(|s| s != v) {
+                    return Err(Error::Inval);
+                }
             }
             st.set_binding(Some(self.index), flags);
             pslot.cq.store(self.index, Ordering::Release);
@@ -438,84 +506,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     }
 
     fn read_into(&self, d: &mut Delivery<'_, 's, F, N>) -> Result<usize> {
-        let out_len = d.out.len();
-        let slot = self.slot();
-        let mut guard = slot.state.lock();
-        let Some(st) = guard.as_mut() else {
-            return Err(Error::OpBadState);
-        };
-
-        let mut n = 0;
-        while n < out_len {
-            match st.aux.front() {
-                Some(AuxItem::Ok(c)) => {
-                    d.put(n, &c);
-                    st.aux.pop();
-                    slot.release_credit();
-                    n += 1;
-                }
-                Some(AuxItem::Err(_)) if n == 0 => return Err(Error::Avail),
-                Some(AuxItem::Err(_)) => return Ok(n),
-                Some(AuxItem::Empty) | None => break,
-            }
-        }
-        // Hardware is polled only behind an empty aux queue, so nothing overtakes what it holds.
-        if st.aux.len > 0 {
-            return Ok(n);
-        }
-
-        let paths = self.domain.paths();
-        let start = st.next;
-        st.next = if paths.is_empty() {
-            0
-        } else {
-            (start + 1) % paths.len()
-        };
-        let mut stopped = false;
-        for k in 0..paths.len() {
-            if stopped || (out_len != 0 && n == out_len) {
-                break;
-            }
-            let pslot = &paths[(start + k) % paths.len()];
-            if pslot.cq.load(Ordering::Acquire) != self.index {
-                continue;
-            }
-            let mut pguard = pslot.state.lock();
-            let Some(ps) = pguard.as_mut() else {
-                continue;
-            };
-            if ps.cq != Some(self.index) {
-                continue;
-            }
-            // An empty `out` still takes one completion per queue, into the aux queue.
-            let budget = if out_len == 0 { 1 } else { out_len - n };
-            ps.poll(budget, &self.domain.poll_ctx(slot), |outcome| {
-                match outcome {
-                    Outcome::Done(c) if !stopped && n < out_len => {
-                        d.put(n, &c);
-                        slot.release_credit();
-                        n += 1;
-                    }
-                    Outcome::Done(c) => st.push_credited(slot, AuxItem::Ok(c)),
-                    Outcome::Failed(e) => {
-                        st.push_credited(slot, AuxItem::Err(e));
-                        stopped = true;
-                    }
-                }
-                stopped
-            });
-        }
-
-        if n > 0 || (out_len == 0 && st.aux.len > 0) {
-            Ok(n)
-        } else if st.aux.len > 0 {
-            // Nothing delivered and something queued: an error is at the head.
-            Err(Error::Avail)
-        } else if slot.overrun.load(Ordering::Acquire) {
-            Err(Error::Overrun)
-        } else {
-            Err(Error::Again)
-        }
+        read_delivered(self.domain, self.index, d)
     }
 
     /// Takes the error completion at the head of the CQ (`fi_cq_readerr`) into `entry`,
@@ -656,6 +647,9 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             prov: None,
         };
         st.push_credited(slot, AuxItem::Err(rec));
+        drop(guard);
+        // A software insertion raises no interrupt: wake a blocked reader by hand.
+        self.notify_sleepers();
         Ok(())
     }
 }
@@ -680,6 +674,118 @@ impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, '_, N, 
             }
             *guard = None;
             slot.credits.store(0, Ordering::Release);
+            slot.vector.store(NO_VECTOR, Ordering::SeqCst);
+            slot.set.store(NO_SET, Ordering::Release);
         }
+    }
+}
+
+/// `read` of CQ `index`, as a function of the slot rather than of a handle: what `read`,
+/// `sread` and a wait set share. An empty `out` is how waiting checks for "anything queued"
+/// without taking it; the format then does not matter (a wait set checks CQs of any format as
+/// `Context`). Kept exactly the shape `read` had, so `read::<F>` compiles to the same loop.
+#[inline(always)]
+pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
+    domain: &Domain<'_, '_, N, D>,
+    index: usize,
+    out: &mut [F::Entry],
+) -> Result<usize> {
+    read_delivered(
+        domain,
+        index,
+        &mut Delivery::<'_, '_, F, N> {
+            out,
+            src: None,
+            bufs: None,
+            mrs: domain.mrs(),
+        },
+    )
+}
+
+/// The read loop every read shares, delivering into `d` (entries, and optionally sources and
+/// owned buffers).
+#[inline(always)]
+pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
+    domain: &Domain<'s, '_, N, D>,
+    index: usize,
+    d: &mut Delivery<'_, 's, F, N>,
+) -> Result<usize> {
+    let cap = d.out.len();
+    let slot = &domain.cqs()[index];
+    let mut guard = slot.state.lock();
+    let Some(st) = guard.as_mut() else {
+        return Err(Error::OpBadState);
+    };
+
+    let mut n = 0;
+    while n < cap {
+        match st.aux.front() {
+            Some(AuxItem::Ok(c)) => {
+                d.put(n, &c);
+                st.aux.pop();
+                slot.release_credit();
+                n += 1;
+            }
+            Some(AuxItem::Err(_)) if n == 0 => return Err(Error::Avail),
+            Some(AuxItem::Err(_)) => return Ok(n),
+            Some(AuxItem::Empty) | None => break,
+        }
+    }
+    // Hardware is polled only behind an empty aux queue, so nothing overtakes what it holds.
+    if st.aux.len > 0 {
+        return Ok(n);
+    }
+
+    let paths = domain.paths();
+    let start = st.next;
+    st.next = if paths.is_empty() {
+        0
+    } else {
+        (start + 1) % paths.len()
+    };
+    let mut stopped = false;
+    for k in 0..paths.len() {
+        if stopped || (cap != 0 && n == cap) {
+            break;
+        }
+        let pslot = &paths[(start + k) % paths.len()];
+        if pslot.cq.load(Ordering::Acquire) != index {
+            continue;
+        }
+        let mut pguard = pslot.state.lock();
+        let Some(ps) = pguard.as_mut() else {
+            continue;
+        };
+        if ps.cq != Some(index) {
+            continue;
+        }
+        // `cap` 0 still takes one completion per queue, into the aux queue.
+        let budget = if cap == 0 { 1 } else { cap - n };
+        ps.poll(budget, &domain.poll_ctx(slot), |outcome| {
+            match outcome {
+                Outcome::Done(c) if !stopped && n < cap => {
+                    d.put(n, &c);
+                    slot.release_credit();
+                    n += 1;
+                }
+                Outcome::Done(c) => st.push_credited(slot, AuxItem::Ok(c)),
+                Outcome::Failed(e) => {
+                    st.push_credited(slot, AuxItem::Err(e));
+                    stopped = true;
+                }
+            }
+            stopped
+        });
+    }
+
+    if n > 0 || (cap == 0 && st.aux.len > 0) {
+        Ok(n)
+    } else if st.aux.len > 0 {
+        // Nothing delivered and something queued: an error is at the head.
+        Err(Error::Avail)
+    } else if slot.overrun.load(Ordering::Acquire) {
+        Err(Error::Overrun)
+    } else {
+        Err(Error::Again)
     }
 }

@@ -19,9 +19,11 @@
 //! if the push fills the ring, or if it is the last frame of a doorbell batch. Successful
 //! `ErrorsOnly` frames are reclaimed silently when a later write-back covers them.
 //!
-//! Interrupts: queue pair `i` (RX `i` and TX `i`) shares MSI-X vector `i % vectors`, where
-//! `vectors` is the platform's count (capped at the 25 EICR can name); a per-vector arm count
-//! keeps one queue's `set_interrupt(false)` from masking another's armed vector.
+//! Interrupts: a queue opened with a [`vector`](TxConfig::vector) is steered there through its
+//! IVAR entry; without one, queue pair `i` (RX `i` and TX `i`) shares MSI-X vector
+//! `i % vectors`, where `vectors` is the platform's count (capped at the 25 EICR can name). A
+//! per-vector arm count keeps one queue's `set_interrupt(false)` from masking another queue
+//! armed on the same vector.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -337,12 +339,15 @@ impl<P: Platform> Igb<P> {
         *open &= !(1 << index);
     }
 
-    /// The vector of queue pair `index`, and its wait handle.
-    fn wire_interrupt(&self, index: u16, tx: bool) -> Result<(u16, P::Wait)> {
-        if self.vectors == 0 {
-            return Err(Error::InterruptUnavailable { vector: index });
-        }
-        let vector = index % self.vectors;
+    /// Steers queue `index` to `vector` (or, for `None`, to its pair's default vector) and
+    /// returns the vector and its wait handle.
+    fn wire_interrupt(&self, index: u16, tx: bool, vector: Option<u16>) -> Result<(u16, P::Wait)> {
+        let vector = match vector {
+            Some(v) if v < self.vectors => v,
+            Some(v) => return Err(Error::InterruptUnavailable { vector: v }),
+            None if self.vectors == 0 => return Err(Error::InterruptUnavailable { vector: index }),
+            None => index % self.vectors,
+        };
         let wait = self.platform.irq(vector)?;
         let _st = self.state.lock();
         let reg = r::ivar(index & 7);
@@ -384,7 +389,7 @@ impl<P: Platform> Igb<P> {
         &self,
         index: u16,
         tx: bool,
-        interrupt: bool,
+        interrupt: Option<Option<u16>>,
     ) -> Result<(QueueCore<'_, P>, DmaRing<P::Dma, N>)> {
         self.claim(index, tx)?;
         match self.queue_resources::<N>(index, tx, interrupt) {
@@ -396,13 +401,13 @@ impl<P: Platform> Igb<P> {
         }
     }
 
-    /// Ring memory and (if asked) the interrupt vector for queue `index`.
+    /// Ring memory and (if asked: `Some(vector choice)`) the interrupt vector for queue `index`.
     #[allow(clippy::type_complexity, reason = "a private pair, named once")]
     fn queue_resources<const N: usize>(
         &self,
         index: u16,
         tx: bool,
-        interrupt: bool,
+        interrupt: Option<Option<u16>>,
     ) -> Result<(DmaRing<P::Dma, N>, Option<(u16, P::Wait)>)> {
         let len = N * DESC_LEN;
         let dma = self.platform.alloc_dma(len)?;
@@ -413,10 +418,9 @@ impl<P: Platform> Igb<P> {
         // The one check of the ring's size: from here on every descriptor access is in bounds
         // by construction (`DmaRing` reduces indices modulo N).
         let dma = DmaRing::new(dma).map_err(|_| Error::DmaAlloc { len })?;
-        let irq = if interrupt {
-            Some(self.wire_interrupt(index, tx)?)
-        } else {
-            None
+        let irq = match interrupt {
+            Some(vector) => Some(self.wire_interrupt(index, tx, vector)?),
+            None => None,
         };
         Ok((dma, irq))
     }
@@ -507,7 +511,8 @@ impl<P: Platform> Nic for Igb<P> {
 
     fn open_tx<const N: usize>(&self, index: u16, config: TxConfig) -> Result<IgbTx<'_, P, N>> {
         Self::check_depth::<N>()?;
-        let (q, dma) = self.open_queue::<N>(index, true, config.interrupt)?;
+        let irq = config.interrupt.then_some(config.vector);
+        let (q, dma) = self.open_queue::<N>(index, true, irq)?;
         // From here on the queue's Drop stops it and releases the index.
         let mut tx = IgbTx {
             q,
@@ -526,7 +531,8 @@ impl<P: Platform> Nic for Igb<P> {
                 max: MAX_RX_BUF_LEN,
             });
         }
-        let (q, dma) = self.open_queue::<N>(index, false, config.interrupt)?;
+        let irq = config.interrupt.then_some(config.vector);
+        let (q, dma) = self.open_queue::<N>(index, false, irq)?;
         let mut rx = IgbRx {
             q,
             buf_len,
@@ -615,6 +621,17 @@ impl<P: Platform> Nic for Igb<P> {
         // SAFETY: `Nic::map_dma` requires of our caller exactly what `Platform::map_dma`
         // requires of us (memory valid and unreferenced while mapped).
         unsafe { self.platform.map_dma(cpu, len) }
+    }
+
+    fn irq_vectors(&self) -> u16 {
+        self.vectors
+    }
+
+    fn irq(&self, vector: u16) -> Result<P::Wait> {
+        if vector >= self.vectors {
+            return Err(Error::InterruptUnavailable { vector });
+        }
+        self.platform.irq(vector)
     }
 }
 
@@ -715,6 +732,10 @@ impl<'a, P: Platform> QueueCore<'a, P> {
 
     fn interrupt(&self) -> Option<&P::Wait> {
         self.wait.as_ref()
+    }
+
+    fn interrupt_vector(&self) -> Option<u16> {
+        self.vector
     }
 
     fn set_interrupt(&mut self, armed: bool) {
@@ -824,6 +845,10 @@ impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
     fn set_interrupt(&mut self, armed: bool) {
         self.q.set_interrupt(armed);
     }
+
+    fn interrupt_vector(&self) -> Option<u16> {
+        self.q.interrupt_vector()
+    }
 }
 
 /// An open receive queue of depth `N`.
@@ -913,6 +938,10 @@ impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
 
     fn set_interrupt(&mut self, armed: bool) {
         self.q.set_interrupt(armed);
+    }
+
+    fn interrupt_vector(&self) -> Option<u16> {
+        self.q.interrupt_vector()
     }
 }
 
@@ -1147,6 +1176,40 @@ mod tests {
             0x8100,
             "RX entry cleared, TX entry kept"
         );
+    }
+
+    #[test]
+    fn a_chosen_vector_steers_the_queue_there_and_an_absent_one_is_refused() {
+        let nic = igb(4);
+        assert_eq!(nic.irq_vectors(), 4);
+        let rx = nic
+            .open_rx::<8>(1, RxConfig::new(2048).with_vector(3))
+            .unwrap();
+        let tx = nic.open_tx::<8>(5, TxConfig::with_vector(3)).unwrap();
+        assert_eq!(
+            (rx.interrupt_vector(), tx.interrupt_vector()),
+            (Some(3), Some(3))
+        );
+        let d = dev(&nic);
+        // RX 1 → IVAR1 bits 7:0; TX 5 → IVAR5 bits 15:8; both vector 3, valid.
+        assert_eq!(d.peek(r::ivar(1)) & 0xff, 0x83);
+        assert_eq!(d.peek(r::ivar(5)) >> 8 & 0xff, 0x83);
+        assert!(nic.irq(3).is_ok());
+        assert_eq!(
+            nic.irq(4).err(),
+            Some(Error::InterruptUnavailable { vector: 4 })
+        );
+        assert_eq!(
+            nic.open_tx::<8>(2, TxConfig::with_vector(4)).err(),
+            Some(Error::InterruptUnavailable { vector: 4 })
+        );
+        assert_eq!(
+            nic.state.lock().tx_open,
+            1 << 5,
+            "the refused queue is free again"
+        );
+        let plain = nic.open_tx::<8>(2, TxConfig::default()).unwrap();
+        assert_eq!(plain.interrupt_vector(), None);
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! a [`Wire`], with fault injection — so that the real drivers and all of core run under
 //! `cargo test`, deterministically and without privileges.
 //!
-//! The model here is the Intel 82576 as QEMU's `igb` device presents it ([`EmuIgb`]); its
-//! [`EmuPlatform`] implements `ringfab_hal::Platform` and is what a driver is given.
+//! The models here are the Intel 82576 as QEMU's `igb` device presents it ([`EmuIgb`]) and the
+//! Intel 82574 as QEMU's `e1000e` presents it ([`EmuE1000e`]); both are an [`EmuNic`] whose
+//! [`EmuPlatform`] implements `ringfab_hal::Platform` and is what a driver is given. The IOMMU,
+//! the wire, fault injection and the platform are shared by every model.
 //!
 //! What it guarantees:
 //!
@@ -34,22 +36,28 @@
     missing_docs
 )]
 
+mod device;
+pub mod e1000e;
+mod engine;
 pub mod fault;
 pub mod igb;
 pub mod iommu;
 pub mod null;
 pub mod pcap;
+mod pci;
 pub mod platform;
 pub mod toeplitz;
 pub mod wait;
 pub mod wire;
 
+pub use device::{EmuNic, Kind, ModelConfig};
+pub use e1000e::{E1000e82574, E1000eModelConfig, EmuE1000e};
 pub use fault::{CorruptMode, DeviceFault, Prng, Ring, WireFault};
-pub use igb::{EmuIgb, IgbModelConfig};
+pub use igb::{EmuIgb, Igb82576, IgbModelConfig};
 pub use iommu::{EmuDma, EmuMapping, Iommu, IommuFault};
 pub use null::{NullPlatform, NullRegs};
 pub use platform::{EmuMmio, EmuPlatform};
-pub use wait::EmuWait;
+pub use wait::{EmuWait, EmuWaitSet};
 pub use wire::{Pump, Wire, WireStats};
 
 std::thread_local! {

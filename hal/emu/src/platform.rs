@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use ringfab_hal::{Error, Mmio, Platform, Result};
 
-use crate::igb::regs::{BAR0_LEN, MSIX_VECTORS};
-use crate::igb::Device;
+use crate::device::Device;
 use crate::iommu::{EmuDma, EmuMapping};
 use crate::wait::EmuWait;
 
@@ -41,26 +40,26 @@ impl std::fmt::Debug for EmuMmio {
     }
 }
 
-fn in_bar(offset: usize) -> bool {
-    offset % 4 == 0 && offset.checked_add(4).is_some_and(|end| end <= BAR0_LEN)
+fn in_bar(offset: usize, len: usize) -> bool {
+    offset % 4 == 0 && offset.checked_add(4).is_some_and(|end| end <= len)
 }
 
 impl Mmio for EmuMmio {
     fn read32(&self, offset: usize) -> u32 {
-        if !in_bar(offset) {
+        if !in_bar(offset, self.dev.bar_len) {
             return 0xffff_ffff;
         }
         self.dev.with(|m| m.read(offset))
     }
 
     fn write32(&self, offset: usize, value: u32) {
-        if in_bar(offset) {
+        if in_bar(offset, self.dev.bar_len) {
             self.dev.with(|m| m.write(offset, value));
         }
     }
 
     fn len(&self) -> usize {
-        BAR0_LEN
+        self.dev.bar_len
     }
 }
 
@@ -83,12 +82,12 @@ unsafe impl Platform for EmuPlatform {
     }
 
     fn config_read32(&self, offset: u16) -> u32 {
-        self.dev.with(|m| m.pci.read32(offset))
+        self.dev.with(|m| m.config_read(offset))
     }
 
     fn config_write32(&self, offset: u16, value: u32) {
         if offset % 4 == 0 {
-            self.dev.with(|m| m.pci.write32(offset, value));
+            self.dev.with(|m| m.config_write(offset, value));
         }
     }
 
@@ -112,7 +111,8 @@ unsafe impl Platform for EmuPlatform {
     }
 
     fn irq_vectors(&self) -> u16 {
-        MSIX_VECTORS
+        // At most a few dozen vectors per model.
+        self.dev.vectors.len() as u16
     }
 
     fn irq(&self, vector: u16) -> Result<EmuWait> {

@@ -42,4 +42,4 @@ pub use error::{Error, GroupMember, Result};
 pub use mmio::VfioMmio;
 pub use platform::VfioPlatform;
 pub use sysfs::Sysfs;
-pub use wait::EventFdWait;
+pub use wait::{EpollWaitSet, EventFdWait};

@@ -4,13 +4,17 @@
 //! non-blocking; its counter is the pending flag of `ringfab_hal::wait`'s "semaphore of one": a
 //! read returns and clears the whole counter, so many interrupts before a wait collapse into one
 //! notification, and one that arrives while nobody waits is kept.
+//!
+//! [`EpollWaitSet`] waits on several of them with one epoll descriptor (level-triggered, so a
+//! member's pending count keeps it readable until someone reads it).
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ringfab_hal::{Wait, WaitOutcome};
+use ringfab_hal::{RawWait, Wait, WaitOutcome, WaitSet};
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 /// A wait handle on an eventfd. Cheap to clone; clones share the eventfd.
@@ -101,6 +105,132 @@ impl Wait for EventFdWait {
         // is certainly pending already.
         let _ = self.fd.write(1);
     }
+
+    fn raw(&self) -> Option<RawWait> {
+        Some(RawWait::Fd(self.fd.as_raw_fd()))
+    }
+}
+
+/// The time left until `deadline` as a poll/epoll timeout, or `None` once it has passed.
+/// `deadline` of `None` (no timeout, or one too far to represent) is -1, for ever.
+fn timeout_ms(deadline: Option<Instant>) -> Option<libc::c_int> {
+    match deadline {
+        None => Some(-1),
+        Some(d) => {
+            let now = Instant::now();
+            (now < d).then(|| poll_ms(d - now))
+        }
+    }
+}
+
+/// A wait over several [`EventFdWait`]s on one epoll descriptor: the VFIO platform's
+/// [`WaitSet`]. Its own notification is one more eventfd in the same epoll set.
+#[derive(Debug)]
+pub struct EpollWaitSet {
+    epoll: Epoll,
+    own: EventFdWait,
+    members: Mutex<Vec<EventFdWait>>,
+}
+
+impl EpollWaitSet {
+    /// An empty set: a new epoll descriptor watching only the set's own eventfd.
+    ///
+    /// # Errors
+    /// The OS error from epoll_create1(2), eventfd(2) or epoll_ctl(2).
+    pub fn new() -> io::Result<EpollWaitSet> {
+        let set = EpollWaitSet {
+            epoll: Epoll::new()?,
+            own: EventFdWait::new()?,
+            members: Mutex::new(Vec::new()),
+        };
+        set.watch(ControlOperation::Add, set.own.as_raw_fd())?;
+        Ok(set)
+    }
+
+    /// How many handles are members.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether the set has no member.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<EventFdWait>> {
+        // The list holds handles only; a panic elsewhere leaves it consistent.
+        self.members.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn watch(&self, op: ControlOperation, fd: RawFd) -> io::Result<()> {
+        // Level-triggered EPOLLIN: readable for as long as the eventfd's count is not zero.
+        let data = u64::try_from(fd).unwrap_or(0);
+        self.epoll.ctl(op, fd, EpollEvent::new(EventSet::IN, data))
+    }
+}
+
+impl AsRawFd for EpollWaitSet {
+    fn as_raw_fd(&self) -> RawFd {
+        self.epoll.as_raw_fd()
+    }
+}
+
+impl WaitSet for EpollWaitSet {
+    type Wait = EventFdWait;
+
+    fn add(&self, member: &EventFdWait) -> ringfab_hal::Result {
+        let mut members = self.lock();
+        let fd = member.as_raw_fd();
+        if members.iter().any(|m| m.as_raw_fd() == fd) {
+            return Ok(());
+        }
+        self.watch(ControlOperation::Add, fd)
+            .map_err(|_| ringfab_hal::Error::InterruptUnavailable { vector: u16::MAX })?;
+        members.push(member.clone());
+        Ok(())
+    }
+
+    fn remove(&self, member: &EventFdWait) {
+        let mut members = self.lock();
+        let fd = member.as_raw_fd();
+        if let Some(i) = members.iter().position(|m| m.as_raw_fd() == fd) {
+            // The fd is open (the list holds a clone), so EPOLL_CTL_DEL cannot fail on it.
+            let _ = self.watch(ControlOperation::Delete, fd);
+            members.swap_remove(i);
+        }
+    }
+
+    fn drain(&self) -> bool {
+        let mut any = self.own.drain();
+        for m in self.lock().iter() {
+            any |= m.drain();
+        }
+        any
+    }
+
+    fn wait(&self, timeout: Option<Duration>) -> WaitOutcome {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut events = [EpollEvent::default(); 1];
+        loop {
+            if self.drain() {
+                return WaitOutcome::Notified;
+            }
+            let Some(ms) = timeout_ms(deadline) else {
+                return WaitOutcome::TimedOut;
+            };
+            // Ready or not, loop: the drain above decides, and an EINTR or an fd another
+            // thread read first only costs one more round; the deadline ends the loop.
+            let _ = self.epoll.wait(ms, &mut events);
+        }
+    }
+
+    fn notify(&self) {
+        self.own.notify();
+    }
+
+    fn raw(&self) -> Option<RawWait> {
+        Some(RawWait::Fd(self.epoll.as_raw_fd()))
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +292,73 @@ mod tests {
         assert_eq!(t.join().unwrap(), WaitOutcome::Notified);
         assert!(start.elapsed() < Duration::from_secs(5));
         assert!(!w.drain(), "the waiter consumed it");
+    }
+
+    #[test]
+    fn getwait_gives_the_eventfd_itself() {
+        let w = EventFdWait::new().unwrap();
+        assert_eq!(w.raw(), Some(RawWait::Fd(w.as_raw_fd())));
+    }
+
+    /// poll(2) on `fd` with a zero timeout: what an application does with FI_GETWAIT's fd.
+    fn readable(fd: RawFd) -> bool {
+        poll_readable(fd, 0)
+    }
+
+    #[test]
+    fn an_epoll_set_wakes_on_any_member_and_consumes_what_was_pending() {
+        let (a, b) = (EventFdWait::new().unwrap(), EventFdWait::new().unwrap());
+        let set = EpollWaitSet::new().unwrap();
+        set.add(&a).unwrap();
+        set.add(&b).unwrap();
+        set.add(&a.clone()).unwrap();
+        assert_eq!(set.len(), 2, "a clone is the same member");
+        let t = Duration::from_millis(15);
+        let start = Instant::now();
+        assert_eq!(set.wait(Some(t)), WaitOutcome::TimedOut);
+        assert!(start.elapsed() >= t, "never early");
+        b.notify();
+        let Some(RawWait::Fd(epfd)) = set.raw() else {
+            panic!("an epoll set has a descriptor");
+        };
+        assert!(
+            readable(epfd),
+            "the epoll fd polls readable while a member is pending"
+        );
+        assert_eq!(set.wait(Some(Duration::ZERO)), WaitOutcome::Notified);
+        assert!(!b.drain(), "the set consumed the member's notification");
+        assert!(!readable(epfd));
+
+        let set = Arc::new(set);
+        let set2 = set.clone();
+        let waiter = std::thread::spawn(move || set2.wait(None));
+        std::thread::sleep(Duration::from_millis(20));
+        // What VFIO does when a's vector fires: the kernel adds to the counter.
+        let n: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to an fd this test owns.
+        let r = unsafe { libc::write(a.as_raw_fd(), (&n as *const u64).cast(), 8) };
+        assert_eq!(r, 8);
+        assert_eq!(waiter.join().unwrap(), WaitOutcome::Notified);
+    }
+
+    #[test]
+    fn an_epoll_set_has_its_own_notification_and_forgets_removed_members() {
+        let a = EventFdWait::new().unwrap();
+        let set = EpollWaitSet::new().unwrap();
+        set.add(&a).unwrap();
+        set.notify();
+        assert!(set.drain());
+        assert!(!set.drain());
+        set.remove(&a);
+        set.remove(&a);
+        assert!(set.is_empty());
+        a.notify();
+        assert_eq!(
+            set.wait(Some(Duration::from_millis(2))),
+            WaitOutcome::TimedOut,
+            "a removed member no longer wakes the set"
+        );
+        assert!(a.drain(), "and its notification stays its own");
     }
 
     #[test]

@@ -6,5 +6,4 @@ pub mod pci;
 mod queues;
 pub mod regs;
 
-pub(crate) use device::Device;
-pub use device::{EmuIgb, IgbModelConfig};
+pub use device::{EmuIgb, Igb82576, IgbModelConfig};

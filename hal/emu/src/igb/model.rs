@@ -6,11 +6,12 @@
 
 use ringfab_hal::{MacAddr, Wait};
 
-use super::pci::PciConfig;
-use super::queues::Delayed;
 use super::regs::*;
-use crate::fault::{DeviceFault, Ring};
+use crate::device::Model;
+use crate::engine::Engine;
+use crate::fault::Ring;
 use crate::iommu::Iommu;
+use crate::pci::PciConfig;
 use crate::wait::EmuWait;
 
 const WORDS: usize = BAR0_LEN / 4;
@@ -32,27 +33,29 @@ pub(crate) struct IgbModel {
     autoneg_due: Option<u64>,
     /// Whether a link partner is present (tests force it with `set_link`).
     cable: bool,
-    pub(crate) iommu: Iommu,
+    pub(crate) engine: Engine,
     pub(crate) vectors: Vec<EmuWait>,
-    pub(crate) faults: Vec<DeviceFault>,
-    pub(crate) delayed: Vec<Delayed>,
     pub(crate) outbox: Vec<Vec<u8>>,
 }
 
 impl IgbModel {
-    pub(crate) fn new(mac: MacAddr, bus_master: bool, cable: bool, iommu: Iommu) -> IgbModel {
+    pub(crate) fn new(
+        mac: MacAddr,
+        bus_master: bool,
+        cable: bool,
+        iommu: Iommu,
+        vectors: Vec<EmuWait>,
+    ) -> IgbModel {
         let mut m = IgbModel {
             regs: vec![0; WORDS].into_boxed_slice(),
             phy: [0; 32],
             mac,
-            pci: PciConfig::new(bus_master),
+            pci: PciConfig::new(bus_master, &super::pci::LAYOUT),
             now_ns: 0,
             autoneg_due: None,
             cable,
-            iommu,
-            vectors: (0..MSIX_VECTORS).map(|_| EmuWait::new()).collect(),
-            faults: Vec::new(),
-            delayed: Vec::new(),
+            engine: Engine::new(iommu),
+            vectors,
             outbox: Vec::new(),
         };
         m.reset(false);
@@ -76,14 +79,6 @@ impl IgbModel {
 
     fn clear(&mut self, off: usize, bits: u32) {
         self.regs[off / 4] &= !bits;
-    }
-
-    pub(crate) fn mac(&self) -> MacAddr {
-        self.mac
-    }
-
-    pub(crate) fn now_ns(&self) -> u64 {
-        self.now_ns
     }
 
     pub(crate) fn link_up(&self) -> bool {
@@ -146,7 +141,7 @@ impl IgbModel {
         self.w(RA, u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
         self.w(RA + 4, u32::from(m[4]) | u32::from(m[5]) << 8 | RAH_AV);
         // In-flight DMA is lost in a reset.
-        self.delayed.clear();
+        self.engine.clear_delayed();
     }
 
     fn eeprom(&self, word: u32) -> u16 {
@@ -505,8 +500,58 @@ impl IgbModel {
     /// made first.
     fn write_dctl(&mut self, ring: Ring, off: usize, val: u32) {
         if self.r(off) & DCTL_ENABLE != 0 && val & DCTL_ENABLE == 0 {
-            self.flush_delayed(ring);
+            self.engine.flush(ring);
         }
         self.w(off, val);
+    }
+}
+
+impl Model for IgbModel {
+    fn read(&mut self, off: usize) -> u32 {
+        IgbModel::read(self, off)
+    }
+
+    fn write(&mut self, off: usize, val: u32) {
+        IgbModel::write(self, off, val)
+    }
+
+    fn config_read(&self, off: u16) -> u32 {
+        self.pci.read32(off)
+    }
+
+    fn config_write(&mut self, off: u16, val: u32) {
+        self.pci.write32(off, val)
+    }
+
+    fn receive(&mut self, frame: &[u8], crc_ok: bool) {
+        IgbModel::receive(self, frame, crc_ok)
+    }
+
+    fn step(&mut self) -> bool {
+        IgbModel::step(self)
+    }
+
+    fn advance(&mut self, ns: u64) {
+        IgbModel::advance(self, ns)
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    fn mac(&self) -> MacAddr {
+        self.mac
+    }
+
+    fn set_cable(&mut self, up: bool) {
+        IgbModel::set_cable(self, up)
+    }
+
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    fn take_outbox(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.outbox)
     }
 }

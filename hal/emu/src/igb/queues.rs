@@ -15,34 +15,9 @@
 
 use super::model::IgbModel;
 use super::regs::*;
-use crate::fault::{DeviceFault, Ring};
+use crate::engine::{le32, le64, parse, Irq, Parsed, Plan, Write, L4};
+use crate::fault::Ring;
 use crate::toeplitz;
-
-/// A write-back held back by [`DeviceFault::DelayWriteback`].
-#[derive(Clone, Debug)]
-pub(crate) struct Delayed {
-    /// The ring the write-back belongs to.
-    ring: Ring,
-    steps: u32,
-    writes: Vec<Write>,
-    eicr: u32,
-    icr: u32,
-}
-
-/// One descriptor write-back: the bytes, written with the status dword last.
-#[derive(Clone, Debug)]
-struct Write {
-    iova: u64,
-    bytes: Vec<u8>,
-    /// Byte offset of the dword carrying DD, written after the rest; `None` writes all at once.
-    status_at: Option<usize>,
-}
-
-enum Plan {
-    Now { garbage: u32, oversize: Option<u16> },
-    Withhold,
-    Delay(u32),
-}
 
 #[derive(Clone, Copy, Default)]
 struct Rss {
@@ -52,75 +27,12 @@ struct Rss {
     queue: usize,
 }
 
-/// IPv4 source and destination, and the (source, destination) ports when TCP/UDP was parsed.
-type Tuple = ([u8; 4], [u8; 4], Option<(u16, u16)>);
-
-struct Parsed {
-    ipv4: bool,
-    l4: u32,
-    tuple: Option<Tuple>,
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from(le32(b, at)) | u64::from(le32(b, at + 4)) << 32
-}
-
-fn ring_matches(filter: Option<Ring>, ring: Ring) -> bool {
-    filter.is_none_or(|f| f == ring)
-}
-
-/// Parses Ethernet (optionally one VLAN tag) / IPv4 / TCP-UDP far enough for RSS. Never panics.
-fn parse(f: &[u8], vet: u16) -> Parsed {
-    let none = Parsed {
-        ipv4: false,
-        l4: 0,
-        tuple: None,
-    };
-    let be16 = |at: usize| f.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-    let mut l3 = 14;
-    let mut ethertype = be16(12);
-    if ethertype == Some(vet) {
-        ethertype = be16(16);
-        l3 = 18;
-    }
-    if ethertype != Some(0x0800) {
-        return none;
-    }
-    let Some(ip) = f.get(l3..l3 + 20) else {
-        return none;
-    };
-    if ip[0] >> 4 != 4 {
-        return none;
-    }
-    let ihl = usize::from(ip[0] & 0xf) * 4;
-    let src = [ip[12], ip[13], ip[14], ip[15]];
-    let dst = [ip[16], ip[17], ip[18], ip[19]];
-    let frag = u16::from_be_bytes([ip[6], ip[7]]);
-    let fragmented = frag & 0x2000 != 0 || frag & 0x1fff != 0;
-    let proto = ip[9];
-    let l4 = l3 + ihl;
-    let ports = match (proto, fragmented) {
-        (6 | 17, false) => f.get(l4..l4 + 4).map(|p| {
-            (
-                u16::from_be_bytes([p[0], p[1]]),
-                u16::from_be_bytes([p[2], p[3]]),
-            )
-        }),
-        _ => None,
-    };
-    let l4kind = match (proto, ports.is_some()) {
-        (6, true) => RXD_PKT_TCP,
-        (17, true) => RXD_PKT_UDP,
-        _ => 0,
-    };
-    Parsed {
-        ipv4: true,
-        l4: l4kind,
-        tuple: Some((src, dst, ports)),
+/// The write-back's packet-type bit of a parsed layer-4 protocol.
+fn l4_bits(l4: L4) -> u32 {
+    match l4 {
+        L4::Tcp => RXD_PKT_TCP,
+        L4::Udp => RXD_PKT_UDP,
+        L4::None => 0,
     }
 }
 
@@ -151,144 +63,30 @@ impl IgbModel {
         }
     }
 
-    fn plan(&mut self, ring: Ring) -> Plan {
-        let (mut garbage, mut oversize, mut delay, mut withhold) = (0, None, None, false);
-        for f in self.faults.iter_mut() {
-            let take = |count: &mut usize| {
-                let hit = *count > 0;
-                if hit && *count != usize::MAX {
-                    *count -= 1;
-                }
-                hit
-            };
-            let aimed = match f {
-                DeviceFault::WithholdWriteback { ring: r, .. }
-                | DeviceFault::DelayWriteback { ring: r, .. }
-                | DeviceFault::GarbageStatus { ring: r, .. } => ring_matches(*r, ring),
-                DeviceFault::OversizeLength { queue, .. } => {
-                    matches!(ring, Ring::Rx(n) if queue.is_none_or(|q| q == n))
-                }
-            };
-            if !aimed {
-                continue;
-            }
-            match f {
-                DeviceFault::WithholdWriteback { count, .. } => withhold |= take(count),
-                DeviceFault::DelayWriteback { count, steps, .. } => {
-                    delay = take(count).then_some(*steps).or(delay);
-                }
-                DeviceFault::GarbageStatus { count, bits, .. } => {
-                    garbage |= if take(count) { *bits } else { 0 };
-                }
-                DeviceFault::OversizeLength { count, extra, .. } => {
-                    oversize = take(count).then_some(*extra).or(oversize);
-                }
-            }
-        }
-        self.faults.retain(|f| match f {
-            DeviceFault::WithholdWriteback { count, .. }
-            | DeviceFault::DelayWriteback { count, .. }
-            | DeviceFault::GarbageStatus { count, .. }
-            | DeviceFault::OversizeLength { count, .. } => *count > 0,
-        });
-        match (withhold, delay) {
-            (true, _) => Plan::Withhold,
-            (false, Some(steps)) => Plan::Delay(steps),
-            (false, None) => Plan::Now { garbage, oversize },
-        }
-    }
-
-    fn do_write(&mut self, w: &Write) {
-        // A failed write-back is recorded by the IOMMU; the model carries on (the descriptor is
-        // already consumed, as on hardware whose posted write is lost).
-        match w.status_at {
-            Some(at) => {
-                let mut first = w.bytes.clone();
-                first[at] &= !(DESC_DD as u8);
-                if self.iommu.write(w.iova, &first) {
-                    self.iommu.write(w.iova + at as u64, &w.bytes[at..at + 4]);
-                }
-            }
-            None => {
-                self.iommu.write(w.iova, &w.bytes);
-            }
-        }
-    }
-
-    /// Performs (or holds back) one write-back; returns the interrupt causes to raise now.
-    fn writeback(&mut self, ring: Ring, mut w: Write, plan: Plan) -> u32 {
+    /// Performs (or holds back) one write-back; returns the EICR causes to raise now.
+    fn writeback(&mut self, ring: Ring, w: Write, plan: Plan) -> u32 {
         let eicr = self.ivar_bit(ring);
-        match plan {
-            Plan::Withhold => 0,
-            Plan::Delay(steps) => {
-                let icr = if matches!(ring, Ring::Tx(_)) {
-                    ICR_TXDW
-                } else {
-                    ICR_RXDW
-                };
-                self.delayed.push(Delayed {
-                    ring,
-                    steps,
-                    writes: vec![w],
-                    eicr,
-                    icr,
-                });
-                0
-            }
-            Plan::Now { garbage, .. } => {
-                if let Some(at) = w.status_at {
-                    let s = le32(&w.bytes, at) | garbage;
-                    w.bytes[at..at + 4].copy_from_slice(&s.to_le_bytes());
-                }
-                self.do_write(&w);
-                eicr
-            }
+        let icr = if matches!(ring, Ring::Tx(_)) {
+            ICR_TXDW
+        } else {
+            ICR_RXDW
+        };
+        if self.engine.writeback(ring, w, plan, Irq(eicr, icr)) {
+            eicr
+        } else {
+            0
         }
     }
 
-    /// Performs at once every write-back still held back for `ring`. Clearing a queue's ENABLE
-    /// bit is how software stops a queue before it reuses the ring; a device that let a held-back
-    /// write-back land after that would scribble on descriptors the driver has reprogrammed. The
-    /// model therefore completes them first — the same outcome as a device that writes back
-    /// in order and finishes its pending write-backs before the ENABLE bit reads back clear.
-    pub(crate) fn flush_delayed(&mut self, ring: Ring) {
-        let mut due = Vec::new();
-        self.delayed.retain(|d| {
-            if d.ring == ring {
-                due.push(d.clone());
-                false
-            } else {
-                true
-            }
-        });
-        for d in due {
-            for w in &d.writes {
-                self.do_write(w);
-            }
-        }
-    }
-
-    /// One step of deferred work: delayed write-backs whose time has come. Returns whether any
-    /// deferred work remains.
+    /// One step of deferred work: delayed write-backs whose time has come, with their
+    /// interrupts. Returns whether any deferred work remains.
     pub(crate) fn step(&mut self) -> bool {
-        let mut due = Vec::new();
-        self.delayed.retain_mut(|d| {
-            if d.steps <= 1 {
-                due.push(d.clone());
-                false
-            } else {
-                d.steps -= 1;
-                true
-            }
-        });
-        for d in due {
-            for w in &d.writes {
-                self.do_write(w);
-            }
-            self.raise_eicr(d.eicr);
-            self.raise_icr(d.icr);
+        let (irqs, more) = self.engine.step();
+        for Irq(eicr, icr) in irqs {
+            self.raise_eicr(eicr);
+            self.raise_icr(icr);
         }
-        !self.delayed.is_empty()
+        more
     }
 
     fn ring(&self, off_dbal: usize) -> (u64, u32) {
@@ -317,7 +115,7 @@ impl IgbModel {
                 (head, Vec::new(), Vec::new(), false, false);
             while idx != tail {
                 let addr = base + 16 * u64::from(idx);
-                let Some(desc) = self.iommu.read(addr, 16) else {
+                let Some(desc) = self.engine.iommu.read(addr, 16) else {
                     break 'packets;
                 };
                 idx = (idx + 1) % size;
@@ -336,7 +134,7 @@ impl IgbModel {
                 data = true;
                 let len = (cmd & 0xffff) as usize;
                 if len > 0 {
-                    let Some(bytes) = self.iommu.read(buf, len) else {
+                    let Some(bytes) = self.engine.iommu.read(buf, len) else {
                         break 'packets;
                     };
                     frame.extend_from_slice(&bytes);
@@ -360,7 +158,7 @@ impl IgbModel {
                 if le32(&desc, 8) & TXD_RS == 0 {
                     continue;
                 }
-                let plan = self.plan(ring);
+                let plan = self.engine.plan(ring);
                 wrote = true;
                 let w = if head_wb & 1 != 0 {
                     // Head write-back (TDWBAL bit 0): the new head instead of DD.
@@ -403,40 +201,12 @@ impl IgbModel {
     }
 
     fn accept(&self, f: &[u8]) -> bool {
-        let rctl = self.r(RCTL);
-        let dst = &f[..6];
-        let multicast = dst[0] & 1 != 0;
-        let broadcast = dst.iter().all(|&b| b == 0xff);
-        if broadcast && rctl & RCTL_BAM != 0 {
-            return true;
-        }
-        if rctl & if multicast { RCTL_MPE } else { RCTL_UPE } != 0 {
-            return true;
-        }
-        let slots = (0..16)
+        let ras: Vec<(u32, u32)> = (0..16)
             .map(|i| RA + 8 * i)
-            .chain((0..8).map(|i| RA2 + 8 * i));
-        for ra in slots {
-            let (lo, hi) = (self.r(ra), self.r(ra + 4));
-            let mac = [
-                lo as u8,
-                (lo >> 8) as u8,
-                (lo >> 16) as u8,
-                (lo >> 24) as u8,
-                hi as u8,
-                (hi >> 8) as u8,
-            ];
-            if hi & RAH_AV != 0 && mac == dst {
-                return true;
-            }
-        }
-        if multicast {
-            // Multicast table hash (e1000x_rx_group_filter).
-            let shift = [4, 3, 2, 0][((rctl >> RCTL_MO_SHIFT) & 3) as usize];
-            let h = ((u32::from(dst[5]) << 8 | u32::from(dst[4])) >> shift) & 0xfff;
-            return self.r(MTA + 4 * (h as usize >> 5)) & (1 << (h & 31)) != 0;
-        }
-        false
+            .chain((0..8).map(|i| RA2 + 8 * i))
+            .map(|ra| (self.r(ra), self.r(ra + 4)))
+            .collect();
+        crate::engine::accept(f, self.r(RCTL), &ras, |i| self.r(MTA + 4 * i))
     }
 
     fn oversized(&self, f: &[u8]) -> bool {
@@ -471,11 +241,11 @@ impl IgbModel {
             };
         };
         let (kind, hash) = match ports {
-            Some((sp, dp)) if p.l4 == RXD_PKT_TCP && mrqc & MRQC_TCPIPV4 != 0 => (
+            Some((sp, dp)) if p.l4 == L4::Tcp && mrqc & MRQC_TCPIPV4 != 0 => (
                 RSS_TYPE_TCPV4,
                 toeplitz::hash(&key, &toeplitz::ipv4_ports_input(src, dst, sp, dp)),
             ),
-            Some((sp, dp)) if p.l4 == RXD_PKT_UDP && mrqc & MRQC_UDPIPV4 != 0 => (
+            Some((sp, dp)) if p.l4 == L4::Udp && mrqc & MRQC_UDPIPV4 != 0 => (
                 RSS_TYPE_UDPV4,
                 toeplitz::hash(&key, &toeplitz::ipv4_ports_input(src, dst, sp, dp)),
             ),
@@ -575,7 +345,7 @@ impl IgbModel {
         let mut idx = head;
         for _ in 0..need {
             let addr = base + 16 * u64::from(idx);
-            let Some(d) = self.iommu.read(addr, 16) else {
+            let Some(d) = self.engine.iommu.read(addr, 16) else {
                 self.inc(MPC);
                 return;
             };
@@ -585,7 +355,7 @@ impl IgbModel {
         for (i, &(_, buf)) in descs.iter().enumerate() {
             let chunk = &data[i * buf_len..data.len().min((i + 1) * buf_len)];
             // A zero buffer address is skipped (QEMU, "as per intel docs").
-            if buf != 0 && !self.iommu.write(buf, chunk) {
+            if buf != 0 && !self.engine.iommu.write(buf, chunk) {
                 self.inc(MPC);
                 return;
             }
@@ -594,7 +364,7 @@ impl IgbModel {
         let mut eicr = 0;
         let last = descs.len() - 1;
         for (i, &(addr, buf)) in descs.iter().enumerate() {
-            let plan = self.plan(ring);
+            let plan = self.engine.plan(ring);
             let written = if buf == 0 {
                 0
             } else {
@@ -621,7 +391,7 @@ impl IgbModel {
                 if parsed.ipv4 {
                     info |= RXD_PKT_IPV4;
                 }
-                info |= parsed.l4;
+                info |= l4_bits(parsed.l4);
             }
             let mut bytes = Vec::with_capacity(16);
             for dw in [info, hash, status, u32::from(len)] {

@@ -1,0 +1,764 @@
+//! Blocking on completion queues on the emulated 82576 with the real igb driver: `sread`
+//! woken by the emulated MSI-X interrupt, timeouts measured with a clock, `signal` from another
+//! thread, thresholds, wait objects, `control(GetWait)`, and a wait set over two CQs.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ringfab::cntr::{timeout_from_ms, Clock, WaitObj};
+use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
+use ringfab::cq::{
+    AuxEntry, CompletionQueue, CqAttr, CqControl, CqFormat, CqSlot, WaitCond, WaitSet,
+};
+use ringfab::domain::Domain;
+use ringfab::flags::{BindFlags, CqFlags, OpFlags};
+use ringfab::hal::{
+    DmaRegion, Iova, MacAddr, Mmio, Nic, Platform, RawWait, Report, RxBuffer, RxConfig, Token,
+    TxCompletion, TxConfig, TxQueue, TxSegment, Wait,
+};
+use ringfab::path::{Path, PathSlot, RecvPost, SendPost};
+use ringfab::Error;
+use ringfab_emu::igb::regs::EIMS;
+use ringfab_emu::{EmuDma, EmuIgb, EmuPlatform, EmuWaitSet, IgbModelConfig, Wire};
+use ringfab_igb::Igb;
+
+const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
+const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
+const D: usize = 64;
+const BUF: usize = 2048;
+const SLOTS: usize = 128;
+const FRAME: usize = 114;
+/// Long enough never to pass in a test that works; a test that hangs fails on it instead.
+const LONG: Option<Duration> = Some(Duration::from_secs(20));
+
+type Igb0 = Igb<EmuPlatform>;
+type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Igb0, D, Msg>;
+
+struct StdClock(Instant);
+
+impl Clock for StdClock {
+    fn now(&self) -> Duration {
+        self.0.elapsed()
+    }
+}
+
+fn clock() -> StdClock {
+    StdClock(Instant::now())
+}
+
+struct Pair {
+    wire: Wire,
+    b: EmuIgb,
+    nic_a: Igb0,
+    nic_b: Igb0,
+}
+
+fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
+    let mut config = IgbModelConfig::default();
+    config.mac = mac;
+    let dev = EmuIgb::new(config);
+    dev.connect(wire);
+    dev
+}
+
+fn pair() -> Pair {
+    let wire = Wire::new();
+    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
+    Pair {
+        nic_a: Igb::new(a.platform()).unwrap(),
+        nic_b: Igb::new(b.platform()).unwrap(),
+        wire,
+        b,
+    }
+}
+
+fn frame(seq: u64, to: MacAddr, from: MacAddr) -> Vec<u8> {
+    let mut f = Vec::with_capacity(FRAME);
+    f.extend_from_slice(&to.0);
+    f.extend_from_slice(&from.0);
+    f.extend_from_slice(&[0x88, 0xB5]);
+    f.extend_from_slice(&seq.to_le_bytes());
+    f.resize(FRAME, 0x5a);
+    f
+}
+
+fn write_frame(mem: &EmuDma, seq: u64, f: &[u8]) -> TxSegment {
+    let off = (seq as usize % SLOTS) * BUF;
+    for (i, chunk) in f.chunks(8).enumerate() {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        mem.write_u64(off + 8 * i, u64::from_le_bytes(w));
+    }
+    TxSegment {
+        iova: Iova(mem.iova().0 + off as u64),
+        len: f.len() as u16,
+    }
+}
+
+/// Sends frames from A to B with the driver alone; the emulated wire delivers them (and B's
+/// model writes back and raises its interrupt) before `send` returns.
+struct Sender<'n> {
+    tx: ringfab_igb::IgbTx<'n, EmuPlatform, 64>,
+    mem: EmuDma,
+    next: u64,
+}
+
+impl<'n> Sender<'n> {
+    fn new(p: &'n Pair) -> Self {
+        Sender {
+            tx: p.nic_a.open_tx::<64>(1, TxConfig::default()).unwrap(),
+            mem: p.nic_a.platform().alloc_dma(BUF * SLOTS).unwrap(),
+            next: 0,
+        }
+    }
+
+    fn send(&mut self, p: &Pair, n: u64) {
+        for _ in 0..n {
+            let seg = write_frame(&self.mem, self.next, &frame(self.next, MAC_B, MAC_A));
+            self.tx
+                .push(&[seg], Token(self.next), Report::Always)
+                .unwrap();
+            self.next += 1;
+        }
+        self.tx.doorbell();
+        p.wire.run_until_idle();
+        let mut out = [TxCompletion {
+            token: Token(0),
+            status: Ok(()),
+        }; 64];
+        while self.tx.poll(&mut out) > 0 {}
+    }
+}
+
+fn attr(wait_obj: WaitObj) -> CqAttr {
+    CqAttr {
+        size: 64,
+        format: CqFormat::Msg,
+        wait_obj,
+        ..CqAttr::default()
+    }
+}
+
+fn recv(mem: &EmuDma, seq: u64) -> RecvPost {
+    RecvPost {
+        buf: RxBuffer {
+            iova: Iova(mem.iova().0 + ((seq as usize % SLOTS) * BUF) as u64),
+            len: BUF as u32,
+        },
+        len: BUF as u32,
+        context: OpContext(seq as usize),
+        flags: OpFlags::empty(),
+    }
+}
+
+fn post(rx: &Path<'_, '_, '_, Igb0, D>, mem: &EmuDma, seqs: core::ops::Range<u64>) {
+    let posts: Vec<_> = seqs.map(|s| recv(mem, s)).collect();
+    assert_eq!(rx.post_recvs(&posts), Ok(posts.len()));
+}
+
+/// Opens B's receive queue 0 steered to `cq`'s vector (or without interrupt if it has none),
+/// binds it and posts receives 0..16.
+fn bound_rx<'d, 's, 'n>(
+    dom: &'d Domain<'s, 'n, Igb0, D>,
+    cq: &Cq<'d, 's, 'n>,
+    mem: &EmuDma,
+) -> Path<'d, 's, 'n, Igb0, D> {
+    let config = match cq.interrupt_vector() {
+        Some(v) => RxConfig::new(BUF as u32).with_vector(v),
+        None => RxConfig::new(BUF as u32),
+    };
+    let rx = dom.open_rx(0, config).unwrap();
+    cq.bind(&rx, BindFlags::RECV).unwrap();
+    post(&rx, mem, 0..16);
+    rx
+}
+
+/// A domain on B with one receive path bound to a CQ of `attr`, receives 0..16 posted.
+macro_rules! rig {
+    ($p:ident, $dom:ident, $cq:ident, $rx:ident, $attr:expr) => {
+        let mut aux = [AuxEntry::EMPTY; 64];
+        let paths = [PathSlot::EMPTY; 2];
+        let cqs = [CqSlot::EMPTY; 2];
+        let $dom: Domain<'_, '_, Igb0, D> = Domain::new(&$p.nic_b, &paths, &cqs);
+        #[allow(unused_mut, reason = "only control() needs it mutable")]
+        let mut $cq = $dom.open_cq::<Msg>(&$attr, &mut aux).unwrap();
+        let mem = $p.nic_b.platform().alloc_dma(BUF * SLOTS).unwrap();
+        let $rx = bound_rx(&$dom, &$cq, &mem);
+    };
+}
+
+/// Waits until `n` threads block on `cq`, then a little longer for them to reach the block.
+fn until_blocked(cq: &Cq<'_, '_, '_>, n: u32) {
+    let start = Instant::now();
+    while cq.sleepers() < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "readers never blocked"
+        );
+        thread::yield_now();
+    }
+    thread::sleep(Duration::from_millis(20));
+}
+
+fn entries() -> [MsgEntry; 16] {
+    [MsgEntry::default(); 16]
+}
+
+fn eims(p: &Pair) -> u32 {
+    p.b.platform().bar(0).unwrap().read32(EIMS)
+}
+
+#[test]
+fn sread_times_out_with_again_and_never_early() {
+    let p = pair();
+    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let clock = clock();
+    let mut out = entries();
+    for ms in [0, 1, 15, 40] {
+        let t = Duration::from_millis(ms);
+        let start = Instant::now();
+        assert_eq!(cq.sread(&mut out, None, Some(t), &clock), Err(Error::Again));
+        let took = start.elapsed();
+        assert!(took >= t, "{ms} ms timeout returned after {took:?}");
+    }
+    assert_eq!(
+        timeout_from_ms(-1),
+        None,
+        "a negative libfabric timeout is infinite"
+    );
+}
+
+#[test]
+fn sread_is_woken_by_the_emulated_interrupt_of_its_vector() {
+    let p = pair();
+    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let v = cq
+        .interrupt_vector()
+        .expect("an UNSPEC CQ holds a vector on igb");
+    let irq = p.b.vector(v).unwrap();
+    let before = irq.notifications();
+    assert_eq!(eims(&p) & 1 << v, 0, "nobody blocks: the vector is masked");
+    let clock = clock();
+    let mut out = entries();
+    thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let got = cq.sread(&mut out, None, None, &clock);
+            (got, Instant::now())
+        });
+        until_blocked(&cq, 1);
+        assert_ne!(eims(&p) & 1 << v, 0, "armed while a reader blocks");
+        let mut sender = Sender::new(&p);
+        let sent = Instant::now();
+        sender.send(&p, 1);
+        let (got, done) = reader.join().unwrap();
+        assert_eq!(got, Ok(1));
+        assert!(done >= sent, "it blocked until the frame arrived");
+    });
+    assert_eq!(out[0].op_context, OpContext(0));
+    assert_eq!(out[0].len, FRAME);
+    assert!(
+        irq.notifications() > before,
+        "the emulated MSI-X vector fired"
+    );
+    assert_eq!(eims(&p) & 1 << v, 0, "disarmed when the last reader left");
+}
+
+#[test]
+fn sread_returns_at_once_what_is_already_there() {
+    let p = pair();
+    rig!(p, dom, cq, _rx, attr(WaitObj::MutexCond));
+    Sender::new(&p).send(&p, 3);
+    let mut out = entries();
+    assert_eq!(cq.sread(&mut out, None, LONG, &clock()), Ok(3));
+    assert_eq!(
+        cq.sread(&mut out[..0], None, Some(Duration::ZERO), &clock()),
+        Err(Error::Again),
+        "an empty buffer waits for something queued"
+    );
+}
+
+#[test]
+fn signal_from_another_thread_wakes_a_blocked_sread_with_again() {
+    let p = pair();
+    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let clock = clock();
+    let mut out = entries();
+    thread::scope(|s| {
+        let reader = s.spawn(|| cq.sread(&mut out, None, None, &clock));
+        until_blocked(&cq, 1);
+        cq.signal().unwrap();
+        assert_eq!(reader.join().unwrap(), Err(Error::Again));
+    });
+    // A signal nobody was blocked for is kept for the next sread, infinite timeout or not.
+    cq.signal().unwrap();
+    let start = Instant::now();
+    assert_eq!(cq.sread(&mut out, None, None, &clock), Err(Error::Again));
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        cq.sread(&mut out, None, Some(Duration::from_millis(5)), &clock),
+        Err(Error::Again),
+        "and only once: this one times out"
+    );
+}
+
+#[test]
+fn signal_wakes_every_blocked_reader() {
+    let p = pair();
+    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let clock = clock();
+    thread::scope(|s| {
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = entries();
+                    cq.sread(&mut out, None, LONG, &clock)
+                })
+            })
+            .collect();
+        until_blocked(&cq, 3);
+        let start = Instant::now();
+        cq.signal().unwrap();
+        for r in readers {
+            assert_eq!(r.join().unwrap(), Err(Error::Again));
+        }
+        assert!(start.elapsed() < Duration::from_secs(5));
+    });
+}
+
+#[test]
+fn threshold_waits_for_that_many_entries() {
+    let p = pair();
+    let threshold = CqAttr {
+        wait_cond: WaitCond::Threshold,
+        ..attr(WaitObj::Unspec)
+    };
+    rig!(p, dom, cq, _rx, threshold);
+    let clock = clock();
+    let mut out = entries();
+    let mut sender = Sender::new(&p);
+    thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let got = cq.sread(&mut out, Some(4), LONG, &clock);
+            (got, Instant::now())
+        });
+        let mut fourth = Instant::now();
+        for i in 0..4 {
+            thread::sleep(Duration::from_millis(15));
+            if i == 3 {
+                fourth = Instant::now();
+            }
+            sender.send(&p, 1);
+        }
+        let (got, done) = reader.join().unwrap();
+        assert_eq!(got, Ok(4), "not before the fourth entry");
+        assert!(done >= fourth);
+    });
+    let ctx: Vec<_> = out[..4].iter().map(|e| e.op_context.0).collect();
+    assert_eq!(ctx, [0, 1, 2, 3]);
+
+    // Fewer than the threshold by the timeout: what is there, no earlier than the timeout.
+    sender.send(&p, 2);
+    let t = Duration::from_millis(40);
+    let start = Instant::now();
+    assert_eq!(cq.sread(&mut out, Some(8), Some(t), &clock), Ok(2));
+    assert!(start.elapsed() >= t);
+    // A threshold above the buffer is capped at its length.
+    sender.send(&p, 2);
+    assert_eq!(cq.sread(&mut out[..2], Some(100), LONG, &clock), Ok(2));
+}
+
+#[test]
+fn cond_none_returns_with_the_first_entry_whatever_cond_says() {
+    let p = pair();
+    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    Sender::new(&p).send(&p, 1);
+    let start = Instant::now();
+    assert_eq!(cq.sread(&mut entries(), Some(8), LONG, &clock()), Ok(1));
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_software_error_entry_wakes_a_blocked_sread() {
+    let p = pair();
+    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let clock = clock();
+    thread::scope(|s| {
+        let reader = s.spawn(|| cq.sread(&mut entries(), None, LONG, &clock));
+        until_blocked(&cq, 1);
+        cq.report_uncredited(OpContext(7), Error::AddrNotAvail)
+            .unwrap();
+        assert_eq!(reader.join().unwrap(), Err(Error::Avail));
+    });
+}
+
+#[test]
+fn yield_cq_spins_needs_no_vector_and_is_signalled() {
+    let p = pair();
+    rig!(p, dom, cq, _rx, attr(WaitObj::Yield));
+    assert_eq!(cq.interrupt_vector(), None);
+    let clock = clock();
+    let t = Duration::from_millis(10);
+    let start = Instant::now();
+    assert_eq!(
+        cq.sread(&mut entries(), None, Some(t), &clock),
+        Err(Error::Again)
+    );
+    assert!(start.elapsed() >= t);
+    thread::scope(|s| {
+        let reader = s.spawn(|| cq.sread(&mut entries(), None, LONG, &clock));
+        thread::sleep(Duration::from_millis(20));
+        Sender::new(&p).send(&p, 1);
+        assert_eq!(reader.join().unwrap(), Ok(1));
+        let reader = s.spawn(|| cq.sread(&mut entries(), None, None, &clock));
+        until_blocked(&cq, 1);
+        cq.signal().unwrap();
+        assert_eq!(reader.join().unwrap(), Err(Error::Again));
+    });
+}
+
+#[test]
+fn sread_and_signal_are_refused_where_the_spec_forbids_them() {
+    let p = pair();
+    let (mut aux_none, mut aux_set) = ([AuxEntry::EMPTY; 64], [AuxEntry::EMPTY; 64]);
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 1];
+    let cqs = [CqSlot::EMPTY; 2];
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let cq = dom
+        .open_cq::<Msg>(&attr(WaitObj::None), &mut aux_none)
+        .unwrap();
+    let clock = clock();
+    assert_eq!(
+        cq.sread(&mut entries(), None, Some(Duration::ZERO), &clock),
+        Err(Error::NoSys),
+        "sread with FI_WAIT_NONE"
+    );
+    assert_eq!(
+        cq.signal(),
+        Err(Error::NoSys),
+        "signal without a wait object"
+    );
+
+    let set = WaitSet::new(&dom, EmuWaitSet::new());
+    let set_attr = CqAttr {
+        wait_set: Some(set.id()),
+        ..attr(WaitObj::Set)
+    };
+    let in_set = set.open_cq::<Msg>(&set_attr, &mut aux_set).unwrap();
+    assert_eq!(
+        in_set.sread(&mut entries(), None, Some(Duration::ZERO), &clock),
+        Err(Error::NoSys),
+        "sread with FI_WAIT_SET"
+    );
+    assert_eq!(in_set.signal(), Ok(()), "a SET CQ has a wait object");
+}
+
+#[test]
+fn getwait_returns_the_wait_object_or_the_specs_error() {
+    let p = pair();
+    let mut auxes = [[AuxEntry::EMPTY; 64]; 6];
+    let [a0, a1, a2, a3, a4, a5] = &mut auxes;
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 1];
+    let cqs = [CqSlot::EMPTY; 1];
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    for ((w, want), aux) in [
+        (WaitObj::None, Error::NoData),
+        (WaitObj::Unspec, Error::NoData),
+        (WaitObj::Yield, Error::NoData),
+        (WaitObj::MutexCond, Error::NoSys),
+    ]
+    .into_iter()
+    .zip([a0, a1, a2, a3])
+    {
+        let mut cq = dom.open_cq::<Msg>(&attr(w), aux).unwrap();
+        assert_eq!(cq.control(CqControl::GetWait), Err(want), "{w:?}");
+        assert_eq!(want.errno(), if want == Error::NoData { 61 } else { 38 });
+    }
+    // Emulated vectors are condvars, not file descriptors: FI_WAIT_FD cannot be honoured.
+    assert_eq!(
+        dom.open_cq::<Msg>(&attr(WaitObj::Fd), a4).err(),
+        Some(Error::NoSys)
+    );
+    // …and the failed open left the slot and its vector free.
+    let cq = dom.open_cq::<Msg>(&attr(WaitObj::Unspec), a5).unwrap();
+    assert_eq!(cq.interrupt_vector(), Some(0));
+}
+
+#[test]
+fn every_invalid_wait_attribute_returns_the_specs_error() {
+    let p = pair();
+    let mut auxes = [[AuxEntry::EMPTY; 64]; 7];
+    let mut auxes = auxes.iter_mut();
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 1];
+    let cqs = [CqSlot::EMPTY; 2];
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let set = WaitSet::new(&dom, EmuWaitSet::new());
+    let other = WaitSet::new(&dom, EmuWaitSet::new());
+    let cases = [
+        (
+            "FI_WAIT_SET without a set",
+            attr(WaitObj::Set),
+            Error::Inval,
+        ),
+        (
+            "FI_WAIT_SET opened outside its set",
+            CqAttr {
+                wait_set: Some(set.id()),
+                ..attr(WaitObj::Set)
+            },
+            Error::Inval,
+        ),
+        (
+            "FI_WAIT_FD on emulated vectors",
+            attr(WaitObj::Fd),
+            Error::NoSys,
+        ),
+        ("FI_WAIT_POLLFD", attr(WaitObj::PollFd), Error::NoSys),
+        (
+            "an unknown flag with a wait object",
+            CqAttr {
+                flags: CqFlags::from_bits_retain(1 << 43),
+                ..attr(WaitObj::Unspec)
+            },
+            Error::BadFlags,
+        ),
+    ];
+    for (what, a, want) in cases {
+        let aux = auxes.next().unwrap();
+        assert_eq!(dom.open_cq::<Msg>(&a, aux).err(), Some(want), "{what}");
+    }
+    let named_other = CqAttr {
+        wait_set: Some(other.id()),
+        ..attr(WaitObj::Set)
+    };
+    assert_eq!(
+        set.open_cq::<Msg>(&named_other, auxes.next().unwrap())
+            .err(),
+        Some(Error::Inval),
+        "a set opening a CQ that names another set"
+    );
+    assert_eq!(
+        set.open_cq::<Msg>(&attr(WaitObj::Unspec), auxes.next().unwrap())
+            .err(),
+        Some(Error::Inval),
+        "a set opening a CQ that is not FI_WAIT_SET"
+    );
+    assert_eq!(WaitObj::from_raw(7), Err(Error::Inval));
+    assert_eq!(WaitCond::from_raw(2), Err(Error::Inval));
+}
+
+#[test]
+fn affinity_picks_the_vector_when_it_is_free_and_is_a_hint_otherwise() {
+    let p = pair();
+    let mut a4 = [AuxEntry::EMPTY; 64];
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 1];
+    let cqs = [CqSlot::EMPTY; 3];
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let affine = |cpu| CqAttr {
+        flags: CqFlags::AFFINITY,
+        signaling_vector: cpu,
+        ..attr(WaitObj::Unspec)
+    };
+    let (mut a1, mut a2, mut a3) = (
+        [AuxEntry::EMPTY; 64],
+        [AuxEntry::EMPTY; 64],
+        [AuxEntry::EMPTY; 64],
+    );
+    let c1 = dom.open_cq::<Msg>(&affine(5), &mut a1).unwrap();
+    let c2 = dom.open_cq::<Msg>(&affine(5), &mut a2).unwrap();
+    let c3 = dom.open_cq::<Msg>(&affine(1000), &mut a3).unwrap();
+    assert_eq!(c1.interrupt_vector(), Some(5));
+    assert_eq!(
+        c2.interrupt_vector(),
+        Some(0),
+        "5 is taken: the lowest free"
+    );
+    assert_eq!(
+        c3.interrupt_vector(),
+        Some(1),
+        "no vector 1000: the lowest free"
+    );
+    drop(c1);
+    let c4 = dom.open_cq::<Msg>(&affine(5), &mut a4).unwrap();
+    assert_eq!(c4.interrupt_vector(), Some(5), "closing gave it back");
+}
+
+#[test]
+fn bind_refuses_a_queue_not_steered_to_the_cqs_vector() {
+    let p = pair();
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 4];
+    let cqs = [CqSlot::EMPTY; 1];
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let mut aux = [AuxEntry::EMPTY; 64];
+    let cq = dom
+        .open_cq::<Msg>(&attr(WaitObj::Unspec), &mut aux)
+        .unwrap();
+    let v = cq.interrupt_vector().unwrap();
+    let no_irq = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
+    assert_eq!(cq.bind(&no_irq, BindFlags::RECV), Err(Error::Inval));
+    let elsewhere = dom
+        .open_rx(1, RxConfig::new(BUF as u32).with_vector(v + 1))
+        .unwrap();
+    assert_eq!(cq.bind(&elsewhere, BindFlags::RECV), Err(Error::Inval));
+    let steered = dom.open_tx(2, TxConfig::with_vector(v)).unwrap();
+    assert_eq!(cq.bind(&steered, BindFlags::TRANSMIT), Ok(()));
+    cq.unbind(&steered).unwrap();
+}
+
+/// B's transmit path 0, steered to `cq`'s vector and bound to it, and a buffer to send from.
+fn bound_tx<'d, 's, 'n>(
+    dom: &'d Domain<'s, 'n, Igb0, D>,
+    cq: &Cq<'d, 's, 'n>,
+) -> Path<'d, 's, 'n, Igb0, D> {
+    let v = cq.interrupt_vector().unwrap();
+    let tx = dom.open_tx(0, TxConfig::with_vector(v)).unwrap();
+    cq.bind(&tx, BindFlags::TRANSMIT).unwrap();
+    tx
+}
+
+#[test]
+fn a_wait_set_over_two_cqs_wakes_on_either_and_on_signal() {
+    let p = pair();
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 2];
+    let cqs = [CqSlot::EMPTY; 2];
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let set = WaitSet::new(&dom, EmuWaitSet::new());
+    let in_set = CqAttr {
+        wait_set: Some(set.id()),
+        ..attr(WaitObj::Set)
+    };
+    let (mut aux_rx, mut aux_tx) = ([AuxEntry::EMPTY; 64], [AuxEntry::EMPTY; 64]);
+    let rx_cq = set.open_cq::<Msg>(&in_set, &mut aux_rx).unwrap();
+    let tx_cq = set.open_cq::<Msg>(&in_set, &mut aux_tx).unwrap();
+    assert_ne!(rx_cq.interrupt_vector(), tx_cq.interrupt_vector());
+    let mem = p.nic_b.platform().alloc_dma(BUF * SLOTS).unwrap();
+    let _rx = bound_rx(&dom, &rx_cq, &mem);
+    let tx = bound_tx(&dom, &tx_cq);
+    let clock = clock();
+    let mut out = entries();
+
+    // Nothing: a timeout, never early.
+    let t = Duration::from_millis(30);
+    let start = Instant::now();
+    assert_eq!(set.wait(Some(t), &clock), Err(Error::TimedOut));
+    assert!(start.elapsed() >= t);
+
+    // A receive on the first CQ, by its interrupt, while the set waits.
+    thread::scope(|s| {
+        let waiter = s.spawn(|| set.wait(LONG, &clock));
+        thread::sleep(Duration::from_millis(30));
+        Sender::new(&p).send(&p, 1);
+        assert_eq!(waiter.join().unwrap(), Ok(()));
+    });
+    assert_eq!(rx_cq.read(&mut out), Ok(1));
+    assert_eq!(tx_cq.read(&mut out), Err(Error::Again));
+
+    // A send completing on the second.
+    thread::scope(|s| {
+        let waiter = s.spawn(|| set.wait(LONG, &clock));
+        thread::sleep(Duration::from_millis(30));
+        let seg = [write_frame(&mem, 100, &frame(100, MAC_A, MAC_B))];
+        let send = SendPost {
+            segments: &seg,
+            context: OpContext(100),
+            flags: OpFlags::empty(),
+        };
+        assert_eq!(tx.post_sends(&[send]), Ok(1));
+        p.wire.run_until_idle();
+        assert_eq!(waiter.join().unwrap(), Ok(()));
+    });
+    assert_eq!(tx_cq.read(&mut out), Ok(1));
+    assert_eq!(out[0].op_context, OpContext(100));
+
+    // A signal on a member wakes the set with nothing to read.
+    thread::scope(|s| {
+        let waiter = s.spawn(|| set.wait(None, &clock));
+        thread::sleep(Duration::from_millis(30));
+        tx_cq.signal().unwrap();
+        assert_eq!(waiter.join().unwrap(), Ok(()));
+    });
+    assert_eq!(rx_cq.read(&mut out), Err(Error::Again));
+    assert_eq!(set.raw(), None, "emulated sets have no descriptor");
+}
+
+#[test]
+fn a_closed_member_leaves_the_set_and_its_vector_no_longer_wakes_it() {
+    let p = pair();
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 2];
+    let cqs = [CqSlot::EMPTY; 2];
+    let dom: Domain<'_, '_, Igb0, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let set = WaitSet::new(&dom, EmuWaitSet::new());
+    let in_set = CqAttr {
+        wait_set: Some(set.id()),
+        ..attr(WaitObj::Set)
+    };
+    let mut aux = [AuxEntry::EMPTY; 64];
+    let member = set.open_cq::<Msg>(&in_set, &mut aux).unwrap();
+    let v = member.interrupt_vector().unwrap();
+    member.close().map_err(|(e, _)| e).unwrap();
+    let mut aux = [AuxEntry::EMPTY; 64];
+    let outsider = dom
+        .open_cq::<Msg>(&attr(WaitObj::Unspec), &mut aux)
+        .unwrap();
+    assert_eq!(outsider.interrupt_vector(), Some(v), "the vector is reused");
+    outsider.signal().unwrap();
+    let clock = clock();
+    let t = Duration::from_millis(20);
+    let start = Instant::now();
+    assert_eq!(set.wait(Some(t), &clock), Err(Error::TimedOut));
+    assert!(start.elapsed() >= t);
+    assert_eq!(
+        outsider.sread(&mut entries(), None, Some(Duration::ZERO), &clock),
+        Err(Error::Again),
+        "its signal was its own"
+    );
+}
+
+/// poll(2) for readability: what an application does with the descriptor `FI_GETWAIT` gives.
+fn poll_readable(fd: i32, timeout_ms: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid, initialised pollfd that lives across the call.
+    unsafe { libc::poll(&mut pfd, 1, timeout_ms) == 1 }
+}
+
+#[test]
+fn fd_wait_gives_an_eventfd_the_emulated_interrupt_makes_readable() {
+    let p = pair();
+    p.b.use_eventfds().unwrap();
+    rig!(p, dom, cq, _rx, attr(WaitObj::Fd));
+    let Ok(RawWait::Fd(fd)) = cq.control(CqControl::GetWait) else {
+        panic!("an FD CQ gives its descriptor");
+    };
+    let v = cq.interrupt_vector().unwrap();
+    assert!(
+        matches!(p.b.vector(v).unwrap().raw(), Some(RawWait::Fd(f)) if f == fd),
+        "the descriptor is the CQ's vector's"
+    );
+    assert_eq!(cq.trywait(), Ok(()), "nothing queued: safe to block");
+    assert!(!poll_readable(fd, 0));
+    thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_millis(30));
+            Sender::new(&p).send(&p, 1);
+        });
+        assert!(
+            poll_readable(fd, 10_000),
+            "the emulated interrupt made it readable"
+        );
+    });
+    assert_eq!(cq.trywait(), Err(Error::Again), "read first");
+    let mut out = entries();
+    assert_eq!(cq.read(&mut out), Ok(1));
+    assert_eq!(cq.trywait(), Ok(()));
+    assert!(!poll_readable(fd, 0), "trywait drained it");
+    // The same CQ also blocks in sread.
+    thread::scope(|s| {
+        let reader = s.spawn(|| cq.sread(&mut out, None, LONG, &clock()));
+        until_blocked(&cq, 1);
+        Sender::new(&p).send(&p, 1);
+        assert_eq!(reader.join().unwrap(), Ok(1));
+    });
+}

@@ -1,0 +1,878 @@
+//! Faults injected into the wire, the emulated device and its IOMMU, and interrupts: each one
+//! detected cleanly — no panic, every token back exactly once, the right error or the right
+//! count.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    frame, pair, post, read_bytes, rx_buf, send_all, udp_frame, write_bytes, Pair, Udp, BUF, MAC_A,
+    MAC_B, NO_RX, NO_TX,
+};
+use ringfab_e1000e::E1000eRx;
+use ringfab_emu::e1000e::regs::RXD_ERR_RXE;
+use ringfab_emu::{
+    toeplitz, CorruptMode, DeviceFault, EmuDma, EmuPlatform, IommuFault, Ring, WireFault, WireStats,
+};
+use ringfab_hal::{
+    DmaRegion, Iova, Nic, Platform, Report, RssConfig, RxCompletion, RxConfig, RxError, RxQueue,
+    Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment, Wait,
+};
+
+/// Every completion `poll` has now, in order.
+fn drain_tx<Q: TxQueue>(tx: &mut Q) -> Vec<TxCompletion> {
+    let mut all = Vec::new();
+    let mut out = [NO_TX; 8];
+    loop {
+        let n = tx.poll(&mut out);
+        if n == 0 {
+            return all;
+        }
+        all.extend_from_slice(&out[..n]);
+    }
+}
+
+/// Every completion `poll` has now, in order, each with the bytes its buffer holds (token t's
+/// buffer is slot t of `mem`, as [`post`] lays them out).
+fn drain_rx<Q: RxQueue, D: DmaRegion>(rx: &mut Q, mem: &D) -> Vec<(RxCompletion, Vec<u8>)> {
+    let mut all = Vec::new();
+    let mut out = [NO_RX; 8];
+    loop {
+        let n = rx.poll(&mut out);
+        if n == 0 {
+            return all;
+        }
+        for c in &out[..n] {
+            let bytes = read_bytes(mem, c.token.0 as usize * BUF, c.len as usize);
+            all.push((*c, bytes));
+        }
+    }
+}
+
+/// Writes `f` into slot `slot` of `mem` and pushes it as one segment.
+fn push_frame<Q: TxQueue, D: DmaRegion>(
+    tx: &mut Q,
+    mem: &D,
+    slot: usize,
+    f: &[u8],
+    token: u64,
+    report: Report,
+) {
+    write_bytes(mem, slot * BUF, f);
+    let seg = TxSegment {
+        iova: Iova(mem.iova().0 + (slot * BUF) as u64),
+        len: f.len() as u16,
+    };
+    tx.push(&[seg], Token(token), report).unwrap();
+}
+
+fn ok(token: u64) -> TxCompletion {
+    TxCompletion {
+        token: Token(token),
+        status: Ok(()),
+    }
+}
+
+fn flushed(token: u64) -> TxCompletion {
+    TxCompletion {
+        token: Token(token),
+        status: Err(TxError::Flushed),
+    }
+}
+
+/// `(token, status, len)` of one receive completion.
+type Outcome = (u64, Result<(), RxError>, u32);
+
+/// `(token, status, len)` of receive completions, for comparing whole sequences at once.
+fn summary(got: &[(RxCompletion, Vec<u8>)]) -> Vec<Outcome> {
+    got.iter()
+        .map(|(c, _)| (c.token.0, c.status, c.len))
+        .collect()
+}
+
+/// B's receive queue 0 (depth 16, 2 KiB buffers) with `count` buffers posted from fresh memory.
+fn rx_queue(p: &Pair, count: usize) -> (E1000eRx<'_, EmuPlatform, 16>, EmuDma) {
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(BUF * 16).unwrap();
+    post(&mut rx, &mem, count);
+    (rx, mem)
+}
+
+// ---- the wire ----
+
+#[test]
+fn a_dropped_frame_never_arrives_and_its_buffer_comes_back_flushed() {
+    let p = pair();
+    let (mut rx, mem) = rx_queue(&p, 1);
+    p.wire.inject(WireFault::Drop { count: 1 });
+    send_all(&p, &[frame(MAC_B, MAC_A, 100, 1)]);
+    assert!(drain_rx(&mut rx, &mem).is_empty());
+    assert_eq!(rx.pending(), 1, "the buffer is still the device's");
+    let s = p.wire.stats();
+    assert_eq!((s.sent, s.dropped, s.deliveries), (1, 1, 0));
+    rx.flush();
+    assert_eq!(
+        summary(&drain_rx(&mut rx, &mem)),
+        [(0, Err(RxError::Flushed), 0)]
+    );
+    assert_eq!(rx.pending(), 0);
+    assert!(drain_rx(&mut rx, &mem).is_empty(), "returned once");
+    // The fault is used up and the flushed queue works: the next frame arrives.
+    rx.push(rx_buf(&mem, 1), Token(1)).unwrap();
+    rx.doorbell();
+    let f = frame(MAC_B, MAC_A, 100, 2);
+    send_all(&p, std::slice::from_ref(&f));
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(summary(&got), [(1, Ok(()), f.len() as u32)]);
+    assert_eq!(got[0].1, f);
+}
+
+#[test]
+fn silent_corruption_delivers_the_frame_with_its_byte_flipped_and_no_error() {
+    let p = pair();
+    let (mut rx, mem) = rx_queue(&p, 4);
+    p.wire.inject(WireFault::Corrupt {
+        count: 1,
+        offset: 40,
+        mode: CorruptMode::Silent,
+    });
+    let frames = [frame(MAC_B, MAC_A, 100, 1), frame(MAC_B, MAC_A, 100, 2)];
+    send_all(&p, &frames);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(summary(&got), [(0, Ok(()), 114), (1, Ok(()), 114)]);
+    let mut want = frames[0].clone();
+    want[40] ^= 0xff;
+    assert_eq!(got[0].1, want, "exactly byte 40 differs");
+    assert_eq!(got[1].1, frames[1], "only the next frame was corrupted");
+    assert_eq!(p.wire.stats().corrupted, 1);
+}
+
+#[test]
+fn a_bad_crc_is_a_frame_error_carrying_exactly_the_rxe_bit() {
+    let p = pair();
+    let (mut rx, mem) = rx_queue(&p, 4);
+    p.wire.inject(WireFault::Corrupt {
+        count: 1,
+        offset: 30,
+        mode: CorruptMode::BadCrc,
+    });
+    let frames = [frame(MAC_B, MAC_A, 100, 1), frame(MAC_B, MAC_A, 100, 2)];
+    send_all(&p, &frames);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(
+        summary(&got),
+        [
+            (0, Err(RxError::Frame { bits: RXD_ERR_RXE }), 114),
+            (1, Ok(()), 114)
+        ]
+    );
+    assert!(got[0].0.rss.is_none(), "no hash reported on a bad frame");
+    assert!(
+        p.nic_b
+            .rx_error_name(RXD_ERR_RXE.trailing_zeros())
+            .is_some(),
+        "the RXE bit has a name"
+    );
+    let mut want = frames[0].clone();
+    want[30] ^= 0xff;
+    assert_eq!(got[0].1, want, "the bad frame is delivered as received");
+    assert_eq!(got[1].1, frames[1]);
+}
+
+#[test]
+fn a_duplicated_frame_fills_two_buffers_and_each_token_comes_back_once() {
+    let p = pair();
+    let (mut rx, mem) = rx_queue(&p, 4);
+    p.wire.inject(WireFault::Duplicate { count: 1 });
+    let f = frame(MAC_B, MAC_A, 200, 3);
+    send_all(&p, std::slice::from_ref(&f));
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(summary(&got), [(0, Ok(()), 214), (1, Ok(()), 214)]);
+    assert!(got.iter().all(|(_, bytes)| *bytes == f));
+    assert_eq!(rx.pending(), 2, "the other two buffers are untouched");
+    let s = p.wire.stats();
+    assert_eq!((s.sent, s.duplicated, s.deliveries), (1, 1, 2));
+    assert_eq!(p.nic_b.stats().rx_packets, 2);
+    rx.flush();
+    assert_eq!(
+        summary(&drain_rx(&mut rx, &mem)),
+        [(2, Err(RxError::Flushed), 0), (3, Err(RxError::Flushed), 0)]
+    );
+}
+
+#[test]
+fn reordered_frames_arrive_swapped_and_a_lone_held_frame_waits_for_release_held() {
+    let p = pair();
+    let (mut rx, mem) = rx_queue(&p, 4);
+    let f: Vec<Vec<u8>> = (0..3).map(|i| frame(MAC_B, MAC_A, 80, i)).collect();
+    p.wire.inject(WireFault::Reorder { count: 1 });
+    send_all(&p, &f[..1]);
+    assert!(drain_rx(&mut rx, &mem).is_empty(), "frame 0 is held back");
+    send_all(&p, &f[1..2]);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(summary(&got), [(0, Ok(()), 94), (1, Ok(()), 94)]);
+    assert_eq!((&got[0].1, &got[1].1), (&f[1], &f[0]), "swapped");
+
+    p.wire.inject(WireFault::Reorder { count: 1 });
+    send_all(&p, &f[2..]);
+    assert!(drain_rx(&mut rx, &mem).is_empty(), "frame 2 is held back");
+    p.wire.release_held();
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(summary(&got), [(2, Ok(()), 94)]);
+    assert_eq!(got[0].1, f[2]);
+    let s = p.wire.stats();
+    assert_eq!((s.sent, s.reordered, s.deliveries), (3, 2, 3));
+}
+
+/// Sends `count` frames through a wire with `fault` and returns the wire's counters and every
+/// receive completion (token, status, len) and bytes. Every transmit token must come back `Ok`
+/// (`send_all` checks), whatever the wire does to the frame.
+fn random_run(fault: WireFault, count: usize) -> (WireStats, Vec<Outcome>, Vec<Vec<u8>>) {
+    let p = pair();
+    let mut rx = p
+        .nic_b
+        .open_rx::<512>(0, RxConfig::new(BUF as u32))
+        .unwrap();
+    let mem = p.nic_b.platform().alloc_dma(BUF * 512).unwrap();
+    post(&mut rx, &mem, 511);
+    p.wire.inject(fault);
+    let frames: Vec<Vec<u8>> = (0..count)
+        .map(|i| frame(MAC_B, MAC_A, 46 + i % 200, i as u8))
+        .collect();
+    for chunk in frames.chunks(32) {
+        send_all(&p, chunk);
+    }
+    let got = drain_rx(&mut rx, &mem);
+    let tokens: Vec<u64> = got.iter().map(|(c, _)| c.token.0).collect();
+    assert_eq!(
+        tokens,
+        (0..got.len() as u64).collect::<Vec<_>>(),
+        "buffers filled in order, each once"
+    );
+    assert_eq!(p.nic_b.stats().rx_missed, 0);
+    assert_eq!(p.wire.stats().deliveries, got.len() as u64);
+    (
+        p.wire.stats(),
+        summary(&got),
+        got.into_iter().map(|(_, b)| b).collect(),
+    )
+}
+
+#[test]
+fn random_drops_and_bad_crcs_follow_the_seed_and_every_frame_is_accounted_for() {
+    let fault = |seed| WireFault::Random {
+        seed,
+        drop_per_mille: 100,
+        corrupt_per_mille: 100,
+        duplicate_per_mille: 0,
+        mode: CorruptMode::BadCrc,
+    };
+    let (stats, got, bytes) = random_run(fault(42), 400);
+    assert_eq!(stats.sent, 400);
+    assert!(stats.dropped > 0 && stats.corrupted > 0, "{stats:?}");
+    assert_eq!(got.len() as u64, stats.sent - stats.dropped, "{stats:?}");
+    let bad = got
+        .iter()
+        .filter(|(_, s, _)| *s == Err(RxError::Frame { bits: RXD_ERR_RXE }))
+        .count();
+    assert!(
+        bad > 0 && bad as u64 <= stats.corrupted,
+        "{bad} bad of {stats:?}"
+    );
+    assert!(
+        got.iter()
+            .all(|(_, s, _)| s.is_ok() || *s == Err(RxError::Frame { bits: RXD_ERR_RXE })),
+        "only CRC errors"
+    );
+    // Deterministic: the same seed does the same to the same traffic.
+    assert_eq!(random_run(fault(42), 400), (stats, got, bytes));
+    assert_ne!(
+        random_run(fault(43), 400).0,
+        stats,
+        "another seed, other faults"
+    );
+}
+
+#[test]
+fn random_duplicates_follow_the_seed_and_every_copy_fills_its_own_buffer() {
+    let fault = WireFault::Random {
+        seed: 7,
+        drop_per_mille: 0,
+        corrupt_per_mille: 0,
+        duplicate_per_mille: 100,
+        mode: CorruptMode::Silent,
+    };
+    let (stats, got, bytes) = random_run(fault, 400);
+    assert!(stats.duplicated > 0, "{stats:?}");
+    assert_eq!(got.len() as u64, stats.sent + stats.duplicated);
+    assert!(got.iter().all(|(_, s, _)| s.is_ok()));
+    // Each frame arrives once or twice in a row, and in order.
+    let mut i = 0;
+    let mut doubles = 0;
+    for n in 0..400usize {
+        let want = frame(MAC_B, MAC_A, 46 + n % 200, n as u8);
+        assert_eq!(bytes[i], want, "frame {n}");
+        i += 1;
+        if bytes.get(i) == Some(&want) {
+            i += 1;
+            doubles += 1;
+        }
+    }
+    assert_eq!((i, doubles as u64), (bytes.len(), stats.duplicated));
+    assert_eq!(random_run(fault, 400), (stats, got, bytes));
+}
+
+#[test]
+fn random_drops_corruption_and_duplicates_together_account_for_every_frame() {
+    let fault = WireFault::Random {
+        seed: 1,
+        drop_per_mille: 300,
+        corrupt_per_mille: 200,
+        duplicate_per_mille: 300,
+        mode: CorruptMode::BadCrc,
+    };
+    let (stats, got, _) = random_run(fault, 60);
+    assert!(
+        stats.dropped > 0 && stats.duplicated > 0 && stats.corrupted > 0,
+        "{stats:?}"
+    );
+    // A dropped frame is neither corrupted nor duplicated: what arrives is exactly what the
+    // counters say.
+    assert_eq!(
+        got.len() as u64,
+        stats.sent - stats.dropped + stats.duplicated,
+        "{stats:?}"
+    );
+    let bad = got.iter().filter(|(_, s, _)| s.is_err()).count() as u64;
+    assert!(
+        bad >= stats.corrupted,
+        "every corrupted frame (and its duplicate) is a CRC error"
+    );
+    assert_eq!(random_run(fault, 60).0, stats, "deterministic for a seed");
+}
+
+// ---- the device ----
+
+#[test]
+fn a_withheld_transmit_writeback_keeps_the_token_until_flush_returns_it_once() {
+    let p = pair();
+    let (mut rx, rx_mem) = rx_queue(&p, 8);
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF * 8).unwrap();
+    let f: Vec<Vec<u8>> = (0..4).map(|i| frame(MAC_B, MAC_A, 100, i)).collect();
+    push_frame(&mut tx, &mem, 0, &f[0], 0, Report::Always);
+    push_frame(&mut tx, &mem, 1, &f[1], 1, Report::Always);
+    tx.doorbell();
+    // Frames 0 and 1 are written back; frame 2's write-back is lost.
+    p.a.inject(DeviceFault::WithholdWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+    });
+    push_frame(&mut tx, &mem, 2, &f[2], 2, Report::Always);
+    tx.doorbell();
+    let got = drain_rx(&mut rx, &rx_mem);
+    assert_eq!(got.len(), 3, "all three frames were sent");
+    assert_eq!(got[2].1, f[2]);
+    assert_eq!(tx.pending(), 3);
+    tx.flush();
+    // Written back (but not yet polled) completes Ok; the withheld one is Flushed.
+    assert_eq!(drain_tx(&mut tx), [ok(0), ok(1), flushed(2)]);
+    assert_eq!(tx.pending(), 0);
+    assert!(drain_tx(&mut tx).is_empty(), "each token once");
+    // The queue goes on after the flush.
+    push_frame(&mut tx, &mem, 3, &f[3], 3, Report::Always);
+    tx.doorbell();
+    assert_eq!(drain_tx(&mut tx), [ok(3)]);
+    let got = drain_rx(&mut rx, &rx_mem);
+    assert_eq!(summary(&got), [(3, Ok(()), 114)]);
+    assert_eq!(got[0].1, f[3]);
+}
+
+#[test]
+fn a_withheld_transmit_writeback_returns_nothing_before_flush() {
+    let p = pair();
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF).unwrap();
+    p.a.inject(DeviceFault::WithholdWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+    });
+    push_frame(
+        &mut tx,
+        &mem,
+        0,
+        &frame(MAC_B, MAC_A, 100, 0),
+        7,
+        Report::Always,
+    );
+    tx.doorbell();
+    p.wire.run_until_idle();
+    assert_eq!(p.wire.stats().sent, 1, "the frame left");
+    for _ in 0..3 {
+        assert!(drain_tx(&mut tx).is_empty());
+    }
+    assert_eq!(tx.pending(), 1);
+    tx.flush();
+    assert_eq!(drain_tx(&mut tx), [flushed(7)]);
+    assert!(drain_tx(&mut tx).is_empty());
+    assert_eq!(tx.pending(), 0);
+}
+
+#[test]
+fn a_withheld_receive_writeback_leaves_the_buffer_pending_until_flush() {
+    let p = pair();
+    let (mut rx, mem) = rx_queue(&p, 3);
+    let f: Vec<Vec<u8>> = (0..3).map(|i| frame(MAC_B, MAC_A, 100, i)).collect();
+    send_all(&p, &f[..1]);
+    p.b.inject(DeviceFault::WithholdWriteback {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+    });
+    send_all(&p, &f[1..2]);
+    assert_eq!(rx.pending(), 3);
+    // Not polled before the flush: buffer 0 was written back, buffer 1 was filled without a
+    // write-back, buffer 2 is empty.
+    rx.flush();
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(
+        summary(&got),
+        [
+            (0, Ok(()), 114),
+            (1, Err(RxError::Flushed), 0),
+            (2, Err(RxError::Flushed), 0)
+        ]
+    );
+    assert_eq!(got[0].1, f[0]);
+    assert_eq!(rx.pending(), 0);
+    assert!(drain_rx(&mut rx, &mem).is_empty(), "each token once");
+    rx.push(rx_buf(&mem, 3), Token(3)).unwrap();
+    rx.doorbell();
+    send_all(&p, &f[2..]);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(summary(&got), [(3, Ok(()), 114)]);
+    assert_eq!(got[0].1, f[2]);
+}
+
+#[test]
+fn a_lost_transmit_writeback_before_a_later_one_holds_completions_until_flush_calls_both_sent() {
+    let p = pair();
+    let (mut rx, rx_mem) = rx_queue(&p, 8);
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF * 2).unwrap();
+    p.a.inject(DeviceFault::WithholdWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+    });
+    for i in 0..2 {
+        let f = frame(MAC_B, MAC_A, 100, i as u8);
+        push_frame(&mut tx, &mem, i, &f, i as u64, Report::Always);
+    }
+    tx.doorbell();
+    assert_eq!(drain_rx(&mut rx, &rx_mem).len(), 2, "both frames left");
+    // Frame 1's DD is there, frame 0's never came: a running queue completes in order only.
+    assert!(drain_tx(&mut tx).is_empty());
+    assert_eq!(tx.pending(), 2);
+    // Stopped, the device can no longer write: frame 1's DD proves frame 0 was sent before it.
+    tx.flush();
+    assert_eq!(drain_tx(&mut tx), [ok(0), ok(1)]);
+    assert_eq!((tx.pending(), p.a.iommu_faults().len()), (0, 0));
+}
+
+#[test]
+fn a_lost_receive_writeback_before_a_later_one_delivers_the_later_frame_at_flush() {
+    let p = pair();
+    let (mut rx, mem) = rx_queue(&p, 3);
+    let f: Vec<Vec<u8>> = (0..2).map(|i| frame(MAC_B, MAC_A, 100, i)).collect();
+    p.b.inject(DeviceFault::WithholdWriteback {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+    });
+    send_all(&p, &f);
+    assert!(drain_rx(&mut rx, &mem).is_empty(), "in order while running");
+    rx.flush();
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(
+        summary(&got),
+        [
+            (0, Err(RxError::Flushed), 0), // filled, but its length was never written back
+            (1, Ok(()), 114),
+            (2, Err(RxError::Flushed), 0),
+        ]
+    );
+    assert_eq!(got[1].1, f[1], "the later frame is delivered intact");
+}
+
+#[test]
+fn a_delayed_transmit_writeback_is_made_when_the_queue_stops_so_flush_reports_it_sent() {
+    let p = pair();
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF * 2).unwrap();
+    p.a.inject(DeviceFault::DelayWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+        steps: 1_000,
+    });
+    push_frame(
+        &mut tx,
+        &mem,
+        0,
+        &frame(MAC_B, MAC_A, 100, 0),
+        0,
+        Report::Always,
+    );
+    tx.doorbell();
+    assert!(drain_tx(&mut tx).is_empty(), "write-back still held back");
+    tx.flush();
+    assert_eq!(drain_tx(&mut tx), [ok(0)]);
+    // Nothing is left to land later on the reused ring.
+    assert!(!p.a.step());
+    push_frame(
+        &mut tx,
+        &mem,
+        1,
+        &frame(MAC_B, MAC_A, 100, 1),
+        1,
+        Report::Always,
+    );
+    tx.doorbell();
+    assert_eq!(drain_tx(&mut tx), [ok(1)]);
+}
+
+#[test]
+fn a_delayed_transmit_writeback_completes_only_after_the_steps() {
+    let p = pair();
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF).unwrap();
+    p.a.inject(DeviceFault::DelayWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+        steps: 3,
+    });
+    push_frame(
+        &mut tx,
+        &mem,
+        0,
+        &frame(MAC_B, MAC_A, 100, 0),
+        5,
+        Report::Always,
+    );
+    tx.doorbell();
+    assert_eq!(p.wire.stats().sent, 1, "sent at once, reported later");
+    assert!(drain_tx(&mut tx).is_empty());
+    for step in 1..3 {
+        assert!(p.a.step(), "step {step}: the write-back is still due");
+        assert!(drain_tx(&mut tx).is_empty(), "none after step {step}");
+    }
+    assert!(!p.a.step(), "the third step performs it");
+    assert_eq!(drain_tx(&mut tx), [ok(5)]);
+    assert_eq!(tx.pending(), 0);
+}
+
+#[test]
+fn a_delayed_receive_writeback_completes_and_interrupts_only_after_the_steps() {
+    let p = pair();
+    let mut rx = p
+        .nic_b
+        .open_rx::<16>(0, RxConfig::new(BUF as u32).with_interrupt(true))
+        .unwrap();
+    let mem = p.nic_b.platform().alloc_dma(BUF * 4).unwrap();
+    post(&mut rx, &mem, 2);
+    let wait = rx.interrupt().expect("wired").clone();
+    rx.set_interrupt(true);
+    wait.drain();
+    let before = wait.notifications();
+    p.b.inject(DeviceFault::DelayWriteback {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+        steps: 2,
+    });
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    let tx_mem = p.nic_a.platform().alloc_dma(BUF).unwrap();
+    let f = frame(MAC_B, MAC_A, 300, 9);
+    push_frame(&mut tx, &tx_mem, 0, &f, 0, Report::Always);
+    tx.doorbell();
+    assert!(drain_rx(&mut rx, &mem).is_empty());
+    assert!(p.b.step());
+    assert!(drain_rx(&mut rx, &mem).is_empty());
+    assert_eq!(
+        wait.notifications(),
+        before,
+        "no interrupt before the write-back"
+    );
+    assert!(!p.b.step());
+    assert_eq!(
+        wait.notifications(),
+        before + 1,
+        "the write-back interrupts"
+    );
+    assert!(wait.drain());
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(summary(&got), [(0, Ok(()), f.len() as u32)]);
+    assert_eq!(got[0].1, f);
+}
+
+/// A UDP flow (10.0.x.1 → 10.0.0.2, ports 1024 → 7) that `table` sends to receive queue
+/// `queue` under `key`, by the emu's own Toeplitz hash over the IPv4 addresses (the 82574 has
+/// no UDP hash).
+fn flow_for(queue: u16, key: &[u8; 40], table: &[u16; 128]) -> Udp {
+    (0u8..=255)
+        .map(|x| {
+            let mut f = Udp::ports(1024, 7);
+            f.src = [10, 0, x, 1];
+            f
+        })
+        .find(|f| {
+            let h = toeplitz::hash(key, &toeplitz::ipv4_input(f.src, f.dst));
+            table[(h & 127) as usize] == queue
+        })
+        .unwrap()
+}
+
+#[test]
+fn an_oversize_length_on_queue_1_is_a_length_error_there_and_spares_queue_0() {
+    let p = pair();
+    let mut rxs: Vec<_> = (0..2)
+        .map(|q| p.nic_b.open_rx::<16>(q, RxConfig::new(BUF as u32)).unwrap())
+        .collect();
+    let mems: Vec<_> = (0..2)
+        .map(|_| p.nic_b.platform().alloc_dma(BUF * 4).unwrap())
+        .collect();
+    for (rx, mem) in rxs.iter_mut().zip(&mems) {
+        post(rx, mem, 4);
+    }
+    let key: [u8; 40] = std::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11));
+    let table: [u16; 128] = std::array::from_fn(|i| (i % 2) as u16);
+    p.nic_b
+        .set_rss(&RssConfig {
+            key: &key,
+            table: &table,
+            hashes: p.nic_b.capabilities().rss.unwrap().hashes,
+        })
+        .unwrap();
+    p.b.inject(DeviceFault::OversizeLength {
+        queue: Some(1),
+        count: 1,
+        extra: 7,
+    });
+    let to0 = udp_frame(MAC_B, MAC_A, flow_for(0, &key, &table), &[1; 40]);
+    let to2 = udp_frame(MAC_B, MAC_A, flow_for(1, &key, &table), &[2; 40]);
+    send_all(&p, &[to0.clone(), to2.clone(), to2.clone()]);
+    let got0 = drain_rx(&mut rxs[0], &mems[0]);
+    assert_eq!(summary(&got0), [(0, Ok(()), to0.len() as u32)]);
+    assert_eq!(got0[0].1, to0);
+    let got2 = drain_rx(&mut rxs[1], &mems[1]);
+    assert_eq!(
+        summary(&got2),
+        [
+            (
+                0,
+                Err(RxError::Length {
+                    reported: BUF as u32 + 7,
+                    capacity: BUF as u32
+                }),
+                0
+            ),
+            (1, Ok(()), to2.len() as u32)
+        ]
+    );
+    assert_eq!(got2[1].1, to2);
+}
+
+#[test]
+fn frames_sent_while_the_receiver_link_is_down_are_lost_quietly_and_flow_after_link_up() {
+    let p = pair();
+    let (mut rx, mem) = rx_queue(&p, 4);
+    p.b.set_link(false);
+    assert!(!p.nic_b.link().up);
+    let f: Vec<Vec<u8>> = (0..3).map(|i| frame(MAC_B, MAC_A, 100, i)).collect();
+    send_all(&p, &f[..2]); // transmit tokens all Ok: A's link is up
+    assert!(
+        drain_rx(&mut rx, &mem).is_empty(),
+        "nothing, not even an error"
+    );
+    assert_eq!(rx.pending(), 4);
+    let s = p.nic_b.stats();
+    assert_eq!((s.rx_packets, s.rx_missed), (0, 0));
+    p.b.set_link(true);
+    assert!(!p.nic_b.link().up, "autonegotiation takes 500 ms");
+    p.nic_b.platform().delay(Duration::from_millis(500));
+    let link = p.nic_b.link();
+    assert!(
+        link.up && link.speed_mbps == 1000 && link.full_duplex,
+        "{link:?}"
+    );
+    send_all(&p, &f[2..]);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(summary(&got), [(0, Ok(()), 114)], "into the first buffer");
+    assert_eq!(got[0].1, f[2]);
+}
+
+#[test]
+fn frames_sent_while_the_sender_link_is_down_complete_but_never_reach_the_wire() {
+    let p = pair();
+    let (mut rx, mem) = rx_queue(&p, 4);
+    p.a.set_link(false);
+    assert!(!p.nic_a.link().up);
+    let f: Vec<Vec<u8>> = (0..2).map(|i| frame(MAC_B, MAC_A, 100, i)).collect();
+    send_all(&p, &f[..1]); // the token comes back Ok: the MAC sent it into a dead link
+    assert_eq!(p.wire.stats().sent, 0);
+    assert!(drain_rx(&mut rx, &mem).is_empty());
+    p.a.set_link(true);
+    p.a.advance_clock(Duration::from_millis(500));
+    assert!(p.nic_a.link().up);
+    send_all(&p, &f[1..]);
+    assert_eq!(p.wire.stats().sent, 1);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(summary(&got), [(0, Ok(()), 114)]);
+    assert_eq!(got[0].1, f[1]);
+}
+
+// ---- the IOMMU ----
+
+#[test]
+fn a_transmit_from_an_unmapped_iova_faults_stalls_the_ring_and_flush_recovers_it() {
+    let p = pair();
+    let (mut rx, rx_mem) = rx_queue(&p, 4);
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(BUF * 4).unwrap();
+    // The guard page after `mem`: never mapped.
+    let unmapped = Iova(mem.iova().0 + mem.len() as u64);
+    tx.push(
+        &[TxSegment {
+            iova: unmapped,
+            len: 100,
+        }],
+        Token(1),
+        Report::Always,
+    )
+    .unwrap();
+    let good = frame(MAC_B, MAC_A, 100, 2);
+    push_frame(&mut tx, &mem, 1, &good, 2, Report::Always);
+    tx.doorbell();
+    p.wire.run_until_idle();
+    assert_eq!(
+        p.a.iommu_faults(),
+        [IommuFault {
+            iova: unmapped,
+            len: 100,
+            write: false
+        }]
+    );
+    assert_eq!(p.wire.stats().sent, 0, "not sent, nor the frame behind it");
+    assert!(drain_tx(&mut tx).is_empty(), "the ring is stalled");
+    assert_eq!(tx.pending(), 2);
+    assert!(drain_rx(&mut rx, &rx_mem).is_empty());
+    tx.flush();
+    assert_eq!(drain_tx(&mut tx), [flushed(1), flushed(2)]);
+    assert_eq!(tx.pending(), 0);
+    // The queue works again, from past the bad descriptor.
+    push_frame(&mut tx, &mem, 2, &good, 3, Report::Always);
+    tx.doorbell();
+    assert_eq!(drain_tx(&mut tx), [ok(3)]);
+    assert_eq!(p.a.iommu_faults().len(), 1, "no new fault");
+    let got = drain_rx(&mut rx, &rx_mem);
+    assert_eq!(summary(&got), [(0, Ok(()), 114)]);
+    assert_eq!(got[0].1, good);
+}
+
+#[test]
+fn a_receive_buffer_whose_mapping_was_revoked_faults_as_a_write_and_flush_recovers() {
+    let p = pair();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    let doomed = p.nic_b.platform().alloc_dma(BUF).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(BUF * 8).unwrap();
+    let canary = vec![0xEEu8; BUF * 8];
+    mem.write_bytes(0, &canary);
+    // Token 0 in the doomed region, tokens 1..=3 in `mem` slots 1..=3.
+    rx.push(rx_buf(&doomed, 0), Token(0)).unwrap();
+    for t in 1..4 {
+        rx.push(rx_buf(&mem, t), Token(t as u64)).unwrap();
+    }
+    rx.doorbell();
+    assert!(p.b.revoke_dma(doomed.iova()));
+    let f: Vec<Vec<u8>> = (0..3).map(|i| frame(MAC_B, MAC_A, 100, i)).collect();
+    send_all(&p, &f[..2]);
+    let fault = IommuFault {
+        iova: doomed.iova(),
+        len: 114,
+        write: true,
+    };
+    assert_eq!(
+        p.b.iommu_faults(),
+        [fault, fault],
+        "both frames hit the head buffer"
+    );
+    assert_eq!(p.nic_b.stats().rx_missed, 2);
+    let mut out = [NO_RX; 4];
+    assert_eq!(rx.poll(&mut out), 0);
+    assert_eq!(
+        read_bytes(&mem, 0, BUF * 8),
+        canary,
+        "no data landed elsewhere"
+    );
+    assert!(
+        read_bytes(&doomed, 0, BUF).iter().all(|&b| b == 0),
+        "nor in the revoked buffer"
+    );
+    rx.flush();
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(
+        got.iter()
+            .map(|(c, _)| (c.token.0, c.status))
+            .collect::<Vec<_>>(),
+        (0..4)
+            .map(|t| (t, Err(RxError::Flushed)))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(rx.pending(), 0);
+    rx.push(rx_buf(&mem, 4), Token(4)).unwrap();
+    rx.doorbell();
+    send_all(&p, &f[2..]);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(summary(&got), [(4, Ok(()), 114)]);
+    assert_eq!(got[0].1, f[2]);
+    assert_eq!(p.b.iommu_faults().len(), 2, "no new fault");
+}
+
+// ---- interrupts ----
+
+#[test]
+fn the_transmit_completion_interrupt_fires_when_armed_and_not_when_disarmed() {
+    let p = pair();
+    let mut tx = p
+        .nic_a
+        .open_tx::<16>(1, TxConfig::with_interrupt(true))
+        .unwrap();
+    let wait = tx.interrupt().expect("wired").clone();
+    assert_eq!(p.a.vector(1).unwrap().notifications(), wait.notifications());
+    let mem = p.nic_a.platform().alloc_dma(BUF * 4).unwrap();
+    let f = frame(MAC_B, MAC_A, 100, 0);
+    let base = wait.notifications();
+    push_frame(&mut tx, &mem, 0, &f, 0, Report::Always);
+    tx.doorbell();
+    assert_eq!(drain_tx(&mut tx), [ok(0)]);
+    assert_eq!(wait.notifications(), base, "disarmed: silent");
+    assert!(!wait.drain());
+
+    tx.set_interrupt(true);
+    wait.drain(); // whatever arming itself delivered
+    let armed = wait.notifications();
+    push_frame(&mut tx, &mem, 1, &f, 1, Report::Always);
+    tx.doorbell();
+    // Arming delivered the cause latched while disarmed, which started the vector's EITR
+    // throttling timer (QEMU clamps EITR to at least 500 × 256 ns = 128 µs): this completion's
+    // message waits for the timer.
+    assert_eq!(wait.notifications(), armed, "throttled");
+    p.a.advance_clock(Duration::from_micros(128));
+    assert_eq!(wait.notifications(), armed + 1, "armed: one notification");
+    assert!(wait.drain());
+    assert_eq!(drain_tx(&mut tx), [ok(1)]);
+
+    tx.set_interrupt(false);
+    push_frame(&mut tx, &mem, 2, &f, 2, Report::Always);
+    tx.doorbell();
+    assert_eq!(drain_tx(&mut tx), [ok(2)]);
+    assert_eq!(wait.notifications(), armed + 1, "disarmed again: silent");
+    assert!(!wait.drain());
+}
