@@ -31,6 +31,8 @@ mod iommu;
 mod kmsg;
 #[cfg(target_os = "linux")]
 mod nic;
+#[cfg(target_os = "linux")]
+mod wait;
 
 #[cfg(target_os = "linux")]
 fn main() -> std::process::ExitCode {
@@ -52,7 +54,7 @@ mod guest {
     use ringfab_igb::Igb;
     use ringfab_vfio::VfioPlatform;
 
-    use crate::{cq, dma, ep, examples, iommu, nic};
+    use crate::{cq, dma, ep, examples, iommu, nic, wait};
 
     /// The driver over VFIO, as every test uses it.
     pub(crate) type Nic = Igb<VfioPlatform>;
@@ -109,8 +111,11 @@ mod guest {
         test("msix-wakes-wait", nic::msix_wakes_wait),
         test("dma-caller-memory", dma::caller_memory),
         test("dma-huge-pages", dma::huge_pages),
+        test("qemu-tx-page-crossing", dma::tx_page_crossing),
         test("cq-reads-rings", cq::reads_completions_from_real_rings),
         test("cq-cancel-flushes-queue", cq::cancel_flushes_a_real_queue),
+        test("cq-sread-wakes-on-msix", wait::sread_wakes_on_msix),
+        test("cq-wait-set-epoll", wait::wait_set_over_two_vectors),
         test("ep-messages", ep::messages),
         test("rate-a-to-b", nic::rate_a_to_b),
         test("pingpong", examples::pingpong),
