@@ -422,11 +422,12 @@ impl<W: Wait> Counter<W> {
     }
 
     /// [`wait`](Self::wait), running `progress` before every check of the counter: where the
-    /// endpoints bound to the counter poll their rings (feeding
-    /// [`complete_ok`](Self::complete_ok)) and re-arm their interrupts, so that a counter on a
-    /// hardware queue advances while its waiter sleeps (DESIGN.md decision 9: drain, arm,
-    /// re-check, block).
-    pub(crate) fn wait_with_progress<C: Clock + ?Sized>(
+    /// endpoints bound to the counter poll their rings (pass
+    /// [`Endpoint::progress`](crate::ep::Endpoint::progress)) and re-arm their interrupts, so
+    /// that a counter on a hardware queue advances while its waiter sleeps (DESIGN.md decision
+    /// 9: drain, arm, re-check, block). ringfab's progress is manual: nothing advances a
+    /// counter but a CQ read or `progress`.
+    pub fn wait_with_progress<C: Clock + ?Sized>(
         &self,
         threshold: u64,
         timeout: Option<Duration>,

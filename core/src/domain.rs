@@ -22,6 +22,7 @@
 //! (an endpoint owns a TX and an RX path), each in a slab of its own passed to the domain.
 
 use crate::av::AvSlot;
+use crate::cntr::Counter;
 use crate::cq::attr::CqLimits;
 use crate::cq::entry::Format;
 use crate::cq::queue::{AuxEntry, CompletionQueue, CqSlot};
@@ -40,6 +41,7 @@ pub struct Domain<'s, 'n, N: Nic + 'n, const D: usize> {
     cqs: &'s [CqSlot<'s>],
     mrs: &'s [MrSlot<N>],
     avs: &'s [AvSlot<'s>],
+    cntrs: &'s [&'s Counter<N::Wait>],
     limits: CqLimits,
 }
 
@@ -53,6 +55,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             cqs,
             mrs: &[],
             avs: &[],
+            cntrs: &[],
             limits: CqLimits::default(),
         }
     }
@@ -61,6 +64,14 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// [`EMPTY`](MrSlot::EMPTY)); without it, `register` returns `NoMem`.
     pub fn with_mrs(mut self, mrs: &'s [MrSlot<N>]) -> Self {
         self.mrs = mrs;
+        self
+    }
+
+    /// The same domain with `cntrs` as the counters its endpoints may bind (`fi_ep_bind` with
+    /// a counter takes one of them). The domain borrows them for as long as it lives, so a
+    /// counter cannot be closed while an endpoint could still count into it.
+    pub fn with_counters(mut self, cntrs: &'s [&'s Counter<N::Wait>]) -> Self {
+        self.cntrs = cntrs;
         self
     }
 
@@ -97,12 +108,17 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         self.avs
     }
 
+    pub(crate) fn cntrs(&self) -> &'s [&'s Counter<N::Wait>] {
+        self.cntrs
+    }
+
     /// What polling a path bound to CQ `cq` needs from the domain.
     pub(crate) fn poll_ctx(&self, cq: &'s CqSlot<'s>) -> PollCtx<'s, N> {
         PollCtx {
             cq,
             avs: self.avs,
             mrs: self.mrs,
+            cntrs: self.cntrs,
         }
     }
 

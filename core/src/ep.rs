@@ -33,10 +33,11 @@
 //! endpoint does not have: posting with them returns `BadFlags`.
 
 use crate::av::{AddressVector, EpAddr, FiAddr};
+use crate::cntr::Counter;
 use crate::cq::entry::{Format, OpContext};
 use crate::cq::queue::{CompletionQueue, CqSlot};
 use crate::domain::Domain;
-use crate::flags::{BindFlags, OpFlags};
+use crate::flags::{BindFlags, CntrBindFlags, OpFlags};
 use crate::hal::{DmaRegion, Nic, RxConfig, RxQueue, TxConfig, TxSegment, Wait};
 use crate::mr::{Buf, RawBuf};
 use crate::path::{Framing, Path, Queue, NO_MR};
@@ -73,7 +74,9 @@ const TX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::REMOTE_CQ_DATA)
     .union(OpFlags::MORE);
 /// Receive operation flags an endpoint accepts (`fi_recvmsg`).
-const RX_FLAGS_OK: OpFlags = OpFlags::COMPLETION.union(OpFlags::MORE);
+const RX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
+    .union(OpFlags::MORE)
+    .union(OpFlags::MULTI_RECV);
 
 /// Endpoint attributes (`fi_ep_attr` with the parts of `fi_tx_attr`/`fi_rx_attr` that apply).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -136,6 +139,9 @@ pub struct Endpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
     tx_cq: Option<CqBinding>,
     rx_cq: Option<CqBinding>,
     av: Option<usize>,
+    /// Counters (indices into the domain's) for sends and receives.
+    tx_cntr: Option<usize>,
+    rx_cntr: Option<usize>,
     tx: Option<Path<'d, 's, 'n, N, D>>,
     rx: Option<Path<'d, 's, 'n, N, D>>,
     /// Inject bounce buffers, one per transmit op-table slot.
@@ -173,6 +179,8 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             tx_cq: None,
             rx_cq: None,
             av: None,
+            tx_cntr: None,
+            rx_cntr: None,
             tx: None,
             rx: None,
             bounce: None,
@@ -276,6 +284,76 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         Ok(())
     }
 
+    /// Binds a counter (`fi_ep_bind` with a counter): `flags` names the operation classes it
+    /// counts — `SEND`, `RECV` or both. The counter must be one of the domain's
+    /// ([`Domain::with_counters`]). Successes count whether or not they produce a CQ entry
+    /// (selective completion); failures count in its error value.
+    ///
+    /// # Errors
+    /// `BadFlags` for unknown bits; `OpNotSupp` for `READ`, `WRITE`, `REMOTE_READ`,
+    /// `REMOTE_WRITE` (a DGRAM endpoint has no RMA); `Inval` without a class or when a class
+    /// already has a counter; `Domain` for a counter the domain does not hold; `OpBadState`
+    /// once enabled.
+    pub fn bind_cntr(&mut self, cntr: &Counter<N::Wait>, flags: CntrBindFlags) -> Result {
+        if flags.unknown() != 0 {
+            return Err(Error::BadFlags);
+        }
+        let rma = CntrBindFlags::READ
+            | CntrBindFlags::WRITE
+            | CntrBindFlags::REMOTE_READ
+            | CntrBindFlags::REMOTE_WRITE;
+        if flags.intersects(rma) {
+            return Err(Error::OpNotSupp);
+        }
+        let index = self
+            .domain
+            .cntrs()
+            .iter()
+            .position(|c| core::ptr::eq(*c, cntr))
+            .ok_or(Error::Domain)?;
+        if self.is_enabled() {
+            return Err(Error::OpBadState);
+        }
+        let send = flags.contains(CntrBindFlags::SEND);
+        let recv = flags.contains(CntrBindFlags::RECV);
+        if !(send || recv) || (send && self.tx_cntr.is_some()) || (recv && self.rx_cntr.is_some()) {
+            return Err(Error::Inval);
+        }
+        if send {
+            self.tx_cntr = Some(index);
+        }
+        if recv {
+            self.rx_cntr = Some(index);
+        }
+        Ok(())
+    }
+
+    /// Drives progress (libfabric's `FI_PROGRESS_MANUAL`): polls both queues, moving what
+    /// completed into the CQs' queues (credits guarantee the room) and counting it on the
+    /// bound counters. A CQ read does this for its own queues; an application that waits on a
+    /// counter calls it, e.g. as the progress hook of
+    /// [`Counter::wait_with_progress`](crate::cntr::Counter::wait_with_progress).
+    ///
+    /// # Errors
+    /// `OpBadState` before enable.
+    pub fn progress(&self) -> Result {
+        for (path, binding) in [(&self.tx, self.tx_cq), (&self.rx, self.rx_cq)] {
+            let path = path.as_ref().ok_or(Error::OpBadState)?;
+            let cq = self.cq_slot(binding)?;
+            let ctx = self.domain.poll_ctx(cq);
+            cq.with_sink(|sink| {
+                path.with_state(|st| {
+                    st.poll(D, &ctx, |o| {
+                        sink(o);
+                        false
+                    });
+                    Ok(())
+                })
+            })??;
+        }
+        Ok(())
+    }
+
     /// Enables the endpoint (`fi_enable`): opens its NIC queues and wires them to the CQs.
     ///
     /// # Errors
@@ -311,8 +389,8 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             av: Some(av),
             source_err: self.attr.source_err,
         };
-        tx.attach(tx_cq.cq, tx_cq.flags, framing);
-        rx.attach(rx_cq.cq, rx_cq.flags, framing);
+        tx.attach(tx_cq.cq, tx_cq.flags, framing, self.tx_cntr);
+        rx.attach(rx_cq.cq, rx_cq.flags, framing, self.rx_cntr);
         self.tx = Some(tx);
         self.rx = Some(rx);
         self.bounce = Some(bounce);
@@ -535,11 +613,22 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
 
     /// Posts a receive with explicit flags (`fi_recvmsg`); `FI_MORE` defers the doorbell.
     ///
+    /// `FI_MULTI_RECV`: the buffer takes many messages. A descriptor ring places one frame per
+    /// descriptor, so the buffer is carved into slots of the queue's buffer size
+    /// ([`EpAttr::rx_buf_len`]), one message each; every completion's `buf` points at its
+    /// payload inside the buffer, and the buffer is released — the completion carries
+    /// `FI_MULTI_RECV` and hands the `Buf` back — with the message after which the free space
+    /// left would be below `MIN_MULTI_RECV` ([`EpOpt::MinMultiRecv`]), so only that many slots
+    /// are posted (never more than the buffer holds). Every slot reports its completion, even
+    /// under selective completion (the application needs each `buf`).
+    ///
     /// # Errors
     /// The buffer comes back with the error: `OpBadState` before enable; `BadFlags` for flags
-    /// other than `COMPLETION`/`MORE` (`FI_MULTI_RECV` is not built yet); `Inval` for a buffer
-    /// shorter than the receive queue's buffer size (the NIC may write that much); `Again`
-    /// when the ring, the op table or the CQ's credits are full.
+    /// other than `COMPLETION`/`MORE`/`MULTI_RECV`; `Inval` for a buffer shorter than the
+    /// receive queue's buffer size (the NIC may write that much), or a multi-receive buffer
+    /// that needs more slots than the ring has descriptors; `Again` when the ring, the op
+    /// table, the CQ's credits (a multi-receive buffer needs one per slot) or the path's
+    /// multi-receive table are full.
     pub fn recvmsg(
         &self,
         buf: Buf<'s>,
@@ -557,11 +646,25 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             Err(e) => return Err((e, buf)),
         };
         let raw = buf.raw();
+        let min_multi_recv = self.min_multi_recv;
         let r = rx.with_state(|st| {
             let Queue::Rx(q) = &st.queue else {
                 return Err(Error::OpBadState);
             };
             let dev_len = q.buf_len();
+            if flags.contains(OpFlags::MULTI_RECV) {
+                let slots = multi_recv_slots(raw.len, dev_len, min_multi_recv)?;
+                if slots as usize > D {
+                    // More messages than the ring has descriptors: it could never be posted.
+                    return Err(Error::Inval);
+                }
+                let accepted = dev_len - HEADER_LEN as u32;
+                let r = st.post_multi_recv(cq, raw, dev_len, slots, accepted, context);
+                if !flags.contains(OpFlags::MORE) || r.is_err() {
+                    st.doorbell();
+                }
+                return r;
+            }
             if raw.len < dev_len {
                 return Err(Error::Inval);
             }
@@ -711,6 +814,116 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// and the CQs and AV are unbound.
     pub fn close(self) {
         drop(self);
+    }
+}
+
+/// How many slots of `slot_len` bytes a multi-receive buffer of `len` bytes gets: the message
+/// after which less than `min` bytes (at least 1) would be left is the last.
+fn multi_recv_slots(len: u32, slot_len: u32, min: usize) -> Result<u32> {
+    let fit = len / slot_len;
+    if fit == 0 {
+        return Err(Error::Inval);
+    }
+    let min = min.max(1) as u64;
+    // Release after message j when (fit - j) * slot_len < min: the smallest such j.
+    let keep = (min - 1) / u64::from(slot_len); // slots whose room must stay free
+    let slots = u64::from(fit).saturating_sub(keep).max(1);
+    Ok(slots as u32)
+}
+
+/// An alias of an endpoint (`fi_ep_alias`): the same queues, its own default flags for one
+/// direction. It borrows the endpoint, so the endpoint cannot be closed — released — while an
+/// alias lives (fi_endpoint(3): "all allocated aliases must be closed for the underlying
+/// endpoint to be released"), and aliases need no bookkeeping of their own.
+pub struct Alias<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> {
+    ep: &'e Endpoint<'d, 's, 'n, N, D>,
+    tx_op_flags: OpFlags,
+    rx_op_flags: OpFlags,
+}
+
+impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
+    /// Creates an alias (`fi_ep_alias`): `flags` holds exactly one of `TRANSMIT` and `RECV`,
+    /// and `op_flags` become that direction's defaults for operations posted through the alias;
+    /// the other direction inherits the endpoint's.
+    ///
+    /// # Errors
+    /// `Inval` unless exactly one direction is named; `BadFlags` for op flags that direction
+    /// does not accept.
+    pub fn alias(
+        &self,
+        which: BindFlags,
+        op_flags: OpFlags,
+    ) -> Result<Alias<'_, 'd, 's, 'n, N, D>> {
+        let (mut tx, mut rx) = (self.attr.tx_op_flags, self.attr.rx_op_flags);
+        match direction(which)? {
+            Dir::Tx if TX_FLAGS_OK.contains(op_flags) => tx = op_flags,
+            Dir::Rx if RX_FLAGS_OK.contains(op_flags) => rx = op_flags,
+            _ => return Err(Error::BadFlags),
+        }
+        Ok(Alias {
+            ep: self,
+            tx_op_flags: tx,
+            rx_op_flags: rx,
+        })
+    }
+}
+
+impl<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 's, 'n, N, D> {
+    /// [`Endpoint::send`] with the alias's transmit flags.
+    ///
+    /// # Errors
+    /// As [`Endpoint::sendmsg`].
+    pub fn send(
+        &self,
+        buf: Buf<'s>,
+        len: usize,
+        dest: FiAddr,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        self.ep
+            .sendmsg(buf, len, dest, None, context, self.tx_op_flags)
+    }
+
+    /// [`Endpoint::recv`] with the alias's receive flags.
+    ///
+    /// # Errors
+    /// As [`Endpoint::recvmsg`].
+    pub fn recv(
+        &self,
+        buf: Buf<'s>,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        self.ep.recvmsg(buf, context, self.rx_op_flags)
+    }
+
+    /// `fi_control(FI_GETOPSFLAG)` on the alias.
+    ///
+    /// # Errors
+    /// `Inval` unless exactly one direction is named.
+    pub fn get_op_flags(&self, which: BindFlags) -> Result<OpFlags> {
+        match direction(which)? {
+            Dir::Tx => Ok(self.tx_op_flags),
+            Dir::Rx => Ok(self.rx_op_flags),
+        }
+    }
+
+    /// `fi_control(FI_SETOPSFLAG)` on the alias (the endpoint's own flags do not change).
+    ///
+    /// # Errors
+    /// `Inval` unless exactly one direction is named; `BadFlags` for flags that direction
+    /// does not accept.
+    pub fn set_op_flags(&mut self, which: BindFlags, flags: OpFlags) -> Result {
+        match direction(which)? {
+            Dir::Tx if TX_FLAGS_OK.contains(flags) => self.tx_op_flags = flags,
+            Dir::Rx if RX_FLAGS_OK.contains(flags) => self.rx_op_flags = flags,
+            _ => return Err(Error::BadFlags),
+        }
+        Ok(())
+    }
+
+    /// The endpoint the alias belongs to.
+    pub fn endpoint(&self) -> &'e Endpoint<'d, 's, 'n, N, D> {
+        self.ep
     }
 }
 

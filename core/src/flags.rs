@@ -292,6 +292,24 @@ flag_type! {
 }
 
 flag_type! {
+    /// The flags of `fi_ep_bind` when an endpoint is bound to a counter: which operation class
+    /// it counts.
+    pub struct CntrBindFlags;
+    /// `FI_READ`: RMA reads initiated by the endpoint.
+    const READ = 1 << 8;
+    /// `FI_WRITE`: RMA writes initiated by the endpoint.
+    const WRITE = 1 << 9;
+    /// `FI_RECV`: receives.
+    const RECV = 1 << 10;
+    /// `FI_SEND` (= `FI_TRANSMIT`): sends.
+    const SEND = 1 << 11;
+    /// `FI_REMOTE_READ`: RMA reads of the endpoint's memory by peers.
+    const REMOTE_READ = 1 << 12;
+    /// `FI_REMOTE_WRITE`: RMA writes into the endpoint's memory by peers.
+    const REMOTE_WRITE = 1 << 13;
+}
+
+flag_type! {
     /// `fi_cq_attr::flags`.
     pub struct CqFlags;
     /// `FI_AFFINITY`: `signaling_vector` is valid.
@@ -332,6 +350,8 @@ flag_type! {
 // Facts the rest of the crate relies on, checked at compile time.
 const _: () = assert!(BindFlags::TRANSMIT.bits() == CompletionFlags::SEND.bits()); // FI_TRANSMIT = FI_SEND
 const _: () = assert!(BindFlags::RECV.bits() == CompletionFlags::RECV.bits());
+const _: () = assert!(CntrBindFlags::SEND.bits() == BindFlags::TRANSMIT.bits());
+const _: () = assert!(CntrBindFlags::RECV.bits() == BindFlags::RECV.bits());
 const _: () = assert!(OpFlags::EVENT.bits() == OpFlags::COMPLETION.bits());
 // Bits 60..63 are provider-private in libfabric; no public field may use them.
 const PROVIDER_PRIVATE: u64 = 0xf << 60;

@@ -32,6 +32,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Mutex;
 
 use crate::av::{AvSlot, EpAddr};
+use crate::cntr::Counter;
 use crate::cq::entry::{BufAddr, Completion, OpContext};
 use crate::cq::queue::CqSlot;
 use crate::cq::strerror::ProvError;
@@ -84,6 +85,35 @@ pub(crate) struct Op {
     len: u32,
     /// Whether a *successful* completion was requested (errors are always reported).
     report: bool,
+    /// The multi-receive group the operation is a slot of, or [`NO_GROUP`].
+    group: u8,
+}
+
+/// `Op::group` of an operation that is not part of a multi-receive buffer.
+const NO_GROUP: u8 = u8::MAX;
+
+/// Multi-receive buffers a path can have posted at once.
+pub(crate) const MAX_GROUPS: usize = 8;
+
+/// One multi-receive buffer (`FI_MULTI_RECV`): posted as several slots (one descriptor each),
+/// released — handed back with `FI_MULTI_RECV` — with the completion of its last slot.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    /// Slots still outstanding; 0 = the group entry is free.
+    remaining: u32,
+    /// The whole buffer, handed back with the last slot's completion.
+    owned: RawBuf,
+}
+
+/// What taking a slot out of its group means for its completion.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum GroupExit {
+    /// Not a multi-receive slot.
+    None,
+    /// A slot, not the last: its completion points into the buffer.
+    Member,
+    /// The last slot: its completion also releases the buffer.
+    Last(RawBuf),
 }
 
 /// `RawBuf::mr` of a buffer that is not an owned [`Buf`].
@@ -101,6 +131,7 @@ impl Op {
         },
         len: 0,
         report: false,
+        group: NO_GROUP,
     };
 
     fn owned(&self) -> Option<RawBuf> {
@@ -208,6 +239,42 @@ pub(crate) struct PollCtx<'a, N: Nic> {
     pub(crate) cq: &'a CqSlot<'a>,
     pub(crate) avs: &'a [AvSlot<'a>],
     pub(crate) mrs: &'a [MrSlot<N>],
+    pub(crate) cntrs: &'a [&'a Counter<N::Wait>],
+}
+
+/// What one poll completed, for the path's counter: added once per poll, not per operation.
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    bytes: u64,
+    err: u64,
+}
+
+impl Tally {
+    fn outcome(&mut self, o: &Outcome) {
+        match o {
+            Outcome::Done(c) => self.success(c.len),
+            Outcome::Failed(_) => self.err += 1,
+        }
+    }
+
+    fn success(&mut self, len: usize) {
+        self.ok += 1;
+        self.bytes += len as u64;
+    }
+
+    /// Adds the tally to counter `cntr` of the domain, if the path has one.
+    fn apply<N: Nic>(&self, ctx: &PollCtx<'_, N>, cntr: Option<usize>) {
+        let Some(c) = cntr.and_then(|i| ctx.cntrs.get(i)) else {
+            return;
+        };
+        if self.ok > 0 {
+            c.complete_ok(self.ok, self.bytes);
+        }
+        if self.err > 0 {
+            c.complete_err(self.err);
+        }
+    }
 }
 
 /// An open path: its queue, its op table and its binding.
@@ -225,6 +292,10 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     /// Frames received and dropped because they were not well-formed ringfab frames for this
     /// endpoint (their buffers were posted again).
     pub(crate) dropped: u64,
+    /// The counter (an index into the domain's counters) this path's completions count into.
+    pub(crate) cntr: Option<usize>,
+    /// Multi-receive buffers posted on this path.
+    groups: [Group; MAX_GROUPS],
 }
 
 /// One slot of the domain's path slab. Make them with [`PathSlot::EMPTY`]:
@@ -275,6 +346,11 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             hw_selective: in_order,
             framing: None,
             dropped: 0,
+            cntr: None,
+            groups: [Group {
+                remaining: 0,
+                owned: Op::FREE.buf,
+            }; MAX_GROUPS],
         }
     }
 
@@ -329,6 +405,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let mut given = 0;
         let mut stop = false;
         let mut reposted = false;
+        let mut tally = Tally::default();
         while given < budget && !stop {
             let want = (budget - given).min(CHUNK);
             let got = match &mut self.queue {
@@ -341,10 +418,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         };
                         match rx_outcome(self.framing.as_ref(), &op, c, ctx.avs) {
                             RxVerdict::Out(o) => {
+                                let o = settle(&mut self.groups, &op, o);
+                                tally.outcome(&o);
                                 given += 1;
                                 stop |= sink(o);
                             }
                             RxVerdict::Silent => {
+                                tally.success(c.len as usize);
                                 ctx.cq.release_credit();
                                 release(ctx.mrs, op.owned());
                             }
@@ -364,7 +444,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                     // rather than vanish.
                                     _ => {
                                         given += 1;
-                                        stop |= sink(Outcome::Failed(canceled_recv(&op)));
+                                        let o = Outcome::Failed(canceled_recv(&op));
+                                        stop |= sink(settle(&mut self.groups, &op, o));
                                     }
                                 }
                             }
@@ -379,12 +460,18 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let Some(op) = self.table.take(c.token, OpKind::Send) else {
                             continue;
                         };
+                        let payload = tx_payload(self.framing.is_some(), &op);
                         match tx_outcome(&op, c) {
                             Some(o) => {
+                                match &o {
+                                    Outcome::Done(_) => tally.success(payload),
+                                    Outcome::Failed(_) => tally.err += 1,
+                                }
                                 given += 1;
                                 stop |= sink(o);
                             }
                             None => {
+                                tally.success(payload);
                                 ctx.cq.release_credit();
                                 release(ctx.mrs, op.owned());
                             }
@@ -402,13 +489,14 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 q.doorbell();
             }
         }
-        self.reclaim_silent(ctx);
+        self.reclaim_silent(ctx, &mut tally);
+        tally.apply(ctx, self.cntr);
         given
     }
 
     /// Releases the credits of transmits the driver reclaimed without reporting them (see
     /// the module documentation).
-    fn reclaim_silent(&mut self, ctx: &PollCtx<'_, N>) {
+    fn reclaim_silent(&mut self, ctx: &PollCtx<'_, N>, tally: &mut Tally) {
         let Queue::Tx(q) = &self.queue else {
             return;
         };
@@ -428,6 +516,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             if self.table.take(Token(slot as u64), OpKind::Send).is_some() {
                 ctx.cq.release_credit();
                 release(ctx.mrs, op.owned());
+                tally.success(tx_payload(self.framing.is_some(), &op));
             }
         }
     }
@@ -457,8 +546,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             for (token, kind) in tokens {
                 any = true;
                 if let Some(op) = self.table.take(token, kind) {
-                    ctx.cq.release_credit();
-                    release(ctx.mrs, op.owned());
+                    self.discard(&op, ctx);
                 }
             }
             if !any {
@@ -469,8 +557,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         // release them too, so that nothing the CQ or a region counts stays owed.
         while let Some((slot, op)) = self.table.oldest() {
             if self.table.take(Token(slot as u64), op.kind).is_some() {
-                ctx.cq.release_credit();
-                release(ctx.mrs, op.owned());
+                self.discard(&op, ctx);
             } else {
                 break;
             }
@@ -498,6 +585,19 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         ctx: &PollCtx<'_, N>,
         sink: &mut dyn FnMut(Outcome),
     ) -> bool {
+        let mut tally = Tally::default();
+        let found = self.cancel_inner(target, ctx, sink, &mut tally);
+        tally.apply(ctx, self.cntr);
+        found
+    }
+
+    fn cancel_inner(
+        &mut self,
+        target: OpContext,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome),
+        tally: &mut Tally,
+    ) -> bool {
         let live = |t: &OpTable<D>| {
             (0..t.live_span()).any(|k| {
                 let op = t.ops[(t.head + k) % D];
@@ -507,6 +607,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         if !live(&self.table) {
             return false;
         }
+        // Canceling a multi-receive buffer cancels all of its slots still in the ring: one
+        // entry, with the last of them, releases the buffer.
+        let target_group = (0..self.table.live_span())
+            .map(|k| self.table.ops[(self.table.head + k) % D])
+            .find(|op| op.kind != OpKind::Free && op.context == target)
+            .map_or(NO_GROUP, |op| op.group);
         match &mut self.queue {
             Queue::Tx(q) => q.flush(),
             Queue::Rx(q) => q.flush(),
@@ -540,22 +646,34 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     continue;
                 }
                 if flushed {
-                    if canceled || op.context != target {
+                    let chosen = if target_group == NO_GROUP {
+                        !canceled && op.context == target
+                    } else {
+                        op.group == target_group
+                    };
+                    if !chosen {
                         continue; // posted again below
                     }
                     let Some(op) = self.table.take(token, kind) else {
                         continue;
                     };
                     canceled = true;
+                    if leave_group(&mut self.groups, &op) == GroupExit::Member {
+                        // A slot of the canceled buffer that is not its last: no entry of its
+                        // own (the buffer's one entry comes with the last slot).
+                        ctx.cq.release_credit();
+                        continue;
+                    }
+                    let owned = match leave_group_last(&self.groups, &op) {
+                        Some(raw) => Some(raw),
+                        None => op.owned(),
+                    };
+                    tally.err += 1;
                     sink(Outcome::Failed(ErrRecord {
                         completion: Completion {
                             context: op.context,
-                            flags: if kind == OpKind::Send {
-                                SEND_FLAGS
-                            } else {
-                                RECV_FLAGS
-                            },
-                            owned: op.owned(),
+                            flags: completion_flags(kind, op.group != NO_GROUP),
+                            owned,
                             ..Completion::default()
                         },
                         err: Error::Canceled,
@@ -582,9 +700,23 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 if self.table.take(token, kind).is_none() {
                     continue;
                 }
+                let bytes = if kind == OpKind::Send {
+                    tx_payload(self.framing.is_some(), &op)
+                } else {
+                    rx[i].len as usize
+                };
                 match verdict {
-                    RxVerdict::Out(o) => sink(o),
+                    RxVerdict::Out(o) => {
+                        let o = settle(&mut self.groups, &op, o);
+                        match &o {
+                            Outcome::Done(c) if kind == OpKind::Recv => tally.success(c.len),
+                            Outcome::Done(_) => tally.success(bytes),
+                            Outcome::Failed(_) => tally.err += 1,
+                        }
+                        sink(o);
+                    }
                     RxVerdict::Silent => {
+                        tally.success(bytes);
                         ctx.cq.release_credit();
                         release(ctx.mrs, op.owned());
                     }
@@ -618,13 +750,156 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 // Cannot happen (the ring was emptied by the flush); should it, the operation
                 // completes canceled rather than vanish.
                 if let Some(op) = self.table.take(token, op.kind) {
-                    sink(Outcome::Failed(canceled_recv(&op)));
+                    tally.err += 1;
+                    let o = Outcome::Failed(canceled_recv(&op));
+                    sink(settle(&mut self.groups, &op, o));
                 }
             }
         }
         self.doorbell();
         canceled
     }
+}
+
+impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
+    /// Forgets receive `op` without a completion (close), releasing a multi-receive buffer
+    /// with its last slot.
+    fn discard(&mut self, op: &Op, ctx: &PollCtx<'_, N>) {
+        ctx.cq.release_credit();
+        release(ctx.mrs, op.owned());
+        if let GroupExit::Last(raw) = leave_group(&mut self.groups, op) {
+            release(ctx.mrs, Some(raw));
+        }
+    }
+
+    /// Posts a multi-receive buffer (`FI_MULTI_RECV`) as `slots` receives of `slot_len` bytes
+    /// each (`accepted` of them for the payload), all or none: the op slots, ring room and CQ
+    /// credits are checked and reserved before the first descriptor is written. No doorbell.
+    pub(crate) fn post_multi_recv(
+        &mut self,
+        cq: &CqSlot<'_>,
+        owned: RawBuf,
+        slot_len: u32,
+        slots: u32,
+        accepted: u32,
+        context: OpContext,
+    ) -> Result {
+        let Some(gi) = self.groups.iter().position(|g| g.remaining == 0) else {
+            return Err(Error::Again);
+        };
+        if self.free_slots() < slots as usize {
+            return Err(Error::Again);
+        }
+        for taken in 0..slots {
+            if let Err(e) = cq.reserve_credit() {
+                for _ in 0..taken {
+                    cq.release_credit();
+                }
+                return Err(e);
+            }
+        }
+        let Queue::Rx(q) = &mut self.queue else {
+            for _ in 0..slots {
+                cq.release_credit();
+            }
+            return Err(Error::OpBadState);
+        };
+        let mut posted = 0;
+        for i in 0..slots {
+            let offset = u64::from(i) * u64::from(slot_len);
+            let buf = RawBuf {
+                cpu: owned.cpu + offset as usize,
+                iova: Iova(owned.iova.0 + offset),
+                len: slot_len,
+                mr: NO_MR,
+            };
+            let Some(slot) = self.table.next_free() else {
+                break;
+            };
+            if q.push(buf.rx(), Token(slot as u64)).is_err() {
+                break;
+            }
+            self.table.commit(
+                slot,
+                Op {
+                    kind: OpKind::Recv,
+                    context,
+                    buf,
+                    len: accepted,
+                    // Every slot reports: the application needs each `buf`, and the last one
+                    // hands the buffer back.
+                    report: true,
+                    group: gi as u8,
+                },
+            );
+            posted += 1;
+        }
+        // Checked above, so this does not happen; if the driver refused anyway, the slots that
+        // made it form the group and the rest give their credits back.
+        for _ in posted..slots {
+            cq.release_credit();
+        }
+        if posted == 0 {
+            return Err(Error::Again);
+        }
+        self.groups[gi] = Group {
+            remaining: posted,
+            owned,
+        };
+        Ok(())
+    }
+}
+
+/// The buffer of `op`'s group if `op` was just its last slot (after [`leave_group`]).
+fn leave_group_last(groups: &[Group], op: &Op) -> Option<RawBuf> {
+    groups
+        .get(usize::from(op.group))
+        .filter(|g| g.remaining == 0)
+        .map(|g| g.owned)
+}
+
+/// The flags of a canceled operation's entry.
+fn completion_flags(kind: OpKind, multi: bool) -> CompletionFlags {
+    match (kind, multi) {
+        (OpKind::Send, _) => SEND_FLAGS,
+        (_, true) => RECV_FLAGS.union(CompletionFlags::MULTI_RECV),
+        (_, false) => RECV_FLAGS,
+    }
+}
+
+/// Takes `op`'s slot out of its multi-receive group.
+fn leave_group(groups: &mut [Group], op: &Op) -> GroupExit {
+    let Some(g) = groups.get_mut(usize::from(op.group)) else {
+        return GroupExit::None;
+    };
+    g.remaining = g.remaining.saturating_sub(1);
+    if g.remaining == 0 {
+        GroupExit::Last(g.owned)
+    } else {
+        GroupExit::Member
+    }
+}
+
+/// Settles the outcome of receive `op`, taken from the table: a multi-receive slot's
+/// completion points at its data (`buf`, fi_cq(3)), and the last one carries `FI_MULTI_RECV`
+/// and the buffer.
+fn settle(groups: &mut [Group], op: &Op, mut o: Outcome) -> Outcome {
+    let exit = leave_group(groups, op);
+    if exit == GroupExit::None {
+        return o;
+    }
+    let c = match &mut o {
+        Outcome::Done(c) => c,
+        Outcome::Failed(e) => &mut e.completion,
+    };
+    if op.buf.cpu != 0 {
+        c.buf = BufAddr(op.buf.cpu + proto::HEADER_LEN);
+    }
+    if let GroupExit::Last(raw) = exit {
+        c.flags |= CompletionFlags::MULTI_RECV;
+        c.owned = Some(raw);
+    }
+    o
 }
 
 /// The tokens of one chunk of completions, either direction.
@@ -640,6 +915,17 @@ impl Iterator for TokenIter<'_> {
             TokenIter::Rx(i) => i.next().map(|c| (c.token, OpKind::Recv)),
             TokenIter::Tx(i) => i.next().map(|c| (c.token, OpKind::Send)),
         }
+    }
+}
+
+/// The payload bytes of a send (`FI_CNTR_EVENTS_BYTES` counts user bytes): the frame less
+/// ringfab's header on an endpoint's path, the whole frame on a raw one.
+fn tx_payload(framed: bool, op: &Op) -> usize {
+    let len = op.buf.len as usize;
+    if framed {
+        len.saturating_sub(proto::HEADER_LEN)
+    } else {
+        len
     }
 }
 
@@ -728,6 +1014,11 @@ fn rx_outcome(
                     Err(()) => return RxVerdict::Repost,
                     Ok(h) => {
                         let mut done = completion(u32::from(h.payload_len));
+                        if h.dst.is_multicast() {
+                            // Sent to a group (broadcast included); every endpoint has
+                            // FI_SOURCE, which fi_cq(3) requires for this flag on a receive.
+                            done.flags |= CompletionFlags::MULTICAST;
+                        }
                         if let Some(data) = h.data {
                             done.data = data;
                             done.flags |= CompletionFlags::REMOTE_CQ_DATA;
@@ -958,13 +1249,20 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
     }
 
     /// Binds the path to CQ `cq` for an endpoint (which counts the CQ binding itself) and
-    /// sets its framing.
-    pub(crate) fn attach(&self, cq: usize, flags: BindFlags, framing: Framing) {
+    /// sets its framing and counter.
+    pub(crate) fn attach(
+        &self,
+        cq: usize,
+        flags: BindFlags,
+        framing: Framing,
+        cntr: Option<usize>,
+    ) {
         let slot = self.slot();
         let mut guard = slot.state.lock();
         if let Some(st) = guard.as_mut() {
             st.set_binding(Some(cq), flags);
             st.framing = Some(framing);
+            st.cntr = cntr;
             slot.cq.store(cq, Ordering::Release);
         }
     }
@@ -1079,6 +1377,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 buf,
                 len,
                 report,
+                group: NO_GROUP,
             },
         );
         Ok(())
@@ -1133,6 +1432,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 buf,
                 len: buf.len,
                 report,
+                group: NO_GROUP,
             },
         );
         Ok(())

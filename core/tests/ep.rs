@@ -560,9 +560,13 @@ fn send_errors_hand_the_buffer_back_and_post_nothing() {
         .unwrap_err();
     assert_eq!(e, Error::Inval);
     let (e, _) = ep_b
-        .recvmsg(mr_b.alloc(BUF).unwrap(), OpContext(1), OpFlags::MULTI_RECV)
+        .recvmsg(mr_b.alloc(BUF).unwrap(), OpContext(1), OpFlags::FENCE)
         .unwrap_err();
-    assert_eq!(e, Error::BadFlags);
+    assert_eq!(
+        e,
+        Error::BadFlags,
+        "a receive takes COMPLETION, MORE, MULTI_RECV"
+    );
     p.wire.run_until_idle();
     let mut out = [DataEntry::default(); 2];
     assert_eq!(cq_a.read(&mut out), Err(Error::Again), "nothing was posted");
@@ -1146,4 +1150,387 @@ fn cancel_before_enable_is_opbadstate() {
     let d = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
     let ep = d.endpoint(&EpAttr::default()).unwrap();
     assert_eq!(ep.cancel(OpContext(1)), Err(Error::OpBadState));
+}
+
+#[test]
+fn counters_count_every_completion_by_class_also_without_cq_entries() {
+    use ringfab::cntr::{Counter, CounterAttr, CounterEvents};
+    use ringfab::flags::CntrBindFlags;
+    type Cntr = Counter<ringfab_emu::EmuWait>;
+    let p = pair();
+    let yield_attr = CounterAttr {
+        wait_obj: ringfab::WaitObj::Yield,
+        ..CounterAttr::default()
+    };
+    let sends = Cntr::open(&yield_attr, None).unwrap();
+    let bytes = Cntr::open(
+        &CounterAttr {
+            events: CounterEvents::Bytes,
+            ..CounterAttr::default()
+        },
+        None,
+    )
+    .unwrap();
+    let stranger = Cntr::open(&CounterAttr::default(), None).unwrap();
+    let cntrs_a = [&sends];
+    let cntrs_b = [&bytes];
+    slabs!(pa, ca, ma, va, auxa, ta);
+    slabs!(pb, cb, mb, vb, auxb, tb);
+    let [auxa0, _] = &mut auxa;
+    let [auxb0, _] = &mut auxb;
+    let da = Domain::new(&p.nic_a, &pa, &ca)
+        .with_mrs(&ma)
+        .with_avs(&va)
+        .with_counters(&cntrs_a);
+    let db = Domain::new(&p.nic_b, &pb, &cb)
+        .with_mrs(&mb)
+        .with_avs(&vb)
+        .with_counters(&cntrs_b);
+    let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
+    let av_a = da.open_av(&mut ta).unwrap();
+    let av_b = db.open_av(&mut tb).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    // A: selective CQ (errors only) plus a counter for sends: the fi_endpoint NOTES pattern.
+    let selective = BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION;
+    ep_a.bind_cq(&cq_a, selective).unwrap();
+    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+
+    // Binding rules.
+    let unknown = CntrBindFlags::SEND | CntrBindFlags::from_bits_retain(1 << 40);
+    assert_eq!(ep_a.bind_cntr(&sends, unknown), Err(Error::BadFlags));
+    for rma in [
+        CntrBindFlags::READ,
+        CntrBindFlags::WRITE,
+        CntrBindFlags::REMOTE_READ,
+        CntrBindFlags::REMOTE_WRITE,
+    ] {
+        assert_eq!(ep_a.bind_cntr(&sends, rma), Err(Error::OpNotSupp));
+    }
+    assert_eq!(
+        ep_a.bind_cntr(&sends, CntrBindFlags::empty()),
+        Err(Error::Inval)
+    );
+    assert_eq!(
+        ep_a.bind_cntr(&stranger, CntrBindFlags::SEND),
+        Err(Error::Domain)
+    );
+    ep_a.bind_cntr(&sends, CntrBindFlags::SEND).unwrap();
+    assert_eq!(
+        ep_a.bind_cntr(&sends, CntrBindFlags::SEND),
+        Err(Error::Inval),
+        "one per class"
+    );
+    ep_b.bind_cntr(&bytes, CntrBindFlags::RECV).unwrap();
+    ep_a.bind_av(&av_a).unwrap();
+    ep_b.bind_av(&av_b).unwrap();
+    ep_a.enable().unwrap();
+    ep_b.enable().unwrap();
+    assert_eq!(
+        ep_a.bind_cntr(&sends, CntrBindFlags::RECV),
+        Err(Error::OpBadState)
+    );
+
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(16 * BUF)).unwrap();
+    let mr_b = db.register(memory(16 * BUF)).unwrap();
+    for i in 0..5 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    for i in 0..5 {
+        ep_a.send(mr_a.alloc(BUF).unwrap(), 100 + i, to_b, OpContext(20 + i))
+            .unwrap();
+    }
+    p.wire.run_until_idle();
+    // The sends asked for no CQ entry; the counter still sees them once progress is made.
+    let clock = StdClock(std::time::Instant::now());
+    sends
+        .wait_with_progress(5, Some(std::time::Duration::from_secs(5)), &clock, || {
+            ep_a.progress().unwrap()
+        })
+        .unwrap();
+    assert_eq!((sends.read(), sends.readerr()), (5, 0));
+    let mut e = [DataEntry::default(); 8];
+    assert_eq!(
+        cq_a.read(&mut e),
+        Err(Error::Again),
+        "selective: no entries"
+    );
+    // B counts payload bytes of its receives as its CQ is read.
+    let (ok, _) = {
+        let mut cq_b = cq_b;
+        let r = drain_all(&p.wire, &mut cq_b);
+        (r.0, cq_b)
+    };
+    assert_eq!(ok.len(), 5);
+    assert_eq!(bytes.read(), (100..105).sum::<u64>());
+
+    // A failure counts in the error value: a send canceled while FI_MORE held it back.
+    let s = mr_a.alloc(BUF).unwrap();
+    ep_a.sendmsg(s, 8, to_b, None, OpContext(9), OpFlags::MORE)
+        .unwrap();
+    assert_eq!(ep_a.cancel(OpContext(9)), Ok(true));
+    assert_eq!((sends.read(), sends.readerr()), (5, 1));
+    let mut cq_a = cq_a;
+    assert_eq!(
+        cq_a.read(&mut e),
+        Err(Error::Avail),
+        "errors are reported even when selective"
+    );
+    let mut err = ErrEntry::default();
+    cq_a.readerr(&mut err, None, 0).unwrap();
+    assert_eq!((err.op_context, err.err), (OpContext(9), 125));
+}
+
+#[test]
+fn a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(16 * BUF)).unwrap();
+    let mr_b = db.register(memory(16 * BUF)).unwrap();
+    // Room for 4 messages; MIN_MULTI_RECV of 1.5 slots: released after the 3rd, when one
+    // slot (2048 bytes < 3072) is left.
+    let mut ep_b = ep_b;
+    ep_b.setopt(EpOpt::MinMultiRecv, 3 * BUF / 2).unwrap();
+    let multi = mr_b.alloc(4 * BUF).unwrap();
+    let base = multi.addr();
+    ep_b.recvmsg(multi, OpContext(5), OpFlags::MULTI_RECV)
+        .unwrap();
+    assert_eq!(ep_b.rx_size_left(), Ok(D - 3), "three slots posted");
+    for i in 0..3 {
+        let mut s = mr_a.alloc(BUF).unwrap();
+        payload(&mut s, &[0x10 + i as u8; 40]);
+        ep_a.send(s, 40 + i, to_b, OpContext(60 + i)).unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+        got.push((e.op_context, e.len, e.buf.0, e.flags, buf.is_some()));
+    }
+    let recv = CompletionFlags::RECV | CompletionFlags::MSG;
+    assert_eq!(
+        got,
+        vec![
+            (OpContext(5), 40, base + HEADER_LEN, recv, false),
+            (OpContext(5), 41, base + BUF + HEADER_LEN, recv, false),
+            (
+                OpContext(5),
+                42,
+                base + 2 * BUF + HEADER_LEN,
+                recv | CompletionFlags::MULTI_RECV,
+                true
+            ),
+        ],
+        "each completion points at its data; the last releases the buffer"
+    );
+    assert_eq!(mr_b.outstanding(), 0);
+    let _ = cq_a;
+}
+
+#[test]
+fn canceling_a_multi_receive_buffer_releases_it_once() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let mut cq_b = cq_b;
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(16 * BUF)).unwrap();
+    ep_b.recvmsg(
+        mr_b.alloc(4 * BUF).unwrap(),
+        OpContext(5),
+        OpFlags::MULTI_RECV,
+    )
+    .unwrap();
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(6)).unwrap();
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 9, to_b, OpContext(1))
+        .unwrap();
+    p.wire.run_until_idle();
+    assert_eq!(ep_b.cancel(OpContext(5)), Ok(true));
+    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    assert_eq!(ok, vec![(5, 9)], "the message that arrived is delivered");
+    assert_eq!(
+        err,
+        vec![(5, 125)],
+        "one entry for the rest of the buffer, with it"
+    );
+    // The plain receive posted after it is still there.
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 7, to_b, OpContext(2))
+        .unwrap();
+    let (ok, _) = drain_all(&p.wire, &mut cq_b);
+    assert_eq!(ok, vec![(6, 7)]);
+    assert_eq!(mr_b.outstanding(), 0);
+    let _ = cq_a;
+}
+
+#[test]
+fn multi_receive_slots_follow_min_multi_recv() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let mr_b = db.register(memory(40 * BUF)).unwrap();
+    let mut ep_b = ep_b;
+    for (min, len, slots) in [
+        (0, 4 * BUF, 4),
+        (BUF, 4 * BUF, 4),
+        (BUF + 1, 4 * BUF, 3),
+        (4 * BUF, 4 * BUF + 100, 1),
+    ] {
+        ep_b.setopt(EpOpt::MinMultiRecv, min).unwrap();
+        let before = ep_b.rx_size_left().unwrap();
+        ep_b.recvmsg(mr_b.alloc(len).unwrap(), OpContext(1), OpFlags::MULTI_RECV)
+            .unwrap();
+        assert_eq!(
+            before - ep_b.rx_size_left().unwrap(),
+            slots,
+            "min {min} len {len}"
+        );
+    }
+    let (e, _) = ep_b
+        .recvmsg(
+            mr_b.alloc(BUF - 1).unwrap(),
+            OpContext(1),
+            OpFlags::MULTI_RECV,
+        )
+        .unwrap_err();
+    assert_eq!(e, Error::Inval, "not even one slot");
+    let _ = (&da, &cq_a, &cq_b, &av_a, &ep_a);
+}
+
+#[test]
+fn an_alias_posts_on_the_same_queues_with_its_own_flags() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for i in 0..2 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    assert_eq!(
+        ep_a.alias(BindFlags::TRANSMIT | BindFlags::RECV, OpFlags::empty())
+            .err(),
+        Some(Error::Inval),
+        "exactly one direction"
+    );
+    assert_eq!(
+        ep_a.alias(BindFlags::TRANSMIT, OpFlags::FENCE).err(),
+        Some(Error::BadFlags)
+    );
+    // Under selective completion the endpoint's sends are silent; the alias asks for entries.
+    let mut alias = ep_a
+        .alias(BindFlags::TRANSMIT, OpFlags::COMPLETION)
+        .unwrap();
+    assert_eq!(
+        alias.get_op_flags(BindFlags::TRANSMIT),
+        Ok(OpFlags::COMPLETION)
+    );
+    assert_eq!(
+        alias.get_op_flags(BindFlags::RECV),
+        Ok(OpFlags::empty()),
+        "inherited"
+    );
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 3, to_b, OpContext(1))
+        .unwrap();
+    alias
+        .send(mr_a.alloc(BUF).unwrap(), 3, to_b, OpContext(2))
+        .unwrap();
+    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_a);
+    assert_eq!(e.op_context, OpContext(2), "only the alias's send reports");
+    assert_eq!(ep_a.get_op_flags(BindFlags::TRANSMIT), Ok(OpFlags::empty()));
+    alias
+        .set_op_flags(BindFlags::TRANSMIT, OpFlags::empty())
+        .unwrap();
+    assert_eq!(
+        alias.set_op_flags(BindFlags::RECV, OpFlags::FENCE),
+        Err(Error::BadFlags)
+    );
+    let _ = (cq_b, alias.endpoint().name());
+}
+
+#[test]
+fn a_broadcast_reaches_the_endpoint_with_fi_multicast() {
+    let p = pair();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let everyone = insert(
+        &av_a,
+        EpAddr {
+            mac: MacAddr::BROADCAST,
+            ctx: 0,
+        },
+    );
+    let to_a = insert(&av_b, ep_a.name());
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(3)).unwrap();
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 6, everyone, OpContext(1))
+        .unwrap();
+    let (e, src, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!(
+        e.flags,
+        CompletionFlags::RECV | CompletionFlags::MSG | CompletionFlags::MULTICAST
+    );
+    assert_eq!((e.len, src), (6, to_a));
+    let _ = cq_a;
 }

@@ -1,0 +1,202 @@
+//! What ringfab offers on each NIC, like libfabric's `fi_info`: the endpoint, transmit, receive
+//! and completion-queue attributes an application would get, as the driver reports them.
+//!
+//! By default it describes two emulated NICs — an Intel 82576 (igb driver) and an Intel 82574
+//! (e1000e driver) — so it runs anywhere. `--vfio BDF…` describes real (or QEMU-emulated)
+//! functions bound to vfio-pci instead; the driver is chosen from the PCI device ID.
+//!
+//! ```sh
+//! cargo run --example info
+//! cargo run --example info -- --vfio 0000:00:03.0
+//! ```
+
+use std::process::ExitCode;
+
+use ringfab::av::{AvEntry, AvSlot};
+use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqLimits, CqSlot};
+use ringfab::domain::Domain;
+use ringfab::ep::{EpAttr, INJECT_SIZE};
+use ringfab::flags::BindFlags;
+use ringfab::hal::{MacAddr, Nic, Platform};
+use ringfab::path::PathSlot;
+use ringfab::proto::{ETHERTYPE, HEADER_LEN};
+use ringfab_e1000e::E1000e;
+use ringfab_emu::{EmuE1000e, EmuIgb, ModelConfig};
+use ringfab_igb::Igb;
+
+/// Ring depth the description assumes (`tx_attr.size`/`rx_attr.size`); endpoints choose it.
+const D: usize = 256;
+
+/// Prints the fi_info-style description of one NIC.
+fn describe<N: Nic>(name: &str, nic: &N) -> Result<(), String> {
+    let caps = nic.capabilities();
+    let link = nic.link();
+    let limits = CqLimits::default();
+
+    // Open a real endpoint so every figure printed is one the code computes, not a copy.
+    let paths = [PathSlot::<N, D>::EMPTY; 2];
+    let cqs = [CqSlot::EMPTY; 1];
+    let avs = [AvSlot::EMPTY; 1];
+    let mut aux = vec![AuxEntry::EMPTY; 2 * D];
+    let mut table = [AvEntry::EMPTY; 1];
+    let domain = Domain::new(nic, &paths, &cqs).with_avs(&avs);
+    let attr = CqAttr {
+        size: 2 * D,
+        format: CqFormat::Msg,
+        ..CqAttr::default()
+    };
+    let cq = domain
+        .open_cq::<ringfab::cq::entry::Msg>(&attr, &mut aux)
+        .map_err(|e| format!("{name}: opening a CQ: {e}"))?;
+    let av = domain
+        .open_av(&mut table)
+        .map_err(|e| format!("{name}: opening an AV: {e}"))?;
+    let mut ep = domain
+        .endpoint(&EpAttr::default())
+        .map_err(|e| format!("{name}: creating an endpoint: {e}"))?;
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .and_then(|()| ep.bind_av(&av))
+        .and_then(|()| ep.enable())
+        .map_err(|e| format!("{name}: enabling an endpoint: {e}"))?;
+
+    let order = if caps.in_order_completion {
+        "FI_ORDER_STRICT (completions in posting order, per queue)"
+    } else {
+        "FI_ORDER_NONE (the device completes by id)"
+    };
+    let rss = caps.rss.map_or("none".to_string(), |r| {
+        format!("{}-entry table, {}-byte key", r.table_len, r.key_len)
+    });
+    println!("provider: ringfab");
+    println!("    domain: {name}");
+    println!("    type: FI_EP_DGRAM");
+    println!(
+        "    protocol: ringfab raw Ethernet (EtherType {ETHERTYPE:#06x}, {HEADER_LEN}-byte header)"
+    );
+    println!("    caps: FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_SOURCE_ERR");
+    println!("    mode: 0");
+    println!("    addr_format: ringfab (MAC + context, 8 bytes)");
+    println!("    src_addr: {}/{}", mac(ep.name().mac), ep.name().ctx);
+    println!("    progress: FI_PROGRESS_MANUAL");
+    println!("    threading: FI_THREAD_SAFE (each queue and CQ has its own spin lock, taken once per batch)");
+    println!("    ep_attr:");
+    println!("        max_msg_size: {}", ep.max_msg_size());
+    println!("        msg_prefix_size: 0");
+    println!(
+        "        tx_ctx_cnt: {}   (hardware transmit queues)",
+        caps.tx_queues
+    );
+    println!(
+        "        rx_ctx_cnt: {}   (hardware receive queues)",
+        caps.rx_queues
+    );
+    println!("        rss: {rss}");
+    println!("    tx_attr:");
+    println!(
+        "        size: {D} (ring depth {}..={})",
+        caps.min_depth, caps.max_depth
+    );
+    println!("        inject_size: {INJECT_SIZE}");
+    println!("        iov_limit: 1");
+    println!("        msg_order: FI_ORDER_NONE (unreliable datagrams)");
+    println!("        comp_order: {order}");
+    println!("        op_flags accepted: FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_REMOTE_CQ_DATA | FI_MORE");
+    println!("    rx_attr:");
+    println!("        size: {D}");
+    println!(
+        "        buffer size: {} (EpAttr::rx_buf_len)",
+        EpAttr::default().rx_buf_len
+    );
+    println!("        iov_limit: 1");
+    println!("        comp_order: {order}");
+    println!("    cq_attr:");
+    println!(
+        "        size: default {}, max {}",
+        limits.default_size, limits.max_size
+    );
+    println!("        format: FI_CQ_FORMAT_CONTEXT | MSG | DATA | TAGGED (UNSPEC = CONTEXT)");
+    println!("        wait_obj: NONE | UNSPEC | FD (file-descriptor handles only) | MUTEX_COND | YIELD | SET");
+    println!("        interrupt vectors: {}", nic.irq_vectors());
+    println!("    nic:");
+    println!("        mac: {}", mac(caps.mac));
+    println!(
+        "        max frame: {} bytes (Ethernet header included, FCS excluded)",
+        caps.max_frame_len
+    );
+    println!(
+        "        link: {}",
+        if link.up {
+            format!(
+                "up, {} Mb/s, {} duplex",
+                link.speed_mbps,
+                if link.full_duplex { "full" } else { "half" }
+            )
+        } else {
+            "down".to_string()
+        }
+    );
+    println!();
+    Ok(())
+}
+
+fn mac(m: MacAddr) -> String {
+    m.0.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn emulated() -> Result<(), String> {
+    let mut config = ModelConfig::default();
+    config.mac = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0a]);
+    let igb_dev = EmuIgb::new(config);
+    config.mac = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0b]);
+    let e1000e_dev = EmuE1000e::new(config);
+    let igb = Igb::new(igb_dev.platform()).map_err(|e| format!("emulated 82576: {e}"))?;
+    describe("emu0 (emulated Intel 82576, igb driver)", &igb)?;
+    let e1000e = E1000e::new(e1000e_dev.platform()).map_err(|e| format!("emulated 82574: {e}"))?;
+    describe("emu1 (emulated Intel 82574, e1000e driver)", &e1000e)
+}
+
+fn vfio(bdfs: &[String]) -> Result<(), String> {
+    for bdf in bdfs {
+        let platform = ringfab_vfio::VfioPlatform::open(bdf).map_err(|e| format!("{bdf}: {e}"))?;
+        let id = platform.config_read32(0);
+        let (vendor, device) = (id & 0xffff, id >> 16);
+        match (vendor, device) {
+            (0x8086, 0x10c9) => {
+                let nic = Igb::new(platform).map_err(|e| format!("{bdf}: {e}"))?;
+                describe(&format!("{bdf} (Intel 82576, igb driver)"), &nic)?;
+            }
+            (0x8086, 0x10d3) => {
+                let nic = E1000e::new(platform).map_err(|e| format!("{bdf}: {e}"))?;
+                describe(&format!("{bdf} (Intel 82574, e1000e driver)"), &nic)?;
+            }
+            _ => {
+                return Err(format!(
+                    "{bdf}: PCI {vendor:04x}:{device:04x} has no ringfab driver (82576 8086:10c9, 82574 8086:10d3)"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let r = match args.first().map(String::as_str) {
+        None => emulated(),
+        Some("--vfio") if args.len() > 1 => vfio(&args[1..]),
+        Some("-h" | "--help") | Some(_) => {
+            eprintln!("usage: info [--vfio BDF…]");
+            return ExitCode::from(2);
+        }
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("info: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
