@@ -51,6 +51,10 @@ pub(crate) const GUEST_PROGRAMS: &[Program] = &[
         package: "ringfab-examples",
         name: "pingpong",
     },
+    Program::Example {
+        package: "ringfab-examples",
+        name: "info",
+    },
 ];
 
 /// `cargo build` arguments for `programs` (release, the guest target).

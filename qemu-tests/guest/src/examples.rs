@@ -58,6 +58,53 @@ pub(crate) fn pingpong(ctx: &mut Ctx) -> Outcome {
     ))
 }
 
+/// `info --vfio A B` (examples/info.rs): the fi_info-style description of both NICs as the
+/// driver reports them through VFIO — each block must name the NIC, its MAC, the igb driver and
+/// an up link. The tests' handles are released first and the NICs reopened after, as for
+/// `pingpong`.
+pub(crate) fn info(ctx: &mut Ctx) -> Outcome {
+    ctx.release();
+    let [a, b] = ctx.bdfs.clone();
+    let out = Command::new("/info")
+        .args(["--vfio", &a, &b])
+        .output()
+        .map_err(|e| format!("running /info: {e}"));
+    let reopened = nic::open(ctx);
+    let out = out?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "info exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let blocks: Vec<&str> = stdout.split("provider: ringfab").skip(1).collect();
+    let macs = ctx.macs.clone().unwrap_or_default();
+    for (i, bdf) in [&a, &b].into_iter().enumerate() {
+        let block = blocks
+            .iter()
+            .find(|blk| blk.contains(bdf.as_str()))
+            .ok_or_else(|| format!("no description of {bdf} in: {stdout}"))?;
+        let want = ["igb driver", "link: up, 1000 Mb/s", "interrupt vectors: 10"];
+        if let Some(missing) = want.iter().find(|w| !block.contains(*w)) {
+            return Err(format!("{bdf}: no '{missing}' in: {block}"));
+        }
+        if !macs[i].is_empty() && !block.contains(&macs[i]) {
+            return Err(format!("{bdf}: MAC {} not in: {block}", macs[i]));
+        }
+    }
+    reopened.map_err(|e| format!("info passed, but reopening the NICs failed: {e}"))?;
+    let size = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("max_msg_size: "))
+        .unwrap_or("?");
+    Ok(format!(
+        "both NICs described (igb driver, MAC as set, link up at 1000 Mb/s, 10 MSI-X vectors, \
+         max_msg_size {size})"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

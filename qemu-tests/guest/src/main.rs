@@ -118,6 +118,7 @@ mod guest {
         test("cq-wait-set-epoll", wait::wait_set_over_two_vectors),
         test("ep-messages", ep::messages),
         test("rate-a-to-b", nic::rate_a_to_b),
+        test("info", examples::info),
         test("pingpong", examples::pingpong),
         test("iommu-blocks-unmapped-tx", iommu::unmapped_tx_is_blocked),
     ];
