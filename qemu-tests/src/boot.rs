@@ -13,11 +13,49 @@ use crate::cpio::Archive;
 use crate::error::{Error, IoContext, Result};
 use crate::setup::{GuestFiles, QEMU};
 
-/// The two 82576 NICs: PCI slot and MAC. One hub joins them, so a frame one sends reaches the
-/// other. They sit 8 slots apart: QEMU's igb reserves the functions after its own for its VFs
-/// (PF + 0x80…), so two igb in adjacent slots do not fit.
-pub(crate) const NICS: [(&str, &str); 2] =
-    [("03.0", "52:54:00:12:34:03"), ("0b.0", "52:54:00:12:34:0b")];
+/// One emulated NIC of the guest.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NicSpec {
+    /// QEMU's device model.
+    pub(crate) model: &'static str,
+    /// PCI slot on the root bus.
+    pub(crate) slot: &'static str,
+    /// Its MAC.
+    pub(crate) mac: &'static str,
+    /// The QEMU hub it is plugged into: NICs on one hub see each other's frames.
+    pub(crate) hub: u8,
+}
+
+/// The guest's NICs: two 82576 (`igb`) on hub 0, two 82574 (`e1000e`) on hub 1. The igb sit
+/// eight slots apart: QEMU's igb reserves the functions after its own for its VFs (PF + 0x80…),
+/// so two igb in adjacent slots do not fit. `romfile=` keeps QEMU from looking for an option
+/// ROM for e1000e (a package the harness does not install).
+pub(crate) const NICS: [NicSpec; 4] = [
+    NicSpec {
+        model: "igb",
+        slot: "03.0",
+        mac: "52:54:00:12:34:03",
+        hub: 0,
+    },
+    NicSpec {
+        model: "igb",
+        slot: "0b.0",
+        mac: "52:54:00:12:34:0b",
+        hub: 0,
+    },
+    NicSpec {
+        model: "e1000e",
+        slot: "05.0",
+        mac: "52:54:00:12:34:05",
+        hub: 1,
+    },
+    NicSpec {
+        model: "e1000e",
+        slot: "06.0",
+        mac: "52:54:00:12:34:06",
+        hub: 1,
+    },
+];
 
 /// What each guest line starts with; the rest is `plan N`, `pass NAME DETAIL`,
 /// `fail NAME REASON` or `done`.
@@ -52,20 +90,22 @@ pub(crate) enum Accel {
     Kvm,
 }
 
-/// The kernel command line.
+/// The kernel command line: the console, the IOMMU, and for each NIC model its PCI addresses
+/// and MACs (`ringfab.<model>=A,B`, `ringfab.<model>_macs=A,B`), which the guest program reads.
 pub(crate) fn append(only: Option<&str>) -> String {
-    let nics: Vec<String> = NICS
-        .iter()
-        .map(|(slot, _)| format!("0000:00:{slot}"))
-        .collect();
     // loglevel=1: only alerts reach the console, so kernel messages do not split the guest's
     // lines (the guest reads the kernel log itself through /dev/kmsg where a test needs it).
-    let macs: Vec<&str> = NICS.iter().map(|(_, mac)| *mac).collect();
-    let mut s = format!(
-        "console=ttyS0 intel_iommu=on loglevel=1 panic=-1 ringfab.nics={} ringfab.macs={}",
-        nics.join(","),
-        macs.join(",")
-    );
+    let mut s = "console=ttyS0 intel_iommu=on loglevel=1 panic=-1".to_owned();
+    for model in ["igb", "e1000e"] {
+        let nics: Vec<&NicSpec> = NICS.iter().filter(|n| n.model == model).collect();
+        let bdfs: Vec<String> = nics.iter().map(|n| format!("0000:00:{}", n.slot)).collect();
+        let macs: Vec<&str> = nics.iter().map(|n| n.mac).collect();
+        s.push_str(&format!(
+            " ringfab.{model}={} ringfab.{model}_macs={}",
+            bdfs.join(","),
+            macs.join(",")
+        ));
+    }
     if let Some(only) = only {
         s.push_str(&format!(" ringfab.only={only}"));
     }
@@ -112,11 +152,15 @@ pub(crate) fn qemu_args(kernel: &Path, initrd: &Path, accel: Accel, append: &str
     a.push(initrd.display().to_string());
     a.push("-append".into());
     a.push(append.into());
-    for (i, (slot, mac)) in NICS.iter().enumerate() {
+    for (i, n) in NICS.iter().enumerate() {
         a.push("-netdev".into());
-        a.push(format!("hubport,id=nic{i},hubid=0"));
+        a.push(format!("hubport,id=nic{i},hubid={}", n.hub));
         a.push("-device".into());
-        a.push(format!("igb,netdev=nic{i},addr={slot},mac={mac}"));
+        let rom = if n.model == "e1000e" { ",romfile=" } else { "" };
+        a.push(format!(
+            "{},netdev=nic{i},addr={},mac={}{rom}",
+            n.model, n.slot, n.mac
+        ));
     }
     a
 }
@@ -323,7 +367,7 @@ mod tests {
     }
 
     #[test]
-    fn the_machine_has_an_iommu_and_two_igb_on_one_hub() {
+    fn the_machine_has_an_iommu_two_igb_on_one_hub_and_two_e1000e_on_another() {
         let a = qemu_args(Path::new("k"), Path::new("i"), Accel::Tcg, "x").join(" ");
         assert!(a.starts_with("-machine q35,accel=tcg -cpu max "), "{a}");
         assert!(a.contains("-device intel-iommu,intremap=on,caching-mode=on"));
@@ -331,6 +375,11 @@ mod tests {
             "-netdev hubport,id=nic0,hubid=0 -device igb,netdev=nic0,addr=03.0,\
              mac=52:54:00:12:34:03 -netdev hubport,id=nic1,hubid=0 \
              -device igb,netdev=nic1,addr=0b.0,mac=52:54:00:12:34:0b"
+        ));
+        assert!(a.contains(
+            "-netdev hubport,id=nic2,hubid=1 -device e1000e,netdev=nic2,addr=05.0,\
+             mac=52:54:00:12:34:05,romfile= -netdev hubport,id=nic3,hubid=1 \
+             -device e1000e,netdev=nic3,addr=06.0,mac=52:54:00:12:34:06,romfile="
         ));
         assert!(a.contains("-kernel k -initrd i -append x"));
         let k = qemu_args(Path::new("k"), Path::new("i"), Accel::Kvm, "x").join(" ");
@@ -342,8 +391,10 @@ mod tests {
         assert_eq!(
             append(None),
             "console=ttyS0 intel_iommu=on loglevel=1 panic=-1 \
-             ringfab.nics=0000:00:03.0,0000:00:0b.0 \
-             ringfab.macs=52:54:00:12:34:03,52:54:00:12:34:0b"
+             ringfab.igb=0000:00:03.0,0000:00:0b.0 \
+             ringfab.igb_macs=52:54:00:12:34:03,52:54:00:12:34:0b \
+             ringfab.e1000e=0000:00:05.0,0000:00:06.0 \
+             ringfab.e1000e_macs=52:54:00:12:34:05,52:54:00:12:34:06"
         );
         assert!(append(Some("link,cq")).ends_with(" ringfab.only=link,cq"));
     }

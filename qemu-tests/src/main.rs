@@ -162,7 +162,7 @@ fn main() -> ExitCode {
     };
     let log = cache.join("console.log");
     println!(
-        "boot: q35 + intel-iommu, 2 × igb, {:?}, timeout {} s (console: {})",
+        "boot: q35 + intel-iommu, 2 × igb (hub 0), 2 × e1000e (hub 1), {:?}, timeout {} s (console: {})",
         o.accel,
         o.timeout.as_secs(),
         log.display()

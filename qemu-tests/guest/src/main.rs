@@ -9,8 +9,9 @@
 //! ringfab-guest: done
 //! ```
 //!
-//! The NICs' PCI addresses come from the kernel command line (`ringfab.nics=A,B`, and their
-//! MACs as QEMU sets them from `ringfab.macs=A,B`), and
+//! The NICs' PCI addresses come from the kernel command line (`ringfab.igb=A,B` and
+//! `ringfab.e1000e=A,B`, their MACs as QEMU sets them from `ringfab.igb_macs=A,B` and
+//! `ringfab.e1000e_macs=A,B`), and
 //! `ringfab.only=NAME,NAME` limits the run to some tests (their prerequisites, such as `bind`
 //! and `open`, are the caller's to include). Tests share one `Ctx`: both NICs, opened once.
 //! A test that panics fails alone.
@@ -19,6 +20,8 @@
 mod cq;
 #[cfg(target_os = "linux")]
 mod dma;
+#[cfg(target_os = "linux")]
+mod e1000e;
 #[cfg(target_os = "linux")]
 mod ep;
 #[cfg(target_os = "linux")]
@@ -51,10 +54,11 @@ mod guest {
     use std::process::ExitCode;
     use std::time::Instant;
 
+    use ringfab_e1000e::E1000e;
     use ringfab_igb::Igb;
     use ringfab_vfio::VfioPlatform;
 
-    use crate::{cq, dma, ep, examples, iommu, nic, wait};
+    use crate::{cq, dma, e1000e, ep, examples, iommu, nic, wait};
 
     /// The driver over VFIO, as every test uses it.
     pub(crate) type Nic = Igb<VfioPlatform>;
@@ -64,12 +68,18 @@ mod guest {
 
     /// State the tests share.
     pub(crate) struct Ctx {
-        /// The two NICs' PCI addresses: A (sends first) and B.
+        /// The two igb NICs' PCI addresses: A (sends first) and B.
         pub(crate) bdfs: [String; 2],
-        /// The MACs QEMU gave them (`ringfab.macs=`), if the command line says.
+        /// The MACs QEMU gave them (`ringfab.igb_macs=`), if the command line says.
         pub(crate) macs: Option<[String; 2]>,
-        /// Both NICs, once `open` has run.
+        /// Both igb NICs, once `open` has run.
         pub(crate) nics: Option<[Nic; 2]>,
+        /// The two e1000e NICs' PCI addresses (`ringfab.e1000e=`), if the machine has them.
+        pub(crate) e1000e_bdfs: Option<[String; 2]>,
+        /// Their MACs (`ringfab.e1000e_macs=`).
+        pub(crate) e1000e_macs: Option<[String; 2]>,
+        /// Both e1000e NICs, once `e1000e-open` has run.
+        pub(crate) e1000e: Option<[E1000e<VfioPlatform>; 2]>,
     }
 
     impl Ctx {
@@ -121,6 +131,9 @@ mod guest {
         test("info", examples::info),
         test("pingpong", examples::pingpong),
         test("iommu-blocks-unmapped-tx", iommu::unmapped_tx_is_blocked),
+        test("e1000e-open", e1000e::open),
+        test("e1000e-frames-both-ways", e1000e::frames_both_ways),
+        test("e1000e-msix-wakes-wait", e1000e::msix_wakes_wait),
     ];
 
     const fn test(name: &'static str, run: fn(&mut Ctx) -> Outcome) -> Test {
@@ -133,6 +146,12 @@ mod guest {
             let v = w.strip_prefix(key)?.strip_prefix('=')?;
             Some(v.to_owned())
         })
+    }
+
+    /// `key=A,B` on the kernel command line, as two strings.
+    pub(crate) fn cmdline_pair(cmdline: &str, key: &str) -> Option<[String; 2]> {
+        let v = cmdline_value(cmdline, key)?;
+        <[String; 2]>::try_from(v.split(',').map(String::from).collect::<Vec<_>>()).ok()
     }
 
     fn say(line: &str) {
@@ -149,7 +168,7 @@ mod guest {
 
     pub(crate) fn run() -> ExitCode {
         let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-        let bdfs: Vec<String> = cmdline_value(&cmdline, "ringfab.nics")
+        let bdfs: Vec<String> = cmdline_value(&cmdline, "ringfab.igb")
             .map(|v| v.split(',').map(String::from).collect())
             .unwrap_or_default();
         let only: Option<Vec<String>> = cmdline_value(&cmdline, "ringfab.only")
@@ -178,18 +197,18 @@ mod guest {
         }
         let [a, b] = <[String; 2]>::try_from(bdfs).unwrap_or_else(|v| {
             say(&format!(
-                "fail setup ringfab.nics= on the kernel command line names {} NICs, not 2",
+                "fail setup ringfab.igb= on the kernel command line names {} NICs, not 2",
                 v.len()
             ));
             [String::new(), String::new()]
         });
-        let macs = cmdline_value(&cmdline, "ringfab.macs").and_then(|v| {
-            <[String; 2]>::try_from(v.split(',').map(String::from).collect::<Vec<_>>()).ok()
-        });
         let mut ctx = Ctx {
             bdfs: [a, b],
-            macs,
+            macs: cmdline_pair(&cmdline, "ringfab.igb_macs"),
             nics: None,
+            e1000e_bdfs: cmdline_pair(&cmdline, "ringfab.e1000e"),
+            e1000e_macs: cmdline_pair(&cmdline, "ringfab.e1000e_macs"),
+            e1000e: None,
         };
         for t in selected {
             let start = Instant::now();
@@ -225,13 +244,19 @@ mod guest {
 
         #[test]
         fn kernel_parameters_are_found_by_exact_key() {
-            let c = "console=ttyS0 ringfab.nics=0000:00:03.0,0000:00:0b.0 ringfab.only=link\n";
+            let c = "console=ttyS0 ringfab.igb=0000:00:03.0,0000:00:0b.0 ringfab.only=link\n";
             assert_eq!(
-                cmdline_value(c, "ringfab.nics").as_deref(),
+                cmdline_pair(c, "ringfab.igb"),
+                Some(["0000:00:03.0".to_owned(), "0000:00:0b.0".to_owned()])
+            );
+            assert_eq!(cmdline_pair(c, "ringfab.only"), None, "one value, not two");
+            assert_eq!(
+                cmdline_value(c, "ringfab.igb").as_deref(),
                 Some("0000:00:03.0,0000:00:0b.0")
             );
             assert_eq!(cmdline_value(c, "ringfab.only").as_deref(), Some("link"));
             assert_eq!(cmdline_value(c, "ringfab"), None);
+            assert_eq!(cmdline_value(c, "ringfab.igb_macs"), None);
             assert_eq!(cmdline_value(c, "quiet"), None);
         }
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ringfab_hal::{
-    DmaRegion, Iova, MacAddr, Nic as _, Platform, Report, RssConfig, RssHashKind, RssHashes,
+    DmaRegion, Iova, MacAddr, Nic as HalNic, Platform, Report, RssConfig, RssHashKind, RssHashes,
     RxBuffer, RxCompletion, RxConfig, RxQueue, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
     Wait, WaitOutcome,
 };
@@ -36,17 +36,22 @@ pub(crate) const NO_RX: RxCompletion = RxCompletion {
     rss: None,
 };
 
-/// Binds both NICs to vfio-pci with `ringfab_vfio::bind` (what `devbind --bind` does).
+/// Binds both igb NICs to vfio-pci with `ringfab_vfio::bind` (what `devbind --bind` does).
 pub(crate) fn bind(ctx: &mut Ctx) -> Outcome {
+    bind_all(&ctx.bdfs, (0x8086, 0x10c9), "an 82576")
+}
+
+/// Binds each of `bdfs` to vfio-pci after checking it is the PCI device `ids` (`what`).
+pub(crate) fn bind_all(bdfs: &[String], ids: (u16, u16), what: &str) -> Outcome {
     let sys = Sysfs::default();
     let mut done = Vec::new();
-    for bdf in &ctx.bdfs {
+    for bdf in bdfs {
         let addr: Bdf = bdf.parse().map_err(|e| format!("{e}"))?;
-        let ids = sys.ids(addr).map_err(|e| format!("{e}"))?;
-        if ids != (0x8086, 0x10c9) {
+        let found = sys.ids(addr).map_err(|e| format!("{e}"))?;
+        if found != ids {
             return Err(format!(
-                "{bdf} is {:04x}:{:04x}, not an 82576 (8086:10c9)",
-                ids.0, ids.1
+                "{bdf} is {:04x}:{:04x}, not {what} ({:04x}:{:04x})",
+                found.0, found.1, ids.0, ids.1
             ));
         }
         let out = bind::bind(&sys, addr, "vfio-pci", false).map_err(|e| format!("{bdf}: {e}"))?;
@@ -127,7 +132,7 @@ pub(crate) trait Slots {
     fn get(&self, slot: usize, len: usize) -> Vec<u8>;
 }
 
-impl Slots for VfioDma {
+impl<D: DmaRegion> Slots for D {
     fn slot_iova(&self, slot: usize) -> Iova {
         iova_at(self, slot * BUF)
     }
@@ -140,19 +145,19 @@ impl Slots for VfioDma {
 }
 
 /// The IOVA of byte `offset` of `mem`.
-pub(crate) fn iova_at(mem: &VfioDma, offset: usize) -> Iova {
+pub(crate) fn iova_at<D: DmaRegion>(mem: &D, offset: usize) -> Iova {
     Iova(mem.iova().0 + offset as u64)
 }
 
 /// `len` bytes of `mem` at `offset`.
-pub(crate) fn read(mem: &VfioDma, offset: usize, len: usize) -> Vec<u8> {
+pub(crate) fn read<D: DmaRegion>(mem: &D, offset: usize, len: usize) -> Vec<u8> {
     let mut v = vec![0; len];
     mem.read_bytes(offset, &mut v);
     v
 }
 
 /// The MAC of a NIC.
-fn mac(n: &Nic) -> MacAddr {
+fn mac<N: HalNic>(n: &N) -> MacAddr {
     n.capabilities().mac
 }
 
@@ -262,29 +267,23 @@ pub(crate) struct Exchanged {
 /// `len(i)` bytes, every third one in two descriptors when `split`, at most [`WINDOW`] in
 /// flight; checks that every frame arrives once, in order, byte for byte, and that every
 /// transmit token comes back `Ok`.
-fn exchange(
-    from: &Nic,
-    to: &Nic,
+fn exchange<N: HalNic>(
+    from: &N,
+    to: &N,
     count: usize,
     len: impl Fn(usize) -> usize,
     split: bool,
 ) -> Result<Exchanged, String> {
-    let tx_mem = from
-        .platform()
-        .alloc_dma_region(DEPTH * BUF)
-        .map_err(|e| e.to_string())?;
-    let rx_mem = to
-        .platform()
-        .alloc_dma_region(DEPTH * BUF)
-        .map_err(|e| e.to_string())?;
+    let tx_mem = from.alloc_dma(DEPTH * BUF).map_err(|e| e.to_string())?;
+    let rx_mem = to.alloc_dma(DEPTH * BUF).map_err(|e| e.to_string())?;
     exchange_in(from, to, count, len, split, &tx_mem, &rx_mem)
 }
 
 /// [`exchange`] with the frames in `tx_mem` (reached by `from`) and the receive buffers in
 /// `rx_mem` (reached by `to`), [`DEPTH`] slots each.
-pub(crate) fn exchange_in(
-    from: &Nic,
-    to: &Nic,
+pub(crate) fn exchange_in<N: HalNic>(
+    from: &N,
+    to: &N,
     count: usize,
     len: impl Fn(usize) -> usize,
     split: bool,
@@ -378,7 +377,8 @@ pub(crate) fn varied(i: usize) -> usize {
     60 + (i * 97) % 1455
 }
 
-fn frames_between(from: &Nic, to: &Nic) -> Outcome {
+/// 300 frames `from` → `to`, checked, with the device statistics.
+pub(crate) fn frames_between<N: HalNic>(from: &N, to: &N) -> Outcome {
     let (tx0, rx0) = (from.stats(), to.stats());
     let x = exchange(from, to, 300, varied, true)?;
     let (tx1, rx1) = (from.stats(), to.stats());
@@ -554,14 +554,20 @@ pub(crate) fn rss_four_queues(ctx: &mut Ctx) -> Outcome {
 /// `Wait::wait` when a frame arrives; a disarmed one does not.
 pub(crate) fn msix_wakes_wait(ctx: &mut Ctx) -> Outcome {
     let (a, b) = ctx.nics()?;
+    msix_wakes_wait_on(a, b)
+}
+
+/// [`msix_wakes_wait`] on any pair of NICs: B's receive queue 0 with its interrupt, frames
+/// from A's last transmit queue.
+pub(crate) fn msix_wakes_wait_on<N: HalNic>(a: &N, b: &N) -> Outcome
+where
+    N::Wait: Clone,
+{
     let err = |e: ringfab_hal::Error| format!("{e}");
     let mut rx = b
         .open_rx::<DEPTH>(0, RxConfig::new(BUF as u32).with_interrupt(true))
         .map_err(err)?;
-    let mem = b
-        .platform()
-        .alloc_dma_region(DEPTH * BUF)
-        .map_err(|e| e.to_string())?;
+    let mem = b.alloc_dma(DEPTH * BUF).map_err(|e| e.to_string())?;
     for t in 0..8 {
         post_rx(&mut rx, &mem, t)?;
     }
@@ -570,12 +576,10 @@ pub(crate) fn msix_wakes_wait(ctx: &mut Ctx) -> Outcome {
         .interrupt()
         .ok_or("the receive queue has no interrupt vector")?
         .clone();
+    let txq = a.capabilities().tx_queues.saturating_sub(1).min(2);
     let send = |seq: u64| -> Result<(), String> {
-        let mut tx = a.open_tx::<DEPTH>(2, TxConfig::default()).map_err(err)?;
-        let tx_mem = a
-            .platform()
-            .alloc_dma_region(BUF)
-            .map_err(|e| e.to_string())?;
+        let mut tx = a.open_tx::<DEPTH>(txq, TxConfig::default()).map_err(err)?;
+        let tx_mem = a.alloc_dma(BUF).map_err(|e| e.to_string())?;
         let flow = Flow {
             src: [10, 2, 0, 1],
             dst: [10, 2, 0, 2],
