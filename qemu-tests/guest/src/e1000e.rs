@@ -70,3 +70,9 @@ pub(crate) fn msix_wakes_wait(ctx: &mut Ctx) -> Outcome {
     let (a, b) = nics(ctx)?;
     msix_wakes_wait_on(a, b)
 }
+
+/// The driver-level receive flush on the 82574 (RCTL.EN cleared and read back).
+pub(crate) fn rx_flush(ctx: &mut Ctx) -> Outcome {
+    let (a, b) = nics(ctx)?;
+    crate::nic::rx_flush_on(a, b)
+}

@@ -122,6 +122,7 @@ mod guest {
         test("dma-caller-memory", dma::caller_memory),
         test("dma-huge-pages", dma::huge_pages),
         test("qemu-tx-page-crossing", dma::tx_page_crossing),
+        test("rx-flush", nic::rx_flush),
         test("cq-reads-rings", cq::reads_completions_from_real_rings),
         test("cq-cancel-flushes-queue", cq::cancel_flushes_a_real_queue),
         test("cq-sread-wakes-on-msix", wait::sread_wakes_on_msix),
@@ -134,6 +135,7 @@ mod guest {
         test("e1000e-open", e1000e::open),
         test("e1000e-frames-both-ways", e1000e::frames_both_ways),
         test("e1000e-msix-wakes-wait", e1000e::msix_wakes_wait),
+        test("e1000e-rx-flush", e1000e::rx_flush),
     ];
 
     const fn test(name: &'static str, run: fn(&mut Ctx) -> Outcome) -> Test {
