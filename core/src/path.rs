@@ -180,7 +180,9 @@ impl<const D: usize> OpTable<D> {
         if self.ops[slot].kind != kind {
             return None;
         }
-        let op = core::mem::replace(&mut self.ops[slot], Op::FREE);
+        // Only the kind marks a slot free; the rest is overwritten by the next commit.
+        let op = self.ops[slot];
+        self.ops[slot].kind = OpKind::Free;
         self.live -= 1;
         while self.head != self.tail && self.ops[self.head % D].kind == OpKind::Free {
             self.head = self.head.wrapping_add(1);
@@ -208,12 +210,14 @@ pub(crate) struct ErrRecord {
     pub(crate) prov: Option<ProvError>,
 }
 
-/// What one hardware completion becomes.
-pub(crate) enum Outcome {
+/// What one hardware completion becomes, as handed to a sink: by reference, so that the
+/// hot path builds each completion once, in place, and never moves it.
+#[derive(Clone, Copy)]
+pub(crate) enum Outcome<'a> {
     /// A successful completion the application asked for.
-    Done(Completion),
+    Done(&'a Completion),
     /// An error completion, for the error queue.
-    Failed(ErrRecord),
+    Failed(&'a ErrRecord),
 }
 
 /// The hardware queue of a path.
@@ -251,13 +255,6 @@ struct Tally {
 }
 
 impl Tally {
-    fn outcome(&mut self, o: &Outcome) {
-        match o {
-            Outcome::Done(c) => self.success(c.len),
-            Outcome::Failed(_) => self.err += 1,
-        }
-    }
-
     fn success(&mut self, len: usize) {
         self.ok += 1;
         self.bytes += len as u64;
@@ -318,10 +315,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathSlot<'n, N, D> {
     };
 }
 
-/// What a receive completion becomes.
-enum RxVerdict {
-    /// An entry for the CQ.
-    Out(Outcome),
+/// What one hardware completion becomes, before it is handed on.
+enum Verdict {
+    /// A successful completion the application asked for.
+    Done(Completion),
+    /// An error completion, for the error queue.
+    Failed(ErrRecord),
     /// A success nobody asked for: its credit goes back.
     Silent,
     /// Not a frame for this endpoint: the buffer is posted again, nothing is reported.
@@ -400,7 +399,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         &mut self,
         budget: usize,
         ctx: &PollCtx<'_, N>,
-        mut sink: impl FnMut(Outcome) -> bool,
+        mut sink: impl FnMut(Outcome<'_>) -> bool,
     ) -> usize {
         let mut given = 0;
         let mut stop = false;
@@ -416,19 +415,30 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let Some(op) = self.table.take(c.token, OpKind::Recv) else {
                             continue;
                         };
-                        match rx_outcome(self.framing.as_ref(), &op, c, ctx.avs) {
-                            RxVerdict::Out(o) => {
-                                let o = settle(&mut self.groups, &op, o);
-                                tally.outcome(&o);
+                        let mut verdict = rx_outcome(self.framing.as_ref(), &op, c, ctx.avs);
+                        match &mut verdict {
+                            Verdict::Done(done) => {
+                                if op.group != NO_GROUP {
+                                    settle(&mut self.groups, &op, done);
+                                }
+                                tally.success(done.len);
                                 given += 1;
-                                stop |= sink(o);
+                                stop |= sink(Outcome::Done(done));
                             }
-                            RxVerdict::Silent => {
+                            Verdict::Failed(rec) => {
+                                if op.group != NO_GROUP {
+                                    settle(&mut self.groups, &op, &mut rec.completion);
+                                }
+                                tally.err += 1;
+                                given += 1;
+                                stop |= sink(Outcome::Failed(rec));
+                            }
+                            Verdict::Silent => {
                                 tally.success(c.len as usize);
                                 ctx.cq.release_credit();
                                 release(ctx.mrs, op.owned());
                             }
-                            RxVerdict::Repost => {
+                            Verdict::Repost => {
                                 self.dropped += 1;
                                 // The buffer goes back to the ring as a fresh post that keeps
                                 // the operation's credit; the slot `take` just freed is there.
@@ -443,9 +453,11 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                     // freed); should it, the operation completes canceled
                                     // rather than vanish.
                                     _ => {
+                                        let mut rec = canceled_recv(&op);
+                                        settle(&mut self.groups, &op, &mut rec.completion);
+                                        tally.err += 1;
                                         given += 1;
-                                        let o = Outcome::Failed(canceled_recv(&op));
-                                        stop |= sink(settle(&mut self.groups, &op, o));
+                                        stop |= sink(Outcome::Failed(&rec));
                                     }
                                 }
                             }
@@ -461,16 +473,18 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             continue;
                         };
                         let payload = tx_payload(self.framing.is_some(), &op);
-                        match tx_outcome(&op, c) {
-                            Some(o) => {
-                                match &o {
-                                    Outcome::Done(_) => tally.success(payload),
-                                    Outcome::Failed(_) => tally.err += 1,
-                                }
+                        match &tx_outcome(&op, c) {
+                            Verdict::Done(done) => {
+                                tally.success(payload);
                                 given += 1;
-                                stop |= sink(o);
+                                stop |= sink(Outcome::Done(done));
                             }
-                            None => {
+                            Verdict::Failed(rec) => {
+                                tally.err += 1;
+                                given += 1;
+                                stop |= sink(Outcome::Failed(rec));
+                            }
+                            Verdict::Silent | Verdict::Repost => {
                                 tally.success(payload);
                                 ctx.cq.release_credit();
                                 release(ctx.mrs, op.owned());
@@ -583,7 +597,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         &mut self,
         target: OpContext,
         ctx: &PollCtx<'_, N>,
-        sink: &mut dyn FnMut(Outcome),
+        sink: &mut dyn FnMut(Outcome<'_>),
     ) -> bool {
         let mut tally = Tally::default();
         let found = self.cancel_inner(target, ctx, sink, &mut tally);
@@ -595,7 +609,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         &mut self,
         target: OpContext,
         ctx: &PollCtx<'_, N>,
-        sink: &mut dyn FnMut(Outcome),
+        sink: &mut dyn FnMut(Outcome<'_>),
         tally: &mut Tally,
     ) -> bool {
         let live = |t: &OpTable<D>| {
@@ -669,7 +683,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         None => op.owned(),
                     };
                     tally.err += 1;
-                    sink(Outcome::Failed(ErrRecord {
+                    sink(Outcome::Failed(&ErrRecord {
                         completion: Completion {
                             context: op.context,
                             flags: completion_flags(kind, op.group != NO_GROUP),
@@ -686,12 +700,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     }));
                     continue;
                 }
-                let verdict = if kind == OpKind::Send {
-                    tx_outcome(&op, &tx[i]).map_or(RxVerdict::Silent, RxVerdict::Out)
+                let mut verdict = if kind == OpKind::Send {
+                    tx_outcome(&op, &tx[i])
                 } else {
                     rx_outcome(self.framing.as_ref(), &op, &rx[i], ctx.avs)
                 };
-                if let RxVerdict::Repost = verdict {
+                if let Verdict::Repost = verdict {
                     // A foreign frame in a buffer filled before the flush: the buffer stays in
                     // the table and is posted again with the flushed ones.
                     self.dropped += 1;
@@ -705,22 +719,27 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 } else {
                     rx[i].len as usize
                 };
-                match verdict {
-                    RxVerdict::Out(o) => {
-                        let o = settle(&mut self.groups, &op, o);
-                        match &o {
-                            Outcome::Done(c) if kind == OpKind::Recv => tally.success(c.len),
-                            Outcome::Done(_) => tally.success(bytes),
-                            Outcome::Failed(_) => tally.err += 1,
-                        }
-                        sink(o);
+                match &mut verdict {
+                    Verdict::Done(done) => {
+                        settle(&mut self.groups, &op, done);
+                        tally.success(if kind == OpKind::Recv {
+                            done.len
+                        } else {
+                            bytes
+                        });
+                        sink(Outcome::Done(done));
                     }
-                    RxVerdict::Silent => {
+                    Verdict::Failed(rec) => {
+                        settle(&mut self.groups, &op, &mut rec.completion);
+                        tally.err += 1;
+                        sink(Outcome::Failed(rec));
+                    }
+                    Verdict::Silent => {
                         tally.success(bytes);
                         ctx.cq.release_credit();
                         release(ctx.mrs, op.owned());
                     }
-                    RxVerdict::Repost => {}
+                    Verdict::Repost => {}
                 }
             }
         }
@@ -751,8 +770,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 // completes canceled rather than vanish.
                 if let Some(op) = self.table.take(token, op.kind) {
                     tally.err += 1;
-                    let o = Outcome::Failed(canceled_recv(&op));
-                    sink(settle(&mut self.groups, &op, o));
+                    let mut rec = canceled_recv(&op);
+                    settle(&mut self.groups, &op, &mut rec.completion);
+                    sink(Outcome::Failed(&rec));
                 }
             }
         }
@@ -883,15 +903,12 @@ fn leave_group(groups: &mut [Group], op: &Op) -> GroupExit {
 /// Settles the outcome of receive `op`, taken from the table: a multi-receive slot's
 /// completion points at its data (`buf`, fi_cq(3)), and the last one carries `FI_MULTI_RECV`
 /// and the buffer.
-fn settle(groups: &mut [Group], op: &Op, mut o: Outcome) -> Outcome {
+#[inline(always)]
+fn settle(groups: &mut [Group], op: &Op, c: &mut Completion) {
     let exit = leave_group(groups, op);
     if exit == GroupExit::None {
-        return o;
+        return;
     }
-    let c = match &mut o {
-        Outcome::Done(c) => c,
-        Outcome::Failed(e) => &mut e.completion,
-    };
     if op.buf.cpu != 0 {
         c.buf = BufAddr(op.buf.cpu + proto::HEADER_LEN);
     }
@@ -899,7 +916,6 @@ fn settle(groups: &mut [Group], op: &Op, mut o: Outcome) -> Outcome {
         c.flags |= CompletionFlags::MULTI_RECV;
         c.owned = Some(raw);
     }
-    o
 }
 
 /// The tokens of one chunk of completions, either direction.
@@ -968,6 +984,7 @@ fn canceled_recv(op: &Op) -> ErrRecord {
 /// Reads the ringfab header of a received frame out of its buffer and decides what the frame
 /// is: `Ok((header, payload offset))`, or `Err(())` when it is not a well-formed frame for
 /// `local`.
+#[inline(always)]
 fn parse_framed(local: EpAddr, op: &Op, frame_len: u32) -> core::result::Result<Header, ()> {
     if op.buf.cpu == 0 {
         return Err(());
@@ -991,12 +1008,8 @@ fn parse_framed(local: EpAddr, op: &Op, frame_len: u32) -> core::result::Result<
     Ok(h)
 }
 
-fn rx_outcome(
-    framing: Option<&Framing>,
-    op: &Op,
-    c: &RxCompletion,
-    avs: &[AvSlot<'_>],
-) -> RxVerdict {
+#[inline(always)]
+fn rx_outcome(framing: Option<&Framing>, op: &Op, c: &RxCompletion, avs: &[AvSlot<'_>]) -> Verdict {
     let completion = |len: u32| Completion {
         context: op.context,
         flags: RECV_FLAGS,
@@ -1005,13 +1018,13 @@ fn rx_outcome(
         owned: op.owned(),
         ..Completion::default()
     };
-    let failed = |rec: ErrRecord| RxVerdict::Out(Outcome::Failed(rec));
+    let failed = Verdict::Failed;
     match c.status {
         Ok(()) => {
             let (mut done, payload) = match framing {
                 None => (completion(c.len), c.len),
                 Some(f) => match parse_framed(f.local, op, c.len) {
-                    Err(()) => return RxVerdict::Repost,
+                    Err(()) => return Verdict::Repost,
                     Ok(h) => {
                         let mut done = completion(u32::from(h.payload_len));
                         if h.dst.is_multicast() {
@@ -1055,9 +1068,9 @@ fn rx_outcome(
                 });
             }
             if op.report {
-                RxVerdict::Out(Outcome::Done(done))
+                Verdict::Done(done)
             } else {
-                RxVerdict::Silent
+                Verdict::Silent
             }
         }
         Err(e) => failed(ErrRecord {
@@ -1074,7 +1087,8 @@ fn rx_outcome(
     }
 }
 
-fn tx_outcome(op: &Op, c: &TxCompletion) -> Option<Outcome> {
+#[inline(always)]
+fn tx_outcome(op: &Op, c: &TxCompletion) -> Verdict {
     let completion = Completion {
         context: op.context,
         flags: SEND_FLAGS,
@@ -1082,8 +1096,9 @@ fn tx_outcome(op: &Op, c: &TxCompletion) -> Option<Outcome> {
         ..Completion::default()
     };
     match c.status {
-        Ok(()) => op.report.then_some(Outcome::Done(completion)),
-        Err(e) => Some(Outcome::Failed(ErrRecord {
+        Ok(()) if op.report => Verdict::Done(completion),
+        Ok(()) => Verdict::Silent,
+        Err(e) => Verdict::Failed(ErrRecord {
             completion,
             err: match e {
                 TxError::Flushed => Error::Canceled,
@@ -1091,7 +1106,7 @@ fn tx_outcome(op: &Op, c: &TxCompletion) -> Option<Outcome> {
             },
             olen: 0,
             prov: Some(ProvError::from_tx(e)),
-        })),
+        }),
     }
 }
 

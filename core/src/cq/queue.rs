@@ -96,18 +96,21 @@ impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
     }
 
     /// Writes completion `c` as entry `n`.
+    #[inline(always)]
     fn put(&mut self, n: usize, c: &Completion) {
         self.out[n] = F::fill(c);
         if let Some(src) = self.src.as_deref_mut() {
             src[n] = c.src.unwrap_or(FiAddr::NOTAVAIL);
         }
-        let buf = c
-            .owned
-            .and_then(|raw| owner_of(self.mrs, raw.mr).map(|o| Buf::from_raw(raw, o)));
-        match self.bufs.as_deref_mut() {
-            Some(bufs) => bufs[n] = buf,
+        if let Some(bufs) = self.bufs.as_deref_mut() {
+            bufs[n] = c
+                .owned
+                .and_then(|raw| owner_of(self.mrs, raw.mr).map(|o| Buf::from_raw(raw, o)));
+        } else if let Some(raw) = c.owned {
             // Nobody takes it: the buffer goes back to its region's count.
-            None => drop(buf),
+            if let Some(o) = owner_of(self.mrs, raw.mr) {
+                drop(Buf::from_raw(raw, o));
+            }
         }
     }
 }
@@ -246,6 +249,13 @@ impl<'s> CqSlot<'s> {
         self.credits.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Gives back `n` credits at once.
+    pub(crate) fn release_credits(&self, n: usize) {
+        if n > 0 {
+            self.credits.fetch_add(n, Ordering::AcqRel);
+        }
+    }
+
     /// Completions the CQ can still promise.
     pub(crate) fn credits(&self) -> usize {
         self.credits.load(Ordering::Acquire)
@@ -257,12 +267,15 @@ impl<'s> CqSlot<'s> {
     ///
     /// # Errors
     /// `OpBadState` if the CQ is closed.
-    pub(crate) fn with_sink<T>(&self, f: impl FnOnce(&mut dyn FnMut(Outcome)) -> T) -> Result<T> {
+    pub(crate) fn with_sink<T>(
+        &self,
+        f: impl FnOnce(&mut dyn FnMut(Outcome<'_>)) -> T,
+    ) -> Result<T> {
         let mut guard = self.state.lock();
         let st = guard.as_mut().ok_or(Error::OpBadState)?;
-        let mut sink = |o: Outcome| match o {
-            Outcome::Done(c) => st.push_credited(self, AuxItem::Ok(c)),
-            Outcome::Failed(e) => st.push_credited(self, AuxItem::Err(e)),
+        let mut sink = |o: Outcome<'_>| match o {
+            Outcome::Done(c) => st.push_credited(self, AuxItem::Ok(*c)),
+            Outcome::Failed(e) => st.push_credited(self, AuxItem::Err(*e)),
         };
         Ok(f(&mut sink))
     }
@@ -761,21 +774,25 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
         }
         // `cap` 0 still takes one completion per queue, into the aux queue.
         let budget = if cap == 0 { 1 } else { cap - n };
+        // Credits of delivered entries go back once per queue, not once per entry: one atomic
+        // add instead of many.
+        let mut delivered = 0;
         ps.poll(budget, &domain.poll_ctx(slot), |outcome| {
             match outcome {
                 Outcome::Done(c) if !stopped && n < cap => {
-                    d.put(n, &c);
-                    slot.release_credit();
+                    d.put(n, c);
+                    delivered += 1;
                     n += 1;
                 }
-                Outcome::Done(c) => st.push_credited(slot, AuxItem::Ok(c)),
+                Outcome::Done(c) => st.push_credited(slot, AuxItem::Ok(*c)),
                 Outcome::Failed(e) => {
-                    st.push_credited(slot, AuxItem::Err(e));
+                    st.push_credited(slot, AuxItem::Err(*e));
                     stopped = true;
                 }
             }
             stopped
         });
+        slot.release_credits(delivered);
     }
 
     if n > 0 || (cap == 0 && st.aux.len > 0) {

@@ -12,7 +12,8 @@
 //!   through [`DmaRing`]'s volatile accessors (its size checked once, when the queue opens);
 //! * every token pushed comes back once from `poll` — including after [`TxQueue::flush`] /
 //!   [`RxQueue::flush`] — and a device that writes nonsense produces error completions, never a
-//!   panic or an access outside the ring (see the `ring` module);
+//!   panic or an access outside the ring (see `ringfab-ring`, whose rings both Intel drivers
+//!   share);
 //! * a queue stops its hardware queue (bounded wait) before its ring memory is freed.
 //!
 //! Where the 82574 differs from the 82576, and what the driver does about it:
@@ -27,6 +28,12 @@
 //!   name the queue in bit 7;
 //! * **interrupts per cause**, not per vector: each queue has its own ICR/IMS bit, so arming
 //!   one queue never disarms another even when both share a vector.
+//!
+//! Interrupts: a queue opened with a [`vector`](TxConfig::vector) is steered there through its
+//! 4-bit IVAR entry; without one, queue pair `i` (RX `i` and TX `i`) uses MSI-X vector
+//! `i % vectors`, where `vectors` is the platform's count capped at the 82574's five
+//! ([`Nic::irq_vectors`]). A vector at or above that count is refused with
+//! [`Error::InterruptUnavailable`].
 //!
 //! Transmit report policy ("RS") is `ringfab-igb`'s: a frame's last descriptor asks for a
 //! write-back if its [`Report`] is `Always`, if a quarter of the ring has gone by without one,
@@ -364,12 +371,15 @@ impl<P: Platform> E1000e<P> {
         }
     }
 
-    /// The vector of queue pair `index` and its wait handle; wires the queue's IVAR entry.
-    fn wire_interrupt(&self, index: u16, tx: bool) -> Result<(u16, P::Wait)> {
-        if self.vectors == 0 {
-            return Err(Error::InterruptUnavailable { vector: index });
-        }
-        let vector = index % self.vectors;
+    /// Steers queue `index` to `vector` (or, for `None`, to its pair's default vector
+    /// `index % vectors`) through its IVAR entry and returns the vector and its wait handle.
+    fn wire_interrupt(&self, index: u16, tx: bool, vector: Option<u16>) -> Result<(u16, P::Wait)> {
+        let vector = match vector {
+            Some(v) if v < self.vectors => v,
+            Some(v) => return Err(Error::InterruptUnavailable { vector: v }),
+            None if self.vectors == 0 => return Err(Error::InterruptUnavailable { vector: index }),
+            None => index % self.vectors,
+        };
         let wait = self.platform.irq(vector)?;
         let _st = self.state.lock();
         let shift = r::ivar_shift(index, tx);
@@ -388,13 +398,13 @@ impl<P: Platform> E1000e<P> {
         );
     }
 
-    /// Claims queue `index` and gets its ring memory and (if asked) its interrupt vector; on
-    /// failure the index is free again and no register was touched.
+    /// Claims queue `index` and gets its ring memory and (if asked: `Some(vector choice)`) its
+    /// interrupt vector; on failure the index is free again and no register was touched.
     fn open_queue<const N: usize>(
         &self,
         index: u16,
         tx: bool,
-        interrupt: bool,
+        interrupt: Option<Option<u16>>,
     ) -> Result<(QueueCore<'_, P>, DmaRing<P::Dma, N>)> {
         self.claim(index, tx)?;
         match self.queue_resources::<N>(index, tx, interrupt) {
@@ -413,7 +423,7 @@ impl<P: Platform> E1000e<P> {
         &self,
         index: u16,
         tx: bool,
-        interrupt: bool,
+        interrupt: Option<Option<u16>>,
     ) -> Result<(DmaRing<P::Dma, N>, Option<(u16, P::Wait)>)> {
         let len = N * DESC_LEN;
         let dma = self.platform.alloc_dma(len)?;
@@ -423,10 +433,9 @@ impl<P: Platform> E1000e<P> {
             return Err(Error::DmaAlloc { len });
         }
         let dma = DmaRing::new(dma).map_err(|_| Error::DmaAlloc { len })?;
-        let irq = if interrupt {
-            Some(self.wire_interrupt(index, tx)?)
-        } else {
-            None
+        let irq = match interrupt {
+            Some(vector) => Some(self.wire_interrupt(index, tx, vector)?),
+            None => None,
         };
         Ok((dma, irq))
     }
@@ -549,7 +558,8 @@ impl<P: Platform> Nic for E1000e<P> {
 
     fn open_tx<const N: usize>(&self, index: u16, config: TxConfig) -> Result<E1000eTx<'_, P, N>> {
         Self::check_depth::<N>()?;
-        let (q, dma) = self.open_queue::<N>(index, true, config.interrupt)?;
+        let irq = config.interrupt.then_some(config.vector);
+        let (q, dma) = self.open_queue::<N>(index, true, irq)?;
         // From here on the queue's Drop stops it and releases the index.
         let mut tx = E1000eTx {
             q,
@@ -563,7 +573,8 @@ impl<P: Platform> Nic for E1000e<P> {
         Self::check_depth::<N>()?;
         // Checked before claiming, so that a refused size leaves nothing behind.
         Self::rx_buf_size(&self.state.lock(), config.buf_len)?;
-        let (q, dma) = self.open_queue::<N>(index, false, config.interrupt)?;
+        let irq = config.interrupt.then_some(config.vector);
+        let (q, dma) = self.open_queue::<N>(index, false, irq)?;
         let mut rx = E1000eRx {
             q,
             buf_len: 0,
@@ -665,6 +676,17 @@ impl<P: Platform> Nic for E1000e<P> {
         // requires of us (memory valid and unreferenced while mapped).
         unsafe { self.platform.map_dma(cpu, len) }
     }
+
+    fn irq_vectors(&self) -> u16 {
+        self.vectors
+    }
+
+    fn irq(&self, vector: u16) -> Result<P::Wait> {
+        if vector >= self.vectors {
+            return Err(Error::InterruptUnavailable { vector });
+        }
+        self.platform.irq(vector)
+    }
 }
 
 /// What an open transmit and an open receive queue share: the claimed index, its interrupt
@@ -708,6 +730,10 @@ impl<'a, P: Platform> QueueCore<'a, P> {
 
     fn interrupt(&self) -> Option<&P::Wait> {
         self.wait.as_ref()
+    }
+
+    fn interrupt_vector(&self) -> Option<u16> {
+        self.vector
     }
 
     /// IMS / IMC of the queue's own cause: write-1-to-set and write-1-to-clear, so no lock.
@@ -834,6 +860,10 @@ impl<P: Platform, const N: usize> TxQueue for E1000eTx<'_, P, N> {
     fn set_interrupt(&mut self, armed: bool) {
         self.q.set_interrupt(armed);
     }
+
+    fn interrupt_vector(&self) -> Option<u16> {
+        self.q.interrupt_vector()
+    }
 }
 
 /// An open receive queue of depth `N`.
@@ -946,6 +976,10 @@ impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
 
     fn set_interrupt(&mut self, armed: bool) {
         self.q.set_interrupt(armed);
+    }
+
+    fn interrupt_vector(&self) -> Option<u16> {
+        self.q.interrupt_vector()
     }
 }
 

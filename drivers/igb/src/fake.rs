@@ -2,7 +2,7 @@
 //! tests in this crate. It models only what bring-up and queue set-up observe: CTRL.RST
 //! self-clearing, MDIC/PHY with autonegotiation bringing STATUS.LU up, EIMS/EIMC, clear-on-read
 //! statistics, and RXDCTL/TXDCTL enable bits that read back (or, on request, stick).
-//! Everything else is plain storage. Descriptor memory is [`FakeDma`](crate::ring::fake::FakeDma).
+//! Everything else is plain storage. Descriptor memory is [`FakeDma`].
 #![allow(
     unsafe_code,
     reason = "implements the hal's unsafe Platform trait for tests"
@@ -19,7 +19,7 @@ use std::vec::Vec;
 use ringfab_hal::{DmaMapping, Error, Iova, Mmio, Platform, Result, Wait, WaitOutcome};
 
 use crate::regs as r;
-use crate::ring::fake::FakeDma;
+use ringfab_ring::fake::FakeDma;
 
 /// The MAC the fake device was "manufactured" with.
 pub(crate) const MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];

@@ -11,10 +11,11 @@
 //!   through [`DmaRing`]'s volatile accessors (its size checked once, when the queue opens);
 //! * every token pushed comes back once from `poll` — including after [`TxQueue::flush`] /
 //!   [`RxQueue::flush`] — and a device that writes nonsense produces error completions, never a
-//!   panic or an access outside the ring (see the `ring` module);
+//!   panic or an access outside the ring (see `ringfab-ring`, whose rings both Intel drivers
+//!   share);
 //! * a queue stops its hardware queue (bounded wait) before its ring memory is freed.
 //!
-//! Transmit report policy ("RS"), as `ring.rs` implements it: a frame's last descriptor asks for
+//! Transmit report policy ("RS"), as `ringfab-ring` implements it: a frame's last descriptor asks for
 //! a write-back if its [`Report`] is `Always`, if a quarter of the ring has gone by without one,
 //! if the push fills the ring, or if it is the last frame of a doorbell batch. Successful
 //! `ErrorsOnly` frames are reclaimed silently when a later write-back covers them.

@@ -1,20 +1,23 @@
-//! Many queues and many frames: traffic between two emulated 82576s over 1 to 8 queue pairs with
-//! RSS, in one direction and in both at once, and a million frames through small rings.
-
-mod common;
+//! Sections `queues` and `rss`: many queues and many frames — traffic between two emulated
+//! devices over one or more queue pairs with RSS, in one direction and in both at once, and a
+//! million frames through small rings. [`exchange`] is public so that a driver with more queues
+//! runs it with more (igb: 4 and 8).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use common::{pair, rx_buf, udp_frame, Udp, BUF, MAC_A, MAC_B, NO_RX, NO_TX, UDP_PAYLOAD};
-use ringfab_emu::{toeplitz, EmuPlatform};
+use ringfab_emu::toeplitz;
 use ringfab_hal::{
-    DmaRegion, Iova, MacAddr, Nic, Platform, Report, RssConfig, RssHashKind, RssHashes, RssInfo,
-    RxConfig, RxQueue, Token, TxConfig, TxQueue, TxSegment,
+    DmaRegion, Iova, MacAddr, Nic, Platform, Report, RssConfig, RssInfo, RxConfig, RxQueue, Token,
+    TxConfig, TxQueue, TxSegment,
 };
-use ringfab_igb::Igb;
+
+use crate::{
+    expected_hash, pair, post, rx_buf, send_all, udp_frame, Fixture, Udp, BUF, MAC_A, MAC_B, NO_RX,
+    NO_TX, UDP_PAYLOAD,
+};
 
 /// Ring depth of every queue in the multi-queue tests.
 const DEPTH: usize = 64;
@@ -38,14 +41,12 @@ fn reta(k: usize) -> [u16; 128] {
     std::array::from_fn(|i| (i % k) as u16)
 }
 
-/// The receive queue the emulated device must pick for `flow`, computed independently of the
-/// driver: the emu's Toeplitz hash, low 7 bits into the table.
-fn expected_rss(flow: Udp, table: &[u16; 128]) -> (u32, u16) {
-    let hash = toeplitz::hash(
-        &KEY,
-        &toeplitz::ipv4_ports_input(flow.src, flow.dst, flow.sport, flow.dport),
-    );
-    (hash, table[(hash & 127) as usize])
+/// What the emulated device must report for `flow` — the hash and its kind — and the receive
+/// queue it must pick, computed independently of the driver: the emu's Toeplitz hash, low 7
+/// bits into the table.
+fn expected_rss<N: Nic>(nic: &N, flow: Udp, table: &[u16; 128]) -> (RssInfo, u16) {
+    let (hash, kind) = expected_hash(nic, &KEY, flow);
+    (RssInfo { hash, kind }, table[(hash & 127) as usize])
 }
 
 /// One end of the exchange.
@@ -79,7 +80,8 @@ impl Side {
 fn flow_of(from: Side, txq: usize, seq: usize) -> Udp {
     let net = from.index() as u8;
     Udp {
-        src: [10, net, 0, 1],
+        // A source address per flow, so that a hash over the addresses only spreads them too.
+        src: [10, net, (txq * FLOWS + seq % FLOWS) as u8, 1],
         dst: [10, net, 0, 2],
         // Spaced ports, so that the hash does not split the flows evenly by construction.
         sport: 1024 + 97 * (txq * FLOWS + seq % FLOWS) as u16,
@@ -114,8 +116,9 @@ struct Seen {
 /// waits at `ready` for the other end, then sends [`PER_QUEUE`] frames on each transmit queue
 /// and receives `k * PER_QUEUE` frames, checking each one. `received[side]` counts frames the
 /// side has received and replaced the buffer of; senders keep at most [`WINDOW`] in flight.
-fn endpoint(
-    nic: &Igb<EmuPlatform>,
+fn endpoint<N: Nic>(
+    nic: &N,
+    mem: &ringfab_emu::EmuPlatform,
     me: Side,
     (send, receive): (bool, bool),
     k: usize,
@@ -136,11 +139,11 @@ fn endpoint(
         .collect();
     let tx_mem: Vec<_> = txs
         .iter()
-        .map(|_| nic.platform().alloc_dma(DEPTH * BUF).unwrap())
+        .map(|_| mem.alloc_dma(DEPTH * BUF).unwrap())
         .collect();
     let rx_mem: Vec<_> = rxs
         .iter()
-        .map(|_| nic.platform().alloc_dma(DEPTH * BUF).unwrap())
+        .map(|_| mem.alloc_dma(DEPTH * BUF).unwrap())
         .collect();
     // Receive token t of a queue owns slot t % DEPTH (see the wrap-around test).
     let mut rx_next = vec![0usize; rxs.len()];
@@ -259,15 +262,8 @@ fn endpoint(
                 got[txq][seq] += 1;
                 assert_eq!(got[txq][seq], 1, "{me:?}: queue {txq} seq {seq} twice");
                 let flow = Udp::of(&bytes);
-                let (hash, want_q) = expected_rss(flow, &table);
-                assert_eq!(
-                    c.rss,
-                    Some(RssInfo {
-                        hash,
-                        kind: RssHashKind::Ipv4Udp
-                    }),
-                    "{me:?} {flow:?}"
-                );
+                let (rss, want_q) = expected_rss(nic, flow, &table);
+                assert_eq!(c.rss, Some(rss), "{me:?} {flow:?}");
                 assert_eq!(
                     usize::from(want_q),
                     q,
@@ -308,23 +304,32 @@ fn endpoint(
 }
 
 /// Frames from A to B (and from B to A if `both`) over `k` queue pairs, both ends running at
-/// once in their own threads, with RSS over `k` receive queues on the receiving ends.
-fn exchange(k: usize, both: bool) {
-    let p = pair();
+/// once in their own threads, with RSS over `k` receive queues on the receiving ends: every
+/// frame arrives once and intact, with the hash the emu's own Toeplitz code gives and on the
+/// queue its redirection table names, and each flow stays on one queue.
+pub fn exchange<F: Fixture>(k: usize, both: bool) {
+    let p = pair::<F>();
     let table = reta(k);
     for nic in [&p.nic_a, &p.nic_b] {
         nic.set_rss(&RssConfig {
             key: &KEY,
             table: &table,
-            hashes: RssHashes::ALL_IPV4,
+            hashes: nic.capabilities().rss.expect("RSS").hashes,
         })
         .unwrap();
     }
     let ready = Barrier::new(2);
     let received = [AtomicUsize::new(0), AtomicUsize::new(0)];
     let (seen_a, seen_b) = std::thread::scope(|s| {
-        let a = s.spawn(|| endpoint(&p.nic_a, Side::A, (true, both), k, &ready, &received));
-        let b = s.spawn(|| endpoint(&p.nic_b, Side::B, (both, true), k, &ready, &received));
+        let (p, ready, received) = (&p, &ready, &received);
+        let a = s.spawn(move || {
+            let mem = p.a.platform();
+            endpoint(&p.nic_a, &mem, Side::A, (true, both), k, ready, received)
+        });
+        let b = s.spawn(move || {
+            let mem = p.b.platform();
+            endpoint(&p.nic_b, &mem, Side::B, (both, true), k, ready, received)
+        });
         (a.join().unwrap(), b.join().unwrap())
     });
     let total = k * PER_QUEUE;
@@ -339,7 +344,7 @@ fn exchange(k: usize, both: bool) {
         let mut want = vec![0usize; k];
         for q in 0..k {
             for seq in 0..PER_QUEUE {
-                want[usize::from(expected_rss(flow_of(from, q, seq), &table).1)] += 1;
+                want[usize::from(expected_rss(&p.nic_b, flow_of(from, q, seq), &table).1)] += 1;
             }
         }
         assert_eq!(seen.per_queue, want, "{side:?}: frames per receive queue");
@@ -363,61 +368,45 @@ fn exchange(k: usize, both: bool) {
     assert!(p.a.iommu_faults().is_empty() && p.b.iommu_faults().is_empty());
 }
 
-#[test]
-fn one_queue_pair_carries_every_frame_once_and_intact() {
-    exchange(1, false);
+/// One queue pair carries every frame once and intact (with the hash RSS reports).
+pub fn one_queue_pair_carries_every_frame_once_and_intact<F: Fixture>() {
+    exchange::<F>(1, false);
 }
 
-#[test]
-fn two_queue_pairs_carry_every_frame_once_with_rss_keeping_each_flow_on_its_queue() {
-    exchange(2, false);
+/// Two queue pairs carry every frame once, RSS keeping each flow on its queue.
+pub fn two_queue_pairs_carry_every_frame_once_with_rss_keeping_each_flow_on_its_queue<
+    F: Fixture,
+>() {
+    exchange::<F>(2, false);
 }
 
-#[test]
-fn four_queue_pairs_carry_every_frame_once_with_rss_keeping_each_flow_on_its_queue() {
-    exchange(4, false);
+/// One queue pair carries frames both ways at once.
+pub fn one_queue_pair_carries_frames_both_ways_at_once<F: Fixture>() {
+    exchange::<F>(1, true);
 }
 
-#[test]
-fn eight_queue_pairs_carry_every_frame_once_with_rss_keeping_each_flow_on_its_queue() {
-    exchange(8, false);
+/// Two queue pairs carry frames both ways at once.
+pub fn two_queue_pairs_carry_frames_both_ways_at_once<F: Fixture>() {
+    exchange::<F>(2, true);
 }
 
-#[test]
-fn one_queue_pair_carries_frames_both_ways_at_once() {
-    exchange(1, true);
-}
-
-#[test]
-fn two_queue_pairs_carry_frames_both_ways_at_once() {
-    exchange(2, true);
-}
-
-#[test]
-fn four_queue_pairs_carry_frames_both_ways_at_once() {
-    exchange(4, true);
-}
-
-#[test]
-fn eight_queue_pairs_carry_frames_both_ways_at_once() {
-    exchange(8, true);
-}
-
-#[test]
-fn a_million_frames_wrap_64_descriptor_rings_with_every_token_back_once_and_in_order() {
+/// A million frames wrap 64 descriptor rings with every token back once and in order.
+pub fn a_million_frames_wrap_64_descriptor_rings_with_every_token_back_once_and_in_order<
+    F: Fixture,
+>() {
     const FRAMES: usize = 1_000_000;
     const BATCH: usize = 32;
     /// Where the sequence number sits: 8-byte aligned, inside the payload.
     const SEQ_AT: usize = 16;
-    let p = pair();
+    let p = pair::<F>();
     let mut tx = p.nic_a.open_tx::<DEPTH>(0, TxConfig::default()).unwrap();
     let mut rx = p
         .nic_b
         .open_rx::<DEPTH>(0, RxConfig::new(BUF as u32))
         .unwrap();
-    let tx_mem = p.nic_a.platform().alloc_dma(DEPTH * BUF).unwrap();
-    let rx_mem = p.nic_b.platform().alloc_dma(DEPTH * BUF).unwrap();
-    let template = common::frame(MAC_B, MAC_A, 46, 0x5A);
+    let tx_mem = p.a.platform().alloc_dma(DEPTH * BUF).unwrap();
+    let rx_mem = p.b.platform().alloc_dma(DEPTH * BUF).unwrap();
+    let template = crate::frame(MAC_B, MAC_A, 46, 0x5A);
     for slot in 0..DEPTH {
         tx_mem.write_bytes(slot * BUF, &template);
     }
@@ -502,4 +491,65 @@ fn a_million_frames_wrap_64_descriptor_rings_with_every_token_back_once_and_in_o
     assert_eq!(p.wire.stats().sent, FRAMES as u64);
     assert_eq!(p.nic_b.stats().rx_missed, 0);
     assert!(p.a.iommu_faults().is_empty() && p.b.iommu_faults().is_empty());
+}
+
+/// RSS spreads IPv4/UDP flows over two receive queues, each frame on the queue the reported
+/// hash's table entry names, with the hash kind the NIC offers for UDP frames.
+pub fn rss_spreads_flows_over_receive_queues_and_reports_the_hash<F: Fixture>() {
+    let p = pair::<F>();
+    let mut rxs: Vec<_> = (0..2)
+        .map(|q| p.nic_b.open_rx::<32>(q, RxConfig::new(2048)).unwrap())
+        .collect();
+    let mems: Vec<_> = (0..2)
+        .map(|_| p.b.platform().alloc_dma(2048 * 31).unwrap())
+        .collect();
+    for (rx, mem) in rxs.iter_mut().zip(&mems) {
+        post(rx, mem, 31);
+    }
+    let key: [u8; 40] = std::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11));
+    let table: Vec<u16> = (0..128).map(|i| i % 2).collect();
+    p.nic_b
+        .set_rss(&RssConfig {
+            key: &key,
+            table: &table,
+            hashes: p.nic_b.capabilities().rss.expect("RSS").hashes,
+        })
+        .unwrap();
+    // Flows differing in source address and port: a hash over addresses only spreads them too.
+    let flows: Vec<Udp> = (0..28u8)
+        .map(|i| {
+            let mut flow = Udp::ports(1000 + u16::from(i), 2000);
+            flow.src = [10, 0, i, 1];
+            flow
+        })
+        .collect();
+    let frames: Vec<Vec<u8>> = flows
+        .iter()
+        .map(|&flow| udp_frame(MAC_B, MAC_A, flow, &[0xAB; 18]))
+        .collect();
+    send_all(&p, &frames);
+    let mut per_queue = Vec::new();
+    let mut total = 0;
+    for (q, rx) in rxs.iter_mut().enumerate() {
+        let mut out = [NO_RX; 32];
+        let n = rx.poll(&mut out);
+        for c in &out[..n] {
+            assert_eq!(c.status, Ok(()));
+            let rss = c.rss.expect("hash reported");
+            let bytes = crate::read_bytes(&mems[q], c.token.0 as usize * BUF, c.len as usize);
+            let flow = Udp::of(&bytes);
+            assert!(flows.contains(&flow), "{flow:?}");
+            let (hash, kind) = expected_hash(&p.nic_b, &key, flow);
+            assert_eq!((rss.hash, rss.kind), (hash, kind));
+            assert_eq!(
+                usize::from(table[(rss.hash & 127) as usize]),
+                q,
+                "RETA picked this queue"
+            );
+        }
+        per_queue.push(n);
+        total += n;
+    }
+    assert_eq!(total, 28);
+    assert!(per_queue.iter().all(|&n| n > 0), "{per_queue:?}");
 }
