@@ -1,0 +1,258 @@
+//! Core's blocking waits on real interrupts: `sread` on an `FI_WAIT_FD` CQ sleeping on its
+//! MSI-X vector's eventfd, and a wait set (`EpollWaitSet`) over two CQs.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ringfab::cntr::{Clock, WaitObj};
+use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
+use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqControl, CqFormat, CqSlot, WaitSet};
+use ringfab::domain::Domain;
+use ringfab::flags::{BindFlags, OpFlags};
+use ringfab::hal::{DmaRegion, Nic as _, RawWait, RxBuffer, RxConfig, TxConfig, TxSegment};
+use ringfab::path::{Path, PathSlot, RecvPost, SendPost};
+use ringfab::Error;
+use ringfab_vfio::{EpollWaitSet, VfioDma};
+
+use crate::frames::frame;
+use crate::guest::{Ctx, Nic, Outcome};
+use crate::nic::{iova_at, Sender, BUF, DEPTH, PATIENCE};
+
+/// Time as `std` measures it, for core's waits.
+struct StdClock(Instant);
+
+impl Clock for StdClock {
+    fn now(&self) -> Duration {
+        self.0.elapsed()
+    }
+}
+
+type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Nic, DEPTH, Msg>;
+
+fn err(what: &'static str) -> impl Fn(Error) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+fn msg_attr(wait_obj: WaitObj) -> CqAttr {
+    CqAttr {
+        size: 64,
+        format: CqFormat::Msg,
+        wait_obj,
+        ..CqAttr::default()
+    }
+}
+
+/// Opens receive queue 0 steered to `cq`'s vector, binds it and posts `n` receives.
+fn bound_rx<'d, 's, 'n>(
+    dom: &'d Domain<'s, 'n, Nic, DEPTH>,
+    cq: &Cq<'d, 's, 'n>,
+    mem: &VfioDma,
+    n: usize,
+) -> Result<Path<'d, 's, 'n, Nic, DEPTH>, String> {
+    let v = cq
+        .interrupt_vector()
+        .ok_or("the CQ holds no MSI-X vector")?;
+    let rx = dom
+        .open_rx(0, RxConfig::new(BUF as u32).with_vector(v))
+        .map_err(err("open_rx"))?;
+    cq.bind(&rx, BindFlags::RECV).map_err(err("bind RX"))?;
+    let posts: Vec<RecvPost> = (0..n)
+        .map(|i| RecvPost {
+            buf: RxBuffer {
+                iova: iova_at(mem, i * BUF),
+                len: BUF as u32,
+            },
+            len: BUF as u32,
+            context: OpContext(i),
+            flags: OpFlags::empty(),
+        })
+        .collect();
+    match rx.post_recvs(&posts) {
+        Ok(k) if k == n => Ok(rx),
+        other => Err(format!("posting receives: {other:?}")),
+    }
+}
+
+/// Waits until `cq` has a sleeper, then a little longer for it to reach the block.
+fn until_blocked(cq: &Cq<'_, '_, '_>) -> Result<(), String> {
+    let start = Instant::now();
+    while cq.sleepers() == 0 {
+        if start.elapsed() > PATIENCE {
+            return Err("the reader never blocked".into());
+        }
+        thread::yield_now();
+    }
+    thread::sleep(Duration::from_millis(50));
+    Ok(())
+}
+
+/// An `FI_WAIT_FD` CQ on B: `control(GetWait)` hands out an eventfd; `sread` with nothing to
+/// read times out with `Again`, never early; a reader blocked in `sread` sleeps until A's
+/// frame arrives and B's MSI-X vector fires, then returns it.
+pub(crate) fn sread_wakes_on_msix(ctx: &mut Ctx) -> Outcome {
+    let (a, b) = ctx.nics()?;
+    let mut aux = [AuxEntry::EMPTY; 64];
+    let (paths, cqs) = ([PathSlot::<Nic, DEPTH>::EMPTY; 1], [CqSlot::EMPTY; 1]);
+    let dom: Domain<'_, '_, Nic, DEPTH> = Domain::new(b, &paths, &cqs);
+    let mut cq = dom
+        .open_cq::<Msg>(&msg_attr(WaitObj::Fd), &mut aux)
+        .map_err(err("open_cq FD"))?;
+    let fd = match cq.control(CqControl::GetWait).map_err(err("GetWait"))? {
+        RawWait::Fd(fd) => fd,
+        other => return Err(format!("GetWait gave {other:?}, not a file descriptor")),
+    };
+    let kind =
+        std::fs::read_link(format!("/proc/self/fd/{fd}")).map_err(|e| format!("fd {fd}: {e}"))?;
+    if !kind.to_string_lossy().contains("eventfd") {
+        return Err(format!("GetWait gave fd {fd}, which is {}", kind.display()));
+    }
+    let v = cq.interrupt_vector().ok_or("the FD CQ holds no vector")?;
+    let mem = b
+        .platform()
+        .alloc_dma_region(4 * BUF)
+        .map_err(|e| e.to_string())?;
+    let rx = bound_rx(&dom, &cq, &mem, 4)?;
+    let clock = StdClock(Instant::now());
+    let mut out = [MsgEntry::default(); 4];
+
+    let t = Duration::from_millis(200);
+    let start = Instant::now();
+    match cq.sread(&mut out, None, Some(t), &clock) {
+        Err(Error::Again) if start.elapsed() >= t => {}
+        other => {
+            return Err(format!(
+                "sread with nothing to read: {other:?} after {:?}",
+                start.elapsed()
+            ))
+        }
+    }
+    let mut sender = Sender::new(a, b, 1)?;
+    let (got, latency) = thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let got = cq.sread(&mut out, None, Some(Duration::from_secs(5)), &clock);
+            (got, Instant::now(), out)
+        });
+        until_blocked(&cq)?;
+        let sent = Instant::now();
+        sender.send(7)?;
+        let (got, woke, out) = reader.join().map_err(|_| "the reader panicked")?;
+        Ok::<_, String>(((got, out), woke.saturating_duration_since(sent)))
+    })?;
+    match got {
+        (Ok(1), out) if out[0].op_context == OpContext(0) && out[0].len == sender.len => {}
+        other => return Err(format!("the blocked sread returned {other:?}")),
+    }
+    cq.unbind(&rx).map_err(err("unbind")).ok();
+    Ok(format!(
+        "FD CQ on MSI-X vector {v} (GetWait: eventfd {fd}); sread timed out after ≥ 200 ms with \
+         nothing; a blocked sread woke {:.1} ms after A began sending and returned the frame",
+        latency.as_secs_f64() * 1e3
+    ))
+}
+
+/// Runs `wait` on a thread of its own, lets it block, does `act`, and checks that the wait
+/// returned `Ok` (woken) rather than timing out.
+fn woken(
+    what: &str,
+    wait: impl FnOnce() -> ringfab::Result + Send,
+    act: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
+    thread::scope(|s| {
+        let waiter = s.spawn(wait);
+        thread::sleep(Duration::from_millis(50));
+        act()?;
+        match waiter.join().map_err(|_| "the waiter panicked")? {
+            Ok(()) => Ok(()),
+            other => Err(format!("{what}: the set's wait gave {other:?}")),
+        }
+    })
+}
+
+/// A wait set (one epoll descriptor, `EpollWaitSet`) over a receive CQ and a transmit CQ of B,
+/// each on its own MSI-X vector: it times out with nothing, wakes on a receive interrupt, on a
+/// send-completion interrupt, and on `signal`.
+pub(crate) fn wait_set_over_two_vectors(ctx: &mut Ctx) -> Outcome {
+    let (a, b) = ctx.nics()?;
+    let paths = [PathSlot::<Nic, DEPTH>::EMPTY; 2];
+    let cqs = [CqSlot::EMPTY; 2];
+    let dom: Domain<'_, '_, Nic, DEPTH> = Domain::new(b, &paths, &cqs);
+    let epoll = EpollWaitSet::new().map_err(|e| format!("epoll: {e}"))?;
+    let set = WaitSet::new(&dom, epoll);
+    let in_set = CqAttr {
+        wait_set: Some(set.id()),
+        ..msg_attr(WaitObj::Set)
+    };
+    let (mut aux_rx, mut aux_tx) = ([AuxEntry::EMPTY; 64], [AuxEntry::EMPTY; 64]);
+    let rx_cq = set
+        .open_cq::<Msg>(&in_set, &mut aux_rx)
+        .map_err(err("open_cq RX"))?;
+    let tx_cq = set
+        .open_cq::<Msg>(&in_set, &mut aux_tx)
+        .map_err(err("open_cq TX"))?;
+    let (vr, vt) = (rx_cq.interrupt_vector(), tx_cq.interrupt_vector());
+    let (Some(vr), Some(vt)) = (vr, vt) else {
+        return Err(format!("vectors {vr:?} / {vt:?}"));
+    };
+    if vr == vt {
+        return Err(format!("both CQs on vector {vr}"));
+    }
+    let mem = b
+        .platform()
+        .alloc_dma_region(8 * BUF)
+        .map_err(|e| e.to_string())?;
+    let rx = bound_rx(&dom, &rx_cq, &mem, 4)?;
+    let tx = dom
+        .open_tx(0, TxConfig::with_vector(vt))
+        .map_err(err("open_tx"))?;
+    tx_cq
+        .bind(&tx, BindFlags::TRANSMIT)
+        .map_err(err("bind TX"))?;
+    let clock = StdClock(Instant::now());
+    let mut out = [MsgEntry::default(); 4];
+    let wait = || set.wait(Some(Duration::from_secs(5)), &clock);
+
+    let t = Duration::from_millis(100);
+    let start = Instant::now();
+    match set.wait(Some(t), &clock) {
+        Err(Error::TimedOut) if start.elapsed() >= t => {}
+        other => {
+            return Err(format!(
+                "an idle set: {other:?} after {:?}",
+                start.elapsed()
+            ))
+        }
+    }
+    let mut sender = Sender::new(a, b, 1)?;
+    woken("receive", wait, || sender.send(1))?;
+    if rx_cq.read(&mut out) != Ok(1) || tx_cq.read(&mut out) != Err(Error::Again) {
+        return Err("after the receive interrupt: not exactly one receive entry".into());
+    }
+    let f = frame(a.capabilities().mac, b.capabilities().mac, 100, 80);
+    mem.write_bytes(4 * BUF, &f);
+    let seg = [TxSegment {
+        iova: iova_at(&mem, 4 * BUF),
+        len: f.len() as u16,
+    }];
+    woken("send completion", wait, || {
+        let send = SendPost {
+            segments: &seg,
+            context: OpContext(100),
+            flags: OpFlags::empty(),
+        };
+        match tx.post_sends(&[send]) {
+            Ok(1) => Ok(()),
+            other => Err(format!("post_sends: {other:?}")),
+        }
+    })?;
+    match tx_cq.read(&mut out) {
+        Ok(1) if out[0].op_context == OpContext(100) => {}
+        other => return Err(format!("after the send interrupt: {other:?}")),
+    }
+    woken("signal", wait, || tx_cq.signal().map_err(err("signal")))?;
+    rx_cq.unbind(&rx).ok();
+    tx_cq.unbind(&tx).ok();
+    Ok(format!(
+        "epoll set over the RX CQ (vector {vr}) and TX CQ (vector {vt}) of B: timed out idle, \
+         woke on a receive interrupt, on a send-completion interrupt, and on signal"
+    ))
+}

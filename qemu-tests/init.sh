@@ -1,0 +1,18 @@
+#!/bin/busybox sh
+# /init of ringfab's QEMU test guest. ringfab-qemu-tests puts it into the initramfs with static
+# busybox, the vfio modules (modules/N-name.ko, N = load order) and the guest programs.
+# Everything it prints goes to the serial console, which the host runner reads.
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+echo "ringfab-init: userspace after $(cut -d' ' -f1 /proc/uptime) s, kernel $(uname -r)"
+# No udev in the guest: nothing loads by itself, and the NICs stay without a driver until the
+# guest program binds them to vfio-pci.
+for m in /modules/*.ko; do
+  insmod "$m" || echo "ringfab-init: insmod $m failed"
+done
+/ringfab-qemu-guest
+echo "ringfab-init: guest program exited with status $?, uptime $(cut -d' ' -f1 /proc/uptime) s"
+poweroff -f

@@ -1,0 +1,401 @@
+//! The guest: its initramfs, the QEMU command line, and reading its serial console until the
+//! guest program says it is done, the machine stops, or the hard timeout kills it.
+
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::cmd;
+use crate::cpio::Archive;
+use crate::error::{Error, IoContext, Result};
+use crate::setup::{GuestFiles, QEMU};
+
+/// One emulated NIC of the guest.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NicSpec {
+    /// QEMU's device model.
+    pub(crate) model: &'static str,
+    /// PCI slot on the root bus.
+    pub(crate) slot: &'static str,
+    /// Its MAC.
+    pub(crate) mac: &'static str,
+    /// The QEMU hub it is plugged into: NICs on one hub see each other's frames.
+    pub(crate) hub: u8,
+}
+
+/// The guest's NICs: two 82576 (`igb`) on hub 0, two 82574 (`e1000e`) on hub 1. The igb sit
+/// eight slots apart: QEMU's igb reserves the functions after its own for its VFs (PF + 0x80…),
+/// so two igb in adjacent slots do not fit. `romfile=` keeps QEMU from looking for an option
+/// ROM for e1000e (a package the harness does not install).
+pub(crate) const NICS: [NicSpec; 4] = [
+    NicSpec {
+        model: "igb",
+        slot: "03.0",
+        mac: "52:54:00:12:34:03",
+        hub: 0,
+    },
+    NicSpec {
+        model: "igb",
+        slot: "0b.0",
+        mac: "52:54:00:12:34:0b",
+        hub: 0,
+    },
+    NicSpec {
+        model: "e1000e",
+        slot: "05.0",
+        mac: "52:54:00:12:34:05",
+        hub: 1,
+    },
+    NicSpec {
+        model: "e1000e",
+        slot: "06.0",
+        mac: "52:54:00:12:34:06",
+        hub: 1,
+    },
+];
+
+/// What each guest line starts with; the rest is `plan N`, `pass NAME DETAIL`,
+/// `fail NAME REASON` or `done`.
+pub(crate) const MARKER: &str = "ringfab-guest: ";
+
+/// The initramfs: busybox, `/init`, the modules and the guest programs.
+pub(crate) fn initramfs(files: &GuestFiles, programs: &[(String, PathBuf)]) -> Result<Vec<u8>> {
+    let read = |p: &Path| fs::read(p).ctx("reading", p);
+    let mut a = Archive::default();
+    for d in ["bin", "dev", "proc", "sys", "tmp", "modules"] {
+        a.dir(d);
+    }
+    // The kernel opens /dev/console for init before devtmpfs is mounted.
+    a.char_dev("dev/console", 0o600, 5, 1);
+    a.file("bin/busybox", 0o755, &read(&files.busybox)?);
+    a.file("init", 0o755, include_str!("../init.sh").as_bytes());
+    for (name, path) in &files.modules {
+        a.file(name, 0o644, &read(path)?);
+    }
+    for (name, path) in programs {
+        a.file(name, 0o755, &read(path)?);
+    }
+    Ok(a.finish())
+}
+
+/// How to accelerate the guest.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Accel {
+    /// QEMU's translator: works everywhere, the default.
+    Tcg,
+    /// KVM, for hosts where it works (nested KVM on some cloud machines cannot run the guest).
+    Kvm,
+}
+
+/// The kernel command line: the console, the IOMMU, and for each NIC model its PCI addresses
+/// and MACs (`ringfab.<model>=A,B`, `ringfab.<model>_macs=A,B`), which the guest program reads.
+pub(crate) fn append(only: Option<&str>) -> String {
+    // loglevel=1: only alerts reach the console, so kernel messages do not split the guest's
+    // lines (the guest reads the kernel log itself through /dev/kmsg where a test needs it).
+    let mut s = "console=ttyS0 intel_iommu=on loglevel=1 panic=-1".to_owned();
+    for model in ["igb", "e1000e"] {
+        let nics: Vec<&NicSpec> = NICS.iter().filter(|n| n.model == model).collect();
+        let bdfs: Vec<String> = nics.iter().map(|n| format!("0000:00:{}", n.slot)).collect();
+        let macs: Vec<&str> = nics.iter().map(|n| n.mac).collect();
+        s.push_str(&format!(
+            " ringfab.{model}={} ringfab.{model}_macs={}",
+            bdfs.join(","),
+            macs.join(",")
+        ));
+    }
+    if let Some(only) = only {
+        s.push_str(&format!(" ringfab.only={only}"));
+    }
+    s
+}
+
+/// QEMU's arguments: q35 with an Intel vIOMMU (interrupt remapping; caching mode, so that
+/// mappings the guest makes reach QEMU and vfio-pci accepts the IOMMU), the NICs on one hub,
+/// serial console on stdio, no other devices.
+pub(crate) fn qemu_args(kernel: &Path, initrd: &Path, accel: Accel, append: &str) -> Vec<String> {
+    let mut a: Vec<String> = match accel {
+        Accel::Tcg => vec!["-machine", "q35,accel=tcg", "-cpu", "max"],
+        // intremap=on under KVM needs the split irqchip.
+        Accel::Kvm => vec![
+            "-machine",
+            "q35,accel=kvm,kernel-irqchip=split",
+            "-cpu",
+            "host",
+        ],
+    }
+    .into_iter()
+    .map(String::from)
+    .collect();
+    a.extend(
+        [
+            "-m",
+            "512M",
+            "-smp",
+            "1",
+            "-nodefaults",
+            "-display",
+            "none",
+            "-serial",
+            "stdio",
+            "-no-reboot",
+            "-device",
+            "intel-iommu,intremap=on,caching-mode=on",
+        ]
+        .map(String::from),
+    );
+    a.push("-kernel".into());
+    a.push(kernel.display().to_string());
+    a.push("-initrd".into());
+    a.push(initrd.display().to_string());
+    a.push("-append".into());
+    a.push(append.into());
+    for (i, n) in NICS.iter().enumerate() {
+        a.push("-netdev".into());
+        a.push(format!("hubport,id=nic{i},hubid={}", n.hub));
+        a.push("-device".into());
+        let rom = if n.model == "e1000e" { ",romfile=" } else { "" };
+        a.push(format!(
+            "{},netdev=nic{i},addr={},mac={}{rom}",
+            n.model, n.slot, n.mac
+        ));
+    }
+    a
+}
+
+/// One guest test's outcome.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) struct Outcome {
+    /// The test.
+    pub(crate) name: String,
+    /// Whether it passed.
+    pub(crate) passed: bool,
+    /// Its one-line detail or failure reason.
+    pub(crate) detail: String,
+}
+
+/// What the guest reported.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub(crate) struct Report {
+    /// How many tests it announced.
+    pub(crate) plan: Option<usize>,
+    /// The outcomes, in order.
+    pub(crate) outcomes: Vec<Outcome>,
+    /// Whether it said it was done.
+    pub(crate) done: bool,
+}
+
+/// A guest line parsed.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) enum Line {
+    /// `plan N`.
+    Plan(usize),
+    /// `pass`/`fail`.
+    Outcome(Outcome),
+    /// `done`.
+    Done,
+}
+
+/// Parses one console line; `None` for anything that is not a guest protocol line. The marker
+/// may follow other text (a kernel message that was being printed when the line began).
+pub(crate) fn parse_line(line: &str) -> Option<Line> {
+    let at = line.find(MARKER)?;
+    let rest = line[at + MARKER.len()..].trim_end();
+    let (word, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+    match word {
+        "plan" => rest.trim().parse().ok().map(Line::Plan),
+        "done" => Some(Line::Done),
+        "pass" | "fail" => {
+            let (name, detail) = rest.split_once(' ').unwrap_or((rest, ""));
+            (!name.is_empty()).then(|| {
+                Line::Outcome(Outcome {
+                    name: name.to_owned(),
+                    passed: word == "pass",
+                    detail: detail.trim().to_owned(),
+                })
+            })
+        }
+        _ => None,
+    }
+}
+
+/// How the guest run ended.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) enum End {
+    /// The guest program said `done` and QEMU exited.
+    Finished,
+    /// QEMU exited before `done`.
+    Exited(String),
+    /// The hard timeout passed; QEMU was killed.
+    TimedOut,
+}
+
+enum Event {
+    Console(String),
+    Stderr(String),
+    Closed,
+}
+
+/// Boots the guest and reads its console. `show` is called with each outcome as it arrives;
+/// `verbose` echoes every console line. The whole console goes to `log`.
+pub(crate) fn run(
+    qemu_args: &[String],
+    timeout: Duration,
+    log: &Path,
+    verbose: bool,
+    mut show: impl FnMut(&Outcome),
+) -> Result<(Report, End, Duration)> {
+    let mut c = Command::new(QEMU);
+    c.args(qemu_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = c.spawn().map_err(|source| Error::Spawn {
+        what: "booting the guest",
+        cmd: cmd::line(&c),
+        source,
+    })?;
+    let mut log_file = File::create(log).ctx("creating", log)?;
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().expect("piped");
+    let err = child.stderr.take().expect("piped");
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out)
+            .split(b'\n')
+            .map_while(std::result::Result::ok)
+        {
+            let l = String::from_utf8_lossy(&l)
+                .trim_end_matches('\r')
+                .to_owned();
+            if tx.send(Event::Console(l)).is_err() {
+                return;
+            }
+        }
+        let _ = tx.send(Event::Closed);
+    });
+    std::thread::spawn(move || {
+        for l in BufReader::new(err)
+            .lines()
+            .map_while(std::result::Result::ok)
+        {
+            if tx2.send(Event::Stderr(l)).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = started + timeout;
+    let mut report = Report::default();
+    let end = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Event::Console(l)) => {
+                let _ = writeln!(log_file, "{l}");
+                if verbose {
+                    println!("  | {l}");
+                }
+                match parse_line(&l) {
+                    Some(Line::Plan(n)) => report.plan = Some(n),
+                    Some(Line::Outcome(o)) => {
+                        show(&o);
+                        report.outcomes.push(o);
+                    }
+                    Some(Line::Done) => report.done = true,
+                    None if l.starts_with("ringfab-init: ") && !verbose => {
+                        println!("  {l}");
+                    }
+                    None => {}
+                }
+            }
+            Ok(Event::Stderr(l)) => {
+                let _ = writeln!(log_file, "qemu: {l}");
+                // The hub joins the two NICs and nothing else, on purpose.
+                if !l.contains("is not connected to host network") {
+                    println!("  qemu: {l}");
+                }
+            }
+            Ok(Event::Closed) => {
+                let status = child.wait().ctx("waiting for", QEMU)?;
+                break if report.done {
+                    End::Finished
+                } else {
+                    End::Exited(status.to_string())
+                };
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break End::TimedOut;
+            }
+        }
+    };
+    Ok((report, end, started.elapsed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_lines_parse_and_other_console_lines_do_not() {
+        assert_eq!(parse_line("ringfab-guest: plan 9"), Some(Line::Plan(9)));
+        assert_eq!(parse_line("ringfab-guest: done\r"), Some(Line::Done));
+        assert_eq!(
+            parse_line("ringfab-guest: pass link 1000 Mb/s full duplex after 0.52 s"),
+            Some(Line::Outcome(Outcome {
+                name: "link".into(),
+                passed: true,
+                detail: "1000 Mb/s full duplex after 0.52 s".into()
+            }))
+        );
+        assert_eq!(
+            parse_line("[    3.1] DMAR: fault ringfab-guest: fail iommu no fault logged"),
+            Some(Line::Outcome(Outcome {
+                name: "iommu".into(),
+                passed: false,
+                detail: "no fault logged".into()
+            })),
+            "a kernel message in front of the marker"
+        );
+        assert_eq!(parse_line("ringfab-guest: fail"), None, "no name");
+        assert_eq!(parse_line("ringfab-guest: plan x"), None);
+        assert_eq!(parse_line("ringfab-init: userspace after 3.2 s"), None);
+        assert_eq!(parse_line("Linux version 6.1.0"), None);
+    }
+
+    #[test]
+    fn the_machine_has_an_iommu_two_igb_on_one_hub_and_two_e1000e_on_another() {
+        let a = qemu_args(Path::new("k"), Path::new("i"), Accel::Tcg, "x").join(" ");
+        assert!(a.starts_with("-machine q35,accel=tcg -cpu max "), "{a}");
+        assert!(a.contains("-device intel-iommu,intremap=on,caching-mode=on"));
+        assert!(a.contains(
+            "-netdev hubport,id=nic0,hubid=0 -device igb,netdev=nic0,addr=03.0,\
+             mac=52:54:00:12:34:03 -netdev hubport,id=nic1,hubid=0 \
+             -device igb,netdev=nic1,addr=0b.0,mac=52:54:00:12:34:0b"
+        ));
+        assert!(a.contains(
+            "-netdev hubport,id=nic2,hubid=1 -device e1000e,netdev=nic2,addr=05.0,\
+             mac=52:54:00:12:34:05,romfile= -netdev hubport,id=nic3,hubid=1 \
+             -device e1000e,netdev=nic3,addr=06.0,mac=52:54:00:12:34:06,romfile="
+        ));
+        assert!(a.contains("-kernel k -initrd i -append x"));
+        let k = qemu_args(Path::new("k"), Path::new("i"), Accel::Kvm, "x").join(" ");
+        assert!(k.starts_with("-machine q35,accel=kvm,kernel-irqchip=split -cpu host "));
+    }
+
+    #[test]
+    fn the_guest_learns_its_nics_and_test_filter_from_the_command_line() {
+        assert_eq!(
+            append(None),
+            "console=ttyS0 intel_iommu=on loglevel=1 panic=-1 \
+             ringfab.igb=0000:00:03.0,0000:00:0b.0 \
+             ringfab.igb_macs=52:54:00:12:34:03,52:54:00:12:34:0b \
+             ringfab.e1000e=0000:00:05.0,0000:00:06.0 \
+             ringfab.e1000e_macs=52:54:00:12:34:05,52:54:00:12:34:06"
+        );
+        assert!(append(Some("link,cq")).ends_with(" ringfab.only=link,cq"));
+    }
+}

@@ -1,0 +1,244 @@
+//! `cargo run --release -p ringfab-qemu-tests`: ringfab against QEMU's 82576 (`igb`) through
+//! VFIO, behind an emulated Intel IOMMU.
+//!
+//! On the host it installs what is missing (QEMU ≥ 8 from the release's backports suite, the
+//! guest's Rust target and static libc), downloads the distribution's kernel and static busybox
+//! into the target directory (once), builds the guest programs statically, packs an initramfs,
+//! and boots q35 + intel-iommu under TCG with two igb on one hub. In the guest, the guest
+//! program (`qemu-tests/guest`) binds both NICs to vfio-pci and runs its tests; each prints one
+//! line on the serial console, which this program reads and repeats. It ends with
+//! `N passed, N failed` and exits non-zero on any failure, on a guest that stops early, or on
+//! one that does not finish within the timeout. docs/qemu-tests.md has the details.
+
+mod apt;
+mod boot;
+mod build;
+mod cmd;
+mod cpio;
+mod error;
+mod setup;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use boot::{Accel, End, Outcome};
+use error::{IoContext, Result};
+
+const USAGE: &str = "usage: ringfab-qemu-tests [--timeout SECONDS] [--kvm] [--only TEST,TEST…] \
+    [--verbose]\n  --timeout  hard limit for boot + guest tests (default 300)\n  \
+    --kvm      use KVM instead of TCG (where nested KVM can run a stock kernel)\n  \
+    --only     run only these guest tests (names as printed)\n  \
+    --verbose  echo the whole guest console";
+
+/// Command-line options.
+#[derive(Debug)]
+struct Options {
+    timeout: Duration,
+    accel: Accel,
+    only: Option<String>,
+    verbose: bool,
+}
+
+fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Options, String> {
+    let mut o = Options {
+        timeout: Duration::from_secs(300),
+        accel: Accel::Tcg,
+        only: None,
+        verbose: false,
+    };
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--timeout" => {
+                let v = it.next().ok_or("--timeout needs a number of seconds")?;
+                let s: u64 = v.parse().map_err(|_| format!("bad --timeout '{v}'"))?;
+                o.timeout = Duration::from_secs(s);
+            }
+            "--kvm" => o.accel = Accel::Kvm,
+            "--only" => o.only = Some(it.next().ok_or("--only needs test names")?),
+            "--verbose" | "-v" => o.verbose = true,
+            "--help" | "-h" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument '{other}'\n{USAGE}")),
+        }
+    }
+    Ok(o)
+}
+
+/// The workspace root (this package's parent) and the target directory (where this binary is:
+/// `<target>/<profile>/ringfab-qemu-tests`).
+fn locations() -> (PathBuf, PathBuf) {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("qemu-tests sits in the workspace")
+        .to_path_buf();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let exe = std::env::current_exe().ok()?;
+            Some(exe.parent()?.parent()?.to_path_buf())
+        })
+        .unwrap_or_else(|| workspace.join("target"));
+    (workspace, target)
+}
+
+/// Everything before the boot: prerequisites, guest programs, initramfs. Returns QEMU's
+/// arguments.
+fn prepare(o: &Options, workspace: &Path, target: &Path, cache: &Path) -> Result<Vec<String>> {
+    let t = Instant::now();
+    let mut apt = apt::Apt::default();
+    let (major, minor) = setup::ensure_qemu(&mut apt)?;
+    setup::ensure_guest_toolchain(&mut apt)?;
+    let files = setup::guest_files(&mut apt, cache)?;
+    println!(
+        "setup: QEMU {major}.{minor}, guest kernel {} ({}), {:.1} s",
+        files.release,
+        files
+            .kernel
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy(),
+        t.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
+    let programs = build::guest_programs(workspace, target)?;
+    let initrd = cache.join("initramfs.cpio");
+    let image = boot::initramfs(&files, &programs)?;
+    std::fs::write(&initrd, &image).ctx("writing", &initrd)?;
+    println!(
+        "build: guest programs and initramfs ({} KiB), {:.1} s",
+        image.len() / 1024,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(boot::qemu_args(
+        &files.kernel,
+        &initrd,
+        o.accel,
+        &boot::append(o.only.as_deref()),
+    ))
+}
+
+/// The last `n` lines of the guest console, for a run that went wrong (CI logs then show why
+/// without the file).
+fn print_tail(log: &Path, n: usize) {
+    if let Ok(text) = std::fs::read_to_string(log) {
+        let lines: Vec<&str> = text.lines().collect();
+        println!("guest console, last {} lines:", n.min(lines.len()));
+        for l in &lines[lines.len().saturating_sub(n)..] {
+            println!("  | {l}");
+        }
+    }
+}
+
+fn summary(passed: usize, failed: usize) -> ExitCode {
+    println!("{passed} passed, {failed} failed");
+    if failed == 0 && passed > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn main() -> ExitCode {
+    let o = match parse_args(std::env::args().skip(1)) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (workspace, target) = locations();
+    let cache = target.join("qemu-tests");
+    if let Err(e) = std::fs::create_dir_all(&cache) {
+        eprintln!("error: creating {}: {e}", cache.display());
+        return summary(0, 1);
+    }
+    let args = match prepare(&o, &workspace, &target, &cache) {
+        Ok(a) => a,
+        Err(e) => {
+            println!("FAIL setup: {e}");
+            return summary(0, 1);
+        }
+    };
+    let log = cache.join("console.log");
+    println!(
+        "boot: q35 + intel-iommu, 2 × igb (hub 0), 2 × e1000e (hub 1), {:?}, timeout {} s (console: {})",
+        o.accel,
+        o.timeout.as_secs(),
+        log.display()
+    );
+    let show = |r: &Outcome| {
+        let verdict = if r.passed { "PASS" } else { "FAIL" };
+        println!("{verdict} {}: {}", r.name, r.detail);
+    };
+    let (report, end, took) = match boot::run(&args, o.timeout, &log, o.verbose, show) {
+        Ok(r) => r,
+        Err(e) => {
+            println!("FAIL boot: {e}");
+            return summary(0, 1);
+        }
+    };
+    let passed = report.outcomes.iter().filter(|r| r.passed).count();
+    let mut failed = report.outcomes.len() - passed;
+    if let Some(plan) = report.plan {
+        if plan > report.outcomes.len() {
+            let missing = plan - report.outcomes.len();
+            println!("FAIL guest: {missing} of {plan} planned tests never reported");
+            failed += missing;
+        }
+    }
+    match &end {
+        End::Finished => println!(
+            "guest: booted, tested and powered off in {:.1} s",
+            took.as_secs_f64()
+        ),
+        End::Exited(status) => {
+            println!(
+                "FAIL guest: QEMU exited ({status}) before the guest program finished; see {}",
+                log.display()
+            );
+            failed += 1;
+        }
+        End::TimedOut => {
+            println!(
+                "FAIL guest: not finished after {} s, QEMU killed; see {}",
+                o.timeout.as_secs(),
+                log.display()
+            );
+            failed += 1;
+        }
+    }
+    if end != End::Finished {
+        print_tail(&log, 25);
+    }
+    if report.plan.is_none() && end == End::Finished {
+        println!("FAIL guest: the guest program announced no tests");
+        failed += 1;
+    }
+    summary(passed, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> std::result::Result<Options, String> {
+        parse_args(s.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn options_default_to_tcg_and_five_minutes() {
+        let o = args("").unwrap();
+        assert_eq!(
+            (o.accel, o.timeout.as_secs(), o.verbose),
+            (Accel::Tcg, 300, false)
+        );
+        let o = args("--kvm --timeout 60 --only link,cq -v").unwrap();
+        assert_eq!(o.accel, Accel::Kvm);
+        assert_eq!(o.timeout.as_secs(), 60);
+        assert_eq!(o.only.as_deref(), Some("link,cq"));
+        assert!(o.verbose);
+        assert!(args("--timeout x").is_err());
+        assert!(args("--frobnicate").unwrap_err().contains("usage"));
+    }
+}

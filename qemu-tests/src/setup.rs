@@ -1,0 +1,317 @@
+//! What the host needs, installed or fetched when missing: QEMU with the `igb` model, the
+//! guest's Rust target and static C library, and the guest's kernel and busybox (downloaded and
+//! unpacked under the target directory, never installed; reused on later runs).
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::apt::{self, Apt};
+use crate::cmd;
+use crate::error::{Error, IoContext, Result};
+
+/// The QEMU binary.
+pub(crate) const QEMU: &str = "qemu-system-x86_64";
+/// Oldest QEMU whose `igb` model the tests know (igb appeared in 8.0).
+const QEMU_MIN_MAJOR: u32 = 8;
+/// The Rust target of the guest binaries (built with `+crt-static`).
+pub(crate) const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
+/// glibc's static archive, needed to link `+crt-static` binaries.
+const STATIC_LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.a";
+
+/// The kernel modules the guest loads, in load order (each depends only on earlier ones):
+/// vfio-pci and what it needs. The Intel IOMMU driver is built into Debian's kernel.
+pub(crate) const GUEST_MODULES: &[&str] = &[
+    "virt/lib/irqbypass",
+    "drivers/vfio/vfio",
+    "drivers/vfio/vfio_virqfd",
+    "drivers/vfio/vfio_iommu_type1",
+    "drivers/vfio/pci/vfio-pci-core",
+    "drivers/vfio/pci/vfio-pci",
+];
+
+/// `QEMU emulator version 10.0.2 (…)` → (10, 0).
+pub(crate) fn parse_qemu_version(out: &str) -> Option<(u32, u32)> {
+    let v = out.split("version ").nth(1)?.split_whitespace().next()?;
+    let mut it = v.split('.').map(|n| n.parse::<u32>().ok());
+    Some((it.next()??, it.next().flatten().unwrap_or(0)))
+}
+
+/// The installed QEMU's version if it is new enough and has `igb`.
+fn usable_qemu() -> Option<(u32, u32)> {
+    let out = cmd::output(
+        "asking QEMU its version",
+        Command::new(QEMU).arg("--version"),
+    )
+    .ok()?;
+    let v = parse_qemu_version(&out)?;
+    if v.0 < QEMU_MIN_MAJOR {
+        return None;
+    }
+    let devices = cmd::output(
+        "listing QEMU's devices",
+        Command::new(QEMU).args(["-machine", "none", "-device", "help"]),
+    )
+    .ok()?;
+    devices.contains("name \"igb\"").then_some(v)
+}
+
+/// Makes sure QEMU ≥ 8 with `igb` is installed (from the release's backports suite when the
+/// release's own QEMU is older, as Debian 12's 7.2 is). Returns its version.
+pub(crate) fn ensure_qemu(apt: &mut Apt) -> Result<(u32, u32)> {
+    if let Some(v) = usable_qemu() {
+        return Ok(v);
+    }
+    let suite = apt::ensure_backports(apt)?;
+    apt.install(Some(&suite), &["qemu-system-x86"])?;
+    usable_qemu().ok_or_else(|| Error::Missing {
+        what: format!("QEMU {QEMU_MIN_MAJOR} or newer with the igb device"),
+        fix: format!(
+            "`{QEMU} --version` / `-device help` still disagree after installing \
+             qemu-system-x86 from {suite}; install a QEMU with igb yourself"
+        ),
+    })
+}
+
+/// Makes sure the guest binaries can be built: the Rust target and glibc's static archive.
+pub(crate) fn ensure_guest_toolchain(apt: &mut Apt) -> Result {
+    let installed = cmd::output(
+        "listing installed Rust targets",
+        Command::new("rustup").args(["target", "list", "--installed"]),
+    );
+    match installed {
+        Ok(list) if list.lines().any(|l| l.trim() == GUEST_TARGET) => {}
+        // No rustup: assume a toolchain whose host is the guest target (cargo will say if not).
+        Err(Error::Spawn { .. }) => {}
+        _ => {
+            println!("setup: rustup target add {GUEST_TARGET}");
+            cmd::output(
+                "adding the guest's Rust target",
+                Command::new("rustup").args(["target", "add", GUEST_TARGET]),
+            )?;
+        }
+    }
+    if !Path::new(STATIC_LIBC).exists() {
+        apt.install(None, &["libc6-dev"])?;
+    }
+    Ok(())
+}
+
+/// The guest's kernel and userland, unpacked in the cache.
+#[derive(Debug)]
+pub(crate) struct GuestFiles {
+    /// The kernel image to boot: the uncompressed `vmlinux` if it could be extracted (boots
+    /// several seconds faster under TCG through its PVH entry), else the distribution's bzImage.
+    pub(crate) kernel: PathBuf,
+    /// `(path inside the initramfs, file)` for each module of [`GUEST_MODULES`], in order.
+    pub(crate) modules: Vec<(String, PathBuf)>,
+    /// Static busybox.
+    pub(crate) busybox: PathBuf,
+    /// The kernel's release string (`6.1.0-40-amd64`).
+    pub(crate) release: String,
+}
+
+/// The stamp written once a kernel is unpacked: the package it came from.
+const KERNEL_STAMP: &str = "package";
+
+/// Fetches (or finds in `cache`) the distribution's kernel and static busybox.
+pub(crate) fn guest_files(apt: &mut Apt, cache: &Path) -> Result<GuestFiles> {
+    let kdir = cache.join("kernel");
+    if !kdir.join(KERNEL_STAMP).exists() {
+        fetch_kernel(apt, cache, &kdir)?;
+    }
+    let busybox = cache.join("busybox");
+    if !busybox.exists() {
+        let work = cache.join("busybox-pkg");
+        let _ = fs::remove_dir_all(&work);
+        let deb = apt.download(&work, "busybox-static")?;
+        apt::unpack(&deb, &work.join("x"))?;
+        let bin = work.join("x/bin/busybox");
+        // Copied under another name and renamed, so an interrupted run leaves no partial file
+        // that a later run would take for the cache.
+        let part = cache.join("busybox.part");
+        fs::copy(&bin, &part).ctx("copying", &bin)?;
+        fs::rename(&part, &busybox).ctx("renaming", &part)?;
+        fs::remove_dir_all(&work).ctx("removing", &work)?;
+    }
+    let release = fs::read_to_string(kdir.join("release"))
+        .ctx("reading", kdir.join("release"))?
+        .trim()
+        .to_owned();
+    let vmlinux = kdir.join("vmlinux");
+    let kernel = if vmlinux.exists() {
+        vmlinux
+    } else {
+        kdir.join("vmlinuz")
+    };
+    let modules = GUEST_MODULES
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let name = m.rsplit('/').next().unwrap_or(m);
+            (
+                format!("modules/{i}-{name}.ko"),
+                kdir.join(format!("{name}.ko")),
+            )
+        })
+        .collect();
+    Ok(GuestFiles {
+        kernel,
+        modules,
+        busybox,
+        release,
+    })
+}
+
+/// Downloads the kernel package `linux-image-amd64` points at, keeps the image and the modules
+/// the guest loads, and drops the rest (the unpacked package is ~500 MB).
+fn fetch_kernel(apt: &mut Apt, cache: &Path, kdir: &Path) -> Result {
+    let package = apt.dependency("linux-image-amd64", "linux-image-")?;
+    let work = cache.join("kernel-pkg");
+    let _ = fs::remove_dir_all(&work);
+    let _ = fs::remove_dir_all(kdir);
+    let deb = apt.download(&work, &package)?;
+    let x = work.join("x");
+    apt::unpack(&deb, &x)?;
+    let mods = x.join("lib/modules");
+    let release = fs::read_dir(&mods)
+        .ctx("listing", &mods)?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .next()
+        .ok_or_else(|| Error::Unexpected {
+            what: "the kernel package",
+            detail: format!("no directory under {}", mods.display()),
+        })?;
+    fs::create_dir_all(kdir).ctx("creating", kdir)?;
+    let vmlinuz = x.join(format!("boot/vmlinuz-{release}"));
+    fs::copy(&vmlinuz, kdir.join("vmlinuz")).ctx("copying", &vmlinuz)?;
+    for m in GUEST_MODULES {
+        let name = m.rsplit('/').next().unwrap_or(m);
+        let dst = kdir.join(format!("{name}.ko"));
+        let src = mods.join(&release).join(format!("kernel/{m}.ko"));
+        let xz = src.with_extension("ko.xz");
+        if src.exists() {
+            fs::copy(&src, &dst).ctx("copying the module", &src)?;
+        } else if xz.exists() {
+            // Newer kernels ship xz-compressed modules; busybox's insmod wants them plain.
+            let plain = cmd::output_bytes(
+                "decompressing a kernel module",
+                Command::new("xz").arg("-dc").arg(&xz),
+            )?;
+            fs::write(&dst, plain).ctx("writing", &dst)?;
+        } else {
+            return Err(Error::Unexpected {
+                what: "the kernel package",
+                detail: format!("neither {} nor {} exists", src.display(), xz.display()),
+            });
+        }
+    }
+    match extract_vmlinux(&vmlinuz, &kdir.join("vmlinux")) {
+        Ok(()) => {}
+        Err(e) => println!("setup: booting the compressed kernel ({e})"),
+    }
+    fs::write(kdir.join("release"), &release).ctx("writing", kdir.join("release"))?;
+    fs::remove_dir_all(&work).ctx("removing", &work)?;
+    fs::write(kdir.join(KERNEL_STAMP), &package).ctx("writing", kdir.join(KERNEL_STAMP))?;
+    Ok(())
+}
+
+/// The xz stream header magic.
+const XZ_MAGIC: &[u8] = b"\xfd7zXZ\x00";
+/// The ELF magic.
+const ELF_MAGIC: &[u8] = b"\x7fELF";
+
+/// Decompresses the xz payload of a bzImage into an ELF `vmlinux` with the host's `xz`.
+fn extract_vmlinux(vmlinuz: &Path, out: &Path) -> Result {
+    let image = fs::read(vmlinuz).ctx("reading", vmlinuz)?;
+    let at = image
+        .windows(XZ_MAGIC.len())
+        .position(|w| w == XZ_MAGIC)
+        .ok_or_else(|| Error::Unexpected {
+            what: "the kernel image",
+            detail: "no xz payload".into(),
+        })?;
+    let mut child = Command::new("xz")
+        .args(["-dc", "--single-stream"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|source| Error::Spawn {
+            what: "decompressing the kernel",
+            cmd: "xz -dc --single-stream".into(),
+            source,
+        })?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let payload = image[at..].to_vec();
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        // xz stops reading after the stream; a broken pipe here is expected.
+        let _ = stdin.write_all(&payload);
+    });
+    let mut elf = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_end(&mut elf)
+        .ctx("reading xz's output for", vmlinuz)?;
+    let _ = feeder.join();
+    let status = child.wait().ctx("waiting for xz on", vmlinuz)?;
+    if !elf.starts_with(ELF_MAGIC) {
+        return Err(Error::Unexpected {
+            what: "the decompressed kernel",
+            detail: format!("not an ELF image (xz: {status})"),
+        });
+    }
+    fs::write(out, elf).ctx("writing", out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qemu_versions_parse_from_the_version_banner() {
+        let out = "QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2~bpo12+1)\nCopyright …\n";
+        assert_eq!(parse_qemu_version(out), Some((10, 0)));
+        assert_eq!(
+            parse_qemu_version("QEMU emulator version 7.2.15\n"),
+            Some((7, 2))
+        );
+        assert_eq!(parse_qemu_version("something else"), None);
+    }
+
+    #[test]
+    fn modules_go_into_the_initramfs_numbered_in_load_order() {
+        let dir = std::env::temp_dir().join(format!("ringfab-qt-{}", std::process::id()));
+        let kdir = dir.join("kernel");
+        fs::create_dir_all(&kdir).unwrap();
+        fs::write(kdir.join(KERNEL_STAMP), "linux-image-x").unwrap();
+        fs::write(kdir.join("release"), "6.1.0-x-amd64\n").unwrap();
+        fs::write(dir.join("busybox"), "").unwrap();
+        let files = guest_files(&mut Apt::default(), &dir).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(files.release, "6.1.0-x-amd64");
+        assert_eq!(
+            files.kernel,
+            kdir.join("vmlinuz"),
+            "no vmlinux: the bzImage"
+        );
+        let names: Vec<&str> = files.modules.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "modules/0-irqbypass.ko",
+                "modules/1-vfio.ko",
+                "modules/2-vfio_virqfd.ko",
+                "modules/3-vfio_iommu_type1.ko",
+                "modules/4-vfio-pci-core.ko",
+                "modules/5-vfio-pci.ko"
+            ]
+        );
+        assert_eq!(files.modules[5].1, kdir.join("vfio-pci.ko"));
+    }
+}
