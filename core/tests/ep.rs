@@ -869,6 +869,18 @@ fn registration_refuses_empty_memory_and_full_slabs_and_counts_buffers() {
     assert_eq!(b.addr() - a.addr(), 128, "buffers start on cache lines");
     assert_eq!(b.iova().0 - a.iova().0, 128);
     assert_eq!(m1.alloc(4096).err(), Some(Error::NoMem));
+    // A buffer that fits a page is not carved across a page boundary (device addresses).
+    let m3 = {
+        drop(_m2);
+        d.register(memory(4 * 4096)).unwrap()
+    };
+    let small = m3.alloc(100).unwrap();
+    let page = m3.alloc(4000).unwrap();
+    assert!(page.iova().0 % 4096 + 4000 <= 4096, "inside one page");
+    assert!(page.iova().0 > small.iova().0);
+    let big = m3.alloc(5000).unwrap();
+    assert_eq!(big.len(), 5000, "larger buffers are carved as they come");
+    drop((small, page, big));
     let mut a = a;
     assert_eq!(a.write(90, &[0; 11]), Err(Error::Inval));
     assert_eq!(a.read(usize::MAX, &mut [0; 2]), Err(Error::Inval));

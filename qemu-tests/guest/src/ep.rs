@@ -74,13 +74,13 @@ pub(crate) fn messages(ctx: &mut Ctx) -> Outcome {
     let (ma, mb) = ([MrSlot::<Nic>::EMPTY; 1], [MrSlot::<Nic>::EMPTY; 1]);
     let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
     let (mut auxa, mut auxb) = ([AuxEntry::EMPTY; 64], [AuxEntry::EMPTY; 64]);
-    let (mut ta, mut tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
+    let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
     let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
     let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
     let cq_a = da.open_cq::<Data>(&attr, &mut auxa).map_err(e("CQ A"))?;
     let cq_b = db.open_cq::<Data>(&attr, &mut auxb).map_err(e("CQ B"))?;
-    let av_a = da.open_av(&mut ta).map_err(e("AV A"))?;
-    let av_b = db.open_av(&mut tb).map_err(e("AV B"))?;
+    let av_a = da.open_av(&ta).map_err(e("AV A"))?;
+    let av_b = db.open_av(&tb).map_err(e("AV B"))?;
     let mut ep_a = da.endpoint(&EpAttr::default()).map_err(e("endpoint A"))?;
     let mut ep_b = db.endpoint(&EpAttr::default()).map_err(e("endpoint B"))?;
     for (ep, cq) in [(&mut ep_a, &cq_a), (&mut ep_b, &cq_b)] {
