@@ -212,7 +212,8 @@ pub const VMOLR_AUPE: u32 = 1 << 24;
 pub const VMOLR_ROMPE: u32 = 1 << 25;
 /// VMOLR: accept broadcast into this pool.
 pub const VMOLR_BAM: u32 = 1 << 27;
-/// VMOLR: strip CRC (reset value; QEMU strips by RCTL.SECRC only).
+/// VMOLR: strip CRC (set at reset; the model strips by RCTL.SECRC only, as QEMU's
+/// `e1000x_fcs_len`).
 pub const VMOLR_STRCRC: u32 = 1 << 31;
 
 /// RCTL: receiver enable.
