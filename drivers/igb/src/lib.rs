@@ -88,6 +88,14 @@ struct State {
     armed: [u8; r::EICR_VECTORS as usize],
     /// Station address read at bring-up.
     mac: MacAddr,
+    /// The receive filter mode last set.
+    mode: RxMode,
+    /// Whether [`Nic::set_rss`] left RSS programmed (MRQC.MRQE = RSS).
+    rss: bool,
+    /// Per VMDq pool (= receive queue), the destination address steered to it; entry `n` lives
+    /// in receive-address entry `n`. Index 0 stays `None`: queue 0 keeps the station address.
+    /// The device is in VMDq mode exactly while one is `Some`.
+    rx_macs: [Option<MacAddr>; r::VM_POOLS as usize],
     /// Accumulated statistics.
     stats: Stats,
 }
@@ -148,6 +156,9 @@ impl<P: Platform> Igb<P> {
                 rx_open: 0,
                 armed: [0; r::EICR_VECTORS as usize],
                 mac: MacAddr::default(),
+                mode: RxMode::default(),
+                rss: false,
+                rx_macs: [None; r::VM_POOLS as usize],
                 stats: Stats::default(),
             }),
         };
@@ -258,14 +269,73 @@ impl<P: Platform> Igb<P> {
 
         // Receive: RSS off until set_rss; write-back carries the RSS hash (PCSD), no checksum
         // offload; long packets up to RLPML.
+        // The reset cleared every receive-address entry but 0, and MRQC: no queue addresses,
+        // not in VMDq mode.
         self.wr(r::MRQC, 0);
+        st.rss = false;
+        st.rx_macs = [None; r::VM_POOLS as usize];
         self.wr(r::RXCSUM, r::RXCSUM::PCSD::SET.value);
         self.wr(r::RLPML, (MAX_FRAME_LEN + 4) as u32);
-        self.wr(r::RCTL, rctl_for(RxMode::default()));
+        st.mode = RxMode::default();
+        self.wr(r::RCTL, rctl_for(st.mode));
         let tctl =
             r::TCTL::EN::SET + r::TCTL::PSP::SET + r::TCTL::CT::Default + r::TCTL::COLD::FullDuplex;
         self.wr(r::TCTL, tctl.value);
         Ok(())
+    }
+
+    /// Whether any receive queue has an address of its own (the device is in VMDq mode).
+    fn vmdq(st: &State) -> bool {
+        st.rx_macs.iter().any(Option::is_some)
+    }
+
+    /// Switches the device into VMDq mode (§7.10.3): every pool takes frames up to
+    /// [`MAX_FRAME_LEN`] (VMOLR.LPE/RLPML, which **QEMU** checks per pool after RCTL.LPE),
+    /// all eight receive-enabled (VFRE), pool 0 gets the station address (RAH0.POOLSEL bit 0),
+    /// the mode's broadcast/multicast/promiscuous choices go to pool 0 ([`Self::program_vmdq_mode`]),
+    /// and last MRQC.MRQE = VMDq, so no frame is steered before the pools are set up.
+    fn enter_vmdq(&self, mode: RxMode) {
+        for pool in 1..usize::from(r::VM_POOLS) {
+            self.wr(r::vmolr(pool), vmolr_for(pool, mode));
+        }
+        self.wr(r::VFRE, (1 << r::VM_POOLS) - 1);
+        self.program_vmdq_mode(mode);
+        self.modify(r::RAH0, r::RAH::POOLSEL.val(1));
+        self.wr(r::MRQC, r::MRQC::MRQE::Vmdq.value);
+    }
+
+    /// Leaves VMDq mode (the last queue address is gone): MRQC, VT_CTL, the VMOLRs, RAH0's
+    /// pool and the MTA back to what bring-up leaves — RSS off, everything the filter accepts
+    /// to queue 0.
+    fn leave_vmdq(&self) {
+        self.wr(r::MRQC, 0);
+        self.modify(r::RAH0, r::RAH::POOLSEL.val(0));
+        self.wr(r::VT_CTL, 0);
+        for pool in 0..usize::from(r::VM_POOLS) {
+            self.wr(r::vmolr(pool), VMOLR_RESET);
+        }
+        self.fill_mta(false);
+    }
+
+    /// The receive filter `mode` in VMDq mode, where **QEMU** does not consult RCTL.UPE/MPE/BAM
+    /// (the driver still sets them, as the silicon's L2 filter wants): broadcast reaches pool 0
+    /// through VMOLR0.BAM; promiscuous lets unicast to no known address reach the default pool
+    /// 0 (VT_CTL.Dis_Def_Pool clear), otherwise it is dropped; all-multicast sets VMOLR0.MPME
+    /// (silicon) and, for QEMU, VMOLR0.ROMPE with every MTA bit set.
+    fn program_vmdq_mode(&self, mode: RxMode) {
+        self.wr(r::vmolr(0), vmolr_for(0, mode));
+        let vt_ctl =
+            r::VT_CTL::DEF_PL.val(0) + r::VT_CTL::DIS_DEF_PL.val((!mode.promiscuous).into());
+        self.wr(r::VT_CTL, vt_ctl.value);
+        self.fill_mta(mode.all_multicast);
+    }
+
+    /// Every MTA bit set (`true`) or clear.
+    fn fill_mta(&self, set: bool) {
+        let v = if set { u32::MAX } else { 0 };
+        for i in 0..r::MTA_REGS {
+            self.wr(r::mta(i), v);
+        }
     }
 
     fn mdic(&self, reg: u8, command: FieldValue<u32, r::MDIC::Register>) -> Result<u16> {
@@ -438,6 +508,25 @@ fn rctl_for(mode: RxMode) -> u32 {
     v.value
 }
 
+/// VMOLR's reset value (**QEMU** igb_mac_reg_init: RLPML 0x2600, STRCRC).
+const VMOLR_RESET: u32 = r::VMOLR::RLPML.val(0x2600).value | r::VMOLR::STRCRC::SET.value;
+
+/// VMOLR of pool `pool` in VMDq mode: frames up to [`MAX_FRAME_LEN`], untagged frames
+/// accepted, CRC stripped (as RCTL.SECRC); pool 0 also carries `mode`'s broadcast and
+/// multicast choices.
+fn vmolr_for(pool: usize, mode: RxMode) -> u32 {
+    let mut v = r::VMOLR::RLPML.val((MAX_FRAME_LEN + 4) as u32)
+        + r::VMOLR::LPE::SET
+        + r::VMOLR::AUPE::SET
+        + r::VMOLR::STRCRC::SET;
+    if pool == 0 {
+        v += r::VMOLR::BAM.val(mode.broadcast.into())
+            + r::VMOLR::ROMPE.val(mode.all_multicast.into())
+            + r::VMOLR::MPME.val(mode.all_multicast.into());
+    }
+    v.value
+}
+
 /// Names of the 82576 receive error bits (advanced write-back, §7.1.5.2).
 const RX_ERROR_NAMES: [(u32, &str); 9] = [
     (23, "header buffer overflow"),
@@ -481,6 +570,7 @@ impl<P: Platform> Nic for Igb<P> {
         caps.offloads = Offloads::default();
         caps.rss = Some(rss);
         caps.in_order_completion = true;
+        caps.rx_mac_queues = r::VM_POOLS;
         caps
     }
 
@@ -550,7 +640,11 @@ impl<P: Platform> Nic for Igb<P> {
         {
             return Err(Error::RssConfig);
         }
-        let _st = self.state.lock();
+        let mut st = self.state.lock();
+        // QEMU runs no RSS in VMDq mode (MRQC bit 0 set); the two exclude each other.
+        if Self::vmdq(&st) {
+            return Err(Error::Unsupported);
+        }
         // Key byte 4i+j is byte j (little-endian) of RSSRK[i] (§8.9.25; QEMU hashes with
         // `(uint8_t *)&mac[RSSRK]`).
         for (i, k) in rss.key.chunks_exact(4).enumerate() {
@@ -565,7 +659,8 @@ impl<P: Platform> Nic for Igb<P> {
             );
         }
         let h = rss.hashes;
-        let mrqc = if h.ipv4 || h.ipv4_udp || h.ipv4_tcp {
+        let hashing = h.ipv4 || h.ipv4_udp || h.ipv4_tcp;
+        let mrqc = if hashing {
             r::MRQC::MRQE::Rss
                 + r::MRQC::IPV4.val(h.ipv4.into())
                 + r::MRQC::UDP_IPV4.val(h.ipv4_udp.into())
@@ -574,12 +669,68 @@ impl<P: Platform> Nic for Igb<P> {
             r::MRQC::MRQE::CLEAR
         };
         self.wr(r::MRQC, mrqc.value);
+        st.rss = hashing;
         Ok(())
     }
 
     fn set_rx_mode(&self, mode: RxMode) -> Result {
-        let _st = self.state.lock();
+        let mut st = self.state.lock();
+        st.mode = mode;
         self.wr(r::RCTL, rctl_for(mode));
+        if Self::vmdq(&st) {
+            self.program_vmdq_mode(mode);
+        }
+        Ok(())
+    }
+
+    /// VMDq (§7.10.3): queue `q` (1..8) is pool `q`, reached through receive-address entry `q`
+    /// (RAL/RAH `q` = address, AV, POOLSEL bit `q`); entries 1..=7 are reserved for this, entry
+    /// 0 keeps the station address in pool 0. The first address switches the device into VMDq
+    /// mode, removing the last one switches it back (RSS off, every accepted frame to queue 0).
+    /// A frame to a queue's address goes to that queue only; if the queue is closed it is
+    /// dropped (QEMU).
+    fn set_rx_queue_mac(&self, queue: u16, mac: Option<MacAddr>) -> Result {
+        if queue == 0 || queue >= r::VM_POOLS {
+            return Err(Error::QueueIndex {
+                index: queue,
+                count: r::VM_POOLS,
+            });
+        }
+        let mut st = self.state.lock();
+        if st.rss {
+            return Err(Error::Unsupported);
+        }
+        let q = usize::from(queue);
+        let Some(mac) = mac else {
+            if st.rx_macs[q].take().is_some() {
+                self.wr(r::rah(q), 0);
+                self.wr(r::ral(q), 0);
+                if !Self::vmdq(&st) {
+                    self.leave_vmdq();
+                }
+            }
+            return Ok(());
+        };
+        let taken = st
+            .rx_macs
+            .iter()
+            .enumerate()
+            .any(|(i, a)| i != q && *a == Some(mac));
+        if mac.is_multicast() || mac.0 == [0; 6] || mac == st.mac || taken {
+            return Err(Error::RxMacAddress);
+        }
+        if !Self::vmdq(&st) {
+            self.enter_vmdq(st.mode);
+        }
+        let m = mac.0;
+        // Invalidate the entry while its address changes (AV last, §8.9.19).
+        self.wr(r::rah(q), 0);
+        self.wr(r::ral(q), u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+        let rah = r::RAH::ADDR.val(u16::from_le_bytes([m[4], m[5]]).into())
+            + r::RAH::POOLSEL.val(1 << q)
+            + r::RAH::AV::SET;
+        self.wr(r::rah(q), rah.value);
+        st.rx_macs[q] = Some(mac);
         Ok(())
     }
 
@@ -1253,6 +1404,44 @@ mod tests {
         assert_eq!(d.peek(r::rssrk(9)), 0x2726_2524);
         assert_eq!(d.peek(r::reta(0)), 0x0302_0100);
         assert_eq!(d.peek(r::MRQC), 0x0043_0002);
+    }
+
+    #[test]
+    fn a_queue_address_programs_vmdq_and_removing_the_last_one_undoes_it() {
+        let nic = igb(4);
+        let d = dev(&nic);
+        let mac = MacAddr([0x02, 0x11, 0x22, 0x33, 0x44, 0x55]);
+        nic.set_rx_queue_mac(3, Some(mac)).unwrap();
+        assert_eq!(d.peek(r::MRQC), 0b011, "MRQE = VMDq");
+        assert_eq!(d.peek(r::ral(3)), 0x3322_1102);
+        assert_eq!(d.peek(r::rah(3)), 1 << 31 | 1 << (18 + 3) | 0x5544);
+        assert_eq!(d.peek(r::RAH0) >> 18 & 0xFF, 1, "station address in pool 0");
+        assert_eq!(d.peek(r::VFRE), 0xFF);
+        assert_eq!(
+            d.peek(r::VT_CTL),
+            1 << 29,
+            "default pool 0, disabled (not promiscuous)"
+        );
+        let long = (MAX_FRAME_LEN + 4) as u32 | 1 << 16 | 1 << 24 | 1 << 31;
+        assert_eq!(
+            d.peek(r::vmolr(0)),
+            long | 1 << 27,
+            "pool 0 takes broadcast"
+        );
+        assert_eq!(d.peek(r::vmolr(7)), long);
+        assert_eq!(d.peek(r::mta(0)), 0);
+        nic.set_rx_mode(RxMode::PROMISCUOUS).unwrap();
+        assert_eq!(d.peek(r::VT_CTL), 0, "default pool 0 enabled");
+        assert_eq!(d.peek(r::vmolr(0)), long | 1 << 27 | 1 << 25 | 1 << 28);
+        assert_eq!(d.peek(r::mta(127)), u32::MAX);
+        nic.set_rx_queue_mac(3, None).unwrap();
+        assert_eq!(
+            (d.peek(r::MRQC), d.peek(r::rah(3)), d.peek(r::VT_CTL)),
+            (0, 0, 0)
+        );
+        assert_eq!(d.peek(r::RAH0) >> 18 & 0xFF, 0);
+        assert_eq!(d.peek(r::vmolr(0)), 0x2600 | 1 << 31);
+        assert_eq!(d.peek(r::mta(127)), 0);
     }
 
     #[test]

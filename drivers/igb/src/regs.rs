@@ -216,8 +216,31 @@ pub(crate) const RLPML: usize = 0x5004;
 pub(crate) const RAL0: usize = 0x5400;
 /// Receive Address High 0 (§8.9.19), fields in [`RAH`].
 pub(crate) const RAH0: usize = 0x5404;
+/// Receive Address Low of entry `i` (0..[`RA_ENTRIES`]): entries 0..=15 at 0x5400 + 8i
+/// (§8.9.18), entries 16..=23 in the second array ("RA2") at 0x54E0 + 8(i − 16). **QEMU**
+/// (`E1000_RA2`) filters on all 24.
+pub(crate) const fn ral(i: usize) -> usize {
+    if i < 16 {
+        RAL0 + 8 * i
+    } else {
+        0x54E0 + 8 * (i - 16)
+    }
+}
+/// Receive Address High of entry `i`, fields in [`RAH`].
+pub(crate) const fn rah(i: usize) -> usize {
+    ral(i) + 4
+}
+/// Receive address entries (16 + 8).
+pub(crate) const RA_ENTRIES: usize = 24;
 /// Multiple Receive Queues Command (§8.9.23).
 pub(crate) const MRQC: usize = 0x5818;
+/// Multicast Table Array register `i` (0..128): one bit per 12-bit hash of a group address
+/// (§8.9.17; hash bits chosen by RCTL.MO, which this driver leaves 0).
+pub(crate) const fn mta(i: usize) -> usize {
+    0x5200 + 4 * i
+}
+/// MTA registers.
+pub(crate) const MTA_REGS: usize = 128;
 /// Redirection Table register `i` (0..32) (§8.9.24): entries 4i..4i+3, entry 4i in bits 7:0.
 pub(crate) const fn reta(i: usize) -> usize {
     0x5C00 + 4 * i
@@ -258,6 +281,10 @@ register_bitfields![u32,
     pub(crate) RAH [
         /// RAH: MAC bytes 4 (bits 7:0) and 5 (bits 15:8).
         ADDR OFFSET(0) NUMBITS(16) [],
+        /// POOLSEL: in VMDq mode, the pools (bit n = pool n = receive queue n) a frame to
+        /// this address goes to; ignored outside VMDq mode (§7.10.3; **QEMU**
+        /// `E1000_RAH_POOL_MASK`, bits 25:18).
+        POOLSEL OFFSET(18) NUMBITS(8) [],
         /// AV: the address is valid (filters).
         AV OFFSET(31) NUMBITS(1) [],
     ],
@@ -267,6 +294,9 @@ register_bitfields![u32,
         MRQE OFFSET(0) NUMBITS(3) [
             /// 010b: RSS only.
             Rss = 0b010,
+            /// 011b: VMDq, pools chosen by destination address (and VLAN). **QEMU** enters
+            /// VMDq mode on bit 0 alone and then never runs RSS (it needs bits 1:0 = 10b).
+            Vmdq = 0b011,
         ],
         /// Field enable: TCP/IPv4.
         TCP_IPV4 OFFSET(16) NUMBITS(1) [],
@@ -274,6 +304,52 @@ register_bitfields![u32,
         IPV4 OFFSET(17) NUMBITS(1) [],
         /// Field enable: UDP/IPv4.
         UDP_IPV4 OFFSET(22) NUMBITS(1) [],
+    ],
+];
+
+// --- VMDq (§7.10 virtualization; registers in the datasheet's virtualization section, offsets
+// as **QEMU**'s igb_regs.h has them) -------------------------------------------------------------
+
+/// VMDq Control: default pool and its disable (`E1000_VT_CTL`).
+pub(crate) const VT_CTL: usize = 0x581C;
+/// VF Receive Enables: bit n lets pool n receive (`E1000_VFRE`; reset 0xFF).
+pub(crate) const VFRE: usize = 0x0C8C;
+/// VM Offload register of pool `n` (0..[`VM_POOLS`]) (`E1000_VMOLR(n)`), fields in [`VMOLR`].
+pub(crate) const fn vmolr(n: usize) -> usize {
+    0x5AD0 + 4 * n
+}
+/// VMDq pools: pool n receives on queue n (**QEMU** `IGB_NUM_VM_POOLS`; queues 8..15 would
+/// take a pool's RSS half, which QEMU never reaches).
+pub(crate) const VM_POOLS: u16 = 8;
+
+register_bitfields![u32,
+    /// VMDq Control (§7.10.3).
+    pub(crate) VT_CTL [
+        /// DEF_PL: the pool unicast frames matching no address go to.
+        DEF_PL OFFSET(7) NUMBITS(3) [],
+        /// Dis_Def_Pool: unicast frames matching no address are dropped instead.
+        DIS_DEF_PL OFFSET(29) NUMBITS(1) [],
+    ],
+    /// VM Offload register, one per pool (§7.10.3). **QEMU** reset value: RLPML 0x2600 and
+    /// STRCRC, everything else clear.
+    pub(crate) VMOLR [
+        /// RLPML: longest frame (FCS included) the pool takes with LPE.
+        RLPML OFFSET(0) NUMBITS(14) [],
+        /// LPE: the pool takes frames up to RLPML; without it, up to 1518 (1522 tagged).
+        /// **QEMU** checks this per pool after RCTL.LPE/RLPML.
+        LPE OFFSET(16) NUMBITS(1) [],
+        /// AUPE: the pool takes untagged frames (consulted when VLAN filtering is on).
+        AUPE OFFSET(24) NUMBITS(1) [],
+        /// ROMPE: the pool takes group frames that hit the MTA but no address entry.
+        /// **QEMU** applies it to unicast hitting the UTA as well.
+        ROMPE OFFSET(25) NUMBITS(1) [],
+        /// BAM: the pool takes broadcast frames. **QEMU**'s only broadcast accept in VMDq mode
+        /// (RCTL.BAM is not consulted there).
+        BAM OFFSET(27) NUMBITS(1) [],
+        /// MPME: multicast promiscuous for the pool (silicon; **QEMU** ignores it).
+        MPME OFFSET(28) NUMBITS(1) [],
+        /// STRCRC: strip the CRC of frames to the pool.
+        STRCRC OFFSET(31) NUMBITS(1) [],
     ],
 ];
 
@@ -433,6 +509,13 @@ const _: () = assert!(tdbal(0) == 0xE000 && tdt(0) == 0xE018 && txdctl(0) == 0xE
 const _: () = assert!(tdbal(15) == 0xE3C0 && tdlen(1) == 0xE048 && tdh(3) == 0xE0D0);
 const _: () = assert!(ivar(7) == 0x171C && eitr(24) == 0x16E0);
 const _: () = assert!(reta(31) == 0x5C7C && rssrk(9) == 0x5CA4);
+const _: () = assert!(ral(0) == RAL0 && rah(0) == RAH0 && rah(15) == 0x547C);
+const _: () = assert!(ral(16) == 0x54E0 && rah(RA_ENTRIES - 1) == 0x551C);
+const _: () = assert!(mta(MTA_REGS - 1) == 0x53FC && vmolr(7) == 0x5AEC);
+const _: () = assert!(RAH::POOLSEL.mask << RAH::POOLSEL.shift == 0x03FC_0000);
+const _: () = assert!(VT_CTL::DIS_DEF_PL::SET.value == 1 << 29 && VMOLR::BAM::SET.value == 1 << 27);
+const _: () =
+    assert!(VMOLR::RLPML.mask == 0x3FFF && VM_POOLS as u32 == RAH::POOLSEL.mask.count_ones());
 const _: () = assert!(RETA_ENTRIES == 4 * 32 && RSS_KEY_LEN == 4 * 10);
 const _: () = assert!(txdctl(QUEUES - 1) + 4 <= BAR0_LEN && rxdctl(QUEUES - 1) + 4 <= BAR0_LEN);
 const _: () = assert!(ivar_shift(0, false) == 0 && ivar_shift(0, true) == 8);

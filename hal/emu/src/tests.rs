@@ -463,6 +463,175 @@ fn rss_needs_pcsd_as_in_qemu() {
     assert_eq!(b.rd(rxq(1, Q_DH)), 0);
 }
 
+// ---------------------------------------------------------------- VMDq (MRQC bit 0)
+
+/// Station-like addresses for pools 1.. (`0x52:54:00:00:01:nn`).
+fn pool_mac(n: u8) -> MacAddr {
+    MacAddr([0x52, 0x54, 0, 0, 1, n])
+}
+
+/// Writes receive-address entry `i` (0..24: RA then RA2) with AV and POOLSEL `pools`.
+fn set_ra(n: &Nic, i: usize, mac: MacAddr, pools: u32) {
+    let ra = if i < 16 {
+        RA + 8 * i
+    } else {
+        RA2 + 8 * (i - 16)
+    };
+    let m = mac.0;
+    n.wr(ra, u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+    n.wr(
+        ra + 4,
+        u32::from(m[4]) | u32::from(m[5]) << 8 | pools << RAH_POOL_SHIFT | RAH_AV,
+    );
+}
+
+/// B with `queues` receive queues and VMDq on: MRQC = 011b, station address in pool 0.
+fn vmdq_pair(queues: usize) -> (Wire, Nic, Nic) {
+    let (wire, a, mut b) = pair();
+    for _ in 1..queues {
+        b.add_rx(RING - 1);
+    }
+    set_ra(&b, 0, MAC_B, 1);
+    b.wr(MRQC, 0x3);
+    (wire, a, b)
+}
+
+/// RDH of every queue of `n`.
+fn heads(n: &Nic) -> Vec<u32> {
+    (0..n.rx.len()).map(|q| n.rd(rxq(q, Q_DH))).collect()
+}
+
+#[test]
+fn vmdq_resets_as_qemu_every_pool_enabled_with_crc_stripping_and_no_long_packets() {
+    let d = dev(MAC_B);
+    let n = Nic::new(&d);
+    assert_eq!(n.rd(VFRE), 0xff);
+    assert_eq!(n.rd(VT_CTL), 0);
+    for pool in 0..VM_POOLS {
+        assert_eq!(n.rd(VMOLR0 + 4 * pool), 0x2600 | VMOLR_STRCRC);
+    }
+    assert_eq!(
+        n.rd(RA + 4) & RAH_POOL_MASK,
+        0,
+        "the station address selects no pool"
+    );
+}
+
+#[test]
+fn vmdq_steers_each_address_to_the_pools_in_its_poolsel() {
+    let (_wire, mut a, b) = vmdq_pair(5);
+    set_ra(&b, 1, pool_mac(1), 1 << 1);
+    set_ra(&b, 7, pool_mac(3), 1 << 3);
+    // An RA2 entry (index 16 and up) steers too.
+    set_ra(&b, 20, pool_mac(4), 1 << 4);
+    // RSS fields and PCSD set: ignored in VMDq mode (QEMU hashes only with MRQC bits 1:0 = 10b).
+    b.wr(MRQC, 0x3 | MRQC_IPV4 | MRQC_UDPIPV4);
+    b.wr(RXCSUM, b.rd(RXCSUM) | RXCSUM_PCSD);
+    a.send(&frame_to(pool_mac(3), 64));
+    assert_eq!(heads(&b), [0, 0, 0, 1, 0]);
+    a.send(&frame_to(pool_mac(1), 64));
+    a.send(&frame_to(pool_mac(4), 64));
+    assert_eq!(heads(&b), [0, 1, 0, 1, 1]);
+    a.send(&frame_to(MAC_B, 64));
+    assert_eq!(heads(&b), [1, 1, 0, 1, 1], "station address: pool 0");
+    let (status, len, hash, info) = b.rx_wb(3, 0);
+    assert_ne!(status & DESC_DD, 0);
+    assert_eq!(len, 64);
+    assert_eq!((hash, info & 0xf), (0, 0), "no RSS hash in VMDq mode");
+    assert_eq!(b.rx_data(3, 0, 64), frame_to(pool_mac(3), 64));
+}
+
+#[test]
+fn vmdq_replicates_to_every_selected_pool_and_broadcast_follows_vmolr_bam_not_rctl() {
+    let (_wire, mut a, b) = vmdq_pair(3);
+    // Two pools in one entry: one copy each.
+    set_ra(&b, 2, pool_mac(9), 1 << 1 | 1 << 2);
+    a.send(&frame_to(pool_mac(9), 64));
+    assert_eq!(heads(&b), [0, 1, 1]);
+    assert_eq!(b.rd(GPRC), 2, "counted per copy, as QEMU");
+    // RCTL.BAM is set (Nic::up) but no pool has VMOLR.BAM: broadcast is dropped.
+    a.send(&frame_to(MacAddr::BROADCAST, 64));
+    assert_eq!(heads(&b), [0, 1, 1]);
+    b.wr(VMOLR0, b.rd(VMOLR0) | VMOLR_BAM);
+    b.wr(VMOLR0 + 8, b.rd(VMOLR0 + 8) | VMOLR_BAM);
+    a.send(&frame_to(MacAddr::BROADCAST, 64));
+    assert_eq!(heads(&b), [1, 1, 2]);
+}
+
+#[test]
+fn vmdq_unmatched_unicast_goes_to_the_default_pool_unless_disabled_whatever_rctl_upe_says() {
+    let (_wire, mut a, b) = vmdq_pair(3);
+    let other = MacAddr([0x52, 0x54, 0, 0, 0, 0xc]);
+    // VT_CTL = 0: default pool 0, enabled — even without RCTL.UPE.
+    a.send(&frame_to(other, 64));
+    assert_eq!(heads(&b), [1, 0, 0]);
+    b.wr(VT_CTL, 2 << VT_CTL_DEF_POOL_SHIFT);
+    a.send(&frame_to(other, 64));
+    assert_eq!(heads(&b), [1, 0, 1]);
+    b.wr(VT_CTL, VT_CTL_DIS_DEF_POOL);
+    b.wr(RCTL, b.rd(RCTL) | RCTL_UPE | RCTL_MPE);
+    a.send(&frame_to(other, 64));
+    assert_eq!(
+        heads(&b),
+        [1, 0, 1],
+        "dropped: no pool, default pool disabled"
+    );
+    // A multicast address never goes to the default pool; an MTA hit reaches ROMPE pools.
+    let group = MacAddr([0x01, 0, 0x5e, 0, 0, 0x42]);
+    a.send(&frame_to(group, 64));
+    assert_eq!(heads(&b), [1, 0, 1]);
+    let h = (u32::from(group.0[5]) << 8 | u32::from(group.0[4])) >> 4 & 0xfff;
+    b.wr(MTA + 4 * (h as usize >> 5), 1 << (h & 31));
+    b.wr(VMOLR0 + 4, b.rd(VMOLR0 + 4) | VMOLR_ROMPE);
+    a.send(&frame_to(group, 64));
+    assert_eq!(heads(&b), [1, 1, 1]);
+}
+
+#[test]
+fn vmdq_vfre_masks_pools_and_a_disabled_queue_drops_its_copy() {
+    let (_wire, mut a, b) = vmdq_pair(2);
+    set_ra(&b, 1, pool_mac(1), 1 << 1);
+    b.wr(VFRE, 0xff & !(1 << 1));
+    a.send(&frame_to(pool_mac(1), 64));
+    assert_eq!(heads(&b), [0, 0], "pool 1 not receive-enabled");
+    b.wr(VFRE, 0xff);
+    a.send(&frame_to(pool_mac(1), 64));
+    assert_eq!(heads(&b), [0, 1]);
+    // Queue 1 disabled: the frame is dropped, not sent to queue 0.
+    b.wr(rxq(1, Q_DCTL), 0);
+    a.send(&frame_to(pool_mac(1), 64));
+    assert_eq!(heads(&b), [0, 1]);
+}
+
+#[test]
+fn vmdq_applies_each_pools_long_packet_limit_after_the_device_wide_one() {
+    let (_wire, mut a, b) = vmdq_pair(1);
+    b.wr(RCTL, b.rd(RCTL) | RCTL_LPE);
+    let long = frame_to(MAC_B, 2000);
+    a.send(&long);
+    assert_eq!(
+        heads(&b),
+        [0],
+        "VMOLR0.LPE clear: 2000 bytes is too long for pool 0"
+    );
+    assert_eq!(b.rd(ROC), 1);
+    b.wr(VMOLR0, b.rd(VMOLR0) | VMOLR_LPE);
+    a.send(&long);
+    assert_eq!(heads(&b), [1]);
+    assert_eq!(b.rx_data(0, 0, long.len()), long);
+}
+
+#[test]
+fn leaving_vmdq_mode_restores_the_accept_filter_and_queue_0() {
+    let (_wire, mut a, b) = vmdq_pair(2);
+    set_ra(&b, 1, pool_mac(1), 1 << 1);
+    b.wr(MRQC, 0);
+    // Entry 1 is still valid: accepted by the filter, delivered to queue 0 (RSS off).
+    a.send(&frame_to(pool_mac(1), 64));
+    a.send(&frame_to(MacAddr([0x52, 0x54, 0, 0, 0, 0xc]), 64));
+    assert_eq!(heads(&b), [1, 0]);
+}
+
 #[test]
 fn mpc_counts_frames_missed_for_lack_of_rx_descriptors() {
     let (_wire, mut a, b) = pair();

@@ -105,6 +105,12 @@ impl IgbModel {
         self.w(TIPG, 0x08 | 0x04 << 10 | 0x06 << 20);
         self.w(VET, 0x8100_8100);
         self.w(RLPML, 0x2600);
+        // VMDq registers (QEMU igb_mac_reg_init): every pool may receive, each pool's long
+        // packet limit 0x2600 with LPE clear, CRC stripping on.
+        self.w(VFRE, 0xff);
+        for pool in 0..VM_POOLS {
+            self.w(VMOLR0 + 4 * pool, 0x2600 | VMOLR_STRCRC);
+        }
         // Queue 0 comes out of reset enabled (QEMU igb_mac_reg_init), the others disabled.
         self.w(txq(0, Q_DCTL), DCTL_ENABLE);
         for n in 0..QUEUES {

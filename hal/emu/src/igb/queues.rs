@@ -1,5 +1,5 @@
 //! The DMA engine: transmit on a tail write, receive from the wire, descriptor write-back (with
-//! the injected device faults), and RSS queue selection.
+//! the injected device faults), and queue selection: RSS, or VMDq pools by destination address.
 //!
 //! Descriptor layouts: advanced TX data/context descriptors (datasheet 7.2.2.3, QEMU
 //! `igb_process_tx_desc`; a legacy descriptor, DEXT = 0, shares the address/length/EOP/RS
@@ -286,7 +286,90 @@ impl IgbModel {
         }
     }
 
-    /// A frame from the wire (QEMU igb_receive_internal, one queue, no VMDq).
+    /// The 12-bit MTA/UTA hash index of a destination address (RCTL.MO picks the bits;
+    /// QEMU `ta_shift`).
+    fn table_hit(&self, table: usize, dst: &[u8]) -> bool {
+        let shift = [4, 3, 2, 0][((self.r(RCTL) >> RCTL_MO_SHIFT) & 3) as usize];
+        let h = ((u32::from(dst[5]) << 8 | u32::from(dst[4])) >> shift) & 0xfff;
+        self.r(table + 4 * (h as usize >> 5)) & (1 << (h & 31)) != 0
+    }
+
+    /// Pools `0..VM_POOLS` whose VMOLR has any of `bits`, as a queue mask.
+    fn pools_with(&self, bits: u32) -> u16 {
+        (0..VM_POOLS)
+            .filter(|&i| self.r(VMOLR0 + 4 * i) & bits != 0)
+            .fold(0, |m, i| m | 1 << i)
+    }
+
+    /// Whether `f` is too long for pool `pool` (QEMU igb_rx_is_oversized with VMOLR.LPE/RLPML).
+    fn pool_oversized(&self, pool: usize, f: &[u8]) -> bool {
+        let vmolr = self.r(VMOLR0 + 4 * pool);
+        let vlan = u16::from_be_bytes([f[12], f[13]]) == self.r(VET) as u16;
+        if vmolr & VMOLR_LPE != 0 {
+            f.len() + 4 > (vmolr & VMOLR_RLPML_MASK) as usize
+        } else {
+            f.len() > 14 + 1500 + if vlan { 4 } else { 0 }
+        }
+    }
+
+    /// VMDq pool selection (MRQC bit 0 set; QEMU igb_receive_assign, VMDq branch): the queues
+    /// (pool n = queue n) a frame goes to, possibly several. RCTL.UPE/MPE/BAM are not
+    /// consulted, as in QEMU: broadcast goes to the pools with VMOLR.BAM; an address matching
+    /// a valid RAL/RAH entry (0..15, then RA2 16..23) to every pool in that entry's POOLSEL;
+    /// an address matching none but hitting the MTA (multicast) or UTA (unicast) hash to the
+    /// pools with VMOLR.ROMPE; unicast that found no pool to VT_CTL's default pool unless
+    /// VT_CTL.DIS_DEF_POOL; then masked by VFRE, and pools for which the frame is too long
+    /// (VMOLR.LPE/RLPML) dropped, ROC counted if that was all of them. RSS is never enabled in
+    /// this mode (QEMU needs MRQC bits 1:0 = 10b for it), so queues 8..15 never receive. The
+    /// VLAN pool filter (RCTL.VFE with VLVF/VMOLR.AUPE) is not modelled: the model does no
+    /// VLAN filtering in either mode.
+    fn vmdq_queues(&mut self, f: &[u8]) -> u16 {
+        let dst = &f[..6];
+        let multicast = dst[0] & 1 != 0;
+        let mut queues = 0u16;
+        if dst.iter().all(|&b| b == 0xff) {
+            queues = self.pools_with(VMOLR_BAM);
+        } else {
+            let entries = (0..16)
+                .map(|i| RA + 8 * i)
+                .chain((0..8).map(|i| RA2 + 8 * i));
+            for ra in entries {
+                let (lo, hi) = (self.r(ra), self.r(ra + 4));
+                let mac = [
+                    lo as u8,
+                    (lo >> 8) as u8,
+                    (lo >> 16) as u8,
+                    (lo >> 24) as u8,
+                    hi as u8,
+                    (hi >> 8) as u8,
+                ];
+                if hi & RAH_AV != 0 && mac == dst {
+                    queues |= ((hi & RAH_POOL_MASK) >> RAH_POOL_SHIFT) as u16;
+                }
+            }
+            if queues == 0 && self.table_hit(if multicast { MTA } else { UTA }, dst) {
+                queues = self.pools_with(VMOLR_ROMPE);
+            }
+        }
+        let vt_ctl = self.r(VT_CTL);
+        if !multicast && queues == 0 && vt_ctl & VT_CTL_DIS_DEF_POOL == 0 {
+            queues = 1 << ((vt_ctl & VT_CTL_DEF_POOL_MASK) >> VT_CTL_DEF_POOL_SHIFT);
+        }
+        queues &= self.r(VFRE) as u16;
+        if queues != 0 {
+            let oversized = (0..VM_POOLS)
+                .filter(|&i| queues & 1 << i != 0 && self.pool_oversized(i, f))
+                .fold(0u16, |m, i| m | 1 << i);
+            if oversized == queues {
+                self.inc(ROC);
+            }
+            queues &= !oversized;
+        }
+        queues
+    }
+
+    /// A frame from the wire (QEMU igb_receive_internal): the queues it goes to are chosen by
+    /// VMDq pools (MRQC bit 0) or by the accept filter and RSS, then written to each of them.
     pub(crate) fn receive(&mut self, frame: &[u8], crc_ok: bool) {
         // QEMU refuses frames while RX is off or the link is down.
         if self.r(RCTL) & RCTL_EN == 0 || !self.link_up() || frame.len() < 14 {
@@ -306,28 +389,64 @@ impl IgbModel {
         if !crc_ok {
             self.inc(CRCERRS);
         }
-        if !self.accept(&f) {
-            return;
-        }
-        if self.oversized(&f) {
-            self.inc(ROC);
-            return;
-        }
         let parsed = parse(&f, self.r(VET) as u16);
-        let rss = self.rss(&parsed);
-        let n = rss.queue;
-        // A disabled target queue drops the frame silently (QEMU).
-        if self.r(rxq(n, Q_DCTL)) & DCTL_ENABLE == 0 {
-            return;
-        }
-        let (base, size) = self.ring(rxq(n, Q_DBAL));
-        let (head, tail) = (self.r(rxq(n, Q_DH)), self.r(rxq(n, Q_DT)));
-        let buf_len = self.rx_buf_len(n);
+        let (queues, rss) = if self.r(MRQC) & MRQC_VMDQ != 0 {
+            // The device-wide length check (RCTL.LPE/RLPML) comes first in both modes.
+            if self.oversized(&f) {
+                self.inc(ROC);
+                return;
+            }
+            (self.vmdq_queues(&f), Rss::default())
+        } else {
+            if !self.accept(&f) {
+                return;
+            }
+            if self.oversized(&f) {
+                self.inc(ROC);
+                return;
+            }
+            let rss = self.rss(&parsed);
+            (1u16 << rss.queue, rss)
+        };
         let mut data = f.clone();
         if self.r(RCTL) & RCTL_SECRC == 0 {
             // QEMU stores a fake all-zero FCS when CRC stripping is off.
             data.extend_from_slice(&[0; 4]);
         }
+        let (mut eicr, mut icr) = (0, 0);
+        for n in (0..QUEUES).filter(|&n| queues & 1 << n != 0) {
+            if let Some(e) = self.deliver(n, &f, &data, &parsed, rss, crc_ok) {
+                eicr |= e;
+                icr |= ICR_RXDW;
+            }
+        }
+        if eicr != 0 {
+            self.raise_eicr(eicr);
+        }
+        if icr != 0 {
+            self.raise_icr(icr);
+        }
+    }
+
+    /// Writes one received frame to queue `n` (QEMU: one turn of the igb_receive_internal
+    /// loop). Returns the EICR causes to raise if the frame was written, `None` if not: the
+    /// queue is disabled (dropped silently, as QEMU does), has too few descriptors (MPC,
+    /// RQDPC, ICR.RXO) or its DMA faulted (MPC).
+    fn deliver(
+        &mut self,
+        n: usize,
+        f: &[u8],
+        data: &[u8],
+        parsed: &Parsed,
+        rss: Rss,
+        crc_ok: bool,
+    ) -> Option<u32> {
+        if self.r(rxq(n, Q_DCTL)) & DCTL_ENABLE == 0 {
+            return None;
+        }
+        let (base, size) = self.ring(rxq(n, Q_DBAL));
+        let (head, tail) = (self.r(rxq(n, Q_DH)), self.r(rxq(n, Q_DT)));
+        let buf_len = self.rx_buf_len(n);
         let need = data.len().div_ceil(buf_len) as u32;
         let free = if size == 0 || head >= size || tail >= size {
             0
@@ -339,7 +458,7 @@ impl IgbModel {
             self.inc(MPC);
             self.inc(rxq(n, Q_RQDPC));
             self.raise_icr(ICR_RXO);
-            return;
+            return None;
         }
         let mut descs = Vec::new();
         let mut idx = head;
@@ -347,7 +466,7 @@ impl IgbModel {
             let addr = base + 16 * u64::from(idx);
             let Some(d) = self.engine.iommu.read(addr, 16) else {
                 self.inc(MPC);
-                return;
+                return None;
             };
             descs.push((addr, le64(&d, 0)));
             idx = (idx + 1) % size;
@@ -357,7 +476,7 @@ impl IgbModel {
             // A zero buffer address is skipped (QEMU, "as per intel docs").
             if buf != 0 && !self.engine.iommu.write(buf, chunk) {
                 self.inc(MPC);
-                return;
+                return None;
             }
         }
         let ring = Ring::Rx(n as u16);
@@ -408,6 +527,7 @@ impl IgbModel {
             );
         }
         self.w(rxq(n, Q_DH), idx);
+        // Counted per copy written, as QEMU's igb_update_rx_stats in igb_write_packet_to_guest.
         let octets = f.len() as u64 + 4;
         self.inc(GPRC);
         self.inc(TPR);
@@ -420,9 +540,6 @@ impl IgbModel {
                 MPRC
             });
         }
-        if eicr != 0 {
-            self.raise_eicr(eicr);
-        }
-        self.raise_icr(ICR_RXDW);
+        Some(eicr)
     }
 }

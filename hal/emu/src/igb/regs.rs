@@ -177,6 +177,44 @@ pub const RETA: usize = 0x5c00;
 pub const RSSRK: usize = 0x5c80;
 /// Receive packet buffer size (kept over software reset).
 pub const RXPBS: usize = 0x2404;
+/// Unicast Table Array, 128 words (VMDq: unicast hash filter; QEMU `E1000_UTA`).
+pub const UTA: usize = 0xa000;
+
+// ---- Virtualization / VMDq (datasheet 7.10; QEMU igb_regs.h) ----
+/// VMDq Control (QEMU `E1000_VT_CTL`).
+pub const VT_CTL: usize = 0x581c;
+/// VF Receive Enables: bit n lets pool n receive (QEMU `E1000_VFRE`, reset 0xFF).
+pub const VFRE: usize = 0x0c8c;
+/// VM Offload register of pool 0 (+4 per pool, 8 pools; QEMU `E1000_VMOLR(n)`).
+pub const VMOLR0: usize = 0x5ad0;
+/// VMDq pools (QEMU `IGB_NUM_VM_POOLS`): pool n is receive queue n.
+pub const VM_POOLS: usize = 8;
+/// MRQC bit 0: VMDq mode (QEMU `if (core->mac[MRQC] & 1)`; MRQE 011b / 101b).
+pub const MRQC_VMDQ: u32 = 1 << 0;
+/// RAH: pool select, bits 25:18 (QEMU `E1000_RAH_POOL_MASK`); pool n is bit 18 + n.
+pub const RAH_POOL_MASK: u32 = 0x03fc_0000;
+/// RAH: shift of the pool-select field (QEMU `E1000_RAH_POOL_1` = 1 << 18).
+pub const RAH_POOL_SHIFT: u32 = 18;
+/// VT_CTL: default pool, bits 9:7.
+pub const VT_CTL_DEF_POOL_SHIFT: u32 = 7;
+/// VT_CTL: default pool mask.
+pub const VT_CTL_DEF_POOL_MASK: u32 = 0x7 << VT_CTL_DEF_POOL_SHIFT;
+/// VT_CTL: unmatched unicast is not sent to the default pool.
+pub const VT_CTL_DIS_DEF_POOL: u32 = 1 << 29;
+/// VMOLR: long packet maximum length, bits 13:0 (FCS included).
+pub const VMOLR_RLPML_MASK: u32 = 0x3fff;
+/// VMOLR: accept long packets (up to RLPML) into this pool.
+pub const VMOLR_LPE: u32 = 1 << 16;
+/// VMOLR: accept untagged packets (only with RCTL.VFE, which the model does not filter on).
+pub const VMOLR_AUPE: u32 = 1 << 24;
+/// VMOLR: accept frames that hit the MTA/UTA hash but no exact address (QEMU uses it for
+/// multicast and unicast alike).
+pub const VMOLR_ROMPE: u32 = 1 << 25;
+/// VMOLR: accept broadcast into this pool.
+pub const VMOLR_BAM: u32 = 1 << 27;
+/// VMOLR: strip CRC (set at reset; the model strips by RCTL.SECRC only, as QEMU's
+/// `e1000x_fcs_len`).
+pub const VMOLR_STRCRC: u32 = 1 << 31;
 
 /// RCTL: receiver enable.
 pub const RCTL_EN: u32 = 1 << 1;
@@ -371,3 +409,4 @@ pub const fn txq(n: usize, reg: usize) -> usize {
 const _: () = assert!(txq(QUEUES - 1, Q_TDWBAH) < BAR0_LEN);
 const _: () = assert!(rxq(QUEUES - 1, Q_RQDPC) < TXQ_BASE);
 const _: () = assert!(RA + 16 * 8 == RA2 - 0x60);
+const _: () = assert!(RAH_POOL_MASK >> RAH_POOL_SHIFT == (1 << VM_POOLS) - 1);
