@@ -182,16 +182,17 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> MemoryRegion<'d, 's, 'n, N, D> {
         let slot = self.slot();
         let mut guard = slot.state.lock();
         let st = guard.as_mut().ok_or(Error::OpBadState)?;
-        let mut start = st.used.next_multiple_of(BUF_ALIGN);
-        // A buffer that fits in a page never straddles one (in device addresses): behind an
-        // IOMMU two pages adjacent in IOVA need not be adjacent in memory, and QEMU's igb and
-        // e1000e silently drop a transmit buffer that crosses into a page that is not
-        // (docs/qemu-tests.md). Larger buffers cannot avoid it; see docs/architecture.md.
+        // Alignment is of device addresses (the region's memory need not be page-aligned).
+        // A buffer that fits in a page never straddles one: behind an IOMMU two pages adjacent
+        // in IOVA need not be adjacent in memory, and QEMU's igb and e1000e silently drop a
+        // transmit buffer that crosses into a page that is not (docs/qemu-tests.md). Larger
+        // buffers cannot avoid it; see docs/architecture.md.
         let iova = st.mapping.iova().0 as usize;
-        let in_page = (iova + start) % PAGE;
-        if len <= PAGE && in_page + len > PAGE {
-            start += PAGE - in_page;
+        let mut at = (iova + st.used).next_multiple_of(BUF_ALIGN);
+        if len <= PAGE && at % PAGE + len > PAGE {
+            at = at.next_multiple_of(PAGE);
         }
+        let start = at - iova;
         let end = start.checked_add(len).ok_or(Error::NoMem)?;
         if end > st.len {
             return Err(Error::NoMem);

@@ -11,7 +11,7 @@
 //! The scalable endpoint's address is its NIC's station address with context 0. Receive
 //! context *k* listens on its own MAC address, [`proto::context_mac`] of the station address,
 //! and the NIC steers frames to that address to queue *k*
-//! ([`Nic::set_rx_queue_mac`](crate::hal::Nic::set_rx_queue_mac) — VMDq on the 82576). A sender
+//! ([`Nic::set_rx_queue_mac`] — VMDq on the 82576). A sender
 //! names context *k* with [`FiAddr::rx`](crate::av::FiAddr::rx) (`fi_rx_addr`) on an AV opened
 //! with `rx_ctx_bits` (`FI_NAMED_RX_CTX`); a handle without context bits reaches context 0.
 //! That is why more than one receive context needs a NIC that steers by address

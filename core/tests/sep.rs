@@ -1,0 +1,299 @@
+//! Scalable endpoints on two emulated 82576: transmit and receive contexts on their own queues,
+//! named receive contexts reached through address steering, one thread per context.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ringfab::av::{AvEntry, AvSlot, EpAddr, FiAddr};
+use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
+use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
+use ringfab::domain::Domain;
+use ringfab::flags::{BindFlags, CompletionFlags};
+use ringfab::hal::{MacAddr, Nic};
+use ringfab::mr::{Buf, MrSlot};
+use ringfab::path::PathSlot;
+use ringfab::proto::{context_mac, HEADER_LEN};
+use ringfab::sep::{CtxAttr, SepAttr};
+use ringfab::Error;
+use ringfab_emu::{EmuE1000e, EmuIgb, EmuPlatform, ModelConfig, Wire};
+use ringfab_igb::Igb;
+
+const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
+const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
+const D: usize = 64;
+const BUF: usize = 2048;
+const CTX: u16 = 4;
+/// Bits of a handle that name a receive context.
+const RX_BITS: u32 = 4;
+
+type Nic0 = Igb<EmuPlatform>;
+
+fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
+    let mut config = ModelConfig::default();
+    config.mac = mac;
+    let dev = EmuIgb::new(config);
+    dev.connect(wire);
+    dev
+}
+
+fn memory(len: usize) -> &'static mut [u8] {
+    Box::leak(vec![0u8; len].into_boxed_slice())
+}
+
+fn attr(size: usize) -> CqAttr {
+    CqAttr {
+        size,
+        format: CqFormat::Msg,
+        ..CqAttr::default()
+    }
+}
+
+#[test]
+fn context_addresses_are_the_station_address_made_local_with_the_index_in_byte_3() {
+    assert_eq!(context_mac(MAC_A, 0), MAC_A);
+    assert_eq!(
+        context_mac(MAC_A, 3),
+        MacAddr([0x52, 0x54, 0x00, 0x03, 0x00, 0x0A])
+    );
+    let global = MacAddr([0x00, 0x1b, 0x21, 0x00, 0x00, 0x01]);
+    assert_eq!(context_mac(global, 1).0[0], 0x02, "locally administered");
+    assert!(!context_mac(global, 1).is_multicast());
+}
+
+#[test]
+fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() {
+    let wire = Wire::new();
+    let (dev_a, dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
+    let nic_a = Igb::new(dev_a.platform()).unwrap();
+    let nic_b = Igb::new(dev_b.platform()).unwrap();
+    assert!(nic_b.capabilities().rx_mac_queues >= CTX);
+
+    let (pa, pb) = (
+        [PathSlot::<Nic0, D>::EMPTY; 8],
+        [PathSlot::<Nic0, D>::EMPTY; 8],
+    );
+    let (ca, cb) = ([CqSlot::EMPTY; 4], [CqSlot::EMPTY; 4]);
+    let (ma, mb) = ([MrSlot::<Nic0>::EMPTY; 4], [MrSlot::<Nic0>::EMPTY; 4]);
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
+    let mut aux_a: Vec<Vec<AuxEntry>> = (0..4).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
+    let mut aux_b: Vec<Vec<AuxEntry>> = (0..4).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
+    let da = Domain::new(&nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let av_a = da.open_av_rx(&ta, RX_BITS).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let sep_attr = SepAttr {
+        tx_ctx_cnt: CTX,
+        rx_ctx_cnt: CTX,
+        ..SepAttr::default()
+    };
+    let mut sep_a = da.scalable_endpoint(&sep_attr).unwrap();
+    let mut sep_b = db.scalable_endpoint(&sep_attr).unwrap();
+    sep_a.bind_av(&av_a).unwrap();
+    sep_b.bind_av(&av_b).unwrap();
+    let mut to_b = [FiAddr::NOTAVAIL];
+    av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
+    let mut to_a = [FiAddr::NOTAVAIL];
+    av_b.insert(&[sep_a.name()], &mut to_a).unwrap();
+
+    let cqs_a: Vec<_> = aux_a
+        .iter_mut()
+        .map(|aux| da.open_cq::<Msg>(&attr(256), aux).unwrap())
+        .collect();
+    let cqs_b: Vec<_> = aux_b
+        .iter_mut()
+        .map(|aux| db.open_cq::<Msg>(&attr(256), aux).unwrap())
+        .collect();
+    let mut txs = Vec::new();
+    let mut rxs = Vec::new();
+    for i in 0..CTX {
+        let mut tx = sep_a.tx_context(i, &CtxAttr::default()).unwrap();
+        tx.bind_cq(&cqs_a[usize::from(i)], BindFlags::TRANSMIT)
+            .unwrap();
+        tx.enable().unwrap();
+        txs.push(tx);
+        let mut rx = sep_b.rx_context(i, &CtxAttr::default()).unwrap();
+        rx.bind_cq(&cqs_b[usize::from(i)], BindFlags::RECV).unwrap();
+        rx.enable().unwrap();
+        assert_eq!(
+            rx.name(),
+            EpAddr {
+                mac: context_mac(MAC_B, i),
+                ctx: i
+            }
+        );
+        rxs.push(rx);
+    }
+    let mr_a = da.register(memory(CTX as usize * 32 * BUF)).unwrap();
+    let mr_b = db.register(memory(CTX as usize * 48 * BUF)).unwrap();
+
+    const MESSAGES: usize = 2000;
+    const WINDOW: usize = 16;
+    let received: Vec<AtomicUsize> = (0..CTX).map(|_| AtomicUsize::new(0)).collect();
+    // Every receive context has its buffers posted before anything is sent: DGRAM drops a
+    // frame that finds no buffer.
+    for (i, rx) in rxs.iter().enumerate() {
+        for _ in 0..40 {
+            rx.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        }
+    }
+    let pump = wire.spawn_pump(Duration::from_micros(50));
+    std::thread::scope(|s| {
+        for (i, (tx, cq)) in txs.into_iter().zip(&cqs_a).enumerate() {
+            let mut pool: Vec<Buf<'_>> = (0..24).map(|_| mr_a.alloc(BUF).unwrap()).collect();
+            let received = &received[i];
+            let dest = to_b[0].rx(i as u16, RX_BITS);
+            s.spawn(move || {
+                let mut sent = 0;
+                let mut e = [MsgEntry::default(); 8];
+                let mut src = [FiAddr::NOTAVAIL; 8];
+                let mut bufs: [Option<Buf<'_>>; 8] = Default::default();
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while sent < MESSAGES {
+                    assert!(Instant::now() < deadline, "tx {i}: stalled at {sent}");
+                    if let Ok(n) = cq.read_owned(&mut e, &mut src, &mut bufs) {
+                        pool.extend(bufs[..n].iter_mut().map(|b| b.take().unwrap()));
+                    }
+                    // DGRAM has no flow control: keep at most a window ahead of the receiver.
+                    if sent >= received.load(Ordering::Acquire) + WINDOW {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    let Some(mut buf) = pool.pop() else {
+                        std::thread::yield_now();
+                        continue;
+                    };
+                    let tag = ((i as u64) << 32) | sent as u64;
+                    buf.write(HEADER_LEN, &tag.to_le_bytes()).unwrap();
+                    match tx.send(buf, 8, dest, OpContext(sent)) {
+                        Ok(()) => sent += 1,
+                        Err((Error::Again, b)) => pool.push(b),
+                        Err((e, _)) => panic!("tx {i}: {e}"),
+                    }
+                }
+            });
+        }
+        for (i, (rx, cq)) in rxs.into_iter().zip(&cqs_b).enumerate() {
+            let received = &received[i];
+            s.spawn(move || {
+                let mut e = [MsgEntry::default(); 8];
+                let mut src = [FiAddr::NOTAVAIL; 8];
+                let mut bufs: [Option<Buf<'_>>; 8] = Default::default();
+                let mut expect = 0u64;
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while (expect as usize) < MESSAGES {
+                    assert!(Instant::now() < deadline, "rx {i}: stalled at {expect}");
+                    let n = match cq.read_owned(&mut e, &mut src, &mut bufs) {
+                        Ok(n) => n,
+                        Err(Error::Again) => {
+                            std::thread::yield_now();
+                            continue;
+                        }
+                        Err(err) => panic!("rx {i}: {err}"),
+                    };
+                    for k in 0..n {
+                        assert_eq!(e[k].flags, CompletionFlags::RECV | CompletionFlags::MSG);
+                        assert_eq!(src[k], to_a[0], "every context's frames come from A's name");
+                        let buf = bufs[k].take().unwrap();
+                        let mut tag = [0u8; 8];
+                        buf.read(HEADER_LEN, &mut tag).unwrap();
+                        let tag = u64::from_le_bytes(tag);
+                        assert_eq!(tag >> 32, i as u64, "rx {i} got another context's frame");
+                        assert_eq!(tag & 0xffff_ffff, expect, "rx {i}: lost or reordered");
+                        expect += 1;
+                        received.fetch_add(1, Ordering::AcqRel);
+                        rx.recv(buf, OpContext(i)).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    drop(pump);
+    for (i, r) in received.iter().enumerate() {
+        assert_eq!(r.load(Ordering::Acquire), MESSAGES, "context {i}");
+    }
+    assert_eq!(
+        nic_b.stats().rx_missed,
+        0,
+        "the window kept every receive queue fed"
+    );
+}
+
+#[test]
+fn context_rules_follow_fi_endpoint() {
+    let wire = Wire::new();
+    let (dev_a, _dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
+    let nic = Igb::new(dev_a.platform()).unwrap();
+    let paths = [PathSlot::<Nic0, D>::EMPTY; 4];
+    let cqs = [CqSlot::EMPTY; 1];
+    let avs = [AvSlot::EMPTY; 1];
+    let table = [AvEntry::EMPTY; 2];
+    let d = Domain::new(&nic, &paths, &cqs).with_avs(&avs);
+    let caps = nic.capabilities();
+    let too_many = SepAttr {
+        tx_ctx_cnt: caps.tx_queues + 1,
+        ..SepAttr::default()
+    };
+    assert_eq!(d.scalable_endpoint(&too_many).err(), Some(Error::Inval));
+    let none = SepAttr {
+        rx_ctx_cnt: 0,
+        ..SepAttr::default()
+    };
+    assert_eq!(d.scalable_endpoint(&none).err(), Some(Error::Inval));
+    let mut sep = d
+        .scalable_endpoint(&SepAttr {
+            tx_ctx_cnt: 2,
+            rx_ctx_cnt: 2,
+            ..SepAttr::default()
+        })
+        .unwrap();
+    assert_eq!(
+        sep.tx_context(0, &CtxAttr::default()).err(),
+        Some(Error::NoAv),
+        "contexts need the AV bound first"
+    );
+    let av = d.open_av(&table).unwrap();
+    sep.bind_av(&av).unwrap();
+    assert_eq!(sep.bind_av(&av), Err(Error::Inval));
+    assert_eq!(
+        sep.rx_context(2, &CtxAttr::default()).err(),
+        Some(Error::Inval)
+    );
+    let tx0 = sep.tx_context(0, &CtxAttr::default()).unwrap();
+    assert_eq!(
+        sep.tx_context(0, &CtxAttr::default()).err(),
+        Some(Error::Busy),
+        "one context per index"
+    );
+    // A transmit context has no receive side.
+    assert_eq!(tx0.rx_size_left(), Err(Error::OpBadState));
+    drop(tx0);
+    let tx0 = sep.tx_context(0, &CtxAttr::default()).unwrap();
+    let rx1 = sep.rx_context(1, &CtxAttr::default()).unwrap();
+    assert_eq!(rx1.name().mac, context_mac(MAC_A, 1));
+    drop((tx0, rx1));
+    // The queue's address went with the receive context: it can be given again.
+    let rx1 = sep.rx_context(1, &CtxAttr::default()).unwrap();
+    drop(rx1);
+}
+
+#[test]
+fn several_receive_contexts_need_a_nic_that_steers_by_address() {
+    let mut config = ModelConfig::default();
+    config.mac = MAC_A;
+    let dev = EmuE1000e::new(config);
+    let nic = ringfab_e1000e::E1000e::new(dev.platform()).unwrap();
+    assert_eq!(nic.capabilities().rx_mac_queues, 0);
+    let paths = [PathSlot::<ringfab_e1000e::E1000e<EmuPlatform>, D>::EMPTY; 2];
+    let cqs = [CqSlot::EMPTY; 1];
+    let d = Domain::new(&nic, &paths, &cqs);
+    let two = SepAttr {
+        rx_ctx_cnt: 2,
+        ..SepAttr::default()
+    };
+    assert_eq!(d.scalable_endpoint(&two).err(), Some(Error::OpNotSupp));
+    assert!(
+        d.scalable_endpoint(&SepAttr::default()).is_ok(),
+        "one is fine"
+    );
+}
