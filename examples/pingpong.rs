@@ -24,11 +24,12 @@ use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
 use ringfab::domain::Domain;
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
-use ringfab::hal::{MacAddr, Nic};
+use ringfab::hal::{MacAddr, Nic, Platform};
 use ringfab::mr::{Buf, MrSlot};
 use ringfab::path::PathSlot;
 use ringfab::Error;
-use ringfab_emu::{EmuIgb, IgbModelConfig, Wire};
+use ringfab_e1000e::E1000e;
+use ringfab_emu::{EmuE1000e, EmuIgb, ModelConfig, Wire};
 use ringfab_igb::Igb;
 
 /// Ring depth of every queue.
@@ -46,10 +47,12 @@ struct Options {
     warmup: usize,
     windows: Vec<usize>,
     vfio: Option<(String, String)>,
+    /// Which emulated NIC (`igb` or `e1000e`).
+    nic: String,
 }
 
 const USAGE: &str = "usage: pingpong [-S bytes[,bytes…]] [-I iterations] [-w warmup] \
-[-W window[,window…]] [--vfio BDF_A BDF_B]";
+[-W window[,window…]] [--nic igb|e1000e] [--vfio BDF_A BDF_B]";
 
 fn list(flag: &str, v: Option<String>) -> Result<Vec<usize>, String> {
     let v = v.ok_or(format!("{flag} needs a value"))?;
@@ -65,6 +68,7 @@ fn parse_args() -> Result<Options, String> {
         warmup: 100,
         windows: vec![1, 32],
         vfio: None,
+        nic: "igb".into(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -78,6 +82,7 @@ fn parse_args() -> Result<Options, String> {
                 let b = args.next().ok_or("--vfio needs two PCI addresses")?;
                 o.vfio = Some((a, b));
             }
+            "--nic" => o.nic = args.next().ok_or("--nic needs igb or e1000e")?,
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
@@ -285,8 +290,12 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
 
     // Each side: D buffers, half for receives, half for sends.
     let mem = |len| Box::leak(vec![0u8; len].into_boxed_slice());
-    let mr_a = da.register(mem(D * BUF)).map_err(fail("registering A"))?;
-    let mr_b = db.register(mem(D * BUF)).map_err(fail("registering B"))?;
+    let mr_a = da
+        .register(mem(D * BUF + ringfab::mr::PAGE))
+        .map_err(fail("registering A"))?;
+    let mr_b = db
+        .register(mem(D * BUF + ringfab::mr::PAGE))
+        .map_err(fail("registering B"))?;
     let mut a = Side {
         ep: &ep_a,
         cq: &cq_a,
@@ -372,33 +381,79 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
 
 fn emulated(o: &Options) -> Result<(), String> {
     let wire = Wire::new();
-    let device = |last: u8| {
-        let mut config = IgbModelConfig::default();
+    let config = |last: u8| {
+        let mut config = ModelConfig::default();
         config.mac = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, last]);
-        let dev = EmuIgb::new(config);
-        dev.connect(&wire);
-        dev
+        config
     };
-    let (dev_a, dev_b) = (device(0x0a), device(0x0b));
-    let nic_a = Igb::new(dev_a.platform()).map_err(|e| format!("bringing up NIC A: {e}"))?;
-    let nic_b = Igb::new(dev_b.platform()).map_err(|e| format!("bringing up NIC B: {e}"))?;
-    println!("# ringfab pingpong: two emulated 82576 (igb driver) on one emulated wire");
-    run(&nic_a, &nic_b, o, &|| wire.run_until_idle())
+    let progress = || wire.run_until_idle();
+    match o.nic.as_str() {
+        "igb" => {
+            let (dev_a, dev_b) = (EmuIgb::new(config(0x0a)), EmuIgb::new(config(0x0b)));
+            dev_a.connect(&wire);
+            dev_b.connect(&wire);
+            let nic_a =
+                Igb::new(dev_a.platform()).map_err(|e| format!("bringing up NIC A: {e}"))?;
+            let nic_b =
+                Igb::new(dev_b.platform()).map_err(|e| format!("bringing up NIC B: {e}"))?;
+            println!("# ringfab pingpong: two emulated 82576 (igb driver) on one emulated wire");
+            run(&nic_a, &nic_b, o, &progress)
+        }
+        "e1000e" => {
+            let (dev_a, dev_b) = (EmuE1000e::new(config(0x0a)), EmuE1000e::new(config(0x0b)));
+            dev_a.connect(&wire);
+            dev_b.connect(&wire);
+            let nic_a =
+                E1000e::new(dev_a.platform()).map_err(|e| format!("bringing up NIC A: {e}"))?;
+            let nic_b =
+                E1000e::new(dev_b.platform()).map_err(|e| format!("bringing up NIC B: {e}"))?;
+            println!("# ringfab pingpong: two emulated 82574 (e1000e driver) on one emulated wire");
+            run(&nic_a, &nic_b, o, &progress)
+        }
+        other => Err(format!("--nic {other}: igb or e1000e")),
+    }
 }
 
 fn vfio(o: &Options, a: &str, b: &str) -> Result<(), String> {
-    let open = |bdf: &str| -> Result<Igb<ringfab_vfio::VfioPlatform>, String> {
+    let open = |bdf: &str| -> Result<(ringfab_vfio::VfioPlatform, u32), String> {
         let platform = ringfab_vfio::VfioPlatform::open(bdf).map_err(|e| format!("{bdf}: {e}"))?;
-        Igb::new(platform).map_err(|e| format!("{bdf}: bringing up the NIC: {e}"))
+        let id = platform.config_read32(0);
+        Ok((platform, id))
     };
-    let (nic_a, nic_b) = (open(a)?, open(b)?);
-    for (bdf, nic) in [(a, &nic_a), (b, &nic_b)] {
-        if !nic.link().up {
-            return Err(format!("{bdf}: link is down"));
-        }
+    let ((pa, ida), (pb, idb)) = (open(a)?, open(b)?);
+    if ida != idb {
+        return Err(format!(
+            "{a} and {b} are different NICs ({ida:08x}, {idb:08x})"
+        ));
     }
-    println!("# ringfab pingpong: {a} <-> {b} through VFIO (igb driver)");
-    run(&nic_a, &nic_b, o, &|| {})
+    let up = |bdf: &str, link: ringfab::hal::Link| {
+        if link.up {
+            Ok(())
+        } else {
+            Err(format!("{bdf}: link is down"))
+        }
+    };
+    match (ida & 0xffff, ida >> 16) {
+        (0x8086, 0x10c9) => {
+            let na = Igb::new(pa).map_err(|e| format!("{a}: bringing up the NIC: {e}"))?;
+            let nb = Igb::new(pb).map_err(|e| format!("{b}: bringing up the NIC: {e}"))?;
+            up(a, na.link())?;
+            up(b, nb.link())?;
+            println!("# ringfab pingpong: {a} <-> {b} through VFIO (igb driver)");
+            run(&na, &nb, o, &|| {})
+        }
+        (0x8086, 0x10d3) => {
+            let na = E1000e::new(pa).map_err(|e| format!("{a}: bringing up the NIC: {e}"))?;
+            let nb = E1000e::new(pb).map_err(|e| format!("{b}: bringing up the NIC: {e}"))?;
+            up(a, na.link())?;
+            up(b, nb.link())?;
+            println!("# ringfab pingpong: {a} <-> {b} through VFIO (e1000e driver)");
+            run(&na, &nb, o, &|| {})
+        }
+        (v, d) => Err(format!(
+            "{a}: PCI {v:04x}:{d:04x} has no ringfab driver (82576 8086:10c9, 82574 8086:10d3)"
+        )),
+    }
 }
 
 fn main() -> ExitCode {
