@@ -86,6 +86,21 @@ pub enum Error {
     RssConfig,
     /// The device has no such feature.
     Unsupported,
+    /// Feature negotiation failed: the device does not offer the feature bits in `missing`
+    /// that the driver requires, or (with `missing` zero) it refused the features the driver
+    /// accepted (a virtio device that does not set `FEATURES_OK`).
+    FeaturesRefused {
+        /// Required feature bits the device does not offer (0: all offered, yet refused).
+        missing: u64,
+    },
+    /// The device refused, or did not answer within the driver's bound, a command sent on its
+    /// control queue (a virtio-net control command, by class and command number).
+    DeviceCommand {
+        /// Command class.
+        class: u8,
+        /// Command within the class.
+        command: u8,
+    },
 }
 
 impl fmt::Display for Error {
@@ -125,6 +140,20 @@ impl fmt::Display for Error {
             Error::QueuesOpen => write!(f, "operation needs all queues closed"),
             Error::RssConfig => write!(f, "RSS configuration rejected"),
             Error::Unsupported => write!(f, "operation not supported by this device"),
+            Error::FeaturesRefused { missing: 0 } => {
+                write!(
+                    f,
+                    "feature negotiation failed: the device refused FEATURES_OK"
+                )
+            }
+            Error::FeaturesRefused { missing } => write!(
+                f,
+                "feature negotiation failed: required features {missing:#x} not offered"
+            ),
+            Error::DeviceCommand { class, command } => write!(
+                f,
+                "control command class {class} command {command} refused or unanswered"
+            ),
         }
     }
 }
