@@ -142,14 +142,15 @@ impl Engine {
     }
 
     /// Consumes the used-ring faults aimed at the next used entry on `ring` (virtqueue models):
-    /// whether to hold it back (out of order), the id to write instead of its own, and extra
-    /// steps of the used index.
-    pub(crate) fn take_used_fault(&mut self, ring: Ring) -> UsedFault {
+    /// whether to hold it back (out of order; asked only when `may_hold`, i.e. no entry of the
+    /// ring is held already), the id to write instead of its own, and extra steps of the used
+    /// index.
+    pub(crate) fn take_used_fault(&mut self, ring: Ring, may_hold: bool) -> UsedFault {
         let mut out = UsedFault::default();
         for f in self.faults.iter_mut() {
             match f {
                 DeviceFault::CompleteOutOfOrder { ring: r, count }
-                    if ring_matches(*r, ring) && *count > 0 =>
+                    if may_hold && ring_matches(*r, ring) && *count > 0 =>
                 {
                     out.hold = true;
                     *count -= 1;

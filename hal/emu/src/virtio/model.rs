@@ -765,7 +765,8 @@ impl VirtioNetModel {
 
     /// Writes a used entry now, applying the used-ring faults, and interrupts.
     fn land(&mut self, vq: usize, ring: Ring, id: u32, len: u32) {
-        let f = self.engine.take_used_fault(ring);
+        let may_hold = self.vqs[vq].held.is_none();
+        let f = self.engine.take_used_fault(ring, may_hold);
         let id = f.id.unwrap_or(id);
         if let Some((hid, hlen)) = self.vqs[vq].held.take() {
             self.write_used(vq, id, len, f.jump);
