@@ -89,6 +89,21 @@ pub enum Error {
     /// A MAC address a receive queue cannot be given: a group address, all zeros, the station
     /// address, or one another queue already has.
     RxMacAddress,
+    /// Feature negotiation failed: the device does not offer the feature bits in `missing`
+    /// that the driver requires, or (with `missing` zero) it refused the features the driver
+    /// accepted (a virtio device that does not set `FEATURES_OK`).
+    FeaturesRefused {
+        /// Required feature bits the device does not offer (0: all offered, yet refused).
+        missing: u64,
+    },
+    /// The device refused, or did not answer within the driver's bound, a command sent on its
+    /// control queue (a virtio-net control command, by class and command number).
+    DeviceCommand {
+        /// Command class.
+        class: u8,
+        /// Command within the class.
+        command: u8,
+    },
 }
 
 impl fmt::Display for Error {
@@ -131,6 +146,20 @@ impl fmt::Display for Error {
             Error::RxMacAddress => write!(
                 f,
                 "a receive queue cannot be given that MAC address (group, zero, or taken)"
+            ),
+            Error::FeaturesRefused { missing: 0 } => {
+                write!(
+                    f,
+                    "feature negotiation failed: the device refused FEATURES_OK"
+                )
+            }
+            Error::FeaturesRefused { missing } => write!(
+                f,
+                "feature negotiation failed: required features {missing:#x} not offered"
+            ),
+            Error::DeviceCommand { class, command } => write!(
+                f,
+                "control command class {class} command {command} refused or unanswered"
             ),
         }
     }

@@ -18,14 +18,49 @@ use crate::{Iova, Result, Wait};
 ///
 /// # Implementation requirements
 ///
-/// Each call is exactly one 32-bit access to the device, in program order with the others on the
-/// same handle. An offset outside the BAR, or not 4-byte aligned, never reaches memory: a read
-/// returns `0xffff_ffff` (what a PCI master abort returns) and a write is dropped.
+/// Each call is exactly one access of its width (32, 16 or 8 bits) to the device, in program
+/// order with the others on the same handle. An offset outside the BAR, or not aligned to the
+/// access width, never reaches memory: a read returns all ones (what a PCI master abort returns)
+/// and a write is dropped.
+///
+/// The 16- and 8-bit accesses exist for devices whose registers are narrower than 32 bits and
+/// packed side by side: virtio's common configuration structure (virtio 1.2 §4.1.4.3) puts the
+/// 8-bit `device_status` next to the 16-bit `queue_select` and requires each field to be reached
+/// with its own width. Their provided implementations go through the containing 32-bit register
+/// (a read shifts it, a write reads it, replaces the lanes and writes it back), which is right
+/// only for registers without access side effects; a platform that maps real device memory
+/// overrides them with accesses of the true width.
 pub trait Mmio: Send + Sync {
     /// Reads the 32-bit register at `offset`.
     fn read32(&self, offset: usize) -> u32;
     /// Writes `value` to the 32-bit register at `offset`.
     fn write32(&self, offset: usize, value: u32);
+    /// Reads the 16-bit register at `offset` (2-byte aligned).
+    fn read16(&self, offset: usize) -> u16 {
+        if offset % 2 != 0 {
+            return 0xffff;
+        }
+        (self.read32(offset & !3) >> ((offset & 2) * 8)) as u16
+    }
+    /// Writes `value` to the 16-bit register at `offset` (2-byte aligned).
+    fn write16(&self, offset: usize, value: u16) {
+        if offset % 2 != 0 {
+            return;
+        }
+        let shift = (offset & 2) * 8;
+        let old = self.read32(offset & !3) & !(0xffff << shift);
+        self.write32(offset & !3, old | u32::from(value) << shift);
+    }
+    /// Reads the 8-bit register at `offset`.
+    fn read8(&self, offset: usize) -> u8 {
+        (self.read32(offset & !3) >> ((offset & 3) * 8)) as u8
+    }
+    /// Writes `value` to the 8-bit register at `offset`.
+    fn write8(&self, offset: usize, value: u8) {
+        let shift = (offset & 3) * 8;
+        let old = self.read32(offset & !3) & !(0xff << shift);
+        self.write32(offset & !3, old | u32::from(value) << shift);
+    }
     /// Size of the BAR in bytes.
     fn len(&self) -> usize;
     /// True for a BAR of size zero.
@@ -70,6 +105,27 @@ pub unsafe trait DmaRegion: Send {
         // SAFETY: `checked_ptr` proved the 4 bytes lie inside the region and are aligned; the trait's
         // implementation contract makes the region valid for volatile reads while `self` lives.
         unsafe { p.read_volatile() }
+    }
+
+    /// Reads the `u16` at byte `offset`: the width of virtqueue ring indices and entries
+    /// (virtio 1.2 §2.7), which a device writes as 16-bit quantities.
+    ///
+    /// # Panics
+    /// If `offset` is not 2-byte aligned or `offset + 2 > len()`.
+    fn read_u16(&self, offset: usize) -> u16 {
+        let p = checked_ptr::<u16>(self.cpu(), self.len(), offset);
+        // SAFETY: as in `read_u32`, for 2 aligned bytes inside the region.
+        unsafe { p.read_volatile() }
+    }
+
+    /// Writes `value` as the `u16` at byte `offset`.
+    ///
+    /// # Panics
+    /// If `offset` is not 2-byte aligned or `offset + 2 > len()`.
+    fn write_u16(&self, offset: usize, value: u16) {
+        let p = checked_ptr::<u16>(self.cpu(), self.len(), offset);
+        // SAFETY: as in `write_u32`, for 2 aligned bytes inside the region.
+        unsafe { p.write_volatile(value) }
     }
 
     /// Reads the `u64` at byte `offset` (one 64-bit access on 64-bit targets).

@@ -45,6 +45,35 @@ pub(crate) trait Model: Send {
     fn engine(&mut self) -> &mut Engine;
     /// Frames transmitted since the last call.
     fn take_outbox(&mut self) -> Vec<Vec<u8>>;
+
+    /// The virtio-net model, for its test accessors; `None` for every other model.
+    fn as_virtio(&self) -> Option<&crate::virtio::model::VirtioNetModel> {
+        None
+    }
+
+    /// A read of `size` bytes (1, 2 or 4, naturally aligned, in range) at `off` of BAR `bar`.
+    /// Models with registers in BAR0 only keep the default: a 32-bit register read, narrowed.
+    fn read_bar(&mut self, bar: u8, off: usize, size: usize) -> u32 {
+        let _ = bar;
+        let v = self.read(off & !3);
+        match size {
+            4 => v,
+            _ => (v >> ((off & 3) * 8)) & ((1 << (size * 8)) - 1),
+        }
+    }
+
+    /// A write of `size` bytes at `off` of BAR `bar`; the default merges the narrow value into
+    /// the 32-bit BAR0 register around it.
+    fn write_bar(&mut self, bar: u8, off: usize, size: usize, val: u32) {
+        let _ = bar;
+        if size == 4 {
+            return self.write(off, val);
+        }
+        let shift = (off & 3) * 8;
+        let mask = ((1u32 << (size * 8)) - 1) << shift;
+        let old = self.read(off & !3);
+        self.write(off & !3, old & !mask | (val << shift) & mask);
+    }
 }
 
 /// How to build an emulated NIC (any model).
@@ -71,8 +100,9 @@ impl Default for ModelConfig {
     }
 }
 
-/// Which device an [`EmuNic`] models: [`Igb82576`](crate::Igb82576) or
-/// [`E1000e82574`](crate::E1000e82574). Only this crate's markers have constructors.
+/// Which device an [`EmuNic`] models: [`Igb82576`](crate::Igb82576),
+/// [`E1000e82574`](crate::E1000e82574) or [`VirtioNetPci`](crate::VirtioNetPci). Only this
+/// crate's markers have constructors.
 pub trait Kind: 'static {
     /// The device's name, for `Debug`.
     const NAME: &'static str;
@@ -82,8 +112,8 @@ pub(crate) struct Device {
     model: Mutex<Box<dyn Model>>,
     pub(crate) iommu: Iommu,
     pub(crate) vectors: Vec<EmuWait>,
-    /// Size of BAR0 in bytes.
-    pub(crate) bar_len: usize,
+    /// Size in bytes of each memory BAR the model has registers in (0: none).
+    pub(crate) bars: [usize; 6],
     port: Mutex<Option<(Wire, usize)>>,
 }
 
@@ -154,16 +184,32 @@ impl<K: Kind> EmuNic<K> {
         vectors: Vec<EmuWait>,
         bar_len: usize,
     ) -> Self {
+        Self::from_model_bars(model, iommu, vectors, [bar_len, 0, 0, 0, 0, 0])
+    }
+
+    /// As [`from_model`](Self::from_model), for a model with registers in several BARs
+    /// (`bars[i]`: size of BAR `i` in bytes, 0 where the model has none).
+    pub(crate) fn from_model_bars(
+        model: Box<dyn Model>,
+        iommu: Iommu,
+        vectors: Vec<EmuWait>,
+        bars: [usize; 6],
+    ) -> Self {
         EmuNic {
             dev: Arc::new(Device {
                 model: Mutex::new(model),
                 iommu,
                 vectors,
-                bar_len,
+                bars,
                 port: Mutex::new(None),
             }),
             _kind: PhantomData,
         }
+    }
+
+    /// Runs `f` on the model under the device lock (for a kind's own accessors).
+    pub(crate) fn with_model<R>(&self, f: impl FnOnce(&mut dyn Model) -> R) -> R {
+        self.dev.with(f)
     }
 
     /// Plugs the device into `wire`. Connect each device once: it transmits on the wire it was

@@ -36,6 +36,17 @@ pub(crate) struct Write {
     pub(crate) status_at: Option<usize>,
 }
 
+/// Used-ring faults for one used entry ([`Engine::take_used_fault`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct UsedFault {
+    /// Hold the entry until the next one on its ring is written.
+    pub(crate) hold: bool,
+    /// Write this id instead of the entry's own.
+    pub(crate) id: Option<u32>,
+    /// Advance the used index this much further.
+    pub(crate) jump: u16,
+}
+
 /// What to do with one write-back.
 pub(crate) enum Plan {
     /// Write it now, with `garbage` ORed into the status dword; a receive write-back reports
@@ -85,6 +96,10 @@ impl Engine {
                 DeviceFault::OversizeLength { queue, .. } => {
                     matches!(ring, Ring::Rx(n) if queue.is_none_or(|q| q == n))
                 }
+                // Used-ring faults: taken by the virtqueue models themselves (`take_used_fault`).
+                DeviceFault::CompleteOutOfOrder { .. }
+                | DeviceFault::LieUsedId { .. }
+                | DeviceFault::JumpUsedIdx { .. } => false,
             };
             if !aimed {
                 continue;
@@ -100,19 +115,61 @@ impl Engine {
                 DeviceFault::OversizeLength { count, extra, .. } => {
                     oversize = take(count).then_some(*extra).or(oversize);
                 }
+                DeviceFault::CompleteOutOfOrder { .. }
+                | DeviceFault::LieUsedId { .. }
+                | DeviceFault::JumpUsedIdx { .. } => {}
             }
         }
-        self.faults.retain(|f| match f {
-            DeviceFault::WithholdWriteback { count, .. }
-            | DeviceFault::DelayWriteback { count, .. }
-            | DeviceFault::GarbageStatus { count, .. }
-            | DeviceFault::OversizeLength { count, .. } => *count > 0,
-        });
+        self.faults.retain(Self::live);
         match (withhold, delay) {
             (true, _) => Plan::Withhold,
             (false, Some(steps)) => Plan::Delay(steps),
             (false, None) => Plan::Now { garbage, oversize },
         }
+    }
+
+    /// Whether a fault still has uses left.
+    fn live(f: &DeviceFault) -> bool {
+        match f {
+            DeviceFault::WithholdWriteback { count, .. }
+            | DeviceFault::DelayWriteback { count, .. }
+            | DeviceFault::GarbageStatus { count, .. }
+            | DeviceFault::OversizeLength { count, .. }
+            | DeviceFault::CompleteOutOfOrder { count, .. }
+            | DeviceFault::LieUsedId { count, .. } => *count > 0,
+            DeviceFault::JumpUsedIdx { by, .. } => *by > 0,
+        }
+    }
+
+    /// Consumes the used-ring faults aimed at the next used entry on `ring` (virtqueue models):
+    /// whether to hold it back (out of order; asked only when `may_hold`, i.e. no entry of the
+    /// ring is held already), the id to write instead of its own, and extra steps of the used
+    /// index.
+    pub(crate) fn take_used_fault(&mut self, ring: Ring, may_hold: bool) -> UsedFault {
+        let mut out = UsedFault::default();
+        for f in self.faults.iter_mut() {
+            match f {
+                DeviceFault::CompleteOutOfOrder { ring: r, count }
+                    if may_hold && ring_matches(*r, ring) && *count > 0 =>
+                {
+                    out.hold = true;
+                    *count -= 1;
+                }
+                DeviceFault::LieUsedId { ring: r, count, id }
+                    if ring_matches(*r, ring) && *count > 0 =>
+                {
+                    out.id = Some(*id);
+                    *count -= 1;
+                }
+                DeviceFault::JumpUsedIdx { ring: r, by } if ring_matches(*r, ring) && *by > 0 => {
+                    out.jump = *by;
+                    *by = 0;
+                }
+                _ => {}
+            }
+        }
+        self.faults.retain(Self::live);
+        out
     }
 
     fn do_write(&self, w: &Write) {

@@ -118,7 +118,8 @@ pub enum DeviceFault {
         extra: u16,
     },
     /// OR `bits` into the status word of the next `count` write-backs (RX: status/error dword;
-    /// TX: the STA dword).
+    /// TX: the STA dword; virtio-net: RX the first dword of the `virtio_net_hdr`, TX the used
+    /// element's length).
     GarbageStatus {
         /// Which ring, or any.
         ring: Option<Ring>,
@@ -126,6 +127,36 @@ pub enum DeviceFault {
         count: usize,
         /// Bits to set.
         bits: u32,
+    },
+    /// Virtqueue devices (virtio-net) only: hold each of the next `count` used-ring entries and
+    /// write it right after the entry that follows it on the same virtqueue, so buffers
+    /// complete out of order, as a virtio device may (virtio 1.2 §2.7.13). A held entry with
+    /// no successor is written by the next [`EmuNic::step`](crate::EmuNic::step) or when the
+    /// queue is reset.
+    CompleteOutOfOrder {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Used entries to hold back.
+        count: usize,
+    },
+    /// Virtqueue devices only: write `id` instead of the buffer's own descriptor id into the
+    /// next `count` used-ring entries (an id out of range, or one the driver did not make
+    /// available). The real buffer is never returned: only a queue reset gives it back.
+    LieUsedId {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Used entries to falsify.
+        count: usize,
+        /// The id to write.
+        id: u32,
+    },
+    /// Virtqueue devices only: with the next used-ring entry, advance the used index by `by`
+    /// more than the entries written, as if the device had used buffers it was never given.
+    JumpUsedIdx {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Extra steps of the used index.
+        by: u16,
     },
 }
 

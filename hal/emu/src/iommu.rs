@@ -158,6 +158,21 @@ impl Iommu {
         Some(buf)
     }
 
+    /// Whether a device access of `len` bytes at `iova` would be allowed, as a device that maps
+    /// a buffer before using it asks (QEMU's `dma_memory_map`); records a fault if not.
+    pub(crate) fn check(&self, iova: u64, len: usize, write: bool) -> bool {
+        let mut s = self.lock();
+        if resolve(&s.maps, iova, len).is_some() {
+            return true;
+        }
+        s.faults.push(IommuFault {
+            iova: Iova(iova),
+            len,
+            write,
+        });
+        false
+    }
+
     /// Device write of `data` at `iova`; `false` (and a recorded fault) if not wholly mapped.
     pub(crate) fn write(&self, iova: u64, data: &[u8]) -> bool {
         let mut s = self.lock();

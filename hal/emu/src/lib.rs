@@ -2,8 +2,9 @@
 //! a [`Wire`], with fault injection — so that the real drivers and all of core run under
 //! `cargo test`, deterministically and without privileges.
 //!
-//! The models here are the Intel 82576 as QEMU's `igb` device presents it ([`EmuIgb`]) and the
-//! Intel 82574 as QEMU's `e1000e` presents it ([`EmuE1000e`]); both are an [`EmuNic`] whose
+//! The models here are the Intel 82576 as QEMU's `igb` device presents it ([`EmuIgb`]), the
+//! Intel 82574 as QEMU's `e1000e` presents it ([`EmuE1000e`]) and a virtio 1.x network device
+//! as QEMU's `virtio-net-pci` presents it ([`EmuVirtioNet`]); each is an [`EmuNic`] whose
 //! [`EmuPlatform`] implements `ringfab_hal::Platform` and is what a driver is given. The IOMMU,
 //! the wire, fault injection and the platform are shared by every model.
 //!
@@ -47,6 +48,7 @@ pub mod pcap;
 mod pci;
 pub mod platform;
 pub mod toeplitz;
+pub mod virtio;
 pub mod wait;
 pub mod wire;
 
@@ -57,6 +59,7 @@ pub use igb::{EmuIgb, Igb82576, IgbModelConfig};
 pub use iommu::{EmuDma, EmuMapping, Iommu, IommuFault};
 pub use null::{NullPlatform, NullRegs};
 pub use platform::{EmuMmio, EmuPlatform};
+pub use virtio::{EmuVirtioNet, VirtioNetModelConfig, VirtioNetPci};
 pub use wait::{EmuWait, EmuWaitSet};
 pub use wire::{Pump, Wire, WireStats};
 

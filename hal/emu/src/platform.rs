@@ -28,38 +28,69 @@ impl EmuPlatform {
     }
 }
 
-/// BAR0 of an emulated device. Each access is one register access of the model, in order.
+/// One memory BAR of an emulated device. Each access is one register access of the model, of
+/// its own width, in order.
 #[derive(Clone)]
 pub struct EmuMmio {
     dev: Arc<Device>,
+    bar: u8,
 }
 
 impl std::fmt::Debug for EmuMmio {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("EmuMmio(BAR0)")
+        write!(f, "EmuMmio(BAR{})", self.bar)
     }
 }
 
-fn in_bar(offset: usize, len: usize) -> bool {
-    offset % 4 == 0 && offset.checked_add(4).is_some_and(|end| end <= len)
+fn in_bar(offset: usize, size: usize, len: usize) -> bool {
+    offset % size == 0 && offset.checked_add(size).is_some_and(|end| end <= len)
+}
+
+impl EmuMmio {
+    fn len_of(&self) -> usize {
+        self.dev.bars[usize::from(self.bar)]
+    }
+
+    fn read(&self, offset: usize, size: usize) -> Option<u32> {
+        in_bar(offset, size, self.len_of())
+            .then(|| self.dev.with(|m| m.read_bar(self.bar, offset, size)))
+    }
+
+    fn write(&self, offset: usize, size: usize, value: u32) {
+        if in_bar(offset, size, self.len_of()) {
+            self.dev
+                .with(|m| m.write_bar(self.bar, offset, size, value));
+        }
+    }
 }
 
 impl Mmio for EmuMmio {
     fn read32(&self, offset: usize) -> u32 {
-        if !in_bar(offset, self.dev.bar_len) {
-            return 0xffff_ffff;
-        }
-        self.dev.with(|m| m.read(offset))
+        self.read(offset, 4).unwrap_or(0xffff_ffff)
     }
 
     fn write32(&self, offset: usize, value: u32) {
-        if in_bar(offset, self.dev.bar_len) {
-            self.dev.with(|m| m.write(offset, value));
-        }
+        self.write(offset, 4, value);
+    }
+
+    fn read16(&self, offset: usize) -> u16 {
+        self.read(offset, 2).map_or(0xffff, |v| v as u16)
+    }
+
+    fn write16(&self, offset: usize, value: u16) {
+        self.write(offset, 2, value.into());
+    }
+
+    fn read8(&self, offset: usize) -> u8 {
+        self.read(offset, 1).map_or(0xff, |v| v as u8)
+    }
+
+    fn write8(&self, offset: usize, value: u8) {
+        self.write(offset, 1, value.into());
     }
 
     fn len(&self) -> usize {
-        self.dev.bar_len
+        self.len_of()
     }
 }
 
@@ -73,9 +104,10 @@ unsafe impl Platform for EmuPlatform {
     type Wait = EmuWait;
 
     fn bar(&self, index: u8) -> Result<EmuMmio> {
-        match index {
-            0 => Ok(EmuMmio {
+        match self.dev.bars.get(usize::from(index)) {
+            Some(&len) if len > 0 => Ok(EmuMmio {
                 dev: self.dev.clone(),
+                bar: index,
             }),
             _ => Err(Error::BarUnavailable { index }),
         }

@@ -88,9 +88,9 @@ impl Drop for Mapping {
 
 /// Register access to one memory BAR, mapped from the VFIO device. Cheap to clone.
 ///
-/// Each access is one volatile 32-bit load or store through a raw pointer into the mapping,
-/// never a reference. Offsets outside the BAR or not 4-byte aligned read `0xffff_ffff` and drop
-/// writes, as the `Mmio` contract says.
+/// Each access is one volatile load or store of its width (32, 16 or 8 bits) through a raw
+/// pointer into the mapping, never a reference. Offsets outside the BAR or not aligned to the
+/// width read all ones and drop writes, as the `Mmio` contract says.
 #[derive(Clone, Debug)]
 pub struct VfioMmio {
     map: Arc<Mapping>,
@@ -101,19 +101,20 @@ impl VfioMmio {
         VfioMmio { map }
     }
 
-    /// Pointer to the register at `offset`, if it is aligned and inside the BAR.
-    fn reg(&self, offset: usize) -> Option<*mut u32> {
-        if offset % 4 != 0 || offset.checked_add(4)? > self.map.len() {
+    /// Pointer to the register of type `T` at `offset`, if it is aligned and inside the BAR.
+    fn reg<T>(&self, offset: usize) -> Option<*mut T> {
+        let size = std::mem::size_of::<T>();
+        if offset % size != 0 || offset.checked_add(size)? > self.map.len() {
             return None;
         }
-        // SAFETY: offset + 4 <= len, so the pointer stays inside the mapping.
-        Some(unsafe { self.map.ptr().as_ptr().add(offset) }.cast::<u32>())
+        // SAFETY: offset + size <= len, so the pointer stays inside the mapping.
+        Some(unsafe { self.map.ptr().as_ptr().add(offset) }.cast::<T>())
     }
 }
 
 impl Mmio for VfioMmio {
     fn read32(&self, offset: usize) -> u32 {
-        match self.reg(offset) {
+        match self.reg::<u32>(offset) {
             // SAFETY: `reg` checked the 4 bytes are inside the mapping and aligned; the mapping
             // lives while `self` does; the access is volatile through a raw pointer.
             Some(p) => unsafe { p.read_volatile() },
@@ -122,8 +123,40 @@ impl Mmio for VfioMmio {
     }
 
     fn write32(&self, offset: usize, value: u32) {
-        if let Some(p) = self.reg(offset) {
+        if let Some(p) = self.reg::<u32>(offset) {
             // SAFETY: as in `read32`, for a volatile store.
+            unsafe { p.write_volatile(value) }
+        }
+    }
+
+    // Narrow registers (virtio's common configuration) need accesses of their own width: the
+    // provided read-modify-write through 32 bits would also write the neighbouring field.
+    fn read16(&self, offset: usize) -> u16 {
+        match self.reg::<u16>(offset) {
+            // SAFETY: as in `read32`, for 2 aligned bytes inside the mapping.
+            Some(p) => unsafe { p.read_volatile() },
+            None => 0xffff,
+        }
+    }
+
+    fn write16(&self, offset: usize, value: u16) {
+        if let Some(p) = self.reg::<u16>(offset) {
+            // SAFETY: as in `read32`, for a volatile 16-bit store.
+            unsafe { p.write_volatile(value) }
+        }
+    }
+
+    fn read8(&self, offset: usize) -> u8 {
+        match self.reg::<u8>(offset) {
+            // SAFETY: as in `read32`, for one byte inside the mapping.
+            Some(p) => unsafe { p.read_volatile() },
+            None => 0xff,
+        }
+    }
+
+    fn write8(&self, offset: usize, value: u8) {
+        if let Some(p) = self.reg::<u8>(offset) {
+            // SAFETY: as in `read32`, for a volatile byte store.
             unsafe { p.write_volatile(value) }
         }
     }
@@ -163,6 +196,24 @@ mod tests {
         assert_eq!(m.read32(0), 0, "misaligned write dropped");
         assert_eq!(m.read32(4), 0);
         assert_eq!(m.read32(1), 0xffff_ffff);
+    }
+
+    #[test]
+    fn narrow_accesses_reach_only_their_own_lanes() {
+        let m = bar(4096);
+        m.write32(0x14, 0x1122_3344);
+        m.write16(0x16, 0xabcd);
+        m.write8(0x14, 0x0f);
+        assert_eq!(m.read32(0x14), 0xabcd_330f);
+        assert_eq!((m.read16(0x14), m.read8(0x15)), (0x330f, 0x33));
+        assert_eq!(m.read16(0x15), 0xffff, "misaligned 16-bit read");
+        m.write16(0x17, 0);
+        assert_eq!(
+            m.read32(0x14),
+            0xabcd_330f,
+            "misaligned 16-bit write dropped"
+        );
+        assert_eq!(m.read8(4096), 0xff);
     }
 
     #[test]

@@ -1,0 +1,445 @@
+//! The split virtqueue (virtio 1.2 §2.7), driver side: safe bookkeeping over one DMA region,
+//! no register access.
+//!
+//! One region holds the descriptor table, the driver (avail) and device (used) areas, and two
+//! areas of the driver's own: an indirect descriptor table and a 12-byte network header per
+//! descriptor id. Every buffer is one ring descriptor pointing to its id's indirect table
+//! (`VIRTIO_RING_F_INDIRECT_DESC`), so a ring of `N` entries holds `N` buffers whatever their
+//! segment count, and a used entry's id names exactly one buffer.
+//!
+//! Ids are handed out from a free stack, so buffers may come back in any order (§2.7.13: a
+//! device may use buffers out of order). A private shadow keeps, per id, the caller's token,
+//! the state (free, queued, owned by the device, retired), the capacity the device may write,
+//! and, per avail slot, which id was published there.
+//!
+//! Nothing the device writes is trusted (DESIGN decision 4):
+//! * `used.idx` may not move further than the number of buffers the device holds; if it does,
+//!   the whole update is refused and counted ([`Virtq::errors`]) — the queue stalls until a
+//!   reset, never reads a slot the device did not fill for it;
+//! * a used element whose id is out of range, or names a buffer the device does not hold, is
+//!   skipped and counted; a length is handed to the queue type to check against the capacity.
+//!
+//! Memory ordering: descriptors and avail entries are written, then a release fence, then
+//! `avail.idx`; then a full fence before the notification-suppression fields are read (§2.7.13.3
+//! and .4); `used.idx` is read, then an acquire fence, then the elements.
+
+use core::sync::atomic::{fence, Ordering};
+
+use ringfab_hal::{DmaRegion, PushError, Token};
+
+use crate::desc::{
+    flags, need_event, Desc, Layout, AVAIL_F_NO_INTERRUPT, INDIRECT_ENTRIES, NET_HDR_LEN,
+    USED_F_NO_NOTIFY,
+};
+
+/// Per-id state.
+mod st {
+    pub(super) const FREE: u8 = 0;
+    /// Pushed, not yet published by a doorbell.
+    pub(super) const QUEUED: u8 = 1;
+    /// Published: the device owns it.
+    pub(super) const DEVICE: u8 = 2;
+    /// Taken back at a reset and found used: completes with its length.
+    pub(super) const RETIRED_DONE: u8 = 3;
+    /// Taken back at a reset unused: completes flushed.
+    pub(super) const RETIRED_FLUSHED: u8 = 4;
+    /// Low bits: the state; this bit: report a success too (`Report::Always`, every receive).
+    pub(super) const ALWAYS: u8 = 0x80;
+    pub(super) const MASK: u8 = 0x7f;
+}
+
+/// Where a buffer's network header goes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Hdr {
+    /// No header (control queue).
+    None,
+    /// A device-readable header first (transmit).
+    Out,
+    /// A device-writable header first (receive).
+    In,
+}
+
+/// One buffer of a chain.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Seg {
+    pub(crate) addr: u64,
+    pub(crate) len: u32,
+    pub(crate) write: bool,
+}
+
+/// A buffer back from the device (or from a reset).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Used {
+    pub(crate) id: u16,
+    pub(crate) token: Token,
+    /// What the device wrote as `len` (unchecked); 0 for a flushed buffer.
+    pub(crate) len: u32,
+    /// Bytes the device may write (header included), as pushed.
+    pub(crate) cap: u32,
+    /// Whether a success is reported.
+    pub(crate) always: bool,
+    /// Taken back by a reset without being used.
+    pub(crate) flushed: bool,
+}
+
+/// A split virtqueue of `N` entries (N a power of two) in `mem`.
+pub(crate) struct Virtq<D: DmaRegion, const N: usize> {
+    mem: D,
+    lay: Layout,
+    tokens: [Token; N],
+    state: [u8; N],
+    cap: [u32; N],
+    /// Length found in the used ring at a reset (for `RETIRED_DONE`).
+    done_len: [u32; N],
+    /// The id published in each avail slot (what the device may answer for).
+    order: [u16; N],
+    free: [u16; N],
+    nfree: usize,
+    /// Retired ids, returned first by `next`.
+    retired: [u16; N],
+    ret_head: usize,
+    ret_len: usize,
+    /// Next avail index to fill; the one last published; the next used index to read.
+    avail_idx: u16,
+    published: u16,
+    last_used: u16,
+    /// Ids the device holds (published, not yet returned).
+    in_device: usize,
+    event_idx: bool,
+    armed: bool,
+    errors: u64,
+}
+
+impl<D: DmaRegion, const N: usize> Virtq<D, N> {
+    const CHECK: () = assert!(N.is_power_of_two() && N <= 32768, "bad virtqueue size");
+
+    /// A queue over `mem`, which must hold [`Layout::new`]`(N).len` bytes (checked by the
+    /// caller when allocating). Interrupts start suppressed.
+    pub(crate) fn new(mem: D, event_idx: bool) -> Self {
+        let () = Self::CHECK;
+        let mut free = [0u16; N];
+        for (i, f) in free.iter_mut().enumerate() {
+            // Popped from the end: id 0 first.
+            *f = (N - 1 - i) as u16;
+        }
+        let q = Virtq {
+            mem,
+            lay: Layout::new(N),
+            tokens: [Token(0); N],
+            state: [st::FREE; N],
+            cap: [0; N],
+            done_len: [0; N],
+            order: [0; N],
+            free,
+            nfree: N,
+            retired: [0; N],
+            ret_head: 0,
+            ret_len: 0,
+            avail_idx: 0,
+            published: 0,
+            last_used: 0,
+            in_device: 0,
+            event_idx,
+            armed: false,
+            errors: 0,
+        };
+        q.write_arming();
+        q
+    }
+
+    /// The queue's memory (for the addresses given to the device).
+    pub(crate) fn mem(&self) -> &D {
+        &self.mem
+    }
+
+    /// The layout inside [`mem`](Self::mem).
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.lay
+    }
+
+    /// Ids free for push.
+    #[inline]
+    pub(crate) fn free(&self) -> usize {
+        self.nfree
+    }
+
+    /// Buffers pushed and not yet returned by [`next`](Self::next).
+    #[inline]
+    pub(crate) fn pending(&self) -> usize {
+        N - self.nfree
+    }
+
+    /// Used entries the driver refused so far (bad id, id not held by the device, used index
+    /// jump).
+    pub(crate) fn errors(&self) -> u64 {
+        self.errors
+    }
+
+    /// Queues one buffer: `segs` after the header `hdr` asks for, under `token`. `cap` is what
+    /// the device may write (the queue type checks the used length against it).
+    #[inline]
+    pub(crate) fn push(
+        &mut self,
+        hdr: Hdr,
+        segs: &[Seg],
+        token: Token,
+        always: bool,
+        cap: u32,
+    ) -> Result<u16, PushError> {
+        let count = segs.len() + usize::from(hdr != Hdr::None);
+        if count == 0 || count > INDIRECT_ENTRIES {
+            return Err(PushError::Segments {
+                count: segs.len(),
+                max: INDIRECT_ENTRIES - 1,
+            });
+        }
+        if self.nfree == 0 {
+            return Err(PushError::Full { needed: 1, free: 0 });
+        }
+        self.nfree -= 1;
+        let id = self.free[self.nfree];
+        let i = usize::from(id);
+        let base = self.mem.iova().0;
+        let mut k = 0;
+        let mut put = |addr: u64, len: u32, write: bool| {
+            let last = k + 1 == count;
+            let d = Desc {
+                addr,
+                len,
+                flags: if write { flags::WRITE } else { 0 } | if last { 0 } else { flags::NEXT },
+                next: (k + 1) as u16,
+            };
+            let w = d.emit();
+            let at = self.lay.indirect_desc(i, k);
+            self.mem.write_u64(at, w[0]);
+            self.mem.write_u64(at + 8, w[1]);
+            k += 1;
+        };
+        let hdr_at = base + self.lay.hdr_of(i) as u64;
+        match hdr {
+            Hdr::None => {}
+            Hdr::Out => put(hdr_at, NET_HDR_LEN as u32, false),
+            Hdr::In => put(hdr_at, NET_HDR_LEN as u32, true),
+        }
+        for s in segs {
+            put(s.addr, s.len, s.write);
+        }
+        let ring = Desc {
+            addr: base + self.lay.indirect_desc(i, 0) as u64,
+            len: (count * 16) as u32,
+            flags: flags::INDIRECT,
+            next: 0,
+        }
+        .emit();
+        self.mem.write_u64(self.lay.desc + 16 * i, ring[0]);
+        self.mem.write_u64(self.lay.desc + 16 * i + 8, ring[1]);
+        let slot = usize::from(self.avail_idx);
+        self.mem.write_u16(self.lay.avail_ring(slot), id);
+        self.order[slot % N] = id;
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        self.tokens[i] = token;
+        self.cap[i] = cap;
+        self.state[i] = st::QUEUED | if always { st::ALWAYS } else { 0 };
+        Ok(id)
+    }
+
+    /// Publishes everything pushed (one release fence, one `avail.idx` store) and says whether
+    /// the device asked to be notified of it (§2.7.13.4: `avail_event` with `EVENT_IDX`, else
+    /// `VIRTQ_USED_F_NO_NOTIFY`). Nothing pushed: nothing done, `false`.
+    #[inline]
+    pub(crate) fn publish(&mut self) -> bool {
+        let (old, new) = (self.published, self.avail_idx);
+        if old == new {
+            return false;
+        }
+        let mut i = old;
+        while i != new {
+            let id = usize::from(self.order[usize::from(i) % N]);
+            self.state[id] = self.state[id] & st::ALWAYS | st::DEVICE;
+            i = i.wrapping_add(1);
+        }
+        self.in_device += usize::from(new.wrapping_sub(old));
+        // Entries and descriptors before the index the device reads them by.
+        fence(Ordering::Release);
+        self.mem.write_u16(self.lay.avail_idx(), new);
+        self.published = new;
+        // The index store before the suppression fields are read (§2.7.13.3 step 4).
+        fence(Ordering::SeqCst);
+        if self.event_idx {
+            need_event(self.mem.read_u16(self.lay.avail_event()), new, old)
+        } else {
+            self.mem.read_u16(self.lay.used) & USED_F_NO_NOTIFY == 0
+        }
+    }
+
+    /// The next buffer back: retired ones first, then the used ring. `None` when nothing is
+    /// (acceptably) used.
+    #[inline]
+    pub(crate) fn next(&mut self) -> Option<Used> {
+        if self.ret_len > 0 {
+            let id = self.retired[self.ret_head % N];
+            self.ret_head = self.ret_head.wrapping_add(1);
+            self.ret_len -= 1;
+            let i = usize::from(id);
+            let flushed = self.state[i] & st::MASK == st::RETIRED_FLUSHED;
+            let len = if flushed { 0 } else { self.done_len[i] };
+            return Some(self.release(id, len, flushed));
+        }
+        loop {
+            let used_idx = self.mem.read_u16(self.lay.used_idx());
+            let ready = used_idx.wrapping_sub(self.last_used);
+            if ready == 0 {
+                return None;
+            }
+            if usize::from(ready) > self.in_device {
+                // The device claims more buffers than it was given: refuse the update.
+                self.errors += 1;
+                return None;
+            }
+            // Elements are read only after the index that covers them.
+            fence(Ordering::Acquire);
+            let at = self.lay.used_ring(usize::from(self.last_used));
+            let id = self.mem.read_u32(at);
+            let len = self.mem.read_u32(at + 4);
+            self.last_used = self.last_used.wrapping_add(1);
+            match self.take(id) {
+                Some(id) => return Some(self.release(id, len, false)),
+                None => self.errors += 1,
+            }
+        }
+    }
+
+    /// Id `id` as the device returned it, if it names a buffer the device holds.
+    #[inline]
+    fn take(&mut self, id: u32) -> Option<u16> {
+        let i = usize::try_from(id).ok().filter(|&i| i < N)?;
+        if self.state[i] & st::MASK != st::DEVICE {
+            return None;
+        }
+        self.in_device -= 1;
+        Some(id as u16)
+    }
+
+    /// Frees `id` and describes it.
+    #[inline]
+    fn release(&mut self, id: u16, len: u32, flushed: bool) -> Used {
+        let i = usize::from(id);
+        let s = self.state[i];
+        self.state[i] = st::FREE;
+        self.free[self.nfree] = id;
+        self.nfree += 1;
+        Used {
+            id,
+            token: self.tokens[i],
+            len,
+            cap: self.cap[i],
+            always: s & st::ALWAYS != 0,
+            flushed,
+        }
+    }
+
+    /// After a completed queue reset (the device no longer touches the ring): buffers the
+    /// device used before the reset complete with their length, every other outstanding one
+    /// flushed, all through [`next`](Self::next); the ring memory starts over at index 0.
+    pub(crate) fn take_back(&mut self) {
+        // Used entries written before the reset: the same checks as `next`.
+        let used_idx = self.mem.read_u16(self.lay.used_idx());
+        let ready = used_idx.wrapping_sub(self.last_used);
+        if usize::from(ready) <= self.in_device {
+            fence(Ordering::Acquire);
+            for k in 0..ready {
+                let at = self
+                    .lay
+                    .used_ring(usize::from(self.last_used.wrapping_add(k)));
+                let (id, len) = (self.mem.read_u32(at), self.mem.read_u32(at + 4));
+                match self.take(id) {
+                    Some(id) => self.retire(id, st::RETIRED_DONE, len),
+                    None => self.errors += 1,
+                }
+            }
+        } else {
+            self.errors += 1;
+        }
+        // Everything still out (published or only queued), in push order.
+        let oldest = self.avail_idx.wrapping_sub(self.pending() as u16);
+        let mut i = oldest;
+        while i != self.avail_idx {
+            let id = self.order[usize::from(i) % N];
+            if matches!(
+                self.state[usize::from(id)] & st::MASK,
+                st::QUEUED | st::DEVICE
+            ) {
+                self.retire(id, st::RETIRED_FLUSHED, 0);
+            }
+            i = i.wrapping_add(1);
+        }
+        // Anything the order shadow missed (ids pushed long ago and overtaken): by id.
+        for id in 0..N {
+            if matches!(self.state[id] & st::MASK, st::QUEUED | st::DEVICE) {
+                self.retire(id as u16, st::RETIRED_FLUSHED, 0);
+            }
+        }
+        self.in_device = 0;
+        self.avail_idx = 0;
+        self.published = 0;
+        self.last_used = 0;
+        for off in [
+            self.lay.avail,
+            self.lay.avail_idx(),
+            self.lay.used,
+            self.lay.used_idx(),
+            self.lay.avail_event(),
+        ] {
+            self.mem.write_u16(off, 0);
+        }
+        self.write_arming();
+    }
+
+    fn retire(&mut self, id: u16, state: u8, len: u32) {
+        let i = usize::from(id);
+        self.state[i] = self.state[i] & st::ALWAYS | state;
+        self.done_len[i] = len;
+        self.retired[self.ret_head.wrapping_add(self.ret_len) % N] = id;
+        self.ret_len += 1;
+    }
+
+    /// Asks for (`true`) or suppresses interrupts: with `EVENT_IDX`, `used_event` at the next
+    /// used index (or half the index space away), else `VIRTQ_AVAIL_F_NO_INTERRUPT` (§2.7.7,
+    /// §2.7.10).
+    pub(crate) fn arm(&mut self, armed: bool) {
+        self.armed = armed;
+        self.write_arming();
+        // Visible to the device before the caller re-checks the ring.
+        fence(Ordering::SeqCst);
+    }
+
+    fn write_arming(&self) {
+        if self.event_idx {
+            let event = if self.armed {
+                self.last_used
+            } else {
+                self.last_used.wrapping_add(0x8000)
+            };
+            self.mem.write_u16(self.lay.used_event(), event);
+        } else {
+            let f = if self.armed { 0 } else { AVAIL_F_NO_INTERRUPT };
+            self.mem.write_u16(self.lay.avail, f);
+        }
+    }
+
+    /// After a poll: an armed queue with `EVENT_IDX` moves `used_event` to the next entry, so
+    /// that it stays armed (the event is one-shot otherwise).
+    #[inline]
+    pub(crate) fn end_poll(&mut self) {
+        if self.armed && self.event_idx {
+            self.mem.write_u16(self.lay.used_event(), self.last_used);
+        }
+    }
+
+    /// The network header the device wrote for id `id` (its first 32 bits: flags, gso_type,
+    /// hdr_len).
+    #[inline]
+    pub(crate) fn rx_hdr(&self, id: u16) -> u32 {
+        self.mem.read_u32(self.lay.hdr_of(usize::from(id)))
+    }
+}

@@ -1,0 +1,615 @@
+//! The driver against `ringfab-emu`'s virtio-net-pci model: bring-up and feature negotiation,
+//! frames both ways between two devices on one wire, interrupts and notification suppression,
+//! flush, the receive filter and statistics.
+
+mod common;
+
+use common::{
+    config, device_with, drain_rx, drain_tx, frame, pair, pair_with, post, push_frame, read_bytes,
+    rx_buf, send_all, write_bytes, MAC_A, MAC_B, NO_RX,
+};
+use ringfab_emu::{EmuVirtioNet, Wire};
+use ringfab_hal::{
+    DmaRegion, Error, Iova, MacAddr, Nic, Platform, Report, RxConfig, RxError, RxMode, RxQueue,
+    Token, TxConfig, TxError, TxQueue, TxSegment, Wait,
+};
+use ringfab_virtio_net::VirtioNet;
+
+/// Feature bits the tests look for (virtio 1.2 §5.1.3, §6).
+const F_MQ: u64 = 1 << 22;
+const F_EVENT_IDX: u64 = 1 << 29;
+const F_VERSION_1: u64 = 1 << 32;
+const F_ACCESS_PLATFORM: u64 = 1 << 33;
+const F_RING_RESET: u64 = 1 << 40;
+const F_CSUM: u64 = 1 << 0;
+const F_MRG_RXBUF: u64 = 1 << 15;
+/// Device status: ACKNOWLEDGE | DRIVER | FEATURES_OK | DRIVER_OK, FAILED, NEEDS_RESET.
+const S_RUNNING: u8 = 1 | 2 | 8 | 4;
+const S_FAILED: u8 = 0x80;
+const S_NEEDS_RESET: u8 = 0x40;
+
+#[test]
+fn bring_up_negotiates_the_required_features_and_reads_the_mac() {
+    let wire = Wire::new();
+    let dev = device_with(config(MAC_A), &wire);
+    let nic = VirtioNet::new(dev.platform()).expect("bring-up");
+    let caps = nic.capabilities();
+    assert_eq!(caps.mac, MAC_A);
+    assert!(!caps.in_order_completion, "a virtqueue completes by id");
+    assert_eq!((caps.tx_queues, caps.rx_queues), (1, 1));
+    assert_eq!(caps.max_depth, 256, "QEMU's default queue size");
+    assert!(caps.rss.is_none(), "QEMU offers no RSS by default");
+    let f = nic.features();
+    for bit in [F_VERSION_1, F_ACCESS_PLATFORM, F_RING_RESET, F_EVENT_IDX] {
+        assert_ne!(f & bit, 0, "{bit:#x} negotiated");
+    }
+    assert_eq!(f & (F_CSUM | F_MRG_RXBUF), 0, "offloads stay off");
+    assert_eq!(f & F_MQ, 0, "one queue pair: MQ not offered");
+    assert_eq!(dev.device_status(), S_RUNNING);
+    assert!(nic.link().up);
+    assert!(!nic.needs_reset());
+}
+
+#[test]
+fn a_device_that_refuses_features_ok_fails_bring_up_and_is_marked_failed() {
+    let mut c = config(MAC_A);
+    c.refuse_features_ok = true;
+    let dev = EmuVirtioNet::new(c);
+    let err = VirtioNet::new(dev.platform()).unwrap_err();
+    assert_eq!(err, Error::FeaturesRefused { missing: 0 });
+    assert_eq!(dev.device_status() & S_FAILED, S_FAILED);
+    assert_eq!(dev.device_status() & 8, 0, "FEATURES_OK never set");
+}
+
+#[test]
+fn a_device_without_access_platform_or_ring_reset_is_refused_by_name() {
+    let mut c = config(MAC_A);
+    c.iommu_platform = false;
+    c.ring_reset = false;
+    let dev = EmuVirtioNet::new(c);
+    let err = VirtioNet::new(dev.platform()).unwrap_err();
+    assert_eq!(
+        err,
+        Error::FeaturesRefused {
+            missing: F_ACCESS_PLATFORM | F_RING_RESET
+        }
+    );
+    assert_eq!(dev.device_status() & S_FAILED, S_FAILED);
+}
+
+#[test]
+fn a_device_without_event_idx_is_driven_with_the_ring_flags() {
+    let mut ca = config(MAC_A);
+    ca.event_idx = false;
+    let mut cb = config(MAC_B);
+    cb.event_idx = false;
+    let p = pair_with(ca, cb);
+    assert_eq!(p.nic_a.features() & F_EVENT_IDX, 0);
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(2048 * 16).unwrap();
+    post(&mut rx, &mem, 8);
+    let frames: Vec<_> = (0..5)
+        .map(|i| frame(MAC_B, MAC_A, 60 + i, i as u8))
+        .collect();
+    send_all(&p, &frames);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(got.len(), 5);
+    for (c, bytes) in &got {
+        assert_eq!(c.status, Ok(()));
+        assert_eq!(bytes, &frames[c.token.0 as usize]);
+    }
+}
+
+#[test]
+fn frames_cross_the_wire_both_ways_and_every_token_comes_back_once() {
+    let p = pair();
+    let (a, b) = (&p.nic_a, &p.nic_b);
+    let mut tx_a = a.open_tx::<32>(0, TxConfig::default()).unwrap();
+    let mut tx_b = b.open_tx::<32>(0, TxConfig::default()).unwrap();
+    let mut rx_a = a.open_rx::<32>(0, RxConfig::new(2048)).unwrap();
+    let mut rx_b = b.open_rx::<32>(0, RxConfig::new(2048)).unwrap();
+    let (mem_ra, mem_rb) = (
+        a.platform().alloc_dma(2048 * 32).unwrap(),
+        b.platform().alloc_dma(2048 * 32).unwrap(),
+    );
+    let (mem_ta, mem_tb) = (
+        a.platform().alloc_dma(2048 * 32).unwrap(),
+        b.platform().alloc_dma(2048 * 32).unwrap(),
+    );
+    const FRAMES: usize = 200; // several times either ring
+    let (mut next_a, mut next_b) = (0usize, 0usize);
+    let refill =
+        |rx: &mut ringfab_virtio_net::VirtioNetRx<'_, _, 32>, mem: &_, next: &mut usize| {
+            while rx.free() > 0 {
+                let slot = *next % 32;
+                rx.push(rx_buf(mem, slot), Token(*next as u64)).unwrap();
+                *next += 1;
+            }
+            rx.doorbell();
+        };
+    refill(&mut rx_a, &mem_ra, &mut next_a);
+    refill(&mut rx_b, &mem_rb, &mut next_b);
+    let (mut sent, mut got_a, mut got_b) = (0usize, Vec::new(), Vec::new());
+    let mut tx_tokens = Vec::new();
+    for _ in 0..10_000 {
+        if got_a.len() == FRAMES && got_b.len() == FRAMES {
+            break;
+        }
+        while sent < FRAMES && tx_a.free() > 0 && tx_b.free() > 0 && sent < got_b.len() + 16 {
+            let fa = frame(MAC_B, MAC_A, 46 + sent * 7 % 1400, sent as u8);
+            let fb = frame(MAC_A, MAC_B, 46 + sent * 11 % 1400, !sent as u8);
+            // A's frames as two segments: header and payload.
+            let off = (sent % 32) * 2048;
+            write_bytes(&mem_ta, off, &fa);
+            let base = mem_ta.iova().0 + off as u64;
+            let segs = [
+                TxSegment {
+                    iova: Iova(base),
+                    len: 14,
+                },
+                TxSegment {
+                    iova: Iova(base + 14),
+                    len: (fa.len() - 14) as u16,
+                },
+            ];
+            tx_a.push(&segs, Token(sent as u64), Report::Always)
+                .unwrap();
+            push_frame(
+                &mut tx_b,
+                &mem_tb,
+                sent % 32,
+                &fb,
+                sent as u64,
+                Report::Always,
+            );
+            sent += 1;
+        }
+        tx_a.doorbell();
+        tx_b.doorbell();
+        p.wire.run_until_idle();
+        tx_tokens.extend(
+            drain_tx(&mut tx_a)
+                .into_iter()
+                .map(|c| (c.token.0, c.status)),
+        );
+        tx_tokens.extend(
+            drain_tx(&mut tx_b)
+                .into_iter()
+                .map(|c| (c.token.0, c.status)),
+        );
+        let mut out = [NO_RX; 16];
+        for (rx, mem, got, next) in [
+            (&mut rx_a, &mem_ra, &mut got_a, &mut next_a),
+            (&mut rx_b, &mem_rb, &mut got_b, &mut next_b),
+        ] {
+            let n = rx.poll(&mut out);
+            for c in &out[..n] {
+                assert_eq!(c.status, Ok(()), "{c:?}");
+                let slot = c.token.0 as usize % 32;
+                got.push((c.token.0, read_bytes(mem, slot * 2048, c.len as usize)));
+            }
+            refill(rx, mem, next);
+        }
+    }
+    assert_eq!(got_a.len(), FRAMES);
+    assert_eq!(got_b.len(), FRAMES);
+    for (i, (_, bytes)) in got_b.iter().enumerate() {
+        assert_eq!(
+            bytes,
+            &frame(MAC_B, MAC_A, 46 + i * 7 % 1400, i as u8),
+            "B frame {i}"
+        );
+    }
+    for (i, (_, bytes)) in got_a.iter().enumerate() {
+        assert_eq!(
+            bytes,
+            &frame(MAC_A, MAC_B, 46 + i * 11 % 1400, !i as u8),
+            "A frame {i}"
+        );
+    }
+    assert_eq!(tx_tokens.len(), 2 * FRAMES);
+    assert!(tx_tokens.iter().all(|(_, s)| *s == Ok(())));
+    let mut ids: Vec<_> = tx_tokens.iter().map(|(t, _)| *t).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), FRAMES, "each token once per queue");
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!(
+        (sa.tx_packets, sa.rx_packets),
+        (FRAMES as u64, FRAMES as u64)
+    );
+    assert_eq!(
+        sb.rx_bytes,
+        got_b.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
+    );
+    assert_eq!(p.a.iommu_faults(), vec![]);
+}
+
+#[test]
+fn errors_only_frames_that_succeed_are_reclaimed_silently() {
+    let p = pair();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(2048)).unwrap();
+    let rmem = p.nic_b.platform().alloc_dma(2048 * 16).unwrap();
+    post(&mut rx, &rmem, 8);
+    let mut tx = p.nic_a.open_tx::<8>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(2048 * 8).unwrap();
+    for i in 0..6u64 {
+        let report = if i % 3 == 0 {
+            Report::Always
+        } else {
+            Report::ErrorsOnly
+        };
+        push_frame(
+            &mut tx,
+            &mem,
+            i as usize,
+            &frame(MAC_B, MAC_A, 50, i as u8),
+            i,
+            report,
+        );
+    }
+    tx.doorbell();
+    p.wire.run_until_idle();
+    let done = drain_tx(&mut tx);
+    let tokens: Vec<_> = done.iter().map(|c| c.token.0).collect();
+    assert_eq!(tokens, vec![0, 3], "only the Always frames report");
+    assert_eq!(tx.pending(), 0, "the others were reclaimed");
+    assert_eq!(p.nic_a.stats().tx_packets, 6);
+    assert_eq!(drain_rx(&mut rx, &rmem).len(), 6);
+}
+
+#[test]
+fn push_refuses_what_the_ring_or_the_device_cannot_take() {
+    let p = pair();
+    let mut tx = p.nic_a.open_tx::<4>(0, TxConfig::default()).unwrap();
+    let mem = p.nic_a.platform().alloc_dma(4096).unwrap();
+    let seg = TxSegment {
+        iova: mem.iova(),
+        len: 60,
+    };
+    assert!(tx.push(&[], Token(0), Report::Always).is_err());
+    assert!(
+        tx.push(&[seg; 8], Token(0), Report::Always).is_err(),
+        "8 > 7 segments"
+    );
+    let empty = TxSegment {
+        iova: mem.iova(),
+        len: 0,
+    };
+    assert!(tx.push(&[seg, empty], Token(0), Report::Always).is_err());
+    for t in 0..4 {
+        tx.push(&[seg], Token(t), Report::Always).unwrap();
+    }
+    assert_eq!(tx.free(), 0, "every descriptor id is one frame");
+    assert!(matches!(
+        tx.push(&[seg], Token(9), Report::Always),
+        Err(ringfab_hal::PushError::Full { .. })
+    ));
+    let mut rx = p.nic_b.open_rx::<4>(0, RxConfig::new(1500)).unwrap();
+    let short = ringfab_hal::RxBuffer {
+        iova: mem.iova(),
+        len: 1499,
+    };
+    assert!(matches!(
+        rx.push(short, Token(0)),
+        Err(ringfab_hal::PushError::BufferTooSmall {
+            len: 1499,
+            min: 1500
+        })
+    ));
+    assert!(
+        p.nic_a.open_tx::<4>(0, TxConfig::default()).is_err(),
+        "in use"
+    );
+    assert!(matches!(
+        p.nic_a.open_tx::<4>(1, TxConfig::default()),
+        Err(Error::QueueIndex { index: 1, count: 1 })
+    ));
+    assert!(matches!(
+        p.nic_b.open_rx::<2048>(0, RxConfig::new(1500)),
+        Err(Error::QueueDepth { depth: 2048, .. })
+    ));
+}
+
+#[test]
+fn receive_interrupt_notifies_when_armed_and_stays_quiet_when_disarmed() {
+    let p = pair();
+    let v = 1;
+    let mut rx = p
+        .nic_b
+        .open_rx::<16>(0, RxConfig::new(2048).with_vector(v))
+        .unwrap();
+    assert_eq!(rx.interrupt_vector(), Some(v));
+    let mem = p.nic_b.platform().alloc_dma(2048 * 16).unwrap();
+    post(&mut rx, &mem, 16);
+    let wait = rx.interrupt().expect("opened with an interrupt").clone();
+    let irq = p.b.vector(v).unwrap();
+    // QEMU's virtio_should_notify sends the first interrupt after a queue reset whatever
+    // used_event says (signalled_used_valid is false): one, however the queue is armed.
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 0)]);
+    assert_eq!(
+        irq.notifications(),
+        1,
+        "the first used entry always interrupts"
+    );
+    assert_eq!(drain_rx(&mut rx, &mem).len(), 1);
+    let base = irq.notifications();
+    // Disarmed (as opened): frames arrive, no interrupt.
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 1)]);
+    assert_eq!(
+        irq.notifications(),
+        base,
+        "a disarmed queue does not interrupt"
+    );
+    assert_eq!(drain_rx(&mut rx, &mem).len(), 1);
+    // Armed: the next frame interrupts once, and the handle is the NIC's vector handle.
+    rx.set_interrupt(true);
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 2)]);
+    assert_eq!(irq.notifications(), base + 1);
+    assert!(wait.drain(), "the queue's handle saw it");
+    // Still armed after a poll: the next one interrupts again.
+    assert_eq!(drain_rx(&mut rx, &mem).len(), 1);
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 3)]);
+    assert_eq!(irq.notifications(), base + 2);
+    assert!(p.nic_b.irq(v).unwrap().drain());
+    // Disarmed again: quiet.
+    assert_eq!(drain_rx(&mut rx, &mem).len(), 1);
+    rx.set_interrupt(false);
+    send_all(
+        &p,
+        &[frame(MAC_B, MAC_A, 60, 4), frame(MAC_B, MAC_A, 60, 5)],
+    );
+    assert_eq!(irq.notifications(), base + 2);
+    assert_eq!(drain_rx(&mut rx, &mem).len(), 2);
+    assert!(matches!(
+        p.nic_b.irq(p.nic_b.irq_vectors()),
+        Err(Error::InterruptUnavailable { .. })
+    ));
+}
+
+#[test]
+fn transmit_completion_interrupt_fires_on_the_steered_vector_when_armed() {
+    let p = pair();
+    let v = 3;
+    let mut tx = p.nic_a.open_tx::<8>(0, TxConfig::with_vector(v)).unwrap();
+    assert_eq!(tx.interrupt_vector(), Some(v));
+    let mem = p.nic_a.platform().alloc_dma(2048 * 8).unwrap();
+    let irq = p.a.vector(v).unwrap();
+    // The first used entry after the queue's reset interrupts (QEMU's first-notify rule).
+    push_frame(
+        &mut tx,
+        &mem,
+        0,
+        &frame(MAC_B, MAC_A, 60, 0),
+        0,
+        Report::Always,
+    );
+    tx.doorbell();
+    assert_eq!(irq.notifications(), 1);
+    push_frame(
+        &mut tx,
+        &mem,
+        1,
+        &frame(MAC_B, MAC_A, 60, 1),
+        1,
+        Report::Always,
+    );
+    tx.doorbell();
+    assert_eq!(irq.notifications(), 1, "disarmed");
+    assert_eq!(drain_tx(&mut tx).len(), 2);
+    tx.set_interrupt(true);
+    push_frame(
+        &mut tx,
+        &mem,
+        2,
+        &frame(MAC_B, MAC_A, 60, 2),
+        2,
+        Report::Always,
+    );
+    tx.doorbell();
+    assert_eq!(irq.notifications(), 2, "armed");
+    drop(tx);
+    assert!(matches!(
+        p.nic_a.open_tx::<8>(0, TxConfig::with_vector(99)),
+        Err(Error::InterruptUnavailable { vector: 99 })
+    ));
+}
+
+#[test]
+fn receive_doorbells_notify_only_when_the_device_asks() {
+    let p = pair();
+    let mut rx = p.nic_b.open_rx::<64>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(2048 * 64).unwrap();
+    let vq = 0; // receive queue of pair 0
+    let notifies = |p: &common::Pair| p.b.notifications(vq);
+    let mut next = 0u64;
+    let mut give = |rx: &mut ringfab_virtio_net::VirtioNetRx<'_, _, 64>, n: usize| {
+        for _ in 0..n {
+            rx.push(rx_buf(&mem, next as usize % 64), Token(next))
+                .unwrap();
+            next += 1;
+        }
+        rx.doorbell();
+    };
+    // The device has taken nothing yet: avail_event is 0, crossed by the first batch.
+    give(&mut rx, 4);
+    assert_eq!(notifies(&p), 1, "first batch crosses avail_event 0");
+    // The device still has buffers it has not taken: no notification.
+    give(&mut rx, 4);
+    assert_eq!(
+        notifies(&p),
+        1,
+        "suppressed: the device is behind the driver"
+    );
+    // Frames take buffers; QEMU moves avail_event to what it has taken at every pop. Taking
+    // some of them leaves the event behind the next batch: still no notification.
+    let frames: Vec<_> = (0..3).map(|i| frame(MAC_B, MAC_A, 60, i)).collect();
+    send_all(&p, &frames);
+    give(&mut rx, 1);
+    assert_eq!(notifies(&p), 1, "the device has not caught up");
+    // Once it has taken every buffer, the next batch crosses its avail_event: one
+    // notification, then quiet again.
+    let frames: Vec<_> = (0..6).map(|i| frame(MAC_B, MAC_A, 60, 10 + i)).collect();
+    send_all(&p, &frames);
+    give(&mut rx, 1);
+    assert_eq!(notifies(&p), 2, "caught up: it asked to be told");
+    give(&mut rx, 1);
+    assert_eq!(notifies(&p), 2);
+    assert_eq!(drain_rx(&mut rx, &mem).len(), 9);
+}
+
+#[test]
+fn flush_gives_back_unfilled_buffers_flushed_and_filled_ones_with_their_frame() {
+    let p = pair();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(2048 * 16).unwrap();
+    post(&mut rx, &mem, 6);
+    send_all(
+        &p,
+        &[frame(MAC_B, MAC_A, 80, 1), frame(MAC_B, MAC_A, 80, 2)],
+    );
+    rx.flush();
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(got.len(), 6);
+    let ok: Vec<_> = got.iter().filter(|(c, _)| c.status.is_ok()).collect();
+    assert_eq!(ok.len(), 2, "{got:?}");
+    assert!(got
+        .iter()
+        .filter(|(c, _)| c.status.is_err())
+        .all(|(c, _)| c.status == Err(RxError::Flushed) && c.len == 0));
+    let mut tokens: Vec<_> = got.iter().map(|(c, _)| c.token.0).collect();
+    tokens.sort_unstable();
+    assert_eq!(tokens, (0..6).collect::<Vec<_>>());
+    // The queue runs again after the flush.
+    post(&mut rx, &mem, 3);
+    send_all(&p, &[frame(MAC_B, MAC_A, 80, 3)]);
+    let again = drain_rx(&mut rx, &mem);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].1, frame(MAC_B, MAC_A, 80, 3));
+
+    // Transmit: frames pushed and not rung come back flushed.
+    let mut tx = p.nic_a.open_tx::<8>(0, TxConfig::default()).unwrap();
+    let tmem = p.nic_a.platform().alloc_dma(2048 * 8).unwrap();
+    for i in 0..3u64 {
+        push_frame(
+            &mut tx,
+            &tmem,
+            i as usize,
+            &frame(MAC_B, MAC_A, 60, 9),
+            i,
+            Report::Always,
+        );
+    }
+    tx.flush();
+    let done = drain_tx(&mut tx);
+    assert_eq!(done.len(), 3);
+    assert!(done.iter().all(|c| c.status == Err(TxError::Flushed)));
+    assert_eq!(tx.pending(), 0);
+}
+
+#[test]
+fn the_receive_filter_takes_own_unicast_and_broadcast_and_promiscuous_takes_all() {
+    let p = pair();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(2048 * 16).unwrap();
+    post(&mut rx, &mem, 16);
+    let other = MacAddr([0x52, 0x54, 0, 0, 0, 0x0C]);
+    let multicast = MacAddr([0x01, 0, 0x5e, 0, 0, 1]);
+    send_all(
+        &p,
+        &[
+            frame(other, MAC_A, 60, 1),
+            frame(MAC_B, MAC_A, 60, 2),
+            frame(MacAddr::BROADCAST, MAC_A, 60, 3),
+            frame(multicast, MAC_A, 60, 4),
+        ],
+    );
+    let got = drain_rx(&mut rx, &mem);
+    let seeds: Vec<_> = got.iter().map(|(_, b)| b[14..].to_vec()).collect();
+    assert_eq!(got.len(), 2, "own unicast and broadcast only");
+    assert_eq!(seeds[0], frame(MAC_B, MAC_A, 60, 2)[14..]);
+    p.nic_b.set_rx_mode(RxMode::PROMISCUOUS).unwrap();
+    send_all(
+        &p,
+        &[frame(other, MAC_A, 60, 5), frame(multicast, MAC_A, 60, 6)],
+    );
+    assert_eq!(drain_rx(&mut rx, &mem).len(), 2);
+}
+
+#[test]
+fn the_link_follows_the_cable_and_a_device_reset_brings_the_device_back() {
+    let p = pair();
+    assert!(p.nic_a.link().up);
+    p.a.set_link(false);
+    assert!(!p.nic_a.link().up);
+    p.a.set_link(true);
+    assert!(p.nic_a.link().up);
+    {
+        let _tx = p.nic_a.open_tx::<8>(0, TxConfig::default()).unwrap();
+        assert_eq!(p.nic_a.reset(), Err(Error::QueuesOpen));
+    }
+    p.nic_a.reset().unwrap();
+    assert_eq!(p.a.device_status(), S_RUNNING);
+    let mut rx = p.nic_b.open_rx::<8>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(2048 * 8).unwrap();
+    post(&mut rx, &mem, 4);
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 7)]);
+    assert_eq!(drain_rx(&mut rx, &mem).len(), 1);
+}
+
+#[test]
+fn a_transmit_from_an_unmapped_iova_breaks_the_device_and_reset_recovers_it() {
+    let p = pair();
+    {
+        let mut tx = p.nic_a.open_tx::<8>(0, TxConfig::default()).unwrap();
+        let seg = TxSegment {
+            iova: Iova(0x10),
+            len: 60,
+        };
+        tx.push(&[seg], Token(1), Report::Always).unwrap();
+        tx.doorbell();
+        assert!(drain_tx(&mut tx).is_empty(), "nothing completes");
+        let faults = p.a.iommu_faults();
+        assert!(
+            faults.iter().any(|f| f.iova == Iova(0x10) && !f.write),
+            "{faults:?}"
+        );
+        // QEMU's virtio_error: the device stops and asks for a reset.
+        assert!(p.nic_a.needs_reset());
+        assert_eq!(p.a.device_status() & S_NEEDS_RESET, S_NEEDS_RESET);
+        tx.flush();
+        assert_eq!(
+            drain_tx(&mut tx),
+            vec![ringfab_hal::TxCompletion {
+                token: Token(1),
+                status: Err(TxError::Flushed)
+            }]
+        );
+    }
+    p.nic_a.reset().unwrap();
+    assert!(!p.nic_a.needs_reset());
+    let mut rx = p.nic_b.open_rx::<8>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(2048 * 8).unwrap();
+    post(&mut rx, &mem, 2);
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 8)]);
+    assert_eq!(drain_rx(&mut rx, &mem).len(), 1);
+}
+
+#[test]
+fn closing_a_queue_resets_it_on_the_device_before_its_memory_goes() {
+    let p = pair();
+    let mem = p.nic_b.platform().alloc_dma(2048 * 8).unwrap();
+    {
+        let mut rx = p.nic_b.open_rx::<8>(0, RxConfig::new(2048)).unwrap();
+        post(&mut rx, &mem, 8);
+    }
+    // The closed queue's ring is gone: a frame finds no queue, and no DMA faults.
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 1)]);
+    assert_eq!(p.b.iommu_faults(), vec![]);
+    let mut rx = p.nic_b.open_rx::<8>(0, RxConfig::new(2048)).unwrap();
+    post(&mut rx, &mem, 8);
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 2)]);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, frame(MAC_B, MAC_A, 60, 2));
+}

@@ -1,0 +1,423 @@
+//! Fault injection against the virtio-net driver: wire faults, and the device writing the used
+//! ring wrongly — out of order, late, never, with ids it was not given, with index jumps, with
+//! lengths and headers it should not write. Every token comes back exactly once (at the latest
+//! through flush), and nothing panics.
+
+mod common;
+
+use common::{
+    drain_rx, drain_tx, frame, pair, post, push_frame, send_all, Pair, BUF, MAC_A, MAC_B,
+};
+use ringfab_emu::{CorruptMode, DeviceFault, Ring, WireFault};
+use ringfab_hal::{
+    DmaRegion, Nic, Platform, Report, RxConfig, RxError, RxQueue, Token, TxCompletion, TxConfig,
+    TxError, TxQueue,
+};
+
+fn ok(token: u64) -> TxCompletion {
+    TxCompletion {
+        token: Token(token),
+        status: Ok(()),
+    }
+}
+
+/// Pushes `count` frames on A's queue 0 (tokens 0..count) and rings once.
+fn send<Q: TxQueue, D: DmaRegion>(tx: &mut Q, mem: &D, count: usize) {
+    for i in 0..count {
+        let f = frame(MAC_B, MAC_A, 60 + i, i as u8);
+        push_frame(tx, mem, i, &f, i as u64, Report::Always);
+    }
+    tx.doorbell();
+}
+
+fn sorted(mut v: Vec<u64>) -> Vec<u64> {
+    v.sort_unstable();
+    v
+}
+
+fn rx_on_b(
+    p: &Pair,
+) -> (
+    ringfab_virtio_net::VirtioNetRx<'_, ringfab_emu::EmuPlatform, 16>,
+    ringfab_emu::EmuDma,
+) {
+    let rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    let mem = p.nic_b.platform().alloc_dma(BUF * 16).unwrap();
+    (rx, mem)
+}
+
+#[test]
+fn out_of_order_completions_map_back_to_their_tokens() {
+    let p = pair();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 6);
+    p.b.inject(DeviceFault::CompleteOutOfOrder {
+        ring: Some(Ring::Rx(0)),
+        count: 2,
+    });
+    p.a.inject(DeviceFault::CompleteOutOfOrder {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+    });
+    let mut tx = p.nic_a.open_tx::<8>(0, TxConfig::default()).unwrap();
+    let tmem = p.nic_a.platform().alloc_dma(BUF * 8).unwrap();
+    send(&mut tx, &tmem, 4);
+    p.wire.run_until_idle();
+    let t: Vec<_> = drain_tx(&mut tx).iter().map(|c| c.token.0).collect();
+    assert_eq!(t, vec![1, 0, 2, 3], "token 0 completed after token 1");
+    let got = drain_rx(&mut rx, &rmem);
+    let tokens: Vec<_> = got.iter().map(|(c, _)| c.token.0).collect();
+    assert_eq!(tokens, vec![1, 0, 3, 2], "two pairs swapped");
+    for (c, bytes) in &got {
+        assert_eq!(c.status, Ok(()));
+        // Buffer t got frame t: the id → token map followed the device's order.
+        let i = c.token.0 as usize;
+        assert_eq!(bytes, &frame(MAC_B, MAC_A, 60 + i, i as u8));
+    }
+    assert_eq!((tx.device_errors(), rx.device_errors()), (0, 0));
+}
+
+#[test]
+fn a_held_entry_with_no_successor_lands_at_the_next_device_step() {
+    let p = pair();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 2);
+    p.b.inject(DeviceFault::CompleteOutOfOrder {
+        ring: None,
+        count: 1,
+    });
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 0)]);
+    // run_until_idle stepped the device: the held entry landed.
+    let got = drain_rx(&mut rx, &rmem);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0.status, Ok(()));
+}
+
+#[test]
+fn a_used_id_out_of_range_is_refused_and_the_real_buffer_comes_back_at_flush() {
+    let p = pair();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 4);
+    p.b.inject(DeviceFault::LieUsedId {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+        id: 999,
+    });
+    send_all(
+        &p,
+        &[frame(MAC_B, MAC_A, 60, 0), frame(MAC_B, MAC_A, 60, 1)],
+    );
+    let got = drain_rx(&mut rx, &rmem);
+    assert_eq!(got.len(), 1, "only the honest entry");
+    assert_eq!(got[0].0.token, Token(1));
+    assert_eq!(rx.device_errors(), 1);
+    assert_eq!(rx.pending(), 3);
+    rx.flush();
+    let rest = drain_rx(&mut rx, &rmem);
+    assert_eq!(
+        sorted(rest.iter().map(|(c, _)| c.token.0).collect()),
+        vec![0, 2, 3]
+    );
+    assert!(rest.iter().all(|(c, _)| c.status == Err(RxError::Flushed)));
+}
+
+#[test]
+fn a_used_id_the_device_does_not_hold_is_refused_and_completes_nothing_twice() {
+    let p = pair();
+    let mut tx = p.nic_a.open_tx::<8>(0, TxConfig::default()).unwrap();
+    let tmem = p.nic_a.platform().alloc_dma(BUF * 8).unwrap();
+    send(&mut tx, &tmem, 1);
+    assert_eq!(drain_tx(&mut tx), vec![ok(0)]);
+    // Id 0 is free again; the device answers the next frame (id 0 reused? no: the free stack
+    // hands out id 0 again) with id 5, which it was never given.
+    p.a.inject(DeviceFault::LieUsedId {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+        id: 5,
+    });
+    send(&mut tx, &tmem, 1);
+    assert!(drain_tx(&mut tx).is_empty());
+    assert_eq!(tx.device_errors(), 1);
+    // And an id named twice: the device completes frame 0 as 0, then lies "0" again.
+    tx.flush();
+    assert_eq!(
+        drain_tx(&mut tx),
+        vec![TxCompletion {
+            token: Token(0),
+            status: Err(TxError::Flushed)
+        }]
+    );
+    send(&mut tx, &tmem, 2);
+    p.a.inject(DeviceFault::LieUsedId {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+        id: 0,
+    });
+    send(&mut tx, &tmem, 0);
+    let before = tx.device_errors();
+    let done = drain_tx(&mut tx);
+    assert_eq!(sorted(done.iter().map(|c| c.token.0).collect()), vec![0, 1]);
+    assert_eq!(tx.device_errors(), before);
+    assert_eq!(tx.pending(), 0);
+}
+
+#[test]
+fn a_used_index_jump_is_refused_and_flush_takes_every_buffer_back() {
+    let p = pair();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 4);
+    p.b.inject(DeviceFault::JumpUsedIdx {
+        ring: Some(Ring::Rx(0)),
+        by: 100,
+    });
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 0)]);
+    assert!(
+        drain_rx(&mut rx, &rmem).is_empty(),
+        "nothing read past a lie"
+    );
+    assert!(rx.device_errors() >= 1);
+    rx.flush();
+    let back = drain_rx(&mut rx, &rmem);
+    assert_eq!(
+        sorted(back.iter().map(|(c, _)| c.token.0).collect()),
+        vec![0, 1, 2, 3]
+    );
+    assert!(back.iter().all(|(c, _)| c.status == Err(RxError::Flushed)));
+    // The queue works again after the reset.
+    post(&mut rx, &rmem, 2);
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 1)]);
+    assert_eq!(drain_rx(&mut rx, &rmem)[0].0.status, Ok(()));
+}
+
+#[test]
+fn a_receive_length_beyond_the_buffer_is_a_length_error() {
+    let p = pair();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 2);
+    p.b.inject(DeviceFault::OversizeLength {
+        queue: Some(0),
+        count: 1,
+        extra: 100,
+    });
+    send_all(
+        &p,
+        &[frame(MAC_B, MAC_A, 60, 0), frame(MAC_B, MAC_A, 60, 1)],
+    );
+    let got = drain_rx(&mut rx, &rmem);
+    assert_eq!(
+        got[0].0.status,
+        Err(RxError::Length {
+            reported: BUF as u32 + 100,
+            capacity: BUF as u32
+        })
+    );
+    assert_eq!(got[0].0.len, 0);
+    assert_eq!(got[1].0.status, Ok(()));
+}
+
+#[test]
+fn garbage_in_the_receive_header_or_the_transmit_length_is_a_device_status_error() {
+    let p = pair();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 2);
+    p.b.inject(DeviceFault::GarbageStatus {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+        bits: 0x0001, // VIRTIO_NET_HDR_F_NEEDS_CSUM, never negotiated
+    });
+    p.a.inject(DeviceFault::GarbageStatus {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+        bits: 0x40,
+    });
+    let mut tx = p.nic_a.open_tx::<8>(0, TxConfig::default()).unwrap();
+    let tmem = p.nic_a.platform().alloc_dma(BUF * 8).unwrap();
+    send(&mut tx, &tmem, 2);
+    p.wire.run_until_idle();
+    assert_eq!(
+        drain_tx(&mut tx),
+        vec![
+            TxCompletion {
+                token: Token(0),
+                status: Err(TxError::DeviceStatus { raw: 0x40 })
+            },
+            ok(1)
+        ]
+    );
+    let got = drain_rx(&mut rx, &rmem);
+    assert_eq!(got[0].0.status, Err(RxError::DeviceStatus { raw: 1 }));
+    assert_eq!(got[1].0.status, Ok(()));
+}
+
+#[test]
+fn a_withheld_used_entry_keeps_its_token_until_flush_returns_it_once() {
+    let p = pair();
+    let mut tx = p.nic_a.open_tx::<8>(0, TxConfig::default()).unwrap();
+    let tmem = p.nic_a.platform().alloc_dma(BUF * 8).unwrap();
+    p.a.inject(DeviceFault::WithholdWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+    });
+    send(&mut tx, &tmem, 3);
+    assert_eq!(drain_tx(&mut tx), vec![ok(1), ok(2)]);
+    assert_eq!(tx.pending(), 1);
+    tx.flush();
+    assert_eq!(
+        drain_tx(&mut tx),
+        vec![TxCompletion {
+            token: Token(0),
+            status: Err(TxError::Flushed)
+        }]
+    );
+    tx.flush();
+    assert!(drain_tx(&mut tx).is_empty(), "nothing comes back twice");
+}
+
+#[test]
+fn a_delayed_used_entry_completes_after_its_steps_or_lands_when_the_queue_resets() {
+    let p = pair();
+    let mut tx = p.nic_a.open_tx::<8>(0, TxConfig::default()).unwrap();
+    let tmem = p.nic_a.platform().alloc_dma(BUF * 8).unwrap();
+    p.a.inject(DeviceFault::DelayWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+        steps: 2,
+    });
+    send(&mut tx, &tmem, 2);
+    assert_eq!(
+        drain_tx(&mut tx),
+        vec![ok(1)],
+        "frame 0 is late: out of order"
+    );
+    assert!(p.a.step(), "one step left");
+    assert!(drain_tx(&mut tx).is_empty());
+    assert!(!p.a.step());
+    assert_eq!(drain_tx(&mut tx), vec![ok(0)]);
+
+    p.a.inject(DeviceFault::DelayWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+        steps: 50,
+    });
+    send(&mut tx, &tmem, 1);
+    tx.flush();
+    assert_eq!(
+        drain_tx(&mut tx),
+        vec![ok(0)],
+        "the device finished it before the reset"
+    );
+}
+
+#[test]
+fn wire_drops_and_silent_corruption_reach_the_receiver_as_they_happen() {
+    let p = pair();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 8);
+    let frames: Vec<_> = (0..3).map(|i| frame(MAC_B, MAC_A, 60, i)).collect();
+    // Faults count frames from their injection, so each gets a send of its own.
+    p.wire.inject(WireFault::Drop { count: 1 });
+    send_all(&p, &frames[..1]);
+    p.wire.inject(WireFault::Corrupt {
+        count: 1,
+        offset: 20,
+        mode: CorruptMode::Silent,
+    });
+    send_all(&p, &frames[1..2]);
+    p.wire.inject(WireFault::Duplicate { count: 1 });
+    send_all(&p, &frames[2..]);
+    let got = drain_rx(&mut rx, &rmem);
+    let payloads: Vec<_> = got.iter().map(|(_, b)| b.clone()).collect();
+    assert!(!payloads.contains(&frames[0]), "dropped");
+    let mut corrupted = frames[1].clone();
+    corrupted[20] ^= 0xff;
+    assert_eq!(payloads[0], corrupted, "delivered corrupted, no error");
+    assert_eq!(
+        payloads[1..],
+        [frames[2].clone(), frames[2].clone()],
+        "duplicated"
+    );
+    assert!(got.iter().all(|(c, _)| c.status.is_ok()));
+}
+
+#[test]
+fn a_frame_with_a_bad_fcs_never_reaches_the_virtio_device() {
+    let p = pair();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 4);
+    p.wire.inject(WireFault::Corrupt {
+        count: 1,
+        offset: 20,
+        mode: CorruptMode::BadCrc,
+    });
+    send_all(
+        &p,
+        &[frame(MAC_B, MAC_A, 60, 0), frame(MAC_B, MAC_A, 60, 1)],
+    );
+    let got = drain_rx(&mut rx, &rmem);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, frame(MAC_B, MAC_A, 60, 1));
+}
+
+#[test]
+fn frames_sent_while_the_link_is_down_complete_but_never_reach_the_wire() {
+    let p = pair();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 4);
+    p.a.set_link(false);
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 0)]);
+    assert!(drain_rx(&mut rx, &rmem).is_empty());
+    p.a.set_link(true);
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 1)]);
+    assert_eq!(drain_rx(&mut rx, &rmem).len(), 1);
+}
+
+#[test]
+fn a_receive_buffer_whose_mapping_was_revoked_breaks_the_device_until_reset() {
+    let p = pair();
+    {
+        let (mut rx, rmem) = rx_on_b(&p);
+        post(&mut rx, &rmem, 2);
+        assert!(p.b.revoke_dma(rmem.iova()));
+        send_all(&p, &[frame(MAC_B, MAC_A, 60, 0)]);
+        let faults = p.b.iommu_faults();
+        assert!(faults.iter().any(|f| f.write), "{faults:?}");
+        assert!(p.nic_b.needs_reset());
+        rx.flush();
+        let back = drain_rx(&mut rx, &rmem);
+        assert_eq!(back.len(), 2);
+        assert!(back.iter().all(|(c, _)| c.status == Err(RxError::Flushed)));
+    }
+    p.nic_b.reset().unwrap();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 2);
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 1)]);
+    assert_eq!(drain_rx(&mut rx, &rmem).len(), 1);
+}
+
+#[test]
+fn frames_without_a_receive_buffer_are_dropped_and_counted_by_the_model() {
+    let p = pair();
+    let (mut rx, rmem) = rx_on_b(&p);
+    post(&mut rx, &rmem, 1);
+    send_all(
+        &p,
+        &[frame(MAC_B, MAC_A, 60, 0), frame(MAC_B, MAC_A, 60, 1)],
+    );
+    assert_eq!(drain_rx(&mut rx, &rmem).len(), 1);
+    assert_eq!(p.b.rx_dropped(), 1);
+}
+
+#[test]
+fn a_frame_longer_than_the_buffer_is_dropped_and_the_buffer_stays_with_the_device() {
+    let p = pair();
+    let mut rx = p.nic_b.open_rx::<4>(0, RxConfig::new(64)).unwrap();
+    let rmem = p.nic_b.platform().alloc_dma(BUF * 4).unwrap();
+    post(&mut rx, &rmem, 1);
+    send_all(&p, &[frame(MAC_B, MAC_A, 100, 0)]);
+    assert!(drain_rx(&mut rx, &rmem).is_empty());
+    assert_eq!(p.b.rx_dropped(), 1);
+    send_all(&p, &[frame(MAC_B, MAC_A, 40, 1)]);
+    let got = drain_rx(&mut rx, &rmem);
+    assert_eq!(got.len(), 1, "the same buffer took the next frame");
+    assert_eq!(got[0].1, frame(MAC_B, MAC_A, 40, 1));
+}
