@@ -622,8 +622,11 @@ where
     if n != 1 || out[0].status.is_err() {
         return Err(format!("armed: woke, then polled {:?}", &out[..n]));
     }
-    // Disarmed: a frame arrives and nobody is woken.
+    // Disarmed: a frame arrives and nobody is woken. An interrupt raised before the disarm may
+    // still be on its way (QEMU's e1000e delivers one more when its throttle timer expires, and
+    // a TCG guest under load sees timers late): let it land, then drain, then send.
     rx.set_interrupt(false);
+    std::thread::sleep(Duration::from_millis(50));
     wait.drain();
     send(2)?;
     let quiet = wait.wait(Some(Duration::from_millis(300)));
