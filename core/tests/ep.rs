@@ -1546,3 +1546,67 @@ fn a_broadcast_reaches_the_endpoint_with_fi_multicast() {
     assert_eq!((e.len, src), (6, to_a));
     let _ = cq_a;
 }
+
+#[test]
+fn a_message_longer_than_the_receive_buffers_fails_every_buffer_it_took_with_eio() {
+    let p = pair();
+    let attr_b = EpAttr {
+        rx_buf_len: 1024,
+        ..EpAttr::default()
+    };
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        attr_b,
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let mut cq_b = cq_b;
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    for i in 0..3 {
+        ep_b.recv(mr_b.alloc(1024).unwrap(), OpContext(i)).unwrap();
+    }
+    // 1400 + 30 bytes of header: the device splits the frame over two 1 KiB buffers.
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 1400, to_b, OpContext(40))
+        .unwrap();
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 100, to_b, OpContext(41))
+        .unwrap();
+    let mut errs = Vec::new();
+    let mut ok = Vec::new();
+    for _ in 0..100 {
+        p.wire.run_until_idle();
+        let mut e = [DataEntry::default(); 4];
+        match cq_b.read(&mut e) {
+            Ok(n) => ok.extend(e[..n].iter().map(|e| (e.op_context.0, e.len))),
+            Err(Error::Avail) => {
+                let mut entry = ErrEntry::default();
+                let (_, buf) = cq_b.readerr_owned(&mut entry, None, 0).unwrap();
+                assert!(buf.is_some());
+                errs.push((entry.op_context.0, entry.err, entry.prov_errno));
+            }
+            Err(Error::Again) if ok.len() + errs.len() == 3 => break,
+            Err(Error::Again) => {}
+            Err(other) => panic!("read: {other:?}"),
+        }
+    }
+    let fragment = ringfab::cq::strerror::ProvError::RxFragment.kind();
+    assert_eq!(
+        errs,
+        vec![
+            (0, Error::Io.errno(), fragment),
+            (1, Error::Io.errno(), fragment)
+        ],
+        "no half message: both pieces fail, FI_EIO, frame split across receive buffers"
+    );
+    assert_eq!(ok, vec![(2, 100)], "the next message that fits arrives");
+    assert_eq!(mr_b.outstanding(), 0);
+    let _ = cq_a;
+}

@@ -35,6 +35,8 @@ mod kmsg;
 #[cfg(target_os = "linux")]
 mod nic;
 #[cfg(target_os = "linux")]
+mod sep;
+#[cfg(target_os = "linux")]
 mod wait;
 
 #[cfg(target_os = "linux")]
@@ -58,7 +60,7 @@ mod guest {
     use ringfab_igb::Igb;
     use ringfab_vfio::VfioPlatform;
 
-    use crate::{cq, dma, e1000e, ep, examples, iommu, nic, wait};
+    use crate::{cq, dma, e1000e, ep, examples, iommu, nic, sep, wait};
 
     /// The driver over VFIO, as every test uses it.
     pub(crate) type Nic = Igb<VfioPlatform>;
@@ -128,6 +130,15 @@ mod guest {
         test("cq-sread-wakes-on-msix", wait::sread_wakes_on_msix),
         test("cq-wait-set-epoll", wait::wait_set_over_two_vectors),
         test("ep-messages", ep::messages),
+        test("ep-cq-formats", ep::cq_formats),
+        test("ep-send-errors", ep::send_errors),
+        test("ep-cancel-recv", ep::cancel_recv),
+        test("ep-cancel-send", ep::cancel_send),
+        test("ep-oversized-message", ep::oversized_message),
+        test("ep-multi-recv", ep::multi_recv),
+        test("ep-multi-recv-cancel", ep::multi_recv_cancel),
+        test("vmdq-steering", nic::vmdq_steering),
+        test("sep-4-named-rx-contexts", sep::four_contexts),
         test("rate-a-to-b", nic::rate_a_to_b),
         test("info", examples::info),
         test("pingpong", examples::pingpong),
