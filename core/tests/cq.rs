@@ -1,6 +1,8 @@
 //! The hard CQ on the emulated 82576 with the real igb driver: two NICs on one wire, A sending,
 //! B receiving, completions read straight from the rings.
 
+mod common;
+use common::*;
 use ringfab::cq::entry::{
     BufAddr, ContextEntry, Data, DataEntry, ErrEntry, Format, Msg, MsgEntry, OpContext,
     TaggedEntry, ADDR_NOTAVAIL,
@@ -11,19 +13,14 @@ use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CompletionFlags, CqFlags, OpFlags};
 use ringfab::hal::{
-    DmaRegion, Iova, MacAddr, Nic, Platform, Report, RxBuffer, RxConfig, Token, TxConfig, TxQueue,
-    TxSegment,
+    DmaRegion, Iova, Nic, Platform, Report, RxBuffer, RxConfig, Token, TxConfig, TxQueue, TxSegment,
 };
 use ringfab::path::{Path, PathSlot, RecvPost, SendPost};
 use ringfab::{cntr::WaitObj, Error};
 use ringfab_emu::igb::regs::RXD_ERR_RXE;
-use ringfab_emu::{
-    CorruptMode, DeviceFault, EmuDma, EmuIgb, EmuPlatform, IgbModelConfig, Wire, WireFault,
-};
+use ringfab_emu::{CorruptMode, DeviceFault, EmuDma, EmuPlatform, WireFault};
 use ringfab_igb::Igb;
 
-const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
-const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
 /// Ring depth of every path.
 const D: usize = 64;
 /// Bytes of one buffer slot.
@@ -35,36 +32,6 @@ const SLOTS: usize = 128;
 const FRAME: usize = 114;
 
 type Igb0 = Igb<EmuPlatform>;
-
-struct Pair {
-    wire: Wire,
-    _a: EmuIgb,
-    b: EmuIgb,
-    nic_a: Igb0,
-    nic_b: Igb0,
-}
-
-fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
-    let mut config = IgbModelConfig::default();
-    config.mac = mac;
-    let dev = EmuIgb::new(config);
-    dev.connect(wire);
-    dev
-}
-
-fn pair() -> Pair {
-    let wire = Wire::new();
-    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
-    let nic_a = Igb::new(a.platform()).unwrap();
-    let nic_b = Igb::new(b.platform()).unwrap();
-    Pair {
-        wire,
-        _a: a,
-        b,
-        nic_a,
-        nic_b,
-    }
-}
 
 /// A frame from A to B whose payload starts with `seq` (little-endian).
 fn frame(seq: u64) -> Vec<u8> {

@@ -2,10 +2,12 @@
 //! woken by the emulated MSI-X interrupt, timeouts measured with a clock, `signal` from another
 //! thread, thresholds, wait objects, `control(GetWait)`, and a wait set over two CQs.
 
+mod common;
+use common::*;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ringfab::cntr::{timeout_from_ms, Clock, WaitObj};
+use ringfab::cntr::{timeout_from_ms, WaitObj};
 use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
 use ringfab::cq::{
     AuxEntry, CompletionQueue, CqAttr, CqControl, CqFormat, CqSlot, WaitCond, WaitSet,
@@ -19,11 +21,9 @@ use ringfab::hal::{
 use ringfab::path::{Path, PathSlot, RecvPost, SendPost};
 use ringfab::Error;
 use ringfab_emu::igb::regs::EIMS;
-use ringfab_emu::{EmuDma, EmuIgb, EmuPlatform, EmuWaitSet, IgbModelConfig, Wire};
+use ringfab_emu::{EmuDma, EmuPlatform, EmuWaitSet};
 use ringfab_igb::Igb;
 
-const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
-const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
 const D: usize = 64;
 const BUF: usize = 2048;
 const SLOTS: usize = 128;
@@ -33,44 +33,6 @@ const LONG: Option<Duration> = Some(Duration::from_secs(20));
 
 type Igb0 = Igb<EmuPlatform>;
 type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Igb0, D, Msg>;
-
-struct StdClock(Instant);
-
-impl Clock for StdClock {
-    fn now(&self) -> Duration {
-        self.0.elapsed()
-    }
-}
-
-fn clock() -> StdClock {
-    StdClock(Instant::now())
-}
-
-struct Pair {
-    wire: Wire,
-    b: EmuIgb,
-    nic_a: Igb0,
-    nic_b: Igb0,
-}
-
-fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
-    let mut config = IgbModelConfig::default();
-    config.mac = mac;
-    let dev = EmuIgb::new(config);
-    dev.connect(wire);
-    dev
-}
-
-fn pair() -> Pair {
-    let wire = Wire::new();
-    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
-    Pair {
-        nic_a: Igb::new(a.platform()).unwrap(),
-        nic_b: Igb::new(b.platform()).unwrap(),
-        wire,
-        b,
-    }
-}
 
 fn frame(seq: u64, to: MacAddr, from: MacAddr) -> Vec<u8> {
     let mut f = Vec::with_capacity(FRAME);

@@ -1,6 +1,8 @@
 //! Endpoints on the emulated 82576 with the real igb driver: two NICs on one wire, an endpoint
 //! on each, owned buffers from registered memory, ringfab's frame header on the wire.
 
+mod common;
+use common::*;
 use ringfab::av::{AvEntry, AvSlot, EpAddr, FiAddr};
 use ringfab::cq::entry::{Data, DataEntry, ErrEntry, Msg, MsgEntry, OpContext};
 use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
@@ -12,50 +14,13 @@ use ringfab::mr::{Buf, MrSlot};
 use ringfab::path::{PathSlot, SendPost};
 use ringfab::proto::{self, Header, HEADER_LEN};
 use ringfab::Error;
-use ringfab_emu::{EmuIgb, EmuPlatform, IgbModelConfig, Wire};
+use ringfab_emu::{EmuPlatform, Wire};
 use ringfab_igb::Igb;
 
-const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
-const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
 const D: usize = 64;
 const BUF: usize = 2048;
 
 type Nic0 = Igb<EmuPlatform>;
-
-struct Pair {
-    wire: Wire,
-    _a: EmuIgb,
-    _b: EmuIgb,
-    nic_a: Nic0,
-    nic_b: Nic0,
-}
-
-fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
-    let mut config = IgbModelConfig::default();
-    config.mac = mac;
-    let dev = EmuIgb::new(config);
-    dev.connect(wire);
-    dev
-}
-
-fn pair() -> Pair {
-    let wire = Wire::new();
-    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
-    let nic_a = Igb::new(a.platform()).unwrap();
-    let nic_b = Igb::new(b.platform()).unwrap();
-    Pair {
-        wire,
-        _a: a,
-        _b: b,
-        nic_a,
-        nic_b,
-    }
-}
-
-/// Memory that lives for ever, as safe registration asks.
-fn memory(len: usize) -> &'static mut [u8] {
-    Box::leak(vec![0u8; len].into_boxed_slice())
-}
 
 fn cq_attr(format: CqFormat) -> CqAttr {
     CqAttr {
@@ -893,14 +858,6 @@ fn registration_refuses_empty_memory_and_full_slabs_and_counts_buffers() {
     assert!(m1.close().is_ok());
 }
 
-struct StdClock(std::time::Instant);
-
-impl ringfab::Clock for StdClock {
-    fn now(&self) -> std::time::Duration {
-        self.0.elapsed()
-    }
-}
-
 #[test]
 fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_message() {
     let p = pair();
@@ -919,7 +876,7 @@ fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_me
     let v = cq_b
         .interrupt_vector()
         .expect("a blocking CQ owns a vector");
-    let irq = p._b.vector(v).unwrap();
+    let irq = p.b.vector(v).unwrap();
     let av_a = da.open_av(&ta).unwrap();
     let av_b = db.open_av(&tb).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
@@ -1121,7 +1078,7 @@ fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once() {
     for i in 0..4 {
         ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
     }
-    p._b.inject(ringfab_emu::DeviceFault::WithholdWriteback {
+    p.b.inject(ringfab_emu::DeviceFault::WithholdWriteback {
         ring: Some(ringfab_emu::Ring::Rx(0)),
         count: 1,
     });

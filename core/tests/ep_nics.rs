@@ -3,6 +3,8 @@
 //! contents, remote CQ data and sources; a canceled receive; a multi-receive buffer. virtio-net
 //! completes by id, so this is also core's check that nothing in it assumes in-order devices.
 
+mod common;
+use common::*;
 use ringfab::av::{AvEntry, AvSlot, FiAddr};
 use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
 use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
@@ -21,12 +23,6 @@ use ringfab_virtio_net::VirtioNet;
 
 const D: usize = 64;
 const BUF: usize = 2048;
-const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
-const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
-
-fn memory(len: usize) -> &'static mut [u8] {
-    Box::leak(vec![0u8; len].into_boxed_slice())
-}
 
 /// Reads everything `cq` has (driving the wire): successes as (context, len, data, source,
 /// buffer), errors as (context, errno) with their buffers.

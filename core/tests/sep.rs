@@ -1,6 +1,8 @@
 //! Scalable endpoints on two emulated 82576: transmit and receive contexts on their own queues,
 //! named receive contexts reached through address steering, one thread per context.
 
+mod common;
+use common::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -15,30 +17,16 @@ use ringfab::path::PathSlot;
 use ringfab::proto::{context_mac, HEADER_LEN};
 use ringfab::sep::{CtxAttr, SepAttr};
 use ringfab::Error;
-use ringfab_emu::{EmuE1000e, EmuIgb, EmuPlatform, ModelConfig, Wire};
+use ringfab_emu::{EmuE1000e, EmuPlatform, ModelConfig, Wire};
 use ringfab_igb::Igb;
 
-const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
-const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
 const D: usize = 64;
 const BUF: usize = 2048;
 const CTX: u16 = 4;
 /// Bits of a handle that name a receive context.
 const RX_BITS: u32 = 4;
 
-type Nic0 = Igb<EmuPlatform>;
-
-fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
-    let mut config = ModelConfig::default();
-    config.mac = mac;
-    let dev = EmuIgb::new(config);
-    dev.connect(wire);
-    dev
-}
-
-fn memory(len: usize) -> &'static mut [u8] {
-    Box::leak(vec![0u8; len].into_boxed_slice())
-}
+type Nic0 = Igb0;
 
 fn attr(size: usize) -> CqAttr {
     CqAttr {
