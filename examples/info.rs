@@ -23,6 +23,7 @@ use ringfab::proto::{ETHERTYPE, HEADER_LEN};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, ModelConfig};
 use ringfab_igb::Igb;
+use ringfab_virtio_net::VirtioNet;
 
 /// Ring depth the description assumes (`tx_attr.size`/`rx_attr.size`); endpoints choose it.
 const D: usize = 256;
@@ -172,9 +173,13 @@ fn vfio(bdfs: &[String]) -> Result<(), String> {
                 let nic = E1000e::new(platform).map_err(|e| format!("{bdf}: {e}"))?;
                 describe(&format!("{bdf} (Intel 82574, e1000e driver)"), &nic)?;
             }
+            (0x1af4, 0x1041) => {
+                let nic = VirtioNet::new(platform).map_err(|e| format!("{bdf}: {e}"))?;
+                describe(&format!("{bdf} (virtio-net, virtio-net driver)"), &nic)?;
+            }
             _ => {
                 return Err(format!(
-                    "{bdf}: PCI {vendor:04x}:{device:04x} has no ringfab driver (82576 8086:10c9, 82574 8086:10d3)"
+                    "{bdf}: PCI {vendor:04x}:{device:04x} has no ringfab driver (82576 8086:10c9, 82574 8086:10d3, virtio-net 1af4:1041)"
                 ))
             }
         }

@@ -2,7 +2,8 @@
 //!
 //! By default both endpoints run in this process on two emulated Intel 82576 NICs on one wire
 //! (the real igb driver, the emulated device): no root, no hardware. With `--vfio A B` they run
-//! on two real (or QEMU-emulated) 82576 functions bound to vfio-pci.
+//! on two real (or QEMU-emulated) functions bound to vfio-pci, the driver chosen from the PCI
+//! ID: 82576 (igb), 82574 (e1000e) or modern virtio-net 1af4:1041 (virtio-net).
 //!
 //! * **pingpong** (window 1): A sends a message, B receives it and sends it back, A receives
 //!   it; `usec/xfer` is half the round trip.
@@ -31,6 +32,7 @@ use ringfab::Error;
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, ModelConfig, Wire};
 use ringfab_igb::Igb;
+use ringfab_virtio_net::VirtioNet;
 
 /// Ring depth of every queue.
 const D: usize = 256;
@@ -450,8 +452,17 @@ fn vfio(o: &Options, a: &str, b: &str) -> Result<(), String> {
             println!("# ringfab pingpong: {a} <-> {b} through VFIO (e1000e driver)");
             run(&na, &nb, o, &|| {})
         }
+        (0x1af4, 0x1041) => {
+            let na = VirtioNet::new(pa).map_err(|e| format!("{a}: bringing up the NIC: {e}"))?;
+            let nb = VirtioNet::new(pb).map_err(|e| format!("{b}: bringing up the NIC: {e}"))?;
+            up(a, na.link())?;
+            up(b, nb.link())?;
+            println!("# ringfab pingpong: {a} <-> {b} through VFIO (virtio-net driver)");
+            run(&na, &nb, o, &|| {})
+        }
         (v, d) => Err(format!(
-            "{a}: PCI {v:04x}:{d:04x} has no ringfab driver (82576 8086:10c9, 82574 8086:10d3)"
+            "{a}: PCI {v:04x}:{d:04x} has no ringfab driver (82576 8086:10c9, 82574 8086:10d3, \
+             virtio-net 1af4:1041)"
         )),
     }
 }

@@ -26,11 +26,12 @@ pub(crate) struct NicSpec {
     pub(crate) hub: u8,
 }
 
-/// The guest's NICs: two 82576 (`igb`) on hub 0, two 82574 (`e1000e`) on hub 1. The igb sit
-/// eight slots apart: QEMU's igb reserves the functions after its own for its VFs (PF + 0x80…),
-/// so two igb in adjacent slots do not fit. `romfile=` keeps QEMU from looking for an option
-/// ROM for e1000e (a package the harness does not install).
-pub(crate) const NICS: [NicSpec; 4] = [
+/// The guest's NICs: two 82576 (`igb`) on hub 0, two 82574 (`e1000e`) on hub 1, two modern
+/// virtio-net (`virtio-net-pci`) on hub 2. The igb sit eight slots apart: QEMU's igb reserves
+/// the functions after its own for its VFs (PF + 0x80…), so two igb in adjacent slots do not
+/// fit. `romfile=` keeps QEMU from looking for an option ROM for e1000e and virtio-net (a
+/// package the harness does not install); [`device_options`] has the rest.
+pub(crate) const NICS: [NicSpec; 6] = [
     NicSpec {
         model: "igb",
         slot: "03.0",
@@ -55,7 +56,39 @@ pub(crate) const NICS: [NicSpec; 4] = [
         mac: "52:54:00:12:34:06",
         hub: 1,
     },
+    NicSpec {
+        model: "virtio-net-pci",
+        slot: "07.0",
+        mac: "52:54:00:12:34:07",
+        hub: 2,
+    },
+    NicSpec {
+        model: "virtio-net-pci",
+        slot: "08.0",
+        mac: "52:54:00:12:34:08",
+        hub: 2,
+    },
 ];
+
+/// The key under which the guest finds a model's NICs: `ringfab.<key>=` and
+/// `ringfab.<key>_macs=`.
+pub(crate) fn model_key(model: &str) -> &str {
+    match model {
+        "virtio-net-pci" => "virtio",
+        other => other,
+    }
+}
+
+/// What a model's `-device` gets after its MAC. virtio-net: `disable-legacy=on` makes it the
+/// modern-only 1af4:1041 the driver expects, and `iommu_platform=on` offers
+/// `VIRTIO_F_ACCESS_PLATFORM`, without which QEMU's virtio DMA bypasses the vIOMMU.
+pub(crate) fn device_options(model: &str) -> &'static str {
+    match model {
+        "e1000e" => ",romfile=",
+        "virtio-net-pci" => ",romfile=,disable-legacy=on,iommu_platform=on",
+        _ => "",
+    }
+}
 
 /// What each guest line starts with; the rest is `plan N`, `pass NAME DETAIL`,
 /// `fail NAME REASON` or `done`.
@@ -96,8 +129,9 @@ pub(crate) fn append(only: Option<&str>) -> String {
     // loglevel=1: only alerts reach the console, so kernel messages do not split the guest's
     // lines (the guest reads the kernel log itself through /dev/kmsg where a test needs it).
     let mut s = "console=ttyS0 intel_iommu=on loglevel=1 panic=-1".to_owned();
-    for model in ["igb", "e1000e"] {
+    for model in ["igb", "e1000e", "virtio-net-pci"] {
         let nics: Vec<&NicSpec> = NICS.iter().filter(|n| n.model == model).collect();
+        let model = model_key(model);
         let bdfs: Vec<String> = nics.iter().map(|n| format!("0000:00:{}", n.slot)).collect();
         let macs: Vec<&str> = nics.iter().map(|n| n.mac).collect();
         s.push_str(&format!(
@@ -156,10 +190,12 @@ pub(crate) fn qemu_args(kernel: &Path, initrd: &Path, accel: Accel, append: &str
         a.push("-netdev".into());
         a.push(format!("hubport,id=nic{i},hubid={}", n.hub));
         a.push("-device".into());
-        let rom = if n.model == "e1000e" { ",romfile=" } else { "" };
         a.push(format!(
-            "{},netdev=nic{i},addr={},mac={}{rom}",
-            n.model, n.slot, n.mac
+            "{},netdev=nic{i},addr={},mac={}{}",
+            n.model,
+            n.slot,
+            n.mac,
+            device_options(n.model)
         ));
     }
     a
@@ -367,7 +403,7 @@ mod tests {
     }
 
     #[test]
-    fn the_machine_has_an_iommu_two_igb_on_one_hub_and_two_e1000e_on_another() {
+    fn the_machine_has_an_iommu_and_two_nics_of_each_model_on_a_hub_of_their_own() {
         let a = qemu_args(Path::new("k"), Path::new("i"), Accel::Tcg, "x").join(" ");
         assert!(a.starts_with("-machine q35,accel=tcg -cpu max "), "{a}");
         assert!(a.contains("-device intel-iommu,intremap=on,caching-mode=on"));
@@ -380,6 +416,12 @@ mod tests {
             "-netdev hubport,id=nic2,hubid=1 -device e1000e,netdev=nic2,addr=05.0,\
              mac=52:54:00:12:34:05,romfile= -netdev hubport,id=nic3,hubid=1 \
              -device e1000e,netdev=nic3,addr=06.0,mac=52:54:00:12:34:06,romfile="
+        ));
+        assert!(a.contains(
+            "-netdev hubport,id=nic4,hubid=2 -device virtio-net-pci,netdev=nic4,addr=07.0,\
+             mac=52:54:00:12:34:07,romfile=,disable-legacy=on,iommu_platform=on \
+             -netdev hubport,id=nic5,hubid=2 -device virtio-net-pci,netdev=nic5,addr=08.0,\
+             mac=52:54:00:12:34:08,romfile=,disable-legacy=on,iommu_platform=on"
         ));
         assert!(a.contains("-kernel k -initrd i -append x"));
         let k = qemu_args(Path::new("k"), Path::new("i"), Accel::Kvm, "x").join(" ");
@@ -394,7 +436,9 @@ mod tests {
              ringfab.igb=0000:00:03.0,0000:00:0b.0 \
              ringfab.igb_macs=52:54:00:12:34:03,52:54:00:12:34:0b \
              ringfab.e1000e=0000:00:05.0,0000:00:06.0 \
-             ringfab.e1000e_macs=52:54:00:12:34:05,52:54:00:12:34:06"
+             ringfab.e1000e_macs=52:54:00:12:34:05,52:54:00:12:34:06 \
+             ringfab.virtio=0000:00:07.0,0000:00:08.0 \
+             ringfab.virtio_macs=52:54:00:12:34:07,52:54:00:12:34:08"
         );
         assert!(append(Some("link,cq")).ends_with(" ringfab.only=link,cq"));
     }

@@ -1,11 +1,12 @@
-//! `cargo run --release -p ringfab-qemu-tests`: ringfab against QEMU's 82576 (`igb`) through
-//! VFIO, behind an emulated Intel IOMMU.
+//! `cargo run --release -p ringfab-qemu-tests`: ringfab against QEMU's 82576 (`igb`), 82574
+//! (`e1000e`) and virtio-net (`virtio-net-pci`) through VFIO, behind an emulated Intel IOMMU.
 //!
 //! On the host it installs what is missing (QEMU ≥ 8 from the release's backports suite, the
 //! guest's Rust target and static libc), downloads the distribution's kernel and static busybox
 //! into the target directory (once), builds the guest programs statically, packs an initramfs,
-//! and boots q35 + intel-iommu under TCG with two igb on one hub. In the guest, the guest
-//! program (`qemu-tests/guest`) binds both NICs to vfio-pci and runs its tests; each prints one
+//! and boots q35 + intel-iommu under TCG with two NICs of each model, each pair on a hub of
+//! its own. In the guest, the guest
+//! program (`qemu-tests/guest`) binds the NICs to vfio-pci and runs its tests; each prints one
 //! line on the serial console, which this program reads and repeats. It ends with
 //! `N passed, N failed` and exits non-zero on any failure, on a guest that stops early, or on
 //! one that does not finish within the timeout. docs/qemu-tests.md has the details.
@@ -162,7 +163,7 @@ fn main() -> ExitCode {
     };
     let log = cache.join("console.log");
     println!(
-        "boot: q35 + intel-iommu, 2 × igb (hub 0), 2 × e1000e (hub 1), {:?}, timeout {} s (console: {})",
+        "boot: q35 + intel-iommu, 2 × igb (hub 0), 2 × e1000e (hub 1), 2 × virtio-net (hub 2), {:?}, timeout {} s (console: {})",
         o.accel,
         o.timeout.as_secs(),
         log.display()

@@ -207,11 +207,50 @@ fn page_frames(base: NonNull<u8>, pages: usize) -> Result<Vec<u64>, String> {
 /// crossing inside a 2 MiB huge page, and one between two heap pages whose frames
 /// (`/proc/self/pagemap`) are not adjacent.
 pub(crate) fn tx_page_crossing(ctx: &mut Ctx) -> Outcome {
-    use ringfab_hal::{Nic as _, Report, RxBuffer, RxConfig, RxQueue, Token, TxConfig, TxQueue};
+    let (a, b) = ctx.nics()?;
+    let c = page_crossing_on(a, b, a.platform(), b.platform())?;
+    if c.in_huge != (true, true) {
+        return Err(format!(
+            "inside a huge page: (token Ok, received) = {:?}, expected (true, true)",
+            c.in_huge
+        ));
+    }
+    if c.across != (true, false) {
+        return Err(format!(
+            "across frames {:#x}|{:#x}: (token Ok, received) = {:?}, expected QEMU's \
+             (true, false)",
+            c.frames.0, c.frames.1, c.across
+        ));
+    }
+    Ok(format!(
+        "a 200-byte transmit buffer crossing a 4 KiB boundary inside a huge page is sent; \
+         across heap pages at frames {:#x}|{:#x} (not adjacent) the token comes back Ok and the \
+         frame is never sent, as QEMU's pci_dma_map path does",
+        c.frames.0, c.frames.1
+    ))
+}
+
+/// What [`page_crossing_on`] saw: (token `Ok`, received intact) for the crossing inside a huge
+/// page and for the one between two scattered heap pages, and those pages' frames.
+pub(crate) struct Crossing {
+    pub(crate) in_huge: (bool, bool),
+    pub(crate) across: (bool, bool),
+    pub(crate) frames: (u64, u64),
+}
+
+/// Sends from `a` (on platform `pa`) to `b` (on `pb`) a 200-byte frame crossing a 4 KiB
+/// boundary inside a huge page, then one crossing between two heap pages that are not
+/// adjacent in guest memory, and reports what happened to each.
+pub(crate) fn page_crossing_on<N: ringfab_hal::Nic>(
+    a: &N,
+    b: &N,
+    pa: &VfioPlatform,
+    pb: &VfioPlatform,
+) -> Result<Crossing, String> {
+    use ringfab_hal::{Report, RxBuffer, RxConfig, RxQueue, Token, TxConfig, TxQueue};
     use ringfab_hal::{RxCompletion, TxCompletion, TxSegment};
     const PAGES: usize = 32;
     const HUGE: usize = 2 << 20;
-    let (a, b) = ctx.nics()?;
     let err = |e: ringfab_hal::Error| e.to_string();
 
     // Heap pages, resident and mapped; find two neighbours that are not adjacent in memory.
@@ -222,8 +261,7 @@ pub(crate) fn tx_page_crossing(ctx: &mut Ctx) -> Outcome {
     }
     // SAFETY: `memory` outlives the mapping (dropped after it, declared before), and is only
     // reached through raw pointers while mapped.
-    let mapping =
-        unsafe { a.platform().map_memory(memory.ptr, PAGES * 4096) }.map_err(|e| e.to_string())?;
+    let mapping = unsafe { pa.map_memory(memory.ptr, PAGES * 4096) }.map_err(|e| e.to_string())?;
     let frames = page_frames(memory.ptr, PAGES)?;
     let scattered = (0..PAGES - 1)
         .find(|&p| frames[p + 1] != frames[p] + 1)
@@ -231,19 +269,13 @@ pub(crate) fn tx_page_crossing(ctx: &mut Ctx) -> Outcome {
     // A huge page: physically contiguous by construction.
     std::fs::write("/proc/sys/vm/nr_hugepages", "4")
         .map_err(|e| format!("reserving huge pages: {e}"))?;
-    let huge = a
-        .platform()
-        .alloc_dma_region(HUGE)
-        .map_err(|e| e.to_string())?;
+    let huge = pa.alloc_dma_region(HUGE).map_err(|e| e.to_string())?;
 
     let mut tx = a.open_tx::<DEPTH>(0, TxConfig::default()).map_err(err)?;
     let mut rx = b
         .open_rx::<DEPTH>(0, RxConfig::new(BUF as u32))
         .map_err(err)?;
-    let rx_mem = b
-        .platform()
-        .alloc_dma_region(8 * BUF)
-        .map_err(|e| e.to_string())?;
+    let rx_mem = pb.alloc_dma_region(8 * BUF).map_err(|e| e.to_string())?;
     for t in 0..8u64 {
         let buf = RxBuffer {
             iova: Iova(rx_mem.iova().0 + t * BUF as u64),
@@ -280,8 +312,13 @@ pub(crate) fn tx_page_crossing(ctx: &mut Ctx) -> Outcome {
             if sent_ok.is_none() && tx.poll(&mut out_tx) > 0 {
                 sent_ok = Some(out_tx[0].status.is_ok());
             }
-            if rx.poll(&mut out_rx) > 0 {
+            // virtio-net may write the receive side's used entry before the transmit side's
+            // (QEMU delivers through the hub before it returns the transmit buffer): wait
+            // for both.
+            if got.is_none() && rx.poll(&mut out_rx) > 0 {
                 got = Some(out_rx[0]);
+            }
+            if got.is_some() && sent_ok.is_some() {
                 break;
             }
         }
@@ -316,25 +353,10 @@ pub(crate) fn tx_page_crossing(ctx: &mut Ctx) -> Outcome {
         unsafe { memory.ptr.as_ptr().add(at) },
         mapping.iova().0 + at as u64,
     )?;
-    if in_huge != (true, true) {
-        return Err(format!(
-            "inside a huge page: (token Ok, received) = {in_huge:?}, expected (true, true)"
-        ));
-    }
-    if across != (true, false) {
-        return Err(format!(
-            "across frames {:#x}|{:#x}: (token Ok, received) = {across:?}, expected QEMU's \
-             (true, false)",
-            frames[scattered],
-            frames[scattered + 1]
-        ));
-    }
     drop((tx, rx, mapping));
-    Ok(format!(
-        "a 200-byte transmit buffer crossing a 4 KiB boundary inside a huge page is sent; \
-         across heap pages at frames {:#x}|{:#x} (not adjacent) the token comes back Ok and the \
-         frame is never sent, as QEMU's pci_dma_map path does",
-        frames[scattered],
-        frames[scattered + 1]
-    ))
+    Ok(Crossing {
+        in_huge,
+        across,
+        frames: (frames[scattered], frames[scattered + 1]),
+    })
 }

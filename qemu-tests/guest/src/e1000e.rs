@@ -76,3 +76,9 @@ pub(crate) fn rx_flush(ctx: &mut Ctx) -> Outcome {
     let (a, b) = nics(ctx)?;
     crate::nic::rx_flush_on(a, b)
 }
+
+/// Core's endpoint workload (`core/tests/ep_nics.rs`) on the 82574 pair.
+pub(crate) fn ep_workload(ctx: &mut Ctx) -> Outcome {
+    let (a, b) = nics(ctx)?;
+    crate::workload::run(a, b)
+}

@@ -29,13 +29,35 @@ pub(crate) fn pingpong_row(line: &str) -> Option<String> {
 /// after another program drove it.
 pub(crate) fn pingpong(ctx: &mut Ctx) -> Outcome {
     ctx.release();
-    let [a, b] = &ctx.bdfs;
+    let [a, b] = ctx.bdfs.clone();
+    let out = run_pingpong(&a, &b);
+    let reopened = nic::open(ctx);
+    let detail = out?;
+    reopened.map_err(|e| format!("pingpong passed, but reopening the NICs failed: {e}"))?;
+    Ok(detail)
+}
+
+/// `pingpong --vfio A B` on the two virtio-net NICs: the example picks the virtio-net driver
+/// by the PCI ID (1af4:1041). The test's handles are released first and reopened after.
+pub(crate) fn virtio_pingpong(ctx: &mut Ctx) -> Outcome {
+    let [a, b] = ctx
+        .virtio_bdfs
+        .clone()
+        .ok_or("no ringfab.virtio= on the kernel command line")?;
+    ctx.virtio = None;
+    let out = run_pingpong(&a, &b);
+    let reopened = crate::virtio::bring_up(ctx);
+    let detail = out?;
+    reopened.map_err(|e| format!("pingpong passed, but reopening the NICs failed: {e}"))?;
+    Ok(detail)
+}
+
+/// Runs `/pingpong --vfio a b` and condenses its four result rows.
+fn run_pingpong(a: &str, b: &str) -> Outcome {
     let out = Command::new("/pingpong")
         .args(["--vfio", a, b, "-I", PINGPONG_ITERATIONS])
         .output()
-        .map_err(|e| format!("running /pingpong: {e}"));
-    let reopened = nic::open(ctx);
-    let out = out?;
+        .map_err(|e| format!("running /pingpong: {e}"))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         return Err(format!(
@@ -44,15 +66,19 @@ pub(crate) fn pingpong(ctx: &mut Ctx) -> Outcome {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
+    let driver = stdout
+        .lines()
+        .find_map(|l| l.split_once("through VFIO (")?.1.strip_suffix(')'))
+        .unwrap_or("?")
+        .to_owned();
     let rows: Vec<String> = stdout.lines().filter_map(pingpong_row).collect();
     if rows.len() != 4 {
         return Err(format!(
             "expected 4 result rows from pingpong, got: {stdout}"
         ));
     }
-    reopened.map_err(|e| format!("pingpong passed, but reopening the NICs failed: {e}"))?;
     Ok(format!(
-        "{} iterations each: {}",
+        "{driver}, {} iterations each: {}",
         PINGPONG_ITERATIONS,
         rows.join("; ")
     ))

@@ -13,8 +13,8 @@
 use std::time::{Duration, Instant};
 
 use ringfab_hal::{
-    DmaRegion, Nic as _, Report, RxBuffer, RxConfig, RxMode, RxQueue, Token, TxConfig, TxQueue,
-    TxSegment,
+    DmaRegion, Iova, Nic as _, Report, RxBuffer, RxConfig, RxMode, RxQueue, Token, TxConfig,
+    TxQueue, TxSegment,
 };
 
 use crate::frames::frame;
@@ -49,16 +49,40 @@ pub(crate) fn unmapped_tx_is_blocked(ctx: &mut Ctx) -> Outcome {
     Ok(detail)
 }
 
-fn run(ctx: &Ctx) -> Outcome {
-    let (a, b) = ctx.nics()?;
+/// What [`probe`] saw.
+pub(crate) struct Probe {
+    /// The IOVA that was unmapped.
+    pub(crate) gone: u64,
+    /// The frames: the one behind the unmapped IOVA, the good one after it, the one after the
+    /// fault.
+    pub(crate) secret: Vec<u8>,
+    pub(crate) good: Vec<u8>,
+    pub(crate) after: Vec<u8>,
+    /// Transmit completions, in order.
+    pub(crate) sent: Vec<ringfab_hal::TxCompletion>,
+    /// What B received.
+    pub(crate) received: Received,
+    /// DMAR fault lines of the kernel log meanwhile.
+    pub(crate) faults: Vec<String>,
+}
+
+/// Sends from `a` (platform `pa`, transmit queue `txq`) a frame whose segment is an IOVA that
+/// was mapped, filled with a recognisable frame and unmapped, then a good frame; after the
+/// fault, another one. B (platform `pb`) listens on receive queue 0.
+pub(crate) fn probe<N: ringfab_hal::Nic>(
+    a: &N,
+    b: &N,
+    pa: &ringfab_vfio::VfioPlatform,
+    pb: &ringfab_vfio::VfioPlatform,
+    txq: u16,
+) -> Result<Probe, String> {
     let err = |e: ringfab_hal::Error| format!("{e}");
     let (src, dst) = (a.capabilities().mac, b.capabilities().mac);
     let mut kmsg = Kmsg::open_at_end()?;
     let mut rx = b
         .open_rx::<DEPTH>(0, RxConfig::new(BUF as u32))
         .map_err(err)?;
-    let rx_mem = b
-        .platform()
+    let rx_mem = pb
         .alloc_dma_region(DEPTH * BUF)
         .map_err(|e| e.to_string())?;
     for t in 0..8u64 {
@@ -69,17 +93,11 @@ fn run(ctx: &Ctx) -> Outcome {
         rx.push(buf, Token(t)).map_err(|e| format!("{e}"))?;
     }
     rx.doorbell();
-    let mut tx = a.open_tx::<DEPTH>(3, TxConfig::default()).map_err(err)?;
-    let tx_mem = a
-        .platform()
-        .alloc_dma_region(2 * BUF)
-        .map_err(|e| e.to_string())?;
+    let mut tx = a.open_tx::<DEPTH>(txq, TxConfig::default()).map_err(err)?;
+    let tx_mem = pa.alloc_dma_region(2 * BUF).map_err(|e| e.to_string())?;
 
     let secret = frame(dst, src, 0x5EC7E7, 200);
-    let doomed = a
-        .platform()
-        .alloc_dma_region(4096)
-        .map_err(|e| e.to_string())?;
+    let doomed = pa.alloc_dma_region(4096).map_err(|e| e.to_string())?;
     doomed.write_bytes(0, &secret);
     let gone = doomed.iova();
     drop(doomed); // VFIO_IOMMU_UNMAP_DMA, then the memory is freed
@@ -87,7 +105,7 @@ fn run(ctx: &Ctx) -> Outcome {
     let after = frame(dst, src, 3, 80);
     tx_mem.write_bytes(0, &good);
     tx_mem.write_bytes(BUF, &after);
-    let push = |tx: &mut ringfab_igb::IgbTx<'_, _, DEPTH>, iova, len: usize, t| {
+    let push = |tx: &mut N::Tx<'_, DEPTH>, iova, len: usize, t| {
         let seg = [TxSegment {
             iova,
             len: len as u16,
@@ -105,36 +123,78 @@ fn run(ctx: &Ctx) -> Outcome {
         .into_iter()
         .filter(|m| m.contains("DMAR") && m.contains("fault addr"))
         .collect();
-    // Nothing is wedged: the same queue sends again.
+    // Whether the queue is wedged: the same queue sends again.
     push(&mut tx, iova_at(&tx_mem, BUF), after.len(), 3)?;
     tx.doorbell();
     settle(&mut tx, &mut rx, &rx_mem, &mut sent, &mut received);
+    Ok(Probe {
+        gone: gone.0,
+        secret,
+        good,
+        after,
+        sent,
+        received,
+        faults,
+    })
+}
 
-    let seen: Vec<String> = received
-        .iter()
-        .map(|(s, f)| format!("{} ({s:?})", describe(f, &secret, &good)))
-        .collect();
-    let context = || {
+impl Probe {
+    /// Whether the unmapped memory's contents reached the wire.
+    pub(crate) fn leaked(&self) -> bool {
+        self.received
+            .iter()
+            .any(|(_, f)| f.windows(8).any(|w| w == &self.secret[14..22]))
+    }
+
+    /// The kernel's DMAR read fault for `bdf` at the unmapped IOVA, if logged.
+    pub(crate) fn fault_of(&self, bdf: &str) -> Option<&String> {
+        let fault = format!("fault addr {:#x}", self.gone);
+        // The kernel names the requester without the PCI domain: [00:03.0].
+        let requester = format!("[{}]", bdf.trim_start_matches("0000:"));
+        self.faults
+            .iter()
+            .find(|m| m.contains("[DMA Read") && m.contains(&requester) && m.contains(&fault))
+    }
+
+    /// Everything seen, for a failure message.
+    pub(crate) fn context(&self) -> String {
+        let seen: Vec<String> = self
+            .received
+            .iter()
+            .map(|(s, f)| format!("{} ({s:?})", describe(f, &self.secret, &self.good)))
+            .collect();
         format!(
-            "transmit {sent:?}; received [{}]; kernel: {faults:?}",
-            seen.join(", ")
+            "transmit {:?}; received [{}]; kernel: {:?}",
+            self.sent,
+            seen.join(", "),
+            self.faults
         )
-    };
-    if received
-        .iter()
-        .any(|(_, f)| f.windows(8).any(|w| w == &secret[14..22]))
-    {
+    }
+}
+
+fn run(ctx: &Ctx) -> Outcome {
+    let (a, b) = ctx.nics()?;
+    let p = probe(a, b, a.platform(), b.platform(), 3)?;
+    let Probe {
+        gone,
+        secret,
+        good,
+        after,
+        sent,
+        received,
+        faults,
+    } = &p;
+    let gone = Iova(*gone);
+    let context = || p.context();
+    if p.leaked() {
         return Err(format!(
             "the unmapped memory's contents reached the wire: {}",
             context()
         ));
     }
     let fault = format!("fault addr {:#x}", gone.0);
-    // The kernel names the requester without the PCI domain: [00:03.0].
     let requester = format!("[{}]", ctx.bdfs[0].trim_start_matches("0000:"));
-    let logged =
-        |m: &String| m.contains("[DMA Read") && m.contains(&requester) && m.contains(&fault);
-    if !faults.iter().any(logged) {
+    if p.fault_of(&ctx.bdfs[0]).is_none() {
         return Err(format!(
             "no DMAR read fault of {requester} at {:#x} logged: {}",
             gone.0,

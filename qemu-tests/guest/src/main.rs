@@ -1,6 +1,7 @@
 //! The guest half of ringfab's QEMU tests: runs inside the QEMU guest that `ringfab-qemu-tests`
-//! boots, binds the two 82576 NICs to vfio-pci, drives them with `ringfab-igb` over
-//! `ringfab-vfio`, and prints one line per test on the serial console:
+//! boots, binds the NICs (two 82576, two 82574, two virtio-net) to vfio-pci, drives them with
+//! `ringfab-igb`, `ringfab-e1000e` and `ringfab-virtio-net` over `ringfab-vfio`, and prints one
+//! line per test on the serial console:
 //!
 //! ```text
 //! ringfab-guest: plan N
@@ -9,11 +10,11 @@
 //! ringfab-guest: done
 //! ```
 //!
-//! The NICs' PCI addresses come from the kernel command line (`ringfab.igb=A,B` and
-//! `ringfab.e1000e=A,B`, their MACs as QEMU sets them from `ringfab.igb_macs=A,B` and
-//! `ringfab.e1000e_macs=A,B`), and
+//! The NICs' PCI addresses come from the kernel command line (`ringfab.igb=A,B`,
+//! `ringfab.e1000e=A,B`, `ringfab.virtio=A,B`), their MACs as QEMU sets them from
+//! `ringfab.<model>_macs=A,B`, and
 //! `ringfab.only=NAME,NAME` limits the run to some tests (their prerequisites, such as `bind`
-//! and `open`, are the caller's to include). Tests share one `Ctx`: both NICs, opened once.
+//! and `open`, are the caller's to include). Tests share one `Ctx`: the NICs, opened once.
 //! A test that panics fails alone.
 
 #[cfg(target_os = "linux")]
@@ -37,7 +38,11 @@ mod nic;
 #[cfg(target_os = "linux")]
 mod sep;
 #[cfg(target_os = "linux")]
+mod virtio;
+#[cfg(target_os = "linux")]
 mod wait;
+#[cfg(target_os = "linux")]
+mod workload;
 
 #[cfg(target_os = "linux")]
 fn main() -> std::process::ExitCode {
@@ -60,7 +65,8 @@ mod guest {
     use ringfab_igb::Igb;
     use ringfab_vfio::VfioPlatform;
 
-    use crate::{cq, dma, e1000e, ep, examples, iommu, nic, sep, wait};
+    use crate::virtio::NicVirtio;
+    use crate::{cq, dma, e1000e, ep, examples, iommu, nic, sep, virtio, wait};
 
     /// The driver over VFIO, as every test uses it.
     pub(crate) type Nic = Igb<VfioPlatform>;
@@ -82,6 +88,12 @@ mod guest {
         pub(crate) e1000e_macs: Option<[String; 2]>,
         /// Both e1000e NICs, once `e1000e-open` has run.
         pub(crate) e1000e: Option<[E1000e<VfioPlatform>; 2]>,
+        /// The two virtio-net NICs' PCI addresses (`ringfab.virtio=`), if the machine has them.
+        pub(crate) virtio_bdfs: Option<[String; 2]>,
+        /// Their MACs (`ringfab.virtio_macs=`).
+        pub(crate) virtio_macs: Option<[String; 2]>,
+        /// Both virtio-net NICs, once `virtio-open` has run.
+        pub(crate) virtio: Option<[NicVirtio; 2]>,
     }
 
     impl Ctx {
@@ -147,6 +159,18 @@ mod guest {
         test("e1000e-frames-both-ways", e1000e::frames_both_ways),
         test("e1000e-msix-wakes-wait", e1000e::msix_wakes_wait),
         test("e1000e-rx-flush", e1000e::rx_flush),
+        test("e1000e-ep-workload", e1000e::ep_workload),
+        test("virtio-open", virtio::open),
+        test("virtio-frames-both-ways", virtio::frames_both_ways),
+        test("virtio-msix-wakes-wait", virtio::msix_wakes_wait),
+        test("virtio-rx-flush", virtio::rx_flush),
+        test("virtio-tx-page-crossing", virtio::tx_page_crossing),
+        test("virtio-ep-workload", virtio::ep_workload),
+        test(
+            "virtio-iommu-blocks-unmapped-tx",
+            virtio::iommu_blocks_unmapped_tx,
+        ),
+        test("virtio-pingpong", examples::virtio_pingpong),
     ];
 
     const fn test(name: &'static str, run: fn(&mut Ctx) -> Outcome) -> Test {
@@ -222,6 +246,9 @@ mod guest {
             e1000e_bdfs: cmdline_pair(&cmdline, "ringfab.e1000e"),
             e1000e_macs: cmdline_pair(&cmdline, "ringfab.e1000e_macs"),
             e1000e: None,
+            virtio_bdfs: cmdline_pair(&cmdline, "ringfab.virtio"),
+            virtio_macs: cmdline_pair(&cmdline, "ringfab.virtio_macs"),
+            virtio: None,
         };
         for t in selected {
             let start = Instant::now();
