@@ -183,14 +183,13 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         if (attr.rx_buf_len as usize) <= HEADER_LEN || attr.rx_buf_len > caps.max_rx_buf_len {
             return Err(Error::Inval);
         }
-        if !TX_FLAGS_OK.contains(attr.tx_op_flags) || !RX_FLAGS_OK.contains(attr.rx_op_flags) {
-            return Err(Error::BadFlags);
-        }
         let name = EpAddr {
             mac: caps.mac,
             ctx: attr.rx_queue,
         };
-        Ok(Endpoint::new(self, attr, (true, true), name, name))
+        let ep = Endpoint::new(self, attr, (true, true), name, name);
+        ep.check_op_flags()?;
+        Ok(ep)
     }
 }
 
@@ -900,10 +899,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// # Errors
     /// `Inval` unless exactly one direction is named.
     pub fn get_op_flags(&self, which: BindFlags) -> Result<OpFlags> {
-        match direction(which)? {
-            Dir::Tx => Ok(self.attr.tx_op_flags),
-            Dir::Rx => Ok(self.attr.rx_op_flags),
-        }
+        op_flags_of(self.attr.tx_op_flags, self.attr.rx_op_flags, which)
     }
 
     /// `fi_control(FI_SETOPSFLAG)`: sets the default op flags of one direction.
@@ -912,12 +908,8 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// `Inval` unless exactly one direction is named; `BadFlags` for flags that direction
     /// does not accept.
     pub fn set_op_flags(&mut self, which: BindFlags, flags: OpFlags) -> Result {
-        match direction(which)? {
-            Dir::Tx if TX_FLAGS_OK.contains(flags) => self.attr.tx_op_flags = flags,
-            Dir::Rx if RX_FLAGS_OK.contains(flags) => self.attr.rx_op_flags = flags,
-            _ => return Err(Error::BadFlags),
-        }
-        Ok(())
+        let attr = &mut self.attr;
+        set_op_flags_in(&mut attr.tx_op_flags, &mut attr.rx_op_flags, which, flags)
     }
 
     /// Closes the endpoint (`fi_close`): outstanding operations are discarded without
@@ -966,11 +958,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         op_flags: OpFlags,
     ) -> Result<Alias<'_, 'd, 's, 'n, N, D>> {
         let (mut tx, mut rx) = (self.attr.tx_op_flags, self.attr.rx_op_flags);
-        match direction(which)? {
-            Dir::Tx if TX_FLAGS_OK.contains(op_flags) => tx = op_flags,
-            Dir::Rx if RX_FLAGS_OK.contains(op_flags) => rx = op_flags,
-            _ => return Err(Error::BadFlags),
-        }
+        set_op_flags_in(&mut tx, &mut rx, which, op_flags)?;
         Ok(Alias {
             ep: self,
             tx_op_flags: tx,
@@ -1012,10 +1000,7 @@ impl<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 's, 'n, N, D> {
     /// # Errors
     /// `Inval` unless exactly one direction is named.
     pub fn get_op_flags(&self, which: BindFlags) -> Result<OpFlags> {
-        match direction(which)? {
-            Dir::Tx => Ok(self.tx_op_flags),
-            Dir::Rx => Ok(self.rx_op_flags),
-        }
+        op_flags_of(self.tx_op_flags, self.rx_op_flags, which)
     }
 
     /// `fi_control(FI_SETOPSFLAG)` on the alias (the endpoint's own flags do not change).
@@ -1024,12 +1009,7 @@ impl<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 's, 'n, N, D> {
     /// `Inval` unless exactly one direction is named; `BadFlags` for flags that direction
     /// does not accept.
     pub fn set_op_flags(&mut self, which: BindFlags, flags: OpFlags) -> Result {
-        match direction(which)? {
-            Dir::Tx if TX_FLAGS_OK.contains(flags) => self.tx_op_flags = flags,
-            Dir::Rx if RX_FLAGS_OK.contains(flags) => self.rx_op_flags = flags,
-            _ => return Err(Error::BadFlags),
-        }
-        Ok(())
+        set_op_flags_in(&mut self.tx_op_flags, &mut self.rx_op_flags, which, flags)
     }
 
     /// The endpoint the alias belongs to.
@@ -1041,6 +1021,26 @@ impl<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 's, 'n, N, D> {
 enum Dir {
     Tx,
     Rx,
+}
+
+/// `fi_control(FI_GETOPSFLAG)` over a pair of default op flags: `which` names exactly one
+/// direction (`Inval` otherwise).
+fn op_flags_of(tx: OpFlags, rx: OpFlags, which: BindFlags) -> Result<OpFlags> {
+    match direction(which)? {
+        Dir::Tx => Ok(tx),
+        Dir::Rx => Ok(rx),
+    }
+}
+
+/// `fi_control(FI_SETOPSFLAG)` over a pair of default op flags: `Inval` unless `which` names
+/// exactly one direction, `BadFlags` for flags that direction does not accept.
+fn set_op_flags_in(tx: &mut OpFlags, rx: &mut OpFlags, which: BindFlags, flags: OpFlags) -> Result {
+    match direction(which)? {
+        Dir::Tx if TX_FLAGS_OK.contains(flags) => *tx = flags,
+        Dir::Rx if RX_FLAGS_OK.contains(flags) => *rx = flags,
+        _ => return Err(Error::BadFlags),
+    }
+    Ok(())
 }
 
 fn direction(which: BindFlags) -> Result<Dir> {
