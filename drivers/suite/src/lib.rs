@@ -60,8 +60,9 @@ pub trait Fixture: 'static {
     fn driver(platform: EmuPlatform) -> ringfab_hal::Result<Self::Nic>;
 
     /// The [`RxError::Frame`](ringfab_hal::RxError::Frame) bits a frame with a bad CRC
-    /// completes with (exactly these).
-    const RX_CRC_ERROR: u32;
+    /// completes with (exactly these); `None` if such a frame never reaches the driver (the
+    /// tests then check that it is not delivered and takes no buffer).
+    const RX_CRC_ERROR: Option<u32>;
     /// Bits a lying device ORs into a receive write-back
     /// ([`DeviceFault::GarbageStatus`](ringfab_emu::DeviceFault::GarbageStatus)) that no
     /// write-back defines, so that the driver reports `DeviceStatus`.
@@ -71,6 +72,35 @@ pub trait Fixture: 'static {
     /// How long the device may hold back an interrupt message after the previous one on the
     /// same vector (zero if it does not throttle).
     const INTERRUPT_THROTTLE: Duration;
+    /// Whether the first completion after a queue is opened (or reset) interrupts even when
+    /// the queue's interrupt is disarmed.
+    const FIRST_COMPLETION_INTERRUPTS: bool;
+
+    /// Speed (Mb/s) and duplex the link reports when up; `None` if the device reports
+    /// neither (the tests then only check that the link is up).
+    const LINK_SPEED: Option<(u32, bool)>;
+    /// How long after the cable is plugged in the link reports up (autonegotiation).
+    const LINK_UP_DELAY: Duration;
+
+    /// Whether the device tells the status of every transmitted frame. `false`: it writes
+    /// back only frames that asked for it (the Intel RS bit), so a
+    /// [`Report::ErrorsOnly`] frame is reclaimed by a later frame's write-back, whose
+    /// status is all the driver learns.
+    const TX_STATUS_OF_EVERY_FRAME: bool;
+    /// Whether receive completions carry the RSS hash ([`RxCompletion::rss`]). Where they do
+    /// not, the RSS tests still check that each flow lands on the queue its hash picks.
+    const RSS_HASH_REPORTED: bool;
+    /// Whether a DMA fault stops the whole device until [`Nic::reset`], rather than only
+    /// stalling the queue until its flush.
+    const DMA_FAULT_NEEDS_DEVICE_RESET: bool;
+}
+
+/// Whether `nic` completes each queue's descriptors in the order they were pushed
+/// ([`Capabilities::in_order_completion`](ringfab_hal::Capabilities::in_order_completion)):
+/// the tests that check the order of tokens check it only then, and otherwise that every token
+/// comes back once.
+pub fn in_order<N: Nic>(nic: &N) -> bool {
+    nic.capabilities().in_order_completion
 }
 
 /// Station address of device A.
@@ -286,6 +316,135 @@ pub fn post<D: DmaRegion, Q: RxQueue>(rx: &mut Q, mem: &D, count: usize) {
         rx.push(rx_buf(mem, t), Token(t as u64)).unwrap();
     }
     rx.doorbell();
+}
+
+/// Every completion `tx` has now, in the order `poll` gives them.
+pub fn drain_tx<Q: TxQueue>(tx: &mut Q) -> Vec<TxCompletion> {
+    let mut all = Vec::new();
+    let mut out = [NO_TX; 8];
+    loop {
+        let n = tx.poll(&mut out);
+        if n == 0 {
+            return all;
+        }
+        all.extend_from_slice(&out[..n]);
+    }
+}
+
+/// Every completion `rx` has now, in the order `poll` gives them, each with the bytes its
+/// buffer holds (token t's buffer is slot t of `mem`, as [`post`] lays them out).
+pub fn drain_rx<Q: RxQueue, D: DmaRegion>(rx: &mut Q, mem: &D) -> Vec<(RxCompletion, Vec<u8>)> {
+    let mut all = Vec::new();
+    let mut out = [NO_RX; 8];
+    loop {
+        let n = rx.poll(&mut out);
+        if n == 0 {
+            return all;
+        }
+        for c in &out[..n] {
+            let bytes = read_bytes(mem, c.token.0 as usize * BUF, c.len as usize);
+            all.push((*c, bytes));
+        }
+    }
+}
+
+/// Writes `f` into slot `slot` of `mem` and pushes it on `tx` as one segment.
+pub fn push_frame<Q: TxQueue, D: DmaRegion>(
+    tx: &mut Q,
+    mem: &D,
+    slot: usize,
+    f: &[u8],
+    token: u64,
+    report: Report,
+) {
+    write_bytes(mem, slot * BUF, f);
+    let seg = TxSegment {
+        iova: Iova(mem.iova().0 + (slot * BUF) as u64),
+        len: f.len() as u16,
+    };
+    tx.push(&[seg], Token(token), report).unwrap();
+}
+
+/// `items` in the order of their `key` (a token or a sequence number). Where `nic` completes in
+/// order they must already be in that order (checked); where it completes by id they may come
+/// in any order, and are sorted.
+pub fn in_key_order<N: Nic, T>(nic: &N, mut items: Vec<T>, key: impl Fn(&T) -> u64) -> Vec<T> {
+    if in_order(nic) {
+        assert!(
+            items.windows(2).all(|w| key(&w[0]) < key(&w[1])),
+            "an in-order NIC completed out of order"
+        );
+    } else {
+        items.sort_by_key(|i| key(i));
+    }
+    items
+}
+
+/// Receive buffers of [`BUF`] bytes in the slots of one DMA region, handed out as slots come
+/// back, so that buffers may complete in any order. Each buffer's token names its slot and a
+/// sequence number counting the buffers posted: `seq << 16 | slot`.
+pub struct RxSlots<D: DmaRegion> {
+    mem: D,
+    free: Vec<usize>,
+    next: u64,
+}
+
+impl<D: DmaRegion> RxSlots<D> {
+    /// `slots` buffers in `mem` (at least `slots * BUF` bytes), all free.
+    pub fn new(mem: D, slots: usize) -> Self {
+        assert!(slots <= 1 << 16 && mem.len() >= slots * BUF);
+        RxSlots {
+            mem,
+            free: (0..slots).rev().collect(),
+            next: 0,
+        }
+    }
+
+    /// The DMA region the buffers are in.
+    pub fn mem(&self) -> &D {
+        &self.mem
+    }
+
+    /// Pushes free buffers on `rx` while it has room, then rings; returns how many.
+    pub fn refill<Q: RxQueue>(&mut self, rx: &mut Q) -> usize {
+        let mut n = 0;
+        while rx.free() > 0 {
+            let Some(slot) = self.free.pop() else { break };
+            rx.push(
+                rx_buf(&self.mem, slot),
+                Token(self.next << 16 | slot as u64),
+            )
+            .unwrap();
+            self.next += 1;
+            n += 1;
+        }
+        rx.doorbell();
+        n
+    }
+
+    /// The sequence number of the buffer `token` names.
+    pub fn seq(token: Token) -> u64 {
+        token.0 >> 16
+    }
+
+    /// Offset in [`mem`](Self::mem) of the buffer `token` names.
+    pub fn offset(token: Token) -> usize {
+        (token.0 & 0xFFFF) as usize * BUF
+    }
+
+    /// The bytes `c` says its buffer holds; the buffer's slot is free again.
+    pub fn take(&mut self, c: &RxCompletion) -> Vec<u8> {
+        let bytes = read_bytes(&self.mem, Self::offset(c.token), c.len as usize);
+        self.release(c.token);
+        bytes
+    }
+
+    /// Frees the slot of the buffer `token` names.
+    pub fn release(&mut self, token: Token) {
+        let slot = (token.0 & 0xFFFF) as usize;
+        assert!(!self.free.contains(&slot), "{token:?} came back twice");
+        self.free.push(slot);
+    }
 }
 
 /// One `#[test]` per suite test of the named sections (all of them if none are named), each

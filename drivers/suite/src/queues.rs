@@ -8,15 +8,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use ringfab_emu::toeplitz;
+use ringfab_emu::{toeplitz, EmuDma};
 use ringfab_hal::{
     DmaRegion, Iova, MacAddr, Nic, Platform, Report, RssConfig, RssInfo, RxConfig, RxQueue, Token,
     TxConfig, TxQueue, TxSegment,
 };
 
 use crate::{
-    expected_hash, pair, post, rx_buf, send_all, udp_frame, Fixture, Udp, BUF, MAC_A, MAC_B, NO_RX,
-    NO_TX, UDP_PAYLOAD,
+    expected_hash, in_order, pair, post, send_all, udp_frame, Fixture, RxSlots, Udp, BUF, MAC_A,
+    MAC_B, NO_RX, NO_TX, UDP_PAYLOAD,
 };
 
 /// Ring depth of every queue in the multi-queue tests.
@@ -114,14 +114,20 @@ struct Seen {
 
 /// Runs one end: opens `k` transmit queues if it sends and `k` receive queues if it receives,
 /// waits at `ready` for the other end, then sends [`PER_QUEUE`] frames on each transmit queue
-/// and receives `k * PER_QUEUE` frames, checking each one. `received[side]` counts frames the
-/// side has received and replaced the buffer of; senders keep at most [`WINDOW`] in flight.
+/// and receives `k * PER_QUEUE` frames, checking each one (and the RSS hash it carries if
+/// `hash_reported`). `received[side]` counts frames the side has received and replaced the
+/// buffer of; senders keep at most [`WINDOW`] in flight.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one end's whole configuration, spelled out at the two call sites"
+)]
 fn endpoint<N: Nic>(
     nic: &N,
     mem: &ringfab_emu::EmuPlatform,
     me: Side,
     (send, receive): (bool, bool),
     k: usize,
+    hash_reported: bool,
     ready: &Barrier,
     received: &[AtomicUsize; 2],
 ) -> Seen {
@@ -141,20 +147,16 @@ fn endpoint<N: Nic>(
         .iter()
         .map(|_| mem.alloc_dma(DEPTH * BUF).unwrap())
         .collect();
-    let rx_mem: Vec<_> = rxs
+    let mut rx_slots: Vec<_> = rxs
         .iter()
-        .map(|_| mem.alloc_dma(DEPTH * BUF).unwrap())
+        .map(|_| RxSlots::new(mem.alloc_dma(DEPTH * BUF).unwrap(), DEPTH))
         .collect();
-    // Receive token t of a queue owns slot t % DEPTH (see the wrap-around test).
-    let mut rx_next = vec![0usize; rxs.len()];
-    for ((rx, mem), next) in rxs.iter_mut().zip(&rx_mem).zip(&mut rx_next) {
-        while rx.free() > 0 {
-            rx.push(rx_buf(mem, *next % DEPTH), Token(*next as u64))
-                .unwrap();
-            *next += 1;
-        }
-        rx.doorbell();
+    for (rx, slots) in rxs.iter_mut().zip(&mut rx_slots) {
+        slots.refill(rx);
     }
+    let in_order = in_order(nic);
+    // Per transmit queue: the tokens completed (by id, they may complete in any order).
+    let mut tx_seen = vec![vec![false; PER_QUEUE]; txs.len()];
     ready.wait();
 
     let total = k * PER_QUEUE;
@@ -230,9 +232,13 @@ fn endpoint<N: Nic>(
             let n = tx.poll(&mut out_tx);
             for c in &out_tx[..n] {
                 assert_eq!(c.status, Ok(()), "{me:?} TX queue {q}: {c:?}");
-                assert_eq!(
-                    c.token.0 as usize, tx_done[q],
-                    "{me:?} TX queue {q} in order"
+                let t = c.token.0 as usize;
+                if in_order {
+                    assert_eq!(t, tx_done[q], "{me:?} TX queue {q} in order");
+                }
+                assert!(
+                    !std::mem::replace(&mut tx_seen[q][t], true),
+                    "{me:?} TX queue {q}: token {t} twice"
                 );
                 tx_done[q] += 1;
             }
@@ -242,9 +248,7 @@ fn endpoint<N: Nic>(
             let n = rx.poll(&mut out_rx);
             for c in &out_rx[..n] {
                 assert_eq!(c.status, Ok(()), "{me:?} RX queue {q}: {c:?}");
-                let slot = c.token.0 as usize % DEPTH;
-                let mut bytes = vec![0u8; c.len as usize];
-                rx_mem[q].read_bytes(slot * BUF, &mut bytes);
+                let bytes = rx_slots[q].take(c);
                 let from = me.peer();
                 assert!(bytes.len() > UDP_PAYLOAD + 6, "{me:?} RX queue {q}: {c:?}");
                 let p = &bytes[UDP_PAYLOAD..];
@@ -263,7 +267,7 @@ fn endpoint<N: Nic>(
                 assert_eq!(got[txq][seq], 1, "{me:?}: queue {txq} seq {seq} twice");
                 let flow = Udp::of(&bytes);
                 let (rss, want_q) = expected_rss(nic, flow, &table);
-                assert_eq!(c.rss, Some(rss), "{me:?} {flow:?}");
+                assert_eq!(c.rss, hash_reported.then_some(rss), "{me:?} {flow:?}");
                 assert_eq!(
                     usize::from(want_q),
                     q,
@@ -272,15 +276,9 @@ fn endpoint<N: Nic>(
                 let first = *seen.flow_queue.entry(flow).or_insert(q as u16);
                 assert_eq!(usize::from(first), q, "{me:?}: {flow:?} changed queue");
                 seen.per_queue[q] += 1;
-                rx.push(
-                    rx_buf(&rx_mem[q], rx_next[q] % DEPTH),
-                    Token(rx_next[q] as u64),
-                )
-                .unwrap();
-                rx_next[q] += 1;
             }
             if n > 0 {
-                rx.doorbell();
+                rx_slots[q].refill(rx);
                 rx_total += n;
                 received[me.index()].fetch_add(n, Ordering::Release);
                 progress = true;
@@ -308,6 +306,7 @@ fn endpoint<N: Nic>(
 /// frame arrives once and intact, with the hash the emu's own Toeplitz code gives and on the
 /// queue its redirection table names, and each flow stays on one queue.
 pub fn exchange<F: Fixture>(k: usize, both: bool) {
+    let hash = F::RSS_HASH_REPORTED;
     let p = pair::<F>();
     let table = reta(k);
     for nic in [&p.nic_a, &p.nic_b] {
@@ -324,11 +323,29 @@ pub fn exchange<F: Fixture>(k: usize, both: bool) {
         let (p, ready, received) = (&p, &ready, &received);
         let a = s.spawn(move || {
             let mem = p.a.platform();
-            endpoint(&p.nic_a, &mem, Side::A, (true, both), k, ready, received)
+            endpoint(
+                &p.nic_a,
+                &mem,
+                Side::A,
+                (true, both),
+                k,
+                hash,
+                ready,
+                received,
+            )
         });
         let b = s.spawn(move || {
             let mem = p.b.platform();
-            endpoint(&p.nic_b, &mem, Side::B, (both, true), k, ready, received)
+            endpoint(
+                &p.nic_b,
+                &mem,
+                Side::B,
+                (both, true),
+                k,
+                hash,
+                ready,
+                received,
+            )
         });
         (a.join().unwrap(), b.join().unwrap())
     });
@@ -390,7 +407,8 @@ pub fn two_queue_pairs_carry_frames_both_ways_at_once<F: Fixture>() {
     exchange::<F>(2, true);
 }
 
-/// A million frames wrap 64 descriptor rings with every token back once and in order.
+/// A million frames wrap 64 descriptor rings with every token back once, and in order where the
+/// NIC completes in order; each receive buffer holds the frame sent in its turn.
 pub fn a_million_frames_wrap_64_descriptor_rings_with_every_token_back_once_and_in_order<
     F: Fixture,
 >() {
@@ -405,21 +423,13 @@ pub fn a_million_frames_wrap_64_descriptor_rings_with_every_token_back_once_and_
         .open_rx::<DEPTH>(0, RxConfig::new(BUF as u32))
         .unwrap();
     let tx_mem = p.a.platform().alloc_dma(DEPTH * BUF).unwrap();
-    let rx_mem = p.b.platform().alloc_dma(DEPTH * BUF).unwrap();
+    let mut rx_slots = RxSlots::new(p.b.platform().alloc_dma(DEPTH * BUF).unwrap(), DEPTH);
+    let in_order = in_order(&p.nic_a);
     let template = crate::frame(MAC_B, MAC_A, 46, 0x5A);
     for slot in 0..DEPTH {
         tx_mem.write_bytes(slot * BUF, &template);
     }
-    // RX token t owns buffer slot t % DEPTH: the token pushed after t completes is t + DEPTH - 1,
-    // whose slot is that of t - 1, already consumed (completions come back in order).
-    let mut rx_next = 0usize;
-    while rx.free() > 0 {
-        rx.push(rx_buf(&rx_mem, rx_next % DEPTH), Token(rx_next as u64))
-            .unwrap();
-        rx_next += 1;
-    }
-    rx.doorbell();
-    let posted = rx_next;
+    let posted = rx_slots.refill(&mut rx);
 
     let mut tx_count = vec![0u8; FRAMES];
     let mut rx_count = vec![0u8; FRAMES + DEPTH];
@@ -452,24 +462,29 @@ pub fn a_million_frames_wrap_64_descriptor_rings_with_every_token_back_once_and_
         let k = tx.poll(&mut out_tx);
         for c in &out_tx[..k] {
             assert_eq!(c.status, Ok(()), "{c:?}");
-            assert_eq!(c.token.0 as usize, tx_done, "TX tokens in order");
-            tx_count[tx_done] += 1;
+            if in_order {
+                assert_eq!(c.token.0 as usize, tx_done, "TX tokens in order");
+            }
+            tx_count[c.token.0 as usize] += 1;
             tx_done += 1;
         }
         let k = rx.poll(&mut out_rx);
         for c in &out_rx[..k] {
-            let t = c.token.0 as usize;
-            assert_eq!(t, rx_done, "RX tokens in order");
+            let t = RxSlots::<EmuDma>::seq(c.token) as usize;
+            if in_order {
+                assert_eq!(t, rx_done, "RX tokens in order");
+            }
             rx_count[t] += 1;
             assert_eq!((c.status, c.len), (Ok(()), template.len() as u32), "{c:?}");
-            let seq = rx_mem.read_u64((t % DEPTH) * BUF + SEQ_AT);
-            assert_eq!(seq, rx_done as u64, "payload sequence number");
+            // The device fills buffers in the order they were posted: buffer t holds frame t.
+            let seq = rx_slots
+                .mem()
+                .read_u64(RxSlots::<EmuDma>::offset(c.token) + SEQ_AT);
+            assert_eq!(seq, t as u64, "payload sequence number");
+            rx_slots.release(c.token);
             rx_done += 1;
-            rx.push(rx_buf(&rx_mem, rx_next % DEPTH), Token(rx_next as u64))
-                .unwrap();
-            rx_next += 1;
         }
-        rx.doorbell();
+        rx_slots.refill(&mut rx);
     }
     // The last batch's write-back is already there: its final frame carries RS.
     let k = tx.poll(&mut out_tx);
@@ -493,8 +508,9 @@ pub fn a_million_frames_wrap_64_descriptor_rings_with_every_token_back_once_and_
     assert!(p.a.iommu_faults().is_empty() && p.b.iommu_faults().is_empty());
 }
 
-/// RSS spreads IPv4/UDP flows over two receive queues, each frame on the queue the reported
-/// hash's table entry names, with the hash kind the NIC offers for UDP frames.
+/// RSS spreads IPv4/UDP flows over two receive queues, each frame on the queue the hash's table
+/// entry names, reported (where the NIC reports it) with the hash kind the NIC offers for UDP
+/// frames.
 pub fn rss_spreads_flows_over_receive_queues_and_reports_the_hash<F: Fixture>() {
     let p = pair::<F>();
     let mut rxs: Vec<_> = (0..2)
@@ -535,14 +551,14 @@ pub fn rss_spreads_flows_over_receive_queues_and_reports_the_hash<F: Fixture>() 
         let n = rx.poll(&mut out);
         for c in &out[..n] {
             assert_eq!(c.status, Ok(()));
-            let rss = c.rss.expect("hash reported");
             let bytes = crate::read_bytes(&mems[q], c.token.0 as usize * BUF, c.len as usize);
             let flow = Udp::of(&bytes);
             assert!(flows.contains(&flow), "{flow:?}");
             let (hash, kind) = expected_hash(&p.nic_b, &key, flow);
-            assert_eq!((rss.hash, rss.kind), (hash, kind));
+            let reported = F::RSS_HASH_REPORTED.then_some(RssInfo { hash, kind });
+            assert_eq!(c.rss, reported, "{flow:?}");
             assert_eq!(
-                usize::from(table[(rss.hash & 127) as usize]),
+                usize::from(table[(hash & 127) as usize]),
                 q,
                 "RETA picked this queue"
             );
