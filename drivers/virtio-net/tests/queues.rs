@@ -2,16 +2,17 @@
 //! by the device's Toeplitz hash and indirection table, steering without RSS, and many frames
 //! through small rings with every token back once.
 
-mod common;
+mod fixture;
 
-use common::{
-    config, drain_rx, drain_tx, pair_with, post, push_frame, read_bytes, rx_buf, udp_frame,
-    write_bytes, Udp, BUF, MAC_A, MAC_B, NO_RX, NO_TX,
-};
+use fixture::{config, pair_with, VirtioNetFixture};
 use ringfab_emu::{toeplitz, DeviceFault, Ring};
 use ringfab_hal::{
     DmaRegion, Error, Iova, Nic, Platform, Report, RssConfig, RssHashes, RxConfig, RxQueue, Token,
     TxConfig, TxQueue, TxSegment,
+};
+use ringfab_nic_suite::{
+    drain_rx, drain_tx, post, push_frame, read_bytes, rx_buf, udp_frame, write_bytes, Pair, Udp,
+    BUF, MAC_A, MAC_B, NO_RX, NO_TX,
 };
 
 const KEY: [u8; 40] = [
@@ -20,7 +21,7 @@ const KEY: [u8; 40] = [
     0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
 ];
 
-fn mq(pairs: u16, rss: bool) -> common::Pair {
+fn mq(pairs: u16, rss: bool) -> Pair<VirtioNetFixture> {
     let (mut a, mut b) = (config(MAC_A), config(MAC_B));
     for c in [&mut a, &mut b] {
         c.queue_pairs = pairs;
