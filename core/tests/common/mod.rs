@@ -1,12 +1,19 @@
-//! What core's integration tests share: two emulated 82576 on one wire with the igb driver, the
-//! MAC addresses they use, memory for registration, and a clock for waits.
+//! What core's integration tests share: two emulated NICs on one wire with their driver — the
+//! 82576 (igb) unless a test names another [`TestNic`] — the MAC addresses they use, memory for
+//! registration, a clock for waits, and [`on_every_nic!`], which runs a generic test on each NIC.
 #![allow(dead_code, reason = "each test file uses the part it needs")]
 
 use std::time::{Duration, Instant};
 
-use ringfab::hal::MacAddr;
-use ringfab_emu::{EmuIgb, EmuPlatform, IgbModelConfig, Wire};
+use ringfab::hal::{MacAddr, Nic};
+use ringfab_e1000e::E1000e;
+use ringfab_emu::{
+    DeviceFault, E1000e82574, E1000eModelConfig, EmuE1000e, EmuIgb, EmuNic, EmuPlatform,
+    EmuVirtioNet, EmuWait, Igb82576, IgbModelConfig, Kind, Ring, VirtioNetModelConfig,
+    VirtioNetPci, Wire, WireFault,
+};
 use ringfab_igb::Igb;
+use ringfab_virtio_net::VirtioNet;
 
 /// NIC A's station address.
 pub(crate) const MAC_A: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0A]);
@@ -16,30 +23,163 @@ pub(crate) const MAC_B: MacAddr = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0B]);
 /// The igb driver on the emulated 82576.
 pub(crate) type Igb0 = Igb<EmuPlatform>;
 
-/// Two emulated 82576 on one wire, brought up by the igb driver.
-pub(crate) struct Pair {
+/// One NIC the tests run on: its emulated device, its driver, and what differs between NICs
+/// where a test looks.
+pub(crate) trait TestNic: 'static {
+    /// The emulated device's kind.
+    type Kind: Kind;
+    /// The driver.
+    type Nic: Nic<Wait = EmuWait>;
+
+    /// A device with station address `mac`, not plugged in.
+    fn device(mac: MacAddr) -> EmuNic<Self::Kind>;
+    /// The driver brought up on `platform`.
+    fn driver(platform: EmuPlatform) -> Self::Nic;
+
+    /// The receive error bits a frame with a bad CRC completes with; `None` if such a frame
+    /// never reaches the driver.
+    const RX_CRC_ERROR: Option<u32>;
+
+    /// Makes the next frame B receives complete with an error the device reports: a bad CRC on
+    /// the wire where the NIC reports one, else a receive status the driver refuses.
+    fn rx_error_next(p: &Pair<Self>)
+    where
+        Self: Sized,
+    {
+        match Self::RX_CRC_ERROR {
+            Some(_) => p.wire.inject(WireFault::Corrupt {
+                count: 1,
+                offset: 30,
+                mode: ringfab_emu::CorruptMode::BadCrc,
+            }),
+            None => p.b.inject(DeviceFault::GarbageStatus {
+                ring: Some(Ring::Rx(0)),
+                count: 1,
+                bits: Self::RX_GARBAGE_STATUS,
+            }),
+        }
+    }
+    /// Status bits a lying device writes that the driver must refuse (for
+    /// [`rx_error_next`](Self::rx_error_next) where bad CRCs never arrive).
+    const RX_GARBAGE_STATUS: u32 = 0;
+
+    /// The `prov_errno` kind and `err_data` of the error [`rx_error_next`](Self::rx_error_next)
+    /// makes, and the length its error entry keeps (`frame`: the frame's length).
+    fn rx_error(frame: usize) -> (i32, Vec<u8>, usize) {
+        match Self::RX_CRC_ERROR {
+            // RxFrame: the error bits; the frame's checked length is kept.
+            Some(bits) => (1, bits.to_le_bytes().to_vec(), frame),
+            // RxDeviceStatus: the raw status, no length.
+            None => (
+                4,
+                u64::from(Self::RX_GARBAGE_STATUS).to_le_bytes().to_vec(),
+                0,
+            ),
+        }
+    }
+
+    /// Whether a ring of depth N takes only N − 1 buffers: the Intel rings tell full from empty
+    /// by keeping one descriptor unused (head == tail is empty); a virtqueue's free-id stack
+    /// hands out all N.
+    const RING_KEEPS_ONE_EMPTY: bool;
+}
+
+/// The 82576 under the igb driver.
+pub(crate) enum IgbNic {}
+/// The 82574 under the e1000e driver.
+pub(crate) enum E1000eNic {}
+/// virtio-net-pci under the virtio-net driver.
+pub(crate) enum VirtioNic {}
+
+impl TestNic for IgbNic {
+    type Kind = Igb82576;
+    type Nic = Igb0;
+
+    fn device(mac: MacAddr) -> EmuIgb {
+        let mut config = IgbModelConfig::default();
+        config.mac = mac;
+        EmuIgb::new(config)
+    }
+
+    fn driver(platform: EmuPlatform) -> Igb0 {
+        Igb::new(platform).unwrap()
+    }
+
+    const RX_CRC_ERROR: Option<u32> = Some(ringfab_emu::igb::regs::RXD_ERR_RXE);
+    const RING_KEEPS_ONE_EMPTY: bool = true;
+}
+
+impl TestNic for E1000eNic {
+    type Kind = E1000e82574;
+    type Nic = E1000e<EmuPlatform>;
+
+    fn device(mac: MacAddr) -> EmuE1000e {
+        let mut config = E1000eModelConfig::default();
+        config.mac = mac;
+        EmuE1000e::new(config)
+    }
+
+    fn driver(platform: EmuPlatform) -> E1000e<EmuPlatform> {
+        E1000e::new(platform).unwrap()
+    }
+
+    const RX_CRC_ERROR: Option<u32> = Some(ringfab_emu::e1000e::regs::RXD_ERR_RXE);
+    const RING_KEEPS_ONE_EMPTY: bool = true;
+}
+
+impl TestNic for VirtioNic {
+    type Kind = VirtioNetPci;
+    type Nic = VirtioNet<EmuPlatform>;
+
+    /// Two queue pairs (`mq=on`, `queues=2`), so that tests may use transmit queue 1 as the
+    /// Intel NICs do.
+    fn device(mac: MacAddr) -> EmuVirtioNet {
+        let mut config = VirtioNetModelConfig::default();
+        config.mac = mac;
+        config.queue_pairs = 2;
+        EmuVirtioNet::new(config)
+    }
+
+    fn driver(platform: EmuPlatform) -> VirtioNet<EmuPlatform> {
+        VirtioNet::new(platform).unwrap()
+    }
+
+    /// A frame with a bad FCS never reaches a virtio device (the host drops it).
+    const RX_CRC_ERROR: Option<u32> = None;
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM` in the receive header, which the driver never negotiates.
+    const RX_GARBAGE_STATUS: u32 = 0x0001;
+    const RING_KEEPS_ONE_EMPTY: bool = false;
+}
+
+/// Two emulated NICs of kind `T` on one wire, brought up by their driver.
+pub(crate) struct Pair<T: TestNic = IgbNic> {
     pub(crate) wire: Wire,
-    pub(crate) a: EmuIgb,
-    pub(crate) b: EmuIgb,
-    pub(crate) nic_a: Igb0,
-    pub(crate) nic_b: Igb0,
+    pub(crate) a: EmuNic<T::Kind>,
+    pub(crate) b: EmuNic<T::Kind>,
+    pub(crate) nic_a: T::Nic,
+    pub(crate) nic_b: T::Nic,
 }
 
 /// An emulated 82576 with station address `mac`, plugged into `wire`.
 pub(crate) fn device(mac: MacAddr, wire: &Wire) -> EmuIgb {
-    let mut config = IgbModelConfig::default();
-    config.mac = mac;
-    let dev = EmuIgb::new(config);
+    let dev = IgbNic::device(mac);
     dev.connect(wire);
     dev
 }
 
-/// A and B on a fresh wire.
+/// Two 82576, A and B, on a fresh wire.
 pub(crate) fn pair() -> Pair {
+    pair_of::<IgbNic>()
+}
+
+/// Two NICs of kind `T`, A and B, on a fresh wire.
+pub(crate) fn pair_of<T: TestNic>() -> Pair<T> {
     let wire = Wire::new();
-    let (a, b) = (device(MAC_A, &wire), device(MAC_B, &wire));
-    let nic_a = Igb::new(a.platform()).unwrap();
-    let nic_b = Igb::new(b.platform()).unwrap();
+    let (a, b) = (T::device(MAC_A), T::device(MAC_B));
+    a.connect(&wire);
+    b.connect(&wire);
+    let nic_a = T::driver(a.platform());
+    let nic_b = T::driver(b.platform());
     Pair {
         wire,
         a,
@@ -48,6 +188,24 @@ pub(crate) fn pair() -> Pair {
         nic_b,
     }
 }
+
+/// For each named generic test `fn name<T: TestNic>()`, a module per NIC — `igb`, `e1000e`,
+/// `virtio_net` — holding `#[test] fn name()` that runs it there, so that a failure names the
+/// NIC (`virtio_net::name`).
+macro_rules! on_every_nic {
+    ($($name:ident),+ $(,)?) => {
+        mod igb {
+            $( #[test] fn $name() { super::$name::<super::IgbNic>(); } )+
+        }
+        mod e1000e {
+            $( #[test] fn $name() { super::$name::<super::E1000eNic>(); } )+
+        }
+        mod virtio_net {
+            $( #[test] fn $name() { super::$name::<super::VirtioNic>(); } )+
+        }
+    };
+}
+pub(crate) use on_every_nic;
 
 /// Memory that lives for ever, as safe registration asks.
 pub(crate) fn memory(len: usize) -> &'static mut [u8] {
