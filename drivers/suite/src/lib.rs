@@ -13,9 +13,12 @@
 //!
 //! [`suite!`] expands to one `#[test]` per test of the suite, each calling the generic test
 //! function of the same name with the fixture; `cargo test` then runs the whole suite on every
-//! NIC that has a fixture. A NIC whose emulated device lacks a feature (RSS, say) names the
-//! sections it runs instead: `suite!(MyNic: basics, queues, wire, device, iommu, link,
-//! interrupts)`. The sections:
+//! NIC that has a fixture (igb, e1000e, virtio-net). Where a device behaves otherwise than the
+//! Intel rings (a bad FCS never delivered, a status for every frame, completion by id, …) its
+//! fixture says so with one of the [`Fixture`] constants and the tests check that behaviour
+//! instead. A NIC whose emulated device lacks a feature (RSS, say) names the sections it runs
+//! instead: `suite!(MyNic: basics, queues, wire, device, iommu, link, interrupts)`. The
+//! sections:
 //!
 //! * `basics` ([`basics`]): bring-up, link, MAC, frames across the wire with their contents
 //!   checked, flush, receive interrupts, a lying length and garbage status, a bad CRC;
