@@ -1,7 +1,8 @@
 //! Ping-pong and streaming between two ringfab endpoints, like libfabric's `fi_pingpong`.
 //!
 //! By default both endpoints run in this process on two emulated Intel 82576 NICs on one wire
-//! (the real igb driver, the emulated device): no root, no hardware. With `--vfio A B` they run
+//! (the real igb driver, the emulated device): no root, no hardware. `--nic e1000e` or
+//! `--nic virtio-net` picks the emulated 82574 or virtio-net device instead. With `--vfio A B` they run
 //! on two real (or QEMU-emulated) functions bound to vfio-pci, the driver chosen from the PCI
 //! ID: 82576 (igb), 82574 (e1000e) or modern virtio-net 1af4:1041 (virtio-net).
 //!
@@ -30,7 +31,7 @@ use ringfab::mr::{Buf, MrSlot};
 use ringfab::path::PathSlot;
 use ringfab::Error;
 use ringfab_e1000e::E1000e;
-use ringfab_emu::{EmuE1000e, EmuIgb, ModelConfig, Wire};
+use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig, Wire};
 use ringfab_igb::Igb;
 use ringfab_virtio_net::VirtioNet;
 
@@ -49,12 +50,12 @@ struct Options {
     warmup: usize,
     windows: Vec<usize>,
     vfio: Option<(String, String)>,
-    /// Which emulated NIC (`igb` or `e1000e`).
+    /// Which emulated NIC (`igb`, `e1000e` or `virtio-net`).
     nic: String,
 }
 
 const USAGE: &str = "usage: pingpong [-S bytes[,bytes…]] [-I iterations] [-w warmup] \
-[-W window[,window…]] [--nic igb|e1000e] [--vfio BDF_A BDF_B]";
+[-W window[,window…]] [--nic igb|e1000e|virtio-net] [--vfio BDF_A BDF_B]";
 
 fn list(flag: &str, v: Option<String>) -> Result<Vec<usize>, String> {
     let v = v.ok_or(format!("{flag} needs a value"))?;
@@ -84,7 +85,7 @@ fn parse_args() -> Result<Options, String> {
                 let b = args.next().ok_or("--vfio needs two PCI addresses")?;
                 o.vfio = Some((a, b));
             }
-            "--nic" => o.nic = args.next().ok_or("--nic needs igb or e1000e")?,
+            "--nic" => o.nic = args.next().ok_or("--nic needs igb, e1000e or virtio-net")?,
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
@@ -412,7 +413,29 @@ fn emulated(o: &Options) -> Result<(), String> {
             println!("# ringfab pingpong: two emulated 82574 (e1000e driver) on one emulated wire");
             run(&nic_a, &nic_b, o, &progress)
         }
-        other => Err(format!("--nic {other}: igb or e1000e")),
+        "virtio-net" => {
+            let vconfig = |last: u8| {
+                let mut c = VirtioNetModelConfig::default();
+                c.mac = config(last).mac;
+                c
+            };
+            let (dev_a, dev_b) = (
+                EmuVirtioNet::new(vconfig(0x0a)),
+                EmuVirtioNet::new(vconfig(0x0b)),
+            );
+            dev_a.connect(&wire);
+            dev_b.connect(&wire);
+            let nic_a =
+                VirtioNet::new(dev_a.platform()).map_err(|e| format!("bringing up NIC A: {e}"))?;
+            let nic_b =
+                VirtioNet::new(dev_b.platform()).map_err(|e| format!("bringing up NIC B: {e}"))?;
+            println!(
+                "# ringfab pingpong: two emulated virtio-net devices (virtio-net driver) on one \
+                 emulated wire"
+            );
+            run(&nic_a, &nic_b, o, &progress)
+        }
+        other => Err(format!("--nic {other}: igb, e1000e or virtio-net")),
     }
 }
 

@@ -1,8 +1,8 @@
 //! Completion-queue benchmark (not a test: it asserts only that every completion arrives).
 //!
-//! The real igb driver under a core [`Domain`], on the do-nothing device of `ringfab_emu::null`
-//! (an 82576-shaped device that completes every descriptor the moment its tail is written), one
-//! receive path bound to one CQ. Receives are posted through the stand-in poster
+//! A real driver under a core [`Domain`], on the do-nothing device of `ringfab_emu::null` (a
+//! device of the driver's NIC that completes every buffer the moment its doorbell is rung), one
+//! receive path bound to one CQ. `--nic igb` (the default), `e1000e` or `virtio-net`. Receives are posted through the stand-in poster
 //! (`Path::post_recvs`, one doorbell per call), so what is measured is core plus the driver.
 //!
 //! * **read**: post [`ROUND`] receives (not timed; the null device completes them in the
@@ -16,7 +16,7 @@
 //! `core/benches/instructions.sh` counts instructions per entry that way.
 //!
 //! `cargo bench -p ringfab --bench cq [-- --entries N] [-- --batch B] [-- --mode read|cycle]
-//! [-- --format msg|data]`
+//! [-- --format msg|data] [-- --nic igb|e1000e|virtio-net]`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -25,11 +25,14 @@ use ringfab::cq::entry::{Data, Format, Msg, OpContext};
 use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqSlot};
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, OpFlags};
-use ringfab::hal::{DmaRegion, Iova, Platform, RxBuffer, RxConfig};
+use ringfab::hal::{DmaRegion, Iova, Nic, RxBuffer, RxConfig};
 use ringfab::path::{Path, PathSlot, RecvPost};
 use ringfab::Error;
+use ringfab_e1000e::E1000e;
 use ringfab_emu::null::NullPlatform;
+use ringfab_emu::{E1000e82574, Igb82576, VirtioNetPci};
 use ringfab_igb::Igb;
+use ringfab_virtio_net::VirtioNet;
 
 /// Ring depth of the receive path (and size of its op table).
 const D: usize = 256;
@@ -40,8 +43,6 @@ const ROUND: usize = 192;
 const SLOT: usize = 2048;
 const BATCHES: [usize; 3] = [1, 16, 64];
 const MAX_BATCH: usize = 64;
-
-type Nul = Igb<NullPlatform>;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -86,8 +87,14 @@ fn main() {
         }
     };
 
+    let nic = value("--nic").unwrap_or_else(|| "igb".into());
+    if !["igb", "e1000e", "virtio-net"].contains(&nic.as_str()) {
+        eprintln!("cq: unknown --nic {nic} (igb, e1000e, virtio-net)");
+        std::process::exit(2);
+    }
+
     println!(
-        "CQ on the null device (igb driver), receive completions, {entries} entries per figure"
+        "CQ on the null device ({nic} driver), receive completions, {entries} entries per figure"
     );
     println!(
         "{:<38} {:>6} {:>5} {:>12} {:>10}",
@@ -97,8 +104,8 @@ fn main() {
         for &format in &formats {
             for &batch in &batches {
                 let ns = match format {
-                    "msg" => run::<Msg>(mode, entries, batch),
-                    _ => run::<Data>(mode, entries, batch),
+                    "msg" => on_nic::<Msg>(&nic, mode, entries, batch),
+                    _ => on_nic::<Data>(&nic, mode, entries, batch),
                 };
                 let what = match mode {
                     Mode::Read => "read (completed descriptors → entries)",
@@ -117,15 +124,39 @@ fn main() {
     }
 }
 
-/// Sets up the null device, the driver, a domain, a receive path and a CQ of format `F`, and
-/// runs one measurement; ns per entry.
-fn run<F: Format>(mode: Mode, entries: usize, batch: usize) -> f64 {
-    let nic = Igb::new(NullPlatform::new()).expect("bring-up on the null device");
-    let mem = nic.platform().alloc_dma(SLOT * D).expect("buffers");
+/// Brings `nic`'s driver up on its null device and runs one measurement; ns per entry.
+fn on_nic<F: Format>(nic: &str, mode: Mode, entries: usize, batch: usize) -> f64 {
+    let up = "bring-up on the null device";
+    match nic {
+        "e1000e" => run::<_, F>(
+            E1000e::new(NullPlatform::<E1000e82574>::new()).expect(up),
+            mode,
+            entries,
+            batch,
+        ),
+        "virtio-net" => run::<_, F>(
+            VirtioNet::new(NullPlatform::<VirtioNetPci>::new()).expect(up),
+            mode,
+            entries,
+            batch,
+        ),
+        _ => run::<_, F>(
+            Igb::new(NullPlatform::<Igb82576>::new()).expect(up),
+            mode,
+            entries,
+            batch,
+        ),
+    }
+}
+
+/// Sets up a domain on `nic`, a receive path and a CQ of format `F`, and runs one measurement;
+/// ns per entry.
+fn run<N: Nic, F: Format>(nic: N, mode: Mode, entries: usize, batch: usize) -> f64 {
+    let mem = nic.alloc_dma(SLOT * D).expect("buffers");
     let paths = [PathSlot::EMPTY; 1];
     let cqs = [CqSlot::EMPTY; 1];
     let mut aux = [AuxEntry::EMPTY; D];
-    let domain: Domain<'_, '_, Nul, D> = Domain::new(&nic, &paths, &cqs);
+    let domain: Domain<'_, '_, N, D> = Domain::new(&nic, &paths, &cqs);
     let attr = CqAttr {
         size: D,
         format: F::FORMAT,
@@ -180,9 +211,9 @@ fn run<F: Format>(mode: Mode, entries: usize, batch: usize) -> f64 {
 }
 
 /// Posts every receive in `posts` with one `post_recvs` call (one doorbell; the null device
-/// completes them all in it — its own cost is `NullRegs::complete_rx`, to be subtracted).
+/// completes them all in it — its own cost is its `complete_rx`, to be subtracted).
 #[inline(never)]
-fn cq_post_batch(rx: &Path<'_, '_, '_, Nul, D>, posts: &[RecvPost]) {
+fn cq_post_batch<N: Nic>(rx: &Path<'_, '_, '_, N, D>, posts: &[RecvPost]) {
     let n = rx.post_recvs(posts).expect("post receives");
     assert_eq!(n, posts.len(), "every receive posted");
 }
@@ -190,8 +221,8 @@ fn cq_post_batch(rx: &Path<'_, '_, '_, Nul, D>, posts: &[RecvPost]) {
 /// Reads `total` entries from `cq`, `out.len()` at a time, as an application's completion loop
 /// would (`Again` is not expected: every entry is already complete).
 #[inline(never)]
-fn cq_read_all<F: Format>(
-    cq: &CompletionQueue<'_, '_, '_, Nul, D, F>,
+fn cq_read_all<N: Nic, F: Format>(
+    cq: &CompletionQueue<'_, '_, '_, N, D, F>,
     out: &mut [F::Entry],
     total: usize,
 ) {
@@ -209,9 +240,9 @@ fn cq_read_all<F: Format>(
 
 /// One post → complete → read cycle of `posts.len()` receives.
 #[inline(never)]
-fn cq_cycle<F: Format>(
-    rx: &Path<'_, '_, '_, Nul, D>,
-    cq: &CompletionQueue<'_, '_, '_, Nul, D, F>,
+fn cq_cycle<N: Nic, F: Format>(
+    rx: &Path<'_, '_, '_, N, D>,
+    cq: &CompletionQueue<'_, '_, '_, N, D, F>,
     posts: &[RecvPost],
     out: &mut [F::Entry],
 ) {

@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
-# Instructions per entry of the hard CQ on the igb driver, at batch 1, 16 and 64, measured by
-# callgrind against the do-nothing device (`ringfab_emu::null`), Msg format. As
-# drivers/igb/benches/instructions.sh: each figure runs the benchmark twice with different entry
+# Instructions per entry of the hard CQ on a driver, at batch 1, 16 and 64, measured by
+# callgrind against the NIC's do-nothing device (`ringfab_emu::null`), Msg format. As
+# drivers/suite/benches/instructions.sh: each figure runs the benchmark twice with different entry
 # counts and divides the difference, which cancels bring-up and start-up.
 #
 #   read  — inclusive cost of `cq_read_all` (every `cq.read` call and the loop around it) per entry,
 #           with the receives already complete;
 #   cycle — inclusive cost of `cq_cycle` (post a batch, doorbell, read it back) per operation,
-#           minus the device's own `NullRegs::complete_rx`; also split into post and read.
+#           minus the device's own `complete_rx`; also split into post and read.
 #
-#   core/benches/instructions.sh            (needs valgrind)
+#   core/benches/instructions.sh [igb|e1000e|virtio-net …]   (default: igb; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+nics=("$@")
+[ ${#nics[@]} -gt 0 ] || nics=(igb)
 bin=$(cargo bench -p ringfab --bench cq --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
     if m.get("reason")=="compiler-artifact" and m["target"]["name"]=="cq" and m.get("executable"): print(m["executable"])')
 out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 incl() { # inclusive instruction count of the function whose name contains $2, from profile $1
   callgrind_annotate --inclusive=yes "$1" 2>/dev/null | awk -v f="$2" 'index($0, f) && $0 !~ /\[/ {next} index($0, f) {gsub(",", "", $1); print $1; exit}'
 }
@@ -29,18 +32,20 @@ per() { # per-entry cost in profiles $1.$small / $1.$large of function $2 minus 
   if [ -n "${3:-}" ]; then c=$(incl "$1.$large" "::$3"); d=$(incl "$1.$small" "::$3"); fi
   python3 -c "print(f'{(($a-$b)-(${c:-0}-${d:-0}))/($large-$small):.1f}')"
 }
-printf '%-6s %12s %14s %13s %13s\n' batch "read/entry" "cycle/op" "(post/op" "read/op)"
-for batch in 1 16 64; do
-  for mode in read cycle; do
-    for n in $small $large; do
-      valgrind --tool=callgrind --callgrind-out-file="$out/$mode.$batch.$n" "$bin" \
-        --mode "$mode" --format msg --batch "$batch" --entries "$n" >/dev/null 2>&1
+for nic in "${nics[@]}"; do
+  echo "$nic"
+  printf '%-6s %12s %14s %13s %13s\n' batch "read/entry" "cycle/op" "(post/op" "read/op)"
+  for batch in 1 16 64; do
+    for mode in read cycle; do
+      for n in $small $large; do
+        valgrind --tool=callgrind --callgrind-out-file="$out/$mode.$batch.$n" "$bin" --nic "$nic" \
+          --mode "$mode" --format msg --batch "$batch" --entries "$n" >/dev/null 2>&1
+      done
     done
+    printf '%-6s %12s %14s %13s %13s\n' "$batch" \
+      "$(per "$out/read.$batch" cq_read_all)" \
+      "$(per "$out/cycle.$batch" cq_cycle complete_rx)" \
+      "$(per "$out/cycle.$batch" cq_post_batch complete_rx)" \
+      "$(per "$out/cycle.$batch" cq_read_all)"
   done
-  printf '%-6s %12s %14s %13s %13s\n' "$batch" \
-    "$(per "$out/read.$batch" cq_read_all)" \
-    "$(per "$out/cycle.$batch" cq_cycle NullRegs::complete_rx)" \
-    "$(per "$out/cycle.$batch" cq_post_batch NullRegs::complete_rx)" \
-    "$(per "$out/cycle.$batch" cq_read_all)"
 done
-rm -rf "$out"

@@ -57,7 +57,7 @@ pub use e1000e::{E1000e82574, E1000eModelConfig, EmuE1000e};
 pub use fault::{CorruptMode, DeviceFault, Prng, Ring, WireFault};
 pub use igb::{EmuIgb, Igb82576, IgbModelConfig};
 pub use iommu::{EmuDma, EmuMapping, Iommu, IommuFault};
-pub use null::{NullPlatform, NullRegs};
+pub use null::{NullPlatform, NullRegs, NullVirtioRegs};
 pub use platform::{EmuMmio, EmuPlatform};
 pub use virtio::{EmuVirtioNet, VirtioNetModelConfig, VirtioNetPci};
 pub use wait::{EmuWait, EmuWaitSet};

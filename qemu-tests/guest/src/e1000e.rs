@@ -25,8 +25,20 @@ pub(crate) fn open(ctx: &mut Ctx) -> Outcome {
         .clone()
         .ok_or("no ringfab.e1000e= on the kernel command line")?;
     let bound = bind_all(&bdfs, (0x8086, 0x10d3), "an 82574")?;
-    let mut nics = Vec::new();
     let mut detail = vec![bound];
+    detail.extend(bring_up(ctx)?);
+    Ok(detail.join("; "))
+}
+
+/// Opens both (bound) 82574 through VFIO and brings them up, checking MAC and link; what
+/// `open` does after binding, and what `e1000e-pingpong` does to get them back.
+pub(crate) fn bring_up(ctx: &mut Ctx) -> Result<Vec<String>, String> {
+    let bdfs = ctx
+        .e1000e_bdfs
+        .clone()
+        .ok_or("no ringfab.e1000e= on the kernel command line")?;
+    let mut nics = Vec::new();
+    let mut detail = Vec::new();
     for (i, bdf) in bdfs.iter().enumerate() {
         let p = VfioPlatform::open(bdf).map_err(|e| format!("opening {bdf}: {e}"))?;
         let (group, vectors) = (p.iommu_group(), p.irq_vectors());
@@ -53,7 +65,7 @@ pub(crate) fn open(ctx: &mut Ctx) -> Outcome {
     }
     let pair = <[Nic82574; 2]>::try_from(nics).map_err(|_| "not two NICs".to_owned())?;
     ctx.e1000e = Some(pair);
-    Ok(detail.join("; "))
+    Ok(detail)
 }
 
 /// 300 frames each way between the two 82574, checked as for igb.

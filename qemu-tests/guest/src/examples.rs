@@ -52,6 +52,21 @@ pub(crate) fn virtio_pingpong(ctx: &mut Ctx) -> Outcome {
     Ok(detail)
 }
 
+/// `pingpong --vfio A B` on the two 82574: the example picks the e1000e driver by the PCI ID
+/// (8086:10d3). The test's handles are released first and the NICs brought up again after.
+pub(crate) fn e1000e_pingpong(ctx: &mut Ctx) -> Outcome {
+    let [a, b] = ctx
+        .e1000e_bdfs
+        .clone()
+        .ok_or("no ringfab.e1000e= on the kernel command line")?;
+    ctx.e1000e = None;
+    let out = run_pingpong(&a, &b);
+    let reopened = crate::e1000e::bring_up(ctx);
+    let detail = out?;
+    reopened.map_err(|e| format!("pingpong passed, but reopening the NICs failed: {e}"))?;
+    Ok(detail)
+}
+
 /// Runs `/pingpong --vfio a b` and condenses its four result rows.
 fn run_pingpong(a: &str, b: &str) -> Outcome {
     let out = Command::new("/pingpong")

@@ -160,6 +160,7 @@ mod guest {
         test("e1000e-msix-wakes-wait", e1000e::msix_wakes_wait),
         test("e1000e-rx-flush", e1000e::rx_flush),
         test("e1000e-ep-workload", e1000e::ep_workload),
+        test("e1000e-pingpong", examples::e1000e_pingpong),
         test("virtio-open", virtio::open),
         test("virtio-frames-both-ways", virtio::frames_both_ways),
         test("virtio-msix-wakes-wait", virtio::msix_wakes_wait),

@@ -1,27 +1,36 @@
-//! Data-path benchmark of the igb driver (not a test: it asserts only that frames arrive).
+//! Data-path benchmark of the drivers (not a test: it asserts only that frames arrive), one NIC
+//! per run: `--nic igb` (the default), `e1000e` or `virtio-net`.
 //!
 //! Two measurements, 64-byte frames, batch 1, 8 and 32:
 //!
-//! * **emu**: TX on one emulated 82576, across the `ringfab-emu` wire, RX on another — what
+//! * **emu**: TX on one emulated NIC, across the `ringfab-emu` wire, RX on another — what
 //!   `cargo test` runs against. Its figure is dominated by the model's own cost.
-//! * **null device**: the same driver calls against a *do-nothing device* that completes every
-//!   descriptor the moment its tail is written (TX: DD on RS descriptors; RX: a 64-byte frame with
-//!   DD|EOP), `ringfab_emu::null`. What remains is the driver's cost per frame: push + its share
-//!   of the doorbell + poll. Run under `valgrind --tool=callgrind` (see docs/perf.md) to get
-//!   instructions per frame with the device's own instructions subtracted.
+//! * **null device**: the same driver calls against a *do-nothing device* of the same kind that
+//!   completes every buffer the moment its doorbell is rung (Intel: DD on RS descriptors, RX a
+//!   64-byte frame with DD|EOP; virtio: every available buffer used, by id, RX with a 64-byte
+//!   frame), `ringfab_emu::null`. What remains is the driver's cost per frame: push + its share
+//!   of the doorbell + poll. Run under `valgrind --tool=callgrind` (`instructions.sh` next to this
+//!   file, docs/perf.md) to get instructions per frame with the device's own instructions
+//!   subtracted.
 //!
-//! `cargo bench -p ringfab-igb --bench datapath [-- --frames N] [-- --null-only]`
+//! `cargo bench -p ringfab-nic-suite --bench datapath [-- --nic N] [-- --frames N] [-- --batch B]
+//! [-- --null-only]`
 
 use std::hint::black_box;
 use std::time::Instant;
 
+use ringfab_e1000e::E1000e;
 use ringfab_emu::null::{NullPlatform, RX_FRAME_LEN};
-use ringfab_emu::{EmuIgb, IgbModelConfig, Wire};
+use ringfab_emu::{
+    E1000e82574, EmuE1000e, EmuIgb, EmuVirtioNet, Igb82576, ModelConfig, VirtioNetModelConfig,
+    VirtioNetPci, Wire,
+};
 use ringfab_hal::{
-    DmaRegion, Iova, MacAddr, Nic, Platform, Report, RxBuffer, RxCompletion, RxConfig, RxQueue,
-    Token, TxCompletion, TxConfig, TxQueue, TxSegment,
+    DmaRegion, Iova, MacAddr, Nic, Report, RxBuffer, RxCompletion, RxConfig, RxQueue, Token,
+    TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use ringfab_igb::Igb;
+use ringfab_virtio_net::VirtioNet;
 
 /// The null device's RX frames are this long too; TX frames are made this long.
 const FRAME: usize = RX_FRAME_LEN as usize;
@@ -31,12 +40,12 @@ const BATCHES: [usize; 3] = [1, 8, 32];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
+    let arg = |flag: &str| {
         args.iter()
             .position(|a| a == flag)
             .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse().ok())
     };
+    let value = |flag: &str| arg(flag).and_then(|v| v.parse().ok());
     let frames: usize = value("--frames").unwrap_or(2_000_000);
     let batches: Vec<usize> = value("--batch").map_or(BATCHES.to_vec(), |b| vec![b]);
     if batches.iter().any(|&b| b == 0 || b > 32) {
@@ -44,14 +53,70 @@ fn main() {
         std::process::exit(2);
     }
     let null_only = args.iter().any(|a| a == "--null-only");
+    let nic = arg("--nic").map_or("igb", String::as_str);
+    let mac = |last: u8| MacAddr([0x52, 0x54, 0, 0, 0, last]);
+    let config = |last: u8| {
+        let mut c = ModelConfig::default();
+        c.mac = mac(last);
+        c
+    };
+    let wire = Wire::new();
+    match nic {
+        "igb" => {
+            let null = || Igb::new(NullPlatform::<Igb82576>::new()).expect("null bring-up");
+            let emu = |last| {
+                let d = EmuIgb::new(config(last));
+                d.connect(&wire);
+                Igb::new(d.platform()).expect("emu bring-up")
+            };
+            run(nic, frames, &batches, null_only, null, emu, &wire);
+        }
+        "e1000e" => {
+            let null = || E1000e::new(NullPlatform::<E1000e82574>::new()).expect("null bring-up");
+            let emu = |last| {
+                let d = EmuE1000e::new(config(last));
+                d.connect(&wire);
+                E1000e::new(d.platform()).expect("emu bring-up")
+            };
+            run(nic, frames, &batches, null_only, null, emu, &wire);
+        }
+        "virtio-net" => {
+            let null =
+                || VirtioNet::new(NullPlatform::<VirtioNetPci>::new()).expect("null bring-up");
+            let emu = |last| {
+                let mut c = VirtioNetModelConfig::default();
+                c.mac = mac(last);
+                let d = EmuVirtioNet::new(c);
+                d.connect(&wire);
+                VirtioNet::new(d.platform()).expect("emu bring-up")
+            };
+            run(nic, frames, &batches, null_only, null, emu, &wire);
+        }
+        other => {
+            eprintln!("datapath: --nic {other}: igb, e1000e or virtio-net");
+            std::process::exit(2);
+        }
+    }
+}
 
-    println!("igb data path, {FRAME}-byte frames, {frames} frames per figure");
+/// Every measurement on one kind of NIC: `null` brings one up on a null device, `emu(last)` one
+/// on an emulated device on `wire` with MAC ending in `last`.
+fn run<N: Nic, M: Nic>(
+    name: &str,
+    frames: usize,
+    batches: &[usize],
+    null_only: bool,
+    null: impl Fn() -> N,
+    emu: impl Fn(u8) -> M,
+    wire: &Wire,
+) {
+    println!("{name} data path, {FRAME}-byte frames, {frames} frames per figure");
     println!(
         "{:<12} {:>5} {:>12} {:>10}",
         "device", "batch", "Mframes/s", "ns/frame"
     );
-    for &batch in &batches {
-        let ns = null_device_cycle(frames, batch);
+    for &batch in batches {
+        let ns = null_device_cycle(&null(), frames, batch);
         println!(
             "{:<12} {:>5} {:>12.2} {:>10.1}",
             "null (TX+RX)",
@@ -63,8 +128,8 @@ fn main() {
     if null_only {
         return;
     }
-    for &batch in &batches {
-        let ns = emu_cycle(frames / 10, batch);
+    for &batch in batches {
+        let ns = emu_cycle(&emu(0xa), &emu(0xb), wire, frames / 10, batch);
         println!(
             "{:<12} {:>5} {:>12.2} {:>10.1}",
             "emu (TX+RX)",
@@ -78,15 +143,14 @@ fn main() {
 /// TX then RX of `frames` frames in batches against the do-nothing device; ns per frame (both
 /// directions together).
 #[inline(never)]
-fn null_device_cycle(frames: usize, batch: usize) -> f64 {
-    let nic = Igb::new(NullPlatform::new()).expect("bring-up on the null device");
+fn null_device_cycle<N: Nic>(nic: &N, frames: usize, batch: usize) -> f64 {
     let mut tx = nic
         .open_tx::<DEPTH>(0, TxConfig::default())
         .expect("open TX");
     let mut rx = nic
         .open_rx::<DEPTH>(0, RxConfig::new(SLOT as u32))
         .expect("open RX");
-    let mem = nic.platform().alloc_dma(SLOT * batch).expect("buffers");
+    let mem = nic.alloc_dma(SLOT * batch).expect("buffers");
     // Segments and buffers are computed once: an application keeps its buffers' addresses, and
     // the loop below should cost what the driver costs, not what building them costs.
     let segs: [TxSegment; 32] = core::array::from_fn(|i| TxSegment {
@@ -126,7 +190,7 @@ fn null_device_cycle(frames: usize, batch: usize) -> f64 {
 
 /// One batch through the driver in each direction. The two halves are separate functions so
 /// that a profiler (callgrind) can attribute each direction's cost; the do-nothing device's own
-/// work is in `ringfab_emu::null::NullRegs::complete_tx` / `complete_rx`, to be subtracted.
+/// work is in its `complete_tx` / `complete_rx` (`ringfab_emu::null`), to be subtracted.
 fn driver_batch<T: TxQueue, R: RxQueue>(
     tx: &mut T,
     rx: &mut R,
@@ -184,25 +248,14 @@ fn rx_batch<R: RxQueue>(rx: &mut R, bufs: &[RxBuffer], rxc: &mut [RxCompletion])
     black_box(bytes);
 }
 
-/// TX on one emulated 82576, RX on another across the wire; ns per frame.
-fn emu_cycle(frames: usize, batch: usize) -> f64 {
-    let wire = Wire::new();
-    let dev = |last: u8| {
-        let mut config = IgbModelConfig::default();
-        config.mac = MacAddr([0x52, 0x54, 0, 0, 0, last]);
-        let d = EmuIgb::new(config);
-        d.connect(&wire);
-        d
-    };
-    let (da, db) = (dev(0xa), dev(0xb));
-    let a = Igb::new(da.platform()).expect("bring-up A");
-    let b = Igb::new(db.platform()).expect("bring-up B");
+/// TX on emulated NIC `a`, RX on `b` across `wire`; ns per frame.
+fn emu_cycle<N: Nic>(a: &N, b: &N, wire: &Wire, frames: usize, batch: usize) -> f64 {
     let mut tx = a.open_tx::<DEPTH>(0, TxConfig::default()).expect("open TX");
     let mut rx = b
         .open_rx::<DEPTH>(0, RxConfig::new(SLOT as u32))
         .expect("open RX");
-    let txmem = a.platform().alloc_dma(SLOT * batch).expect("TX buffers");
-    let rxmem = b.platform().alloc_dma(SLOT * batch).expect("RX buffers");
+    let txmem = a.alloc_dma(SLOT * batch).expect("TX buffers");
+    let rxmem = b.alloc_dma(SLOT * batch).expect("RX buffers");
     let mut frame = [0u8; FRAME];
     frame[..6].copy_from_slice(&b.capabilities().mac.0);
     frame[6..12].copy_from_slice(&a.capabilities().mac.0);
@@ -250,6 +303,10 @@ fn emu_cycle(frames: usize, batch: usize) -> f64 {
                 "emu frame arrived bad"
             );
             received += n;
+            if n == 0 && received < batch {
+                // Deferred work of a model (none when the doorbell delivered everything).
+                wire.run_until_idle();
+            }
         }
         done += batch;
     }

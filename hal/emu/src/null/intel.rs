@@ -1,0 +1,188 @@
+//! The Intel null register file, shared by the 82576 (igb) and the 82574 (e1000e): both have
+//! per-queue register blocks of the same shape (BAL, BAH, LEN, HEAD, TAIL at 0x00 … 0x18) and
+//! 16-byte descriptors whose completion bits sit in the same places, so only the blocks' base,
+//! stride and count and the PCI id differ ([`IntelLayout`]).
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use ringfab_hal::Mmio;
+
+use super::{NullKind, RX_FRAME_LEN};
+use crate::{E1000e82574, Igb82576};
+
+/// Size of the register BAR (both NICs' BAR 0 is 128 KiB).
+const BAR0: usize = 128 * 1024;
+const CTRL: usize = 0x0000;
+const STATUS: usize = 0x0008;
+const MDIC: usize = 0x0020;
+/// Offsets inside one queue's register block.
+const BAL: usize = 0x00;
+const BAH: usize = 0x04;
+const LEN: usize = 0x08;
+const HEAD: usize = 0x10;
+const TAIL: usize = 0x18;
+
+/// Where an Intel NIC's queue register blocks are.
+pub trait IntelLayout: 'static {
+    /// First receive queue's block.
+    const RXQ: usize;
+    /// First transmit queue's block.
+    const TXQ: usize;
+    /// Distance between two queues' blocks.
+    const STRIDE: usize;
+    /// Queues per direction.
+    const QUEUES: usize;
+    /// Configuration space dword 0: device id (high half), vendor id (low half).
+    const PCI_ID: u32;
+}
+
+/// 82576 datasheet §8.9 (the driver's regs.rs): RX queues 0–15 at 0xC000, TX at 0xE000, 0x40
+/// apart.
+impl IntelLayout for Igb82576 {
+    const RXQ: usize = 0xC000;
+    const TXQ: usize = 0xE000;
+    const STRIDE: usize = 0x40;
+    const QUEUES: usize = 16;
+    const PCI_ID: u32 = 0x10c9_8086; // as QEMU's igb
+}
+
+/// 82574 datasheet §10.2.5 and §10.2.6: RX queues 0–1 at 0x2800, TX at 0x3800, 0x100 apart.
+impl IntelLayout for E1000e82574 {
+    const RXQ: usize = 0x2800;
+    const TXQ: usize = 0x3800;
+    const STRIDE: usize = 0x100;
+    const QUEUES: usize = 2;
+    const PCI_ID: u32 = 0x10d3_8086; // 82574L, as QEMU's e1000e
+}
+
+impl NullKind for Igb82576 {
+    type Mmio = &'static NullRegs<Igb82576>;
+    const BAR: u8 = 0;
+    fn regs() -> Self::Mmio {
+        NullRegs::leaked()
+    }
+    fn config_read32(offset: u16) -> u32 {
+        id_only::<Self>(offset)
+    }
+}
+
+impl NullKind for E1000e82574 {
+    type Mmio = &'static NullRegs<E1000e82574>;
+    const BAR: u8 = 0;
+    fn regs() -> Self::Mmio {
+        NullRegs::leaked()
+    }
+    fn config_read32(offset: u16) -> u32 {
+        id_only::<Self>(offset)
+    }
+}
+
+/// Configuration space of an Intel null device: the id, then zeros.
+fn id_only<L: IntelLayout>(offset: u16) -> u32 {
+    match offset {
+        0 => L::PCI_ID,
+        _ => 0,
+    }
+}
+
+/// An Intel null device's register file (BAR 0); its tail writes complete descriptors.
+pub struct NullRegs<L: IntelLayout = Igb82576> {
+    words: Vec<AtomicU32>,
+    // `fn() -> L`: the layout is only a name, and the register file is Send and Sync whatever L is.
+    layout: PhantomData<fn() -> L>,
+}
+
+impl<L: IntelLayout> NullRegs<L> {
+    fn leaked() -> &'static Self {
+        let words = (0..BAR0 / 4).map(|_| AtomicU32::new(0)).collect();
+        Box::leak(Box::new(NullRegs {
+            words,
+            layout: PhantomData,
+        }))
+    }
+
+    #[inline]
+    fn get(&self, offset: usize) -> u32 {
+        self.words[offset / 4].load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn set(&self, offset: usize, value: u32) {
+        self.words[offset / 4].store(value, Ordering::Relaxed);
+    }
+
+    /// Completes transmit descriptors up to `tail` (the device's cost, for the profiler).
+    #[inline(never)]
+    pub fn complete_tx(&self, base: usize, tail: u32) {
+        self.complete(base, tail, false);
+    }
+
+    /// Completes receive descriptors up to `tail` (the device's cost, for the profiler).
+    #[inline(never)]
+    pub fn complete_rx(&self, base: usize, tail: u32) {
+        self.complete(base, tail, true);
+    }
+
+    /// Completes ring descriptors `head..tail` of the queue at `base`, as the device would. RX
+    /// write-back (82576 §7.1.5.2, 82574 §7.1.4.2): length in bits 47:32 of the second word,
+    /// status DD bit 0 and EOP bit 1. TX (82576 §7.2.2.3, 82574 §7.2.10.1): RS is bit 27 of the
+    /// second word, DD bit 32.
+    #[inline(always)]
+    fn complete(&self, base: usize, tail: u32, rx: bool) {
+        let ring =
+            (u64::from(self.get(base + BAH)) << 32 | u64::from(self.get(base + BAL))) as usize;
+        let n = (self.get(base + LEN) / 16).max(1);
+        let mut head = self.get(base + HEAD) % n;
+        while head != tail % n {
+            let desc = (ring + 16 * head as usize) as *mut u64;
+            // SAFETY: `desc` is descriptor `head` of a ring the driver allocated from this
+            // platform (IOVA == CPU address) and programmed into BAL/BAH/LEN; `head < n`.
+            unsafe {
+                let w1 = desc.add(1);
+                if rx {
+                    desc.write_volatile(0);
+                    w1.write_volatile(u64::from(RX_FRAME_LEN) << 32 | 0b11); // length, EOP | DD
+                } else if w1.read_volatile() & (1 << 27) != 0 {
+                    w1.write_volatile(w1.read_volatile() | 1 << 32); // RS → DD
+                }
+            }
+            head = (head + 1) % n;
+        }
+        self.set(base + HEAD, head);
+    }
+}
+
+impl<L: IntelLayout> Mmio for &'static NullRegs<L> {
+    #[inline]
+    fn read32(&self, offset: usize) -> u32 {
+        if offset % 4 != 0 || offset >= BAR0 {
+            return u32::MAX;
+        }
+        match offset {
+            CTRL => self.get(CTRL) & !(1 << 26),
+            STATUS => 0b11 | 0b10 << 6, // FD, LU, 1000 Mb/s
+            MDIC => self.get(MDIC) | 1 << 28,
+            _ => self.get(offset),
+        }
+    }
+
+    #[inline]
+    fn write32(&self, offset: usize, value: u32) {
+        if offset % 4 != 0 || offset >= BAR0 {
+            return;
+        }
+        self.set(offset, value);
+        if offset % L::STRIDE == TAIL {
+            if (L::RXQ..L::RXQ + L::QUEUES * L::STRIDE).contains(&offset) {
+                self.complete_rx(offset - TAIL, value);
+            } else if (L::TXQ..L::TXQ + L::QUEUES * L::STRIDE).contains(&offset) {
+                self.complete_tx(offset - TAIL, value);
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        BAR0
+    }
+}
