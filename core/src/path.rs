@@ -29,11 +29,11 @@
 //! A driver reports a queue the device no longer honours — removed, reset, queue disabled,
 //! needs reset — as a sticky [`QueueFault`] ([`TxQueue::fault`]), found by its own stall check
 //! inside `poll`. A poll that comes back short asks for it (a field read, once per poll, never
-//! per completion); the first time it is there the path *fails* ([`PathState::fail`]): every
+//! per completion); the first time it is there the path *fails* (`PathState::fail`): every
 //! outstanding operation is discarded without a completion (credits released, owned buffers
 //! returned to their regions), one error entry reports the fault on the bound CQ, and every
 //! later post returns `OpBadState`. The fault is published in the slot
-//! ([`PathSlot::fault`]) for the endpoint, which reads it without the path lock.
+//! (`PathSlot::fault`) for the endpoint, which reads it without the path lock.
 //!
 //! This module also holds the stand-in poster ([`Path::post_recvs`], [`Path::post_sends`]) used
 //! until endpoints exist; endpoints will post through the same op table.

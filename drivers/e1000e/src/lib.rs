@@ -40,7 +40,7 @@
 //! if the push fills the ring, or if it is the last frame of a doorbell batch.
 //!
 //! Critical faults (`ringfab-hal`'s "Critical faults"): after
-//! [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS) empty polls with work pending, a queue
+//! [`ringfab_hal::queue::STALL_POLLS`] empty polls with work pending, a queue
 //! reads STATUS, its ring length and its enable bit (TARC.ENABLE for a transmit queue,
 //! RCTL.EN for a receive queue, read under the state lock so that another queue's brief
 //! receiver pause is not mistaken for one): STATUS all-ones is a device that is gone

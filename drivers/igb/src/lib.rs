@@ -27,7 +27,7 @@
 //! armed on the same vector.
 //!
 //! Critical faults (`ringfab-hal`'s "Critical faults"): after
-//! [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS) empty polls with work pending, a queue
+//! [`ringfab_hal::queue::STALL_POLLS`] empty polls with work pending, a queue
 //! reads STATUS, its ring length and its enable bit: STATUS all-ones is a device that is gone
 //! ([`QueueFault::Removed`]), a ring length back at its power-on 0 a device that was reset
 //! ([`QueueFault::Reset`]), a clear ENABLE a queue the device disabled

@@ -39,7 +39,7 @@
 //! * **statistics are software counters**: virtio has no statistics registers; the driver
 //!   counts what its queues complete.
 //! * **critical faults** (`ringfab-hal`'s "Critical faults"): after
-//!   [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS) empty polls with work pending, a queue
+//!   [`ringfab_hal::queue::STALL_POLLS`] empty polls with work pending, a queue
 //!   reads `device_status` and its `queue_enable` (§4.1.4.3): all-ones is a device that is gone
 //!   ([`QueueFault::Removed`]), `DEVICE_NEEDS_RESET` (§2.1.2) a device that failed
 //!   ([`QueueFault::NeedsReset`]), `DRIVER_OK` clear a device that was reset
