@@ -158,6 +158,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             let mut guard = slot.state.lock();
             if guard.is_none() {
                 *guard = Some(open()?);
+                slot.clear_fault();
                 return Ok(Path {
                     domain: self,
                     index,

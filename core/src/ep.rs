@@ -11,6 +11,23 @@
 //! [`Endpoint::close`] (or dropping the handle) discards every outstanding operation without a
 //! completion, returns owned buffers to their regions, and gives the queues back.
 //!
+//! # Critical errors (fi_endpoint(3): "If an endpoint experiences a critical error, it will
+//! transition back into a disabled state")
+//!
+//! When the driver finds that the device no longer honours one of the endpoint's queues —
+//! removed, reset behind its back, the queue disabled, virtio `DEVICE_NEEDS_RESET` — the
+//! endpoint is disabled: [`Endpoint::is_enabled`] is false, [`Endpoint::fault`] says why, and
+//! every data operation returns `OpBadState`. All pending operations are discarded: none
+//! completes, and the buffers they owned go back to their memory regions (as on close), so
+//! nothing leaks. ringfab has no event queue; the error is reported on the bound CQ instead,
+//! one `FI_EIO` error entry per queue that found the fault (`prov_errno` 8, the fault in
+//! `err_data`, NULL context, `FI_SEND` or `FI_RECV`), read with `readerr` like any other
+//! error. The endpoint's other queue, if it had not found the fault itself, is discarded
+//! without an entry of its own the next time the endpoint is used. [`Endpoint::enable`] on a
+//! disabled endpoint closes the queues, has the driver recover the device
+//! ([`Nic::recover`]) and opens them again; a device that is gone gives
+//! `Device(DeviceRemoved)`. docs/semantics.md records why the CQ carries the report.
+//!
 //! # Addressing
 //!
 //! An endpoint's address ([`Endpoint::name`]) is its NIC's MAC and its receive queue's index
@@ -38,7 +55,7 @@ use crate::cq::entry::{Format, OpContext};
 use crate::cq::queue::{CompletionQueue, CqSlot};
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CntrBindFlags, OpFlags};
-use crate::hal::{DmaRegion, Nic, RxConfig, RxQueue, TxConfig, TxSegment, Wait};
+use crate::hal::{DmaRegion, Nic, QueueFault, RxConfig, RxQueue, TxConfig, TxSegment, Wait};
 use crate::mr::{Buf, RawBuf};
 use crate::path::{Framing, Path, Queue, NO_MR};
 use crate::proto::{self, Header, HEADER_LEN};
@@ -152,6 +169,8 @@ pub struct Endpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
     sends: bool,
     recvs: bool,
     enabled: bool,
+    /// A critical fault disabled the endpoint: its next `enable` recovers the device first.
+    recover: bool,
     /// The address it receives on (and its name); for a send-only context, the scalable
     /// endpoint's.
     local: EpAddr,
@@ -218,6 +237,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             sends,
             recvs,
             enabled: false,
+            recover: false,
             local,
             source,
             steered: None,
@@ -249,11 +269,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// Closes the endpoint in place (what dropping it does; idempotent): outstanding operations
     /// are discarded, the queues given back, the bindings and a context's address released.
     pub(crate) fn shut(&mut self) {
-        for (path, binding) in [(self.tx.take(), self.tx_cq), (self.rx.take(), self.rx_cq)] {
-            if let (Some(path), Some(b)) = (path, binding) {
-                path.detach(&self.domain.cqs()[b.cq]);
-            }
-        }
+        self.close_paths();
         for b in [self.tx_cq.take(), self.rx_cq.take()].into_iter().flatten() {
             self.domain.cqs()[b.cq].drop_bind();
         }
@@ -264,9 +280,59 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             // The queue's address goes with the context; nothing to report from a drop.
             let _ = self.domain.nic().set_rx_queue_mac(q, None);
         }
-        // The bounce buffers are freed after the queues that could read them are stopped.
-        self.bounce = None;
         self.enabled = false;
+    }
+
+    /// Gives the queues back (outstanding operations discarded without completions), then
+    /// the bounce buffers — after the queues that could read them are stopped.
+    fn close_paths(&mut self) {
+        for (path, binding) in [(self.tx.take(), self.tx_cq), (self.rx.take(), self.rx_cq)] {
+            if let (Some(path), Some(b)) = (path, binding) {
+                path.detach(&self.domain.cqs()[b.cq]);
+            }
+        }
+        self.bounce = None;
+    }
+
+    /// `Ok` if data operations may be posted: enabled, and not disabled by a critical fault
+    /// (checked without a lock: one load per queue).
+    #[inline]
+    fn usable(&self) -> Result {
+        if !self.enabled {
+            return Err(Error::OpBadState);
+        }
+        if let Some(f) = self.fault() {
+            self.settle_fault(f);
+            return Err(Error::OpBadState);
+        }
+        Ok(())
+    }
+
+    /// After one queue of the endpoint failed: fails the other too (the whole endpoint is
+    /// disabled), discarding its pending operations without an entry of its own. The driver
+    /// checks the device first, so that closing the queue later does not wait on a device
+    /// that is gone.
+    #[cold]
+    #[inline(never)]
+    fn settle_fault(&self, fault: QueueFault) {
+        for (path, binding) in [(&self.tx, self.tx_cq), (&self.rx, self.rx_cq)] {
+            let (Some(path), Ok(cq)) = (path.as_ref(), self.cq_slot(binding)) else {
+                continue;
+            };
+            if path.fault().is_some() {
+                continue;
+            }
+            let ctx = self.domain.poll_ctx(cq);
+            // CQ lock first, then the path's: the order `read` takes them in.
+            let _ = cq.with_sink(|sink| {
+                path.with_state(|st| {
+                    let found = st.check_queue().unwrap_or(fault);
+                    st.fail(found, &ctx, false, &mut |o| sink(o));
+                    Ok(())
+                })
+            });
+            path.publish_fault();
+        }
     }
 }
 
@@ -279,9 +345,19 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         &self.attr
     }
 
-    /// Whether the endpoint is enabled.
+    /// Whether the endpoint is enabled: [`enable`](Self::enable)d, and not disabled since by a
+    /// critical fault ([`fault`](Self::fault)).
     pub fn is_enabled(&self) -> bool {
-        self.enabled
+        self.enabled && self.fault().is_none()
+    }
+
+    /// The critical fault that disabled the endpoint (module documentation, "Critical
+    /// errors"), if one did since it was last enabled.
+    pub fn fault(&self) -> Option<QueueFault> {
+        [&self.tx, &self.rx]
+            .into_iter()
+            .flatten()
+            .find_map(|p| p.fault())
     }
 
     /// The endpoint's address (`fi_getname`): its NIC's MAC and its receive queue; for a
@@ -417,9 +493,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// # Errors
     /// `OpBadState` before enable.
     pub fn progress(&self) -> Result {
-        if !self.enabled {
-            return Err(Error::OpBadState);
-        }
+        self.usable()?;
         for (path, binding) in [(&self.tx, self.tx_cq), (&self.rx, self.rx_cq)] {
             let Some(path) = path.as_ref() else {
                 continue;
@@ -435,20 +509,35 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                     Ok(())
                 })
             })??;
+            path.publish_fault();
         }
-        Ok(())
+        // A fault found by this progress disables the endpoint now.
+        self.usable()
     }
 
     /// Enables the endpoint (`fi_enable`): opens its NIC queues and wires them to the CQs.
     ///
+    /// It also re-enables an endpoint a critical fault disabled (fi_endpoint(3): "fi_enable
+    /// may also be used to re-enable an endpoint that has been disabled as a result of
+    /// experiencing a critical error"): the old queues are closed (anything still pending on
+    /// them discarded), the driver recovers the device ([`Nic::recover`]: a reset device is
+    /// brought up again), and the queues are opened afresh with the same bindings.
+    ///
     /// # Errors
-    /// `OpBadState` if already enabled; `NoCq` without a CQ for each direction; `NoAv`
-    /// without an address vector; `NoMem` when the domain has no free path slots;
-    /// `Device(_)` when the NIC refuses a queue (in use, …). On error the endpoint stays
-    /// disabled and can be enabled again.
+    /// `OpBadState` if already enabled (and not disabled by a fault); `NoCq` without a CQ for
+    /// each direction; `NoAv` without an address vector; `NoMem` when the domain has no free
+    /// path slots; `Device(DeviceRemoved)` when re-enabling after a fault finds the device
+    /// gone; `Device(_)` when the NIC refuses a queue (in use, …) or fails to come back. On
+    /// error the endpoint stays disabled and can be enabled again.
     pub fn enable(&mut self) -> Result {
-        if self.is_enabled() {
-            return Err(Error::OpBadState);
+        if self.enabled {
+            if self.fault().is_none() {
+                return Err(Error::OpBadState);
+            }
+            // Disabled by a critical fault: the old queues go, the device is recovered below.
+            self.close_paths();
+            self.enabled = false;
+            self.recover = true;
         }
         if (self.sends && self.tx_cq.is_none()) || (self.recvs && self.rx_cq.is_none()) {
             return Err(Error::NoCq);
@@ -456,6 +545,10 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         let Some(av) = self.av else {
             return Err(Error::NoAv);
         };
+        if self.recover {
+            self.domain.nic().recover()?;
+            self.recover = false;
+        }
         let framing = Framing {
             local: self.local,
             av: Some(av),
@@ -644,9 +737,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         data: Option<u64>,
         flags: OpFlags,
     ) -> Result<Header> {
-        if !self.is_enabled() {
-            return Err(Error::OpBadState);
-        }
+        self.usable()?;
         if !TX_FLAGS_OK.contains(flags) || flags.contains(OpFlags::REMOTE_CQ_DATA) != data.is_some()
         {
             return Err(Error::BadFlags);
@@ -740,6 +831,9 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         context: OpContext,
         flags: OpFlags,
     ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        if let Err(e) = self.usable() {
+            return Err((e, buf));
+        }
         let Some(rx) = self.rx.as_ref() else {
             return Err((Error::OpBadState, buf));
         };
@@ -800,9 +894,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// # Errors
     /// `OpBadState` before enable.
     pub fn cancel(&self, context: OpContext) -> Result<bool> {
-        if !self.enabled {
-            return Err(Error::OpBadState);
-        }
+        self.usable()?;
         for (path, binding) in [(&self.rx, self.rx_cq), (&self.tx, self.tx_cq)] {
             let Some(path) = path.as_ref() else {
                 continue;
@@ -853,6 +945,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         path: Option<&Path<'d, 's, 'n, N, D>>,
         b: Option<CqBinding>,
     ) -> Result<usize> {
+        self.usable()?;
         let path = path.ok_or(Error::OpBadState)?;
         let credits = self.cq_slot(b)?.credits();
         path.with_state(|st| Ok(st.free_slots().min(credits)))

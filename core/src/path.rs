@@ -24,10 +24,21 @@
 //! inference is unsound, so every frame is pushed with [`Report::Always`] and the unrequested
 //! successes are dropped in software.
 //!
+//! # Critical faults
+//!
+//! A driver reports a queue the device no longer honours — removed, reset, queue disabled,
+//! needs reset — as a sticky [`QueueFault`] ([`TxQueue::fault`]), found by its own stall check
+//! inside `poll`. A poll that comes back short asks for it (a field read, once per poll, never
+//! per completion); the first time it is there the path *fails* (`PathState::fail`): every
+//! outstanding operation is discarded without a completion (credits released, owned buffers
+//! returned to their regions), one error entry reports the fault on the bound CQ, and every
+//! later post returns `OpBadState`. The fault is published in the slot
+//! (`PathSlot::fault`) for the endpoint, which reads it without the path lock.
+//!
 //! This module also holds the stand-in poster ([`Path::post_recvs`], [`Path::post_sends`]) used
 //! until endpoints exist; endpoints will post through the same op table.
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
@@ -39,8 +50,8 @@ use crate::cq::strerror::ProvError;
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags, OpFlags};
 use crate::hal::{
-    Iova, Nic, PushError, Report, RxBuffer, RxCompletion, RxError, RxQueue, Token, TxCompletion,
-    TxError, TxQueue, TxSegment,
+    Iova, Nic, PushError, QueueFault, Report, RxBuffer, RxCompletion, RxError, RxQueue, Token,
+    TxCompletion, TxError, TxQueue, TxSegment,
 };
 use crate::mr::{owner_of, Buf, MrSlot, RawBuf};
 use crate::proto::{self, Header};
@@ -293,6 +304,8 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     pub(crate) cntr: Option<usize>,
     /// Multi-receive buffers posted on this path.
     groups: [Group; MAX_GROUPS],
+    /// The critical fault that failed the path (module documentation, "Critical faults").
+    pub(crate) fault: Option<QueueFault>,
 }
 
 /// One slot of the domain's path slab. Make them with [`PathSlot::EMPTY`]:
@@ -301,6 +314,9 @@ pub struct PathSlot<'n, N: Nic + 'n, const D: usize> {
     pub(crate) state: Mutex<Option<PathState<'n, N, D>>>,
     /// The bound CQ's index, or [`NO_CQ`]; written under the lock, read without it.
     pub(crate) cq: AtomicUsize,
+    /// The path state's `fault` as its [`QueueFault::code`] (0: none), published for readers
+    /// that do not take the lock (an endpoint checking whether it is still enabled).
+    fault: AtomicU8,
 }
 
 impl<'n, N: Nic + 'n, const D: usize> PathSlot<'n, N, D> {
@@ -312,7 +328,30 @@ impl<'n, N: Nic + 'n, const D: usize> PathSlot<'n, N, D> {
     pub const EMPTY: Self = PathSlot {
         state: Mutex::new(None),
         cq: AtomicUsize::new(NO_CQ),
+        fault: AtomicU8::new(0),
     };
+
+    /// The critical fault published for the path, if any.
+    #[inline]
+    pub(crate) fn fault(&self) -> Option<QueueFault> {
+        match self.fault.load(Ordering::Acquire) {
+            0 => None,
+            code => QueueFault::from_code(code),
+        }
+    }
+
+    /// Publishes the fault of `st` (the path's state, under its lock) for lock-free readers.
+    #[inline]
+    pub(crate) fn publish_fault(&self, st: &PathState<'n, N, D>) {
+        if let Some(f) = st.fault {
+            self.fault.store(f.code(), Ordering::Release);
+        }
+    }
+
+    /// Forgets a published fault (the slot's path was closed or replaced).
+    pub(crate) fn clear_fault(&self) {
+        self.fault.store(0, Ordering::Release);
+    }
 }
 
 /// What one hardware completion becomes, before it is handed on.
@@ -350,6 +389,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 remaining: 0,
                 owned: Op::FREE.buf,
             }; MAX_GROUPS],
+            fault: None,
         }
     }
 
@@ -495,6 +535,15 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 }
             };
             if got < want {
+                // A short poll is where a driver's stall check may have found a critical
+                // fault: one field read per poll, nothing per completion.
+                if self.fault.is_none() {
+                    if let Some(f) = self.queue_fault() {
+                        given += self.fail(f, ctx, true, &mut |o| {
+                            sink(o);
+                        });
+                    }
+                }
                 break;
             }
         }
@@ -506,6 +555,67 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         self.reclaim_silent(ctx, &mut tally);
         tally.apply(ctx, self.cntr);
         given
+    }
+
+    /// The critical fault the driver recorded for the queue, if any.
+    #[inline]
+    fn queue_fault(&self) -> Option<QueueFault> {
+        match &self.queue {
+            Queue::Tx(q) => q.fault(),
+            Queue::Rx(q) => q.fault(),
+        }
+    }
+
+    /// Asks the driver to check the device now (control path: register reads).
+    pub(crate) fn check_queue(&mut self) -> Option<QueueFault> {
+        match &mut self.queue {
+            Queue::Tx(q) => q.check(),
+            Queue::Rx(q) => q.check(),
+        }
+    }
+
+    /// Fails the path after critical fault `fault` (fi_endpoint(3): "When an endpoint is
+    /// disabled as a result of a critical error, all pending operations are discarded"):
+    /// every outstanding operation is discarded without a completion — its credit released,
+    /// its owned buffer returned to its region, as on close — and, with `report`, one error
+    /// entry goes to `sink`: `FI_EIO`, `prov_errno` 8 with the fault's code
+    /// ([`ProvError::QueueFault`]), a NULL context, and the direction's flags. The entry takes
+    /// a CQ credit like any other; discarding released at least one if anything was pending,
+    /// and if none is free the CQ is declared overrun rather than the report lost silently.
+    /// Idempotent: a failed path fails once. Returns the entries given to `sink` (0 or 1).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn fail(
+        &mut self,
+        fault: QueueFault,
+        ctx: &PollCtx<'_, N>,
+        report: bool,
+        sink: &mut dyn FnMut(Outcome<'_>),
+    ) -> usize {
+        if self.fault.is_some() {
+            return 0;
+        }
+        self.fault = Some(fault);
+        self.discard_all(ctx);
+        if !report || !ctx.cq.reserve_report_credit() {
+            return 0;
+        }
+        let kind = if self.is_tx() {
+            OpKind::Send
+        } else {
+            OpKind::Recv
+        };
+        sink(Outcome::Failed(&ErrRecord {
+            completion: Completion {
+                context: OpContext::NULL,
+                flags: completion_flags(kind, false),
+                ..Completion::default()
+            },
+            err: Error::Io,
+            olen: 0,
+            prov: Some(ProvError::QueueFault(fault)),
+        }));
+        1
     }
 
     /// Releases the credits of transmits the driver reclaimed without reporting them (see
@@ -804,6 +914,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         accepted: u32,
         context: OpContext,
     ) -> Result {
+        if self.fault.is_some() {
+            return Err(Error::OpBadState);
+        }
         let Some(gi) = self.groups.iter().position(|g| g.remaining == 0) else {
             return Err(Error::Again);
         };
@@ -1251,6 +1364,20 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
         }
     }
 
+    /// The critical fault that failed the path, if any (read without the lock).
+    #[inline]
+    pub(crate) fn fault(&self) -> Option<QueueFault> {
+        self.slot().fault()
+    }
+
+    /// Publishes the path's fault after work done on its state outside a CQ read.
+    pub(crate) fn publish_fault(&self) {
+        let slot = self.slot();
+        if let Some(st) = slot.state.lock().as_ref() {
+            slot.publish_fault(st);
+        }
+    }
+
     /// Runs `f` on the open path's state under its lock.
     ///
     /// # Errors
@@ -1292,6 +1419,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
             st.set_binding(None, BindFlags::empty());
         }
         slot.cq.store(NO_CQ, Ordering::Release);
+        slot.clear_fault();
         // Dropping the queue stops it in hardware before anything it named is released.
         *guard = None;
     }
@@ -1317,7 +1445,7 @@ fn push_error(e: PushError) -> Error {
     match e {
         PushError::Full { .. } => Error::Again,
         PushError::FrameLength { .. } => Error::MsgSize,
-        PushError::Stopped => Error::OpBadState,
+        PushError::Stopped | PushError::Fault(_) => Error::OpBadState,
         _ => Error::Inval,
     }
 }
@@ -1375,6 +1503,9 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         let Queue::Rx(q) = &mut self.queue else {
             return Err(Error::OpBadState);
         };
+        if self.fault.is_some() {
+            return Err(Error::OpBadState);
+        }
         cq.reserve_credit()?;
         let Some(slot) = self.table.next_free() else {
             cq.release_credit();
@@ -1430,6 +1561,9 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         let Queue::Tx(q) = &mut self.queue else {
             return Err(Error::OpBadState);
         };
+        if self.fault.is_some() {
+            return Err(Error::OpBadState);
+        }
         cq.reserve_credit()?;
         let Some(slot) = self.table.next_free() else {
             cq.release_credit();

@@ -1,4 +1,5 @@
-//! Errors of the control path ([`Error`]) and of posting on the data path ([`PushError`]).
+//! Errors of the control path ([`Error`]), of posting on the data path ([`PushError`]), and the
+//! critical device conditions that stop a queue ([`QueueFault`]).
 //!
 //! Every variant names the operation that failed and carries the values that explain why, so that
 //! a caller several layers up can still tell the user what to change. No strings: this is `no_std`.
@@ -104,6 +105,10 @@ pub enum Error {
         /// Command within the class.
         command: u8,
     },
+    /// The device does not answer: its registers read all-ones, as a PCIe read of a function
+    /// that is gone completes (surprise removal, link down). Nothing brings it back but
+    /// re-attaching the device.
+    DeviceRemoved,
 }
 
 impl fmt::Display for Error {
@@ -161,6 +166,9 @@ impl fmt::Display for Error {
                 f,
                 "control command class {class} command {command} refused or unanswered"
             ),
+            Error::DeviceRemoved => {
+                write!(f, "device removed: its registers read all-ones")
+            }
         }
     }
 }
@@ -202,6 +210,9 @@ pub enum PushError {
     },
     /// The queue is stopped (closed, flushed and not restarted, or the device was reset).
     Stopped,
+    /// The queue met a critical fault ([`QueueFault`]) and takes nothing more until it is
+    /// closed and opened again (after [`Nic::recover`](crate::Nic::recover)).
+    Fault(QueueFault),
 }
 
 impl fmt::Display for PushError {
@@ -226,8 +237,68 @@ impl fmt::Display for PushError {
                 )
             }
             PushError::Stopped => write!(f, "queue is stopped"),
+            PushError::Fault(fault) => write!(f, "queue stopped by a critical fault: {fault}"),
         }
     }
 }
 
 impl core::error::Error for PushError {}
+
+/// A critical condition of the device that stops a queue for good: the ring the driver set up
+/// is no longer the device's, so nothing pushed on it will complete. The queue records it
+/// ([`TxQueue::fault`](crate::TxQueue::fault)), refuses pushes with [`PushError::Fault`], and
+/// hands every token back on [`flush`](crate::TxQueue::flush) without touching the device.
+/// Recovery is a control-path act: close the queue, [`Nic::recover`](crate::Nic::recover),
+/// open it again.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum QueueFault {
+    /// The device does not answer: register reads return all-ones (surprise removal, PCIe
+    /// link down). A PCIe read of a function that is gone completes as Unsupported Request,
+    /// which the root complex returns as all-ones data.
+    Removed,
+    /// The device was reset behind the driver's back (a reset it initiated, a function-level
+    /// reset, a hot reset): the queue's registers are back at their power-on values and the
+    /// device has forgotten the ring.
+    Reset,
+    /// The device disabled the queue: its enable bit reads clear while the driver had set it.
+    Disabled,
+    /// The device reports an error it cannot recover from by itself and asks for a reset
+    /// (virtio's `DEVICE_NEEDS_RESET`, virtio 1.2 §2.1.2).
+    NeedsReset,
+}
+
+impl QueueFault {
+    /// A small stable number per fault (1 `Removed`, 2 `Reset`, 3 `Disabled`, 4
+    /// `NeedsReset`), for error codes that must be integers (core's `prov_errno`).
+    pub const fn code(self) -> u8 {
+        match self {
+            QueueFault::Removed => 1,
+            QueueFault::Reset => 2,
+            QueueFault::Disabled => 3,
+            QueueFault::NeedsReset => 4,
+        }
+    }
+
+    /// The fault with [`code`](Self::code) `code`, if there is one.
+    pub const fn from_code(code: u8) -> Option<QueueFault> {
+        match code {
+            1 => Some(QueueFault::Removed),
+            2 => Some(QueueFault::Reset),
+            3 => Some(QueueFault::Disabled),
+            4 => Some(QueueFault::NeedsReset),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for QueueFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QueueFault::Removed => "device removed (registers read all-ones)",
+            QueueFault::Reset => "device reset behind the driver's back",
+            QueueFault::Disabled => "queue disabled by the device",
+            QueueFault::NeedsReset => "device needs a reset",
+        })
+    }
+}

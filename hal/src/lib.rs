@@ -17,7 +17,10 @@
 //! * a full ring refuses at push time ([`PushError::Full`]), never later;
 //! * every pushed token comes back exactly once from `poll` — completed, failed, or
 //!   [flushed](queue::TxQueue::flush) — and a value the device wrote that makes no sense becomes an
-//!   error status on a token, never a panic or an out-of-bounds access.
+//!   error status on a token, never a panic or an out-of-bounds access;
+//! * a device that stops answering, resets itself or disables a queue is noticed without a
+//!   register read per frame: a queue checks the device only after many empty polls with work
+//!   pending, and then reports a [`QueueFault`] (see [`queue`], "Critical faults").
 //!
 //! The crate is `#![no_std]` and needs no allocator: queues carry their private shadow state in
 //! arrays sized by a const generic, and all memory a device touches comes from the platform.
@@ -32,7 +35,7 @@ pub mod queue;
 pub mod wait;
 
 pub use addr::{Iova, MacAddr};
-pub use error::{Error, PushError, Result};
+pub use error::{Error, PushError, QueueFault, Result};
 pub use nic::{
     Capabilities, Link, Nic, Offloads, RssCaps, RssConfig, RssHashes, RxConfig, RxMode, Stats,
     TxConfig,

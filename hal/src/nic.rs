@@ -269,6 +269,23 @@ pub trait Nic: Sync {
     /// [`Error::ResetTimeout`](crate::Error::ResetTimeout) if the device does not come back.
     fn reset(&self) -> Result;
 
+    /// Brings the device back after a queue reported a critical
+    /// [`QueueFault`](crate::QueueFault), while queues may still be open: if the device lost
+    /// its set-up (it was reset, or asks for a reset), the driver resets it and programs it
+    /// again as [`reset`](Self::reset) does, keeping the receive mode and the queue addresses
+    /// it was given (RSS must be set again); if only a queue was disabled, nothing is done.
+    /// Queues that faulted stay faulted: close them and open them again. Queues open across a
+    /// recovery that resets the device fault too (their rings are gone).
+    ///
+    /// The default, for a driver that detects no faults, does nothing.
+    ///
+    /// # Errors
+    /// [`Error::DeviceRemoved`](crate::Error::DeviceRemoved) if the device does not answer;
+    /// what [`reset`](Self::reset) returns if bring-up fails.
+    fn recover(&self) -> Result {
+        Ok(())
+    }
+
     /// Opens transmit queue `index` with a ring of `N` descriptors.
     ///
     /// # Errors

@@ -15,8 +15,29 @@
 //! [`Report::ErrorsOnly`]. Drivers check everything the device writes against their shadow: a
 //! length beyond the buffer, a status with undefined bits, or a completion for a descriptor the
 //! device does not own become an error status on that token.
+//!
+//! # Critical faults
+//!
+//! A device can also stop honouring a ring altogether: it is removed (registers read
+//! all-ones), it resets itself, it disables the queue, or (virtio) it asks for a reset. The
+//! data path does not read a register per frame to find out. Instead, `poll` counts the calls
+//! in a row that found nothing while work was pending — a ring that looks stuck — and after
+//! [`STALL_POLLS`] of them reads the device's state once (a few register reads); a driver may
+//! also check on a status interrupt. A fault found is recorded and sticky:
+//! [`fault`](TxQueue::fault) returns it (a field read, cheap enough to ask after every short
+//! poll), [`push`](TxQueue::push) refuses with [`PushError::Fault`], and
+//! [`flush`](TxQueue::flush) hands every token back without touching the device (the
+//! write-backs already in memory still count). [`check`](TxQueue::check) runs the same check
+//! on demand. The queue is then closed, the device recovered
+//! ([`Nic::recover`](crate::Nic::recover)), and a queue opened again.
 
-use crate::{Iova, PushError, Wait};
+use crate::{Iova, PushError, QueueFault, Wait};
+
+/// Calls of `poll` in a row that find nothing while work is pending, after which a driver
+/// checks the device's state ("Critical faults" above). On a busy-polling core an empty poll
+/// costs tens of nanoseconds and a register read about a microsecond over PCIe: one check per
+/// this many empty polls keeps the check under a few percent of an idle loop.
+pub const STALL_POLLS: u32 = 256;
 
 /// The caller's name for one pushed frame or buffer, returned with its completion.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
@@ -175,13 +196,29 @@ pub trait TxQueue: Send {
     fn doorbell(&mut self);
 
     /// Reclaims what the device finished and writes up to `out.len()` completions into `out`,
-    /// oldest first; returns how many. Reads no register.
+    /// oldest first; returns how many. Reads no register, except the state check after
+    /// [`STALL_POLLS`] empty polls with work pending (module documentation, "Critical
+    /// faults"), which records a fault for [`fault`](Self::fault).
     fn poll(&mut self, out: &mut [TxCompletion]) -> usize;
+
+    /// The critical fault that stopped the queue, once the driver found one; `None` while the
+    /// queue is healthy (or the driver does not detect faults: the default). Reads a field.
+    fn fault(&self) -> Option<QueueFault> {
+        None
+    }
+
+    /// Reads the device's state now (control path: a few register reads) and records a fault
+    /// if there is one; returns [`fault`](Self::fault) after the check.
+    fn check(&mut self) -> Option<QueueFault> {
+        self.fault()
+    }
 
     /// Stops the hardware queue and takes back every descriptor: frames the device reported sent
     /// complete normally, all others with [`TxError::Flushed`], through later calls to
     /// [`poll`](Self::poll). The queue is then restarted empty and accepts pushes again.
     /// Bounded in time: the driver waits a bounded number of register reads for the stop.
+    /// A queue with a [`fault`](Self::fault) hands its tokens back the same way but touches
+    /// no register and is not restarted.
     fn flush(&mut self);
 
     /// The wait handle the queue's interrupt notifies, if it was opened with one.
@@ -227,8 +264,19 @@ pub trait RxQueue: Send {
     /// Hands every buffer pushed since the last doorbell to the device.
     fn doorbell(&mut self);
 
-    /// Writes up to `out.len()` completions into `out`, oldest first; returns how many.
+    /// Writes up to `out.len()` completions into `out`, oldest first; returns how many. As
+    /// [`TxQueue::poll`], reads a register only for the stall check.
     fn poll(&mut self, out: &mut [RxCompletion]) -> usize;
+
+    /// The critical fault that stopped the queue, as [`TxQueue::fault`].
+    fn fault(&self) -> Option<QueueFault> {
+        None
+    }
+
+    /// Checks the device's state now, as [`TxQueue::check`].
+    fn check(&mut self) -> Option<QueueFault> {
+        self.fault()
+    }
 
     /// Stops the hardware queue and takes back every buffer: frames already received complete
     /// normally, every other buffer with [`RxError::Flushed`]. The queue is restarted empty.

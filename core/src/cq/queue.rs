@@ -244,6 +244,21 @@ impl<'s> CqSlot<'s> {
             .map_err(|_| Error::Again)
     }
 
+    /// Reserves the credit of an entry no operation was posted for (a critical-fault report,
+    /// crate::path's "Critical faults"). Without a free credit the entry cannot be queued
+    /// without breaking the promise made to posted operations: the CQ is declared overrun
+    /// (fi_cq(3): a queue that lost an entry) and `false` returned.
+    pub(crate) fn reserve_report_credit(&self) -> bool {
+        let ok = self
+            .credits
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(1))
+            .is_ok();
+        if !ok {
+            self.overrun.store(true, Ordering::Release);
+        }
+        ok
+    }
+
     /// Gives back the credit of a completion delivered (or of a post that failed).
     pub(crate) fn release_credit(&self) {
         self.credits.fetch_add(1, Ordering::AcqRel);
@@ -793,6 +808,7 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
             stopped
         });
         slot.release_credits(delivered);
+        pslot.publish_fault(ps);
     }
 
     if n > 0 || (cap == 0 && st.aux.len > 0) {

@@ -8,11 +8,13 @@
 //! * `prov_errno` is a small positive **kind** code saying where the error came from
 //!   ([`ProvError::kind`]): 1 receive frame error, 2 receive length lie, 3 receive fragment,
 //!   4 invalid receive status, 5 receive flushed, 6 transmit flushed, 7 invalid transmit status,
+//!   8 critical queue fault (the endpoint was disabled; fi_endpoint(3) "critical error"),
 //!   255 another device error. 0 means "no provider detail": the error was made by ringfab
 //!   itself (truncation, cancellation, unknown source, overrun) and `err` says it all.
 //! * `err_data` carries the kind's numbers, little-endian: the device's raw error bits (`u32`)
 //!   for a frame error, `reported` then `capacity` (`u32`, `u32`) for a length lie, the raw
-//!   status word (`u64`) for an invalid status; nothing for the other kinds. (For an
+//!   status word (`u64`) for an invalid status, the fault's code (one byte,
+//!   [`QueueFault::code`]) for a critical fault; nothing for the other kinds. (For an
 //!   `FI_EADDRNOTAVAIL` completion `err_data` is the raw source address instead, as `fi_cq(3)`
 //!   requires, and `prov_errno` is 0.)
 //!
@@ -24,7 +26,7 @@
 use core::fmt;
 
 use super::errdata::ERR_DATA_MAX;
-use crate::hal::{RxError, TxError};
+use crate::hal::{QueueFault, RxError, TxError};
 use crate::Error;
 
 /// Device-level detail of an error completion; see the [module documentation](self) for how it
@@ -59,6 +61,9 @@ pub enum ProvError {
         /// The raw status word.
         raw: u64,
     },
+    /// The queue met a critical fault and its endpoint was disabled (every pending operation
+    /// discarded); the endpoint's `enable` tries to bring it back.
+    QueueFault(QueueFault),
     /// A device error of a kind this version of ringfab does not know.
     Other,
 }
@@ -88,7 +93,7 @@ impl ProvError {
         }
     }
 
-    /// The `prov_errno` kind code (1–7, or 255 for [`ProvError::Other`]).
+    /// The `prov_errno` kind code (1–8, or 255 for [`ProvError::Other`]).
     pub const fn kind(&self) -> i32 {
         match self {
             ProvError::RxFrame { .. } => 1,
@@ -98,6 +103,7 @@ impl ProvError {
             ProvError::RxFlushed => 5,
             ProvError::TxFlushed => 6,
             ProvError::TxDeviceStatus { .. } => 7,
+            ProvError::QueueFault(_) => 8,
             ProvError::Other => 255,
         }
     }
@@ -118,6 +124,10 @@ impl ProvError {
             ProvError::RxDeviceStatus { raw } | ProvError::TxDeviceStatus { raw } => {
                 out[..8].copy_from_slice(&raw.to_le_bytes());
                 8
+            }
+            ProvError::QueueFault(f) => {
+                out[0] = f.code();
+                1
             }
             ProvError::RxFragment
             | ProvError::RxFlushed
@@ -149,6 +159,7 @@ impl ProvError {
             5 => ProvError::RxFlushed,
             6 => ProvError::TxFlushed,
             7 => ProvError::TxDeviceStatus { raw: u64_at0()? },
+            8 => ProvError::QueueFault(QueueFault::from_code(*err_data.first()?)?),
             255 => ProvError::Other,
             _ => return None,
         })
@@ -192,6 +203,7 @@ pub fn strerror(
             2 => out.write_str("device reported a bad receive length (lengths unavailable)"),
             4 => out.write_str("device wrote an invalid receive status"),
             7 => out.write_str("device wrote an invalid transmit status"),
+            8 => out.write_str("critical queue fault: endpoint disabled"),
             n => write!(out, "provider error {n}"),
         };
     };
@@ -227,6 +239,7 @@ pub fn strerror(
         ProvError::TxDeviceStatus { raw } => {
             write!(out, "device wrote an invalid transmit status {raw:#x}")
         }
+        ProvError::QueueFault(f) => write!(out, "critical queue fault, endpoint disabled: {f}"),
         ProvError::Other => out.write_str("unknown device error"),
     }
 }

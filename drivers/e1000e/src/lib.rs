@@ -38,6 +38,16 @@
 //! Transmit report policy ("RS") is `ringfab-igb`'s: a frame's last descriptor asks for a
 //! write-back if its [`Report`] is `Always`, if a quarter of the ring has gone by without one,
 //! if the push fills the ring, or if it is the last frame of a doorbell batch.
+//!
+//! Critical faults (`ringfab-hal`'s "Critical faults"): after
+//! [`ringfab_hal::queue::STALL_POLLS`] empty polls with work pending, a queue
+//! reads STATUS, its ring length and its enable bit (TARC.ENABLE for a transmit queue,
+//! RCTL.EN for a receive queue, read under the state lock so that another queue's brief
+//! receiver pause is not mistaken for one): STATUS all-ones is a device that is gone
+//! ([`QueueFault::Removed`]), a ring length back at its power-on 0 a device that was reset
+//! ([`QueueFault::Reset`]), a clear enable bit a queue the device disabled
+//! ([`QueueFault::Disabled`]). [`Nic::recover`] brings the device up again if the reset
+//! cleared its set-up (TCTL.EN reads 0).
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -49,10 +59,11 @@ use core::ptr::NonNull;
 use core::sync::atomic::{fence, Ordering};
 use core::time::Duration;
 
+use ringfab_hal::queue::STALL_POLLS;
 use ringfab_hal::{
     Capabilities, DmaRegion, DmaRing, Error, Link, MacAddr, Mmio, Nic, Offloads, Platform,
-    PushError, Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion, RxConfig,
-    RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
+    PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion,
+    RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use spin::{Mutex, MutexGuard};
 use tock_registers::fields::FieldValue;
@@ -335,6 +346,32 @@ impl<P: Platform> E1000e<P> {
         self.wr(r::RCTL, rctl_for(st, st.rx_open != 0));
     }
 
+    /// Whether the device still holds queue `index` (`tx`) over a ring of `len` bytes, or the
+    /// critical fault that took it.
+    fn queue_fault(&self, index: u16, tx: bool, len: u32) -> Option<QueueFault> {
+        // The state lock: a receive queue's open, flush or close pauses the shared receiver
+        // under it, and that pause is not a fault.
+        let st = self.state.lock();
+        // STATUS (§10.2.2.2) has reserved bits that read 0: all-ones is no device answering
+        // (a PCIe read of a removed function completes as Unsupported Request, all-ones data).
+        if self.rd(r::STATUS) == u32::MAX {
+            return Some(QueueFault::Removed);
+        }
+        // RDLEN/TDLEN (§10.2.5.x, §10.2.6.x) read 0 after any reset; no open queue has 0 bytes.
+        let len_reg = if tx { r::tdlen(index) } else { r::rdlen(index) };
+        if self.rd(len_reg) != len {
+            return Some(QueueFault::Reset);
+        }
+        // TARC.ENABLE for a transmit queue; for a receive queue RCTL.EN, which the driver keeps
+        // set while any receive queue is open.
+        let enabled = if tx {
+            r::TARC::ENABLE.is_set(self.rd(r::tarc(index)))
+        } else {
+            st.rx_open == 0 || r::RCTL::EN.is_set(self.rd(r::RCTL))
+        };
+        (!enabled).then_some(QueueFault::Disabled)
+    }
+
     fn check_depth<const N: usize>() -> Result {
         if !N.is_power_of_two() || !(MIN_DEPTH..=MAX_DEPTH).contains(&N) {
             return Err(Error::QueueDepth {
@@ -408,7 +445,7 @@ impl<P: Platform> E1000e<P> {
     ) -> Result<(QueueCore<'_, P>, DmaRing<P::Dma, N>)> {
         self.claim(index, tx)?;
         match self.queue_resources::<N>(index, tx, interrupt) {
-            Ok((dma, irq)) => Ok((QueueCore::new(self, index, tx, irq), dma)),
+            Ok((dma, irq)) => Ok((QueueCore::new(self, index, tx, irq, N * DESC_LEN), dma)),
             Err(e) => {
                 let mut st = self.state.lock();
                 self.release(&mut st, index, tx);
@@ -556,6 +593,28 @@ impl<P: Platform> Nic for E1000e<P> {
         self.bring_up(&mut st)
     }
 
+    fn recover(&self) -> Result {
+        let mode = {
+            let mut st = self.state.lock();
+            if self.rd(r::STATUS) == u32::MAX {
+                return Err(Error::DeviceRemoved);
+            }
+            // The driver keeps TCTL.EN set from bring-up on; it is 0 after any reset
+            // (§10.2.6.1). With it set only queues were lost: nothing to do.
+            if r::TCTL::EN.is_set(self.rd(r::TCTL)) {
+                return Ok(());
+            }
+            // Queues still open (faulted, not yet closed) keep their indices and the receive
+            // buffer size they share: bring-up forgets both, and reopening an index still
+            // held would let the old queue's close stop the new one.
+            let kept = (st.tx_open, st.rx_open, st.rx_buf_len, st.mode);
+            self.bring_up(&mut st)?;
+            (st.tx_open, st.rx_open, st.rx_buf_len) = (kept.0, kept.1, kept.2);
+            kept.3
+        };
+        self.set_rx_mode(mode)
+    }
+
     fn open_tx<const N: usize>(&self, index: u16, config: TxConfig) -> Result<E1000eTx<'_, P, N>> {
         Self::check_depth::<N>()?;
         let irq = config.interrupt.then_some(config.vector);
@@ -700,10 +759,22 @@ struct QueueCore<'a, P: Platform> {
     vector: Option<u16>,
     wait: Option<P::Wait>,
     armed: bool,
+    /// Ring length in bytes, as programmed in RDLEN/TDLEN.
+    len: u32,
+    /// The critical fault found, sticky.
+    fault: Option<QueueFault>,
+    /// Empty polls in a row with work pending.
+    stalls: u32,
 }
 
 impl<'a, P: Platform> QueueCore<'a, P> {
-    fn new(nic: &'a E1000e<P>, index: u16, tx: bool, irq: Option<(u16, P::Wait)>) -> Self {
+    fn new(
+        nic: &'a E1000e<P>,
+        index: u16,
+        tx: bool,
+        irq: Option<(u16, P::Wait)>,
+        len: usize,
+    ) -> Self {
         let (vector, wait) = irq.unzip();
         QueueCore {
             nic,
@@ -712,7 +783,39 @@ impl<'a, P: Platform> QueueCore<'a, P> {
             vector,
             wait,
             armed: false,
+            len: len as u32,
+            fault: None,
+            stalls: 0,
         }
+    }
+
+    /// Counts a poll: `stuck` if it found nothing while work was pending. Every
+    /// [`STALL_POLLS`]th stuck poll in a row checks the device.
+    #[inline]
+    fn after_poll(&mut self, stuck: bool) {
+        if !stuck {
+            self.stalls = 0;
+            return;
+        }
+        self.stalls += 1;
+        if self.stalls >= STALL_POLLS {
+            self.stalls = 0;
+            self.check();
+        }
+    }
+
+    /// Reads the device's state and records a fault (once: faults are sticky).
+    #[cold]
+    fn check(&mut self) -> Option<QueueFault> {
+        if self.fault.is_none() {
+            self.fault = self.nic.queue_fault(self.index, self.tx, self.len);
+        }
+        self.fault
+    }
+
+    /// Whether the device is gone (then stopping it would only wait out the bound).
+    fn removed(&self) -> bool {
+        self.fault == Some(QueueFault::Removed)
     }
 
     /// Hands the device everything up to `tail` (TDT or RDT).
@@ -797,7 +900,9 @@ impl<P: Platform, const N: usize> Drop for E1000eTx<'_, P, N> {
     fn drop(&mut self) {
         // Stop the device before the ring memory goes back to the platform.
         let (nic, q) = (self.q.nic, self.q.index);
-        let _ = nic.set_tx_enable(q, false);
+        if !self.q.removed() {
+            let _ = nic.set_tx_enable(q, false);
+        }
         nic.wr(r::tdlen(q), 0);
     }
 }
@@ -830,6 +935,9 @@ impl<P: Platform, const N: usize> TxQueue for E1000eTx<'_, P, N> {
         token: Token,
         report: Report,
     ) -> core::result::Result<(), PushError> {
+        if let Some(f) = self.q.fault {
+            return Err(PushError::Fault(f));
+        }
         self.ring
             .push(segments, token, report, MAX_TX_SEGMENTS, MAX_FRAME_LEN)
     }
@@ -843,10 +951,25 @@ impl<P: Platform, const N: usize> TxQueue for E1000eTx<'_, P, N> {
 
     #[inline]
     fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
-        self.ring.poll(out)
+        let n = self.ring.poll(out);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
+    }
+
+    fn fault(&self) -> Option<QueueFault> {
+        self.q.fault
+    }
+
+    fn check(&mut self) -> Option<QueueFault> {
+        self.q.check()
     }
 
     fn flush(&mut self) {
+        if self.q.fault.is_some() {
+            // The device no longer holds the ring: take the tokens back, touch nothing.
+            self.ring.flush();
+            return;
+        }
         // A timeout leaves nothing better to do than to go on: the tokens must come back.
         let _ = self.q.nic.set_tx_enable(self.q.index, false);
         self.ring.flush();
@@ -914,7 +1037,9 @@ impl<P: Platform, const N: usize> Drop for E1000eRx<'_, P, N> {
         // drop (after this) releases the index and restarts the receiver for the other queue.
         let (nic, q) = (self.q.nic, self.q.index);
         let st = nic.state.lock();
-        let _ = nic.rx_pause(&st, q);
+        if !self.q.removed() {
+            let _ = nic.rx_pause(&st, q);
+        }
         nic.wr(r::rdlen(q), 0);
         nic.wr(r::rdh(q), 0);
         nic.wr(r::rdt(q), 0);
@@ -948,6 +1073,9 @@ impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
 
     #[inline]
     fn push(&mut self, buf: RxBuffer, token: Token) -> core::result::Result<(), PushError> {
+        if let Some(f) = self.q.fault {
+            return Err(PushError::Fault(f));
+        }
         self.ring.push(buf, token, self.buf_len)
     }
 
@@ -960,10 +1088,24 @@ impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
 
     #[inline]
     fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
-        self.ring.poll(out)
+        let n = self.ring.poll(out);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
+    }
+
+    fn fault(&self) -> Option<QueueFault> {
+        self.q.fault
+    }
+
+    fn check(&mut self) -> Option<QueueFault> {
+        self.q.check()
     }
 
     fn flush(&mut self) {
+        if self.q.fault.is_some() {
+            self.ring.flush();
+            return;
+        }
         let st = self.q.nic.state.lock();
         let _ = self.q.nic.rx_pause(&st, self.q.index);
         self.ring.flush();

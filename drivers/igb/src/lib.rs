@@ -25,6 +25,14 @@
 //! `i % vectors`, where `vectors` is the platform's count (capped at the 25 EICR can name). A
 //! per-vector arm count keeps one queue's `set_interrupt(false)` from masking another queue
 //! armed on the same vector.
+//!
+//! Critical faults (`ringfab-hal`'s "Critical faults"): after
+//! [`ringfab_hal::queue::STALL_POLLS`] empty polls with work pending, a queue
+//! reads STATUS, its ring length and its enable bit: STATUS all-ones is a device that is gone
+//! ([`QueueFault::Removed`]), a ring length back at its power-on 0 a device that was reset
+//! ([`QueueFault::Reset`]), a clear ENABLE a queue the device disabled
+//! ([`QueueFault::Disabled`]). [`Nic::recover`] then brings the device up again if the reset
+//! cleared its set-up (TCTL.EN/RCTL.EN read 0).
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -36,10 +44,11 @@ use core::ptr::NonNull;
 use core::sync::atomic::{fence, Ordering};
 use core::time::Duration;
 
+use ringfab_hal::queue::STALL_POLLS;
 use ringfab_hal::{
     Capabilities, DmaRegion, DmaRing, Error, Iova, Link, MacAddr, Mmio, Nic, Offloads, Platform,
-    PushError, Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion, RxConfig,
-    RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
+    PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion,
+    RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use spin::Mutex;
 use tock_registers::fields::FieldValue;
@@ -376,6 +385,27 @@ impl<P: Platform> Igb<P> {
         Err(Error::QueueTimeout { index })
     }
 
+    /// Whether the device still holds the queue at `regs` over a ring of `len` bytes, or the
+    /// critical fault that took it.
+    fn queue_fault(&self, regs: &QueueRegs, len: u32) -> Option<QueueFault> {
+        // STATUS (§8.2.2) has reserved bits that read 0: all-ones is no device answering (a
+        // PCIe read of a removed function completes as Unsupported Request, returned as
+        // all-ones data).
+        if self.rd(r::STATUS) == u32::MAX {
+            return Some(QueueFault::Removed);
+        }
+        // RDLEN/TDLEN (§8.9.x, §8.12.x) read 0 after any reset; the driver never opens a queue
+        // of 0 bytes.
+        if self.rd(regs.base[2]) != len {
+            return Some(QueueFault::Reset);
+        }
+        // RXDCTL/TXDCTL.ENABLE (§8.9.10, §8.12.15): the driver set it and has not cleared it.
+        if !r::XDCTL::ENABLE.is_set(self.rd(regs.ctl)) {
+            return Some(QueueFault::Disabled);
+        }
+        None
+    }
+
     fn check_depth<const N: usize>() -> Result {
         if !N.is_power_of_two() || !(MIN_DEPTH..=MAX_DEPTH).contains(&N) {
             return Err(Error::QueueDepth {
@@ -464,7 +494,7 @@ impl<P: Platform> Igb<P> {
     ) -> Result<(QueueCore<'_, P>, DmaRing<P::Dma, N>)> {
         self.claim(index, tx)?;
         match self.queue_resources::<N>(index, tx, interrupt) {
-            Ok((dma, irq)) => Ok((QueueCore::new(self, index, tx, irq), dma)),
+            Ok((dma, irq)) => Ok((QueueCore::new(self, index, tx, irq, N * DESC_LEN), dma)),
             Err(e) => {
                 self.release(index, tx);
                 Err(e)
@@ -598,6 +628,32 @@ impl<P: Platform> Nic for Igb<P> {
             return Err(Error::QueuesOpen);
         }
         self.bring_up(&mut st)
+    }
+
+    fn recover(&self) -> Result {
+        let (mode, macs) = {
+            let mut st = self.state.lock();
+            if self.rd(r::STATUS) == u32::MAX {
+                return Err(Error::DeviceRemoved);
+            }
+            // The driver keeps TCTL.EN and RCTL.EN set from bring-up on; both are 0 after any
+            // reset (§8.9.1, §8.12.1). With them set only queues were lost: nothing to do.
+            if r::TCTL::EN.is_set(self.rd(r::TCTL)) && r::RCTL::EN.is_set(self.rd(r::RCTL)) {
+                return Ok(());
+            }
+            let kept = (st.mode, st.rx_macs);
+            self.bring_up(&mut st)?;
+            kept
+        };
+        // What the application configured outside the queues, programmed again the way it
+        // was programmed first.
+        self.set_rx_mode(mode)?;
+        for (queue, mac) in macs.iter().enumerate() {
+            if let Some(mac) = mac {
+                self.set_rx_queue_mac(queue as u16, Some(*mac))?;
+            }
+        }
+        Ok(())
     }
 
     fn open_tx<const N: usize>(&self, index: u16, config: TxConfig) -> Result<IgbTx<'_, P, N>> {
@@ -836,10 +892,16 @@ struct QueueCore<'a, P: Platform> {
     vector: Option<u16>,
     wait: Option<P::Wait>,
     armed: bool,
+    /// Ring length in bytes, as programmed in RDLEN/TDLEN.
+    len: u32,
+    /// The critical fault found, sticky.
+    fault: Option<QueueFault>,
+    /// Empty polls in a row with work pending.
+    stalls: u32,
 }
 
 impl<'a, P: Platform> QueueCore<'a, P> {
-    fn new(nic: &'a Igb<P>, index: u16, tx: bool, irq: Option<(u16, P::Wait)>) -> Self {
+    fn new(nic: &'a Igb<P>, index: u16, tx: bool, irq: Option<(u16, P::Wait)>, len: usize) -> Self {
         let (vector, wait) = irq.unzip();
         QueueCore {
             nic,
@@ -849,7 +911,34 @@ impl<'a, P: Platform> QueueCore<'a, P> {
             vector,
             wait,
             armed: false,
+            len: len as u32,
+            fault: None,
+            stalls: 0,
         }
+    }
+
+    /// Counts a poll: `stuck` if it found nothing while work was pending. Every
+    /// [`STALL_POLLS`]th stuck poll in a row checks the device.
+    #[inline]
+    fn after_poll(&mut self, stuck: bool) {
+        if !stuck {
+            self.stalls = 0;
+            return;
+        }
+        self.stalls += 1;
+        if self.stalls >= STALL_POLLS {
+            self.stalls = 0;
+            self.check();
+        }
+    }
+
+    /// Reads the device's state and records a fault (once: faults are sticky).
+    #[cold]
+    fn check(&mut self) -> Option<QueueFault> {
+        if self.fault.is_none() {
+            self.fault = self.nic.queue_fault(&self.regs, self.len);
+        }
+        self.fault
     }
 
     /// Clears ENABLE and waits (bounded) for the queue to stop.
@@ -904,8 +993,11 @@ impl<P: Platform> Drop for QueueCore<'_, P> {
     fn drop(&mut self) {
         self.set_interrupt(false);
         // Stop the device before the ring memory goes back to the platform (the ring field
-        // drops after this one).
-        let _ = self.stop();
+        // drops after this one). A removed device does nothing any more and would only make
+        // the stop wait out its bound.
+        if self.fault != Some(QueueFault::Removed) {
+            let _ = self.stop();
+        }
         self.nic.wr(self.regs.base[2], 0);
         if self.vector.is_some() {
             self.nic.unwire_interrupt(self.index, self.tx);
@@ -967,6 +1059,9 @@ impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
         token: Token,
         report: Report,
     ) -> core::result::Result<(), PushError> {
+        if let Some(f) = self.q.fault {
+            return Err(PushError::Fault(f));
+        }
         self.ring
             .push(segments, token, report, MAX_TX_SEGMENTS, MAX_FRAME_LEN)
     }
@@ -980,10 +1075,25 @@ impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
 
     #[inline]
     fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
-        self.ring.poll(out)
+        let n = self.ring.poll(out);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
+    }
+
+    fn fault(&self) -> Option<QueueFault> {
+        self.q.fault
+    }
+
+    fn check(&mut self) -> Option<QueueFault> {
+        self.q.check()
     }
 
     fn flush(&mut self) {
+        if self.q.fault.is_some() {
+            // The device no longer holds the ring: take the tokens back, touch nothing.
+            self.ring.flush();
+            return;
+        }
         // A timeout here leaves nothing better to do than to go on: the tokens must come back.
         let _ = self.q.stop();
         self.ring.flush();
@@ -1063,6 +1173,9 @@ impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
 
     #[inline]
     fn push(&mut self, buf: RxBuffer, token: Token) -> core::result::Result<(), PushError> {
+        if let Some(f) = self.q.fault {
+            return Err(PushError::Fault(f));
+        }
         self.ring.push(buf, token, self.buf_len)
     }
 
@@ -1075,10 +1188,24 @@ impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
 
     #[inline]
     fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
-        self.ring.poll(out)
+        let n = self.ring.poll(out);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
+    }
+
+    fn fault(&self) -> Option<QueueFault> {
+        self.q.fault
+    }
+
+    fn check(&mut self) -> Option<QueueFault> {
+        self.q.check()
     }
 
     fn flush(&mut self) {
+        if self.q.fault.is_some() {
+            self.ring.flush();
+            return;
+        }
         let _ = self.q.stop();
         self.ring.flush();
         let _ = self.start(self.ring.hw_tail());

@@ -28,7 +28,9 @@
 //!   kept on the queue the emu's own Toeplitz hash picks, both directions, and a lying length
 //!   on one queue sparing the other;
 //! * `wire`, `device`, `iommu`, `link`, `interrupts` ([`faults`]): every fault of the wire, the
-//!   device's DMA engine and its IOMMU, the cable, and interrupt arming.
+//!   device's DMA engine and its IOMMU, the cable, and interrupt arming;
+//! * `critical` ([`critical`]): a device that is removed, resets itself or disables a queue,
+//!   found by the stall check and recovered through `Nic::recover`.
 //!
 //! NIC-specific tests (register values, queue counts beyond two, a device's own quirks) stay in
 //! the drivers; they can reuse this crate's helpers ([`pair`], [`frame`], …).
@@ -42,6 +44,7 @@ use ringfab_hal::{
 };
 
 pub mod basics;
+pub mod critical;
 pub mod faults;
 pub mod queues;
 
@@ -455,7 +458,9 @@ impl<D: DmaRegion> RxSlots<D> {
 #[macro_export]
 macro_rules! suite {
     ($fixture:ty) => {
-        $crate::suite!($fixture: basics, queues, rss, wire, device, iommu, link, interrupts);
+        $crate::suite!(
+            $fixture: basics, queues, rss, wire, device, iommu, link, interrupts, critical
+        );
     };
     ($fixture:ty: $($section:ident),+ $(,)?) => {
         $( $crate::__suite_section!($section, $fixture); )+
@@ -529,6 +534,15 @@ macro_rules! __suite_section {
         $crate::__suite_tests!($f, faults:
             frames_sent_while_the_receiver_link_is_down_are_lost_quietly_and_flow_after_link_up,
             frames_sent_while_the_sender_link_is_down_complete_but_never_reach_the_wire,
+        );
+    };
+    (critical, $f:ty) => {
+        $crate::__suite_tests!($f, critical:
+            a_device_reset_is_found_by_the_stall_check_and_recover_brings_the_queue_back,
+            check_finds_a_device_reset_on_an_idle_transmit_queue,
+            a_removed_device_is_found_and_recover_says_it_is_gone,
+            a_queue_disabled_by_the_device_is_found_and_reopening_it_recovers,
+            a_healthy_idle_queue_is_never_reported_faulted,
         );
     };
     (interrupts, $f:ty) => {

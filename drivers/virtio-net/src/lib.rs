@@ -38,6 +38,14 @@
 //!   deliver everything to queue pair 0) and [`Nic::set_rss`] is `Unsupported`.
 //! * **statistics are software counters**: virtio has no statistics registers; the driver
 //!   counts what its queues complete.
+//! * **critical faults** (`ringfab-hal`'s "Critical faults"): after
+//!   [`ringfab_hal::queue::STALL_POLLS`] empty polls with work pending, a queue
+//!   reads `device_status` and its `queue_enable` (§4.1.4.3): all-ones is a device that is gone
+//!   ([`QueueFault::Removed`]), `DEVICE_NEEDS_RESET` (§2.1.2) a device that failed
+//!   ([`QueueFault::NeedsReset`]), `DRIVER_OK` clear a device that was reset
+//!   ([`QueueFault::Reset`], §2.1: a reset writes 0), a clear `queue_enable` a queue reset
+//!   by someone else ([`QueueFault::Disabled`], §2.6.1). [`Nic::recover`] then resets the
+//!   device and brings it up again (§2.1.2: "the driver MUST reset the device").
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -50,10 +58,11 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 
+use ringfab_hal::queue::STALL_POLLS;
 use ringfab_hal::{
-    Capabilities, DmaRegion, Error, Link, MacAddr, Nic, Offloads, Platform, PushError, Report,
-    Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion, RxConfig, RxError, RxMode,
-    RxQueue, Stats, Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment,
+    Capabilities, DmaRegion, Error, Link, MacAddr, Nic, Offloads, Platform, PushError, QueueFault,
+    Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion, RxConfig, RxError,
+    RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment,
 };
 use spin::Mutex;
 
@@ -106,6 +115,8 @@ struct State<D: DmaRegion> {
     ctrl: Option<Ctrl<D>>,
     /// What bring-up read and negotiated.
     dev: DevInfo,
+    /// The receive filter mode last set (restored by [`Nic::recover`]).
+    mode: RxMode,
 }
 
 /// Facts from feature negotiation and the device configuration.
@@ -192,6 +203,7 @@ impl<P: Platform> VirtioNet<P> {
                 rx_open: 0,
                 ctrl: None,
                 dev: DevInfo::default(),
+                mode: RxMode::default(),
             }),
             counters: Counters::default(),
         };
@@ -216,6 +228,30 @@ impl<P: Platform> VirtioNet<P> {
     /// descriptor, a buffer the IOMMU refused) and processes nothing until [`Nic::reset`].
     pub fn needs_reset(&self) -> bool {
         self.t.status() & status::NEEDS_RESET != 0
+    }
+
+    /// Whether the device still holds virtqueue `vq_index`, or the critical fault that took
+    /// it.
+    fn queue_fault(&self, vq_index: u16) -> Option<QueueFault> {
+        // `queue_select` is shared: the state lock.
+        let _st = self.state.lock();
+        let s = self.t.status();
+        // No status has every bit set (FAILED and DRIVER_OK together mean nothing, §2.1): an
+        // all-ones read is a device that no longer answers (surprise removal).
+        if s == u8::MAX {
+            return Some(QueueFault::Removed);
+        }
+        // §2.1.2: DEVICE_NEEDS_RESET, the device met an error and stopped.
+        if s & status::NEEDS_RESET != 0 {
+            return Some(QueueFault::NeedsReset);
+        }
+        // The driver set DRIVER_OK at bring-up; only a reset clears it (§2.1, §4.1.4.3.2).
+        if s & status::DRIVER_OK == 0 {
+            return Some(QueueFault::Reset);
+        }
+        // §4.1.4.3: queue_enable reads 0 after a queue reset (§2.6.1) the driver did not ask for.
+        self.t.w16(common::QUEUE_SELECT, vq_index);
+        (self.t.c16(common::QUEUE_ENABLE) == 0).then_some(QueueFault::Disabled)
     }
 
     /// Resets the device and waits for `device_status` to read 0 (§4.1.4.3.2).
@@ -565,6 +601,8 @@ impl<P: Platform> VirtioNet<P> {
                         notify_at,
                         vector,
                         wait,
+                        fault: None,
+                        stalls: 0,
                     },
                     vq,
                 ))
@@ -639,7 +677,27 @@ impl<P: Platform> Nic for VirtioNet<P> {
         if st.tx_open != 0 || st.rx_open != 0 {
             return Err(Error::QueuesOpen);
         }
+        st.mode = RxMode::default();
         self.bring_up(&mut st)
+    }
+
+    fn recover(&self) -> Result {
+        let mut st = self.state.lock();
+        let s = self.t.status();
+        if s == u8::MAX {
+            return Err(Error::DeviceRemoved);
+        }
+        // §2.1.2: a device with DEVICE_NEEDS_RESET must be reset; one without DRIVER_OK was
+        // reset. Otherwise only a queue was lost and the device is fine as it is.
+        if s & status::NEEDS_RESET == 0 && s & status::DRIVER_OK != 0 {
+            return Ok(());
+        }
+        self.bring_up(&mut st)?;
+        let mode = st.mode;
+        if st.dev.features & feature::CTRL_RX != 0 && mode != RxMode::default() {
+            self.apply_rx_mode(&mut st, mode)?;
+        }
+        Ok(())
     }
 
     fn open_tx<const N: usize>(
@@ -719,7 +777,9 @@ impl<P: Platform> Nic for VirtioNet<P> {
 
     fn set_rx_mode(&self, mode: RxMode) -> Result {
         let mut st = self.state.lock();
-        self.apply_rx_mode(&mut st, mode)
+        self.apply_rx_mode(&mut st, mode)?;
+        st.mode = mode;
+        Ok(())
     }
 
     fn stats(&self) -> Stats {
@@ -774,12 +834,58 @@ struct QueueCore<'a, P: Platform> {
     notify_at: usize,
     vector: Option<u16>,
     wait: Option<P::Wait>,
+    /// The critical fault found, sticky.
+    fault: Option<QueueFault>,
+    /// Empty polls in a row with work pending.
+    stalls: u32,
 }
 
 impl<P: Platform> QueueCore<'_, P> {
     #[inline]
     fn kick(&self) {
         self.nic.t.notify(self.notify_at, self.vq_index);
+    }
+
+    /// Counts a poll: `stuck` if it found nothing while work was pending. Every
+    /// [`STALL_POLLS`]th stuck poll in a row checks the device.
+    #[inline]
+    fn after_poll(&mut self, stuck: bool) {
+        if !stuck {
+            self.stalls = 0;
+            return;
+        }
+        self.stalls += 1;
+        if self.stalls >= STALL_POLLS {
+            self.stalls = 0;
+            self.check();
+        }
+    }
+
+    /// Reads the device's state and records a fault (once: faults are sticky).
+    #[cold]
+    fn check(&mut self) -> Option<QueueFault> {
+        if self.fault.is_none() {
+            self.fault = self.nic.queue_fault(self.vq_index);
+        }
+        self.fault
+    }
+
+    /// Flush: a healthy queue is reset and set up again; a faulted one only has its buffers
+    /// taken back (the device no longer holds the ring).
+    fn restart<const N: usize>(&self, vq: &mut Virtq<P::Dma, N>) {
+        if self.fault.is_some() {
+            vq.take_back();
+        } else {
+            self.nic.restart(self.vq_index, vq, self.vector);
+        }
+    }
+
+    /// Close: reset the virtqueue unless the device is gone (then it would only wait out
+    /// the bound).
+    fn stop(&self) {
+        if self.fault != Some(QueueFault::Removed) {
+            self.nic.stop(self.vq_index);
+        }
     }
 }
 
@@ -816,7 +922,7 @@ impl<P: Platform, const N: usize> VirtioNetTx<'_, P, N> {
 
 impl<P: Platform, const N: usize> Drop for VirtioNetTx<'_, P, N> {
     fn drop(&mut self) {
-        self.q.nic.stop(self.q.vq_index);
+        self.q.stop();
     }
 }
 
@@ -848,6 +954,9 @@ impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
         token: Token,
         report: Report,
     ) -> core::result::Result<(), PushError> {
+        if let Some(f) = self.q.fault {
+            return Err(PushError::Fault(f));
+        }
         let count = segments.len();
         if count.wrapping_sub(1) >= MAX_TX_SEGMENTS {
             return Err(PushError::Segments {
@@ -913,6 +1022,8 @@ impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
             n += 1;
         }
         self.vq.end_poll();
+        self.q
+            .after_poll(n == 0 && packets == 0 && self.vq.pending() != 0);
         if packets != 0 {
             let c = &self.q.nic.counters;
             c.tx_packets.fetch_add(packets, Ordering::Relaxed);
@@ -922,9 +1033,15 @@ impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
     }
 
     fn flush(&mut self) {
-        self.q
-            .nic
-            .restart(self.q.vq_index, &mut self.vq, self.q.vector);
+        self.q.restart(&mut self.vq);
+    }
+
+    fn fault(&self) -> Option<QueueFault> {
+        self.q.fault
+    }
+
+    fn check(&mut self) -> Option<QueueFault> {
+        self.q.check()
     }
 
     fn interrupt(&self) -> Option<&P::Wait> {
@@ -970,7 +1087,7 @@ impl<P: Platform, const N: usize> VirtioNetRx<'_, P, N> {
 
 impl<P: Platform, const N: usize> Drop for VirtioNetRx<'_, P, N> {
     fn drop(&mut self) {
-        self.q.nic.stop(self.q.vq_index);
+        self.q.stop();
     }
 }
 
@@ -1001,6 +1118,9 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
 
     #[inline]
     fn push(&mut self, buf: RxBuffer, token: Token) -> core::result::Result<(), PushError> {
+        if let Some(f) = self.q.fault {
+            return Err(PushError::Fault(f));
+        }
         if buf.len < self.buf_len {
             return Err(PushError::BufferTooSmall {
                 len: buf.len,
@@ -1033,7 +1153,7 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
             let (len, status) = if u.flushed {
                 (0, Err(RxError::Flushed))
             } else {
-                self.check(u.id, u.len, u.cap)
+                self.check_used(u.id, u.len, u.cap)
             };
             if status.is_ok() {
                 bytes += u64::from(len);
@@ -1047,6 +1167,7 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
             n += 1;
         }
         self.vq.end_poll();
+        self.q.after_poll(n == 0 && self.vq.pending() != 0);
         let good = out[..n].iter().filter(|c| c.status.is_ok()).count() as u64;
         if good != 0 {
             let c = &self.q.nic.counters;
@@ -1057,9 +1178,15 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
     }
 
     fn flush(&mut self) {
-        self.q
-            .nic
-            .restart(self.q.vq_index, &mut self.vq, self.q.vector);
+        self.q.restart(&mut self.vq);
+    }
+
+    fn fault(&self) -> Option<QueueFault> {
+        self.q.fault
+    }
+
+    fn check(&mut self) -> Option<QueueFault> {
+        self.q.check()
     }
 
     fn interrupt(&self) -> Option<&P::Wait> {
@@ -1083,7 +1210,7 @@ impl<P: Platform, const N: usize> VirtioNetRx<'_, P, N> {
     /// the driver did not negotiate (§5.1.6.4: `flags` 0 without `GUEST_CSUM`, `gso_type`
     /// NONE without the GUEST_TSO/UFO features).
     #[inline]
-    fn check(&self, id: u16, len: u32, cap: u32) -> (u32, core::result::Result<(), RxError>) {
+    fn check_used(&self, id: u16, len: u32, cap: u32) -> (u32, core::result::Result<(), RxError>) {
         let hdr = NET_HDR_LEN as u32;
         if len < hdr {
             return (0, Err(RxError::DeviceStatus { raw: len.into() }));

@@ -7,13 +7,14 @@
 //! is released, the platform a driver is given — is written once, here.
 
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ringfab_hal::{Iova, MacAddr};
 
 use crate::engine::Engine;
-use crate::fault::DeviceFault;
+use crate::fault::{CriticalFault, DeviceFault};
 use crate::iommu::{Iommu, IommuFault};
 use crate::platform::EmuPlatform;
 use crate::wait::EmuWait;
@@ -45,6 +46,11 @@ pub(crate) trait Model: Send {
     fn engine(&mut self) -> &mut Engine;
     /// Frames transmitted since the last call.
     fn take_outbox(&mut self) -> Vec<Vec<u8>>;
+
+    /// A device-initiated [`CriticalFault::Reset`], [`CriticalFault::NeedsReset`] or
+    /// [`CriticalFault::DisableQueue`] (surprise removal is the device wrapper's, not the
+    /// model's). A model ignores what it does not have.
+    fn critical(&mut self, fault: CriticalFault);
 
     /// The virtio-net model, for its test accessors; `None` for every other model.
     fn as_virtio(&self) -> Option<&crate::virtio::model::VirtioNetModel> {
@@ -115,6 +121,9 @@ pub(crate) struct Device {
     /// Size in bytes of each memory BAR the model has registers in (0: none).
     pub(crate) bars: [usize; 6],
     port: Mutex<Option<(Wire, usize)>>,
+    /// Surprise removal ([`CriticalFault::SurpriseRemoval`]): registers read all-ones,
+    /// writes and frames are dropped, no deferred work runs.
+    pub(crate) removed: AtomicBool,
 }
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -124,6 +133,11 @@ fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Device {
+    /// Whether the device was surprise-removed.
+    pub(crate) fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+
     /// Runs `f` on the model, then hands any transmitted frames to the wire — after the model
     /// lock is released, so that delivering into another device never nests two device locks.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut dyn Model) -> R) -> R {
@@ -145,11 +159,13 @@ impl Device {
 
 impl WirePort for Device {
     fn receive(&self, frame: &[u8], crc_ok: bool) {
-        self.with(|m| m.receive(frame, crc_ok));
+        if !self.is_removed() {
+            self.with(|m| m.receive(frame, crc_ok));
+        }
     }
 
     fn step(&self) -> bool {
-        self.with(|m| m.step())
+        !self.is_removed() && self.with(|m| m.step())
     }
 }
 
@@ -202,6 +218,7 @@ impl<K: Kind> EmuNic<K> {
                 vectors,
                 bars,
                 port: Mutex::new(None),
+                removed: AtomicBool::new(false),
             }),
             _kind: PhantomData,
         }
@@ -234,6 +251,19 @@ impl<K: Kind> EmuNic<K> {
     /// Adds a device fault; faults act in the order they were injected.
     pub fn inject(&self, fault: DeviceFault) {
         self.dev.with(|m| m.engine().faults.push(fault));
+    }
+
+    /// Makes a critical device event happen now (see [`CriticalFault`]).
+    pub fn inject_critical(&self, fault: CriticalFault) {
+        match fault {
+            CriticalFault::SurpriseRemoval => self.dev.removed.store(true, Ordering::Release),
+            _ => self.dev.with(|m| m.critical(fault)),
+        }
+    }
+
+    /// Whether the device was surprise-removed ([`CriticalFault::SurpriseRemoval`]).
+    pub fn is_removed(&self) -> bool {
+        self.dev.is_removed()
     }
 
     /// Removes every device fault not yet used up.
@@ -279,7 +309,7 @@ impl<K: Kind> EmuNic<K> {
     /// One step of deferred device work (delayed write-backs); returns whether any remains.
     /// Transmission itself needs no step: it happens on the tail write.
     pub fn step(&self) -> bool {
-        self.dev.with(|m| m.step())
+        !self.dev.is_removed() && self.dev.with(|m| m.step())
     }
 
     /// Steps until no deferred work remains (bounded).
@@ -293,7 +323,9 @@ impl<K: Kind> EmuNic<K> {
 
     /// Delivers `frame` to the device as if it arrived from the wire with a good CRC.
     pub fn receive(&self, frame: &[u8]) {
-        self.dev.with(|m| m.receive(frame, true));
+        if !self.dev.is_removed() {
+            self.dev.with(|m| m.receive(frame, true));
+        }
     }
 
     /// Makes every MSI-X vector's wait handle mirror its notifications into an eventfd, so that

@@ -160,6 +160,30 @@ pub enum DeviceFault {
     },
 }
 
+/// A critical device event: not a fault of one write-back but a change of the whole device (or
+/// of one queue) that a driver must notice and recover from. Injected with
+/// [`EmuNic::inject_critical`](crate::EmuNic::inject_critical); it acts at once.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum CriticalFault {
+    /// Surprise removal: from now on every register and configuration read returns all-ones
+    /// (what a PCIe read of a function that is gone completes with), writes are ignored, and
+    /// the device does no DMA, raises no interrupt and takes no frame from the wire. For ever.
+    SurpriseRemoval,
+    /// The device resets itself (as a function-level or hot reset behind the driver's back):
+    /// every register back at its power-on value, queues disabled, rings forgotten, in-flight
+    /// DMA lost. For virtio-net, `device_status` reads 0 (virtio 1.2 §2.1).
+    Reset,
+    /// virtio-net only: the device enters `DEVICE_NEEDS_RESET` (virtio 1.2 §2.1.2), stops
+    /// processing its queues, and sends a configuration-change interrupt. Ignored by the other
+    /// models.
+    NeedsReset,
+    /// The device disables one queue on its own: on the 82576 RXDCTL/TXDCTL.ENABLE clears; on
+    /// the 82574 a transmit queue's TARC.ENABLE clears, and for a receive queue RCTL.EN (the
+    /// receiver both queues share); on virtio-net the virtqueue is reset (virtio 1.2 §2.6.1).
+    DisableQueue(Ring),
+}
+
 /// A small deterministic PRNG (SplitMix64): reproducible from its seed on every platform.
 #[derive(Clone, Debug)]
 pub struct Prng(u64);

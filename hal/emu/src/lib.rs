@@ -54,7 +54,7 @@ pub mod wire;
 
 pub use device::{EmuNic, Kind, ModelConfig};
 pub use e1000e::{E1000e82574, E1000eModelConfig, EmuE1000e};
-pub use fault::{CorruptMode, DeviceFault, Prng, Ring, WireFault};
+pub use fault::{CorruptMode, CriticalFault, DeviceFault, Prng, Ring, WireFault};
 pub use igb::{EmuIgb, Igb82576, IgbModelConfig};
 pub use iommu::{EmuDma, EmuMapping, Iommu, IommuFault};
 pub use null::{NullPlatform, NullRegs, NullVirtioRegs};

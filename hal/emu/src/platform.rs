@@ -51,13 +51,15 @@ impl EmuMmio {
         self.dev.bars[usize::from(self.bar)]
     }
 
+    /// `None` (read as all-ones) outside the BAR, and for a removed device: a PCIe read of a
+    /// function that is gone completes as Unsupported Request, which the host sees as all-ones.
     fn read(&self, offset: usize, size: usize) -> Option<u32> {
-        in_bar(offset, size, self.len_of())
+        (in_bar(offset, size, self.len_of()) && !self.dev.is_removed())
             .then(|| self.dev.with(|m| m.read_bar(self.bar, offset, size)))
     }
 
     fn write(&self, offset: usize, size: usize, value: u32) {
-        if in_bar(offset, size, self.len_of()) {
+        if in_bar(offset, size, self.len_of()) && !self.dev.is_removed() {
             self.dev
                 .with(|m| m.write_bar(self.bar, offset, size, value));
         }
@@ -114,11 +116,14 @@ unsafe impl Platform for EmuPlatform {
     }
 
     fn config_read32(&self, offset: u16) -> u32 {
+        if self.dev.is_removed() {
+            return u32::MAX;
+        }
         self.dev.with(|m| m.config_read(offset))
     }
 
     fn config_write32(&self, offset: u16, value: u32) {
-        if offset % 4 == 0 {
+        if offset % 4 == 0 && !self.dev.is_removed() {
             self.dev.with(|m| m.config_write(offset, value));
         }
     }

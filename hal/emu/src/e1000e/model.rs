@@ -12,7 +12,7 @@ use ringfab_hal::{MacAddr, Wait};
 use super::regs::*;
 use crate::device::Model;
 use crate::engine::Engine;
-use crate::fault::Ring;
+use crate::fault::{CriticalFault, Ring};
 use crate::iommu::Iommu;
 use crate::pci::PciConfig;
 use crate::wait::EmuWait;
@@ -656,5 +656,21 @@ impl Model for E1000eModel {
 
     fn take_outbox(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.outbox)
+    }
+    fn critical(&mut self, fault: CriticalFault) {
+        match fault {
+            // A reset the driver did not ask for: power-on values, CTRL.RST never seen set.
+            CriticalFault::Reset => self.reset(false),
+            CriticalFault::DisableQueue(Ring::Tx(n)) => {
+                let off = txq(usize::from(n), Q_TARC);
+                let val = self.r(off) & !TARC_ENABLE;
+                E1000eModel::write(self, off, val);
+            }
+            CriticalFault::DisableQueue(Ring::Rx(_)) => {
+                let val = self.r(RCTL) & !RCTL_EN;
+                E1000eModel::write(self, RCTL, val);
+            }
+            _ => {}
+        }
     }
 }

@@ -9,7 +9,7 @@ use ringfab_hal::{MacAddr, Wait};
 use super::regs::*;
 use crate::device::Model;
 use crate::engine::Engine;
-use crate::fault::Ring;
+use crate::fault::{CriticalFault, Ring};
 use crate::iommu::Iommu;
 use crate::pci::PciConfig;
 use crate::wait::EmuWait;
@@ -559,5 +559,21 @@ impl Model for IgbModel {
 
     fn take_outbox(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.outbox)
+    }
+    fn critical(&mut self, fault: CriticalFault) {
+        match fault {
+            // A reset the driver did not ask for: power-on values (QEMU `igb_reset` without
+            // the software-reset exceptions), CTRL.RST never seen set.
+            CriticalFault::Reset => self.reset(false),
+            CriticalFault::DisableQueue(ring) => {
+                let off = match ring {
+                    Ring::Tx(n) => txq(usize::from(n), Q_DCTL),
+                    Ring::Rx(n) => rxq(usize::from(n), Q_DCTL),
+                };
+                let val = self.r(off) & !DCTL_ENABLE;
+                self.write_dctl(ring, off, val);
+            }
+            _ => {}
+        }
     }
 }

@@ -7,7 +7,7 @@ use ringfab_hal::{MacAddr, Wait};
 use super::{VirtioNetModelConfig, CTRL_QUEUE_SIZE, MODERN_BAR, QUEUE_MAX_SIZE, QUEUE_SIZE};
 use crate::device::Model;
 use crate::engine::{le32, parse, Engine, Plan, L4};
-use crate::fault::Ring;
+use crate::fault::{CriticalFault, Ring};
 use crate::iommu::Iommu;
 use crate::pci::{PciConfig, PciLayout};
 use crate::toeplitz;
@@ -1248,6 +1248,25 @@ impl Model for VirtioNetModel {
 
     fn take_outbox(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.outbox)
+    }
+
+    fn critical(&mut self, fault: CriticalFault) {
+        match fault {
+            // A reset the driver did not ask for: device_status reads 0 (virtio 1.2 §2.1).
+            CriticalFault::Reset => self.reset(),
+            // virtio_error: DEVICE_NEEDS_RESET and a configuration-change notification.
+            CriticalFault::NeedsReset => self.error(),
+            CriticalFault::DisableQueue(ring) => {
+                let vq = match ring {
+                    Ring::Rx(n) => 2 * usize::from(n),
+                    Ring::Tx(n) => 2 * usize::from(n) + 1,
+                };
+                if vq < self.vqs.len() {
+                    self.queue_reset(vq);
+                }
+            }
+            CriticalFault::SurpriseRemoval => {}
+        }
     }
 
     fn as_virtio(&self) -> Option<&VirtioNetModel> {

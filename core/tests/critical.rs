@@ -1,0 +1,343 @@
+//! Critical errors of endpoints (fi_endpoint(3): "If an endpoint experiences a critical error,
+//! it will transition back into a disabled state ... all pending operations are discarded";
+//! "fi_enable may also be used to re-enable an endpoint that has been disabled as a result of
+//! experiencing a critical error"), on the emulated 82576, 82574 and virtio-net: the device
+//! resets itself, asks for a reset or is surprise-removed while receives are pending.
+
+mod common;
+use common::*;
+use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
+use ringfab::cq::strerror::ProvError;
+use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::domain::Domain;
+use ringfab::ep::{Endpoint, EpAttr};
+use ringfab::flags::{BindFlags, CompletionFlags};
+use ringfab::hal::queue::STALL_POLLS;
+use ringfab::hal::{Nic, QueueFault};
+use ringfab::mr::{Buf, MemoryRegion, MrSlot};
+use ringfab::path::PathSlot;
+use ringfab::proto::HEADER_LEN;
+use ringfab::Error;
+use ringfab_e1000e::E1000e;
+use ringfab_emu::{
+    CriticalFault, EmuE1000e, EmuNic, EmuVirtioNet, Kind, ModelConfig, VirtioNetModelConfig, Wire,
+};
+use ringfab_virtio_net::VirtioNet;
+
+const D: usize = 64;
+const BUF: usize = 2048;
+const CQ_SIZE: usize = 256;
+
+/// Reads `cq` until something other than `Again` comes back, driving the wire; the bound is
+/// a count of reads (enough for several stall checks), never a time.
+fn read_until<'s, N: Nic>(
+    wire: &Wire,
+    cq: &CompletionQueue<'_, 's, '_, N, D, Data>,
+) -> Result<(DataEntry, Option<Buf<'s>>), Error> {
+    for _ in 0..4 * STALL_POLLS {
+        wire.run_until_idle();
+        let mut e = [DataEntry::default(); 1];
+        let mut src = [FiAddr::NOTAVAIL; 1];
+        let mut bufs = [None];
+        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+            Ok(1) => return Ok((e[0], bufs[0].take())),
+            Err(Error::Again) => continue,
+            Ok(n) => panic!("read {n} entries into one"),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Again)
+}
+
+/// One message from `from` to `to` (`dest` names `to` in `from`'s AV): the receive completes
+/// with its length and its buffer, the send completes.
+#[allow(clippy::too_many_arguments, reason = "a test's two sides")]
+fn message<'s, N: Nic>(
+    wire: &Wire,
+    (from, mr_from, cq_from): (
+        &Endpoint<'_, 's, '_, N, D>,
+        &MemoryRegion<'_, 's, '_, N, D>,
+        &CompletionQueue<'_, 's, '_, N, D, Data>,
+    ),
+    (to, mr_to, cq_to): (
+        &Endpoint<'_, 's, '_, N, D>,
+        &MemoryRegion<'_, 's, '_, N, D>,
+        &CompletionQueue<'_, 's, '_, N, D, Data>,
+    ),
+    dest: FiAddr,
+    len: usize,
+) {
+    to.recv(mr_to.alloc(BUF).unwrap(), OpContext(0x100))
+        .unwrap();
+    let mut buf = mr_from.alloc(BUF).unwrap();
+    buf.write(HEADER_LEN, &[0x5a; 32][..len.min(32)]).unwrap();
+    from.send(buf, len, dest, OpContext(0x200)).unwrap();
+    let (e, buf) = read_until(wire, cq_to).unwrap();
+    assert_eq!((e.op_context, e.len), (OpContext(0x100), len));
+    assert!(buf.is_some(), "the receive buffer comes back");
+    let (e, buf) = read_until(wire, cq_from).unwrap();
+    assert_eq!(e.op_context, OpContext(0x200));
+    assert!(buf.is_some(), "the send buffer comes back");
+}
+
+/// The critical-error walk on two brought-up NICs of one kind: B has four receives pending
+/// when `fault` hits its device. Checks the report, the discarded operations, the state
+/// after, and — unless the device was removed — that `enable` brings the endpoint back and
+/// traffic flows both ways again.
+fn critical_walk<K: Kind, N: Nic>(
+    wire: &Wire,
+    dev_b: &EmuNic<K>,
+    nic_a: &N,
+    nic_b: &N,
+    fault: CriticalFault,
+    expect: QueueFault,
+) {
+    let (pa, pb) = ([PathSlot::<N, D>::EMPTY; 2], [PathSlot::<N, D>::EMPTY; 2]);
+    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
+    let (ma, mb) = ([MrSlot::<N>::EMPTY; 1], [MrSlot::<N>::EMPTY; 1]);
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
+    let (mut auxa, mut auxb) = ([AuxEntry::EMPTY; CQ_SIZE], [AuxEntry::EMPTY; CQ_SIZE]);
+    let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let attr = CqAttr {
+        size: CQ_SIZE,
+        format: CqFormat::Data,
+        ..CqAttr::default()
+    };
+    let cq_a = da.open_cq::<Data>(&attr, &mut auxa).unwrap();
+    let mut cq_b = db.open_cq::<Data>(&attr, &mut auxb).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
+        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(av).unwrap();
+        ep.enable().unwrap();
+    }
+    let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
+    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    av_b.insert(&[ep_a.name()], &mut to_a).unwrap();
+    let mr_a = da.register(memory(16 * BUF)).unwrap();
+    let mr_b = db.register(memory(16 * BUF)).unwrap();
+    let a = (&ep_a, &mr_a, &cq_a);
+
+    // Traffic, then four receives left pending on B when its device fails.
+    message(wire, a, (&ep_b, &mr_b, &cq_b), to_b[0], 20);
+    for i in 0..4 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+    assert_eq!(mr_b.outstanding(), 4);
+    dev_b.inject_critical(fault);
+
+    // Reported once, on the bound CQ, as an error entry naming the fault.
+    assert_eq!(read_until(wire, &cq_b).err(), Some(Error::Avail));
+    let mut entry = ErrEntry::default();
+    let mut data = [0u8; 8];
+    let (_, buf) = cq_b.readerr_owned(&mut entry, Some(&mut data), 0).unwrap();
+    assert!(buf.is_none(), "the report is of no operation");
+    assert_eq!(entry.err, 5, "FI_EIO");
+    assert_eq!(entry.op_context, OpContext::NULL);
+    assert_eq!(entry.flags, CompletionFlags::RECV | CompletionFlags::MSG);
+    assert_eq!(
+        ProvError::decode(entry.prov_errno, &data[..entry.err_data_size]),
+        Some(ProvError::QueueFault(expect))
+    );
+    // The pending receives were discarded: no completion for them, their buffers back in
+    // the region, their credits back in the CQ.
+    assert_eq!(read_until(wire, &cq_b).err(), Some(Error::Again));
+    assert_eq!(
+        mr_b.outstanding(),
+        0,
+        "discarded buffers went back to the region"
+    );
+    assert_eq!(cq_b.credits(), CQ_SIZE, "nothing is owed any more");
+
+    // Disabled: every data operation is OpBadState (the buffer comes back with it).
+    assert!(!ep_b.is_enabled());
+    assert_eq!(ep_b.fault(), Some(expect));
+    let (e, _) = ep_b
+        .recv(mr_b.alloc(BUF).unwrap(), OpContext(9))
+        .unwrap_err();
+    assert_eq!(e, Error::OpBadState);
+    let (e, _) = ep_b
+        .send(mr_b.alloc(BUF).unwrap(), 8, to_a[0], OpContext(9))
+        .unwrap_err();
+    assert_eq!(e, Error::OpBadState);
+    assert_eq!(ep_b.inject(b"x", to_a[0]), Err(Error::OpBadState));
+    assert_eq!(ep_b.progress(), Err(Error::OpBadState));
+    assert_eq!(ep_b.rx_size_left(), Err(Error::OpBadState));
+    let alias = ep_b.alias(BindFlags::RECV, Default::default()).unwrap();
+    let (e, _) = alias
+        .recv(mr_b.alloc(BUF).unwrap(), OpContext(9))
+        .unwrap_err();
+    assert_eq!(e, Error::OpBadState, "aliases share the endpoint's state");
+    assert_eq!(
+        read_until(wire, &cq_b).err(),
+        Some(Error::Again),
+        "the transmit queue was discarded without a second report"
+    );
+
+    if expect == QueueFault::Removed {
+        let gone = Error::Device(ringfab::hal::Error::DeviceRemoved);
+        assert_eq!(ep_b.enable(), Err(gone));
+        assert!(!ep_b.is_enabled());
+        assert_eq!(ep_b.enable(), Err(gone), "still gone, still a clear error");
+        return;
+    }
+
+    // fi_enable brings it back; traffic flows both ways.
+    ep_b.enable().unwrap();
+    assert!(ep_b.is_enabled());
+    assert_eq!(ep_b.fault(), None);
+    assert_eq!(
+        ep_b.enable(),
+        Err(Error::OpBadState),
+        "enabled once is enough"
+    );
+    let b = (&ep_b, &mr_b, &cq_b);
+    message(wire, a, b, to_b[0], 24);
+    message(wire, b, a, to_a[0], 28);
+    assert_eq!(mr_b.outstanding(), 0);
+    assert_eq!(cq_b.credits(), CQ_SIZE);
+}
+
+#[test]
+fn igb_a_device_reset_disables_the_endpoint_discards_its_operations_and_enable_recovers_it() {
+    let p = pair();
+    critical_walk(
+        &p.wire,
+        &p.b,
+        &p.nic_a,
+        &p.nic_b,
+        CriticalFault::Reset,
+        QueueFault::Reset,
+    );
+}
+
+#[test]
+fn igb_a_queue_disabled_by_the_device_disables_the_endpoint_and_enable_recovers_it() {
+    let p = pair();
+    critical_walk(
+        &p.wire,
+        &p.b,
+        &p.nic_a,
+        &p.nic_b,
+        CriticalFault::DisableQueue(ringfab_emu::Ring::Rx(0)),
+        QueueFault::Disabled,
+    );
+}
+
+#[test]
+fn igb_a_removed_device_disables_the_endpoint_and_enable_says_it_is_gone() {
+    let p = pair();
+    critical_walk(
+        &p.wire,
+        &p.b,
+        &p.nic_a,
+        &p.nic_b,
+        CriticalFault::SurpriseRemoval,
+        QueueFault::Removed,
+    );
+}
+
+fn e1000e_pair() -> (Wire, EmuE1000e, E1000e<ringfab_emu::EmuPlatform>, EmuE1000e) {
+    let wire = Wire::new();
+    let dev = |mac| {
+        let mut c = ModelConfig::default();
+        c.mac = mac;
+        let d = EmuE1000e::new(c);
+        d.connect(&wire);
+        d
+    };
+    let (a, b) = (dev(MAC_A), dev(MAC_B));
+    let nic_a = E1000e::new(a.platform()).unwrap();
+    (wire, a, nic_a, b)
+}
+
+#[test]
+fn e1000e_a_device_reset_disables_the_endpoint_and_enable_recovers_it() {
+    let (wire, _a, nic_a, b) = e1000e_pair();
+    let nic_b = E1000e::new(b.platform()).unwrap();
+    critical_walk(
+        &wire,
+        &b,
+        &nic_a,
+        &nic_b,
+        CriticalFault::Reset,
+        QueueFault::Reset,
+    );
+}
+
+#[test]
+fn virtio_net_needs_reset_disables_the_endpoint_and_enable_resets_the_device() {
+    let wire = Wire::new();
+    let dev = |mac| {
+        let mut c = VirtioNetModelConfig::default();
+        c.mac = mac;
+        let d = EmuVirtioNet::new(c);
+        d.connect(&wire);
+        d
+    };
+    let (a, b) = (dev(MAC_A), dev(MAC_B));
+    let nic_a = VirtioNet::new(a.platform()).unwrap();
+    let nic_b = VirtioNet::new(b.platform()).unwrap();
+    critical_walk(
+        &wire,
+        &b,
+        &nic_a,
+        &nic_b,
+        CriticalFault::NeedsReset,
+        QueueFault::NeedsReset,
+    );
+}
+
+#[test]
+fn a_scalable_endpoints_receive_context_is_disabled_and_reenabled_alone() {
+    let p = pair();
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 2];
+    let cqs = [CqSlot::EMPTY; 2];
+    let mrs = [MrSlot::<Igb0>::EMPTY; 1];
+    let avs = [AvSlot::EMPTY; 1];
+    let table = [AvEntry::EMPTY; 2];
+    let (mut aux0, mut aux1) = ([AuxEntry::EMPTY; CQ_SIZE], [AuxEntry::EMPTY; CQ_SIZE]);
+    let db = Domain::new(&p.nic_b, &paths, &cqs)
+        .with_mrs(&mrs)
+        .with_avs(&avs);
+    let attr = CqAttr {
+        size: CQ_SIZE,
+        format: CqFormat::Data,
+        ..CqAttr::default()
+    };
+    let mut cq_rx = db.open_cq::<Data>(&attr, &mut aux0).unwrap();
+    let cq_tx = db.open_cq::<Data>(&attr, &mut aux1).unwrap();
+    let av = db.open_av(&table).unwrap();
+    let mut sep = db.scalable_endpoint(&Default::default()).unwrap();
+    sep.bind_av(&av).unwrap();
+    let ctx_attr = Default::default();
+    let mut rx = sep.rx_context(0, &ctx_attr).unwrap();
+    let mut tx = sep.tx_context(0, &ctx_attr).unwrap();
+    rx.bind_cq(&cq_rx, BindFlags::RECV).unwrap();
+    tx.bind_cq(&cq_tx, BindFlags::TRANSMIT).unwrap();
+    rx.enable().unwrap();
+    tx.enable().unwrap();
+    let mr = db.register(memory(8 * BUF)).unwrap();
+    rx.recv(mr.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+    p.b.inject_critical(CriticalFault::DisableQueue(ringfab_emu::Ring::Rx(0)));
+    assert_eq!(read_until(&p.wire, &cq_rx).err(), Some(Error::Avail));
+    let mut entry = ErrEntry::default();
+    cq_rx.readerr(&mut entry, None, 0).unwrap();
+    assert_eq!(entry.prov_errno, 8);
+    assert!(!rx.is_enabled());
+    assert_eq!(mr.outstanding(), 0);
+    assert!(
+        tx.is_enabled(),
+        "the transmit context has a queue of its own"
+    );
+    rx.enable().unwrap();
+    rx.recv(mr.alloc(BUF).unwrap(), OpContext(2)).unwrap();
+    assert_eq!(rx.rx_size_left(), Ok(D - 1));
+}

@@ -1,0 +1,151 @@
+//! Critical device faults (`ringfab-hal`'s "Critical faults"): a device that is removed,
+//! resets itself or disables a queue. Each is found by the stall check of `poll` (never
+//! before [`STALL_POLLS`] empty polls: the data path reads no register), refuses pushes,
+//! hands every token back on flush without touching the device, and — except for a removed
+//! device — is recovered by closing the queue, [`Nic::recover`] and opening it again.
+//!
+//! Section `critical`.
+
+use ringfab_emu::{CriticalFault, Ring};
+use ringfab_hal::queue::STALL_POLLS;
+use ringfab_hal::{
+    Error, Nic, Platform, PushError, QueueFault, RxConfig, RxError, RxQueue, Token, TxConfig,
+    TxQueue,
+};
+
+use crate::{frame, pair, post, rx_buf, send_all, Fixture, BUF, MAC_A, MAC_B, NO_RX, NO_TX};
+
+/// Polls `rx` `polls` times; returns how many completions came back.
+fn poll_rx<Q: RxQueue>(rx: &mut Q, polls: u32) -> usize {
+    let mut out = [NO_RX; 8];
+    (0..polls).map(|_| rx.poll(&mut out)).sum()
+}
+
+/// Every token the flush of `rx` hands back, with its status.
+fn flush_rx<Q: RxQueue>(rx: &mut Q) -> Vec<(u64, Result<(), RxError>)> {
+    rx.flush();
+    let mut all = Vec::new();
+    let mut out = [NO_RX; 8];
+    loop {
+        let n = rx.poll(&mut out);
+        if n == 0 {
+            return all;
+        }
+        all.extend(out[..n].iter().map(|c| (c.token.0, c.status)));
+    }
+}
+
+/// What flushing the four buffers the tests post (pending work an idle wire never completes,
+/// which is what makes the polls count as stalled) hands back.
+fn four_flushed() -> Vec<(u64, Result<(), RxError>)> {
+    (0..4).map(|t| (t, Err(RxError::Flushed))).collect()
+}
+
+/// A device reset behind the driver's back is found after exactly [`STALL_POLLS`] empty polls,
+/// refuses pushes, flush returns every buffer flushed, and after `recover` a queue opened again
+/// receives.
+pub fn a_device_reset_is_found_by_the_stall_check_and_recover_brings_the_queue_back<F: Fixture>() {
+    let p = pair::<F>();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    {
+        let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+        post(&mut rx, &mem, 4);
+        p.b.inject_critical(CriticalFault::Reset);
+        assert_eq!(poll_rx(&mut rx, STALL_POLLS - 1), 0);
+        assert_eq!(
+            rx.fault(),
+            None,
+            "no register is read before the stall bound"
+        );
+        assert_eq!(poll_rx(&mut rx, 1), 0);
+        assert_eq!(rx.fault(), Some(QueueFault::Reset));
+        assert_eq!(
+            rx.push(rx_buf(&mem, 4), Token(4)),
+            Err(PushError::Fault(QueueFault::Reset))
+        );
+        assert_eq!(flush_rx(&mut rx), four_flushed());
+        assert_eq!(rx.pending(), 0);
+        assert_eq!(rx.fault(), Some(QueueFault::Reset), "faults are sticky");
+    }
+    p.nic_b.recover().unwrap();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    post(&mut rx, &mem, 4);
+    let f = frame(MAC_B, MAC_A, 100, 3);
+    send_all(&p, std::slice::from_ref(&f));
+    let mut out = [NO_RX; 8];
+    assert_eq!(rx.poll(&mut out), 1);
+    assert_eq!((out[0].token, out[0].status), (Token(0), Ok(())));
+    assert_eq!(rx.fault(), None);
+}
+
+/// `check` finds a reset at once, on a transmit queue with nothing pending too.
+pub fn check_finds_a_device_reset_on_an_idle_transmit_queue<F: Fixture>() {
+    let p = pair::<F>();
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    assert_eq!(tx.check(), None);
+    p.a.inject_critical(CriticalFault::Reset);
+    assert_eq!(tx.fault(), None, "nothing looked until asked");
+    assert_eq!(tx.check(), Some(QueueFault::Reset));
+    let mut out = [NO_TX; 4];
+    tx.flush();
+    assert_eq!(tx.poll(&mut out), 0, "nothing was pending");
+}
+
+/// A surprise-removed device is found as `Removed`; flush still returns every buffer, the
+/// queue closes without waiting on the device, and `recover` says the device is gone.
+pub fn a_removed_device_is_found_and_recover_says_it_is_gone<F: Fixture>() {
+    let p = pair::<F>();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    let mut tx = p.nic_b.open_tx::<16>(0, TxConfig::default()).unwrap();
+    post(&mut rx, &mem, 4);
+    p.b.inject_critical(CriticalFault::SurpriseRemoval);
+    assert_eq!(poll_rx(&mut rx, STALL_POLLS), 0);
+    assert_eq!(rx.fault(), Some(QueueFault::Removed));
+    assert_eq!(tx.check(), Some(QueueFault::Removed));
+    assert_eq!(flush_rx(&mut rx), four_flushed());
+    drop((rx, tx));
+    assert_eq!(p.nic_b.recover(), Err(Error::DeviceRemoved));
+    assert!(
+        p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).is_err(),
+        "a queue of a removed device never enables"
+    );
+}
+
+/// A queue the device disabled is found as `Disabled`; the device keeps its set-up, so
+/// `recover` has nothing to do and a queue opened again receives.
+pub fn a_queue_disabled_by_the_device_is_found_and_reopening_it_recovers<F: Fixture>() {
+    let p = pair::<F>();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    {
+        let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+        post(&mut rx, &mem, 4);
+        p.b.inject_critical(CriticalFault::DisableQueue(Ring::Rx(0)));
+        assert_eq!(poll_rx(&mut rx, STALL_POLLS), 0);
+        assert_eq!(rx.fault(), Some(QueueFault::Disabled));
+        assert_eq!(flush_rx(&mut rx), four_flushed());
+    }
+    p.nic_b.recover().unwrap();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    post(&mut rx, &mem, 4);
+    send_all(&p, &[frame(MAC_B, MAC_A, 100, 4)]);
+    let mut out = [NO_RX; 8];
+    assert_eq!(rx.poll(&mut out), 1);
+    assert_eq!(out[0].status, Ok(()));
+}
+
+/// A healthy queue waiting for frames that never come is checked every [`STALL_POLLS`] polls
+/// and never reported faulted.
+pub fn a_healthy_idle_queue_is_never_reported_faulted<F: Fixture>() {
+    let p = pair::<F>();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    post(&mut rx, &mem, 4);
+    assert_eq!(poll_rx(&mut rx, 3 * STALL_POLLS), 0);
+    assert_eq!(rx.fault(), None);
+    assert_eq!(rx.check(), None);
+    send_all(&p, &[frame(MAC_B, MAC_A, 60, 5)]);
+    let mut out = [NO_RX; 8];
+    assert_eq!(rx.poll(&mut out), 1);
+    assert_eq!(out[0].status, Ok(()));
+}

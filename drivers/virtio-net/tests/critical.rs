@@ -1,0 +1,132 @@
+//! Critical device faults against the virtio-net driver (`ringfab-hal`'s "Critical faults"):
+//! `DEVICE_NEEDS_RESET` (virtio 1.2 §2.1.2), a device reset behind the driver's back, a
+//! virtqueue reset by the device, and surprise removal. Each is found by the stall check of
+//! `poll` or by `check`, refuses pushes, gives every buffer back on flush, and — except
+//! removal — is recovered by closing the queues, `Nic::recover` and opening them again.
+
+mod common;
+
+use common::{frame, pair, post, rx_buf, send_all, BUF, MAC_A, MAC_B, NO_RX};
+use ringfab_emu::{CriticalFault, Ring};
+use ringfab_hal::queue::STALL_POLLS;
+use ringfab_hal::{
+    Error, Nic, Platform, PushError, QueueFault, RxConfig, RxError, RxQueue, Token, TxConfig,
+    TxQueue,
+};
+
+/// Polls `rx` `polls` times; returns how many completions came back.
+fn poll_rx<Q: RxQueue>(rx: &mut Q, polls: u32) -> usize {
+    let mut out = [NO_RX; 8];
+    (0..polls).map(|_| rx.poll(&mut out)).sum()
+}
+
+/// Flushes `rx` and returns the tokens handed back with their status.
+fn flush_rx<Q: RxQueue>(rx: &mut Q) -> Vec<(u64, Result<(), RxError>)> {
+    rx.flush();
+    let mut all = Vec::new();
+    let mut out = [NO_RX; 8];
+    loop {
+        let n = rx.poll(&mut out);
+        if n == 0 {
+            return all;
+        }
+        all.extend(out[..n].iter().map(|c| (c.token.0, c.status)));
+    }
+}
+
+fn sorted(mut v: Vec<(u64, Result<(), RxError>)>) -> Vec<(u64, Result<(), RxError>)> {
+    v.sort_unstable_by_key(|e| e.0);
+    v
+}
+
+fn four_flushed() -> Vec<(u64, Result<(), RxError>)> {
+    (0..4).map(|t| (t, Err(RxError::Flushed))).collect()
+}
+
+/// Whether B's receive queue 0, opened afresh, receives a frame from A.
+fn b_receives(p: &common::Pair) -> bool {
+    let mem = p.b.platform().alloc_dma(BUF * 4).unwrap();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    post(&mut rx, &mem, 4);
+    send_all(p, &[frame(MAC_B, MAC_A, 80, 9)]);
+    let mut out = [NO_RX; 8];
+    rx.poll(&mut out) == 1 && out[0].status == Ok(())
+}
+
+#[test]
+fn device_needs_reset_is_found_by_the_stall_check_and_recover_resets_the_device() {
+    let p = pair();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    {
+        let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+        let mut tx = p.nic_b.open_tx::<16>(0, TxConfig::default()).unwrap();
+        post(&mut rx, &mem, 4);
+        p.b.inject_critical(CriticalFault::NeedsReset);
+        assert!(p.nic_b.needs_reset());
+        assert_eq!(poll_rx(&mut rx, STALL_POLLS - 1), 0);
+        assert_eq!(
+            rx.fault(),
+            None,
+            "no register is read before the stall bound"
+        );
+        assert_eq!(poll_rx(&mut rx, 1), 0);
+        assert_eq!(rx.fault(), Some(QueueFault::NeedsReset));
+        assert_eq!(tx.check(), Some(QueueFault::NeedsReset));
+        assert_eq!(
+            rx.push(rx_buf(&mem, 4), Token(4)),
+            Err(PushError::Fault(QueueFault::NeedsReset))
+        );
+        assert_eq!(sorted(flush_rx(&mut rx)), four_flushed());
+        assert_eq!(rx.pending(), 0);
+    }
+    p.nic_b.recover().unwrap();
+    assert!(!p.nic_b.needs_reset(), "recover reset the device (§2.1.2)");
+    assert!(b_receives(&p));
+}
+
+#[test]
+fn a_device_reset_behind_the_driver_is_found_and_recovered() {
+    let p = pair();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    {
+        let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+        post(&mut rx, &mem, 4);
+        p.b.inject_critical(CriticalFault::Reset);
+        assert_eq!(p.b.device_status(), 0);
+        assert_eq!(poll_rx(&mut rx, STALL_POLLS), 0);
+        assert_eq!(rx.fault(), Some(QueueFault::Reset));
+        assert_eq!(sorted(flush_rx(&mut rx)), four_flushed());
+    }
+    p.nic_b.recover().unwrap();
+    assert!(b_receives(&p));
+}
+
+#[test]
+fn a_virtqueue_reset_by_the_device_is_found_and_reopening_it_recovers() {
+    let p = pair();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    {
+        let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+        post(&mut rx, &mem, 4);
+        p.b.inject_critical(CriticalFault::DisableQueue(Ring::Rx(0)));
+        assert_eq!(poll_rx(&mut rx, STALL_POLLS), 0);
+        assert_eq!(rx.fault(), Some(QueueFault::Disabled));
+        assert_eq!(sorted(flush_rx(&mut rx)), four_flushed());
+    }
+    p.nic_b.recover().unwrap();
+    assert!(b_receives(&p));
+}
+
+#[test]
+fn a_removed_device_is_found_and_recover_says_it_is_gone() {
+    let p = pair();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    post(&mut rx, &mem, 4);
+    p.b.inject_critical(CriticalFault::SurpriseRemoval);
+    assert_eq!(poll_rx(&mut rx, STALL_POLLS), 0);
+    assert_eq!(rx.fault(), Some(QueueFault::Removed));
+    assert_eq!(sorted(flush_rx(&mut rx)), four_flushed());
+    drop(rx);
+    assert_eq!(p.nic_b.recover(), Err(Error::DeviceRemoved));
+}
