@@ -4,15 +4,16 @@
 //! `poll` or by `check`, refuses pushes, gives every buffer back on flush, and — except
 //! removal — is recovered by closing the queues, `Nic::recover` and opening them again.
 
-mod common;
+mod fixture;
 
-use common::{frame, pair, post, rx_buf, send_all, BUF, MAC_A, MAC_B, NO_RX};
+use fixture::{pair, VirtioNetFixture};
 use ringfab_emu::{CriticalFault, Ring};
 use ringfab_hal::queue::STALL_POLLS;
 use ringfab_hal::{
     Error, Nic, Platform, PushError, QueueFault, RxConfig, RxError, RxQueue, Token, TxConfig,
     TxQueue,
 };
+use ringfab_nic_suite::{frame, post, rx_buf, send_all, Pair, BUF, MAC_A, MAC_B, NO_RX};
 
 /// Polls `rx` `polls` times; returns how many completions came back.
 fn poll_rx<Q: RxQueue>(rx: &mut Q, polls: u32) -> usize {
@@ -44,7 +45,7 @@ fn four_flushed() -> Vec<(u64, Result<(), RxError>)> {
 }
 
 /// Whether B's receive queue 0, opened afresh, receives a frame from A.
-fn b_receives(p: &common::Pair) -> bool {
+fn b_receives(p: &Pair<VirtioNetFixture>) -> bool {
     let mem = p.b.platform().alloc_dma(BUF * 4).unwrap();
     let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
     post(&mut rx, &mem, 4);
