@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::cmd;
 use crate::cpio::Archive;
 use crate::error::{Error, IoContext, Result};
+use crate::netns;
 use crate::setup::{GuestFiles, QEMU};
 
 /// One emulated NIC of the guest.
@@ -22,12 +23,22 @@ pub(crate) struct NicSpec {
     pub(crate) slot: &'static str,
     /// Its MAC.
     pub(crate) mac: &'static str,
-    /// The QEMU hub it is plugged into: NICs on one hub see each other's frames.
-    pub(crate) hub: u8,
+    /// What it is plugged into.
+    pub(crate) wire: WireSpec,
+}
+
+/// A NIC's network backend.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum WireSpec {
+    /// A port of QEMU hub N: NICs on one hub see each other's frames.
+    Hub(u8),
+    /// A multiqueue tap of the run's network namespace ([`crate::netns`]), bridged to the
+    /// other tap there.
+    Tap(&'static str),
 }
 
 /// The guest's NICs: two 82576 (`igb`) on hub 0, two 82574 (`e1000e`) on hub 1, two modern
-/// virtio-net (`virtio-net-pci`) on hub 2. The igb sit eight slots apart: QEMU's igb reserves
+/// virtio-net (`virtio-net-pci`) on the bridged multiqueue taps of [`netns`]. The igb sit eight slots apart: QEMU's igb reserves
 /// the functions after its own for its VFs (PF + 0x80…), so two igb in adjacent slots do not
 /// fit. `romfile=` keeps QEMU from looking for an option ROM for e1000e and virtio-net (a
 /// package the harness does not install); [`device_options`] has the rest.
@@ -36,37 +47,37 @@ pub(crate) const NICS: [NicSpec; 6] = [
         model: "igb",
         slot: "03.0",
         mac: "52:54:00:12:34:03",
-        hub: 0,
+        wire: WireSpec::Hub(0),
     },
     NicSpec {
         model: "igb",
         slot: "0b.0",
         mac: "52:54:00:12:34:0b",
-        hub: 0,
+        wire: WireSpec::Hub(0),
     },
     NicSpec {
         model: "e1000e",
         slot: "05.0",
         mac: "52:54:00:12:34:05",
-        hub: 1,
+        wire: WireSpec::Hub(1),
     },
     NicSpec {
         model: "e1000e",
         slot: "06.0",
         mac: "52:54:00:12:34:06",
-        hub: 1,
+        wire: WireSpec::Hub(1),
     },
     NicSpec {
         model: "virtio-net-pci",
         slot: "07.0",
         mac: "52:54:00:12:34:07",
-        hub: 2,
+        wire: WireSpec::Tap(netns::TAPS[0]),
     },
     NicSpec {
         model: "virtio-net-pci",
         slot: "08.0",
         mac: "52:54:00:12:34:08",
-        hub: 2,
+        wire: WireSpec::Tap(netns::TAPS[1]),
     },
 ];
 
@@ -81,11 +92,15 @@ pub(crate) fn model_key(model: &str) -> &str {
 
 /// What a model's `-device` gets after its MAC. virtio-net: `disable-legacy=on` makes it the
 /// modern-only 1af4:1041 the driver expects, and `iommu_platform=on` offers
-/// `VIRTIO_F_ACCESS_PLATFORM`, without which QEMU's virtio DMA bypasses the vIOMMU.
+/// `VIRTIO_F_ACCESS_PLATFORM`, without which QEMU's virtio DMA bypasses the vIOMMU; `mq` and
+/// `rss` offer `VIRTIO_NET_F_MQ` and `VIRTIO_NET_F_RSS`.
 pub(crate) fn device_options(model: &str) -> &'static str {
     match model {
         "e1000e" => ",romfile=",
-        "virtio-net-pci" => ",romfile=,disable-legacy=on,iommu_platform=on",
+        // mq=on,rss=on: as many queue pairs as the tap has queues (netns::QUEUES), RSS in
+        // QEMU (in software where its eBPF steering cannot load); vectors: one per virtqueue
+        // (2 × 4 + the control queue) and one for configuration changes.
+        "virtio-net-pci" => ",romfile=,disable-legacy=on,iommu_platform=on,mq=on,rss=on,vectors=10",
         _ => "",
     }
 }
@@ -147,7 +162,7 @@ pub(crate) fn append(only: Option<&str>) -> String {
 }
 
 /// QEMU's arguments: q35 with an Intel vIOMMU (interrupt remapping; caching mode, so that
-/// mappings the guest makes reach QEMU and vfio-pci accepts the IOMMU), the NICs on one hub,
+/// mappings the guest makes reach QEMU and vfio-pci accepts the IOMMU), the NICs on their wires,
 /// serial console on stdio, no other devices.
 pub(crate) fn qemu_args(kernel: &Path, initrd: &Path, accel: Accel, append: &str) -> Vec<String> {
     let mut a: Vec<String> = match accel {
@@ -188,7 +203,15 @@ pub(crate) fn qemu_args(kernel: &Path, initrd: &Path, accel: Accel, append: &str
     a.push(append.into());
     for (i, n) in NICS.iter().enumerate() {
         a.push("-netdev".into());
-        a.push(format!("hubport,id=nic{i},hubid={}", n.hub));
+        a.push(match n.wire {
+            WireSpec::Hub(hub) => format!("hubport,id=nic{i},hubid={hub}"),
+            // vhost=off: the device model in QEMU itself (what the tests look at), not the
+            // host kernel's vhost-net.
+            WireSpec::Tap(tap) => format!(
+                "tap,id=nic{i},ifname={tap},queues={},script=no,downscript=no,vhost=off",
+                netns::QUEUES
+            ),
+        });
         a.push("-device".into());
         a.push(format!(
             "{},netdev=nic{i},addr={},mac={}{}",
@@ -277,15 +300,13 @@ enum Event {
 /// Boots the guest and reads its console. `show` is called with each outcome as it arrives;
 /// `verbose` echoes every console line. The whole console goes to `log`.
 pub(crate) fn run(
-    qemu_args: &[String],
+    mut c: Command,
     timeout: Duration,
     log: &Path,
     verbose: bool,
     mut show: impl FnMut(&Outcome),
 ) -> Result<(Report, End, Duration)> {
-    let mut c = Command::new(QEMU);
-    c.args(qemu_args)
-        .stdin(Stdio::null())
+    c.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let started = Instant::now();
@@ -403,7 +424,7 @@ mod tests {
     }
 
     #[test]
-    fn the_machine_has_an_iommu_and_two_nics_of_each_model_on_a_hub_of_their_own() {
+    fn the_machine_has_an_iommu_and_two_nics_of_each_model_on_a_wire_of_their_own() {
         let a = qemu_args(Path::new("k"), Path::new("i"), Accel::Tcg, "x").join(" ");
         assert!(a.starts_with("-machine q35,accel=tcg -cpu max "), "{a}");
         assert!(a.contains("-device intel-iommu,intremap=on,caching-mode=on"));
@@ -418,10 +439,12 @@ mod tests {
              -device e1000e,netdev=nic3,addr=06.0,mac=52:54:00:12:34:06,romfile="
         ));
         assert!(a.contains(
-            "-netdev hubport,id=nic4,hubid=2 -device virtio-net-pci,netdev=nic4,addr=07.0,\
-             mac=52:54:00:12:34:07,romfile=,disable-legacy=on,iommu_platform=on \
-             -netdev hubport,id=nic5,hubid=2 -device virtio-net-pci,netdev=nic5,addr=08.0,\
-             mac=52:54:00:12:34:08,romfile=,disable-legacy=on,iommu_platform=on"
+            "-netdev tap,id=nic4,ifname=rftap0,queues=4,script=no,downscript=no,vhost=off \
+             -device virtio-net-pci,netdev=nic4,addr=07.0,mac=52:54:00:12:34:07,romfile=,\
+             disable-legacy=on,iommu_platform=on,mq=on,rss=on,vectors=10 \
+             -netdev tap,id=nic5,ifname=rftap1,queues=4,script=no,downscript=no,vhost=off \
+             -device virtio-net-pci,netdev=nic5,addr=08.0,mac=52:54:00:12:34:08,romfile=,\
+             disable-legacy=on,iommu_platform=on,mq=on,rss=on,vectors=10"
         ));
         assert!(a.contains("-kernel k -initrd i -append x"));
         let k = qemu_args(Path::new("k"), Path::new("i"), Accel::Kvm, "x").join(" ");

@@ -17,6 +17,7 @@ mod build;
 mod cmd;
 mod cpio;
 mod error;
+mod netns;
 mod setup;
 
 use std::path::{Path, PathBuf};
@@ -83,9 +84,14 @@ fn locations() -> (PathBuf, PathBuf) {
     (workspace, target)
 }
 
-/// Everything before the boot: prerequisites, guest programs, initramfs. Returns QEMU's
-/// arguments.
-fn prepare(o: &Options, workspace: &Path, target: &Path, cache: &Path) -> Result<Vec<String>> {
+/// Everything before the boot: prerequisites, guest programs, initramfs, the virtio-net wire.
+/// Returns QEMU's arguments and the network namespace QEMU runs in.
+fn prepare(
+    o: &Options,
+    workspace: &Path,
+    target: &Path,
+    cache: &Path,
+) -> Result<(Vec<String>, netns::Netns)> {
     let t = Instant::now();
     let mut apt = apt::Apt::default();
     let (major, minor) = setup::ensure_qemu(&mut apt)?;
@@ -111,12 +117,20 @@ fn prepare(o: &Options, workspace: &Path, target: &Path, cache: &Path) -> Result
         image.len() / 1024,
         t.elapsed().as_secs_f64()
     );
-    Ok(boot::qemu_args(
+    let ns = netns::Netns::create(&mut apt)?;
+    println!(
+        "wire: network namespace {} with taps {} ({} queues each) on one bridge",
+        ns.name(),
+        netns::TAPS.join(", "),
+        netns::QUEUES
+    );
+    let args = boot::qemu_args(
         &files.kernel,
         &initrd,
         o.accel,
         &boot::append(o.only.as_deref()),
-    ))
+    );
+    Ok((args, ns))
 }
 
 /// The last `n` lines of the guest console, for a run that went wrong (CI logs then show why
@@ -154,7 +168,7 @@ fn main() -> ExitCode {
         eprintln!("error: creating {}: {e}", cache.display());
         return summary(0, 1);
     }
-    let args = match prepare(&o, &workspace, &target, &cache) {
+    let (args, ns) = match prepare(&o, &workspace, &target, &cache) {
         Ok(a) => a,
         Err(e) => {
             println!("FAIL setup: {e}");
@@ -163,7 +177,9 @@ fn main() -> ExitCode {
     };
     let log = cache.join("console.log");
     println!(
-        "boot: q35 + intel-iommu, 2 × igb (hub 0), 2 × e1000e (hub 1), 2 × virtio-net (hub 2), {:?}, timeout {} s (console: {})",
+        "boot: q35 + intel-iommu, 2 × igb (hub 0), 2 × e1000e (hub 1), 2 × virtio-net (bridged \
+         {}-queue taps), {:?}, timeout {} s (console: {})",
+        netns::QUEUES,
         o.accel,
         o.timeout.as_secs(),
         log.display()
@@ -172,7 +188,9 @@ fn main() -> ExitCode {
         let verdict = if r.passed { "PASS" } else { "FAIL" };
         println!("{verdict} {}: {}", r.name, r.detail);
     };
-    let (report, end, took) = match boot::run(&args, o.timeout, &log, o.verbose, show) {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let qemu = ns.command(setup::QEMU, &args);
+    let (report, end, took) = match boot::run(qemu, o.timeout, &log, o.verbose, show) {
         Ok(r) => r,
         Err(e) => {
             println!("FAIL boot: {e}");

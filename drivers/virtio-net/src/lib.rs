@@ -359,6 +359,21 @@ impl<P: Platform> VirtioNet<P> {
                 &pairs.to_le_bytes(),
             )?;
         }
+        if let Some((key_len, table_len, _)) = st.dev.rss {
+            // Until RSS is programmed the device steers by its own rule — QEMU by the
+            // backend's queue, which a multiqueue tap picks by its own flow hash — so frames
+            // would land on any pair. RSS with no hash type sends every frame to
+            // `unclassified_queue` 0 (§5.1.6.5.7.1): what "no RSS" means on every ringfab NIC.
+            let (key, table) = ([0u8; 255], [0u16; 128]);
+            self.program_rss(
+                st,
+                &RssConfig {
+                    key: &key[..key_len.min(key.len())],
+                    table: &table[..table_len.min(table.len())],
+                    hashes: RssHashes::default(),
+                },
+            )?;
+        }
         if features & feature::CTRL_RX != 0 {
             self.apply_rx_mode(st, RxMode::default())?;
         }
@@ -484,6 +499,54 @@ impl<P: Platform> VirtioNet<P> {
             self.platform.delay(QUEUE_STEP);
         }
         Err(err)
+    }
+
+    /// Sends `VIRTIO_NET_CTRL_MQ_RSS_CONFIG` for `rss` (§5.1.6.5.7.1). The caller holds the
+    /// state lock.
+    fn program_rss(&self, st: &mut State<P::Dma>, rss: &RssConfig<'_>) -> Result {
+        let Some((key_len, table_len, types)) = st.dev.rss else {
+            return Err(Error::Unsupported);
+        };
+        let h = rss.hashes;
+        let mut hash_types = 0;
+        for (on, bit) in [
+            (h.ipv4, r::hash::IPV4),
+            (h.ipv4_tcp, r::hash::TCPV4),
+            (h.ipv4_udp, r::hash::UDPV4),
+        ] {
+            if on {
+                hash_types |= bit;
+            }
+        }
+        let pairs = st.dev.pairs;
+        if rss.key.len() != key_len
+            || rss.table.len() != table_len
+            || rss.table.iter().any(|&q| q >= pairs)
+            || hash_types & !types != 0
+        {
+            return Err(Error::RssConfig);
+        }
+        // struct virtio_net_rss_config (§5.1.6.5.7.1).
+        let mut cmd = [0u8; 8 + 2 * 128 + 3 + 255];
+        let mut n = 0;
+        let mut put = |b: &[u8]| {
+            cmd[n..n + b.len()].copy_from_slice(b);
+            n += b.len();
+        };
+        if table_len > 128 {
+            return Err(Error::RssConfig);
+        }
+        put(&hash_types.to_le_bytes());
+        put(&((table_len - 1) as u16).to_le_bytes());
+        put(&0u16.to_le_bytes()); // unclassified_queue: frames the hash skips go to queue 0
+        for &q in rss.table {
+            put(&q.to_le_bytes());
+        }
+        put(&pairs.to_le_bytes()); // max_tx_vq
+        put(&[key_len as u8]);
+        put(rss.key);
+        self.command(st, ctrl::CLASS_MQ, ctrl::MQ_RSS_CONFIG, &cmd[..n])
+            .map_err(|_| Error::RssConfig)
     }
 
     fn apply_rx_mode(&self, st: &mut State<P::Dma>, mode: RxMode) -> Result {
@@ -730,49 +793,7 @@ impl<P: Platform> Nic for VirtioNet<P> {
 
     fn set_rss(&self, rss: &RssConfig<'_>) -> Result {
         let mut st = self.state.lock();
-        let Some((key_len, table_len, types)) = st.dev.rss else {
-            return Err(Error::Unsupported);
-        };
-        let h = rss.hashes;
-        let mut hash_types = 0;
-        for (on, bit) in [
-            (h.ipv4, r::hash::IPV4),
-            (h.ipv4_tcp, r::hash::TCPV4),
-            (h.ipv4_udp, r::hash::UDPV4),
-        ] {
-            if on {
-                hash_types |= bit;
-            }
-        }
-        let pairs = st.dev.pairs;
-        if rss.key.len() != key_len
-            || rss.table.len() != table_len
-            || rss.table.iter().any(|&q| q >= pairs)
-            || hash_types & !types != 0
-        {
-            return Err(Error::RssConfig);
-        }
-        // struct virtio_net_rss_config (§5.1.6.5.7.1).
-        let mut cmd = [0u8; 8 + 2 * 128 + 3 + 255];
-        let mut n = 0;
-        let mut put = |b: &[u8]| {
-            cmd[n..n + b.len()].copy_from_slice(b);
-            n += b.len();
-        };
-        if table_len > 128 {
-            return Err(Error::RssConfig);
-        }
-        put(&hash_types.to_le_bytes());
-        put(&((table_len - 1) as u16).to_le_bytes());
-        put(&0u16.to_le_bytes()); // unclassified_queue: frames the hash skips go to queue 0
-        for &q in rss.table {
-            put(&q.to_le_bytes());
-        }
-        put(&pairs.to_le_bytes()); // max_tx_vq
-        put(&[key_len as u8]);
-        put(rss.key);
-        self.command(&mut st, ctrl::CLASS_MQ, ctrl::MQ_RSS_CONFIG, &cmd[..n])
-            .map_err(|_| Error::RssConfig)
+        self.program_rss(&mut st, rss)
     }
 
     fn set_rx_mode(&self, mode: RxMode) -> Result {

@@ -165,6 +165,7 @@ mod guest {
         test("virtio-frames-both-ways", virtio::frames_both_ways),
         test("virtio-msix-wakes-wait", virtio::msix_wakes_wait),
         test("virtio-rx-flush", virtio::rx_flush),
+        test("virtio-rss-four-queues", virtio::rss_four_queues),
         test("virtio-tx-page-crossing", virtio::tx_page_crossing),
         test("virtio-ep-workload", virtio::ep_workload),
         test(

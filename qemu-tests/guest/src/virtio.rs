@@ -117,6 +117,21 @@ pub(crate) fn rx_flush(ctx: &mut Ctx) -> Outcome {
     crate::nic::rx_flush_on(a, b)
 }
 
+/// RSS over four queue pairs (QEMU's `mq=on,rss=on` on a tap with `queues=4`): the driver
+/// programs key, table and hash types through the control queue
+/// (`VIRTIO_NET_CTRL_MQ_RSS_CONFIG`, virtio 1.2 §5.1.6.5.7.1), and QEMU steers each UDP flow to
+/// the queue its Toeplitz hash selects, as on igb.
+pub(crate) fn rss_four_queues(ctx: &mut Ctx) -> Outcome {
+    let (a, b) = nics(ctx)?;
+    let queues = b.capabilities().rx_queues;
+    if queues < 4 {
+        return Err(format!(
+            "B offers {queues} receive queues; QEMU's virtio-net on a 4-queue tap offers 4"
+        ));
+    }
+    crate::nic::rss_four_queues_on(a, b, false)
+}
+
 /// Core's endpoint workload (as `core/tests/ep_nics.rs` runs it on the emulated NICs) on the
 /// virtio-net pair.
 pub(crate) fn ep_workload(ctx: &mut Ctx) -> Outcome {
@@ -150,8 +165,9 @@ pub(crate) fn tx_page_crossing(ctx: &mut Ctx) -> Outcome {
 /// igb): proves virtio-net's DMA goes through the vIOMMU (`ACCESS_PLATFORM`). QEMU 10 does what
 /// it does for igb: `virtqueue_map_desc` → `dma_memory_map` finds no translation, the vIOMMU
 /// logs a DMAR read fault, and `address_space_map` serves the unassigned memory from a
-/// zero-filled bounce buffer — the frame goes out as 200 zero bytes, the buffer is returned in
-/// the used ring as usual, and the device is not marked `DEVICE_NEEDS_RESET`. The emulated
+/// zero-filled bounce buffer — the frame goes out as 200 zero bytes (which the bridge between
+/// the virtio pair drops: its source address is all zeros), the buffer is returned in the used
+/// ring as usual, and the device is not marked `DEVICE_NEEDS_RESET`. The emulated
 /// device is stricter (`virtio_error` on a refused buffer; docs/qemu-tests.md).
 pub(crate) fn iommu_blocks_unmapped_tx(ctx: &mut Ctx) -> Outcome {
     use ringfab_hal::RxMode;
@@ -181,27 +197,29 @@ pub(crate) fn iommu_blocks_unmapped_tx(ctx: &mut Ctx) -> Outcome {
         .iter()
         .map(|c| (c.token.0, c.status.is_ok()))
         .collect();
-    let zeros = vec![0u8; p.secret.len()];
+    // QEMU sends the unmapped buffer as zeros, but the zeros never reach B here: the pair's
+    // wire is a Linux bridge, which drops a frame whose source address is not a valid unicast
+    // one (all zeros). What must hold is what the IOMMU promises: nothing of the secret on the
+    // wire, the frames around it intact.
     let frames: Vec<&[u8]> = p.received.iter().map(|(_, f)| f.as_slice()).collect();
     if tokens != [(1, true), (2, true), (3, true)]
-        || frames != [zeros.as_slice(), p.good.as_slice(), p.after.as_slice()]
+        || frames != [p.good.as_slice(), p.after.as_slice()]
         || p.received.iter().any(|(s, _)| s.is_err())
         || a.needs_reset()
     {
         return Err(format!(
-            "expected tokens 1, 2, 3 Ok, on the wire {} zero bytes, the good frame, the frame \
-             after, and no DEVICE_NEEDS_RESET ({}): {}",
-            p.secret.len(),
+            "expected tokens 1, 2, 3 Ok, at B the good frame and the frame after (the bridge \
+             drops QEMU's all-zero frame), and no DEVICE_NEEDS_RESET ({}): {}",
             a.needs_reset(),
             p.context()
         ));
     }
     Ok(format!(
-        "IOVA {:#x} unmapped: the kernel logged '{}'; QEMU's virtio-net sent {} zero bytes in \
-         place of the data, returned the buffer without error and did not ask for a reset; the \
-         frames before and after it arrived intact",
+        "IOVA {:#x} unmapped: the kernel logged '{}'; QEMU's virtio-net returned the buffer \
+         without error and did not ask for a reset, nothing of the secret reached B (the bridge \
+         drops the all-zero frame QEMU sends in its place); the frames before and after it \
+         arrived intact",
         p.gone,
         fault.trim_start_matches("DMAR: "),
-        p.secret.len()
     ))
 }
