@@ -78,6 +78,66 @@ fn without_rss_every_frame_arrives_on_pair_0_and_every_pair_transmits() {
     assert!(drain_rx(&mut rx1, &m1).is_empty());
 }
 
+/// Sends `flows` UDP flows (two frames each) from A on transmit queue 0 to B, whose four
+/// receive queues have buffers; returns how many frames each receive queue got.
+fn spread_of_flows(p: &Pair<VirtioNetFixture>, flows: u16) -> [usize; 4] {
+    let mut rxs: Vec<_> = (0..4)
+        .map(|q| p.nic_b.open_rx::<64>(q, RxConfig::new(BUF as u32)).unwrap())
+        .collect();
+    let mems: Vec<_> = (0..4)
+        .map(|_| p.nic_b.platform().alloc_dma(BUF * 64).unwrap())
+        .collect();
+    for (rx, m) in rxs.iter_mut().zip(&mems) {
+        post(rx, m, 63);
+    }
+    let mut tx = p.nic_a.open_tx::<64>(0, TxConfig::default()).unwrap();
+    let tm = p.nic_a.platform().alloc_dma(BUF * 64).unwrap();
+    for i in 0..2 * flows {
+        let f = udp_frame(MAC_B, MAC_A, Udp::ports(1000 + i / 2, 2000), &[0; 20]);
+        push_frame(
+            &mut tx,
+            &tm,
+            usize::from(i),
+            &f,
+            u64::from(i),
+            Report::Always,
+        );
+    }
+    tx.doorbell();
+    p.wire.run_until_idle();
+    assert_eq!(drain_tx(&mut tx).len(), usize::from(2 * flows));
+    let mut spread = [0; 4];
+    for (q, (rx, m)) in rxs.iter_mut().zip(&mems).enumerate() {
+        spread[q] = drain_rx(rx, m).len();
+    }
+    spread
+}
+
+/// A four-queue tap (`multiqueue_backend`) without RSS offered: the device keeps QEMU's rule —
+/// the backend's queue — and the driver cannot change it, so flows spread over the pairs.
+/// With RSS offered, the driver's bring-up programs RSS with no hash type, and every frame
+/// arrives on pair 0 until the application sets RSS (the QEMU test `virtio-rss-four-queues`
+/// found frames on every pair before).
+#[test]
+fn on_a_multiqueue_backend_bring_up_steers_every_frame_to_pair_0_where_rss_is_offered() {
+    let on_taps = |rss: bool| {
+        let (mut a, mut b) = (config(MAC_A), config(MAC_B));
+        for c in [&mut a, &mut b] {
+            c.queue_pairs = 4;
+            c.rss = rss;
+            c.multiqueue_backend = true;
+        }
+        pair_with(a, b)
+    };
+    let spread = spread_of_flows(&on_taps(false), 16);
+    assert_eq!(spread.iter().sum::<usize>(), 32);
+    assert!(
+        spread.iter().filter(|&&n| n > 0).count() >= 2,
+        "the backend's queues spread flows without RSS: {spread:?}"
+    );
+    assert_eq!(spread_of_flows(&on_taps(true), 16), [32, 0, 0, 0]);
+}
+
 /// The receive queue the device must pick for `flow` under `table`.
 fn expected_queue(flow: Udp, table: &[u16; 128]) -> u16 {
     let input = toeplitz::ipv4_ports_input(flow.src, flow.dst, flow.sport, flow.dport);

@@ -95,6 +95,12 @@ pub struct VirtioNetModelConfig {
     pub iommu_platform: bool,
     /// Refuse every `FEATURES_OK` (a device whose feature validation fails).
     pub refuse_features_ok: bool,
+    /// The backend has a queue per pair, as a tap opened with `queues=N`: until RSS is
+    /// programmed, QEMU delivers a frame to the pair of the backend queue it came in on, and the
+    /// host's tap picks that queue by its own flow hash — modelled as a hash of the frame's
+    /// first 38 bytes (addresses, IPv4 header, ports) over the active pairs. Off: a
+    /// single-queue backend (a hub), everything to pair 0.
+    pub multiqueue_backend: bool,
 }
 
 impl Default for VirtioNetModelConfig {
@@ -110,6 +116,7 @@ impl Default for VirtioNetModelConfig {
             ring_reset: true,
             iommu_platform: true,
             refuse_features_ok: false,
+            multiqueue_backend: false,
         }
     }
 }

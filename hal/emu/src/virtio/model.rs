@@ -905,7 +905,9 @@ impl VirtioNetModel {
 
     /// `virtio_net_process_rss`: the queue pair a frame goes to.
     fn rss_pair(&self, f: &[u8]) -> u16 {
-        let Some(rss) = &self.rss else { return 0 };
+        let Some(rss) = &self.rss else {
+            return self.backend_pair(f);
+        };
         let p = parse(f, 0x8100);
         let Some((src, dst, ports)) = p.tuple else {
             return rss.default_queue;
@@ -923,6 +925,19 @@ impl VirtioNetModel {
         };
         let hash = toeplitz::hash(&rss.key, &input);
         rss.table[hash as usize & (rss.table.len() - 1)]
+    }
+
+    /// The pair of the backend queue a frame arrives on without RSS: 0 on a single-queue
+    /// backend; on a multiqueue one a flow hash (FNV-1a here; the host kernel's own in QEMU)
+    /// over the active pairs, so that one flow keeps its pair and flows spread.
+    fn backend_pair(&self, f: &[u8]) -> u16 {
+        if !self.cfg.multiqueue_backend || self.curr_pairs <= 1 {
+            return 0;
+        }
+        let hash = f[..f.len().min(38)].iter().fold(0x811c_9dc5u32, |h, &b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+        (hash % u32::from(self.curr_pairs)) as u16
     }
 
     /// `virtio_net_receive_rcu`, non-mergeable buffers, no vnet-header backend.
@@ -1045,8 +1060,12 @@ impl VirtioNetModel {
                 _ => return NET_ERR,
             },
             CTRL_MQ_RSS_CONFIG if self.has(feature::RSS) => match self.parse_rss(data) {
-                Some((rss, pairs)) => {
-                    let enabled = rss.hash_types != 0;
+                Some((rss, pairs, key_len)) => {
+                    // QEMU switches RSS off only for a command with neither hash types nor a
+                    // key; with a key and no hash type it stays on and sends every frame to
+                    // `unclassified_queue` (what the driver's bring-up relies on, and what the
+                    // QEMU test `virtio-rss-four-queues` saw).
+                    let enabled = rss.hash_types != 0 || key_len != 0;
                     self.rss = enabled.then_some(rss);
                     pairs
                 }
@@ -1064,7 +1083,7 @@ impl VirtioNetModel {
     }
 
     /// `struct virtio_net_rss_config` (virtio 1.2 §5.1.6.5.7.1), checked as QEMU does.
-    fn parse_rss(&self, d: &[u8]) -> Option<(Rss, u16)> {
+    fn parse_rss(&self, d: &[u8]) -> Option<(Rss, u16, usize)> {
         let u16_at = |at: usize| d.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
         let hash_types = u32::from_le_bytes(d.get(..4)?.try_into().ok()?);
         let table_len = usize::from(u16_at(4)?) + 1;
@@ -1100,6 +1119,7 @@ impl VirtioNetModel {
                 key,
             },
             max_tx_vq,
+            key_len,
         ))
     }
 
