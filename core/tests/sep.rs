@@ -1,5 +1,8 @@
 //! Scalable endpoints on two emulated 82576: transmit and receive contexts on their own queues,
-//! named receive contexts reached through address steering, one thread per context.
+//! named receive contexts reached through address steering, one thread per context. igb only:
+//! four queue pairs and receive-address steering (`Nic::set_rx_queue_mac`, VMDq) are what the
+//! tests exercise; the 82574 has two queues and no such steering, and the endpoint semantics
+//! themselves run on every NIC in `ep.rs`.
 
 mod common;
 use common::*;

@@ -83,6 +83,12 @@ pub(crate) trait TestNic: 'static {
     /// hands out all N.
     const RING_KEEPS_ONE_EMPTY: bool;
 
+    /// Whether a frame longer than a receive buffer is spread over the buffers after it (the
+    /// Intel rings without long-packet buffers: the driver then fails every piece), rather than
+    /// refused whole with the buffer left posted (virtio-net without `MRG_RXBUF`: QEMU puts a
+    /// frame into one descriptor chain or drops it, `virtqueue_unpop`).
+    const SPLITS_LONG_FRAMES: bool = true;
+
     /// Whether B's interrupt vector `v` is unmasked, where the NIC has a register saying so
     /// (`None` elsewhere: the tests then see arming only through the interrupts that arrive).
     fn vector_unmasked(p: &Pair<Self>, v: u16) -> Option<bool>
@@ -171,6 +177,7 @@ impl TestNic for VirtioNic {
     /// `VIRTIO_NET_HDR_F_NEEDS_CSUM` in the receive header, which the driver never negotiates.
     const RX_GARBAGE_STATUS: u32 = 0x0001;
     const RING_KEEPS_ONE_EMPTY: bool = false;
+    const SPLITS_LONG_FRAMES: bool = false;
     // vector_unmasked: a virtqueue asks for interrupts in ring memory (`used_event`), there is
     // no mask register.
 }
