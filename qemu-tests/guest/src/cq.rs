@@ -224,7 +224,7 @@ pub(crate) fn cancel_flushes_a_real_queue(ctx: &mut Ctx) -> Outcome {
             other => Err(format!("posting receives: {other:?}")),
         }
     };
-    let mut sender = crate::nic::Sender::new(a, b, 1)?;
+    let mut sender = crate::nic::sender(a, b, 1)?;
     post(0..4)?;
     sender.send(1)?;
     // The one frame must have landed before the cancel, or it would be canceled too.

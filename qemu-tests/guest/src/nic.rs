@@ -9,7 +9,7 @@ use ringfab_hal::{
     RxBuffer, RxCompletion, RxConfig, RxMode, RxQueue, Token, TxCompletion, TxConfig, TxQueue,
     TxSegment, Wait, WaitOutcome,
 };
-use ringfab_igb::{IgbRx, IgbTx};
+use ringfab_igb::IgbRx;
 use ringfab_vfio::bind;
 use ringfab_vfio::{Bdf, Sysfs, VfioDma, VfioPlatform};
 
@@ -207,32 +207,33 @@ fn post_rx<Q: RxQueue>(rx: &mut Q, mem: &impl Slots, t: u64) -> Result<(), Strin
 
 /// Sends single frames from one NIC to another on a transmit queue of its own, each one
 /// waited for until its transmit completion.
-pub(crate) struct Sender<'n> {
-    tx: IgbTx<'n, VfioPlatform, DEPTH>,
-    mem: VfioDma,
+pub(crate) struct Sender<Q, D> {
+    tx: Q,
+    mem: D,
     src: MacAddr,
     dst: MacAddr,
     /// Length of every frame sent.
     pub(crate) len: usize,
 }
 
-impl<'n> Sender<'n> {
-    /// A sender on transmit queue `queue` of `from`, addressing `to`.
-    pub(crate) fn new(from: &'n Nic, to: &Nic, queue: u16) -> Result<Self, String> {
-        Ok(Sender {
-            tx: from
-                .open_tx::<DEPTH>(queue, TxConfig::default())
-                .map_err(|e| format!("opening transmit queue {queue}: {e}"))?,
-            mem: from
-                .platform()
-                .alloc_dma_region(BUF)
-                .map_err(|e| e.to_string())?,
-            src: mac(from),
-            dst: mac(to),
-            len: 100,
-        })
-    }
+/// A sender on transmit queue `queue` of `from`, addressing `to`.
+pub(crate) fn sender<'n, N: HalNic>(
+    from: &'n N,
+    to: &N,
+    queue: u16,
+) -> Result<Sender<N::Tx<'n, DEPTH>, N::Dma>, String> {
+    Ok(Sender {
+        tx: from
+            .open_tx::<DEPTH>(queue, TxConfig::default())
+            .map_err(|e| format!("opening transmit queue {queue}: {e}"))?,
+        mem: from.alloc_dma(BUF).map_err(|e| e.to_string())?,
+        src: mac(from),
+        dst: mac(to),
+        len: 100,
+    })
+}
 
+impl<Q: TxQueue, D: DmaRegion> Sender<Q, D> {
     /// Sends frame `seq` and waits for its completion.
     pub(crate) fn send(&mut self, seq: u64) -> Result<(), String> {
         self.send_to(self.dst, seq).map(drop)
@@ -805,7 +806,7 @@ pub(crate) fn vmdq_steering(ctx: &mut Ctx) -> Outcome {
     for &q in &VMDQ_QUEUES[1..] {
         b.set_rx_queue_mac(q, Some(queue_mac(q))).map_err(err)?;
     }
-    let mut sender = Sender::new(a, b, 0)?;
+    let mut sender = sender(a, b, 0)?;
     let mut seq = 0;
     let mut send = |dst: MacAddr| {
         seq += 1;

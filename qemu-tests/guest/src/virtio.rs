@@ -110,6 +110,21 @@ pub(crate) fn msix_wakes_wait(ctx: &mut Ctx) -> Outcome {
     msix_wakes_wait_on(a, b)
 }
 
+/// Core's blocking read on the virtio-net (`cq-sread-wakes-on-msix`): an `FI_WAIT_FD` CQ times
+/// out with nothing, and a reader blocked in `sread` is woken by the receive interrupt on
+/// its MSI-X vectors (one per virtqueue, interrupts asked for through `used_event`).
+pub(crate) fn cq_sread_wakes_on_msix(ctx: &mut Ctx) -> Outcome {
+    let (a, b) = nics(ctx)?;
+    crate::wait::sread_wakes_on_msix_on(a, b)
+}
+
+/// A wait set over a receive CQ and a transmit CQ of the virtio-net on two vectors
+/// (`cq-wait-set-epoll`): timeout, receive interrupt, send-completion interrupt, signal.
+pub(crate) fn cq_wait_set_epoll(ctx: &mut Ctx) -> Outcome {
+    let (a, b) = nics(ctx)?;
+    crate::wait::wait_set_over_two_vectors_on(a, b)
+}
+
 /// The receive flush: on virtio a queue reset (`queue_reset` written and read back as 0),
 /// then the queue programmed and enabled again.
 pub(crate) fn rx_flush(ctx: &mut Ctx) -> Outcome {
