@@ -39,6 +39,32 @@ use crate::{Iova, PushError, QueueFault, Wait};
 /// this many empty polls keeps the check under a few percent of an idle loop.
 pub const STALL_POLLS: u32 = 256;
 
+/// Counts a queue's empty polls with work pending and says when [`STALL_POLLS`] of them in a
+/// row call for a check of the device — the one piece of the stall check every driver shares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StallCount(u32);
+
+impl StallCount {
+    /// No empty poll yet.
+    pub const NONE: StallCount = StallCount(0);
+
+    /// Counts one poll (`stuck`: it found nothing while work was pending); `true` when the
+    /// driver should now check the device (the count then starts again).
+    #[inline]
+    pub fn poll(&mut self, stuck: bool) -> bool {
+        if !stuck {
+            self.0 = 0;
+            return false;
+        }
+        self.0 += 1;
+        if self.0 >= STALL_POLLS {
+            self.0 = 0;
+            return true;
+        }
+        false
+    }
+}
+
 /// The caller's name for one pushed frame or buffer, returned with its completion.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 pub struct Token(pub u64);

@@ -59,7 +59,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{fence, Ordering};
 use core::time::Duration;
 
-use ringfab_hal::queue::STALL_POLLS;
+use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
     Capabilities, DmaRegion, DmaRing, Error, Link, MacAddr, Mmio, Nic, Offloads, Platform,
     PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion,
@@ -764,7 +764,7 @@ struct QueueCore<'a, P: Platform> {
     /// The critical fault found, sticky.
     fault: Option<QueueFault>,
     /// Empty polls in a row with work pending.
-    stalls: u32,
+    stalls: StallCount,
 }
 
 impl<'a, P: Platform> QueueCore<'a, P> {
@@ -785,21 +785,15 @@ impl<'a, P: Platform> QueueCore<'a, P> {
             armed: false,
             len: len as u32,
             fault: None,
-            stalls: 0,
+            stalls: StallCount::NONE,
         }
     }
 
     /// Counts a poll: `stuck` if it found nothing while work was pending. Every
-    /// [`STALL_POLLS`]th stuck poll in a row checks the device.
+    /// [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS)th stuck poll in a row checks the device.
     #[inline]
     fn after_poll(&mut self, stuck: bool) {
-        if !stuck {
-            self.stalls = 0;
-            return;
-        }
-        self.stalls += 1;
-        if self.stalls >= STALL_POLLS {
-            self.stalls = 0;
+        if self.stalls.poll(stuck) {
             self.check();
         }
     }

@@ -16,13 +16,13 @@ use ringfab_hal::{
 use crate::{frame, pair, post, rx_buf, send_all, Fixture, BUF, MAC_A, MAC_B, NO_RX, NO_TX};
 
 /// Polls `rx` `polls` times; returns how many completions came back.
-fn poll_rx<Q: RxQueue>(rx: &mut Q, polls: u32) -> usize {
+pub fn poll_rx<Q: RxQueue>(rx: &mut Q, polls: u32) -> usize {
     let mut out = [NO_RX; 8];
     (0..polls).map(|_| rx.poll(&mut out)).sum()
 }
 
 /// Every token the flush of `rx` hands back, with its status.
-fn flush_rx<Q: RxQueue>(rx: &mut Q) -> Vec<(u64, Result<(), RxError>)> {
+pub fn flush_rx<Q: RxQueue>(rx: &mut Q) -> Vec<(u64, Result<(), RxError>)> {
     rx.flush();
     let mut all = Vec::new();
     let mut out = [NO_RX; 8];

@@ -58,7 +58,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 
-use ringfab_hal::queue::STALL_POLLS;
+use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
     Capabilities, DmaRegion, Error, Link, MacAddr, Nic, Offloads, Platform, PushError, QueueFault,
     Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion, RxConfig, RxError,
@@ -665,7 +665,7 @@ impl<P: Platform> VirtioNet<P> {
                         vector,
                         wait,
                         fault: None,
-                        stalls: 0,
+                        stalls: StallCount::NONE,
                     },
                     vq,
                 ))
@@ -858,7 +858,7 @@ struct QueueCore<'a, P: Platform> {
     /// The critical fault found, sticky.
     fault: Option<QueueFault>,
     /// Empty polls in a row with work pending.
-    stalls: u32,
+    stalls: StallCount,
 }
 
 impl<P: Platform> QueueCore<'_, P> {
@@ -868,16 +868,10 @@ impl<P: Platform> QueueCore<'_, P> {
     }
 
     /// Counts a poll: `stuck` if it found nothing while work was pending. Every
-    /// [`STALL_POLLS`]th stuck poll in a row checks the device.
+    /// [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS)th stuck poll in a row checks the device.
     #[inline]
     fn after_poll(&mut self, stuck: bool) {
-        if !stuck {
-            self.stalls = 0;
-            return;
-        }
-        self.stalls += 1;
-        if self.stalls >= STALL_POLLS {
-            self.stalls = 0;
+        if self.stalls.poll(stuck) {
             self.check();
         }
     }

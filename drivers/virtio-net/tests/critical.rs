@@ -13,27 +13,8 @@ use ringfab_hal::{
     Error, Nic, Platform, PushError, QueueFault, RxConfig, RxError, RxQueue, Token, TxConfig,
     TxQueue,
 };
+use ringfab_nic_suite::critical::{flush_rx, poll_rx};
 use ringfab_nic_suite::{frame, post, rx_buf, send_all, Pair, BUF, MAC_A, MAC_B, NO_RX};
-
-/// Polls `rx` `polls` times; returns how many completions came back.
-fn poll_rx<Q: RxQueue>(rx: &mut Q, polls: u32) -> usize {
-    let mut out = [NO_RX; 8];
-    (0..polls).map(|_| rx.poll(&mut out)).sum()
-}
-
-/// Flushes `rx` and returns the tokens handed back with their status.
-fn flush_rx<Q: RxQueue>(rx: &mut Q) -> Vec<(u64, Result<(), RxError>)> {
-    rx.flush();
-    let mut all = Vec::new();
-    let mut out = [NO_RX; 8];
-    loop {
-        let n = rx.poll(&mut out);
-        if n == 0 {
-            return all;
-        }
-        all.extend(out[..n].iter().map(|c| (c.token.0, c.status)));
-    }
-}
 
 fn sorted(mut v: Vec<(u64, Result<(), RxError>)>) -> Vec<(u64, Result<(), RxError>)> {
     v.sort_unstable_by_key(|e| e.0);
