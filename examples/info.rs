@@ -15,11 +15,11 @@ use std::process::ExitCode;
 use ringfab::av::{AvEntry, AvSlot};
 use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqLimits, CqSlot};
 use ringfab::domain::Domain;
-use ringfab::ep::{EpAttr, INJECT_SIZE};
+use ringfab::ep::EpAttr;
 use ringfab::flags::BindFlags;
 use ringfab::hal::{MacAddr, Nic, Platform};
+use ringfab::info::Order;
 use ringfab::path::PathSlot;
-use ringfab::proto::{ETHERTYPE, HEADER_LEN};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, ModelConfig};
 use ringfab_igb::Igb;
@@ -60,19 +60,24 @@ fn describe<N: Nic>(name: &str, nic: &N) -> Result<(), String> {
         .and_then(|()| ep.enable())
         .map_err(|e| format!("{name}: enabling an endpoint: {e}"))?;
 
-    let order = if caps.in_order_completion {
-        "FI_ORDER_STRICT (completions in posting order, per queue)"
-    } else {
-        "FI_ORDER_NONE (the device completes by id)"
+    let info = ep.info();
+    let order = |o: Order| match o {
+        Order::Strict => "FI_ORDER_STRICT (completions in posting order, per queue)",
+        Order::None if caps.in_order_completion => "FI_ORDER_NONE",
+        Order::None => "FI_ORDER_NONE (the device completes by id)",
     };
     let rss = caps.rss.map_or("none".to_string(), |r| {
         format!("{}-entry table, {}-byte key", r.table_len, r.key_len)
     });
     println!("provider: ringfab");
     println!("    domain: {name}");
-    println!("    type: FI_EP_DGRAM");
     println!(
-        "    protocol: ringfab raw Ethernet (EtherType {ETHERTYPE:#06x}, {HEADER_LEN}-byte header)"
+        "    type: FI_EP_{}",
+        format!("{:?}", info.ep.ep_type).to_uppercase()
+    );
+    println!(
+        "    protocol: ringfab raw Ethernet (EtherType {:#06x}, {}-byte header), version {}",
+        info.ep.protocol.ethertype, info.ep.protocol.header_len, info.ep.protocol_version
     );
     println!("    caps: FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_SOURCE_ERR");
     println!("    mode: 0");
@@ -81,35 +86,48 @@ fn describe<N: Nic>(name: &str, nic: &N) -> Result<(), String> {
     println!("    progress: FI_PROGRESS_MANUAL");
     println!("    threading: FI_THREAD_SAFE (each queue and CQ has its own spin lock, taken once per batch)");
     println!("    ep_attr:");
-    println!("        max_msg_size: {}", ep.max_msg_size());
-    println!("        msg_prefix_size: 0");
+    println!("        max_msg_size: {}", info.ep.max_msg_size);
+    println!("        msg_prefix_size: {}", info.ep.msg_prefix_size);
     println!(
-        "        tx_ctx_cnt: {}   (hardware transmit queues)",
-        caps.tx_queues
+        "        max_order_raw/war/waw_size: {}  mem_tag_format: {}  auth_key_size: {}",
+        info.ep.max_order_size, info.ep.mem_tag_format, info.ep.auth_key_size
     );
     println!(
-        "        rx_ctx_cnt: {}   (hardware receive queues)",
-        caps.rx_queues
+        "        tx_ctx_cnt: {}   rx_ctx_cnt: {}   (a scalable endpoint: up to {} / {}, the \
+         hardware queues)",
+        info.ep.tx_ctx_cnt, info.ep.rx_ctx_cnt, caps.tx_queues, caps.rx_queues
     );
     println!("        rss: {rss}");
     println!("    tx_attr:");
     println!(
-        "        size: {D} (ring depth {}..={})",
-        caps.min_depth, caps.max_depth
+        "        size: {} (ring depth {}..={})",
+        info.tx.size, caps.min_depth, caps.max_depth
     );
-    println!("        inject_size: {INJECT_SIZE}");
-    println!("        iov_limit: 1");
-    println!("        msg_order: FI_ORDER_NONE (unreliable datagrams)");
-    println!("        comp_order: {order}");
-    println!("        op_flags accepted: FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_REMOTE_CQ_DATA | FI_MORE");
+    println!("        inject_size: {}", info.tx.inject_size);
+    println!(
+        "        iov_limit: {}  rma_iov_limit: {}",
+        info.tx.iov_limit, info.tx.rma_iov_limit
+    );
+    println!(
+        "        msg_order: {} (unreliable datagrams)",
+        order(info.tx.msg_order)
+    );
+    println!("        comp_order: {}", order(info.tx.comp_order));
+    println!("        op_flags: {:?}", info.tx.op_flags);
     println!("    rx_attr:");
-    println!("        size: {D}");
+    println!("        size: {}", info.rx.size);
     println!(
         "        buffer size: {} (EpAttr::rx_buf_len)",
         EpAttr::default().rx_buf_len
     );
-    println!("        iov_limit: 1");
-    println!("        comp_order: {order}");
+    println!("        iov_limit: {}", info.rx.iov_limit);
+    println!(
+        "        total_buffered_recv: {}",
+        info.rx.total_buffered_recv
+    );
+    println!("        msg_order: {}", order(info.rx.msg_order));
+    println!("        comp_order: {}", order(info.rx.comp_order));
+    println!("        op_flags: {:?}", info.rx.op_flags);
     println!("    cq_attr:");
     println!(
         "        size: default {}, max {}",

@@ -56,6 +56,7 @@ use crate::cq::queue::{CompletionQueue, CqSlot};
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CntrBindFlags, OpFlags};
 use crate::hal::{DmaRegion, Nic, QueueFault, RxConfig, RxQueue, TxConfig, TxSegment, Wait};
+use crate::info::{EndpointAttr, EpInfo, Order, Protocol, RxAttr, TxAttr};
 use crate::mr::{Buf, RawBuf};
 use crate::path::{Framing, Path, Queue, NO_MR};
 use crate::proto::{self, Header, HEADER_LEN};
@@ -371,6 +372,50 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     pub fn max_msg_size(&self) -> usize {
         let frame = self.domain.nic().capabilities().max_frame_len;
         frame.min(self.attr.rx_buf_len as usize) - HEADER_LEN
+    }
+
+    /// The endpoint's attributes as `fi_info` reports them (`ep_attr`, `tx_attr`, `rx_attr`),
+    /// computed from the NIC and this endpoint's configuration; see [`crate::info`].
+    pub fn info(&self) -> EpInfo {
+        let comp_order = if self.domain.nic().capabilities().in_order_completion {
+            Order::Strict
+        } else {
+            Order::None
+        };
+        EpInfo {
+            ep: EndpointAttr {
+                ep_type: self.attr.ep_type,
+                protocol: Protocol {
+                    ethertype: crate::proto::ETHERTYPE,
+                    header_len: HEADER_LEN,
+                },
+                protocol_version: u32::from(crate::proto::VERSION),
+                max_msg_size: self.max_msg_size(),
+                msg_prefix_size: 0,
+                max_order_size: 0,
+                mem_tag_format: 0,
+                tx_ctx_cnt: 1,
+                rx_ctx_cnt: 1,
+                auth_key_size: 0,
+            },
+            tx: TxAttr {
+                op_flags: self.attr.tx_op_flags,
+                msg_order: Order::None,
+                comp_order,
+                inject_size: self.inject_size(),
+                size: D,
+                iov_limit: 1,
+                rma_iov_limit: 0,
+            },
+            rx: RxAttr {
+                op_flags: self.attr.rx_op_flags,
+                msg_order: Order::None,
+                comp_order,
+                total_buffered_recv: 0,
+                size: D,
+                iov_limit: 1,
+            },
+        }
     }
 
     /// Payload bytes [`inject`](Self::inject) accepts (`inject_size`).

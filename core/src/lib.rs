@@ -15,6 +15,7 @@ pub mod domain;
 pub mod ep;
 pub mod error;
 pub mod flags;
+pub mod info;
 pub mod mr;
 pub mod path;
 pub mod proto;

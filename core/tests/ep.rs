@@ -234,6 +234,126 @@ fn inject_copies_the_payload_and_reports_no_completion<T: TestNic>() {
     assert_eq!(cq_a.credits(), 256, "and its credit is back");
 }
 
+/// `Endpoint::info` reports what the endpoint does: each figure is checked against the
+/// behaviour it describes (max_msg_size and inject_size at their edges, comp_order against the
+/// order send completions really come in, op_flags after `FI_SETOPSFLAG`).
+fn info_reports_what_the_endpoint_does<T: TestNic>() {
+    use ringfab::info::Order;
+    let p = pair_of::<T>();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let info = ep_a.info();
+    assert_eq!(info.ep.ep_type, EpType::Dgram);
+    assert_eq!(
+        (info.ep.protocol.ethertype, info.ep.protocol.header_len),
+        (proto::ETHERTYPE, HEADER_LEN)
+    );
+    assert_eq!(info.ep.protocol_version, u32::from(proto::VERSION));
+    let frame = p.nic_a.capabilities().max_frame_len;
+    let rx_buf = EpAttr::default().rx_buf_len as usize;
+    assert_eq!(info.ep.max_msg_size, frame.min(rx_buf) - HEADER_LEN);
+    assert_eq!((info.ep.tx_ctx_cnt, info.ep.rx_ctx_cnt), (1, 1));
+    assert_eq!(
+        (
+            info.ep.msg_prefix_size,
+            info.ep.mem_tag_format,
+            info.ep.auth_key_size
+        ),
+        (0, 0, 0)
+    );
+    assert_eq!((info.tx.size, info.rx.size), (D, D));
+    assert_eq!(
+        (info.tx.iov_limit, info.rx.iov_limit, info.tx.rma_iov_limit),
+        (1, 1, 0)
+    );
+    assert_eq!(info.rx.total_buffered_recv, 0);
+    assert_eq!(
+        (info.tx.msg_order, info.rx.msg_order),
+        (Order::None, Order::None)
+    );
+
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    // max_msg_size and inject_size are exact edges.
+    let max = info.ep.max_msg_size;
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+    let (e, buf) = ep_a
+        .send(mr_a.alloc(BUF).unwrap(), max + 1, to_b, OpContext(9))
+        .unwrap_err();
+    assert_eq!(e, Error::MsgSize);
+    drop(buf);
+    ep_a.send(mr_a.alloc(BUF).unwrap(), max, to_b, OpContext(10))
+        .unwrap();
+    let (got, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!(got.len, max, "a message of max_msg_size arrives whole");
+    assert_eq!(
+        ep_a.inject(&vec![0; info.tx.inject_size + 1], to_b),
+        Err(Error::MsgSize)
+    );
+    // comp_order: four sends complete in posting order where it says strict.
+    for i in 0..4 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(20 + i))
+            .unwrap();
+    }
+    for i in 0..4 {
+        ep_a.sendmsg(
+            mr_a.alloc(BUF).unwrap(),
+            16,
+            to_b,
+            None,
+            OpContext(30 + i),
+            if i < 3 {
+                OpFlags::MORE
+            } else {
+                OpFlags::empty()
+            },
+        )
+        .unwrap();
+    }
+    let mut sends = Vec::new();
+    while sends.len() < 5 {
+        let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_a);
+        sends.push(e.op_context.0);
+    }
+    let mut sorted = sends.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        vec![10, 30, 31, 32, 33],
+        "every send completes once"
+    );
+    let expect = if p.nic_a.capabilities().in_order_completion {
+        Order::Strict
+    } else {
+        Order::None
+    };
+    assert_eq!(info.tx.comp_order, expect);
+    assert_eq!(info.rx.comp_order, expect);
+    if expect == Order::Strict {
+        assert_eq!(sends, sorted, "strict: completions in posting order");
+    }
+    // op_flags follow FI_SETOPSFLAG.
+    ep_a.set_op_flags(BindFlags::TRANSMIT, OpFlags::COMPLETION)
+        .unwrap();
+    assert_eq!(ep_a.info().tx.op_flags, OpFlags::COMPLETION);
+    assert_eq!(
+        ep_a.info().tx.op_flags,
+        ep_a.get_op_flags(BindFlags::TRANSMIT).unwrap()
+    );
+}
+
 fn fi_more_defers_the_doorbell_until_the_last_send_of_a_batch<T: TestNic>() {
     let p = pair_of::<T>();
     endpoints!(
@@ -1579,6 +1699,7 @@ fn a_message_longer_than_the_receive_buffers_fails_every_buffer_it_took_with_eio
 }
 
 on_every_nic!(
+    info_reports_what_the_endpoint_does,
     a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back,
     senddata_carries_remote_cq_data_to_the_receiver,
     inject_copies_the_payload_and_reports_no_completion,
