@@ -584,6 +584,44 @@ fn a_closed_endpoint_gives_its_queues_back<T: TestNic>() {
     assert_eq!(cq.read(&mut e), Err(Error::Again));
 }
 
+/// fi_close may discard operations that already completed (provider choice): a receive the NIC
+/// finished but the CQ never read goes with the endpoint's queues — no entry, its buffer back
+/// to the region, its credit back.
+fn close_discards_completed_but_unread_operations<T: TestNic>() {
+    let p = pair_of::<T>();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+    ep_a.send(mr_a.alloc(BUF).unwrap(), 8, to_b, OpContext(2))
+        .unwrap();
+    p.wire.run_until_idle();
+    let credits = cq_b.credits();
+    ep_b.close();
+    let mut e = [DataEntry::default(); 2];
+    assert_eq!(
+        cq_b.read(&mut e),
+        Err(Error::Again),
+        "discarded with the queue"
+    );
+    assert_eq!(mr_b.outstanding(), 0, "the buffer is back in its region");
+    assert!(cq_b.credits() > credits, "and the credit");
+    let _ = cq_a;
+}
+
 fn send_errors_hand_the_buffer_back_and_post_nothing<T: TestNic>() {
     let p = pair_of::<T>();
     endpoints!(
@@ -609,8 +647,11 @@ fn send_errors_hand_the_buffer_back_and_post_nothing<T: TestNic>() {
         frame - HEADER_LEN,
         "the smaller of frame and buffer, less the header"
     );
-    let cases: [(OpFlags, Option<u64>, usize, FiAddr, Error); 7] = [
+    let cases: [(OpFlags, Option<u64>, usize, FiAddr, Error); 8] = [
         (OpFlags::DELIVERY_COMPLETE, None, 4, to_b, Error::BadFlags),
+        // FI_INJECT on a sendmsg: the owned buffer would have to come back at the call's
+        // return; ringfab's inject is `inject`/`injectdata` (bounce buffers).
+        (OpFlags::INJECT, None, 4, to_b, Error::BadFlags),
         (OpFlags::MATCH_COMPLETE, None, 4, to_b, Error::BadFlags),
         (OpFlags::COMMIT_COMPLETE, None, 4, to_b, Error::BadFlags),
         (OpFlags::FENCE, None, 4, to_b, Error::BadFlags),
@@ -1699,6 +1740,7 @@ fn a_message_longer_than_the_receive_buffers_fails_every_buffer_it_took_with_eio
 }
 
 on_every_nic!(
+    close_discards_completed_but_unread_operations,
     info_reports_what_the_endpoint_does,
     a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back,
     senddata_carries_remote_cq_data_to_the_receiver,
