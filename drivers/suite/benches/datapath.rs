@@ -30,6 +30,7 @@ use ringfab_hal::{
     TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use ringfab_igb::Igb;
+use ringfab_nic_suite::{NO_RX, NO_TX};
 use ringfab_virtio_net::VirtioNet;
 
 /// The null device's RX frames are this long too; TX frames are made this long.
@@ -161,16 +162,8 @@ fn null_device_cycle<N: Nic>(nic: &N, frames: usize, batch: usize) -> f64 {
         iova: at(&mem, (i % batch) * SLOT),
         len: SLOT as u32,
     });
-    let mut txc = [TxCompletion {
-        token: Token(0),
-        status: Ok(()),
-    }; 32];
-    let mut rxc = [RxCompletion {
-        token: Token(0),
-        len: 0,
-        status: Ok(()),
-        rss: None,
-    }; 32];
+    let mut txc = [NO_TX; 32];
+    let mut rxc = [NO_RX; 32];
 
     let start = Instant::now();
     let mut done = 0;
@@ -263,16 +256,8 @@ fn emu_cycle<N: Nic>(a: &N, b: &N, wire: &Wire, frames: usize, batch: usize) -> 
     for i in 0..batch {
         txmem.write_bytes(i * SLOT, &frame);
     }
-    let mut txc = [TxCompletion {
-        token: Token(0),
-        status: Ok(()),
-    }; 32];
-    let mut rxc = [RxCompletion {
-        token: Token(0),
-        len: 0,
-        status: Ok(()),
-        rss: None,
-    }; 32];
+    let mut txc = [NO_TX; 32];
+    let mut rxc = [NO_RX; 32];
 
     let start = Instant::now();
     let mut done = 0;
