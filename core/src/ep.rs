@@ -58,7 +58,7 @@ use crate::flags::{BindFlags, CntrBindFlags, OpFlags};
 use crate::hal::{DmaRegion, Nic, QueueFault, RxConfig, RxQueue, TxConfig, TxSegment, Wait};
 use crate::info::{EndpointAttr, EpInfo, Order, Protocol, RxAttr, TxAttr};
 use crate::mr::{Buf, RawBuf};
-use crate::path::{Framing, Path, Queue, NO_MR};
+use crate::path::{Framing, Outcome, Path, Queue, NO_MR};
 use crate::proto::{self, Header, HEADER_LEN};
 use crate::{Error, Result};
 
@@ -547,7 +547,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             let ctx = self.domain.poll_ctx(cq);
             cq.with_sink(|sink| {
                 path.with_state(|st| {
-                    st.poll(D, &ctx, |o| {
+                    st.poll(D, &ctx, &mut |o: Outcome<'_>| {
                         sink(o);
                         false
                     });

@@ -188,6 +188,19 @@ pub struct RxCompletion {
     pub rss: Option<RssInfo>,
 }
 
+impl RxCompletion {
+    /// A placeholder (token 0, no frame) for arrays a driver's `poll` fills.
+    pub const EMPTY: RxCompletion = RxCompletion {
+        token: Token(0),
+        len: 0,
+        status: Ok(()),
+        rss: None,
+    };
+}
+
+/// Completions the default [`RxQueue::poll_each`] asks `poll` for at a time.
+const POLL_EACH_CHUNK: usize = 16;
+
 /// A transmit ring: the data path of one hardware transmit queue.
 pub trait TxQueue: Send {
     /// The wait handle this queue's interrupt delivers to.
@@ -293,6 +306,27 @@ pub trait RxQueue: Send {
     /// Writes up to `out.len()` completions into `out`, oldest first; returns how many. As
     /// [`TxQueue::poll`], reads a register only for the stall check.
     fn poll(&mut self, out: &mut [RxCompletion]) -> usize;
+
+    /// [`poll`](Self::poll) without the array: hands each of up to `max` completions to `f`,
+    /// oldest first, exactly once, and returns how many (the same completions, the same stall
+    /// check). For a caller that turns completions straight into records of its own — the
+    /// completion queue's read. The default polls into a small array; a driver overrides it
+    /// with a loop that builds each completion where `f`, inlined, uses it.
+    #[inline]
+    fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        let mut buf = [RxCompletion::EMPTY; POLL_EACH_CHUNK];
+        let mut n = 0;
+        while n < max {
+            let want = (max - n).min(POLL_EACH_CHUNK);
+            let got = self.poll(&mut buf[..want]).min(want);
+            buf[..got].iter().for_each(&mut *f);
+            n += got;
+            if got < want {
+                break;
+            }
+        }
+        n
+    }
 
     /// The critical fault that stopped the queue, as [`TxQueue::fault`].
     fn fault(&self) -> Option<QueueFault> {

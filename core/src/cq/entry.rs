@@ -337,6 +337,18 @@ pub trait Format: sealed::Sealed + Copy + Default + Send + Sync + 'static {
     /// The entry for completion `c`: the fields this format has, copied.
     #[doc(hidden)]
     fn fill(c: &Completion) -> Self::Entry;
+    /// The entry for a completion that has only a context, flags and a length (the read
+    /// path's common case): the other fields zero, as `fill` would give them.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn plain(context: OpContext, flags: CompletionFlags, len: usize) -> Self::Entry {
+        Self::fill(&Completion {
+            context,
+            flags,
+            len,
+            ..Completion::default()
+        })
+    }
 }
 
 /// [`CqFormat::Context`] as a type.

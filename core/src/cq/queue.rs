@@ -53,7 +53,7 @@ use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags};
 use crate::hal::Nic;
 use crate::mr::{owner_of, Buf, MrSlot};
-use crate::path::{release, ErrRecord, Outcome, Path, PathSlot, PathState, NO_CQ};
+use crate::path::{release, ErrRecord, Outcome, Path, PathSlot, PathState, Plain, Sink, NO_CQ};
 use crate::{Error, Result};
 
 /// What an aux-queue slot holds.
@@ -95,6 +95,28 @@ impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
         }
     }
 
+    /// Writes plain completions `run` as entries `n..`.
+    #[inline(always)]
+    fn put_plains(&mut self, n: usize, run: &[Plain]) {
+        for (e, p) in self.out[n..n + run.len()].iter_mut().zip(run) {
+            *e = F::plain(p.context, p.flags, p.len);
+        }
+        self.fill_plain_extras(n, run.len());
+    }
+
+    /// What plain entries `n..n + k` have beside the entry: no source, no owned buffer.
+    #[inline(always)]
+    fn fill_plain_extras(&mut self, n: usize, k: usize) {
+        if let Some(src) = self.src.as_deref_mut() {
+            src[n..n + k].fill(FiAddr::NOTAVAIL);
+        }
+        if let Some(bufs) = self.bufs.as_deref_mut() {
+            for b in &mut bufs[n..n + k] {
+                *b = None;
+            }
+        }
+    }
+
     /// Writes completion `c` as entry `n`.
     #[inline(always)]
     fn put(&mut self, n: usize, c: &Completion) {
@@ -112,6 +134,81 @@ impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
                 drop(Buf::from_raw(raw, o));
             }
         }
+    }
+}
+
+/// What a read hands the paths it polls: entries go straight into the caller's array while
+/// there is room and no error has been queued; after an error (which stops the read) or
+/// beyond `cap` they go to the aux queue, so nothing overtakes the error and nothing is lost.
+struct ReadSink<'x, 'o, 's, F: Format, N: Nic> {
+    d: &'x mut Delivery<'o, 's, F, N>,
+    /// Entries in `d` so far.
+    n: usize,
+    cap: usize,
+    /// Entries this sink put in `d` (their credits go back after the poll).
+    delivered: usize,
+    /// An error was queued.
+    stopped: bool,
+    st: &'x mut CqState<'s>,
+    slot: &'x CqSlot<'s>,
+}
+
+impl<F: Format, N: Nic> Sink for ReadSink<'_, '_, '_, F, N> {
+    type Entry = F::Entry;
+
+    #[inline(always)]
+    fn window(&mut self) -> &mut [F::Entry] {
+        if self.stopped {
+            return &mut [];
+        }
+        let cap = self.cap.min(self.d.out.len());
+        self.d.out.get_mut(self.n..cap).unwrap_or_default()
+    }
+
+    #[inline(always)]
+    fn write(entry: &mut F::Entry, p: Plain) {
+        *entry = F::plain(p.context, p.flags, p.len);
+    }
+
+    #[inline(always)]
+    fn commit(&mut self, k: usize) {
+        if k > 0 {
+            self.d.fill_plain_extras(self.n, k);
+            self.n += k;
+            self.delivered += k;
+        }
+    }
+
+    #[inline(always)]
+    fn plain(&mut self, run: &[Plain]) -> bool {
+        let room = if self.stopped { 0 } else { self.cap - self.n };
+        let direct = room.min(run.len());
+        self.d.put_plains(self.n, &run[..direct]);
+        self.n += direct;
+        self.delivered += direct;
+        for p in &run[direct..] {
+            self.st
+                .push_credited(self.slot, AuxItem::Ok(p.completion()));
+        }
+        self.stopped
+    }
+
+    #[inline]
+    fn outcome(&mut self, o: Outcome<'_>) -> bool {
+        match o {
+            Outcome::Plain(p) => return self.plain(&[p]),
+            Outcome::Done(c) if !self.stopped && self.n < self.cap => {
+                self.d.put(self.n, c);
+                self.delivered += 1;
+                self.n += 1;
+            }
+            Outcome::Done(c) => self.st.push_credited(self.slot, AuxItem::Ok(*c)),
+            Outcome::Failed(e) => {
+                self.st.push_credited(self.slot, AuxItem::Err(*e));
+                self.stopped = true;
+            }
+        }
+        self.stopped
     }
 }
 
@@ -289,6 +386,7 @@ impl<'s> CqSlot<'s> {
         let mut guard = self.state.lock();
         let st = guard.as_mut().ok_or(Error::OpBadState)?;
         let mut sink = |o: Outcome<'_>| match o {
+            Outcome::Plain(p) => st.push_credited(self, AuxItem::Ok(p.completion())),
             Outcome::Done(c) => st.push_credited(self, AuxItem::Ok(*c)),
             Outcome::Failed(e) => st.push_credited(self, AuxItem::Err(*e)),
         };
@@ -789,25 +887,20 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
         }
         // `cap` 0 still takes one completion per queue, into the aux queue.
         let budget = if cap == 0 { 1 } else { cap - n };
+        let mut sink = ReadSink {
+            d: &mut *d,
+            n,
+            cap,
+            delivered: 0,
+            stopped,
+            st: &mut *st,
+            slot,
+        };
+        ps.poll(budget, &domain.poll_ctx(slot), &mut sink);
         // Credits of delivered entries go back once per queue, not once per entry: one atomic
         // add instead of many.
-        let mut delivered = 0;
-        ps.poll(budget, &domain.poll_ctx(slot), |outcome| {
-            match outcome {
-                Outcome::Done(c) if !stopped && n < cap => {
-                    d.put(n, c);
-                    delivered += 1;
-                    n += 1;
-                }
-                Outcome::Done(c) => st.push_credited(slot, AuxItem::Ok(*c)),
-                Outcome::Failed(e) => {
-                    st.push_credited(slot, AuxItem::Err(*e));
-                    stopped = true;
-                }
-            }
-            stopped
-        });
-        slot.release_credits(delivered);
+        slot.release_credits(sink.delivered);
+        (n, stopped) = (sink.n, sink.stopped);
         pslot.publish_fault(ps);
     }
 

@@ -634,6 +634,21 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     #[inline]
     pub fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
         let mut n = 0;
+        self.poll_each(out.len(), &mut |c| {
+            if let Some(entry) = out.get_mut(n) {
+                *entry = *c;
+                n += 1;
+            }
+        });
+        n
+    }
+
+    /// Hands completions for up to `max` received (or flushed) buffers to `f`, oldest first,
+    /// each once; returns how many. [`poll`](Self::poll) without the array: each completion
+    /// is built where `f` can use it directly (in registers, once inlined).
+    #[inline(always)]
+    pub fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        let mut n = 0;
         // Fast path: a handed-over buffer (so not past the tail), live (a flushed one has limit
         // -1), outside a fragment, whose write-back has DD and EOP and no error or undefined bit
         // (one mask test) and a length within the buffer completes `Ok` — exactly what
@@ -642,10 +657,11 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         if !self.in_fragment {
             let ring = self.slots.ring.view();
             let head = self.slots.head;
-            let ready = self.slots.notified.wrapping_sub(head).min(out.len());
+            let ready = self.slots.notified.wrapping_sub(head).min(max);
             // One running index (not `head + n` per entry); `n` is its distance from `head`.
             let mut at = head;
-            for entry in &mut out[..ready] {
+            let end = head.wrapping_add(ready);
+            while at != end {
                 let i = at & Self::MASK;
                 let w1 = ring.read(i, 1);
                 let reported = F::rx_len(w1);
@@ -657,32 +673,35 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                 // The rest of the write-back (and the frame data) is visible after seeing DD.
                 fence(Ordering::Acquire);
                 let w0 = ring.read(i, 0);
-                entry.token = self.slots.tokens[i];
-                entry.len = reported;
-                entry.status = Ok(());
-                // Most frames carry no hash (RSS off, or a protocol it does not cover): then
-                // one byte-sized store, not the whole `RssInfo`.
-                if F::rx_hashed(w0) {
-                    entry.rss = F::rx_rss(w0);
+                // Most frames carry no hash (RSS off, or a protocol it does not cover).
+                let rss = if F::rx_hashed(w0) {
+                    F::rx_rss(w0)
                 } else {
-                    entry.rss = None;
-                }
+                    None
+                };
+                f(&RxCompletion {
+                    token: self.slots.tokens[i],
+                    len: reported,
+                    status: Ok(()),
+                    rss,
+                });
                 at = at.wrapping_add(1);
             }
             n = at.wrapping_sub(head);
             self.slots.head = at;
         }
-        if n < out.len() && self.slots.head != self.slots.tail {
-            n += self.poll_general(&mut out[n..]);
+        if n < max && self.slots.head != self.slots.tail {
+            n += self.poll_general(max - n, f);
         }
         n
     }
 
-    /// `poll` by the full rules.
-    #[inline(never)]
-    fn poll_general(&mut self, out: &mut [RxCompletion]) -> usize {
+    /// `poll_each` by the full rules. Inlined, so that `f` does not escape: a closure whose
+    /// address reaches a call that is not inlined keeps everything it captures in memory.
+    #[inline(always)]
+    fn poll_general(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
         let mut n = 0;
-        while let Some(entry) = out.get_mut(n) {
+        while n < max {
             if self.slots.head == self.slots.tail {
                 break;
             }
@@ -690,12 +709,12 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             let limit = self.limits[i];
             let token = self.slots.tokens[i];
             if limit == Self::FLUSHED {
-                *entry = RxCompletion {
+                f(&RxCompletion {
                     token,
                     len: 0,
                     status: Err(RxError::Flushed),
                     rss: None,
-                };
+                });
                 self.in_fragment = false;
             } else {
                 if self.slots.head == self.slots.notified {
@@ -710,7 +729,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                 let w0 = self.slots.ring.read(i, 0);
                 // A live limit is a buffer length, a `u32`.
                 let cap = limit as u32;
-                *entry = self.decode(token, cap, F::rx_writeback(w0, w1), w1);
+                f(&self.decode(token, cap, F::rx_writeback(w0, w1), w1));
             }
             self.slots.head = self.slots.head.wrapping_add(1);
             n += 1;
