@@ -87,8 +87,10 @@ pub const INDIRECT_ENTRIES: usize = 8;
 pub const HDR_STRIDE: usize = 16;
 
 impl Layout {
-    /// The layout of a queue of `n` entries.
+    /// The layout of a queue of `n` entries, a power of two (§2.7: a split virtqueue's
+    /// size is): ring positions then wrap with a mask, not a division.
     pub const fn new(n: usize) -> Layout {
+        assert!(n.is_power_of_two(), "virtqueue size must be a power of two");
         let desc = 0;
         let avail = desc + DESC_LEN * n;
         let used = (avail + 6 + 2 * n).next_multiple_of(4);
@@ -112,7 +114,7 @@ impl Layout {
 
     /// `avail.ring[i % n]`.
     pub const fn avail_ring(&self, i: usize) -> usize {
-        self.avail + 4 + 2 * (i % self.n)
+        self.avail + 4 + 2 * (i & (self.n - 1))
     }
 
     /// `avail.used_event` (§2.7.10).
@@ -127,7 +129,7 @@ impl Layout {
 
     /// `used.ring[i % n]`: `le32 id; le32 len;`.
     pub const fn used_ring(&self, i: usize) -> usize {
-        self.used + 4 + USED_ELEM_LEN * (i % self.n)
+        self.used + 4 + USED_ELEM_LEN * (i & (self.n - 1))
     }
 
     /// `used.avail_event` (§2.7.10).

@@ -1162,8 +1162,20 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
 
     #[inline]
     fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
-        let (mut n, mut bytes) = (0, 0u64);
-        while n < out.len() {
+        let max = out.len();
+        let mut free = out.iter_mut();
+        self.poll_each(max, &mut |c| {
+            if let Some(entry) = free.next() {
+                *entry = *c;
+            }
+        });
+        max - free.len()
+    }
+
+    #[inline]
+    fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        let (mut n, mut good, mut bytes) = (0, 0u64, 0u64);
+        while n < max {
             let Some(u) = self.vq.next() else { break };
             let (len, status) = if u.flushed {
                 (0, Err(RxError::Flushed))
@@ -1171,19 +1183,19 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
                 self.check_used(u.id, u.len, u.cap)
             };
             if status.is_ok() {
+                good += 1;
                 bytes += u64::from(len);
             }
-            out[n] = RxCompletion {
+            f(&RxCompletion {
                 token: u.token,
                 len,
                 status,
                 rss: None,
-            };
+            });
             n += 1;
         }
         self.vq.end_poll();
         self.q.after_poll(n == 0 && self.vq.pending() != 0);
-        let good = out[..n].iter().filter(|c| c.status.is_ok()).count() as u64;
         if good != 0 {
             let c = &self.q.nic.counters;
             c.rx_packets.fetch_add(good, Ordering::Relaxed);

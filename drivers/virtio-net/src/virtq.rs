@@ -103,6 +103,9 @@ pub(crate) struct Virtq<D: DmaRegion, const N: usize> {
     avail_idx: u16,
     published: u16,
     last_used: u16,
+    /// The device's used index as last read: entries up to it are known to be there, so a
+    /// poll reads the index once per batch, not once per buffer.
+    used_seen: u16,
     /// Ids the device holds (published, not yet returned).
     in_device: usize,
     event_idx: bool,
@@ -138,6 +141,7 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
             avail_idx: 0,
             published: 0,
             last_used: 0,
+            used_seen: 0,
             in_device: 0,
             event_idx,
             armed: false,
@@ -274,7 +278,7 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
 
     /// The next buffer back: retired ones first, then the used ring. `None` when nothing is
     /// (acceptably) used.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn next(&mut self) -> Option<Used> {
         if self.ret_len > 0 {
             let id = self.retired[self.ret_head % N];
@@ -286,18 +290,21 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
             return Some(self.release(id, len, flushed));
         }
         loop {
-            let used_idx = self.mem.read_u16(self.lay.used_idx());
-            let ready = used_idx.wrapping_sub(self.last_used);
-            if ready == 0 {
-                return None;
+            if self.last_used == self.used_seen {
+                let used_idx = self.mem.read_u16(self.lay.used_idx());
+                let ready = used_idx.wrapping_sub(self.last_used);
+                if ready == 0 {
+                    return None;
+                }
+                if usize::from(ready) > self.in_device {
+                    // The device claims more buffers than it was given: refuse the update.
+                    self.errors += 1;
+                    return None;
+                }
+                // Elements are read only after the index that covers them.
+                fence(Ordering::Acquire);
+                self.used_seen = used_idx;
             }
-            if usize::from(ready) > self.in_device {
-                // The device claims more buffers than it was given: refuse the update.
-                self.errors += 1;
-                return None;
-            }
-            // Elements are read only after the index that covers them.
-            fence(Ordering::Acquire);
             let at = self.lay.used_ring(usize::from(self.last_used));
             let id = self.mem.read_u32(at);
             let len = self.mem.read_u32(at + 4);
@@ -383,6 +390,7 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
         self.avail_idx = 0;
         self.published = 0;
         self.last_used = 0;
+        self.used_seen = 0;
         for off in [
             self.lay.avail,
             self.lay.avail_idx(),
