@@ -98,12 +98,13 @@ pub(crate) struct Op {
     report: bool,
     /// The multi-receive group the operation is a slot of, or [`NO_GROUP`].
     group: u8,
-    /// Set by [`OpTable::commit`]: a success of this operation is a [`Plain`] completion
-    /// (requested, no multi-receive group, no owned buffer) and, for a receive, the
-    /// application accepts the whole DMA buffer — so the driver's own check of the frame
-    /// length against the buffer (the `RxCompletion::len` contract) is the only one needed.
-    /// One byte the read path tests instead of four fields.
-    plain: bool,
+    /// `kind` if a success of this operation is a [`Plain`] completion (requested, no
+    /// multi-receive group, no owned buffer and, for a receive, the whole DMA buffer accepted —
+    /// so the driver's own check of the frame length against the buffer, the
+    /// `RxCompletion::len` contract, is the only one needed); `Free` otherwise, and whenever
+    /// the slot is free. Set by [`OpTable::commit`], cleared with `kind` ([`Op::free`]): one
+    /// byte the read path's fast lane tests for "live, of this kind, plain".
+    plain: OpKind,
 }
 
 /// `Op::group` of an operation that is not part of a multi-receive buffer.
@@ -149,11 +150,19 @@ impl Op {
         len: 0,
         report: false,
         group: NO_GROUP,
-        plain: false,
+        plain: OpKind::Free,
     };
 
     fn owned(&self) -> Option<RawBuf> {
         (self.buf.mr != NO_MR).then_some(self.buf)
+    }
+
+    /// Marks the slot free (only `kind` and `plain` say so; the rest is overwritten by the
+    /// next commit).
+    #[inline(always)]
+    fn free(&mut self) {
+        self.kind = OpKind::Free;
+        self.plain = OpKind::Free;
     }
 }
 
@@ -186,11 +195,12 @@ impl<const D: usize> OpTable<D> {
     }
 
     fn commit(&mut self, slot: usize, op: Op) {
+        let plain = op.report
+            && op.group == NO_GROUP
+            && op.buf.mr == NO_MR
+            && (op.kind != OpKind::Recv || op.len == op.buf.len);
         self.ops[slot] = Op {
-            plain: op.report
-                && op.group == NO_GROUP
-                && op.buf.mr == NO_MR
-                && (op.kind != OpKind::Recv || op.len == op.buf.len),
+            plain: if plain { op.kind } else { OpKind::Free },
             ..op
         };
         self.tail = self.tail.wrapping_add(1);
@@ -204,9 +214,8 @@ impl<const D: usize> OpTable<D> {
         if self.ops[slot].kind != kind {
             return None;
         }
-        // Only the kind marks a slot free; the rest is overwritten by the next commit.
         let op = self.ops[slot];
-        self.ops[slot].kind = OpKind::Free;
+        self.ops[slot].free();
         self.live -= 1;
         self.advance_head();
         Some(op)
@@ -230,7 +239,7 @@ impl<const D: usize> OpTable<D> {
             let Some(op) = self.plain_op(c.token, OpKind::Recv, c.status.is_ok()) else {
                 break;
             };
-            op.kind = OpKind::Free;
+            op.free();
             *p = Plain {
                 context: op.context,
                 flags: RECV_FLAGS,
@@ -261,7 +270,7 @@ impl<const D: usize> OpTable<D> {
             let Some(op) = self.plain_op(c.token, OpKind::Send, c.status.is_ok()) else {
                 break;
             };
-            op.kind = OpKind::Free;
+            op.free();
             *p = Plain {
                 context: op.context,
                 flags: SEND_FLAGS,
@@ -282,7 +291,7 @@ impl<const D: usize> OpTable<D> {
     fn plain_op(&mut self, token: Token, kind: OpKind, ok: bool) -> Option<&mut Op> {
         let slot = usize::try_from(token.0).ok().filter(|&s| s < D)?;
         let op = &mut self.ops[slot];
-        (ok && op.kind == kind && op.plain).then_some(op)
+        (ok && op.plain == kind).then_some(op)
     }
 
     /// Moves `head` past the slots freed since (what [`take`](Self::take) does each time).
@@ -652,8 +661,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     let got = q.poll_each(want, &mut |c| {
                         if free.len() > 0 && c.token.0 == (next % D) as u64 {
                             let op = &mut table.ops[next % D];
-                            if c.status.is_ok() && op.kind == OpKind::Recv && op.plain {
-                                op.kind = OpKind::Free;
+                            if c.status.is_ok() && op.plain == OpKind::Recv {
+                                op.free();
                                 if let Some(entry) = free.next() {
                                     S::write(
                                         entry,
@@ -1234,7 +1243,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     // hands the buffer back.
                     report: true,
                     group: gi as u8,
-                    plain: false, // commit decides
+                    plain: OpKind::Free, // commit decides
                 },
             );
             posted += 1;
@@ -1796,7 +1805,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 len,
                 report,
                 group: NO_GROUP,
-                plain: false, // commit decides
+                plain: OpKind::Free, // commit decides
             },
         );
         Ok(())
@@ -1855,7 +1864,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 len: buf.len,
                 report,
                 group: NO_GROUP,
-                plain: false, // commit decides
+                plain: OpKind::Free, // commit decides
             },
         );
         Ok(())
