@@ -7,6 +7,7 @@
 mod common;
 use common::*;
 use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::cntr::{WaitObj, WAIT_QUANTUM};
 use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
 use ringfab::cq::strerror::ProvError;
 use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
@@ -24,6 +25,7 @@ use ringfab_emu::{
     CriticalFault, EmuE1000e, EmuNic, EmuVirtioNet, Kind, ModelConfig, VirtioNetModelConfig, Wire,
 };
 use ringfab_virtio_net::VirtioNet;
+use std::time::{Duration, Instant};
 
 const D: usize = 64;
 const BUF: usize = 2048;
@@ -340,4 +342,70 @@ fn a_scalable_endpoints_receive_context_is_disabled_and_reenabled_alone() {
     rx.enable().unwrap();
     rx.recv(mr.alloc(BUF).unwrap(), OpContext(2)).unwrap();
     assert_eq!(rx.rx_size_left(), Ok(D - 1));
+}
+
+/// A reader blocked in `sread` when the device is surprise-removed: no interrupt will ever come,
+/// and the reader polls once per `WAIT_QUANTUM`, too rarely for the driver's stall check (one
+/// device check per `STALL_POLLS` empty polls: 2.56 s), so the blocked reader checks the device
+/// itself every tenth empty wake-up and returns with the `FI_EIO` entry at the head (`Avail`).
+/// Its timeout is three quarters of the stall check's period: without its own check it would
+/// time out (`Again`) first.
+#[test]
+fn a_reader_blocked_in_sread_is_woken_when_the_device_is_removed() {
+    let p = pair();
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 2];
+    let cqs = [CqSlot::EMPTY; 1];
+    let mrs = [MrSlot::<Igb0>::EMPTY; 1];
+    let avs = [AvSlot::EMPTY; 1];
+    let table = [AvEntry::EMPTY; 2];
+    let mut aux = [AuxEntry::EMPTY; CQ_SIZE];
+    let db = Domain::new(&p.nic_b, &paths, &cqs)
+        .with_mrs(&mrs)
+        .with_avs(&avs);
+    let attr = CqAttr {
+        size: CQ_SIZE,
+        format: CqFormat::Data,
+        wait_obj: WaitObj::Unspec,
+        ..CqAttr::default()
+    };
+    let mut cq = db.open_cq::<Data>(&attr, &mut aux).unwrap();
+    let av = db.open_av(&table).unwrap();
+    let mut ep = db.endpoint(&EpAttr::default()).unwrap();
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().unwrap();
+    let mr = db.register(memory(4 * BUF)).unwrap();
+    for i in 0..2 {
+        ep.recv(mr.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+    }
+
+    let got = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut out = [DataEntry::default(); 4];
+            let stall_period = WAIT_QUANTUM * STALL_POLLS;
+            cq.sread(&mut out, None, Some(stall_period * 3 / 4), &clock())
+        });
+        let start = Instant::now();
+        while cq.sleepers() < 1 {
+            assert!(start.elapsed() < Duration::from_secs(10), "never blocked");
+            std::thread::yield_now();
+        }
+        p.b.inject_critical(CriticalFault::SurpriseRemoval);
+        reader.join().unwrap()
+    });
+    assert_eq!(
+        got,
+        Err(Error::Avail),
+        "woken by the fault, not by the timeout"
+    );
+    let mut e = ErrEntry::default();
+    cq.readerr(&mut e, None, 0).unwrap();
+    assert_eq!(
+        (e.err, e.prov_errno),
+        (5, 8),
+        "FI_EIO, the queue-fault kind"
+    );
+    assert!(!ep.is_enabled() || ep.fault().is_some());
+    assert_eq!(mr.outstanding(), 0, "the pending receives were discarded");
 }

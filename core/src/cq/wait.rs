@@ -31,7 +31,10 @@
 //! [`Clock`] measures it, so never early) — the loop [`Counter::wait`](crate::Counter::wait)
 //! uses too. The interrupts are disarmed again when the last sleeper leaves, so a CQ
 //! nobody blocks on costs no interrupt; the non-blocking `read` path takes no lock more, makes
-//! no syscall and never touches an interrupt register.
+//! no syscall and never touches an interrupt register. A reader that has blocked for
+//! `DEVICE_CHECK_QUANTA` (10) slices of `WAIT_QUANTUM` without a notification asks the drivers
+//! to check their devices, so that a device that died under it (no interrupt comes) wakes it
+//! with the `FI_EIO` entry within about 100 ms.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use core::time::Duration;
@@ -46,6 +49,37 @@ use crate::cntr::{block_until, Clock};
 use crate::domain::Domain;
 use crate::hal::{self, Nic, RawWait, Wait, WaitOutcome};
 use crate::{Error, Result};
+
+/// Empty wake-ups (`WAIT_QUANTUM` each, 10 ms) of a blocked `sread` between two checks of the
+/// devices behind its queues: a reader blocked on a device that died (removed, reset) is woken
+/// within about 100 ms, because a dead device raises no interrupt and a blocked reader polls
+/// too rarely for the drivers' own stall check (`hal::queue::STALL_POLLS` empty polls) to
+/// come round. A check is a few register reads per queue; never on the non-blocking path.
+const DEVICE_CHECK_QUANTA: u32 = 10;
+
+/// Asks the driver of every queue bound to CQ `index` to check its device now
+/// ([`TxQueue::check`](hal::TxQueue::check)); a queue found dead fails its path as a poll
+/// would have (module `path`, "Critical faults"): its operations discarded, one `FI_EIO`
+/// entry on the CQ. CQ lock, then each path's: the order `read` takes them in.
+fn check_devices<N: Nic, const D: usize>(domain: &Domain<'_, '_, N, D>, index: usize) {
+    let cq = &domain.cqs()[index];
+    for pslot in domain.paths() {
+        if pslot.cq.load(Ordering::Acquire) != index {
+            continue;
+        }
+        let _ = cq.with_sink(|sink| {
+            let mut guard = pslot.state.lock();
+            if let Some(ps) = guard.as_mut().filter(|ps| ps.cq == Some(index)) {
+                if ps.fault.is_none() {
+                    if let Some(f) = ps.check_queue() {
+                        ps.fail(f, &domain.poll_ctx(cq), true, &mut |o| sink(o));
+                    }
+                }
+                pslot.publish_fault(ps);
+            }
+        });
+    }
+}
 
 /// `CqSlot::vector` of a CQ that holds none.
 pub(super) const NO_VECTOR: u32 = u32::MAX;
@@ -337,11 +371,19 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         let handle = self.wait.as_ref();
         let reg = Registration::enter(self.domain, self.index);
         let mut filled = 0;
+        let mut empty_wakes = 0u32;
+        let mut first = true;
         let so_far = |filled: usize, e: Error| if filled > 0 { Ok(filled) } else { Err(e) };
         let done = block_until(handle, timeout, clock, |consumed| {
             if handle.is_some() {
                 // Idempotent: only the first arm of a queue touches the device.
                 arm_paths(self.domain, self.index, true);
+            }
+            if !core::mem::take(&mut first) && !consumed {
+                empty_wakes += 1;
+                if empty_wakes % DEVICE_CHECK_QUANTA == 0 {
+                    check_devices(self.domain, self.index);
+                }
             }
             let base = filled;
             let got = read_delivered(self.domain, self.index, &mut d.from(base));
