@@ -37,8 +37,8 @@ pub mod wait;
 pub use addr::{Iova, MacAddr};
 pub use error::{Error, PushError, QueueFault, Result};
 pub use nic::{
-    Capabilities, Link, Nic, Offloads, RssCaps, RssConfig, RssHashes, RxConfig, RxMode, Stats,
-    TxConfig,
+    Capabilities, Link, Nic, Offloads, RssCaps, RssConfig, RssHashes, RssSaved, RxConfig, RxMode,
+    Stats, TxConfig,
 };
 pub use platform::{DmaMapping, DmaRegion, DmaRing, DmaRingRef, Mmio, Platform};
 pub use queue::{

@@ -103,6 +103,52 @@ pub struct RssConfig<'a> {
     pub hashes: RssHashes,
 }
 
+/// An owned copy of an [`RssConfig`], which a driver keeps of the last one it programmed so that
+/// [`Nic::recover`] can program it again after the device lost it (a reset): RSS belongs to
+/// the application, and a recovery the application did not ask for must not change where its
+/// frames go.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RssSaved {
+    key: [u8; RssSaved::MAX_KEY],
+    key_len: usize,
+    table: [u16; RssSaved::MAX_TABLE],
+    table_len: usize,
+    hashes: RssHashes,
+}
+
+impl RssSaved {
+    /// The longest key a copy holds (virtio's `rss_max_key_size` is a byte).
+    pub const MAX_KEY: usize = 255;
+    /// The longest table a copy holds (every NIC here has 128 entries at most).
+    pub const MAX_TABLE: usize = 128;
+
+    /// A copy of `rss`; `None` if its key or table is longer than a copy holds.
+    pub fn of(rss: &RssConfig<'_>) -> Option<RssSaved> {
+        if rss.key.len() > Self::MAX_KEY || rss.table.len() > Self::MAX_TABLE {
+            return None;
+        }
+        let mut saved = RssSaved {
+            key: [0; Self::MAX_KEY],
+            key_len: rss.key.len(),
+            table: [0; Self::MAX_TABLE],
+            table_len: rss.table.len(),
+            hashes: rss.hashes,
+        };
+        saved.key[..rss.key.len()].copy_from_slice(rss.key);
+        saved.table[..rss.table.len()].copy_from_slice(rss.table);
+        Some(saved)
+    }
+
+    /// The configuration again, to program.
+    pub fn config(&self) -> RssConfig<'_> {
+        RssConfig {
+            key: &self.key[..self.key_len],
+            table: &self.table[..self.table_len],
+            hashes: self.hashes,
+        }
+    }
+}
+
 /// Link state as the NIC reports it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Link {
@@ -272,8 +318,9 @@ pub trait Nic: Sync {
     /// Brings the device back after a queue reported a critical
     /// [`QueueFault`](crate::QueueFault), while queues may still be open: if the device lost
     /// its set-up (it was reset, or asks for a reset), the driver resets it and programs it
-    /// again as [`reset`](Self::reset) does, keeping the receive mode and the queue addresses
-    /// it was given (RSS must be set again); if only a queue was disabled, nothing is done.
+    /// again as [`reset`](Self::reset) does, keeping the receive mode, the queue addresses and
+    /// the RSS set-up it was given ([`RssSaved`]); if only a queue was disabled, nothing is
+    /// done.
     /// Queues that faulted stay faulted: close them and open them again. Queues open across a
     /// recovery that resets the device fault too (their rings are gone).
     ///

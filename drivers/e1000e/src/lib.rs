@@ -62,8 +62,9 @@ use core::time::Duration;
 use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
     Capabilities, DmaRegion, DmaRing, Error, Link, MacAddr, Mmio, Nic, Offloads, Platform,
-    PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion,
-    RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
+    PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer,
+    RxCompletion, RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue,
+    TxSegment,
 };
 use spin::{Mutex, MutexGuard};
 use tock_registers::fields::FieldValue;
@@ -114,6 +115,8 @@ struct State {
     rx_buf_len: u32,
     /// The receive filter mode.
     mode: RxMode,
+    /// The set-up [`Nic::set_rss`] last programmed, for [`Nic::recover`] to program again.
+    rss_saved: Option<RssSaved>,
     /// Station address read at bring-up.
     mac: MacAddr,
     /// Accumulated statistics.
@@ -177,6 +180,7 @@ impl<P: Platform> E1000e<P> {
                 rx_open: 0,
                 rx_buf_len: 0,
                 mode: RxMode::default(),
+                rss_saved: None,
                 mac: MacAddr::default(),
                 stats: Stats::default(),
             }),
@@ -590,11 +594,12 @@ impl<P: Platform> Nic for E1000e<P> {
         if st.tx_open != 0 || st.rx_open != 0 {
             return Err(Error::QueuesOpen);
         }
+        st.rss_saved = None;
         self.bring_up(&mut st)
     }
 
     fn recover(&self) -> Result {
-        let mode = {
+        let (mode, rss) = {
             let mut st = self.state.lock();
             if self.rd(r::STATUS) == u32::MAX {
                 return Err(Error::DeviceRemoved);
@@ -607,12 +612,16 @@ impl<P: Platform> Nic for E1000e<P> {
             // Queues still open (faulted, not yet closed) keep their indices and the receive
             // buffer size they share: bring-up forgets both, and reopening an index still
             // held would let the old queue's close stop the new one.
-            let kept = (st.tx_open, st.rx_open, st.rx_buf_len, st.mode);
+            let kept = (st.tx_open, st.rx_open, st.rx_buf_len, st.mode, st.rss_saved);
             self.bring_up(&mut st)?;
             (st.tx_open, st.rx_open, st.rx_buf_len) = (kept.0, kept.1, kept.2);
-            kept.3
+            (kept.3, kept.4)
         };
-        self.set_rx_mode(mode)
+        self.set_rx_mode(mode)?;
+        if let Some(rss) = rss {
+            self.set_rss(&rss.config())?;
+        }
+        Ok(())
     }
 
     fn open_tx<const N: usize>(&self, index: u16, config: TxConfig) -> Result<E1000eTx<'_, P, N>> {
@@ -658,7 +667,7 @@ impl<P: Platform> Nic for E1000e<P> {
         {
             return Err(Error::RssConfig);
         }
-        let _st = self.state.lock();
+        let mut st = self.state.lock();
         // Key byte 4i+j is byte j (little-endian) of RSSRK[i] (§10.2.5.23; QEMU hashes with
         // `(uint8_t *)&mac[RSSRK]`).
         for (i, k) in rss.key.chunks_exact(4).enumerate() {
@@ -680,6 +689,7 @@ impl<P: Platform> Nic for E1000e<P> {
             r::MRQC::ENABLE::CLEAR
         };
         self.wr(r::MRQC, mrqc.value);
+        st.rss_saved = RssSaved::of(rss);
         Ok(())
     }
 
@@ -1136,6 +1146,7 @@ mod tests {
             rx_open: 0,
             rx_buf_len,
             mode: RxMode::default(),
+            rss_saved: None,
             mac: MacAddr::default(),
             stats: Stats::default(),
         }

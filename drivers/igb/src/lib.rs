@@ -47,8 +47,9 @@ use core::time::Duration;
 use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
     Capabilities, DmaRegion, DmaRing, Error, Iova, Link, MacAddr, Mmio, Nic, Offloads, Platform,
-    PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion,
-    RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
+    PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer,
+    RxCompletion, RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue,
+    TxSegment,
 };
 use spin::Mutex;
 use tock_registers::fields::FieldValue;
@@ -101,6 +102,8 @@ struct State {
     mode: RxMode,
     /// Whether [`Nic::set_rss`] left RSS programmed (MRQC.MRQE = RSS).
     rss: bool,
+    /// The set-up [`Nic::set_rss`] last programmed, for [`Nic::recover`] to program again.
+    rss_saved: Option<RssSaved>,
     /// Per VMDq pool (= receive queue), the destination address steered to it; entry `n` lives
     /// in receive-address entry `n`. Index 0 stays `None`: queue 0 keeps the station address.
     /// The device is in VMDq mode exactly while one is `Some`.
@@ -167,6 +170,7 @@ impl<P: Platform> Igb<P> {
                 mac: MacAddr::default(),
                 mode: RxMode::default(),
                 rss: false,
+                rss_saved: None,
                 rx_macs: [None; r::VM_POOLS as usize],
                 stats: Stats::default(),
             }),
@@ -627,11 +631,12 @@ impl<P: Platform> Nic for Igb<P> {
         if st.tx_open != 0 || st.rx_open != 0 {
             return Err(Error::QueuesOpen);
         }
+        st.rss_saved = None;
         self.bring_up(&mut st)
     }
 
     fn recover(&self) -> Result {
-        let (mode, macs) = {
+        let (mode, macs, rss) = {
             let mut st = self.state.lock();
             if self.rd(r::STATUS) == u32::MAX {
                 return Err(Error::DeviceRemoved);
@@ -641,7 +646,7 @@ impl<P: Platform> Nic for Igb<P> {
             if r::TCTL::EN.is_set(self.rd(r::TCTL)) && r::RCTL::EN.is_set(self.rd(r::RCTL)) {
                 return Ok(());
             }
-            let kept = (st.mode, st.rx_macs);
+            let kept = (st.mode, st.rx_macs, st.rss_saved);
             self.bring_up(&mut st)?;
             kept
         };
@@ -652,6 +657,9 @@ impl<P: Platform> Nic for Igb<P> {
             if let Some(mac) = mac {
                 self.set_rx_queue_mac(queue as u16, Some(*mac))?;
             }
+        }
+        if let Some(rss) = rss {
+            self.set_rss(&rss.config())?;
         }
         Ok(())
     }
@@ -726,6 +734,7 @@ impl<P: Platform> Nic for Igb<P> {
         };
         self.wr(r::MRQC, mrqc.value);
         st.rss = hashing;
+        st.rss_saved = RssSaved::of(rss);
         Ok(())
     }
 

@@ -9,8 +9,8 @@
 use ringfab_emu::{CriticalFault, Ring};
 use ringfab_hal::queue::STALL_POLLS;
 use ringfab_hal::{
-    Error, Nic, Platform, PushError, QueueFault, RxConfig, RxError, RxQueue, Token, TxConfig,
-    TxQueue,
+    Error, Nic, Platform, PushError, QueueFault, RssConfig, RxConfig, RxError, RxQueue, Token,
+    TxConfig, TxQueue,
 };
 
 use crate::{frame, pair, post, rx_buf, send_all, Fixture, BUF, MAC_A, MAC_B, NO_RX, NO_TX};
@@ -76,6 +76,27 @@ pub fn a_device_reset_is_found_by_the_stall_check_and_recover_brings_the_queue_b
     assert_eq!(rx.poll(&mut out), 1);
     assert_eq!((out[0].token, out[0].status), (Token(0), Ok(())));
     assert_eq!(rx.fault(), None);
+}
+
+/// RSS is the application's: after a reset behind the driver's back, `recover` programs the
+/// set-up it was given again, and flows land on their table's queues as before.
+pub fn recover_after_a_reset_programs_rss_again<F: Fixture>() {
+    let p = pair::<F>();
+    let (key, table) = crate::queues::rss_key_and_table();
+    p.nic_b
+        .set_rss(&RssConfig {
+            key: &key,
+            table: &table,
+            hashes: p.nic_b.capabilities().rss.expect("RSS").hashes,
+        })
+        .unwrap();
+    {
+        let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+        p.b.inject_critical(CriticalFault::Reset);
+        assert_eq!(rx.check(), Some(QueueFault::Reset));
+    }
+    p.nic_b.recover().unwrap();
+    crate::queues::assert_rss_spreads_flows(&p, &key, &table);
 }
 
 /// `check` finds a reset at once, on a transmit queue with nothing pending too.

@@ -539,6 +539,7 @@ macro_rules! __suite_section {
     (critical, $f:ty) => {
         $crate::__suite_tests!($f, critical:
             a_device_reset_is_found_by_the_stall_check_and_recover_brings_the_queue_back,
+            recover_after_a_reset_programs_rss_again,
             check_finds_a_device_reset_on_an_idle_transmit_queue,
             a_removed_device_is_found_and_recover_says_it_is_gone,
             a_queue_disabled_by_the_device_is_found_and_reopening_it_recovers,

@@ -15,8 +15,8 @@ use ringfab_hal::{
 };
 
 use crate::{
-    expected_hash, in_order, pair, post, send_all, udp_frame, Fixture, RxSlots, Udp, BUF, MAC_A,
-    MAC_B, NO_RX, NO_TX, UDP_PAYLOAD,
+    expected_hash, in_order, pair, post, send_all, udp_frame, Fixture, Pair, RxSlots, Udp, BUF,
+    MAC_A, MAC_B, NO_RX, NO_TX, UDP_PAYLOAD,
 };
 
 /// Ring depth of every queue in the multi-queue tests.
@@ -513,6 +513,27 @@ pub fn a_million_frames_wrap_64_descriptor_rings_with_every_token_back_once_and_
 /// frames.
 pub fn rss_spreads_flows_over_receive_queues_and_reports_the_hash<F: Fixture>() {
     let p = pair::<F>();
+    let (key, table) = rss_key_and_table();
+    p.nic_b
+        .set_rss(&RssConfig {
+            key: &key,
+            table: &table,
+            hashes: p.nic_b.capabilities().rss.expect("RSS").hashes,
+        })
+        .unwrap();
+    assert_rss_spreads_flows(&p, &key, &table);
+}
+
+/// A key and a table alternating between receive queues 0 and 1.
+pub(crate) fn rss_key_and_table() -> ([u8; 40], Vec<u16>) {
+    let key: [u8; 40] = std::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11));
+    (key, (0..128).map(|i| i % 2).collect())
+}
+
+/// Opens receive queues 0 and 1 of B, sends 28 IPv4/UDP flows from A and checks that each frame
+/// arrives on the queue `table` names for its hash under `key` (reported, where the NIC
+/// reports it), and that both queues get some.
+pub(crate) fn assert_rss_spreads_flows<F: Fixture>(p: &Pair<F>, key: &[u8; 40], table: &[u16]) {
     let mut rxs: Vec<_> = (0..2)
         .map(|q| p.nic_b.open_rx::<32>(q, RxConfig::new(2048)).unwrap())
         .collect();
@@ -522,15 +543,6 @@ pub fn rss_spreads_flows_over_receive_queues_and_reports_the_hash<F: Fixture>() 
     for (rx, mem) in rxs.iter_mut().zip(&mems) {
         post(rx, mem, 31);
     }
-    let key: [u8; 40] = std::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11));
-    let table: Vec<u16> = (0..128).map(|i| i % 2).collect();
-    p.nic_b
-        .set_rss(&RssConfig {
-            key: &key,
-            table: &table,
-            hashes: p.nic_b.capabilities().rss.expect("RSS").hashes,
-        })
-        .unwrap();
     // Flows differing in source address and port: a hash over addresses only spreads them too.
     let flows: Vec<Udp> = (0..28u8)
         .map(|i| {
@@ -543,7 +555,7 @@ pub fn rss_spreads_flows_over_receive_queues_and_reports_the_hash<F: Fixture>() 
         .iter()
         .map(|&flow| udp_frame(MAC_B, MAC_A, flow, &[0xAB; 18]))
         .collect();
-    send_all(&p, &frames);
+    send_all(p, &frames);
     let mut per_queue = Vec::new();
     let mut total = 0;
     for (q, rx) in rxs.iter_mut().enumerate() {
@@ -554,7 +566,7 @@ pub fn rss_spreads_flows_over_receive_queues_and_reports_the_hash<F: Fixture>() 
             let bytes = crate::read_bytes(&mems[q], c.token.0 as usize * BUF, c.len as usize);
             let flow = Udp::of(&bytes);
             assert!(flows.contains(&flow), "{flow:?}");
-            let (hash, kind) = expected_hash(&p.nic_b, &key, flow);
+            let (hash, kind) = expected_hash(&p.nic_b, key, flow);
             let reported = F::RSS_HASH_REPORTED.then_some(RssInfo { hash, kind });
             assert_eq!(c.rss, reported, "{flow:?}");
             assert_eq!(

@@ -61,8 +61,8 @@ use core::time::Duration;
 use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
     Capabilities, DmaRegion, Error, Link, MacAddr, Nic, Offloads, Platform, PushError, QueueFault,
-    Report, Result, RssCaps, RssConfig, RssHashes, RxBuffer, RxCompletion, RxConfig, RxError,
-    RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment,
+    Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer, RxCompletion, RxConfig,
+    RxError, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment,
 };
 use spin::Mutex;
 
@@ -117,6 +117,8 @@ struct State<D: DmaRegion> {
     dev: DevInfo,
     /// The receive filter mode last set (restored by [`Nic::recover`]).
     mode: RxMode,
+    /// The set-up [`Nic::set_rss`] last programmed (restored by [`Nic::recover`]).
+    rss_saved: Option<RssSaved>,
 }
 
 /// Facts from feature negotiation and the device configuration.
@@ -204,6 +206,7 @@ impl<P: Platform> VirtioNet<P> {
                 ctrl: None,
                 dev: DevInfo::default(),
                 mode: RxMode::default(),
+                rss_saved: None,
             }),
             counters: Counters::default(),
         };
@@ -741,6 +744,7 @@ impl<P: Platform> Nic for VirtioNet<P> {
             return Err(Error::QueuesOpen);
         }
         st.mode = RxMode::default();
+        st.rss_saved = None;
         self.bring_up(&mut st)
     }
 
@@ -759,6 +763,9 @@ impl<P: Platform> Nic for VirtioNet<P> {
         let mode = st.mode;
         if st.dev.features & feature::CTRL_RX != 0 && mode != RxMode::default() {
             self.apply_rx_mode(&mut st, mode)?;
+        }
+        if let Some(rss) = st.rss_saved {
+            self.program_rss(&mut st, &rss.config())?;
         }
         Ok(())
     }
@@ -793,7 +800,9 @@ impl<P: Platform> Nic for VirtioNet<P> {
 
     fn set_rss(&self, rss: &RssConfig<'_>) -> Result {
         let mut st = self.state.lock();
-        self.program_rss(&mut st, rss)
+        self.program_rss(&mut st, rss)?;
+        st.rss_saved = RssSaved::of(rss);
+        Ok(())
     }
 
     fn set_rx_mode(&self, mode: RxMode) -> Result {
