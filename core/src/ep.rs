@@ -115,6 +115,12 @@ pub struct EpAttr {
     /// `FI_SOURCE_ERR`: a receive from a sender not in the AV completes with
     /// `FI_EADDRNOTAVAIL`.
     pub source_err: bool,
+    /// The endpoint's own context (`fi_endpoint`'s `context` argument): what an error entry
+    /// carries as `op_context` when the error belongs to no operation of the application's —
+    /// a failed `inject`, a critical fault of a queue (fi_endpoint(3) NOTES: "Operations that
+    /// complete in error that are not associated with valid operational context will use the
+    /// endpoint context").
+    pub context: OpContext,
 }
 
 impl Default for EpAttr {
@@ -128,6 +134,7 @@ impl Default for EpAttr {
             tx_op_flags: OpFlags::empty(),
             rx_op_flags: OpFlags::empty(),
             source_err: false,
+            context: OpContext::NULL,
         }
     }
 }
@@ -598,6 +605,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             local: self.local,
             av: Some(av),
             source_err: self.attr.source_err,
+            context: self.attr.context,
         };
         let mut tx = None;
         let mut bounce = None;
@@ -768,7 +776,8 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 len: len as u32,
                 mr: NO_MR,
             };
-            st.post_send_with(cq, &[segment], raw, OpContext::NULL, false)?;
+            // No operation context of the application's: an error reports the endpoint's.
+            st.post_send_with(cq, &[segment], raw, self.attr.context, false)?;
             st.doorbell();
             Ok(())
         })

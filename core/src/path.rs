@@ -431,6 +431,9 @@ pub(crate) struct Framing {
     pub(crate) av: Option<usize>,
     /// `FI_SOURCE_ERR`: a receive from a sender not in the AV completes in error.
     pub(crate) source_err: bool,
+    /// The endpoint's context, for error entries that belong to no operation (a critical
+    /// fault of the queue).
+    pub(crate) context: OpContext,
 }
 
 /// Context every `poll` of a path needs from its domain.
@@ -891,7 +894,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         };
         sink(Outcome::Failed(&ErrRecord {
             completion: Completion {
-                context: OpContext::NULL,
+                // fi_endpoint(3) NOTES: an error without an operation's context carries the
+                // endpoint's (NULL on a path opened without one).
+                context: self.framing.map_or(OpContext::NULL, |f| f.context),
                 flags: completion_flags(kind, false),
                 ..Completion::default()
             },

@@ -31,6 +31,7 @@ use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::av::{AddressVector, EpAddr};
+use crate::cq::entry::OpContext;
 use crate::domain::Domain;
 use crate::ep::{Endpoint, EpAttr, EpType};
 use crate::flags::OpFlags;
@@ -71,6 +72,9 @@ impl Default for SepAttr {
 pub struct CtxAttr {
     /// Default operation flags of the context.
     pub op_flags: OpFlags,
+    /// The context's own context (`fi_tx_context`/`fi_rx_context`'s `context` argument), for
+    /// error entries that belong to no operation (as [`EpAttr::context`]).
+    pub context: OpContext,
 }
 
 /// A scalable endpoint. See the [module documentation](self).
@@ -192,6 +196,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 's, 'n, N, D>
             rx_queue: index,
             rx_buf_len: self.attr.rx_buf_len,
             source_err: self.attr.source_err,
+            context: attr.context,
             ..EpAttr::default()
         };
         let (dirs, local) = match dir {

@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 const D: usize = 64;
 const BUF: usize = 2048;
 const CQ_SIZE: usize = 256;
+/// The context B's endpoint is opened with (`fi_endpoint`'s `context`).
+const EP_B_CONTEXT: OpContext = OpContext(0xE0B);
 
 /// Reads `cq` until something other than `Again` comes back, driving the wire; the bound is
 /// a count of reads (enough for several stall checks), never a time.
@@ -113,7 +115,12 @@ fn critical_walk<K: Kind, N: Nic>(
     let av_a = da.open_av(&ta).unwrap();
     let av_b = db.open_av(&tb).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    let mut ep_b = db
+        .endpoint(&EpAttr {
+            context: EP_B_CONTEXT,
+            ..EpAttr::default()
+        })
+        .unwrap();
     for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
         ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
@@ -142,7 +149,10 @@ fn critical_walk<K: Kind, N: Nic>(
     let (_, buf) = cq_b.readerr_owned(&mut entry, Some(&mut data), 0).unwrap();
     assert!(buf.is_none(), "the report is of no operation");
     assert_eq!(entry.err, 5, "FI_EIO");
-    assert_eq!(entry.op_context, OpContext::NULL);
+    assert_eq!(
+        entry.op_context, EP_B_CONTEXT,
+        "no operation's: the endpoint's context (fi_endpoint(3) NOTES)"
+    );
     assert_eq!(entry.flags, CompletionFlags::RECV | CompletionFlags::MSG);
     assert_eq!(
         ProvError::decode(entry.prov_errno, &data[..entry.err_data_size]),
@@ -370,7 +380,12 @@ fn a_reader_blocked_in_sread_is_woken_when_the_device_is_removed() {
     };
     let mut cq = db.open_cq::<Data>(&attr, &mut aux).unwrap();
     let av = db.open_av(&table).unwrap();
-    let mut ep = db.endpoint(&EpAttr::default()).unwrap();
+    let mut ep = db
+        .endpoint(&EpAttr {
+            context: EP_B_CONTEXT,
+            ..EpAttr::default()
+        })
+        .unwrap();
     ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
     ep.bind_av(&av).unwrap();
@@ -402,9 +417,9 @@ fn a_reader_blocked_in_sread_is_woken_when_the_device_is_removed() {
     let mut e = ErrEntry::default();
     cq.readerr(&mut e, None, 0).unwrap();
     assert_eq!(
-        (e.err, e.prov_errno),
-        (5, 8),
-        "FI_EIO, the queue-fault kind"
+        (e.err, e.prov_errno, e.op_context),
+        (5, 8, EP_B_CONTEXT),
+        "FI_EIO, the queue-fault kind, the endpoint's context"
     );
     assert!(!ep.is_enabled() || ep.fault().is_some());
     assert_eq!(mr.outstanding(), 0, "the pending receives were discarded");

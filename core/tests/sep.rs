@@ -13,7 +13,7 @@ use ringfab::av::{AvEntry, AvSlot, EpAddr, FiAddr};
 use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
 use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
 use ringfab::domain::Domain;
-use ringfab::flags::{BindFlags, CompletionFlags};
+use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};
 use ringfab::mr::{Buf, MrSlot};
 use ringfab::path::PathSlot;
@@ -266,6 +266,27 @@ fn context_rules_follow_fi_endpoint() {
     // The queue's address went with the receive context: it can be given again.
     let rx1 = sep.rx_context(1, &CtxAttr::default()).unwrap();
     drop(rx1);
+
+    // Per-context attributes: op flags checked as an endpoint's (a transmit context takes no
+    // receive flag), the actual ones reported by `info`, the context's own context kept.
+    let bad = CtxAttr {
+        op_flags: OpFlags::MULTI_RECV,
+        ..CtxAttr::default()
+    };
+    assert_eq!(sep.tx_context(0, &bad).err(), Some(Error::BadFlags));
+    let own = CtxAttr {
+        op_flags: OpFlags::COMPLETION,
+        context: OpContext(0xC0),
+    };
+    let tx0 = sep.tx_context(0, &own).unwrap();
+    assert_eq!(tx0.info().tx.op_flags, OpFlags::COMPLETION);
+    assert_eq!(tx0.attr().context, OpContext(0xC0));
+    let rx0 = sep.rx_context(0, &CtxAttr::default()).unwrap();
+    assert_eq!(
+        rx0.info().rx.op_flags,
+        OpFlags::empty(),
+        "a sibling keeps its own (default) attributes"
+    );
 }
 
 #[test]
