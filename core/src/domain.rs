@@ -112,10 +112,13 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         self.cntrs
     }
 
-    /// What polling a path bound to CQ `cq` needs from the domain.
-    pub(crate) fn poll_ctx(&self, cq: &'s CqSlot<'s>) -> PollCtx<'s, N> {
+    /// What polling a path on behalf of CQ `index` needs from the domain.
+    pub(crate) fn poll_ctx(&self, index: usize) -> PollCtx<'s, N> {
         PollCtx {
-            cq,
+            cq: &self.cqs[index],
+            reader: index,
+            owner: 0,
+            cqs: self.cqs,
             avs: self.avs,
             mrs: self.mrs,
             cntrs: self.cntrs,

@@ -58,9 +58,11 @@ use crate::flags::{BindFlags, CntrBindFlags, OpFlags};
 use crate::hal::{DmaRegion, Nic, QueueFault, RxConfig, RxQueue, TxConfig, TxSegment, Wait};
 use crate::info::{EndpointAttr, EpInfo, Order, Protocol, RxAttr, TxAttr};
 use crate::mr::{Buf, RawBuf};
-use crate::path::{Framing, Outcome, Path, Queue, NO_MR};
+use crate::path::{Framing, Outcome, Path, Poster, Queue, NO_MR};
 use crate::proto::{self, Header, HEADER_LEN};
+use crate::stx::{SharedTxContext, MAX_SHARED_ENDPOINTS};
 use crate::{Error, Result};
+use core::sync::atomic::Ordering;
 
 /// `enum fi_ep_type`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -86,7 +88,7 @@ pub const INJECT_SIZE: usize = 64;
 const INJECT_SLOT: usize = (HEADER_LEN + INJECT_SIZE).next_multiple_of(64);
 
 /// Transmit operation flags an endpoint accepts (`fi_sendmsg`).
-const TX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
+pub(crate) const TX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::INJECT_COMPLETE)
     .union(OpFlags::TRANSMIT_COMPLETE)
     .union(OpFlags::REMOTE_CQ_DATA)
@@ -187,6 +189,10 @@ pub struct Endpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
     /// The receive queue this context gave its own MAC address ([`Nic::set_rx_queue_mac`]);
     /// taken back when it closes.
     steered: Option<u16>,
+    /// The shared transmit context it sends through (its path slot), if bound
+    /// ([`bind_stx`](Self::bind_stx)), and its owner number there.
+    stx: Option<usize>,
+    owner: u8,
 }
 
 impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
@@ -249,6 +255,8 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             local,
             source,
             steered: None,
+            stx: None,
+            owner: 0,
         }
     }
 
@@ -278,6 +286,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// are discarded, the queues given back, the bindings and a context's address released.
     pub(crate) fn shut(&mut self) {
         self.close_paths();
+        self.leave_stx();
         for b in [self.tx_cq.take(), self.rx_cq.take()].into_iter().flatten() {
             self.domain.cqs()[b.cq].drop_bind();
         }
@@ -294,12 +303,38 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// Gives the queues back (outstanding operations discarded without completions), then
     /// the bounce buffers — after the queues that could read them are stopped.
     fn close_paths(&mut self) {
+        if self.stx.is_some() {
+            // The shared queue stays; only this endpoint's operations go. The handle does not
+            // close a shared path when dropped.
+            if let (Some(path), Ok(cq)) = (self.tx.take(), self.cq_slot(self.tx_cq)) {
+                let ctx = self.poll_ctx(self.tx_cq);
+                let _ = cq.with_sink(|_| {
+                    path.with_state(|st| {
+                        st.discard_owner(self.owner, &ctx);
+                        Ok(())
+                    })
+                });
+            }
+        }
         for (path, binding) in [(self.tx.take(), self.tx_cq), (self.rx.take(), self.rx_cq)] {
             if let (Some(path), Some(b)) = (path, binding) {
-                path.detach(&self.domain.cqs()[b.cq]);
+                path.detach(b.cq);
             }
         }
         self.bounce = None;
+    }
+
+    /// Gives the endpoint's owner number on its shared transmit context back; the last
+    /// endpoint to leave a context that was dropped closes its queue.
+    fn leave_stx(&mut self) {
+        let Some(index) = self.stx.take() else {
+            return;
+        };
+        let slot = &self.domain.paths()[index];
+        let left = slot.owners.fetch_and(!(1 << self.owner), Ordering::AcqRel) & !(1 << self.owner);
+        if left == 0 && slot.orphaned.swap(false, Ordering::AcqRel) {
+            Path::shared(self.domain, index).close_shared();
+        }
     }
 
     /// `Ok` if data operations may be posted: enabled, and not disabled by a critical fault
@@ -330,7 +365,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             if path.fault().is_some() {
                 continue;
             }
-            let ctx = self.domain.poll_ctx(cq);
+            let ctx = self.poll_ctx(binding);
             // CQ lock first, then the path's: the order `read` takes them in.
             let _ = cq.with_sink(|sink| {
                 path.with_state(|st| {
@@ -472,6 +507,53 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         Ok(())
     }
 
+    /// Binds a shared transmit context (`fi_ep_bind` with an `fid_stx`): the endpoint's sends
+    /// go through its queue instead of one of the endpoint's own ([`EpAttr::tx_queue`] is then
+    /// not used), completing on the endpoint's CQ as always.
+    ///
+    /// # Errors
+    /// `OpBadState` after enable; `Inval` for a second shared context, an endpoint that does
+    /// not send (a receive context), or a context full of endpoints
+    /// ([`MAX_SHARED_ENDPOINTS`]); `Domain` for a context of another domain; `BadFlags` if
+    /// the endpoint's default transmit flags are not a subset of the context's
+    /// (fi_endpoint(3): "must use a subset of the transmit context's attributes").
+    pub fn bind_stx(&mut self, stx: &SharedTxContext<'_, 's, 'n, N, D>) -> Result {
+        if self.enabled {
+            return Err(Error::OpBadState);
+        }
+        if self.stx.is_some() || !self.sends {
+            return Err(Error::Inval);
+        }
+        if !core::ptr::eq(stx.domain(), self.domain) {
+            return Err(Error::Domain);
+        }
+        if !stx.attr().op_flags.contains(self.attr.tx_op_flags) {
+            return Err(Error::BadFlags);
+        }
+        let slot = &self.domain.paths()[stx.path_index()];
+        let mut owners = slot.owners.load(Ordering::Acquire);
+        loop {
+            let free = (!owners).trailing_zeros() as usize;
+            if free >= MAX_SHARED_ENDPOINTS {
+                return Err(Error::Inval);
+            }
+            match slot.owners.compare_exchange(
+                owners,
+                owners | (1 << free),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.owner = free as u8;
+                    break;
+                }
+                Err(now) => owners = now,
+            }
+        }
+        self.stx = Some(stx.path_index());
+        Ok(())
+    }
+
     /// Binds the address vector (`fi_ep_bind` with an AV).
     ///
     /// # Errors
@@ -551,7 +633,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 continue;
             };
             let cq = self.cq_slot(binding)?;
-            let ctx = self.domain.poll_ctx(cq);
+            let ctx = self.poll_ctx(binding);
             cq.with_sink(|sink| {
                 path.with_state(|st| {
                     st.poll(D, &ctx, &mut |o: Outcome<'_>| {
@@ -609,7 +691,20 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         };
         let mut tx = None;
         let mut bounce = None;
-        if let (true, Some(tx_cq)) = (self.sends, self.tx_cq) {
+        if let (true, Some(tx_cq), Some(index)) = (self.sends, self.tx_cq, self.stx) {
+            // Sends go through the shared context's queue, which reports to each operation's
+            // own CQ: the CQ must fit the path's mask and the counter the op table's byte.
+            if tx_cq.cq >= 64 || self.tx_cntr.is_some_and(|c| c >= usize::from(u8::MAX)) {
+                return Err(Error::Inval);
+            }
+            let slot = &self.domain.paths()[index];
+            if slot.fault().is_some() {
+                return Err(Error::OpBadState);
+            }
+            bounce = Some(self.domain.nic().alloc_dma(D * INJECT_SLOT)?);
+            slot.cq_mask.fetch_or(1 << tx_cq.cq, Ordering::AcqRel);
+            tx = Some(Path::shared(self.domain, index));
+        } else if let (true, Some(tx_cq)) = (self.sends, self.tx_cq) {
             bounce = Some(self.domain.nic().alloc_dma(D * INJECT_SLOT)?);
             // A blocking CQ owns an interrupt vector: its queues are steered there, so that
             // one wait handle covers them (docs/architecture.md, "Waiting").
@@ -631,7 +726,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 Err(e) => {
                     // Give the transmit queue back: the endpoint stays disabled.
                     if let (Some(p), Some(b)) = (tx, self.tx_cq) {
-                        p.detach(&self.domain.cqs()[b.cq]);
+                        p.detach(b.cq);
                     }
                     return Err(e);
                 }
@@ -777,7 +872,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 mr: NO_MR,
             };
             // No operation context of the application's: an error reports the endpoint's.
-            st.post_send_with(cq, &[segment], raw, self.attr.context, false)?;
+            st.post_send_with(cq, &[segment], raw, self.attr.context, false, self.poster())?;
             st.doorbell();
             Ok(())
         })
@@ -822,6 +917,26 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         })
     }
 
+    /// Who posts, on a shared transmit path: `None` on the endpoint's own queue.
+    fn poster(&self) -> Option<Poster> {
+        self.stx?;
+        let b = self.tx_cq?;
+        Some(Poster {
+            cq: b.cq,
+            bind: b.flags,
+            owner: self.owner,
+            cntr: self.tx_cntr,
+        })
+    }
+
+    /// What polling one of the endpoint's paths on behalf of `binding`'s CQ needs (the CQ
+    /// exists: `cq_slot` was asked first).
+    fn poll_ctx(&self, binding: Option<CqBinding>) -> crate::path::PollCtx<'s, N> {
+        let mut ctx = self.domain.poll_ctx(binding.map_or(0, |b| b.cq));
+        ctx.owner = self.owner;
+        ctx
+    }
+
     fn cq_slot(&self, binding: Option<CqBinding>) -> Result<&'s CqSlot<'s>> {
         let b = binding.ok_or(Error::NoCq)?;
         self.domain.cqs().get(b.cq).ok_or(Error::NoCq)
@@ -837,7 +952,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         let tx = self.tx.as_ref().ok_or(Error::OpBadState)?;
         let cq = self.cq_slot(self.tx_cq)?;
         tx.with_state(|st| {
-            let r = st.post_send(cq, segments, raw, context, flags);
+            let r = st.post_send(cq, segments, raw, context, flags, self.poster());
             // A refused post rings too: earlier FI_MORE posts must not wait for a call that
             // may never come.
             if !flags.contains(OpFlags::MORE) || r.is_err() {
@@ -954,7 +1069,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 continue;
             };
             let cq = self.cq_slot(binding)?;
-            let ctx = self.domain.poll_ctx(cq);
+            let ctx = self.poll_ctx(binding);
             // CQ lock first, then the path's: the order `read` takes them in.
             let found =
                 cq.with_sink(|sink| path.with_state(|st| Ok(st.cancel(context, &ctx, sink))))??;

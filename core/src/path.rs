@@ -38,7 +38,7 @@
 //! This module also holds the stand-in poster ([`Path::post_recvs`], [`Path::post_sends`]) used
 //! until endpoints exist; endpoints will post through the same op table.
 
-use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
@@ -105,6 +105,26 @@ pub(crate) struct Op {
     /// the slot is free. Set by [`OpTable::commit`], cleared with `kind` ([`Op::free`]): one
     /// byte the read path's fast lane tests for "live, of this kind, plain".
     plain: OpKind,
+    /// On a shared path ([`PathState::shared`]): the CQ the operation reports to, the
+    /// endpoint that posted it (its owner number on the shared context) and its counter
+    /// ([`NO_CNTR`] for none). Unused elsewhere (the path's binding says).
+    cq: u8,
+    owner: u8,
+    cntr: u8,
+}
+
+/// `Op::cntr` of an operation counted by no counter.
+const NO_CNTR: u8 = u8::MAX;
+
+/// Who posts an operation on a shared path: the CQ it reports to, the endpoint's bind flags,
+/// owner number and counter. ([`PathState::post_send`] on an ordinary path takes them from
+/// the path's binding.)
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Poster {
+    pub(crate) cq: usize,
+    pub(crate) bind: BindFlags,
+    pub(crate) owner: u8,
+    pub(crate) cntr: Option<usize>,
 }
 
 /// `Op::group` of an operation that is not part of a multi-receive buffer.
@@ -151,6 +171,9 @@ impl Op {
         report: false,
         group: NO_GROUP,
         plain: OpKind::Free,
+        cq: 0,
+        owner: 0,
+        cntr: NO_CNTR,
     };
 
     fn owned(&self) -> Option<RawBuf> {
@@ -169,6 +192,9 @@ impl Op {
 /// The op table of a path of depth `D`: slots handed out in ring order.
 struct OpTable<const D: usize> {
     ops: [Op; D],
+    /// On a shared path: the status of a finished operation that belongs to another CQ than
+    /// the one whose read found it, kept until that CQ reads (its slot stays live).
+    held: [Option<core::result::Result<(), TxError>>; D],
     /// Oldest slot still live (a wrapping count; the slot is `head % D`).
     head: usize,
     /// Next slot to hand out.
@@ -181,6 +207,7 @@ impl<const D: usize> OpTable<D> {
     const fn new() -> Self {
         OpTable {
             ops: [Op::FREE; D],
+            held: [None; D],
             head: 0,
             tail: 0,
             live: 0,
@@ -216,6 +243,7 @@ impl<const D: usize> OpTable<D> {
         }
         let op = self.ops[slot];
         self.ops[slot].free();
+        self.held[slot] = None;
         self.live -= 1;
         self.advance_head();
         Some(op)
@@ -439,10 +467,24 @@ pub(crate) struct Framing {
 /// Context every `poll` of a path needs from its domain.
 pub(crate) struct PollCtx<'a, N: Nic> {
     pub(crate) cq: &'a CqSlot<'a>,
+    /// `cq`'s index in the domain, and the owner number of the endpoint acting (a cancel or
+    /// close on a shared path); 0 elsewhere.
+    pub(crate) reader: usize,
+    pub(crate) owner: u8,
+    /// Every CQ of the domain: on a shared path credits go back to the operation's own CQ.
+    pub(crate) cqs: &'a [CqSlot<'a>],
     pub(crate) avs: &'a [AvSlot<'a>],
     pub(crate) mrs: &'a [MrSlot<N>],
     pub(crate) cntrs: &'a [&'a Counter<N::Wait>],
 }
+
+impl<N: Nic> Clone for PollCtx<'_, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<N: Nic> Copy for PollCtx<'_, N> {}
 
 /// What one poll completed, for the path's counter: added once per poll, not per operation.
 #[derive(Default)]
@@ -499,6 +541,9 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     tx_scratch: [TxCompletion; CHUNK],
     /// Where the fast path puts a run of plain successes for the sink (likewise reused).
     plains: [Plain; CHUNK],
+    /// A shared transmit context's path: operations of several endpoints, each reporting to
+    /// its own CQ (module documentation, "Shared paths").
+    pub(crate) shared: bool,
 }
 
 /// One slot of the domain's path slab. Make them with [`PathSlot::EMPTY`]:
@@ -510,6 +555,13 @@ pub struct PathSlot<'n, N: Nic + 'n, const D: usize> {
     /// The path state's `fault` as its [`QueueFault::code`] (0: none), published for readers
     /// that do not take the lock (an endpoint checking whether it is still enabled).
     fault: AtomicU8,
+    /// A shared path: bit `i` set when CQ `i` (< 64) may find work in it.
+    pub(crate) cq_mask: AtomicU64,
+    /// A shared path: the owner numbers of the endpoints bound to it, one bit each.
+    pub(crate) owners: AtomicU32,
+    /// A shared path whose context was dropped while endpoints were bound: the last one to
+    /// leave closes it.
+    pub(crate) orphaned: AtomicBool,
 }
 
 impl<'n, N: Nic + 'n, const D: usize> PathSlot<'n, N, D> {
@@ -522,7 +574,17 @@ impl<'n, N: Nic + 'n, const D: usize> PathSlot<'n, N, D> {
         state: Mutex::new(None),
         cq: AtomicUsize::new(NO_CQ),
         fault: AtomicU8::new(0),
+        cq_mask: AtomicU64::new(0),
+        owners: AtomicU32::new(0),
+        orphaned: AtomicBool::new(false),
     };
+
+    /// Whether CQ `index`'s read may find work in this path (checked again under the lock).
+    #[inline]
+    pub(crate) fn serves(&self, index: usize) -> bool {
+        self.cq.load(Ordering::Acquire) == index
+            || (index < 64 && self.cq_mask.load(Ordering::Acquire) & (1 << index) != 0)
+    }
 
     /// The critical fault published for the path, if any.
     #[inline]
@@ -586,11 +648,17 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             rx_scratch: [NO_RX; CHUNK],
             tx_scratch: [NO_TX; CHUNK],
             plains: [Plain::NONE; CHUNK],
+            shared: false,
         }
     }
 
     pub(crate) fn is_tx(&self) -> bool {
         matches!(self.queue, Queue::Tx(_))
+    }
+
+    /// Whether CQ `index` reads this path: the one it is bound to, or any on a shared path.
+    pub(crate) fn serves(&self, index: usize) -> bool {
+        self.cq == Some(index) || self.shared
     }
 
     /// Operations posted and not yet completed.
@@ -637,6 +705,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         ctx: &PollCtx<'_, N>,
         sink: &mut S,
     ) -> usize {
+        if self.shared {
+            return self.poll_shared(budget, ctx, &mut |o| sink.outcome(o));
+        }
         let mut given = 0;
         let mut stop = false;
         let mut reposted = false;
@@ -998,6 +1069,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         ctx: &PollCtx<'_, N>,
         sink: &mut dyn FnMut(Outcome<'_>),
     ) -> bool {
+        if self.shared {
+            return self.cancel_shared(target, ctx, sink);
+        }
         let mut tally = Tally::default();
         let found = self.cancel_inner(target, ctx, sink, &mut tally);
         tally.apply(ctx, self.cntr);
@@ -1180,11 +1254,317 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     }
 }
 
+/// What a shared path's flush does with one operation handed back.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Settle {
+    /// Gone without a completion (its endpoint is closing).
+    Discard,
+    /// Completes `FI_ECANCELED` on the acting endpoint's CQ.
+    Cancel,
+    /// Finished ones complete (or are held for their CQ); flushed ones are posted again.
+    Keep,
+}
+
+/// Shared paths: one transmit queue carrying the operations of several endpoints, each
+/// reporting to its own CQ (`fi_stx_context`). Every CQ of those endpoints polls the path;
+/// what it finds for another CQ it leaves in the op table, marked finished (`held`), where
+/// that CQ's next read takes it first — so each endpoint's completions keep their order, a
+/// CQ never takes another's lock, and nothing needs more room than the ring's depth.
+/// Successes nobody asked for are settled at once (credit back to the operation's own CQ).
+/// Counters count each operation when its completion is found, whoever found it.
+impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
+    /// The CQ an operation's credit belongs to.
+    fn op_cq<'c>(&self, op: &Op, ctx: &PollCtx<'c, N>) -> &'c CqSlot<'c> {
+        if self.shared {
+            ctx.cqs.get(usize::from(op.cq)).unwrap_or(ctx.cq)
+        } else {
+            ctx.cq
+        }
+    }
+
+    /// Counts a shared path's operation on its endpoint's counter.
+    fn count_shared(&self, op: &Op, ok: bool, ctx: &PollCtx<'_, N>) {
+        let Some(c) = ctx.cntrs.get(usize::from(op.cntr)) else {
+            return;
+        };
+        if ok {
+            c.complete_ok(1, tx_payload(true, op.buf.len) as u64);
+        } else {
+            c.complete_err(1);
+        }
+    }
+
+    /// `poll` of a shared path on behalf of CQ `ctx.reader`: first the reader's held
+    /// operations, oldest first, then the ring.
+    #[cold]
+    #[inline(never)]
+    fn poll_shared(
+        &mut self,
+        budget: usize,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome<'_>) -> bool,
+    ) -> usize {
+        let mut given = 0;
+        let (head, span) = (self.table.head, self.table.live_span());
+        for k in 0..span {
+            if given >= budget {
+                // Newer completions must not overtake the held ones still to deliver.
+                return given;
+            }
+            let slot = (head + k) % D;
+            let op = self.table.ops[slot];
+            let Some(status) = self.table.held[slot] else {
+                continue;
+            };
+            if op.kind != OpKind::Send || usize::from(op.cq) != ctx.reader {
+                continue;
+            }
+            self.table.take(Token(slot as u64), OpKind::Send);
+            let (n, stop) = self.deliver_shared(&op, status, ctx, sink);
+            given += n;
+            if stop {
+                return given;
+            }
+        }
+        while given < budget {
+            let want = (budget - given).min(CHUNK);
+            let got = match &mut self.queue {
+                Queue::Tx(q) => q.poll(&mut self.tx_scratch[..want]).min(want),
+                Queue::Rx(_) => 0,
+            };
+            let mut stop = false;
+            for i in 0..got {
+                let c = self.tx_scratch[i];
+                let Some(slot) = usize::try_from(c.token.0).ok().filter(|&s| s < D) else {
+                    continue;
+                };
+                let op = self.table.ops[slot];
+                if op.kind != OpKind::Send || self.table.held[slot].is_some() {
+                    continue;
+                }
+                self.count_shared(&op, c.status.is_ok(), ctx);
+                if c.status.is_ok() && !op.report {
+                    self.table.take(c.token, OpKind::Send);
+                    self.op_cq(&op, ctx).release_credit();
+                    release(ctx.mrs, op.owned());
+                } else if usize::from(op.cq) != ctx.reader || stop {
+                    // Another CQ's, or behind an error this read stops at: kept in its slot.
+                    self.table.held[slot] = Some(c.status);
+                } else {
+                    self.table.take(c.token, OpKind::Send);
+                    let (n, s) = self.deliver_shared(&op, c.status, ctx, sink);
+                    given += n;
+                    stop |= s;
+                }
+            }
+            if stop {
+                break;
+            }
+            if got < want {
+                if self.fault.is_none() {
+                    if let Some(f) = self.queue_fault() {
+                        given += self.fail(f, ctx, true, &mut |o| {
+                            sink(o);
+                        });
+                    }
+                }
+                break;
+            }
+        }
+        given
+    }
+
+    /// Hands a finished operation of the reader's to `sink` (its slot already taken); returns
+    /// the entries given and whether the read stops (an error was queued).
+    fn deliver_shared(
+        &mut self,
+        op: &Op,
+        status: core::result::Result<(), TxError>,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome<'_>) -> bool,
+    ) -> (usize, bool) {
+        let c = TxCompletion {
+            token: Token(0),
+            status,
+        };
+        match &tx_outcome(op, &c) {
+            Verdict::Done(done) => (1, sink(Outcome::Done(done))),
+            Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
+            Verdict::Silent | Verdict::Repost => {
+                self.op_cq(op, ctx).release_credit();
+                release(ctx.mrs, op.owned());
+                (0, false)
+            }
+        }
+    }
+
+    /// `cancel` on a shared path: only the acting endpoint's (`ctx.owner`) operations match.
+    fn cancel_shared(
+        &mut self,
+        target: OpContext,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome<'_>),
+    ) -> bool {
+        let pending = (0..self.table.live_span()).any(|k| {
+            let slot = (self.table.head + k) % D;
+            let op = self.table.ops[slot];
+            op.kind == OpKind::Send
+                && op.owner == ctx.owner
+                && op.context == target
+                && self.table.held[slot].is_none()
+        });
+        if !pending {
+            return false;
+        }
+        let mut canceled = false;
+        self.flush_shared(ctx, sink, |op, flushed| {
+            if !canceled && flushed && op.owner == ctx.owner && op.context == target {
+                canceled = true;
+                Settle::Cancel
+            } else {
+                Settle::Keep
+            }
+        });
+        canceled
+    }
+
+    /// Closing one endpoint of a shared path: its operations — finished and held, or still in
+    /// the ring — are discarded without completions (credits back to its CQ, buffers to their
+    /// regions); every other endpoint's go on as if nothing happened.
+    pub(crate) fn discard_owner(&mut self, owner: u8, ctx: &PollCtx<'_, N>) {
+        let (head, span) = (self.table.head, self.table.live_span());
+        let mut in_ring = false;
+        for k in 0..span {
+            let slot = (head + k) % D;
+            let op = self.table.ops[slot];
+            if op.kind != OpKind::Send || op.owner != owner {
+                continue;
+            }
+            if self.table.held[slot].is_some() {
+                self.table.take(Token(slot as u64), OpKind::Send);
+                self.discard(&op, ctx);
+            } else {
+                in_ring = true;
+            }
+        }
+        if in_ring {
+            // No reader: every other endpoint's finished operation is held for its CQ.
+            let ctx = PollCtx {
+                reader: usize::MAX,
+                ..*ctx
+            };
+            self.flush_shared(&ctx, &mut |_| {}, |op, _| {
+                if op.owner == owner {
+                    Settle::Discard
+                } else {
+                    Settle::Keep
+                }
+            });
+        }
+    }
+
+    /// Stops the shared queue, settles every operation it hands back as `pick` says, and
+    /// posts the flushed ones that stay back into the ring, oldest first, in their own slots
+    /// (same token, same credit), then rings once. Finished operations that stay complete on
+    /// the acting CQ if they are its, else are held for theirs.
+    fn flush_shared(
+        &mut self,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome<'_>),
+        mut pick: impl FnMut(&Op, bool) -> Settle,
+    ) {
+        if let Queue::Tx(q) = &mut self.queue {
+            q.flush();
+        }
+        let mut tx = [NO_TX; CHUNK];
+        loop {
+            let got = match &mut self.queue {
+                Queue::Tx(q) => q.poll(&mut tx).min(CHUNK),
+                Queue::Rx(_) => 0,
+            };
+            if got == 0 {
+                break;
+            }
+            for c in &tx[..got] {
+                let Some(slot) = usize::try_from(c.token.0).ok().filter(|&s| s < D) else {
+                    continue;
+                };
+                let op = self.table.ops[slot];
+                if op.kind != OpKind::Send || self.table.held[slot].is_some() {
+                    continue;
+                }
+                let flushed = c.status == Err(TxError::Flushed);
+                match pick(&op, flushed) {
+                    Settle::Discard => {
+                        self.table.take(c.token, OpKind::Send);
+                        self.discard(&op, ctx);
+                    }
+                    Settle::Cancel => {
+                        self.table.take(c.token, OpKind::Send);
+                        self.count_shared(&op, false, ctx);
+                        sink(Outcome::Failed(&ErrRecord {
+                            completion: Completion {
+                                context: op.context,
+                                flags: SEND_FLAGS,
+                                owned: op.owned(),
+                                ..Completion::default()
+                            },
+                            err: Error::Canceled,
+                            olen: 0,
+                            prov: Some(ProvError::TxFlushed),
+                        }));
+                    }
+                    Settle::Keep if flushed => {} // posted again below
+                    Settle::Keep => {
+                        self.count_shared(&op, c.status.is_ok(), ctx);
+                        if c.status.is_ok() && !op.report {
+                            self.table.take(c.token, OpKind::Send);
+                            self.op_cq(&op, ctx).release_credit();
+                            release(ctx.mrs, op.owned());
+                        } else if usize::from(op.cq) == ctx.reader {
+                            self.table.take(c.token, OpKind::Send);
+                            let (_, _) = self.deliver_shared(&op, c.status, ctx, &mut |o| {
+                                sink(o);
+                                false
+                            });
+                        } else {
+                            self.table.held[slot] = Some(c.status);
+                        }
+                    }
+                }
+            }
+        }
+        let (head, span) = (self.table.head, self.table.live_span());
+        for k in 0..span {
+            let slot = (head + k) % D;
+            let op = self.table.ops[slot];
+            if op.kind != OpKind::Send || self.table.held[slot].is_some() {
+                continue;
+            }
+            let seg = [TxSegment {
+                iova: op.buf.iova,
+                len: op.buf.len as u16,
+            }];
+            let pushed = match &mut self.queue {
+                Queue::Tx(q) => q.push(&seg, Token(slot as u64), Report::Always).is_ok(),
+                Queue::Rx(_) => false,
+            };
+            if !pushed {
+                // Cannot happen (the ring was emptied by the flush); should it, the operation
+                // is discarded rather than left owed.
+                self.table.take(Token(slot as u64), OpKind::Send);
+                self.discard(&op, ctx);
+            }
+        }
+        self.doorbell();
+    }
+}
+
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// Forgets receive `op` without a completion (close), releasing a multi-receive buffer
     /// with its last slot.
     fn discard(&mut self, op: &Op, ctx: &PollCtx<'_, N>) {
-        ctx.cq.release_credit();
+        self.op_cq(op, ctx).release_credit();
         release(ctx.mrs, op.owned());
         if let GroupExit::Last(raw) = leave_group(&mut self.groups, op) {
             release(ctx.mrs, Some(raw));
@@ -1253,6 +1633,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     report: true,
                     group: gi as u8,
                     plain: OpKind::Free, // commit decides
+                    ..Op::FREE
                 },
             );
             posted += 1;
@@ -1701,7 +2082,42 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
 
     /// Undoes [`attach`](Self::attach) and closes the path: every outstanding operation is
     /// discarded without a completion, its credit given back to `cq`.
-    pub(crate) fn detach(self, cq: &'s CqSlot<'s>) {
+    /// A handle on shared path `index` for an endpoint bound to it (dropping it closes
+    /// nothing: a shared path is closed by its context, or by its last endpoint).
+    pub(crate) fn shared(domain: &'d Domain<'s, 'n, N, D>, index: usize) -> Self {
+        Path { domain, index }
+    }
+
+    /// Makes the freshly opened transmit path a shared one (`fi_stx_context`): no CQ of its
+    /// own, every frame reported by the device (the silent-reclaim inference needs one CQ).
+    pub(crate) fn make_shared(&self, framing: Framing) {
+        if let Some(st) = self.slot().state.lock().as_mut() {
+            st.shared = true;
+            st.hw_selective = false;
+            st.framing = Some(framing);
+        }
+    }
+
+    /// Closes a shared path (its context closed and no endpoint left on it): whatever is
+    /// still in it is discarded, the queue given back.
+    pub(crate) fn close_shared(&self) {
+        let slot = self.slot();
+        let mut guard = slot.state.lock();
+        if let Some(st) = guard.as_mut() {
+            // Nothing can be left (every endpoint discarded its own on leaving); the belt to
+            // those braces releases credits to whichever CQs they belong to.
+            if st.live() > 0 && !self.domain.cqs().is_empty() {
+                st.discard_all(&self.domain.poll_ctx(0));
+            }
+        }
+        slot.cq_mask.store(0, Ordering::Release);
+        slot.owners.store(0, Ordering::Release);
+        slot.orphaned.store(false, Ordering::Release);
+        slot.clear_fault();
+        *guard = None;
+    }
+
+    pub(crate) fn detach(self, cq: usize) {
         let slot = self.slot();
         let mut guard = slot.state.lock();
         if let Some(st) = guard.as_mut() {
@@ -1724,7 +2140,10 @@ impl<'n, N: Nic + 'n, const D: usize> Drop for Path<'_, '_, 'n, N, D> {
     fn drop(&mut self) {
         let slot = &self.domain.paths()[self.index];
         let mut guard = slot.state.lock();
-        if guard.as_ref().is_some_and(|st| st.cq.is_none()) {
+        if guard
+            .as_ref()
+            .is_some_and(|st| st.cq.is_none() && !st.shared)
+        {
             // Dropping the queue stops it in hardware before its ring memory is freed.
             *guard = None;
         }
@@ -1775,7 +2194,7 @@ fn post_one_send<N: Nic, const D: usize>(
         len: p.segments.iter().map(|s| u32::from(s.len)).sum(),
         mr: NO_MR,
     };
-    st.post_send(cq, p.segments, raw, p.context, p.flags)
+    st.post_send(cq, p.segments, raw, p.context, p.flags, None)
 }
 
 impl<N: Nic, const D: usize> PathState<'_, N, D> {
@@ -1815,6 +2234,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 report,
                 group: NO_GROUP,
                 plain: OpKind::Free, // commit decides
+                ..Op::FREE
             },
         );
         Ok(())
@@ -1829,13 +2249,15 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         buf: RawBuf,
         context: OpContext,
         flags: OpFlags,
+        who: Option<Poster>,
     ) -> Result {
-        let report = flags.needs_completion(self.bind);
-        self.post_send_with(cq, segments, buf, context, report)
+        let report = flags.needs_completion(who.map_or(self.bind, |w| w.bind));
+        self.post_send_with(cq, segments, buf, context, report, who)
     }
 
     /// [`post_send`](Self::post_send) with the success report decided by the caller (an
-    /// inject reports none, whatever the binding).
+    /// inject reports none, whatever the binding). `who` is the posting endpoint on a shared
+    /// path (required there), `None` elsewhere.
     pub(crate) fn post_send_with(
         &mut self,
         cq: &CqSlot<'_>,
@@ -1843,7 +2265,11 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         buf: RawBuf,
         context: OpContext,
         report: bool,
+        who: Option<Poster>,
     ) -> Result {
+        if self.shared != who.is_some() {
+            return Err(Error::OpBadState);
+        }
         let hw = if report || !self.hw_selective {
             Report::Always
         } else {
@@ -1864,6 +2290,10 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
             cq.release_credit();
             return Err(push_error(e));
         }
+        let (cq_index, owner, cntr) = who.map_or((0, 0, NO_CNTR), |w| {
+            // Shared contexts take CQs and counters below 64 (checked when binding).
+            (w.cq as u8, w.owner, w.cntr.map_or(NO_CNTR, |c| c as u8))
+        });
         self.table.commit(
             slot,
             Op {
@@ -1874,6 +2304,9 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 report,
                 group: NO_GROUP,
                 plain: OpKind::Free, // commit decides
+                cq: cq_index,
+                owner,
+                cntr,
             },
         );
         Ok(())

@@ -875,14 +875,14 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
             break;
         }
         let pslot = &paths[(start + k) % paths.len()];
-        if pslot.cq.load(Ordering::Acquire) != index {
+        if !pslot.serves(index) {
             continue;
         }
         let mut pguard = pslot.state.lock();
         let Some(ps) = pguard.as_mut() else {
             continue;
         };
-        if ps.cq != Some(index) {
+        if !ps.serves(index) {
             continue;
         }
         // `cap` 0 still takes one completion per queue, into the aux queue.
@@ -896,7 +896,7 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
             st: &mut *st,
             slot,
         };
-        ps.poll(budget, &domain.poll_ctx(slot), &mut sink);
+        ps.poll(budget, &domain.poll_ctx(index), &mut sink);
         // Credits of delivered entries go back once per queue, not once per entry: one atomic
         // add instead of many.
         slot.release_credits(sink.delivered);

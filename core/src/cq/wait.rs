@@ -64,15 +64,15 @@ const DEVICE_CHECK_QUANTA: u32 = 10;
 fn check_devices<N: Nic, const D: usize>(domain: &Domain<'_, '_, N, D>, index: usize) {
     let cq = &domain.cqs()[index];
     for pslot in domain.paths() {
-        if pslot.cq.load(Ordering::Acquire) != index {
+        if !pslot.serves(index) {
             continue;
         }
         let _ = cq.with_sink(|sink| {
             let mut guard = pslot.state.lock();
-            if let Some(ps) = guard.as_mut().filter(|ps| ps.cq == Some(index)) {
+            if let Some(ps) = guard.as_mut().filter(|ps| ps.serves(index)) {
                 if ps.fault.is_none() {
                     if let Some(f) = ps.check_queue() {
-                        ps.fail(f, &domain.poll_ctx(cq), true, &mut |o| sink(o));
+                        ps.fail(f, &domain.poll_ctx(index), true, &mut |o| sink(o));
                     }
                 }
                 pslot.publish_fault(ps);
@@ -130,6 +130,7 @@ fn arm_paths<N: Nic, const D: usize>(domain: &Domain<'_, '_, N, D>, index: usize
         if pslot.cq.load(Ordering::Acquire) != index {
             continue;
         }
+        // A shared path's queue has no interrupt (it serves several CQs): not armed here.
         let mut guard = pslot.state.lock();
         if let Some(ps) = guard.as_mut().filter(|ps| ps.cq == Some(index)) {
             ps.set_interrupt(armed);

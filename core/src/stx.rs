@@ -1,0 +1,137 @@
+//! Shared transmit contexts (`fi_stx_context`): one NIC transmit queue carrying the sends of
+//! several endpoints.
+//!
+//! fi_endpoint(3), SHARED CONTEXTS: "Applications must allocate and bind shared transmit
+//! contexts to endpoints, but operations are posted directly to the endpoint. Shared transmit
+//! contexts are not associated with completion queues or counters. Completed operations are
+//! posted to the CQs bound to the endpoint. An endpoint may only be associated with a single
+//! shared transmit context." And: "Endpoints associated with a shared transmit context must
+//! use a subset of the transmit context's attributes."
+//!
+//! A [`SharedTxContext`] opens its queue as a *shared path* (module `path`, "Shared paths"):
+//! every operation records its endpoint's CQ, counter and owner number, a CQ's read delivers
+//! its own and leaves the others' finished operations in their op-table slots for their CQs,
+//! credits go back to each operation's own CQ. An endpoint binds it with
+//! [`Endpoint::bind_stx`](crate::ep::Endpoint::bind_stx) before `enable`; closing an
+//! endpoint discards only its own operations (the queue is flushed and the others are posted
+//! again in their slots).
+//!
+//! Limits, as built: up to 32 endpoints per context; their CQs must have indices below 64
+//! and their counters below 255 in the domain's slabs; the shared queue has no interrupt, so
+//! a CQ of such an endpoint that blocks (`sread`) finds these completions by polling every
+//! `WAIT_QUANTUM` (10 ms), not by an interrupt; a critical fault of the shared queue disables
+//! every endpoint on it, and they come back only with a new shared context. Shared receive
+//! contexts are not built (docs/architecture.md says how they would be).
+
+use core::sync::atomic::Ordering;
+
+use crate::domain::Domain;
+use crate::ep::TX_FLAGS_OK;
+use crate::flags::OpFlags;
+use crate::hal::{Nic, TxConfig};
+use crate::path::{Framing, Path};
+use crate::{Error, Result};
+
+/// Endpoints a shared transmit context takes (owner numbers are bits of a `u32`).
+pub const MAX_SHARED_ENDPOINTS: usize = 32;
+
+/// Attributes of a shared transmit context (the `fi_tx_attr` of `fi_stx_context`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct StxAttr {
+    /// The NIC transmit queue it uses.
+    pub tx_queue: u16,
+    /// Transmit operation flags its endpoints may have as defaults: an endpoint's
+    /// `tx_op_flags` must be a subset (fi_endpoint(3)).
+    pub op_flags: OpFlags,
+}
+
+/// A shared transmit context. See the [module documentation](self).
+pub struct SharedTxContext<'d, 's, 'n, N: Nic + 'n, const D: usize> {
+    domain: &'d Domain<'s, 'n, N, D>,
+    path: Path<'d, 's, 'n, N, D>,
+    attr: StxAttr,
+}
+
+impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
+    /// Opens a shared transmit context on transmit queue `attr.tx_queue` (`fi_stx_context`).
+    ///
+    /// # Errors
+    /// `BadFlags` for op flags no DGRAM transmit takes; `NoMem` without a free path slot;
+    /// `Device(_)` when the NIC refuses the queue.
+    pub fn stx_context(&self, attr: &StxAttr) -> Result<SharedTxContext<'_, 's, 'n, N, D>> {
+        if !TX_FLAGS_OK.contains(attr.op_flags) {
+            return Err(Error::BadFlags);
+        }
+        // No interrupt: the queue serves several CQs, and a vector belongs to one.
+        let path = self.open_tx(attr.tx_queue, TxConfig::default())?;
+        let station = self.nic().capabilities().mac;
+        path.make_shared(Framing {
+            local: crate::av::EpAddr {
+                mac: station,
+                ctx: 0,
+            },
+            av: None,
+            source_err: false,
+            context: crate::cq::entry::OpContext::NULL,
+        });
+        Ok(SharedTxContext {
+            domain: self,
+            path,
+            attr: *attr,
+        })
+    }
+}
+
+impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedTxContext<'d, 's, 'n, N, D> {
+    /// The attributes it was opened with.
+    pub fn attr(&self) -> &StxAttr {
+        &self.attr
+    }
+
+    /// Endpoints bound to it now.
+    pub fn endpoints(&self) -> usize {
+        self.slot_owners().count_ones() as usize
+    }
+
+    /// Closes it (`fi_close`).
+    ///
+    /// # Errors
+    /// `Err((Error::Busy, self))` while an endpoint is bound: it stays usable.
+    #[allow(
+        clippy::result_large_err,
+        reason = "fi_close's Busy hands the handle back, as the CQ's close does"
+    )]
+    pub fn close(self) -> core::result::Result<(), (Error, Self)> {
+        if self.slot_owners() != 0 {
+            return Err((Error::Busy, self));
+        }
+        drop(self);
+        Ok(())
+    }
+
+    pub(crate) fn domain(&self) -> &'d Domain<'s, 'n, N, D> {
+        self.domain
+    }
+
+    /// The path slot index of its queue.
+    pub(crate) fn path_index(&self) -> usize {
+        self.path.index
+    }
+
+    fn slot_owners(&self) -> u32 {
+        self.domain.paths()[self.path.index]
+            .owners
+            .load(Ordering::Acquire)
+    }
+}
+
+impl<N: Nic, const D: usize> Drop for SharedTxContext<'_, '_, '_, N, D> {
+    fn drop(&mut self) {
+        let slot = &self.domain.paths()[self.path.index];
+        // Endpoints still bound keep the queue; the last one to leave closes it.
+        slot.orphaned.store(true, Ordering::Release);
+        if slot.owners.load(Ordering::Acquire) == 0 && slot.orphaned.swap(false, Ordering::AcqRel) {
+            self.path.close_shared();
+        }
+    }
+}

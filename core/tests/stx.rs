@@ -1,0 +1,405 @@
+//! Shared transmit contexts (fi_endpoint(3), SHARED CONTEXTS) on the emulated 82576: four
+//! endpoints of NIC A send through one transmit queue, each reporting to its own CQ; B
+//! receives everything on one endpoint.
+
+mod common;
+use common::*;
+use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::cntr::{Counter, CounterAttr, WaitObj};
+use ringfab::cq::entry::{Data, DataEntry, OpContext};
+use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::domain::Domain;
+use ringfab::ep::{Endpoint, EpAttr};
+use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
+use ringfab::hal::Nic;
+use ringfab::mr::MrSlot;
+use ringfab::path::PathSlot;
+use ringfab::proto::HEADER_LEN;
+use ringfab::stx::StxAttr;
+use ringfab::Error;
+use ringfab_emu::Wire;
+
+const D: usize = 64;
+const BUF: usize = 2048;
+const EPS: usize = 4;
+
+type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Igb0, D, Data>;
+
+fn cq_attr() -> CqAttr {
+    CqAttr {
+        size: 64,
+        format: CqFormat::Data,
+        ..CqAttr::default()
+    }
+}
+
+/// Every entry `cq` has now (driving the wire first), as (context, len).
+fn drain(wire: &Wire, cq: &Cq<'_, '_, '_>) -> Vec<(usize, usize)> {
+    wire.run_until_idle();
+    let mut got = Vec::new();
+    let mut out = [DataEntry::default(); 8];
+    loop {
+        match cq.read(&mut out) {
+            Ok(n) => got.extend(out[..n].iter().map(|e| (e.op_context.0, e.len))),
+            Err(Error::Again) => return got,
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+/// Receives on B until `n` messages came, each as (first payload byte, second, source).
+fn receive<'s, 'n>(
+    wire: &Wire,
+    cq: &Cq<'_, 's, 'n>,
+    ep: &Endpoint<'_, 's, 'n, Igb0, D>,
+    n: usize,
+) -> Vec<(u8, u8, FiAddr)> {
+    let mut got = Vec::new();
+    for _ in 0..n * 4 {
+        wire.run_until_idle();
+        let mut e = [DataEntry::default(); 1];
+        let mut src = [FiAddr::NOTAVAIL; 1];
+        let mut bufs = [None];
+        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+            Ok(1) => {
+                let buf = bufs[0].take().expect("the receive buffer");
+                let mut b = [0u8; 2];
+                buf.read(HEADER_LEN, &mut b).unwrap();
+                got.push((b[0], b[1], src[0]));
+                ep.recv(buf, OpContext(0)).unwrap();
+                if got.len() == n {
+                    break;
+                }
+            }
+            Err(Error::Again) => {}
+            other => panic!("B read: {other:?}"),
+        }
+    }
+    got
+}
+
+#[test]
+fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_order() {
+    let p = pair();
+    let (pa, pb) = (
+        [const { PathSlot::<Igb0, D>::EMPTY }; 8],
+        [const { PathSlot::<Igb0, D>::EMPTY }; 2],
+    );
+    let (ca, cb) = ([CqSlot::EMPTY; EPS], [CqSlot::EMPTY; 1]);
+    let (ma, mb) = (
+        [const { MrSlot::<Igb0>::EMPTY }; 1],
+        [const { MrSlot::<Igb0>::EMPTY }; 1],
+    );
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 8]);
+    let mut auxa = [[AuxEntry::EMPTY; 64]; EPS];
+    let mut auxb = [AuxEntry::EMPTY; 64];
+    let counter = Counter::open(
+        &CounterAttr {
+            wait_obj: WaitObj::None,
+            ..CounterAttr::default()
+        },
+        None,
+    )
+    .unwrap();
+    let counters = [&counter];
+    let da = Domain::new(&p.nic_a, &pa, &ca)
+        .with_mrs(&ma)
+        .with_avs(&va)
+        .with_counters(&counters);
+    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let [a0, a1, a2, a3] = &mut auxa;
+    let cqs: Vec<Cq<'_, '_, '_>> = [a0, a1, a2, a3]
+        .into_iter()
+        .map(|aux| da.open_cq::<Data>(&cq_attr(), aux).unwrap())
+        .collect();
+    let cq_b = db.open_cq::<Data>(&cq_attr(), &mut auxb).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let stx = da.stx_context(&StxAttr::default()).unwrap();
+
+    let mut eps = Vec::new();
+    for (i, cq) in cqs.iter().enumerate() {
+        let mut ep = da
+            .endpoint(&EpAttr {
+                rx_queue: i as u16,
+                ..EpAttr::default()
+            })
+            .unwrap();
+        let bind = if i == 1 {
+            // Endpoint 1 wants only what it asks for; its counter counts everything.
+            BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION
+        } else {
+            BindFlags::TRANSMIT | BindFlags::RECV
+        };
+        ep.bind_cq(cq, bind).unwrap();
+        ep.bind_av(&av_a).unwrap();
+        ep.bind_stx(&stx).unwrap();
+        if i == 1 {
+            ep.bind_cntr(&counter, CntrBindFlags::SEND).unwrap();
+        }
+        ep.enable().unwrap();
+        eps.push(ep);
+    }
+    assert_eq!(stx.endpoints(), EPS);
+    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_b.bind_av(&av_b).unwrap();
+    ep_b.enable().unwrap();
+    let mut to_b = [FiAddr::NOTAVAIL];
+    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    let names: Vec<_> = eps.iter().map(|e| e.name()).collect();
+    let mut from = [FiAddr::NOTAVAIL; EPS];
+    av_b.insert(&names, &mut from).unwrap();
+    let mr_a = da.register(memory(48 * BUF)).unwrap();
+    let mr_b = db.register(memory(48 * BUF)).unwrap();
+    for _ in 0..40 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(0)).unwrap();
+    }
+
+    // Ten sends per endpoint, interleaved on the one queue.
+    for k in 0..10u8 {
+        for (i, ep) in eps.iter().enumerate() {
+            let mut buf = mr_a.alloc(BUF).unwrap();
+            buf.write(HEADER_LEN, &[i as u8, k]).unwrap();
+            ep.send(buf, 2, to_b[0], OpContext(i * 100 + usize::from(k)))
+                .unwrap();
+        }
+    }
+    let got = receive(&p.wire, &cq_b, &ep_b, 40);
+    assert_eq!(got.len(), 40, "every frame arrives");
+    for (i, &addr) in from.iter().enumerate() {
+        let seq: Vec<u8> = got
+            .iter()
+            .filter(|g| g.0 == i as u8)
+            .map(|g| {
+                assert_eq!(g.2, addr, "the source is the sending endpoint");
+                g.1
+            })
+            .collect();
+        assert_eq!(
+            seq,
+            (0..10).collect::<Vec<_>>(),
+            "endpoint {i}'s frames in order"
+        );
+    }
+
+    // CQ 3 reads first: it polls the shared ring and leaves the others' completions held.
+    for i in [3, 2, 0, 1] {
+        let got = drain(&p.wire, &cqs[i]);
+        let want: Vec<(usize, usize)> = if i == 1 {
+            Vec::new() // selective, nothing asked for
+        } else {
+            (0..10).map(|k| (i * 100 + k, 0)).collect()
+        };
+        assert_eq!(got, want, "CQ {i}: its own completions, in posting order");
+    }
+    for cq in &cqs {
+        assert_eq!(cq.credits(), 64, "every credit back to its own CQ");
+    }
+    assert_eq!(
+        counter.read(),
+        10,
+        "endpoint 1's sends counted, no CQ entries"
+    );
+    assert_eq!(
+        mr_a.outstanding(),
+        0,
+        "every send buffer back to its region"
+    );
+}
+
+#[test]
+fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
+    let p = pair();
+    let (pa, pb) = (
+        [const { PathSlot::<Igb0, D>::EMPTY }; 8],
+        [const { PathSlot::<Igb0, D>::EMPTY }; 2],
+    );
+    let (ca, cb) = ([CqSlot::EMPTY; EPS], [CqSlot::EMPTY; 1]);
+    let (ma, mb) = (
+        [const { MrSlot::<Igb0>::EMPTY }; 1],
+        [const { MrSlot::<Igb0>::EMPTY }; 1],
+    );
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 8]);
+    let mut auxa = [[AuxEntry::EMPTY; 64]; EPS];
+    let mut auxb = [AuxEntry::EMPTY; 64];
+    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let [a0, a1, a2, a3] = &mut auxa;
+    let cqs: Vec<Cq<'_, '_, '_>> = [a0, a1, a2, a3]
+        .into_iter()
+        .map(|aux| da.open_cq::<Data>(&cq_attr(), aux).unwrap())
+        .collect();
+    let cq_b = db.open_cq::<Data>(&cq_attr(), &mut auxb).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let stx = da
+        .stx_context(&StxAttr {
+            tx_queue: 1,
+            op_flags: OpFlags::COMPLETION,
+        })
+        .unwrap();
+    let mut eps = Vec::new();
+    for (i, cq) in cqs.iter().enumerate() {
+        let mut ep = da
+            .endpoint(&EpAttr {
+                rx_queue: i as u16,
+                ..EpAttr::default()
+            })
+            .unwrap();
+        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&av_a).unwrap();
+        ep.bind_stx(&stx).unwrap();
+        ep.enable().unwrap();
+        eps.push(ep);
+    }
+    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_b.bind_av(&av_b).unwrap();
+    ep_b.enable().unwrap();
+    let mut to_b = [FiAddr::NOTAVAIL];
+    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    let names: Vec<_> = eps.iter().map(|e| e.name()).collect();
+    let mut from = [FiAddr::NOTAVAIL; EPS];
+    av_b.insert(&names, &mut from).unwrap();
+    let mr_a = da.register(memory(24 * BUF)).unwrap();
+    let mr_b = db.register(memory(24 * BUF)).unwrap();
+    for _ in 0..16 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(0)).unwrap();
+    }
+
+    // Three sends each, all held back by FI_MORE: in the ring, not yet handed to the device.
+    for k in 0..3u8 {
+        for (i, ep) in eps.iter().enumerate() {
+            let mut buf = mr_a.alloc(BUF).unwrap();
+            buf.write(HEADER_LEN, &[i as u8, k]).unwrap();
+            ep.sendmsg(
+                buf,
+                2,
+                to_b[0],
+                None,
+                OpContext(i * 100 + usize::from(k)),
+                OpFlags::MORE,
+            )
+            .unwrap();
+        }
+    }
+    assert_eq!(mr_a.outstanding(), 12);
+    // Endpoint 2 closes: its three sends are discarded, the other nine stay queued.
+    let ep2 = eps.remove(2);
+    ep2.close();
+    assert_eq!(mr_a.outstanding(), 9, "endpoint 2's buffers are back");
+    assert_eq!(cqs[2].credits(), 64, "and its CQ's credits");
+    assert_eq!(stx.endpoints(), 3);
+    // One more send without FI_MORE rings the doorbell for all.
+    let mut buf = mr_a.alloc(BUF).unwrap();
+    buf.write(HEADER_LEN, &[0, 3]).unwrap();
+    eps[0].send(buf, 2, to_b[0], OpContext(3)).unwrap();
+    let got = receive(&p.wire, &cq_b, &ep_b, 10);
+    assert_eq!(got.len(), 10);
+    assert!(
+        got.iter().all(|g| g.0 != 2),
+        "nothing of endpoint 2 left: {got:?}"
+    );
+    let mut from0: Vec<u8> = got.iter().filter(|g| g.0 == 0).map(|g| g.1).collect();
+    from0.sort_unstable();
+    assert_eq!(from0, [0, 1, 2, 3]);
+    for (i, want) in [
+        (1, vec![100, 101, 102]),
+        (3, vec![300, 301, 302]),
+        (0, vec![0, 1, 2, 3]),
+    ] {
+        let got: Vec<usize> = drain(&p.wire, &cqs[i]).into_iter().map(|g| g.0).collect();
+        assert_eq!(got, want, "CQ {i}");
+    }
+    assert_eq!(
+        drain(&p.wire, &cqs[2]),
+        [],
+        "no entry for what close discarded"
+    );
+    assert_eq!(mr_a.outstanding(), 0);
+}
+
+#[test]
+fn bind_and_close_rules_follow_fi_endpoint() {
+    let p = pair();
+    let pa = [const { PathSlot::<Igb0, D>::EMPTY }; 8];
+    let ca = [CqSlot::EMPTY; 2];
+    let va = [AvSlot::EMPTY; 1];
+    let ta = [AvEntry::EMPTY; 2];
+    let mut aux = [[AuxEntry::EMPTY; 64]; 2];
+    let da = Domain::new(&p.nic_a, &pa, &ca).with_avs(&va);
+    let [aux0, _] = &mut aux;
+    let cq = da.open_cq::<Data>(&cq_attr(), aux0).unwrap();
+    let av = da.open_av(&ta).unwrap();
+    assert_eq!(
+        da.stx_context(&StxAttr {
+            op_flags: OpFlags::MULTI_RECV,
+            ..StxAttr::default()
+        })
+        .err(),
+        Some(Error::BadFlags),
+        "a transmit context takes transmit flags only"
+    );
+    let stx = da.stx_context(&StxAttr::default()).unwrap();
+    let mut ep = da.endpoint(&EpAttr::default()).unwrap();
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.bind_av(&av).unwrap();
+
+    // Endpoints use a subset of the shared context's attributes.
+    let mut wants_more = da
+        .endpoint(&EpAttr {
+            rx_queue: 1,
+            tx_op_flags: OpFlags::COMPLETION,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    assert_eq!(wants_more.bind_stx(&stx), Err(Error::BadFlags));
+    drop(wants_more);
+
+    ep.bind_stx(&stx).unwrap();
+    assert_eq!(
+        ep.bind_stx(&stx),
+        Err(Error::Inval),
+        "one shared context per endpoint"
+    );
+    let stx = match stx.close() {
+        Err((Error::Busy, stx)) => stx,
+        other => panic!("close while bound: {:?}", other.map_err(|e| e.0)),
+    };
+    ep.enable().unwrap();
+    assert_eq!(
+        ep.bind_stx(&stx),
+        Err(Error::OpBadState),
+        "bind before enable"
+    );
+    // The shared queue, not the endpoint's own (queue 0 is free for someone else).
+    assert!(da.open_tx(5, ringfab::hal::TxConfig::default()).is_ok());
+    drop(ep);
+    assert_eq!(stx.endpoints(), 0);
+    stx.close().map_err(|e| e.0).unwrap();
+    // The queue was given back.
+    let again = da.stx_context(&StxAttr::default()).unwrap();
+
+    // Dropped while an endpoint is bound: the queue stays until the endpoint leaves.
+    let mut ep = da.endpoint(&EpAttr::default()).unwrap();
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.bind_stx(&again).unwrap();
+    ep.enable().unwrap();
+    drop(again);
+    assert!(ep.tx_size_left().unwrap() > 0, "still usable");
+    drop(ep);
+    assert!(
+        da.stx_context(&StxAttr::default()).is_ok(),
+        "the last endpoint closed the queue"
+    );
+    let _ = p.nic_a.capabilities();
+}
