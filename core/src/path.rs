@@ -35,6 +35,22 @@
 //! later post returns `OpBadState`. The fault is published in the slot
 //! (`PathSlot::fault`) for the endpoint, which reads it without the path lock.
 //!
+//! # Shared paths
+//!
+//! A shared transmit context (`crate::stx`) is one path carrying the sends of several
+//! endpoints, each reporting to its own CQ. Every operation records its CQ, its counter and
+//! its endpoint's owner number; each of those CQs polls the path (`PathSlot::cq_mask`). A
+//! read takes the reader's *held* operations first, oldest first — finished operations
+//! another CQ's read found and left in their op-table slots (`OpTable::held`) — then polls the
+//! ring, holding what belongs to other CQs. So each endpoint's completions keep their order,
+//! no read takes another CQ's lock, and nothing needs more room than the ring's depth.
+//! Successes nobody asked for are settled at once (credit back to the operation's own CQ),
+//! counters count each operation when it is found, whoever finds it, and every frame is pushed
+//! `Report::Always` (the silent-reclaim inference assumes one CQ). The read's fast lane is
+//! off on a shared path. Closing one endpoint flushes the queue, discards that endpoint's
+//! operations and posts the others back into their slots (`discard_owner`); `cancel` does
+//! the same for one operation of the acting endpoint (`cancel_shared`).
+//!
 //! This module also holds the stand-in poster ([`Path::post_recvs`], [`Path::post_sends`]) used
 //! until endpoints exist; endpoints will post through the same op table.
 

@@ -403,3 +403,167 @@ fn bind_and_close_rules_follow_fi_endpoint() {
     );
     let _ = p.nic_a.capabilities();
 }
+
+/// Two endpoints on one shared queue with the same context value in flight: `cancel` on one
+/// cancels its own (FI_ECANCELED on its CQ), never the other's, which still goes out; an
+/// `inject` through the shared queue carries the endpoint's own bounce copy.
+#[test]
+fn cancel_and_inject_on_a_shared_queue_touch_only_the_acting_endpoint() {
+    let p = pair();
+    let (pa, pb) = (
+        [const { PathSlot::<Igb0, D>::EMPTY }; 8],
+        [const { PathSlot::<Igb0, D>::EMPTY }; 2],
+    );
+    let (ca, cb) = ([CqSlot::EMPTY; 2], [CqSlot::EMPTY; 1]);
+    let (ma, mb) = (
+        [const { MrSlot::<Igb0>::EMPTY }; 1],
+        [const { MrSlot::<Igb0>::EMPTY }; 1],
+    );
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 8]);
+    let mut auxa = [[AuxEntry::EMPTY; 64]; 2];
+    let mut auxb = [AuxEntry::EMPTY; 64];
+    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let [a0, a1] = &mut auxa;
+    let mut cq0 = da.open_cq::<Data>(&cq_attr(), a0).unwrap();
+    let cq1 = da.open_cq::<Data>(&cq_attr(), a1).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr(), &mut auxb).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let stx = da.stx_context(&StxAttr::default()).unwrap();
+    let mut eps = Vec::new();
+    for (i, cq) in [&cq0, &cq1].into_iter().enumerate() {
+        let mut ep = da
+            .endpoint(&EpAttr {
+                rx_queue: i as u16,
+                ..EpAttr::default()
+            })
+            .unwrap();
+        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&av_a).unwrap();
+        ep.bind_stx(&stx).unwrap();
+        ep.enable().unwrap();
+        eps.push(ep);
+    }
+    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_b.bind_av(&av_b).unwrap();
+    ep_b.enable().unwrap();
+    let mut to_b = [FiAddr::NOTAVAIL];
+    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    let names: Vec<_> = eps.iter().map(|e| e.name()).collect();
+    let mut from = [FiAddr::NOTAVAIL; 2];
+    av_b.insert(&names, &mut from).unwrap();
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for _ in 0..4 {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(0)).unwrap();
+    }
+    // The same context on both endpoints, both held back in the ring by FI_MORE; endpoint
+    // 1's first, so that a cancel matching on the context alone would take it.
+    for (i, ep) in eps.iter().enumerate().rev() {
+        let mut buf = mr_a.alloc(BUF).unwrap();
+        buf.write(HEADER_LEN, &[i as u8, 0]).unwrap();
+        ep.sendmsg(buf, 2, to_b[0], None, OpContext(7), OpFlags::MORE)
+            .unwrap();
+    }
+    assert_eq!(eps[0].cancel(OpContext(7)), Ok(true));
+    assert_eq!(eps[0].cancel(OpContext(7)), Ok(false), "once");
+    let mut out = [DataEntry::default(); 2];
+    assert_eq!(cq0.read(&mut out), Err(Error::Avail));
+    let mut err = ringfab::cq::entry::ErrEntry::default();
+    let (_, buf) = cq0.readerr_owned(&mut err, None, 0).unwrap();
+    assert_eq!((err.op_context, err.err), (OpContext(7), 125), "ECANCELED");
+    assert!(buf.is_some(), "the canceled send's buffer comes back");
+    drop(buf);
+    // Endpoint 1's send and an inject of endpoint 0 go out (the inject rings the doorbell).
+    eps[0].inject(&[0, 9], to_b[0]).unwrap();
+    let got = receive(&p.wire, &cq_b, &ep_b, 2);
+    let mut firsts: Vec<(u8, u8)> = got.iter().map(|g| (g.0, g.1)).collect();
+    firsts.sort_unstable();
+    assert_eq!(firsts, [(0, 9), (1, 0)]);
+    assert_eq!(
+        drain(&p.wire, &cq1),
+        [(7, 0)],
+        "endpoint 1's own completion"
+    );
+    assert_eq!(drain(&p.wire, &cq0), [], "the inject reports nothing");
+    assert_eq!((cq0.credits(), cq1.credits()), (64, 64));
+    assert_eq!(mr_a.outstanding(), 0);
+}
+
+/// A device reset under a shared queue disables every endpoint on it: one FI_EIO entry, on
+/// the CQ whose read found it, their sends discarded; `enable` then says the shared context
+/// must be opened again.
+#[test]
+fn a_critical_fault_of_the_shared_queue_disables_every_endpoint_on_it() {
+    let p = pair();
+    let pa = [const { PathSlot::<Igb0, D>::EMPTY }; 8];
+    let ca = [CqSlot::EMPTY; 2];
+    let ma = [const { MrSlot::<Igb0>::EMPTY }; 1];
+    let va = [AvSlot::EMPTY; 1];
+    let ta = [AvEntry::EMPTY; 2];
+    let mut auxa = [[AuxEntry::EMPTY; 64]; 2];
+    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let [a0, a1] = &mut auxa;
+    let mut cq0 = da.open_cq::<Data>(&cq_attr(), a0).unwrap();
+    let cq1 = da.open_cq::<Data>(&cq_attr(), a1).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let stx = da.stx_context(&StxAttr::default()).unwrap();
+    let mut eps = Vec::new();
+    for (i, cq) in [&cq0, &cq1].into_iter().enumerate() {
+        let mut ep = da
+            .endpoint(&EpAttr {
+                rx_queue: i as u16,
+                ..EpAttr::default()
+            })
+            .unwrap();
+        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&av_a).unwrap();
+        ep.bind_stx(&stx).unwrap();
+        ep.enable().unwrap();
+        eps.push(ep);
+    }
+    let mut to_b = [FiAddr::NOTAVAIL];
+    av_a.insert(&[ringfab::av::EpAddr { mac: MAC_B, ctx: 0 }], &mut to_b)
+        .unwrap();
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    for ep in &eps {
+        ep.sendmsg(
+            mr_a.alloc(BUF).unwrap(),
+            2,
+            to_b[0],
+            None,
+            OpContext(1),
+            OpFlags::MORE,
+        )
+        .unwrap();
+    }
+    p.a.inject_critical(ringfab_emu::CriticalFault::Reset);
+    let mut out = [DataEntry::default(); 1];
+    let mut r = Err(Error::Again);
+    for _ in 0..4 * ringfab::hal::queue::STALL_POLLS {
+        r = cq0.read(&mut out);
+        if r != Err(Error::Again) {
+            break;
+        }
+    }
+    assert_eq!(r, Err(Error::Avail));
+    let mut err = ringfab::cq::entry::ErrEntry::default();
+    cq0.readerr(&mut err, None, 0).unwrap();
+    assert_eq!((err.err, err.prov_errno), (5, 8), "FI_EIO, a queue fault");
+    assert_eq!(mr_a.outstanding(), 0, "both endpoints' sends discarded");
+    assert_eq!((cq0.credits(), cq1.credits()), (64, 64));
+    for ep in &mut eps {
+        assert!(ep.fault().is_some());
+        assert_eq!(
+            ep.enable(),
+            Err(Error::OpBadState),
+            "the shared context must be reopened"
+        );
+    }
+}
