@@ -60,7 +60,8 @@ use crate::info::{EndpointAttr, EpInfo, Order, Protocol, RxAttr, TxAttr};
 use crate::mr::{Buf, RawBuf};
 use crate::path::{Framing, Outcome, Path, Poster, Queue, NO_MR};
 use crate::proto::{self, Header, HEADER_LEN};
-use crate::stx::{SharedTxContext, MAX_SHARED_ENDPOINTS};
+use crate::srx::SharedRxContext;
+use crate::stx::SharedTxContext;
 use crate::{Error, Result};
 use core::sync::atomic::Ordering;
 
@@ -94,7 +95,7 @@ pub(crate) const TX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::REMOTE_CQ_DATA)
     .union(OpFlags::MORE);
 /// Receive operation flags an endpoint accepts (`fi_recvmsg`).
-const RX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
+pub(crate) const RX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::MORE)
     .union(OpFlags::MULTI_RECV);
 
@@ -193,6 +194,9 @@ pub struct Endpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
     /// ([`bind_stx`](Self::bind_stx)), and its owner number there.
     stx: Option<usize>,
     owner: u8,
+    /// The shared receive context it receives through, and its owner number there.
+    srx: Option<usize>,
+    srx_owner: u8,
 }
 
 impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
@@ -257,6 +261,8 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             steered: None,
             stx: None,
             owner: 0,
+            srx: None,
+            srx_owner: 0,
         }
     }
 
@@ -286,7 +292,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// are discarded, the queues given back, the bindings and a context's address released.
     pub(crate) fn shut(&mut self) {
         self.close_paths();
-        self.leave_stx();
+        self.leave_shared();
         for b in [self.tx_cq.take(), self.rx_cq.take()].into_iter().flatten() {
             self.domain.cqs()[b.cq].drop_bind();
         }
@@ -316,6 +322,15 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 });
             }
         }
+        if self.srx.is_some() {
+            if let Some(path) = self.rx.take() {
+                let ctx = self.poll_ctx(self.rx_cq);
+                let _ = path.with_state(|st| {
+                    st.leave_srx(self.srx_owner, &ctx);
+                    Ok(())
+                });
+            }
+        }
         for (path, binding) in [(self.tx.take(), self.tx_cq), (self.rx.take(), self.rx_cq)] {
             if let (Some(path), Some(b)) = (path, binding) {
                 path.detach(b.cq);
@@ -324,16 +339,58 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         self.bounce = None;
     }
 
+    /// Registers the endpoint on shared receive path `index` so that frames for its address
+    /// are routed to `rx_cq`.
+    fn join_srx(&self, index: usize, rx_cq: CqBinding, framing: Framing) -> Result {
+        if rx_cq.cq >= 64 || self.rx_cntr.is_some_and(|c| c >= usize::from(u8::MAX)) {
+            return Err(Error::Inval);
+        }
+        let slot = &self.domain.paths()[index];
+        if slot.fault().is_some() {
+            return Err(Error::OpBadState);
+        }
+        let mut guard = slot.state.lock();
+        let st = guard.as_mut().ok_or(Error::OpBadState)?;
+        // One AV for every endpoint of the context (fi_endpoint(3)); the first sets it.
+        let shared = st.framing.get_or_insert(framing);
+        match shared.av {
+            None => shared.av = framing.av,
+            Some(av) if Some(av) != framing.av => return Err(Error::Inval),
+            Some(_) => {}
+        }
+        if st
+            .srx
+            .iter()
+            .flatten()
+            .any(|e| e.local.ctx == self.local.ctx)
+        {
+            return Err(Error::Inval);
+        }
+        st.srx[usize::from(self.srx_owner)] = Some(crate::path::SrxEp {
+            local: self.local,
+            cq: rx_cq.cq as u8,
+            cntr: self.rx_cntr.map_or(u8::MAX, |c| c as u8),
+            selective: rx_cq.flags.contains(BindFlags::SELECTIVE_COMPLETION),
+            source_err: self.attr.source_err,
+            context: self.attr.context,
+        });
+        slot.cq_mask.fetch_or(1 << rx_cq.cq, Ordering::AcqRel);
+        Ok(())
+    }
+
     /// Gives the endpoint's owner number on its shared transmit context back; the last
     /// endpoint to leave a context that was dropped closes its queue.
-    fn leave_stx(&mut self) {
-        let Some(index) = self.stx.take() else {
-            return;
-        };
-        let slot = &self.domain.paths()[index];
-        let left = slot.owners.fetch_and(!(1 << self.owner), Ordering::AcqRel) & !(1 << self.owner);
-        if left == 0 && slot.orphaned.swap(false, Ordering::AcqRel) {
-            Path::shared(self.domain, index).close_shared();
+    fn leave_shared(&mut self) {
+        for (index, owner) in [
+            (self.stx.take(), self.owner),
+            (self.srx.take(), self.srx_owner),
+        ] {
+            let Some(index) = index else {
+                continue;
+            };
+            if self.domain.paths()[index].release_owner(owner) {
+                Path::shared(self.domain, index).close_shared();
+            }
         }
     }
 
@@ -514,7 +571,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// # Errors
     /// `OpBadState` after enable; `Inval` for a second shared context, an endpoint that does
     /// not send (a receive context), or a context full of endpoints
-    /// ([`MAX_SHARED_ENDPOINTS`]); `Domain` for a context of another domain; `BadFlags` if
+    /// ([`MAX_SHARED_ENDPOINTS`](crate::stx::MAX_SHARED_ENDPOINTS)); `Domain` for a context of another domain; `BadFlags` if
     /// the endpoint's default transmit flags are not a subset of the context's
     /// (fi_endpoint(3): "must use a subset of the transmit context's attributes").
     pub fn bind_stx(&mut self, stx: &SharedTxContext<'_, 's, 'n, N, D>) -> Result {
@@ -531,26 +588,45 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             return Err(Error::BadFlags);
         }
         let slot = &self.domain.paths()[stx.path_index()];
-        let mut owners = slot.owners.load(Ordering::Acquire);
-        loop {
-            let free = (!owners).trailing_zeros() as usize;
-            if free >= MAX_SHARED_ENDPOINTS {
-                return Err(Error::Inval);
-            }
-            match slot.owners.compare_exchange(
-                owners,
-                owners | (1 << free),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    self.owner = free as u8;
-                    break;
-                }
-                Err(now) => owners = now,
-            }
-        }
+        self.owner = slot.claim_owner().ok_or(Error::Inval)?;
         self.stx = Some(stx.path_index());
+        Ok(())
+    }
+
+    /// Binds a shared receive context (`fi_ep_bind` with an `fid_srx`): the endpoint receives
+    /// from the context's queue, into the receives posted to the context
+    /// ([`SharedRxContext::recv`]), completing on the endpoint's CQ. Its address becomes the
+    /// context's receive address with the endpoint's own context number
+    /// ([`EpAttr::rx_queue`]), which must differ from every other endpoint's on the context;
+    /// all of them must use the same AV (fi_endpoint(3)). Receives are not posted to the
+    /// endpoint itself then (`OpNotSupp`).
+    ///
+    /// # Errors
+    /// `OpBadState` after enable; `Inval` for a second shared receive context, an endpoint
+    /// that does not receive, or a context full of endpoints; `Domain` for a context of
+    /// another domain; `BadFlags` if the endpoint's default receive flags are not a subset of
+    /// the context's.
+    pub fn bind_srx(&mut self, srx: &SharedRxContext<'_, 's, 'n, N, D>) -> Result {
+        if self.enabled {
+            return Err(Error::OpBadState);
+        }
+        if self.srx.is_some() || !self.recvs {
+            return Err(Error::Inval);
+        }
+        if !core::ptr::eq(srx.domain(), self.domain) {
+            return Err(Error::Domain);
+        }
+        if !srx.attr().op_flags.contains(self.attr.rx_op_flags) {
+            return Err(Error::BadFlags);
+        }
+        let slot = &self.domain.paths()[srx.path_index()];
+        self.srx_owner = slot.claim_owner().ok_or(Error::Inval)?;
+        self.srx = Some(srx.path_index());
+        self.local = EpAddr {
+            mac: srx.mac(),
+            ctx: self.attr.rx_queue,
+        };
+        self.source = self.local;
         Ok(())
     }
 
@@ -716,7 +792,17 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             path.attach(tx_cq.cq, tx_cq.flags, framing, self.tx_cntr);
             tx = Some(path);
         }
-        if let (true, Some(rx_cq)) = (self.recvs, self.rx_cq) {
+        if let (true, Some(rx_cq), Some(index)) = (self.recvs, self.rx_cq, self.srx) {
+            if let Err(e) = self.join_srx(index, rx_cq, framing) {
+                if let (Some(p), Some(b)) = (tx, self.tx_cq) {
+                    if self.stx.is_none() {
+                        p.detach(b.cq);
+                    }
+                }
+                return Err(e);
+            }
+            self.rx = Some(Path::shared(self.domain, index));
+        } else if let (true, Some(rx_cq)) = (self.recvs, self.rx_cq) {
             let mut config = RxConfig::new(self.attr.rx_buf_len);
             if let Some(v) = self.domain.cqs()[rx_cq.cq].interrupt_vector() {
                 config = config.with_vector(v);
@@ -1002,6 +1088,10 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     ) -> core::result::Result<(), (Error, Buf<'s>)> {
         if let Err(e) = self.usable() {
             return Err((e, buf));
+        }
+        if self.srx.is_some() {
+            // Receives go to the shared receive context (fi_endpoint(3)).
+            return Err((Error::OpNotSupp, buf));
         }
         let Some(rx) = self.rx.as_ref() else {
             return Err((Error::OpBadState, buf));

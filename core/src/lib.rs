@@ -20,6 +20,7 @@ pub mod mr;
 pub mod path;
 pub mod proto;
 pub mod sep;
+pub mod srx;
 pub mod stx;
 
 pub use cntr::{Clock, Counter, CounterAttr, CounterEvents, WaitObj};

@@ -51,6 +51,18 @@
 //! operations and posts the others back into their slots (`discard_owner`); `cancel` does
 //! the same for one operation of the acting endpoint (`cancel_shared`).
 //!
+//! # Shared receive contexts
+//!
+//! A shared receive context (`crate::srx`) is a shared path whose receives the application
+//! posts to the context; which endpoint a frame is for — and so its CQ — is known only from
+//! the frame's header. Such a receive holds no CQ credit while posted; when its frame arrives
+//! it is routed (its owner and CQ recorded in its slot) and takes a credit of that CQ when the
+//! CQ's read delivers it — a CQ with no free credit leaves it held, so nothing is lost and
+//! nothing overruns. A frame for no bound endpoint, or one the device reports bad (its header
+//! cannot be trusted), is dropped and its buffer posted again, as a foreign frame is on an
+//! endpoint's own queue. An endpoint that leaves puts the receives its frames filled, unread,
+//! back into the ring: they are the context's buffers.
+//!
 //! This module also holds the stand-in poster ([`Path::post_recvs`], [`Path::post_sends`]) used
 //! until endpoints exist; endpoints will post through the same op table.
 
@@ -205,12 +217,22 @@ impl Op {
     }
 }
 
+/// A finished operation's status, held in its slot for its CQ (shared paths).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Held {
+    Tx(core::result::Result<(), TxError>),
+    Rx {
+        len: u32,
+        status: core::result::Result<(), RxError>,
+    },
+}
+
 /// The op table of a path of depth `D`: slots handed out in ring order.
 struct OpTable<const D: usize> {
     ops: [Op; D],
     /// On a shared path: the status of a finished operation that belongs to another CQ than
     /// the one whose read found it, kept until that CQ reads (its slot stays live).
-    held: [Option<core::result::Result<(), TxError>>; D],
+    held: [Option<Held>; D],
     /// Oldest slot still live (a wrapping count; the slot is `head % D`).
     head: usize,
     /// Next slot to hand out.
@@ -557,9 +579,32 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     tx_scratch: [TxCompletion; CHUNK],
     /// Where the fast path puts a run of plain successes for the sink (likewise reused).
     plains: [Plain; CHUNK],
-    /// A shared transmit context's path: operations of several endpoints, each reporting to
-    /// its own CQ (module documentation, "Shared paths").
+    /// A shared context's path: operations of several endpoints, each reporting to its own
+    /// CQ (module documentation, "Shared paths").
     pub(crate) shared: bool,
+    /// A shared *receive* context's path: the endpoints bound to it, by owner number. Its
+    /// receives hold no CQ credit until their endpoint is known (from the frame).
+    pub(crate) srx: [Option<SrxEp>; SRX_MAX],
+}
+
+/// Endpoints one shared context takes (owner numbers are bits of a `u32`).
+pub(crate) const SRX_MAX: usize = crate::stx::MAX_SHARED_ENDPOINTS;
+
+/// `Op::owner` of a shared receive not yet routed to an endpoint.
+const NO_OWNER: u8 = u8::MAX;
+
+/// An endpoint bound to a shared receive context, as the read path routes frames to it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct SrxEp {
+    /// Its address (the context's receive address, its own context number).
+    pub(crate) local: EpAddr,
+    /// Its CQ and counter (`NO_CNTR` for none).
+    pub(crate) cq: u8,
+    pub(crate) cntr: u8,
+    /// Its binding is `FI_SELECTIVE_COMPLETION`.
+    pub(crate) selective: bool,
+    pub(crate) source_err: bool,
+    pub(crate) context: OpContext,
 }
 
 /// One slot of the domain's path slab. Make them with [`PathSlot::EMPTY`]:
@@ -594,6 +639,35 @@ impl<'n, N: Nic + 'n, const D: usize> PathSlot<'n, N, D> {
         owners: AtomicU32::new(0),
         orphaned: AtomicBool::new(false),
     };
+
+    /// Claims the lowest free owner number of a shared path for an endpoint; `None` when
+    /// [`SRX_MAX`] (32) endpoints are bound.
+    pub(crate) fn claim_owner(&self) -> Option<u8> {
+        let mut owners = self.owners.load(Ordering::Acquire);
+        loop {
+            let free = (!owners).trailing_zeros() as usize;
+            if free >= SRX_MAX {
+                return None;
+            }
+            match self.owners.compare_exchange(
+                owners,
+                owners | (1 << free),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(free as u8),
+                Err(now) => owners = now,
+            }
+        }
+    }
+
+    /// Gives owner number `owner` back; `true` if the caller must now close the path (it was
+    /// the last endpoint of a context that was dropped).
+    pub(crate) fn release_owner(&self, owner: u8) -> bool {
+        let bit = 1u32 << owner;
+        let left = self.owners.fetch_and(!bit, Ordering::AcqRel) & !bit;
+        left == 0 && self.orphaned.swap(false, Ordering::AcqRel)
+    }
 
     /// Whether CQ `index`'s read may find work in this path (checked again under the lock).
     #[inline]
@@ -665,6 +739,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             tx_scratch: [NO_TX; CHUNK],
             plains: [Plain::NONE; CHUNK],
             shared: false,
+            srx: [None; SRX_MAX],
         }
     }
 
@@ -1270,6 +1345,257 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     }
 }
 
+/// Shared receive contexts (`fi_srx_context`, `crate::srx`): the application posts receives to
+/// the context; the endpoint a frame is for — and so its CQ — is known only from the frame's
+/// header. A receive therefore holds no CQ credit while posted; when its frame arrives it is
+/// routed (`Op::owner`, `Op::cq` set), and it takes a credit of that CQ when that CQ's read
+/// delivers it (a CQ without a free credit leaves it held: nothing is lost, nothing overruns).
+/// A frame for no bound endpoint, or one the device reports bad (whose header cannot be
+/// trusted), goes back into the ring as a foreign frame does on an endpoint's own queue.
+impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
+    /// Posts one receive on a shared receive context (no credit, no doorbell).
+    pub(crate) fn post_recv_srx(
+        &mut self,
+        buf: RawBuf,
+        len: u32,
+        context: OpContext,
+        report: bool,
+    ) -> Result {
+        let Queue::Rx(q) = &mut self.queue else {
+            return Err(Error::OpBadState);
+        };
+        if self.fault.is_some() {
+            return Err(Error::OpBadState);
+        }
+        let Some(slot) = self.table.next_free() else {
+            return Err(Error::Again);
+        };
+        q.push(buf.rx(), Token(slot as u64)).map_err(push_error)?;
+        self.table.commit(
+            slot,
+            Op {
+                kind: OpKind::Recv,
+                context,
+                buf,
+                len,
+                report,
+                group: NO_GROUP,
+                plain: OpKind::Free, // commit decides (unused: no fast lane here)
+                owner: NO_OWNER,
+                ..Op::FREE
+            },
+        );
+        Ok(())
+    }
+
+    /// The endpoint a received frame is for, if one is bound: its owner number.
+    fn route_srx(&self, op: &Op, c: &RxCompletion) -> Option<u8> {
+        if c.status.is_err() {
+            return None;
+        }
+        let h = parse_header(op, c.len).ok()?;
+        self.srx.iter().enumerate().find_map(|(o, e)| {
+            let e = e.as_ref()?;
+            (h.dst_ctx == e.local.ctx || h.dst_ctx == proto::ANY_CTX).then_some(o as u8)
+        })
+    }
+
+    /// Puts the receive of `slot` back into the ring (its frame was for nobody).
+    fn repost_srx(&mut self, slot: usize, ctx: &PollCtx<'_, N>) -> bool {
+        let Some(op) = self.table.take(Token(slot as u64), OpKind::Recv) else {
+            return false;
+        };
+        self.dropped += 1;
+        let next = self.table.next_free();
+        let pushed = match (&mut self.queue, next) {
+            (Queue::Rx(q), Some(next)) => q.push(op.buf.rx(), Token(next as u64)).is_ok(),
+            _ => false,
+        };
+        if let (true, Some(next)) = (pushed, next) {
+            self.table.commit(
+                next,
+                Op {
+                    owner: NO_OWNER,
+                    ..op
+                },
+            );
+        }
+        if !pushed {
+            // Cannot happen (a slot and a descriptor were just freed); should it, the buffer
+            // goes back to its region rather than vanish.
+            release(ctx.mrs, op.owned());
+        }
+        pushed
+    }
+
+    /// `poll` of a shared receive context's path on behalf of CQ `ctx.reader`.
+    fn poll_srx(
+        &mut self,
+        budget: usize,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome<'_>) -> bool,
+    ) -> usize {
+        let mut given = 0;
+        let (head, span) = (self.table.head, self.table.live_span());
+        for k in 0..span {
+            let slot = (head + k) % D;
+            let op = self.table.ops[slot];
+            let Some(Held::Rx { len, status }) = self.table.held[slot] else {
+                continue;
+            };
+            if op.kind != OpKind::Recv || usize::from(op.cq) != ctx.reader {
+                continue;
+            }
+            // Newer completions must not overtake the held ones still to deliver.
+            if given >= budget || ctx.cq.reserve_credit().is_err() {
+                return given;
+            }
+            self.table.take(Token(slot as u64), OpKind::Recv);
+            let (n, stop) = self.deliver_srx(&op, len, status, ctx, sink);
+            given += n;
+            if stop {
+                return given;
+            }
+        }
+        let mut reposted = false;
+        while given < budget {
+            let want = (budget - given).min(CHUNK);
+            let got = match &mut self.queue {
+                Queue::Rx(q) => q.poll(&mut self.rx_scratch[..want]).min(want),
+                Queue::Tx(_) => 0,
+            };
+            let mut stop = false;
+            for i in 0..got {
+                let c = self.rx_scratch[i];
+                let Some(slot) = usize::try_from(c.token.0).ok().filter(|&s| s < D) else {
+                    continue;
+                };
+                let op = self.table.ops[slot];
+                if op.kind != OpKind::Recv || self.table.held[slot].is_some() {
+                    continue;
+                }
+                let Some(owner) = self.route_srx(&op, &c) else {
+                    reposted |= self.repost_srx(slot, ctx);
+                    continue;
+                };
+                let Some(ep) = self.srx[usize::from(owner)] else {
+                    continue;
+                };
+                self.table.ops[slot].owner = owner;
+                self.table.ops[slot].cq = ep.cq;
+                self.table.ops[slot].cntr = ep.cntr;
+                let op = self.table.ops[slot];
+                if usize::from(ep.cq) == ctx.reader && !stop && ctx.cq.reserve_credit().is_ok() {
+                    self.table.take(c.token, OpKind::Recv);
+                    let (n, s) = self.deliver_srx(&op, c.len, c.status, ctx, sink);
+                    given += n;
+                    stop |= s;
+                } else {
+                    self.table.held[slot] = Some(Held::Rx {
+                        len: c.len,
+                        status: c.status,
+                    });
+                }
+            }
+            if stop {
+                break;
+            }
+            if got < want {
+                if self.fault.is_none() {
+                    if let Some(f) = self.queue_fault() {
+                        given += self.fail(f, ctx, true, &mut |o| {
+                            sink(o);
+                        });
+                    }
+                }
+                break;
+            }
+        }
+        if reposted {
+            self.doorbell();
+        }
+        given
+    }
+
+    /// Hands a routed receive of the reader's to `sink` (its slot taken, a credit of the
+    /// reader's CQ reserved for it): the completion as its endpoint's own queue would have
+    /// made it. Returns the entries given and whether the read stops.
+    fn deliver_srx(
+        &mut self,
+        op: &Op,
+        len: u32,
+        status: core::result::Result<(), RxError>,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome<'_>) -> bool,
+    ) -> (usize, bool) {
+        let Some(ep) = self.srx.get(usize::from(op.owner)).copied().flatten() else {
+            // Its endpoint left meanwhile (it reposts its held receives when it does).
+            ctx.cq.release_credit();
+            release(ctx.mrs, op.owned());
+            return (0, false);
+        };
+        let framing = Framing {
+            local: ep.local,
+            av: self.framing.and_then(|f| f.av),
+            source_err: ep.source_err,
+            context: ep.context,
+        };
+        let c = RxCompletion {
+            token: Token(0),
+            len,
+            status,
+            rss: None,
+        };
+        let ok = status.is_ok();
+        if let Some(cn) = ctx.cntrs.get(usize::from(ep.cntr)) {
+            if ok {
+                cn.complete_ok(1, u64::from(len.saturating_sub(proto::HEADER_LEN as u32)));
+            } else {
+                cn.complete_err(1);
+            }
+        }
+        // Whether a success is reported is the endpoint's binding's business (known only
+        // now): selective, it takes the receive's FI_COMPLETION; otherwise always.
+        let op = Op {
+            report: !ep.selective || op.report,
+            ..*op
+        };
+        match &rx_outcome(Some(&framing), &op, &c, ctx.avs) {
+            Verdict::Done(done) => (1, sink(Outcome::Done(done))),
+            Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
+            _ => {
+                ctx.cq.release_credit();
+                release(ctx.mrs, op.owned());
+                (0, false)
+            }
+        }
+    }
+
+    /// An endpoint leaves a shared receive context: the receives its frames filled and that
+    /// its CQ has not read go back into the ring (they are the context's buffers), and it is
+    /// no longer routed to.
+    pub(crate) fn leave_srx(&mut self, owner: u8, ctx: &PollCtx<'_, N>) {
+        if let Some(e) = self.srx.get_mut(usize::from(owner)) {
+            *e = None;
+        }
+        let (head, span) = (self.table.head, self.table.live_span());
+        let mut reposted = false;
+        for k in 0..span {
+            let slot = (head + k) % D;
+            let op = self.table.ops[slot];
+            if op.kind == OpKind::Recv
+                && op.owner == owner
+                && matches!(self.table.held[slot], Some(Held::Rx { .. }))
+            {
+                reposted |= self.repost_srx(slot, ctx);
+            }
+        }
+        if reposted {
+            self.doorbell();
+        }
+    }
+}
+
 /// What a shared path's flush does with one operation handed back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Settle {
@@ -1320,6 +1646,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         ctx: &PollCtx<'_, N>,
         sink: &mut dyn FnMut(Outcome<'_>) -> bool,
     ) -> usize {
+        if !self.is_tx() {
+            return self.poll_srx(budget, ctx, sink);
+        }
         let mut given = 0;
         let (head, span) = (self.table.head, self.table.live_span());
         for k in 0..span {
@@ -1329,7 +1658,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             }
             let slot = (head + k) % D;
             let op = self.table.ops[slot];
-            let Some(status) = self.table.held[slot] else {
+            let Some(Held::Tx(status)) = self.table.held[slot] else {
                 continue;
             };
             if op.kind != OpKind::Send || usize::from(op.cq) != ctx.reader {
@@ -1365,7 +1694,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     release(ctx.mrs, op.owned());
                 } else if usize::from(op.cq) != ctx.reader || stop {
                     // Another CQ's, or behind an error this read stops at: kept in its slot.
-                    self.table.held[slot] = Some(c.status);
+                    self.table.held[slot] = Some(Held::Tx(c.status));
                 } else {
                     self.table.take(c.token, OpKind::Send);
                     let (n, s) = self.deliver_shared(&op, c.status, ctx, sink);
@@ -1544,7 +1873,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                 false
                             });
                         } else {
-                            self.table.held[slot] = Some(c.status);
+                            self.table.held[slot] = Some(Held::Tx(c.status));
                         }
                     }
                 }
@@ -1580,7 +1909,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// Forgets receive `op` without a completion (close), releasing a multi-receive buffer
     /// with its last slot.
     fn discard(&mut self, op: &Op, ctx: &PollCtx<'_, N>) {
-        self.op_cq(op, ctx).release_credit();
+        // A shared receive context's receives hold no credit (module documentation).
+        if !(self.shared && op.kind == OpKind::Recv) {
+            self.op_cq(op, ctx).release_credit();
+        }
         release(ctx.mrs, op.owned());
         if let GroupExit::Last(raw) = leave_group(&mut self.groups, op) {
             release(ctx.mrs, Some(raw));
@@ -1786,6 +2118,18 @@ fn canceled_recv(op: &Op) -> ErrRecord {
 /// `local`.
 #[inline(always)]
 fn parse_framed(local: EpAddr, op: &Op, frame_len: u32) -> core::result::Result<Header, ()> {
+    let h = parse_header(op, frame_len)?;
+    let for_us = h.dst_ctx == local.ctx || h.dst_ctx == proto::ANY_CTX;
+    if !for_us {
+        return Err(());
+    }
+    Ok(h)
+}
+
+/// Reads and checks the ringfab header of a received frame out of its buffer (whoever it is
+/// for).
+#[inline(always)]
+fn parse_header(op: &Op, frame_len: u32) -> core::result::Result<Header, ()> {
     if op.buf.cpu == 0 {
         return Err(());
     }
@@ -1800,12 +2144,7 @@ fn parse_framed(local: EpAddr, op: &Op, frame_len: u32) -> core::result::Result<
     unsafe {
         core::ptr::copy_nonoverlapping(op.buf.cpu as *const u8, bytes.as_mut_ptr(), n);
     }
-    let h = Header::parse(&bytes[..n], frame_len as usize).map_err(|_| ())?;
-    let for_us = h.dst_ctx == local.ctx || h.dst_ctx == proto::ANY_CTX;
-    if !for_us {
-        return Err(());
-    }
-    Ok(h)
+    Header::parse(&bytes[..n], frame_len as usize).map_err(|_| ())
 }
 
 #[inline(always)]

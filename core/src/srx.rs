@@ -1,0 +1,236 @@
+//! Shared receive contexts (`fi_srx_context`): one NIC receive queue, one pool of posted
+//! receives, several endpoints.
+//!
+//! fi_endpoint(3), SHARED CONTEXTS: "Users post receive buffers directly to a shared receive
+//! context, with the buffers usable by any endpoint bound to the shared receive context.
+//! Shared receive contexts are not associated with completion queues or counters. Completed
+//! receive operations are posted to the CQs bound to the endpoint. An endpoint may only be
+//! associated with a single receive context, and all connectionless endpoints associated
+//! with a shared receive context must also share the same address vector."
+//!
+//! Which endpoint a frame is for — and so which CQ completes it — is known only from the
+//! frame's header (its destination context): a receive posted here holds no CQ credit while
+//! it waits; its frame routes it, and it takes a credit of its endpoint's CQ when that CQ's
+//! read delivers it (module `path`, "Shared receive contexts"). A frame for no bound endpoint,
+//! or one the device reports bad, is dropped and its buffer posted again.
+//!
+//! The context listens on the station address on receive queue 0, or on a locally
+//! administered address of its own on another queue (as a scalable endpoint's receive context
+//! does: `proto::context_mac`, steered by the NIC). Endpoints bound to it are addressed by
+//! that address and their own context number ([`EpAttr::rx_queue`](crate::ep::EpAttr)).
+//!
+//! Not built: multi-receive buffers and `cancel` on a shared receive context (`BadFlags`; no
+//! method); the endpoints of one context cannot block on an interrupt for it (its queue has
+//! none — a blocked `sread` finds its completions by the 10 ms polling of its wait).
+
+use core::sync::atomic::Ordering;
+
+use crate::av::EpAddr;
+use crate::cq::entry::OpContext;
+use crate::domain::Domain;
+use crate::flags::OpFlags;
+use crate::hal::{MacAddr, Nic, RxConfig, RxQueue};
+use crate::mr::Buf;
+use crate::path::{Framing, Path, Queue};
+use crate::proto::{self, HEADER_LEN};
+use crate::{Error, Result};
+
+/// Attributes of a shared receive context (the `fi_rx_attr` of `fi_srx_context`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SrxAttr {
+    /// The NIC receive queue it uses.
+    pub rx_queue: u16,
+    /// Receive buffer size of the queue (as [`EpAttr::rx_buf_len`](crate::ep::EpAttr)).
+    pub rx_buf_len: u32,
+    /// Default receive flags; an endpoint's `rx_op_flags` must be a subset.
+    pub op_flags: OpFlags,
+}
+
+impl Default for SrxAttr {
+    /// Queue 0, 2 KiB buffers, no flags.
+    fn default() -> Self {
+        SrxAttr {
+            rx_queue: 0,
+            rx_buf_len: 2048,
+            op_flags: OpFlags::empty(),
+        }
+    }
+}
+
+/// Receive flags a shared receive context takes.
+const SRX_FLAGS_OK: OpFlags = OpFlags::COMPLETION.union(OpFlags::MORE);
+
+/// A shared receive context. See the [module documentation](self).
+pub struct SharedRxContext<'d, 's, 'n, N: Nic + 'n, const D: usize> {
+    domain: &'d Domain<'s, 'n, N, D>,
+    path: Path<'d, 's, 'n, N, D>,
+    attr: SrxAttr,
+    mac: MacAddr,
+}
+
+impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
+    /// Opens a shared receive context on receive queue `attr.rx_queue` (`fi_srx_context`).
+    ///
+    /// # Errors
+    /// `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `Inval` for a buffer size
+    /// outside `HEADER_LEN + 1 ..= max_rx_buf_len`; `NoMem` without a free path slot;
+    /// `Device(_)` when the NIC refuses the queue or cannot steer an address to it.
+    pub fn srx_context(&self, attr: &SrxAttr) -> Result<SharedRxContext<'_, 's, 'n, N, D>> {
+        if !SRX_FLAGS_OK.contains(attr.op_flags) {
+            return Err(Error::BadFlags);
+        }
+        let caps = self.nic().capabilities();
+        if (attr.rx_buf_len as usize) <= HEADER_LEN || attr.rx_buf_len > caps.max_rx_buf_len {
+            return Err(Error::Inval);
+        }
+        let path = self.open_rx(attr.rx_queue, RxConfig::new(attr.rx_buf_len))?;
+        let mac = if attr.rx_queue == 0 {
+            caps.mac
+        } else {
+            let mac = proto::context_mac(caps.mac, attr.rx_queue);
+            self.nic().set_rx_queue_mac(attr.rx_queue, Some(mac))?;
+            mac
+        };
+        path.make_shared(Framing {
+            local: EpAddr { mac, ctx: 0 },
+            av: None,
+            source_err: false,
+            context: OpContext::NULL,
+        });
+        Ok(SharedRxContext {
+            domain: self,
+            path,
+            attr: *attr,
+            mac,
+        })
+    }
+}
+
+impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> {
+    /// The attributes it was opened with.
+    pub fn attr(&self) -> &SrxAttr {
+        &self.attr
+    }
+
+    /// The address its endpoints are reached at (with their own context numbers).
+    pub fn mac(&self) -> MacAddr {
+        self.mac
+    }
+
+    /// Endpoints bound to it now.
+    pub fn endpoints(&self) -> usize {
+        self.slot().owners.load(Ordering::Acquire).count_ones() as usize
+    }
+
+    /// Posts `buf` for any endpoint bound to the context (`fi_recv` on the `fid_srx`), with
+    /// the context's default flags. The payload lands at
+    /// [`PAYLOAD_OFFSET`](crate::ep::Endpoint::PAYLOAD_OFFSET); the completion goes to the CQ
+    /// of the endpoint the frame was for, with the buffer.
+    ///
+    /// # Errors
+    /// See [`recvmsg`](Self::recvmsg).
+    pub fn recv(
+        &self,
+        buf: Buf<'s>,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        self.recvmsg(buf, context, self.attr.op_flags)
+    }
+
+    /// [`recv`](Self::recv) with explicit flags (`fi_recvmsg`): `FI_COMPLETION` (for
+    /// endpoints bound with `FI_SELECTIVE_COMPLETION`), `FI_MORE` (defers the doorbell).
+    ///
+    /// # Errors
+    /// The buffer comes back with the error: `BadFlags` for other flags (`FI_MULTI_RECV` is
+    /// not built here); `Inval` for a buffer shorter than the queue's buffer size;
+    /// `OpBadState` after a critical fault of the queue; `Again` when the ring is full.
+    pub fn recvmsg(
+        &self,
+        buf: Buf<'s>,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+        if !SRX_FLAGS_OK.contains(flags) {
+            return Err((Error::BadFlags, buf));
+        }
+        let raw = buf.raw();
+        let r = self.path.with_state(|st| {
+            let Queue::Rx(q) = &st.queue else {
+                return Err(Error::OpBadState);
+            };
+            let dev_len = q.buf_len();
+            if raw.len < dev_len {
+                return Err(Error::Inval);
+            }
+            let accepted = dev_len - HEADER_LEN as u32;
+            let r = st.post_recv_srx(raw, accepted, context, flags.contains(OpFlags::COMPLETION));
+            if !flags.contains(OpFlags::MORE) || r.is_err() {
+                st.doorbell();
+            }
+            r
+        });
+        match r {
+            Ok(()) => {
+                let _ = buf.into_raw();
+                Ok(())
+            }
+            Err(e) => Err((e, buf)),
+        }
+    }
+
+    /// Receives that can be posted now (`fi_rx_size_left` on the context).
+    ///
+    /// # Errors
+    /// `OpBadState` after the queue was closed.
+    pub fn rx_size_left(&self) -> Result<usize> {
+        self.path.with_state(|st| Ok(st.free_slots()))
+    }
+
+    /// Closes it (`fi_close`): the receives still posted are discarded, their buffers back
+    /// to their regions.
+    ///
+    /// # Errors
+    /// `Err((Error::Busy, self))` while an endpoint is bound: it stays usable.
+    #[allow(
+        clippy::result_large_err,
+        reason = "fi_close's Busy hands the handle back, as the CQ's close does"
+    )]
+    pub fn close(self) -> core::result::Result<(), (Error, Self)> {
+        if self.slot().owners.load(Ordering::Acquire) != 0 {
+            return Err((Error::Busy, self));
+        }
+        drop(self);
+        Ok(())
+    }
+
+    pub(crate) fn domain(&self) -> &'d Domain<'s, 'n, N, D> {
+        self.domain
+    }
+
+    /// The path slot index of its queue.
+    pub(crate) fn path_index(&self) -> usize {
+        self.path.index
+    }
+
+    fn slot(&self) -> &'s crate::path::PathSlot<'n, N, D> {
+        &self.domain.paths()[self.path.index]
+    }
+}
+
+impl<N: Nic, const D: usize> Drop for SharedRxContext<'_, '_, '_, N, D> {
+    fn drop(&mut self) {
+        let slot = self.slot();
+        // Endpoints still bound keep the queue (and its address); the last one to leave
+        // closes the queue. The address is withdrawn only when the context closes it here:
+        // a queue closed later by its last endpoint leaves its steering behind, harmlessly
+        // (a closed queue takes no frames) until the index is opened again.
+        slot.orphaned.store(true, Ordering::Release);
+        if slot.owners.load(Ordering::Acquire) == 0 && slot.orphaned.swap(false, Ordering::AcqRel) {
+            self.path.close_shared();
+            if self.attr.rx_queue != 0 {
+                // Nothing to report from a drop.
+                let _ = self.domain.nic().set_rx_queue_mac(self.attr.rx_queue, None);
+            }
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! Shared receive contexts (fi_endpoint(3), SHARED CONTEXTS) on the emulated 82576: four
+//! endpoints of NIC B receive through one receive queue and one pool of receives posted to
+//! the context, each completing on its own CQ; A sends from one endpoint.
+
+mod common;
+use common::*;
+use ringfab::av::{AvEntry, AvSlot, EpAddr, FiAddr};
+use ringfab::cntr::{Counter, CounterAttr, WaitObj};
+use ringfab::cq::entry::{Data, DataEntry, OpContext};
+use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::domain::Domain;
+use ringfab::ep::EpAttr;
+use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
+use ringfab::mr::MrSlot;
+use ringfab::path::PathSlot;
+use ringfab::proto::HEADER_LEN;
+use ringfab::srx::SrxAttr;
+use ringfab::Error;
+use ringfab_emu::Wire;
+
+const D: usize = 64;
+const BUF: usize = 2048;
+const EPS: usize = 4;
+
+type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Igb0, D, Data>;
+
+fn cq_attr() -> CqAttr {
+    CqAttr {
+        size: 64,
+        format: CqFormat::Data,
+        ..CqAttr::default()
+    }
+}
+
+/// Every entry `cq` has now (driving the wire first), as (first two payload bytes, len,
+/// source); each buffer dropped (back to its region).
+fn drain(wire: &Wire, cq: &Cq<'_, '_, '_>) -> Vec<([u8; 2], usize, FiAddr)> {
+    wire.run_until_idle();
+    let mut got = Vec::new();
+    loop {
+        let mut e = [DataEntry::default(); 4];
+        let mut src = [FiAddr::NOTAVAIL; 4];
+        let mut bufs = [None, None, None, None];
+        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+            Ok(n) => {
+                for k in 0..n {
+                    let buf = bufs[k].take().expect("the receive buffer comes back");
+                    let mut b = [0u8; 2];
+                    buf.read(HEADER_LEN, &mut b).unwrap();
+                    got.push((b, e[k].len, src[k]));
+                }
+            }
+            Err(Error::Again) => return got,
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+#[test]
+fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
+    let p = pair();
+    let (pa, pb) = (
+        [const { PathSlot::<Igb0, D>::EMPTY }; 2],
+        [const { PathSlot::<Igb0, D>::EMPTY }; 8],
+    );
+    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; EPS]);
+    let (ma, mb) = (
+        [const { MrSlot::<Igb0>::EMPTY }; 1],
+        [const { MrSlot::<Igb0>::EMPTY }; 1],
+    );
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 8], [AvEntry::EMPTY; 2]);
+    let mut auxa = [AuxEntry::EMPTY; 64];
+    let mut auxb = [[AuxEntry::EMPTY; 64]; EPS];
+    let counter = Counter::open(
+        &CounterAttr {
+            wait_obj: WaitObj::None,
+            ..CounterAttr::default()
+        },
+        None,
+    )
+    .unwrap();
+    let counters = [&counter];
+    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&p.nic_b, &pb, &cb)
+        .with_mrs(&mb)
+        .with_avs(&vb)
+        .with_counters(&counters);
+    let cq_a = da.open_cq::<Data>(&cq_attr(), &mut auxa).unwrap();
+    let [b0, b1, b2, b3] = &mut auxb;
+    let cqs: Vec<Cq<'_, '_, '_>> = [b0, b1, b2, b3]
+        .into_iter()
+        .map(|aux| db.open_cq::<Data>(&cq_attr(), aux).unwrap())
+        .collect();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let srx = db.srx_context(&SrxAttr::default()).unwrap();
+    assert_eq!(srx.mac(), MAC_B, "queue 0: the station address");
+
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_a.bind_av(&av_a).unwrap();
+    ep_a.enable().unwrap();
+    let mut eps = Vec::new();
+    for (i, cq) in cqs.iter().enumerate() {
+        let mut ep = db
+            .endpoint(&EpAttr {
+                tx_queue: i as u16,
+                rx_queue: 10 + i as u16, // the endpoint's context number on the wire
+                ..EpAttr::default()
+            })
+            .unwrap();
+        let bind = if i == 1 {
+            BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION
+        } else {
+            BindFlags::TRANSMIT | BindFlags::RECV
+        };
+        ep.bind_cq(cq, bind).unwrap();
+        ep.bind_av(&av_b).unwrap();
+        ep.bind_srx(&srx).unwrap();
+        if i == 1 {
+            ep.bind_cntr(&counter, CntrBindFlags::RECV).unwrap();
+        }
+        ep.enable().unwrap();
+        assert_eq!(
+            ep.name(),
+            EpAddr {
+                mac: MAC_B,
+                ctx: 10 + i as u16
+            }
+        );
+        eps.push(ep);
+    }
+    assert_eq!(srx.endpoints(), EPS);
+    let mr_a = da.register(memory(48 * BUF)).unwrap();
+    let mr_b = db.register(memory(48 * BUF)).unwrap();
+    assert_eq!(
+        eps[0]
+            .recv(mr_b.alloc(BUF).unwrap(), OpContext(0))
+            .map_err(|e| e.0),
+        Err(Error::OpNotSupp),
+        "receives are posted to the shared context"
+    );
+    let mut names: Vec<EpAddr> = eps.iter().map(|e| e.name()).collect();
+    names.push(EpAddr {
+        mac: MAC_B,
+        ctx: 99,
+    }); // bound to nobody
+    let mut to = [FiAddr::NOTAVAIL; EPS + 1];
+    av_a.insert(&names, &mut to).unwrap();
+    let mut from_a = [FiAddr::NOTAVAIL];
+    av_b.insert(&[ep_a.name()], &mut from_a).unwrap();
+    for n in 0..44 {
+        srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(1000 + n))
+            .unwrap();
+    }
+    for k in 0..10u8 {
+        for (i, &dest) in to[..EPS].iter().enumerate() {
+            let mut buf = mr_a.alloc(BUF).unwrap();
+            buf.write(HEADER_LEN, &[i as u8, k]).unwrap();
+            ep_a.send(buf, 2, dest, OpContext(0)).unwrap();
+        }
+        if k < 2 {
+            ep_a.send(mr_a.alloc(BUF).unwrap(), 2, to[EPS], OpContext(0))
+                .unwrap();
+        }
+    }
+    // CQ 3 reads first: it takes the shared ring and holds the others' receives for them.
+    for i in [3, 2, 0, 1] {
+        let got = drain(&p.wire, &cqs[i]);
+        let want: Vec<([u8; 2], usize, FiAddr)> = if i == 1 {
+            Vec::new() // selective, nothing asked for
+        } else {
+            (0..10).map(|k| ([i as u8, k], 2, from_a[0])).collect()
+        };
+        assert_eq!(
+            got, want,
+            "CQ {i}: its own messages, in order, with their source"
+        );
+    }
+    assert_eq!(
+        counter.read(),
+        10,
+        "endpoint 1's receives counted, without entries"
+    );
+    for cq in &cqs {
+        assert_eq!(cq.credits(), 64, "every credit back");
+    }
+    assert!(
+        eps[0].dropped_frames() >= 2,
+        "the frames for nobody were dropped"
+    );
+    assert_eq!(mr_b.outstanding(), 4, "the four receives still posted");
+    assert_eq!(srx.rx_size_left(), Ok(D - 4));
+    let _ = drain(&p.wire, &cq_a);
+}
+
+#[test]
+fn an_endpoint_leaving_gives_its_unread_receives_back_to_the_shared_context() {
+    let p = pair();
+    let (pa, pb) = (
+        [const { PathSlot::<Igb0, D>::EMPTY }; 2],
+        [const { PathSlot::<Igb0, D>::EMPTY }; 8],
+    );
+    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 2]);
+    let (ma, mb) = (
+        [const { MrSlot::<Igb0>::EMPTY }; 1],
+        [const { MrSlot::<Igb0>::EMPTY }; 1],
+    );
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 2]);
+    let mut auxa = [AuxEntry::EMPTY; 64];
+    let mut auxb = [[AuxEntry::EMPTY; 64]; 2];
+    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let cq_a = da.open_cq::<Data>(&cq_attr(), &mut auxa).unwrap();
+    let [b0, b1] = &mut auxb;
+    let cq0 = db.open_cq::<Data>(&cq_attr(), b0).unwrap();
+    let cq1 = db.open_cq::<Data>(&cq_attr(), b1).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let srx = db.srx_context(&SrxAttr::default()).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_a.bind_av(&av_a).unwrap();
+    ep_a.enable().unwrap();
+    let mut eps = Vec::new();
+    for (i, cq) in [&cq0, &cq1].into_iter().enumerate() {
+        let mut ep = db
+            .endpoint(&EpAttr {
+                tx_queue: i as u16,
+                rx_queue: 5 + i as u16,
+                ..EpAttr::default()
+            })
+            .unwrap();
+        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&av_b).unwrap();
+        ep.bind_srx(&srx).unwrap();
+        ep.enable().unwrap();
+        eps.push(ep);
+    }
+    let names: Vec<EpAddr> = eps.iter().map(|e| e.name()).collect();
+    let mut to = [FiAddr::NOTAVAIL; 2];
+    av_a.insert(&names, &mut to).unwrap();
+    let mr_a = da.register(memory(16 * BUF)).unwrap();
+    let mr_b = db.register(memory(16 * BUF)).unwrap();
+    for n in 0..4 {
+        srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(n)).unwrap();
+    }
+    // Three messages for endpoint 1, held for its CQ (read by endpoint 0's first).
+    for k in 0..3u8 {
+        let mut buf = mr_a.alloc(BUF).unwrap();
+        buf.write(HEADER_LEN, &[1, k]).unwrap();
+        ep_a.send(buf, 2, to[1], OpContext(0)).unwrap();
+    }
+    assert_eq!(drain(&p.wire, &cq0), []);
+    assert_eq!(srx.rx_size_left(), Ok(D - 4));
+    // Endpoint 1 leaves unread: its three buffers go back to the context's pool, and
+    // endpoint 0 can receive into them.
+    let ep1 = eps.pop().unwrap();
+    ep1.close();
+    assert_eq!(srx.endpoints(), 1);
+    assert_eq!(mr_b.outstanding(), 4, "nothing lost, nothing handed out");
+    for k in 0..4u8 {
+        let mut buf = mr_a.alloc(BUF).unwrap();
+        buf.write(HEADER_LEN, &[0, k]).unwrap();
+        ep_a.send(buf, 2, to[0], OpContext(0)).unwrap();
+    }
+    let got: Vec<[u8; 2]> = drain(&p.wire, &cq0).into_iter().map(|g| g.0).collect();
+    assert_eq!(got, [[0, 0], [0, 1], [0, 2], [0, 3]]);
+    assert_eq!(cq1.credits(), 64);
+    let _ = drain(&p.wire, &cq_a);
+}
+
+#[test]
+fn bind_and_close_rules_follow_fi_endpoint() {
+    let p = pair();
+    let pb = [const { PathSlot::<Igb0, D>::EMPTY }; 8];
+    let cb = [CqSlot::EMPTY; 1];
+    let vb = [AvSlot::EMPTY; 2];
+    let (t0, t1) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
+    let mut auxb = [AuxEntry::EMPTY; 64];
+    let db = Domain::new(&p.nic_b, &pb, &cb).with_avs(&vb);
+    let cq = db.open_cq::<Data>(&cq_attr(), &mut auxb).unwrap();
+    let av = db.open_av(&t0).unwrap();
+    let other_av = db.open_av(&t1).unwrap();
+    assert_eq!(
+        db.srx_context(&SrxAttr {
+            op_flags: OpFlags::MULTI_RECV,
+            ..SrxAttr::default()
+        })
+        .err(),
+        Some(Error::BadFlags)
+    );
+    let srx = db.srx_context(&SrxAttr::default()).unwrap();
+    let make = |tx: u16, ctx: u16, flags: OpFlags| {
+        db.endpoint(&EpAttr {
+            tx_queue: tx,
+            rx_queue: ctx,
+            rx_op_flags: flags,
+            ..EpAttr::default()
+        })
+        .unwrap()
+    };
+    let mut wants_more = make(0, 1, OpFlags::COMPLETION);
+    assert_eq!(
+        wants_more.bind_srx(&srx),
+        Err(Error::BadFlags),
+        "a subset of its flags"
+    );
+    drop(wants_more);
+
+    let mut ep = make(0, 1, OpFlags::empty());
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.bind_srx(&srx).unwrap();
+    assert_eq!(
+        ep.bind_srx(&srx),
+        Err(Error::Inval),
+        "one shared receive context"
+    );
+    ep.enable().unwrap();
+    assert_eq!(ep.bind_srx(&srx), Err(Error::OpBadState));
+
+    // Another AV, or the same context number: refused at enable.
+    let mut other = make(1, 2, OpFlags::empty());
+    other
+        .bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    other.bind_av(&other_av).unwrap();
+    other.bind_srx(&srx).unwrap();
+    assert_eq!(
+        other.enable(),
+        Err(Error::Inval),
+        "endpoints of one context share one AV"
+    );
+    drop(other);
+    let mut twin = make(1, 1, OpFlags::empty());
+    twin.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    twin.bind_av(&av).unwrap();
+    twin.bind_srx(&srx).unwrap();
+    assert_eq!(
+        twin.enable(),
+        Err(Error::Inval),
+        "context numbers are unique on a context"
+    );
+    drop(twin);
+
+    let srx = match srx.close() {
+        Err((Error::Busy, srx)) => srx,
+        other => panic!("close while bound: {:?}", other.map_err(|e| e.0)),
+    };
+    drop(ep);
+    srx.close().map_err(|e| e.0).unwrap();
+    assert!(
+        db.srx_context(&SrxAttr::default()).is_ok(),
+        "the queue was given back"
+    );
+}
