@@ -342,7 +342,7 @@ impl<const D: usize> OpTable<D> {
                 flags: SEND_FLAGS,
                 len: 0,
             };
-            bytes += tx_payload(framed, op.buf.len) as u64;
+            bytes += tx_payload(framed, op.len) as u64;
             k += 1;
         }
         self.live -= k;
@@ -960,7 +960,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let Some(op) = self.table.take(c.token, OpKind::Send) else {
                             continue;
                         };
-                        let payload = tx_payload(self.framing.is_some(), op.buf.len);
+                        let payload = tx_payload(self.framing.is_some(), op.len);
                         match &tx_outcome(&op, c) {
                             Verdict::Done(done) => {
                                 tally.success(payload);
@@ -1091,7 +1091,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             if self.table.take(Token(slot as u64), OpKind::Send).is_some() {
                 ctx.cq.release_credit();
                 release(ctx.mrs, op.owned());
-                tally.success(tx_payload(self.framing.is_some(), op.buf.len));
+                tally.success(tx_payload(self.framing.is_some(), op.len));
             }
         }
     }
@@ -1279,7 +1279,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     continue;
                 }
                 let bytes = if kind == OpKind::Send {
-                    tx_payload(self.framing.is_some(), op.buf.len)
+                    tx_payload(self.framing.is_some(), op.len)
                 } else {
                     rx[i].len as usize
                 };
@@ -1318,7 +1318,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 (Queue::Tx(q), OpKind::Send) => {
                     let seg = [TxSegment {
                         iova: op.buf.iova,
-                        len: op.buf.len as u16,
+                        len: op.len as u16,
                     }];
                     let hw = if op.report || !self.hw_selective {
                         Report::Always
@@ -1630,7 +1630,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             return;
         };
         if ok {
-            c.complete_ok(1, tx_payload(true, op.buf.len) as u64);
+            c.complete_ok(1, tx_payload(true, op.len) as u64);
         } else {
             c.complete_err(1);
         }
@@ -1888,7 +1888,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             }
             let seg = [TxSegment {
                 iova: op.buf.iova,
-                len: op.buf.len as u16,
+                len: op.len as u16,
             }];
             let pushed = match &mut self.queue {
                 Queue::Tx(q) => q.push(&seg, Token(slot as u64), Report::Always).is_ok(),
@@ -2649,13 +2649,15 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
             // Shared contexts take CQs and counters below 64 (checked when binding).
             (w.cq as u8, w.owner, w.cntr.map_or(NO_CNTR, |c| c as u8))
         });
+        // The frame's length (what counts as bytes sent), not the buffer's.
+        let frame: u32 = segments.iter().map(|s| u32::from(s.len)).sum();
         self.table.commit(
             slot,
             Op {
                 kind: OpKind::Send,
                 context,
                 buf,
-                len: buf.len,
+                len: frame,
                 report,
                 group: NO_GROUP,
                 plain: OpKind::Free, // commit decides

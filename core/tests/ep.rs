@@ -1278,6 +1278,59 @@ fn cancel_before_enable_is_opbadstate<T: TestNic>() {
     assert_eq!(ep.cancel(OpContext(1)), Err(Error::OpBadState));
 }
 
+/// A byte counter bound to sends counts each send's payload — not the size of the buffer it
+/// was sent from.
+fn a_send_byte_counter_counts_payload_bytes<T: TestNic>() {
+    use ringfab::cntr::{Counter, CounterAttr, CounterEvents};
+    use ringfab::flags::CntrBindFlags;
+    let p = pair_of::<T>();
+    let bytes = Counter::<ringfab_emu::EmuWait>::open(
+        &CounterAttr {
+            events: CounterEvents::Bytes,
+            ..CounterAttr::default()
+        },
+        None,
+    )
+    .unwrap();
+    let cntrs = [&bytes];
+    slabs!(pa, ca, ma, va, auxa, ta);
+    slabs!(pb, cb, mb, vb, auxb, tb);
+    let [auxa0, _] = &mut auxa;
+    let [auxb0, _] = &mut auxb;
+    let da = Domain::new(&p.nic_a, &pa, &ca)
+        .with_mrs(&ma)
+        .with_avs(&va)
+        .with_counters(&cntrs);
+    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_a.bind_cntr(&bytes, CntrBindFlags::SEND).unwrap();
+    ep_a.bind_av(&av_a).unwrap();
+    ep_b.bind_av(&av_b).unwrap();
+    ep_a.enable().unwrap();
+    ep_b.enable().unwrap();
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    for (i, len) in [10, 20, 30].into_iter().enumerate() {
+        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_a.send(mr_a.alloc(BUF).unwrap(), len, to_b, OpContext(i))
+            .unwrap();
+    }
+    for _ in 0..3 {
+        let _ = read_one(&p.wire, &cq_a);
+    }
+    assert_eq!(bytes.read(), 60, "10 + 20 + 30 payload bytes");
+}
+
 fn counters_count_every_completion_by_class_also_without_cq_entries<T: TestNic>() {
     use ringfab::cntr::{Counter, CounterAttr, CounterEvents};
     use ringfab::flags::CntrBindFlags;
@@ -1745,6 +1798,7 @@ on_every_nic!(
     a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back,
     senddata_carries_remote_cq_data_to_the_receiver,
     inject_copies_the_payload_and_reports_no_completion,
+    a_send_byte_counter_counts_payload_bytes,
     fi_more_defers_the_doorbell_until_the_last_send_of_a_batch,
     selective_completion_reports_only_what_asked_for_it,
     lifecycle_errors_follow_fi_endpoint,
