@@ -57,7 +57,7 @@ use crate::domain::Domain;
 use crate::flags::{BindFlags, CntrBindFlags, OpFlags};
 use crate::hal::{DmaRegion, Nic, QueueFault, RxConfig, RxQueue, TxConfig, TxSegment, Wait};
 use crate::info::{EndpointAttr, EpInfo, Order, Protocol, RxAttr, TxAttr};
-use crate::mr::{Buf, RawBuf};
+use crate::mr::{Buf, Iov, RawBuf};
 use crate::path::{Framing, Outcome, Path, Poster, Queue, NO_MR};
 use crate::proto::{self, Header, HEADER_LEN};
 use crate::srx::SharedRxContext;
@@ -503,7 +503,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 comp_order,
                 inject_size: self.inject_size(),
                 size: D,
-                iov_limit: 1,
+                iov_limit: self.iov_limit(),
                 rma_iov_limit: 0,
             },
             rx: RxAttr {
@@ -900,6 +900,127 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 Ok(())
             }
             Err(e) => Err((e, buf)),
+        }
+    }
+
+    /// Buffers a gather send may have: [`IOV_MAX`](crate::mr::IOV_MAX), or fewer where the
+    /// NIC takes fewer segments per frame (one goes to ringfab's header).
+    pub fn iov_limit(&self) -> usize {
+        crate::mr::IOV_MAX.min(
+            self.domain
+                .nic()
+                .capabilities()
+                .max_tx_segments
+                .saturating_sub(1),
+        )
+    }
+
+    /// Sends the buffers of `iov` as one message, in order (`fi_sendv`), with the endpoint's
+    /// default transmit flags: each contributes the bytes [`Iov::push`] said, from its start.
+    /// ringfab's header goes out of the endpoint's own bounce memory in front of them, so
+    /// nothing is copied. The buffers come back together with the completion
+    /// ([`CompletionQueue::read_owned_iov`]), or with the error.
+    ///
+    /// # Errors
+    /// See [`sendmsgv`](Self::sendmsgv).
+    #[allow(
+        clippy::result_large_err,
+        reason = "decision 6: the buffers come back with the error; no allocator to box them"
+    )]
+    pub fn sendv(
+        &self,
+        iov: Iov<'s>,
+        dest: FiAddr,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Iov<'s>)> {
+        self.sendmsgv(iov, dest, None, context, self.attr.tx_op_flags)
+    }
+
+    /// [`sendv`](Self::sendv) with explicit flags and remote CQ data (`fi_sendmsg` with an
+    /// iov).
+    ///
+    /// # Errors
+    /// The buffers come back with the error and nothing was posted: `Inval` for an empty
+    /// list, more buffers than [`iov_limit`](Self::iov_limit), or an empty buffer; `Again`
+    /// when the path's gather records, the ring, the op table or the CQ's credits are full;
+    /// otherwise as [`sendmsg`](Self::sendmsg).
+    #[allow(
+        clippy::result_large_err,
+        reason = "decision 6: the buffers come back with the error; no allocator to box them"
+    )]
+    pub fn sendmsgv(
+        &self,
+        iov: Iov<'s>,
+        dest: FiAddr,
+        data: Option<u64>,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> core::result::Result<(), (Error, Iov<'s>)> {
+        let n = iov.len();
+        if n == 0 || n > self.iov_limit() || (0..n).any(|i| iov.get(i).is_some_and(|b| b.1 == 0)) {
+            return Err((Error::Inval, iov));
+        }
+        let header = match self.check_send(iov.total(), dest, data, flags) {
+            Ok(h) => h,
+            Err(e) => return Err((e, iov)),
+        };
+        let (Some(tx), Some(bounce)) = (&self.tx, &self.bounce) else {
+            return Err((Error::OpBadState, iov));
+        };
+        let cq = match self.cq_slot(self.tx_cq) {
+            Ok(cq) => cq,
+            Err(e) => return Err((e, iov)),
+        };
+        let mut bytes = [0u8; HEADER_LEN];
+        header.emit(&mut bytes);
+        let mut segs = [TxSegment {
+            iova: crate::hal::Iova(0),
+            len: 0,
+        }; crate::mr::IOV_MAX + 1];
+        let mut raws = [None; crate::mr::IOV_MAX];
+        for i in 0..n {
+            let Some((b, len)) = iov.get(i) else {
+                return Err((Error::Inval, iov));
+            };
+            let Some(seg) = b.tx_segment(len) else {
+                return Err((Error::Inval, iov));
+            };
+            segs[i + 1] = seg;
+            raws[i] = Some(b.raw());
+        }
+        let r = tx.with_state(|st| {
+            // The header goes out of the bounce slot of the op-table slot the post takes, as
+            // an inject's frame does: free exactly as long as that slot is.
+            let slot = st.next_slot().ok_or(Error::Again)?;
+            let offset = slot * INJECT_SLOT;
+            bounce.write_bytes(offset, &bytes);
+            segs[0] = TxSegment {
+                iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
+                len: HEADER_LEN as u16,
+            };
+            let first = raws[0].ok_or(Error::Inval)?;
+            let mut extra = [None; crate::mr::IOV_MAX - 1];
+            extra.copy_from_slice(&raws[1..]);
+            let r = st.post_send_iov(
+                cq,
+                &segs[..n + 1],
+                first,
+                extra,
+                context,
+                flags,
+                self.poster(),
+            );
+            if !flags.contains(OpFlags::MORE) || r.is_err() {
+                st.doorbell();
+            }
+            r
+        });
+        match r {
+            Ok(()) => {
+                let _ = iov.into_raw();
+                Ok(())
+            }
+            Err(e) => Err((e, iov)),
         }
     }
 

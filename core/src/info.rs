@@ -74,7 +74,7 @@ pub struct TxAttr {
     pub inject_size: usize,
     /// `size`: operations the queue can hold (its op-table depth).
     pub size: usize,
-    /// `iov_limit`: 1 — every operation is one registered buffer.
+    /// `iov_limit`: the buffers a gather send may have ([`Endpoint::iov_limit`](crate::ep::Endpoint::iov_limit)).
     pub iov_limit: usize,
     /// `rma_iov_limit`: 0, no RMA.
     pub rma_iov_limit: usize,

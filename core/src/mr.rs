@@ -391,3 +391,85 @@ impl Drop for Buf<'_> {
 pub(crate) fn owner_of<N: Nic>(mrs: &[MrSlot<N>], mr: u16) -> Option<&AtomicUsize> {
     mrs.get(usize::from(mr)).map(|s| &s.outstanding)
 }
+
+/// Buffers one gather send takes at most ([`Endpoint::sendv`](crate::ep::Endpoint::sendv));
+/// a NIC may allow fewer (`iov_limit` in [`Endpoint::info`](crate::ep::Endpoint::info)).
+pub const IOV_MAX: usize = 3;
+
+/// The owned buffers of one gather send (`fi_sendv`'s `iov`): each with the number of bytes
+/// of it to send, from its start. Taken by value, handed back whole — with the error, or
+/// with the completion ([`CompletionQueue::read_owned_iov`](crate::cq::CompletionQueue::read_owned_iov)).
+/// A fixed array: no allocation.
+#[derive(Debug, Default)]
+pub struct Iov<'s> {
+    bufs: [Option<Buf<'s>>; IOV_MAX],
+    lens: [usize; IOV_MAX],
+    n: usize,
+}
+
+impl<'s> Iov<'s> {
+    /// An empty list.
+    pub fn new() -> Self {
+        Iov::default()
+    }
+
+    /// Appends `buf`, of which `len` bytes are sent.
+    ///
+    /// # Errors
+    /// `Inval` with the buffer back if the list is full ([`IOV_MAX`]) or `len` is more than
+    /// the buffer holds.
+    pub fn push(&mut self, buf: Buf<'s>, len: usize) -> core::result::Result<(), (Error, Buf<'s>)> {
+        if self.n == IOV_MAX || len > buf.len() {
+            return Err((Error::Inval, buf));
+        }
+        self.bufs[self.n] = Some(buf);
+        self.lens[self.n] = len;
+        self.n += 1;
+        Ok(())
+    }
+
+    /// Buffers in the list.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Bytes sent from all of them.
+    pub fn total(&self) -> usize {
+        self.lens[..self.n].iter().sum()
+    }
+
+    /// Buffer `i` and its length, if there is one.
+    pub fn get(&self, i: usize) -> Option<(&Buf<'s>, usize)> {
+        self.bufs.get(i)?.as_ref().map(|b| (b, self.lens[i]))
+    }
+
+    /// Takes the buffers out, first first.
+    pub fn into_bufs(self) -> impl Iterator<Item = Buf<'s>> {
+        self.bufs.into_iter().flatten()
+    }
+
+    /// The buffers as posted: their identities, the list left empty (their counts stay with
+    /// their regions until they come back).
+    pub(crate) fn into_raw(mut self) -> ([Option<RawBuf>; IOV_MAX], [usize; IOV_MAX]) {
+        let mut raw = [None; IOV_MAX];
+        for (r, b) in raw.iter_mut().zip(self.bufs.iter_mut()) {
+            *r = b.take().map(Buf::into_raw);
+        }
+        (raw, self.lens)
+    }
+
+    /// A list of buffers coming back (a completion's, with their lengths unknown: 0).
+    pub(crate) fn from_bufs(bufs: impl IntoIterator<Item = Buf<'s>>) -> Self {
+        let mut iov = Iov::new();
+        for b in bufs.into_iter().take(IOV_MAX) {
+            iov.bufs[iov.n] = Some(b);
+            iov.n += 1;
+        }
+        iov
+    }
+}

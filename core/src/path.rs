@@ -81,7 +81,7 @@ use crate::hal::{
     Iova, Nic, PushError, QueueFault, Report, RxBuffer, RxCompletion, RxError, RxQueue, Token,
     TxCompletion, TxError, TxQueue, TxSegment,
 };
-use crate::mr::{owner_of, Buf, MrSlot, RawBuf};
+use crate::mr::{owner_of, Buf, MrSlot, RawBuf, IOV_MAX};
 use crate::proto::{self, Header};
 use crate::{Error, Result};
 
@@ -139,6 +139,37 @@ pub(crate) struct Op {
     cq: u8,
     owner: u8,
     cntr: u8,
+    /// A gather send's record in the path's pool (`PathState::iov`), or [`NO_IOV`].
+    iov: u8,
+}
+
+/// `Op::iov` of an operation that is not a gather send.
+const NO_IOV: u8 = u8::MAX;
+
+/// Gather sends in flight whose further buffers a path keeps (posting another is `Again`):
+/// a small pool rather than room in every op-table slot.
+pub(crate) const IOV_POOL: usize = 8;
+
+/// A gather send in flight: its segments (to post it again after a flush) and the buffers
+/// after the first (the first is the operation's own `buf`).
+#[derive(Clone, Copy, Debug)]
+struct IovRec {
+    used: bool,
+    segs: [TxSegment; IOV_MAX + 1],
+    nsegs: u8,
+    extra: [Option<RawBuf>; IOV_MAX - 1],
+}
+
+impl IovRec {
+    const FREE: IovRec = IovRec {
+        used: false,
+        segs: [TxSegment {
+            iova: Iova(0),
+            len: 0,
+        }; IOV_MAX + 1],
+        nsegs: 0,
+        extra: [None; IOV_MAX - 1],
+    };
 }
 
 /// `Op::cntr` of an operation counted by no counter.
@@ -202,6 +233,7 @@ impl Op {
         cq: 0,
         owner: 0,
         cntr: NO_CNTR,
+        iov: NO_IOV,
     };
 
     fn owned(&self) -> Option<RawBuf> {
@@ -585,6 +617,8 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     /// A shared *receive* context's path: the endpoints bound to it, by owner number. Its
     /// receives hold no CQ credit until their endpoint is known (from the frame).
     pub(crate) srx: [Option<SrxEp>; SRX_MAX],
+    /// Gather sends in flight (`Op::iov`).
+    iov: [IovRec; IOV_POOL],
 }
 
 /// Endpoints one shared context takes (owner numbers are bits of a `u32`).
@@ -740,6 +774,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             plains: [Plain::NONE; CHUNK],
             shared: false,
             srx: [None; SRX_MAX],
+            iov: [IovRec::FREE; IOV_POOL],
         }
     }
 
@@ -961,7 +996,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             continue;
                         };
                         let payload = tx_payload(self.framing.is_some(), op.len);
-                        match &tx_outcome(&op, c) {
+                        let mut verdict = tx_outcome(&op, c);
+                        self.attach_extras(&op, &mut verdict, ctx.mrs);
+                        match &verdict {
                             Verdict::Done(done) => {
                                 tally.success(payload);
                                 given += 1;
@@ -1091,6 +1128,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             if self.table.take(Token(slot as u64), OpKind::Send).is_some() {
                 ctx.cq.release_credit();
                 release(ctx.mrs, op.owned());
+                self.release_extras(&op, ctx.mrs);
                 tally.success(tx_payload(self.framing.is_some(), op.len));
             }
         }
@@ -1247,11 +1285,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         None => op.owned(),
                     };
                     tally.err += 1;
+                    let extra = self.take_extras(&op);
                     sink(Outcome::Failed(&ErrRecord {
                         completion: Completion {
                             context: op.context,
                             flags: completion_flags(kind, op.group != NO_GROUP),
                             owned,
+                            extra,
                             ..Completion::default()
                         },
                         err: Error::Canceled,
@@ -1278,6 +1318,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 if self.table.take(token, kind).is_none() {
                     continue;
                 }
+                self.attach_extras(&op, &mut verdict, ctx.mrs);
                 let bytes = if kind == OpKind::Send {
                     tx_payload(self.framing.is_some(), op.len)
                 } else {
@@ -1313,19 +1354,16 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             let slot = (head + k) % D;
             let op = self.table.ops[slot];
             let token = Token(slot as u64);
+            let (segs, nsegs) = self.resend_segments(&op);
             let pushed = match (&mut self.queue, op.kind) {
                 (Queue::Rx(q), OpKind::Recv) => q.push(op.buf.rx(), token).is_ok(),
                 (Queue::Tx(q), OpKind::Send) => {
-                    let seg = [TxSegment {
-                        iova: op.buf.iova,
-                        len: op.len as u16,
-                    }];
                     let hw = if op.report || !self.hw_selective {
                         Report::Always
                     } else {
                         Report::ErrorsOnly
                     };
-                    q.push(&seg, token, hw).is_ok()
+                    q.push(&segs[..nsegs], token, hw).is_ok()
                 }
                 _ => continue,
             };
@@ -1336,6 +1374,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     tally.err += 1;
                     let mut rec = canceled_recv(&op);
                     settle(&mut self.groups, &op, &mut rec.completion);
+                    rec.completion.extra = self.take_extras(&op);
                     sink(Outcome::Failed(&rec));
                 }
             }
@@ -1596,6 +1635,99 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     }
 }
 
+/// Gather sends (`Endpoint::sendv`): the first buffer is the operation's own; the others and
+/// the segment list wait in a pool record until the operation completes, when they travel
+/// with the completion (`Completion::extra`) or go back to their regions with the first.
+impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
+    /// Posts a gather send: as [`post_send`](Self::post_send) with `segments` (the header
+    /// first) and `extra`, the buffers after `buf`.
+    ///
+    /// # Errors
+    /// `Again` when the pool is full; otherwise as `post_send`.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "post_send's, plus the further buffers"
+    )]
+    pub(crate) fn post_send_iov(
+        &mut self,
+        cq: &CqSlot<'_>,
+        segments: &[TxSegment],
+        buf: RawBuf,
+        extra: [Option<RawBuf>; IOV_MAX - 1],
+        context: OpContext,
+        flags: OpFlags,
+        who: Option<Poster>,
+    ) -> Result {
+        if segments.len() > IOV_MAX + 1 {
+            return Err(Error::Inval);
+        }
+        let Some(r) = self.iov.iter().position(|r| !r.used) else {
+            return Err(Error::Again);
+        };
+        self.post_send(cq, segments, buf, context, flags, who)?;
+        let slot = self.table.tail.wrapping_sub(1) % D;
+        self.table.ops[slot].iov = r as u8;
+        let mut rec = IovRec {
+            used: true,
+            nsegs: segments.len() as u8,
+            extra,
+            ..IovRec::FREE
+        };
+        rec.segs[..segments.len()].copy_from_slice(segments);
+        self.iov[r] = rec;
+        Ok(())
+    }
+
+    /// Takes a gather send's further buffers out of its pool record, freeing it.
+    fn take_extras(&mut self, op: &Op) -> [Option<RawBuf>; IOV_MAX - 1] {
+        match self.iov.get_mut(usize::from(op.iov)) {
+            Some(rec) if op.kind == OpKind::Send && rec.used => {
+                rec.used = false;
+                core::mem::take(&mut rec.extra)
+            }
+            _ => [None; IOV_MAX - 1],
+        }
+    }
+
+    /// Gives a finished send's further buffers to its outcome's completion, or back to their
+    /// regions when the outcome reaches nobody.
+    fn attach_extras(&mut self, op: &Op, verdict: &mut Verdict, mrs: &[MrSlot<N>]) {
+        let extra = self.take_extras(op);
+        match verdict {
+            Verdict::Done(c) => c.extra = extra,
+            Verdict::Failed(rec) => rec.completion.extra = extra,
+            Verdict::Silent | Verdict::Repost => {
+                for raw in extra {
+                    release(mrs, raw);
+                }
+            }
+        }
+    }
+
+    /// Gives an operation's further buffers back to their regions (it is discarded).
+    fn release_extras(&mut self, op: &Op, mrs: &[MrSlot<N>]) {
+        for raw in self.take_extras(op) {
+            release(mrs, raw);
+        }
+    }
+
+    /// The segments to push a send again with (after a flush): a gather send's list, else its
+    /// frame in its one buffer.
+    fn resend_segments(&self, op: &Op) -> ([TxSegment; IOV_MAX + 1], usize) {
+        match self.iov.get(usize::from(op.iov)) {
+            Some(rec) if rec.used => (rec.segs, usize::from(rec.nsegs)),
+            _ => {
+                let mut segs = IovRec::FREE.segs;
+                segs[0] = TxSegment {
+                    iova: op.buf.iova,
+                    len: op.len as u16,
+                };
+                (segs, 1)
+            }
+        }
+    }
+}
+
 /// What a shared path's flush does with one operation handed back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Settle {
@@ -1692,6 +1824,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     self.table.take(c.token, OpKind::Send);
                     self.op_cq(&op, ctx).release_credit();
                     release(ctx.mrs, op.owned());
+                    self.release_extras(&op, ctx.mrs);
                 } else if usize::from(op.cq) != ctx.reader || stop {
                     // Another CQ's, or behind an error this read stops at: kept in its slot.
                     self.table.held[slot] = Some(Held::Tx(c.status));
@@ -1732,7 +1865,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             token: Token(0),
             status,
         };
-        match &tx_outcome(op, &c) {
+        let mut verdict = tx_outcome(op, &c);
+        self.attach_extras(op, &mut verdict, ctx.mrs);
+        match &verdict {
             Verdict::Done(done) => (1, sink(Outcome::Done(done))),
             Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
             Verdict::Silent | Verdict::Repost => {
@@ -1847,11 +1982,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     Settle::Cancel => {
                         self.table.take(c.token, OpKind::Send);
                         self.count_shared(&op, false, ctx);
+                        let extra = self.take_extras(&op);
                         sink(Outcome::Failed(&ErrRecord {
                             completion: Completion {
                                 context: op.context,
                                 flags: SEND_FLAGS,
                                 owned: op.owned(),
+                                extra,
                                 ..Completion::default()
                             },
                             err: Error::Canceled,
@@ -1866,6 +2003,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             self.table.take(c.token, OpKind::Send);
                             self.op_cq(&op, ctx).release_credit();
                             release(ctx.mrs, op.owned());
+                            self.release_extras(&op, ctx.mrs);
                         } else if usize::from(op.cq) == ctx.reader {
                             self.table.take(c.token, OpKind::Send);
                             let (_, _) = self.deliver_shared(&op, c.status, ctx, &mut |o| {
@@ -1886,12 +2024,11 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             if op.kind != OpKind::Send || self.table.held[slot].is_some() {
                 continue;
             }
-            let seg = [TxSegment {
-                iova: op.buf.iova,
-                len: op.len as u16,
-            }];
+            let (segs, nsegs) = self.resend_segments(&op);
             let pushed = match &mut self.queue {
-                Queue::Tx(q) => q.push(&seg, Token(slot as u64), Report::Always).is_ok(),
+                Queue::Tx(q) => q
+                    .push(&segs[..nsegs], Token(slot as u64), Report::Always)
+                    .is_ok(),
                 Queue::Rx(_) => false,
             };
             if !pushed {
@@ -1913,6 +2050,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         if !(self.shared && op.kind == OpKind::Recv) {
             self.op_cq(op, ctx).release_credit();
         }
+        self.release_extras(op, ctx.mrs);
         release(ctx.mrs, op.owned());
         if let GroupExit::Last(raw) = leave_group(&mut self.groups, op) {
             release(ctx.mrs, Some(raw));
@@ -2664,6 +2802,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 cq: cq_index,
                 owner,
                 cntr,
+                iov: NO_IOV,
             },
         );
         Ok(())

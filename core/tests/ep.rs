@@ -275,8 +275,10 @@ fn info_reports_what_the_endpoint_does<T: TestNic>() {
     assert_eq!((info.tx.size, info.rx.size), (D, D));
     assert_eq!(
         (info.tx.iov_limit, info.rx.iov_limit, info.tx.rma_iov_limit),
-        (1, 1, 0)
+        (ep_a.iov_limit(), 1, 0),
+        "a gather send takes iov_limit buffers (sendv_gathers_several_buffers_into_one_message)"
     );
+    assert_eq!(ep_a.iov_limit(), ringfab::mr::IOV_MAX);
     assert_eq!(info.rx.total_buffered_recv, 0);
     assert_eq!(
         (info.tx.msg_order, info.rx.msg_order),
@@ -1278,6 +1280,123 @@ fn cancel_before_enable_is_opbadstate<T: TestNic>() {
     assert_eq!(ep.cancel(OpContext(1)), Err(Error::OpBadState));
 }
 
+/// `sendv`: several owned buffers go out as one message, in order, behind a header from the
+/// endpoint's bounce memory; they come back together with the completion; a flush (cancel of
+/// another send) posts the gather send again whole; close hands every buffer back.
+fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
+    use ringfab::mr::Iov;
+    let p = pair_of::<T>();
+    endpoints!(
+        p,
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        _av_b,
+        ep_a,
+        ep_b,
+        EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV
+    );
+    let (mut cq_a, mut cq_b) = (cq_a, cq_b);
+    let to_b = insert(&av_a, ep_b.name());
+    let mr_a = da.register(memory(16 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    let gather = |seed: u8| {
+        let mut iov = Iov::new();
+        for (k, len) in [5usize, 7, 9].into_iter().enumerate() {
+            let mut b = mr_a.alloc(BUF).unwrap();
+            let bytes: Vec<u8> = (0..len).map(|j| seed + (k * 16 + j) as u8).collect();
+            b.write(0, &bytes).unwrap();
+            iov.push(b, len).unwrap();
+        }
+        iov
+    };
+    let expect = |seed: u8| -> Vec<u8> {
+        [5usize, 7, 9]
+            .into_iter()
+            .enumerate()
+            .flat_map(|(k, len)| (0..len).map(move |j| seed + (k * 16 + j) as u8))
+            .collect()
+    };
+
+    // Refusals hand the whole list back.
+    let (e, back) = ep_a.sendv(Iov::new(), to_b, OpContext(1)).unwrap_err();
+    assert_eq!((e, back.len()), (Error::Inval, 0), "an empty list");
+    let mut full = gather(0);
+    let (e, extra) = full.push(mr_a.alloc(BUF).unwrap(), 1).unwrap_err();
+    assert_eq!(e, Error::Inval, "no more than IOV_MAX");
+    drop(extra);
+    let (e, back) = ep_a.sendv(full, FiAddr(99), OpContext(1)).unwrap_err();
+    assert_eq!(
+        (e, back.len()),
+        (Error::Inval, 3),
+        "a destination not in the AV"
+    );
+    drop(back);
+    assert_eq!(mr_a.outstanding(), 0);
+
+    // One gather send, received as one message.
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(10)).unwrap();
+    ep_a.sendv(gather(1), to_b, OpContext(11)).unwrap();
+    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!((e.op_context, e.len), (OpContext(10), 21));
+    let mut got = [0u8; 21];
+    buf.unwrap().read(HEADER_LEN, &mut got).unwrap();
+    assert_eq!(got.to_vec(), expect(1));
+    p.wire.run_until_idle();
+    let mut out = [DataEntry::default(); 2];
+    let mut src = [FiAddr::NOTAVAIL; 2];
+    let mut iovs = [Iov::new(), Iov::new()];
+    assert_eq!(cq_a.read_owned_iov(&mut out, &mut src, &mut iovs), Ok(1));
+    assert_eq!(out[0].op_context, OpContext(11));
+    assert_eq!(
+        iovs[0].len(),
+        3,
+        "all three buffers come back with the completion"
+    );
+    let [first, _] = iovs;
+    drop(first);
+    assert_eq!(mr_a.outstanding(), 0);
+
+    // Held in the ring with FI_MORE, then flushed by a cancel of the send behind it: posted
+    // again whole (all its segments), and it arrives intact.
+    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(20)).unwrap();
+    ep_a.sendmsgv(gather(2), to_b, None, OpContext(21), OpFlags::MORE)
+        .unwrap();
+    ep_a.sendmsg(
+        mr_a.alloc(BUF).unwrap(),
+        4,
+        to_b,
+        None,
+        OpContext(22),
+        OpFlags::MORE,
+    )
+    .unwrap();
+    assert_eq!(ep_a.cancel(OpContext(22)), Ok(true));
+    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!((e.op_context, e.len), (OpContext(20), 21));
+    let mut got = [0u8; 21];
+    buf.unwrap().read(HEADER_LEN, &mut got).unwrap();
+    assert_eq!(got.to_vec(), expect(2));
+    let (ok, err) = drain_all(&p.wire, &mut cq_a);
+    assert_eq!((ok, err), (vec![(21, 0)], vec![(22, 125)]));
+    assert_eq!(
+        mr_a.outstanding(),
+        0,
+        "read and readerr gave every buffer back"
+    );
+
+    // Closing with a gather send in the ring gives all of its buffers back.
+    ep_a.sendmsgv(gather(3), to_b, None, OpContext(31), OpFlags::MORE)
+        .unwrap();
+    assert_eq!(mr_a.outstanding(), 3);
+    ep_a.close();
+    assert_eq!(mr_a.outstanding(), 0);
+    let _ = &mut cq_b;
+}
+
 /// A byte counter bound to sends counts each send's payload — not the size of the buffer it
 /// was sent from.
 fn a_send_byte_counter_counts_payload_bytes<T: TestNic>() {
@@ -1799,6 +1918,7 @@ on_every_nic!(
     senddata_carries_remote_cq_data_to_the_receiver,
     inject_copies_the_payload_and_reports_no_completion,
     a_send_byte_counter_counts_payload_bytes,
+    sendv_gathers_several_buffers_into_one_message,
     fi_more_defers_the_doorbell_until_the_last_send_of_a_batch,
     selective_completion_reports_only_what_asked_for_it,
     lifecycle_errors_follow_fi_endpoint,

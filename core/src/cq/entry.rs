@@ -320,6 +320,8 @@ pub struct Completion {
     pub(crate) src: Option<crate::av::FiAddr>,
     /// The owned buffer the operation was posted with, on its way back to the application.
     pub(crate) owned: Option<crate::mr::RawBuf>,
+    /// A gather send's further buffers (`Endpoint::sendv`), on their way back with `owned`.
+    pub(crate) extra: [Option<crate::mr::RawBuf>; crate::mr::IOV_MAX - 1],
 }
 
 mod sealed {

@@ -52,7 +52,7 @@ use crate::av::{EpAddr, FiAddr};
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags};
 use crate::hal::Nic;
-use crate::mr::{owner_of, Buf, MrSlot};
+use crate::mr::{owner_of, Buf, Iov, MrSlot, RawBuf};
 use crate::path::{release, ErrRecord, Outcome, Path, PathSlot, PathState, Plain, Sink, NO_CQ};
 use crate::{Error, Result};
 
@@ -80,6 +80,8 @@ pub(super) struct Delivery<'o, 's, F: Format, N: Nic> {
     pub(super) out: &'o mut [F::Entry],
     pub(super) src: Option<&'o mut [FiAddr]>,
     pub(super) bufs: Option<&'o mut [Option<Buf<'s>>]>,
+    /// Every buffer of each entry (a gather send's several), for `read_owned_iov`.
+    pub(super) iovs: Option<&'o mut [Iov<'s>]>,
     pub(super) mrs: &'s [MrSlot<N>],
 }
 
@@ -91,6 +93,7 @@ impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
             out: &mut self.out[base..],
             src: self.src.as_deref_mut().map(|s| &mut s[base..]),
             bufs: self.bufs.as_deref_mut().map(|b| &mut b[base..]),
+            iovs: self.iovs.as_deref_mut().map(|b| &mut b[base..]),
             mrs: self.mrs,
         }
     }
@@ -115,6 +118,11 @@ impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
                 *b = None;
             }
         }
+        if let Some(iovs) = self.iovs.as_deref_mut() {
+            for b in &mut iovs[n..n + k] {
+                *b = Iov::new();
+            }
+        }
     }
 
     /// Writes completion `c` as entry `n`.
@@ -124,15 +132,20 @@ impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
         if let Some(src) = self.src.as_deref_mut() {
             src[n] = c.src.unwrap_or(FiAddr::NOTAVAIL);
         }
-        if let Some(bufs) = self.bufs.as_deref_mut() {
-            bufs[n] = c
-                .owned
-                .and_then(|raw| owner_of(self.mrs, raw.mr).map(|o| Buf::from_raw(raw, o)));
-        } else if let Some(raw) = c.owned {
-            // Nobody takes it: the buffer goes back to its region's count.
-            if let Some(o) = owner_of(self.mrs, raw.mr) {
-                drop(Buf::from_raw(raw, o));
+        let mrs = self.mrs;
+        let owned = move |raw: Option<RawBuf>| {
+            raw.and_then(|raw| owner_of(mrs, raw.mr).map(|o| Buf::from_raw(raw, o)))
+        };
+        if let Some(iovs) = self.iovs.as_deref_mut() {
+            iovs[n] = Iov::from_bufs(core::iter::once(c.owned).chain(c.extra).filter_map(owned));
+        } else {
+            // Buffers nobody takes go back to their regions' counts (the handle drops).
+            if let Some(bufs) = self.bufs.as_deref_mut() {
+                bufs[n] = owned(c.owned);
+            } else {
+                drop(owned(c.owned));
             }
+            c.extra.into_iter().for_each(|raw| drop(owned(raw)));
         }
     }
 }
@@ -585,6 +598,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             out,
             src: None,
             bufs: None,
+            iovs: None,
             mrs: self.domain.mrs(),
         })
     }
@@ -603,6 +617,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             out,
             src: Some(src),
             bufs: None,
+            iovs: None,
             mrs: self.domain.mrs(),
         })
     }
@@ -627,6 +642,32 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             out,
             src: Some(src),
             bufs: Some(bufs),
+            iovs: None,
+            mrs: self.domain.mrs(),
+        })
+    }
+
+    /// [`read_owned`](Self::read_owned) that hands back *every* buffer of each entry:
+    /// `iovs[i]` holds `out[i]`'s — a gather send's several
+    /// ([`Endpoint::sendv`](crate::ep::Endpoint::sendv)), one for any other operation posted
+    /// with an owned buffer, none otherwise (lengths are not kept: 0).
+    ///
+    /// # Errors
+    /// As `read`; `Inval` if `src` or `iovs` is shorter than `out`.
+    pub fn read_owned_iov(
+        &self,
+        out: &mut [F::Entry],
+        src: &mut [FiAddr],
+        iovs: &mut [Iov<'s>],
+    ) -> Result<usize> {
+        if src.len() < out.len() || iovs.len() < out.len() {
+            return Err(Error::Inval);
+        }
+        self.read_into(&mut Delivery {
+            out,
+            src: Some(src),
+            bufs: None,
+            iovs: Some(iovs),
             mrs: self.domain.mrs(),
         })
     }
@@ -668,6 +709,23 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         err_data: Option<&mut [u8]>,
         flags: u64,
     ) -> Result<(ErrDataOut<'b>, Option<Buf<'s>>)> {
+        // A gather send's further buffers, which this call has no place for, go back to
+        // their regions.
+        self.readerr_owned_iov(entry, err_data, flags)
+            .map(|(out, iov)| (out, iov.into_bufs().next()))
+    }
+
+    /// [`readerr_owned`](Self::readerr_owned) that hands back every buffer of the failed
+    /// operation (a gather send's several; see [`read_owned_iov`](Self::read_owned_iov)).
+    ///
+    /// # Errors
+    /// As `readerr`.
+    pub fn readerr_owned_iov<'b>(
+        &'b mut self,
+        entry: &mut ErrEntry,
+        err_data: Option<&mut [u8]>,
+        flags: u64,
+    ) -> Result<(ErrDataOut<'b>, Iov<'s>)> {
         if flags != 0 {
             return Err(Error::BadFlags);
         }
@@ -698,10 +756,14 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             }
             (None, _, _) => (ProvError::NONE, 0),
         };
-        let buf = rec
-            .completion
-            .owned
-            .and_then(|raw| owner_of(self.domain.mrs(), raw.mr).map(|o| Buf::from_raw(raw, o)));
+        let mrs = self.domain.mrs();
+        let buf = Iov::from_bufs(
+            core::iter::once(rec.completion.owned)
+                .chain(rec.completion.extra)
+                .filter_map(|raw| {
+                    raw.and_then(|raw| owner_of(mrs, raw.mr).map(|o| Buf::from_raw(raw, o)))
+                }),
+        );
         let caller_ptr = err_data
             .as_deref()
             .map_or(BufAddr::NULL, |b| BufAddr(b.as_ptr() as usize));
@@ -789,12 +851,17 @@ impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, '_, N, 
             let mut guard = slot.state.lock();
             if let Some(st) = guard.as_mut() {
                 while let Some(item) = st.aux.front() {
-                    let owned = match item {
-                        AuxItem::Ok(c) => c.owned,
-                        AuxItem::Err(e) => e.completion.owned,
+                    let c = match item {
+                        AuxItem::Ok(c) => Some(c),
+                        AuxItem::Err(e) => Some(e.completion),
                         AuxItem::Empty => None,
                     };
-                    release(self.domain.mrs(), owned);
+                    if let Some(c) = c {
+                        release(self.domain.mrs(), c.owned);
+                        for raw in c.extra {
+                            release(self.domain.mrs(), raw);
+                        }
+                    }
                     st.aux.pop();
                 }
             }
@@ -823,6 +890,7 @@ pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
             out,
             src: None,
             bufs: None,
+            iovs: None,
             mrs: domain.mrs(),
         },
     )

@@ -324,6 +324,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             out,
             src: None,
             bufs: None,
+            iovs: None,
             mrs: self.domain.mrs(),
         };
         self.sread_into(&mut d, cond, timeout, clock)
@@ -349,6 +350,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             out,
             src: Some(src),
             bufs: None,
+            iovs: None,
             mrs: self.domain.mrs(),
         };
         self.sread_into(&mut d, cond, timeout, clock)
