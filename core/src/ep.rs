@@ -1183,6 +1183,33 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         self.recvmsg(buf, context, self.attr.rx_op_flags)
     }
 
+    /// Posts the buffers of `iov` to receive one message (`fi_recvv`), with the endpoint's
+    /// default receive flags. A receive descriptor of these NICs takes one buffer, so the
+    /// receive `iov_limit` is 1 ([`Endpoint::info`]): `iov` holds exactly one, posted as by
+    /// [`recv`](Self::recv) (its length in the list is not used: the whole buffer receives).
+    ///
+    /// # Errors
+    /// `Inval` with the list back for an empty list or more than one buffer; otherwise as
+    /// [`recvmsg`](Self::recvmsg), the list back.
+    #[allow(
+        clippy::result_large_err,
+        reason = "decision 6: the buffers come back with the error; no allocator to box them"
+    )]
+    pub fn recvv(
+        &self,
+        iov: Iov<'s>,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Iov<'s>)> {
+        if iov.len() != 1 {
+            return Err((Error::Inval, iov));
+        }
+        let Some(buf) = iov.into_bufs().next() else {
+            return Err((Error::Inval, Iov::new()));
+        };
+        self.recv(buf, context)
+            .map_err(|(e, buf)| (e, Iov::from_bufs([buf])))
+    }
+
     /// Posts a receive with explicit flags (`fi_recvmsg`); `FI_MORE` defers the doorbell.
     ///
     /// `FI_MULTI_RECV`: the buffer takes many messages. A descriptor ring places one frame per

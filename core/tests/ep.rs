@@ -1302,11 +1302,11 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     let (mut cq_a, mut cq_b) = (cq_a, cq_b);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(16 * BUF)).unwrap();
-    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
     let gather = |seed: u8| {
         let mut iov = Iov::new();
         for (k, len) in [5usize, 7, 9].into_iter().enumerate() {
-            let mut b = mr_a.alloc(BUF).unwrap();
+            let mut b = mr_a.alloc(64).unwrap();
             let bytes: Vec<u8> = (0..len).map(|j| seed + (k * 16 + j) as u8).collect();
             b.write(0, &bytes).unwrap();
             iov.push(b, len).unwrap();
@@ -1325,7 +1325,7 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     let (e, back) = ep_a.sendv(Iov::new(), to_b, OpContext(1)).unwrap_err();
     assert_eq!((e, back.len()), (Error::Inval, 0), "an empty list");
     let mut full = gather(0);
-    let (e, extra) = full.push(mr_a.alloc(BUF).unwrap(), 1).unwrap_err();
+    let (e, extra) = full.push(mr_a.alloc(64).unwrap(), 1).unwrap_err();
     assert_eq!(e, Error::Inval, "no more than IOV_MAX");
     drop(extra);
     let (e, back) = ep_a.sendv(full, FiAddr(99), OpContext(1)).unwrap_err();
@@ -1387,6 +1387,28 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
         0,
         "read and readerr gave every buffer back"
     );
+
+    // recvv: one buffer (the receive iov_limit), else Inval with the list back.
+    let (e, back) = ep_b.recvv(Iov::new(), OpContext(40)).unwrap_err();
+    assert_eq!((e, back.len()), (Error::Inval, 0));
+    let mut two = Iov::new();
+    two.push(mr_b.alloc(BUF).unwrap(), 0).unwrap();
+    two.push(mr_b.alloc(BUF).unwrap(), 0).unwrap();
+    let (e, back) = ep_b.recvv(two, OpContext(40)).unwrap_err();
+    assert_eq!(
+        (e, back.len()),
+        (Error::Inval, 2),
+        "more than the receive iov_limit"
+    );
+    drop(back);
+    let mut one = Iov::new();
+    one.push(mr_b.alloc(BUF).unwrap(), BUF).unwrap();
+    ep_b.recvv(one, OpContext(40)).unwrap();
+    ep_a.sendv(gather(4), to_b, OpContext(41)).unwrap();
+    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!((e.op_context, e.len), (OpContext(40), 21));
+    drop(buf);
+    let _ = drain_all(&p.wire, &mut cq_a);
 
     // Closing with a gather send in the ring gives all of its buffers back.
     ep_a.sendmsgv(gather(3), to_b, None, OpContext(31), OpFlags::MORE)
