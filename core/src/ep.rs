@@ -893,14 +893,8 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         if let Err(e) = buf.write(0, &bytes) {
             return Err((e, buf));
         }
-        let raw = buf.raw();
-        match self.post_tx(&[segment], raw, context, flags) {
-            Ok(()) => {
-                let _ = buf.into_raw();
-                Ok(())
-            }
-            Err(e) => Err((e, buf)),
-        }
+        let r = self.post_tx(&[segment], buf.raw(), context, flags);
+        buf.posted(r)
     }
 
     /// Buffers a gather send may have: [`IOV_MAX`](crate::mr::IOV_MAX), or fewer where the
@@ -1015,13 +1009,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             }
             r
         });
-        match r {
-            Ok(()) => {
-                let _ = iov.into_raw();
-                Ok(())
-            }
-            Err(e) => Err((e, iov)),
-        }
+        iov.posted(r)
     }
 
     /// Sends `payload` without a buffer of the application's (`fi_inject`): it is copied into
@@ -1281,13 +1269,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             }
             r
         });
-        match r {
-            Ok(()) => {
-                let _ = buf.into_raw();
-                Ok(())
-            }
-            Err(e) => Err((e, buf)),
-        }
+        buf.posted(r)
     }
 
     /// Cancels the outstanding operation posted with `context` (`fi_cancel`): receives first,

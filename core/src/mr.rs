@@ -379,6 +379,19 @@ impl<'s> Buf<'s> {
     pub(crate) fn raw(&self) -> RawBuf {
         self.raw
     }
+
+    /// The outcome of posting this buffer: on success the handle is given up (the buffer
+    /// stays posted, its count with its region), on failure it comes back with the error
+    /// (DESIGN.md decision 6).
+    pub(crate) fn posted(self, r: Result) -> core::result::Result<(), (Error, Self)> {
+        match r {
+            Ok(()) => {
+                let _ = self.into_raw();
+                Ok(())
+            }
+            Err(e) => Err((e, self)),
+        }
+    }
 }
 
 impl Drop for Buf<'_> {
@@ -461,6 +474,21 @@ impl<'s> Iov<'s> {
             *r = b.take().map(Buf::into_raw);
         }
         (raw, self.lens)
+    }
+
+    /// [`Buf::posted`] for the whole list.
+    #[allow(
+        clippy::result_large_err,
+        reason = "decision 6: the buffers come back with the error; no allocator to box them"
+    )]
+    pub(crate) fn posted(self, r: Result) -> core::result::Result<(), (Error, Self)> {
+        match r {
+            Ok(()) => {
+                let _ = self.into_raw();
+                Ok(())
+            }
+            Err(e) => Err((e, self)),
+        }
     }
 
     /// A list of buffers coming back (a completion's, with their lengths unknown: 0).

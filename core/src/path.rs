@@ -1023,13 +1023,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             if got < want {
                 // A short poll is where a driver's stall check may have found a critical
                 // fault: one field read per poll, nothing per completion.
-                if self.fault.is_none() {
-                    if let Some(f) = self.queue_fault() {
-                        given += self.fail(f, ctx, true, &mut |o| {
-                            sink.outcome(o);
-                        });
-                    }
-                }
+                given += self.fail_if_faulted(ctx, &mut |o| {
+                    sink.outcome(o);
+                });
                 break;
             }
         }
@@ -1050,6 +1046,28 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             Queue::Tx(q) => q.fault(),
             Queue::Rx(q) => q.fault(),
         }
+    }
+
+    /// After a short poll: fails the path if the driver found a critical fault (once);
+    /// returns the entries given to `sink` (0 or 1).
+    #[inline]
+    fn fail_if_faulted(
+        &mut self,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome<'_>),
+    ) -> usize {
+        match (self.fault, self.queue_fault()) {
+            (None, Some(f)) => self.fail(f, ctx, true, sink),
+            _ => 0,
+        }
+    }
+
+    /// The live operation of `kind` a completion's token names on a shared path, unless a
+    /// read already holds it finished: its slot and a copy.
+    fn unheld_op(&self, token: Token, kind: OpKind) -> Option<(usize, Op)> {
+        let slot = usize::try_from(token.0).ok().filter(|&s| s < D)?;
+        let op = self.table.ops[slot];
+        (op.kind == kind && self.table.held[slot].is_none()).then_some((slot, op))
     }
 
     /// Asks the driver to check the device now (control path: register reads).
@@ -1506,13 +1524,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             let mut stop = false;
             for i in 0..got {
                 let c = self.rx_scratch[i];
-                let Some(slot) = usize::try_from(c.token.0).ok().filter(|&s| s < D) else {
+                let Some((slot, op)) = self.unheld_op(c.token, OpKind::Recv) else {
                     continue;
                 };
-                let op = self.table.ops[slot];
-                if op.kind != OpKind::Recv || self.table.held[slot].is_some() {
-                    continue;
-                }
                 let Some(owner) = self.route_srx(&op, &c) else {
                     reposted |= self.repost_srx(slot, ctx);
                     continue;
@@ -1540,13 +1554,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 break;
             }
             if got < want {
-                if self.fault.is_none() {
-                    if let Some(f) = self.queue_fault() {
-                        given += self.fail(f, ctx, true, &mut |o| {
-                            sink(o);
-                        });
-                    }
-                }
+                given += self.fail_if_faulted(ctx, &mut |o| {
+                    sink(o);
+                });
                 break;
             }
         }
@@ -1632,6 +1642,42 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         if reposted {
             self.doorbell();
         }
+    }
+}
+
+/// The queue of a shared context (`crate::stx`, `crate::srx`): what both kinds share — the
+/// endpoints bound to it (owner numbers in the slot), and the rule that a context dropped
+/// while endpoints are bound leaves the queue to the last of them to close.
+pub(crate) struct SharedPath<'d, 's, 'n, N: Nic + 'n, const D: usize> {
+    pub(crate) domain: &'d Domain<'s, 'n, N, D>,
+    pub(crate) path: Path<'d, 's, 'n, N, D>,
+}
+
+impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedPath<'d, 's, 'n, N, D> {
+    fn slot(&self) -> &'s PathSlot<'n, N, D> {
+        &self.domain.paths()[self.path.index]
+    }
+
+    /// Endpoints bound now.
+    pub(crate) fn endpoints(&self) -> usize {
+        self.slot().owners.load(Ordering::Acquire).count_ones() as usize
+    }
+
+    /// The path slot index of the queue.
+    pub(crate) fn index(&self) -> usize {
+        self.path.index
+    }
+
+    /// The context goes: closes the queue now if no endpoint is bound (`true`); otherwise
+    /// the last endpoint to leave closes it.
+    pub(crate) fn release(&self) -> bool {
+        let slot = self.slot();
+        slot.orphaned.store(true, Ordering::Release);
+        if slot.owners.load(Ordering::Acquire) == 0 && slot.orphaned.swap(false, Ordering::AcqRel) {
+            self.path.close_shared();
+            return true;
+        }
+        false
     }
 }
 
@@ -1812,13 +1858,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             let mut stop = false;
             for i in 0..got {
                 let c = self.tx_scratch[i];
-                let Some(slot) = usize::try_from(c.token.0).ok().filter(|&s| s < D) else {
+                let Some((slot, op)) = self.unheld_op(c.token, OpKind::Send) else {
                     continue;
                 };
-                let op = self.table.ops[slot];
-                if op.kind != OpKind::Send || self.table.held[slot].is_some() {
-                    continue;
-                }
                 self.count_shared(&op, c.status.is_ok(), ctx);
                 if c.status.is_ok() && !op.report {
                     self.table.take(c.token, OpKind::Send);
@@ -1839,13 +1881,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 break;
             }
             if got < want {
-                if self.fault.is_none() {
-                    if let Some(f) = self.queue_fault() {
-                        given += self.fail(f, ctx, true, &mut |o| {
-                            sink(o);
-                        });
-                    }
-                }
+                given += self.fail_if_faulted(ctx, &mut |o| {
+                    sink(o);
+                });
                 break;
             }
         }
@@ -1966,13 +2004,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 break;
             }
             for c in &tx[..got] {
-                let Some(slot) = usize::try_from(c.token.0).ok().filter(|&s| s < D) else {
+                let Some((slot, op)) = self.unheld_op(c.token, OpKind::Send) else {
                     continue;
                 };
-                let op = self.table.ops[slot];
-                if op.kind != OpKind::Send || self.table.held[slot].is_some() {
-                    continue;
-                }
                 let flushed = c.status == Err(TxError::Flushed);
                 match pick(&op, flushed) {
                     Settle::Discard => {

@@ -23,15 +23,13 @@
 //! method); the endpoints of one context cannot block on an interrupt for it (its queue has
 //! none — a blocked `sread` finds its completions by the 10 ms polling of its wait).
 
-use core::sync::atomic::Ordering;
-
 use crate::av::EpAddr;
 use crate::cq::entry::OpContext;
 use crate::domain::Domain;
 use crate::flags::OpFlags;
 use crate::hal::{MacAddr, Nic, RxConfig, RxQueue};
 use crate::mr::Buf;
-use crate::path::{Framing, Path, Queue};
+use crate::path::{Framing, Queue, SharedPath};
 use crate::proto::{self, HEADER_LEN};
 use crate::{Error, Result};
 
@@ -62,8 +60,7 @@ const SRX_FLAGS_OK: OpFlags = OpFlags::COMPLETION.union(OpFlags::MORE);
 
 /// A shared receive context. See the [module documentation](self).
 pub struct SharedRxContext<'d, 's, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'d Domain<'s, 'n, N, D>,
-    path: Path<'d, 's, 'n, N, D>,
+    queue: SharedPath<'d, 's, 'n, N, D>,
     attr: SrxAttr,
     mac: MacAddr,
 }
@@ -98,8 +95,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             context: OpContext::NULL,
         });
         Ok(SharedRxContext {
-            domain: self,
-            path,
+            queue: SharedPath { domain: self, path },
             attr: *attr,
             mac,
         })
@@ -119,7 +115,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
 
     /// Endpoints bound to it now.
     pub fn endpoints(&self) -> usize {
-        self.slot().owners.load(Ordering::Acquire).count_ones() as usize
+        self.queue.endpoints()
     }
 
     /// Posts `buf` for any endpoint bound to the context (`fi_recv` on the `fid_srx`), with
@@ -154,7 +150,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
             return Err((Error::BadFlags, buf));
         }
         let raw = buf.raw();
-        let r = self.path.with_state(|st| {
+        let r = self.queue.path.with_state(|st| {
             let Queue::Rx(q) = &st.queue else {
                 return Err(Error::OpBadState);
             };
@@ -169,13 +165,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
             }
             r
         });
-        match r {
-            Ok(()) => {
-                let _ = buf.into_raw();
-                Ok(())
-            }
-            Err(e) => Err((e, buf)),
-        }
+        buf.posted(r)
     }
 
     /// Receives that can be posted now (`fi_rx_size_left` on the context).
@@ -183,7 +173,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
     /// # Errors
     /// `OpBadState` after the queue was closed.
     pub fn rx_size_left(&self) -> Result<usize> {
-        self.path.with_state(|st| Ok(st.free_slots()))
+        self.queue.path.with_state(|st| Ok(st.free_slots()))
     }
 
     /// Closes it (`fi_close`): the receives still posted are discarded, their buffers back
@@ -196,7 +186,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
         reason = "fi_close's Busy hands the handle back, as the CQ's close does"
     )]
     pub fn close(self) -> core::result::Result<(), (Error, Self)> {
-        if self.slot().owners.load(Ordering::Acquire) != 0 {
+        if self.endpoints() != 0 {
             return Err((Error::Busy, self));
         }
         drop(self);
@@ -204,33 +194,28 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
     }
 
     pub(crate) fn domain(&self) -> &'d Domain<'s, 'n, N, D> {
-        self.domain
+        self.queue.domain
     }
 
     /// The path slot index of its queue.
     pub(crate) fn path_index(&self) -> usize {
-        self.path.index
-    }
-
-    fn slot(&self) -> &'s crate::path::PathSlot<'n, N, D> {
-        &self.domain.paths()[self.path.index]
+        self.queue.index()
     }
 }
 
 impl<N: Nic, const D: usize> Drop for SharedRxContext<'_, '_, '_, N, D> {
     fn drop(&mut self) {
-        let slot = self.slot();
         // Endpoints still bound keep the queue (and its address); the last one to leave
-        // closes the queue. The address is withdrawn only when the context closes it here:
-        // a queue closed later by its last endpoint leaves its steering behind, harmlessly
-        // (a closed queue takes no frames) until the index is opened again.
-        slot.orphaned.store(true, Ordering::Release);
-        if slot.owners.load(Ordering::Acquire) == 0 && slot.orphaned.swap(false, Ordering::AcqRel) {
-            self.path.close_shared();
-            if self.attr.rx_queue != 0 {
-                // Nothing to report from a drop.
-                let _ = self.domain.nic().set_rx_queue_mac(self.attr.rx_queue, None);
-            }
+        // closes the queue. The address is withdrawn only when the queue closes here: one
+        // closed later by its last endpoint leaves its steering behind, harmlessly (a closed
+        // queue takes no frames) until the index is opened again.
+        if self.queue.release() && self.attr.rx_queue != 0 {
+            // Nothing to report from a drop.
+            let _ = self
+                .queue
+                .domain
+                .nic()
+                .set_rx_queue_mac(self.attr.rx_queue, None);
         }
     }
 }

@@ -23,13 +23,11 @@
 //! every endpoint on it, and they come back only with a new shared context. Shared receive
 //! contexts are not built (docs/architecture.md says how they would be).
 
-use core::sync::atomic::Ordering;
-
 use crate::domain::Domain;
 use crate::ep::TX_FLAGS_OK;
 use crate::flags::OpFlags;
 use crate::hal::{Nic, TxConfig};
-use crate::path::{Framing, Path};
+use crate::path::{Framing, SharedPath};
 use crate::{Error, Result};
 
 /// Endpoints a shared transmit context takes (owner numbers are bits of a `u32`).
@@ -47,8 +45,7 @@ pub struct StxAttr {
 
 /// A shared transmit context. See the [module documentation](self).
 pub struct SharedTxContext<'d, 's, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'d Domain<'s, 'n, N, D>,
-    path: Path<'d, 's, 'n, N, D>,
+    queue: SharedPath<'d, 's, 'n, N, D>,
     attr: StxAttr,
 }
 
@@ -75,8 +72,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             context: crate::cq::entry::OpContext::NULL,
         });
         Ok(SharedTxContext {
-            domain: self,
-            path,
+            queue: SharedPath { domain: self, path },
             attr: *attr,
         })
     }
@@ -90,7 +86,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedTxContext<'d, 's, 'n, N, D> 
 
     /// Endpoints bound to it now.
     pub fn endpoints(&self) -> usize {
-        self.slot_owners().count_ones() as usize
+        self.queue.endpoints()
     }
 
     /// Closes it (`fi_close`).
@@ -102,7 +98,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedTxContext<'d, 's, 'n, N, D> 
         reason = "fi_close's Busy hands the handle back, as the CQ's close does"
     )]
     pub fn close(self) -> core::result::Result<(), (Error, Self)> {
-        if self.slot_owners() != 0 {
+        if self.endpoints() != 0 {
             return Err((Error::Busy, self));
         }
         drop(self);
@@ -110,28 +106,17 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedTxContext<'d, 's, 'n, N, D> 
     }
 
     pub(crate) fn domain(&self) -> &'d Domain<'s, 'n, N, D> {
-        self.domain
+        self.queue.domain
     }
 
     /// The path slot index of its queue.
     pub(crate) fn path_index(&self) -> usize {
-        self.path.index
-    }
-
-    fn slot_owners(&self) -> u32 {
-        self.domain.paths()[self.path.index]
-            .owners
-            .load(Ordering::Acquire)
+        self.queue.index()
     }
 }
 
 impl<N: Nic, const D: usize> Drop for SharedTxContext<'_, '_, '_, N, D> {
     fn drop(&mut self) {
-        let slot = &self.domain.paths()[self.path.index];
-        // Endpoints still bound keep the queue; the last one to leave closes it.
-        slot.orphaned.store(true, Ordering::Release);
-        if slot.owners.load(Ordering::Acquire) == 0 && slot.orphaned.swap(false, Ordering::AcqRel) {
-            self.path.close_shared();
-        }
+        self.queue.release();
     }
 }
