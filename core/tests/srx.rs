@@ -11,7 +11,6 @@ use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
 use ringfab::domain::Domain;
 use ringfab::ep::EpAttr;
 use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
-use ringfab::mr::MrSlot;
 use ringfab::path::PathSlot;
 use ringfab::proto::HEADER_LEN;
 use ringfab::srx::SrxAttr;
@@ -59,16 +58,6 @@ fn drain(wire: &Wire, cq: &Cq<'_, '_, '_>) -> Vec<([u8; 2], usize, FiAddr)> {
 #[test]
 fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
     let p = pair();
-    let (pa, pb) = (
-        [const { PathSlot::<Igb0, D>::EMPTY }; 2],
-        [const { PathSlot::<Igb0, D>::EMPTY }; 8],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; EPS]);
-    let (ma, mb) = (
-        [const { MrSlot::<Igb0>::EMPTY }; 1],
-        [const { MrSlot::<Igb0>::EMPTY }; 1],
-    );
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
     let (ta, tb) = ([AvEntry::EMPTY; 8], [AvEntry::EMPTY; 2]);
     let mut auxa = [AuxEntry::EMPTY; 64];
     let mut auxb = [[AuxEntry::EMPTY; 64]; EPS];
@@ -81,11 +70,7 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
     )
     .unwrap();
     let counters = [&counter];
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&p.nic_b, &pb, &cb)
-        .with_mrs(&mb)
-        .with_avs(&vb)
-        .with_counters(&counters);
+    two_domains!(p, 1, EPS, &[], &counters => da, db);
     let cq_a = da.open_cq::<Data>(&cq_attr(), &mut auxa).unwrap();
     let [b0, b1, b2, b3] = &mut auxb;
     let cqs: Vec<Cq<'_, '_, '_>> = [b0, b1, b2, b3]
@@ -199,21 +184,10 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
 #[test]
 fn an_endpoint_leaving_gives_its_unread_receives_back_to_the_shared_context() {
     let p = pair();
-    let (pa, pb) = (
-        [const { PathSlot::<Igb0, D>::EMPTY }; 2],
-        [const { PathSlot::<Igb0, D>::EMPTY }; 8],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 2]);
-    let (ma, mb) = (
-        [const { MrSlot::<Igb0>::EMPTY }; 1],
-        [const { MrSlot::<Igb0>::EMPTY }; 1],
-    );
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
     let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 2]);
     let mut auxa = [AuxEntry::EMPTY; 64];
     let mut auxb = [[AuxEntry::EMPTY; 64]; 2];
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    two_domains!(p, 1, 2, &[], &[] => da, db);
     let cq_a = da.open_cq::<Data>(&cq_attr(), &mut auxa).unwrap();
     let [b0, b1] = &mut auxb;
     let cq0 = db.open_cq::<Data>(&cq_attr(), b0).unwrap();

@@ -81,16 +81,6 @@ fn receive<'s, 'n>(
 #[test]
 fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_order() {
     let p = pair();
-    let (pa, pb) = (
-        [const { PathSlot::<Igb0, D>::EMPTY }; 8],
-        [const { PathSlot::<Igb0, D>::EMPTY }; 2],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; EPS], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = (
-        [const { MrSlot::<Igb0>::EMPTY }; 1],
-        [const { MrSlot::<Igb0>::EMPTY }; 1],
-    );
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
     let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 8]);
     let mut auxa = [[AuxEntry::EMPTY; 64]; EPS];
     let mut auxb = [AuxEntry::EMPTY; 64];
@@ -103,11 +93,7 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
     )
     .unwrap();
     let counters = [&counter];
-    let da = Domain::new(&p.nic_a, &pa, &ca)
-        .with_mrs(&ma)
-        .with_avs(&va)
-        .with_counters(&counters);
-    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    two_domains!(p, EPS, 1, &counters, &[] => da, db);
     let [a0, a1, a2, a3] = &mut auxa;
     let cqs: Vec<Cq<'_, '_, '_>> = [a0, a1, a2, a3]
         .into_iter()
@@ -213,21 +199,10 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
 #[test]
 fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
     let p = pair();
-    let (pa, pb) = (
-        [const { PathSlot::<Igb0, D>::EMPTY }; 8],
-        [const { PathSlot::<Igb0, D>::EMPTY }; 2],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; EPS], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = (
-        [const { MrSlot::<Igb0>::EMPTY }; 1],
-        [const { MrSlot::<Igb0>::EMPTY }; 1],
-    );
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
     let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 8]);
     let mut auxa = [[AuxEntry::EMPTY; 64]; EPS];
     let mut auxb = [AuxEntry::EMPTY; 64];
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    two_domains!(p, EPS, 1, &[], &[] => da, db);
     let [a0, a1, a2, a3] = &mut auxa;
     let cqs: Vec<Cq<'_, '_, '_>> = [a0, a1, a2, a3]
         .into_iter()
@@ -410,21 +385,10 @@ fn bind_and_close_rules_follow_fi_endpoint() {
 #[test]
 fn cancel_and_inject_on_a_shared_queue_touch_only_the_acting_endpoint() {
     let p = pair();
-    let (pa, pb) = (
-        [const { PathSlot::<Igb0, D>::EMPTY }; 8],
-        [const { PathSlot::<Igb0, D>::EMPTY }; 2],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 2], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = (
-        [const { MrSlot::<Igb0>::EMPTY }; 1],
-        [const { MrSlot::<Igb0>::EMPTY }; 1],
-    );
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
     let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 8]);
     let mut auxa = [[AuxEntry::EMPTY; 64]; 2];
     let mut auxb = [AuxEntry::EMPTY; 64];
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    two_domains!(p, 2, 1, &[], &[] => da, db);
     let [a0, a1] = &mut auxa;
     let mut cq0 = da.open_cq::<Data>(&cq_attr(), a0).unwrap();
     let cq1 = da.open_cq::<Data>(&cq_attr(), a1).unwrap();

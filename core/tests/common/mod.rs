@@ -264,3 +264,38 @@ impl ringfab::Clock for StdClock {
 pub(crate) fn clock() -> StdClock {
     StdClock(Instant::now())
 }
+
+/// Domains `$da` over `$p.nic_a` and `$db` over `$p.nic_b` (82576s) with the slabs the
+/// shared-context tests use: 8 path slots each, `$ncq_a` and `$ncq_b` CQ slots, one MR and one
+/// AV slot each, and the counters given.
+#[allow(unused_macros, reason = "used by the shared-context tests only")]
+macro_rules! two_domains {
+    ($p:ident, $ncq_a:expr, $ncq_b:expr, $cntrs_a:expr, $cntrs_b:expr => $da:ident, $db:ident) => {
+        let paths = (
+            [const { ringfab::path::PathSlot::<Igb0, D>::EMPTY }; 8],
+            [const { ringfab::path::PathSlot::<Igb0, D>::EMPTY }; 8],
+        );
+        let cq_slots = (
+            [ringfab::cq::CqSlot::EMPTY; $ncq_a],
+            [ringfab::cq::CqSlot::EMPTY; $ncq_b],
+        );
+        let mr_slots = (
+            [const { ringfab::mr::MrSlot::<Igb0>::EMPTY }; 1],
+            [const { ringfab::mr::MrSlot::<Igb0>::EMPTY }; 1],
+        );
+        let av_slots = (
+            [ringfab::av::AvSlot::EMPTY; 1],
+            [ringfab::av::AvSlot::EMPTY; 1],
+        );
+        let $da = ringfab::domain::Domain::new(&$p.nic_a, &paths.0, &cq_slots.0)
+            .with_mrs(&mr_slots.0)
+            .with_avs(&av_slots.0)
+            .with_counters($cntrs_a);
+        let $db = ringfab::domain::Domain::new(&$p.nic_b, &paths.1, &cq_slots.1)
+            .with_mrs(&mr_slots.1)
+            .with_avs(&av_slots.1)
+            .with_counters($cntrs_b);
+    };
+}
+#[allow(unused_imports, reason = "used by the shared-context tests only")]
+pub(crate) use two_domains;
