@@ -336,3 +336,76 @@ fn bind_and_close_rules_follow_fi_endpoint() {
         "the queue was given back"
     );
 }
+
+/// A reader blocked in `sread` on the CQ of an endpoint that receives through a shared
+/// context: the shared queue raises no interrupt of its own, so the reader finds the message
+/// by the polling of its wait (every `WAIT_QUANTUM`), long before its timeout.
+#[test]
+fn a_blocked_sread_finds_a_message_received_through_a_shared_context() {
+    let p = pair();
+    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
+    let mut aux_a = [AuxEntry::EMPTY; 64];
+    let mut aux_b = [AuxEntry::EMPTY; 64];
+    two_domains!(p, 1, 1, &[], &[] => da, db);
+    let cq_a = da.open_cq::<Data>(&cq_attr(), &mut aux_a).unwrap();
+    let cq_b = db
+        .open_cq::<Data>(
+            &CqAttr {
+                wait_obj: WaitObj::Unspec,
+                ..cq_attr()
+            },
+            &mut aux_b,
+        )
+        .unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let srx = db.srx_context(&SrxAttr::default()).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_a.bind_av(&av_a).unwrap();
+    ep_a.enable().unwrap();
+    let mut ep_b = db
+        .endpoint(&EpAttr {
+            rx_queue: 3,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_b.bind_av(&av_b).unwrap();
+    ep_b.bind_srx(&srx).unwrap();
+    ep_b.enable().unwrap();
+    let mut to_b = [FiAddr::NOTAVAIL];
+    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    let mr_a = da.register(memory(2 * BUF)).unwrap();
+    let mr_b = db.register(memory(2 * BUF)).unwrap();
+    srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(5)).unwrap();
+    let got = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut out = [DataEntry::default(); 1];
+            let r = cq_b.sread(
+                &mut out,
+                None,
+                Some(std::time::Duration::from_secs(20)),
+                &clock(),
+            );
+            (r, out[0])
+        });
+        let start = std::time::Instant::now();
+        while cq_b.sleepers() < 1 {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "never blocked"
+            );
+            std::thread::yield_now();
+        }
+        let mut buf = mr_a.alloc(BUF).unwrap();
+        buf.write(HEADER_LEN, &[7, 7]).unwrap();
+        ep_a.send(buf, 2, to_b[0], OpContext(0)).unwrap();
+        p.wire.run_until_idle();
+        reader.join().unwrap()
+    });
+    assert_eq!(got.0, Ok(1));
+    assert_eq!((got.1.op_context, got.1.len), (OpContext(5), 2));
+}
