@@ -38,6 +38,8 @@ mod nic;
 #[cfg(target_os = "linux")]
 mod sep;
 #[cfg(target_os = "linux")]
+mod shared;
+#[cfg(target_os = "linux")]
 mod virtio;
 #[cfg(target_os = "linux")]
 mod wait;
@@ -66,7 +68,7 @@ mod guest {
     use ringfab_vfio::VfioPlatform;
 
     use crate::virtio::NicVirtio;
-    use crate::{cq, dma, e1000e, ep, examples, iommu, nic, sep, virtio, wait};
+    use crate::{cq, dma, e1000e, ep, examples, iommu, nic, sep, shared, virtio, wait};
 
     /// The driver over VFIO, as every test uses it.
     pub(crate) type Nic = Igb<VfioPlatform>;
@@ -151,6 +153,7 @@ mod guest {
         test("ep-multi-recv-cancel", ep::multi_recv_cancel),
         test("vmdq-steering", nic::vmdq_steering),
         test("sep-4-named-rx-contexts", sep::four_contexts),
+        test("shared-contexts", shared::shared_contexts),
         test("rate-a-to-b", nic::rate_a_to_b),
         test("info", examples::info),
         test("pingpong", examples::pingpong),
