@@ -1,0 +1,181 @@
+//! Shared contexts on every emulated NIC (igb, e1000e, virtio-net — virtio completes by id, so
+//! the held-operation logic meets completions out of slot order): two endpoints of A send
+//! through one shared transmit context to two endpoints of B that receive through one shared
+//! receive context, each completing on its own CQ, in order.
+
+mod common;
+use common::*;
+use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::cq::entry::{Data, DataEntry, OpContext};
+use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::domain::Domain;
+use ringfab::ep::EpAttr;
+use ringfab::flags::BindFlags;
+use ringfab::hal::Nic;
+use ringfab::mr::{Buf, MrSlot};
+use ringfab::path::PathSlot;
+use ringfab::proto::HEADER_LEN;
+use ringfab::srx::SrxAttr;
+use ringfab::stx::StxAttr;
+use ringfab::Error;
+
+const D: usize = 64;
+const BUF: usize = 2048;
+/// Endpoints on each side.
+const EPS: usize = 2;
+/// Messages each sending endpoint sends to its peer.
+const MESSAGES: usize = 200;
+/// Messages in flight per endpoint at most (a frame that finds no buffer is lost).
+const WINDOW: usize = 6;
+
+/// Every entry `cq` has now, as (context, len, first two payload bytes); buffers to `back`.
+fn read_now<'s, N: Nic>(
+    cq: &CompletionQueue<'_, 's, '_, N, D, Data>,
+    back: &mut Vec<Buf<'s>>,
+) -> Vec<(usize, usize, [u8; 2])> {
+    let mut got = Vec::new();
+    loop {
+        let mut e = [DataEntry::default(); 8];
+        let mut src = [FiAddr::NOTAVAIL; 8];
+        let mut bufs: [Option<Buf<'s>>; 8] = Default::default();
+        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+            Ok(n) => {
+                for k in 0..n {
+                    let mut head = [0u8; 2];
+                    if let Some(b) = bufs[k].take() {
+                        b.read(HEADER_LEN, &mut head).unwrap();
+                        back.push(b);
+                    }
+                    got.push((e[k].op_context.0, e[k].len, head));
+                }
+            }
+            Err(Error::Again) => return got,
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+fn through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_order<T: TestNic>() {
+    let p = pair_of::<T>();
+    let (pa, pb) = (
+        [const { PathSlot::<T::Nic, D>::EMPTY }; 8],
+        [const { PathSlot::<T::Nic, D>::EMPTY }; 8],
+    );
+    let (ca, cb) = ([CqSlot::EMPTY; EPS], [CqSlot::EMPTY; EPS]);
+    let (ma, mb) = (
+        [const { MrSlot::<T::Nic>::EMPTY }; 1],
+        [const { MrSlot::<T::Nic>::EMPTY }; 1],
+    );
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
+    let mut aux = [[AuxEntry::EMPTY; 64]; 2 * EPS];
+    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let attr = CqAttr {
+        size: 64,
+        format: CqFormat::Data,
+        ..CqAttr::default()
+    };
+    let [x0, x1, y0, y1] = &mut aux;
+    let cqs_a = [
+        da.open_cq::<Data>(&attr, x0).unwrap(),
+        da.open_cq::<Data>(&attr, x1).unwrap(),
+    ];
+    let cqs_b = [
+        db.open_cq::<Data>(&attr, y0).unwrap(),
+        db.open_cq::<Data>(&attr, y1).unwrap(),
+    ];
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let stx = da.stx_context(&StxAttr::default()).unwrap();
+    let srx = db.srx_context(&SrxAttr::default()).unwrap();
+    let (mut eps_a, mut eps_b) = (Vec::new(), Vec::new());
+    for i in 0..EPS {
+        let mut a = da
+            .endpoint(&EpAttr {
+                rx_queue: i as u16,
+                ..EpAttr::default()
+            })
+            .unwrap();
+        a.bind_cq(&cqs_a[i], BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        a.bind_av(&av_a).unwrap();
+        a.bind_stx(&stx).unwrap();
+        a.enable().unwrap();
+        eps_a.push(a);
+        let mut b = db
+            .endpoint(&EpAttr {
+                tx_queue: i as u16,
+                rx_queue: i as u16,
+                ..EpAttr::default()
+            })
+            .unwrap();
+        b.bind_cq(&cqs_b[i], BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        b.bind_av(&av_b).unwrap();
+        b.bind_srx(&srx).unwrap();
+        b.enable().unwrap();
+        eps_b.push(b);
+    }
+    let names_b: Vec<_> = eps_b.iter().map(|e| e.name()).collect();
+    let mut to_b = [FiAddr::NOTAVAIL; EPS];
+    av_a.insert(&names_b, &mut to_b).unwrap();
+    let mr_a = da.register(memory((EPS * (WINDOW + 2) + 4) * BUF)).unwrap();
+    let mr_b = db.register(memory(24 * BUF)).unwrap();
+    for _ in 0..20 {
+        srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(0)).unwrap();
+    }
+    let mut pool: Vec<Buf<'_>> = (0..EPS * (WINDOW + 2))
+        .map(|_| mr_a.alloc(BUF).unwrap())
+        .collect();
+
+    let (mut sent, mut done, mut received) = ([0usize; EPS], [0usize; EPS], [0usize; EPS]);
+    let mut rounds = 0;
+    while received.iter().any(|&r| r < MESSAGES) || done.iter().any(|&d| d < MESSAGES) {
+        rounds += 1;
+        assert!(
+            rounds < 100 * MESSAGES,
+            "stuck: sent {sent:?}, completed {done:?}, received {received:?}"
+        );
+        for i in 0..EPS {
+            while sent[i] < MESSAGES && sent[i] - received[i] < WINDOW {
+                let Some(mut buf) = pool.pop() else { break };
+                buf.write(HEADER_LEN, &[i as u8, sent[i] as u8]).unwrap();
+                match eps_a[i].send(buf, 2, to_b[i], OpContext(i * 1000 + sent[i])) {
+                    Ok(()) => sent[i] += 1,
+                    Err((Error::Again, buf)) => {
+                        pool.push(buf);
+                        break;
+                    }
+                    Err((e, _)) => panic!("send: {e}"),
+                }
+            }
+        }
+        p.wire.run_until_idle();
+        for i in 0..EPS {
+            for (c, _, _) in read_now(&cqs_a[i], &mut pool) {
+                assert_eq!(c, i * 1000 + done[i], "A CQ {i}: its own, in posting order");
+                done[i] += 1;
+            }
+        }
+        for i in 0..EPS {
+            let mut back = Vec::new();
+            for (_, len, head) in read_now(&cqs_b[i], &mut back) {
+                assert_eq!(
+                    (len, head),
+                    (2, [i as u8, received[i] as u8]),
+                    "B CQ {i}: its sender's, in order"
+                );
+                received[i] += 1;
+            }
+            for b in back {
+                srx.recv(b, OpContext(0)).unwrap();
+            }
+        }
+    }
+    for cq in cqs_a.iter().chain(&cqs_b) {
+        assert_eq!(cq.credits(), 64);
+    }
+}
+
+on_every_nic!(through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_order);
