@@ -186,6 +186,52 @@ pub(crate) struct Poster {
     pub(crate) cntr: Option<usize>,
 }
 
+/// What the general lane's plain take needs of a driver's completion, receive or send.
+trait DriverCompletion {
+    /// The kind of operation it completes, and the flags of its entry.
+    const KIND: OpKind;
+    const FLAGS: CompletionFlags;
+    fn token(&self) -> Token;
+    fn ok(&self) -> bool;
+    /// The entry's length and the bytes a counter counts, for an operation of `op_len`.
+    fn lengths(&self, framed: bool, op_len: u32) -> (usize, u64);
+}
+
+impl DriverCompletion for RxCompletion {
+    const KIND: OpKind = OpKind::Recv;
+    const FLAGS: CompletionFlags = RECV_FLAGS;
+    #[inline(always)]
+    fn token(&self) -> Token {
+        self.token
+    }
+    #[inline(always)]
+    fn ok(&self) -> bool {
+        self.status.is_ok()
+    }
+    #[inline(always)]
+    fn lengths(&self, _framed: bool, _op_len: u32) -> (usize, u64) {
+        (self.len as usize, u64::from(self.len))
+    }
+}
+
+impl DriverCompletion for TxCompletion {
+    const KIND: OpKind = OpKind::Send;
+    const FLAGS: CompletionFlags = SEND_FLAGS;
+    #[inline(always)]
+    fn token(&self) -> Token {
+        self.token
+    }
+    #[inline(always)]
+    fn ok(&self) -> bool {
+        self.status.is_ok()
+    }
+    /// A send's entry has no length; its payload still counts for the counter.
+    #[inline(always)]
+    fn lengths(&self, framed: bool, op_len: u32) -> (usize, u64) {
+        (0, tx_payload(framed, op_len) as u64)
+    }
+}
+
 /// `Op::group` of an operation that is not part of a multi-receive buffer.
 const NO_GROUP: u8 = u8::MAX;
 
@@ -319,45 +365,18 @@ impl<const D: usize> OpTable<D> {
         Some(op)
     }
 
-    /// The receive fast path: takes the leading run of `cs` that are plain successes — `Ok`,
-    /// naming a live receive whose success is [`plain`](Op::plain) — writing each as a [`Plain`] into `out` and counting it in `tally`. Stops at the first
-    /// completion that is anything else, changing nothing for it (the caller takes it the
-    /// general way). Frees the slots but leaves `head` to [`advance_head`](Self::advance_head),
-    /// once per batch; copies three fields per operation, not the whole `Op`.
+    /// The general lane's run of plain successes: takes the leading run of `cs` that are
+    /// plain successes — `Ok`, naming a live operation of `C::KIND` whose success is
+    /// [`plain`](Op::plain) — writing each as a [`Plain`] into `out` and counting it in
+    /// `tally` (bytes: a receive's frame payload; a send's payload, without ringfab's header
+    /// when `framed`). Stops at the first completion that is anything else, changing nothing
+    /// for it (the caller takes it the general way). Frees the slots but leaves `head` to
+    /// [`advance_head`](Self::advance_head), once per batch; copies three fields per
+    /// operation, not the whole `Op`.
     #[inline(always)]
-    fn take_plain_rx(
+    fn take_plain<C: DriverCompletion>(
         &mut self,
-        cs: &[RxCompletion],
-        out: &mut [Plain; CHUNK],
-        tally: &mut Tally,
-    ) -> usize {
-        let mut k = 0;
-        let mut bytes = 0;
-        for (c, p) in cs.iter().zip(out.iter_mut()) {
-            let Some(op) = self.plain_op(c.token, OpKind::Recv, c.status.is_ok()) else {
-                break;
-            };
-            op.free();
-            *p = Plain {
-                context: op.context,
-                flags: RECV_FLAGS,
-                len: c.len as usize,
-            };
-            bytes += u64::from(c.len);
-            k += 1;
-        }
-        self.live -= k;
-        tally.ok += k as u64;
-        tally.bytes += bytes;
-        k
-    }
-
-    /// [`take_plain_rx`](Self::take_plain_rx) for sends: a send's entry has no length; its
-    /// payload (without ringfab's header when `framed`) still counts for the counter.
-    #[inline(always)]
-    fn take_plain_tx(
-        &mut self,
-        cs: &[TxCompletion],
+        cs: &[C],
         framed: bool,
         out: &mut [Plain; CHUNK],
         tally: &mut Tally,
@@ -365,16 +384,17 @@ impl<const D: usize> OpTable<D> {
         let mut k = 0;
         let mut bytes = 0;
         for (c, p) in cs.iter().zip(out.iter_mut()) {
-            let Some(op) = self.plain_op(c.token, OpKind::Send, c.status.is_ok()) else {
+            let Some(op) = self.plain_op(c.token(), C::KIND, c.ok()) else {
                 break;
             };
             op.free();
+            let (len, counted) = c.lengths(framed, op.len);
             *p = Plain {
                 context: op.context,
-                flags: SEND_FLAGS,
-                len: 0,
+                flags: C::FLAGS,
+                len,
             };
-            bytes += tx_payload(framed, op.len) as u64;
+            bytes += counted;
             k += 1;
         }
         self.live -= k;
@@ -906,8 +926,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         // A run of plain successes on an unframed path goes to the sink in one
                         // call, straight from the op table.
                         if unframed {
-                            let k = self.table.take_plain_rx(
+                            let k = self.table.take_plain(
                                 &self.rx_scratch[i..kept],
+                                framed,
                                 &mut self.plains,
                                 &mut tally,
                             );
@@ -978,7 +999,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     let mut i = 0;
                     while i < got {
                         // Fast path: a run of plain successes in one call to the sink.
-                        let k = self.table.take_plain_tx(
+                        let k = self.table.take_plain(
                             &self.tx_scratch[i..got],
                             framed,
                             &mut self.plains,
