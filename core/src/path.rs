@@ -1641,6 +1641,88 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         }
     }
 
+    /// Cancels the receive posted to a shared receive context with `target` as its context, if
+    /// one is still waiting for a frame: the queue is flushed, that receive taken out and its
+    /// buffer returned (a shared receive context has no CQ to report it on); receives the
+    /// device had filled are routed to their endpoints (held for their CQs) and the rest
+    /// posted again in their slots, oldest first. `None` if no such receive waits.
+    pub(crate) fn cancel_srx(&mut self, target: OpContext, mrs: &[MrSlot<N>]) -> Option<RawBuf> {
+        let waiting = |t: &OpTable<D>| {
+            (0..t.live_span()).any(|k| {
+                let slot = (t.head + k) % D;
+                let op = t.ops[slot];
+                op.kind == OpKind::Recv
+                    && op.owner == NO_OWNER
+                    && op.context == target
+                    && t.held[slot].is_none()
+            })
+        };
+        if !waiting(&self.table) {
+            return None;
+        }
+        if let Queue::Rx(q) = &mut self.queue {
+            q.flush();
+        }
+        let mut canceled = None;
+        let mut rx = [NO_RX; CHUNK];
+        loop {
+            let got = match &mut self.queue {
+                Queue::Rx(q) => q.poll(&mut rx).min(CHUNK),
+                Queue::Tx(_) => 0,
+            };
+            if got == 0 {
+                break;
+            }
+            for c in &rx[..got] {
+                let Some((slot, op)) = self.unheld_op(c.token, OpKind::Recv) else {
+                    continue;
+                };
+                if c.status == Err(RxError::Flushed) {
+                    if canceled.is_none() && op.context == target {
+                        self.table.take(c.token, OpKind::Recv);
+                        canceled = Some(op.buf);
+                    }
+                    continue; // the others are posted again below
+                }
+                match self
+                    .route_srx(&op, c)
+                    .and_then(|o| Some((o, self.srx[usize::from(o)]?)))
+                {
+                    Some((owner, ep)) => {
+                        let held = &mut self.table.ops[slot];
+                        (held.owner, held.cq, held.cntr) = (owner, ep.cq, ep.cntr);
+                        self.table.held[slot] = Some(Held::Rx {
+                            len: c.len,
+                            status: c.status,
+                        });
+                    }
+                    // A frame for nobody, or a bad one: its buffer waits again, below.
+                    None => self.dropped += 1,
+                }
+            }
+        }
+        let (head, span) = (self.table.head, self.table.live_span());
+        for k in 0..span {
+            let slot = (head + k) % D;
+            let op = self.table.ops[slot];
+            if op.kind != OpKind::Recv || self.table.held[slot].is_some() {
+                continue;
+            }
+            let pushed = match &mut self.queue {
+                Queue::Rx(q) => q.push(op.buf.rx(), Token(slot as u64)).is_ok(),
+                Queue::Tx(_) => false,
+            };
+            if !pushed {
+                // Cannot happen (the flush emptied the ring); should it, the buffer goes back
+                // to its region rather than vanish.
+                self.table.take(Token(slot as u64), OpKind::Recv);
+                release(mrs, op.owned());
+            }
+        }
+        self.doorbell();
+        canceled
+    }
+
     /// An endpoint leaves a shared receive context: the receives its frames filled and that
     /// its CQ has not read go back into the ring (they are the context's buffers), and it is
     /// no longer routed to.

@@ -19,8 +19,7 @@
 //! does: `proto::context_mac`, steered by the NIC). Endpoints bound to it are addressed by
 //! that address and their own context number ([`EpAttr::rx_queue`](crate::ep::EpAttr)).
 //!
-//! Not built: multi-receive buffers and `cancel` on a shared receive context (`BadFlags`; no
-//! method); the endpoints of one context cannot block on an interrupt for it (its queue has
+//! Not built: multi-receive buffers on a shared receive context (`BadFlags`); the endpoints of one context cannot block on an interrupt for it (its queue has
 //! none — a blocked `sread` finds its completions by the 10 ms polling of its wait).
 
 use crate::av::EpAddr;
@@ -28,7 +27,7 @@ use crate::cq::entry::OpContext;
 use crate::domain::Domain;
 use crate::flags::OpFlags;
 use crate::hal::{MacAddr, Nic, RxConfig, RxQueue};
-use crate::mr::Buf;
+use crate::mr::{owner_of, Buf};
 use crate::path::{Framing, Queue, SharedPath};
 use crate::proto::{self, HEADER_LEN};
 use crate::{Error, Result};
@@ -166,6 +165,23 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
             r
         });
         buf.posted(r)
+    }
+
+    /// Cancels the receive posted with `context` that is still waiting for a frame
+    /// (`fi_cancel` on the `fid_srx`), handing its buffer back. A shared receive context has
+    /// no CQ of its own, and the receive belongs to no endpoint yet, so there is no
+    /// `FI_ECANCELED` entry: the buffer comes back from the call. One receive per call; one
+    /// that a frame already filled is not canceled (it completes on its endpoint's CQ).
+    ///
+    /// # Errors
+    /// `OpBadState` after the queue was closed. `Ok(None)`: no such receive waits.
+    pub fn cancel(&self, context: OpContext) -> Result<Option<Buf<'s>>> {
+        let mrs = self.queue.domain.mrs();
+        let raw = self
+            .queue
+            .path
+            .with_state(|st| Ok(st.cancel_srx(context, mrs)))?;
+        Ok(raw.and_then(|raw| owner_of(mrs, raw.mr).map(|o| Buf::from_raw(raw, o))))
     }
 
     /// Receives that can be posted now (`fi_rx_size_left` on the context).

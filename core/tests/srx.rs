@@ -409,3 +409,68 @@ fn a_blocked_sread_finds_a_message_received_through_a_shared_context() {
     assert_eq!(got.0, Ok(1));
     assert_eq!((got.1.op_context, got.1.len), (OpContext(5), 2));
 }
+
+/// `cancel` on a shared receive context: a receive still waiting comes back from the call (no
+/// CQ to report it on), the others wait on and take the next messages; a context with nothing
+/// waiting under it changes nothing.
+#[test]
+fn cancel_hands_a_waiting_receive_back_and_leaves_the_others_posted() {
+    let p = pair();
+    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
+    let mut aux_a = [AuxEntry::EMPTY; 64];
+    let mut aux_b = [AuxEntry::EMPTY; 64];
+    two_domains!(p, 1, 1, &[], &[] => da, db);
+    let cq_a = da.open_cq::<Data>(&cq_attr(), &mut aux_a).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr(), &mut aux_b).unwrap();
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let srx = db.srx_context(&SrxAttr::default()).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_a.bind_av(&av_a).unwrap();
+    ep_a.enable().unwrap();
+    let mut ep_b = db
+        .endpoint(&EpAttr {
+            rx_queue: 2,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_b.bind_av(&av_b).unwrap();
+    ep_b.bind_srx(&srx).unwrap();
+    ep_b.enable().unwrap();
+    let mut to_b = [FiAddr::NOTAVAIL];
+    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    for c in 1..=3 {
+        srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(c)).unwrap();
+    }
+    let back = srx.cancel(OpContext(2)).unwrap();
+    assert!(back.is_some(), "the waiting receive's buffer comes back");
+    assert_eq!(srx.cancel(OpContext(2)).unwrap().map(|_| ()), None, "once");
+    assert_eq!(srx.cancel(OpContext(9)).unwrap().map(|_| ()), None);
+    drop(back);
+    assert_eq!(mr_b.outstanding(), 2);
+    for k in 0..2u8 {
+        let mut buf = mr_a.alloc(BUF).unwrap();
+        buf.write(HEADER_LEN, &[9, k]).unwrap();
+        ep_a.send(buf, 2, to_b[0], OpContext(0)).unwrap();
+    }
+    p.wire.run_until_idle();
+    let mut out = [DataEntry::default(); 4];
+    assert_eq!(cq_b.read(&mut out), Ok(2));
+    let contexts: Vec<usize> = out[..2].iter().map(|e| e.op_context.0).collect();
+    assert_eq!(
+        contexts,
+        [1, 3],
+        "the two left took the messages, in posting order"
+    );
+    assert_eq!(
+        mr_b.outstanding(),
+        0,
+        "read hands their buffers back to the region"
+    );
+}
