@@ -307,6 +307,14 @@ pub trait RxQueue: Send {
     /// [`TxQueue::poll`], reads a register only for the stall check.
     fn poll(&mut self, out: &mut [RxCompletion]) -> usize;
 
+    /// [`poll_each`](Self::poll_each) for a caller that does not use the RSS hash: every
+    /// completion's `rss` may be `None`, which spares a driver reading the part of the
+    /// write-back that holds it. The default is `poll_each`.
+    #[inline]
+    fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        self.poll_each(max, f)
+    }
+
     /// [`poll`](Self::poll) without the array: hands each of up to `max` completions to `f`,
     /// oldest first, exactly once, and returns how many (the same completions, the same stall
     /// check). For a caller that turns completions straight into records of its own — the

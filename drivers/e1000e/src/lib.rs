@@ -1104,6 +1104,13 @@ impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
         n
     }
 
+    #[inline]
+    fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        let n = self.ring.poll_each_unhashed(max, f);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
+    }
+
     fn fault(&self) -> Option<QueueFault> {
         self.q.fault
     }

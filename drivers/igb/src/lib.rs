@@ -1203,6 +1203,13 @@ impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
         n
     }
 
+    #[inline]
+    fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        let n = self.ring.poll_each_unhashed(max, f);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
+    }
+
     fn fault(&self) -> Option<QueueFault> {
         self.q.fault
     }

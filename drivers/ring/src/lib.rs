@@ -675,6 +675,22 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     /// is built where `f` can use it directly (in registers, once inlined).
     #[inline(always)]
     pub fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        self.poll_each_with::<true>(max, f)
+    }
+
+    /// [`poll_each`](Self::poll_each) without the RSS hash (`rss` is `None`): the write-back
+    /// word holding it is not read.
+    #[inline(always)]
+    pub fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        self.poll_each_with::<false>(max, f)
+    }
+
+    #[inline(always)]
+    fn poll_each_with<const RSS: bool>(
+        &mut self,
+        max: usize,
+        f: &mut impl FnMut(&RxCompletion),
+    ) -> usize {
         let mut n = 0;
         if !self.in_fragment {
             let ring = self.slots.ring.view();
@@ -687,16 +703,21 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                 let Some(len) = self.clean(ring, i) else {
                     break;
                 };
-                let w0 = ring.read(i, 0);
+                let rss = if RSS {
+                    let w0 = ring.read(i, 0);
+                    if F::rx_hashed(w0) {
+                        F::rx_rss(w0)
+                    } else {
+                        None
+                    }
+                } else {
+                    None
+                };
                 f(&RxCompletion {
                     token: self.slots.tokens[i],
                     len,
                     status: Ok(()),
-                    rss: if F::rx_hashed(w0) {
-                        F::rx_rss(w0)
-                    } else {
-                        None
-                    },
+                    rss,
                 });
                 at = at.wrapping_add(1);
             }
