@@ -311,6 +311,8 @@ struct OpTable<const D: usize> {
     /// On a shared path: the status of a finished operation that belongs to another CQ than
     /// the one whose read found it, kept until that CQ reads (its slot stays live).
     held: [Option<Held>; D],
+    /// Slots with a `held` status: 0 lets a read skip the walk over the live span.
+    holding: usize,
     /// Oldest slot still live (a wrapping count; the slot is `head % D`).
     head: usize,
     /// Next slot to hand out.
@@ -324,6 +326,7 @@ impl<const D: usize> OpTable<D> {
         OpTable {
             ops: [Op::FREE; D],
             held: [None; D],
+            holding: 0,
             head: 0,
             tail: 0,
             live: 0,
@@ -359,7 +362,9 @@ impl<const D: usize> OpTable<D> {
         }
         let op = self.ops[slot];
         self.ops[slot].free();
-        self.held[slot] = None;
+        if self.held[slot].take().is_some() {
+            self.holding -= 1;
+        }
         self.live -= 1;
         self.advance_head();
         Some(op)
@@ -410,6 +415,13 @@ impl<const D: usize> OpTable<D> {
         let slot = usize::try_from(token.0).ok().filter(|&s| s < D)?;
         let op = &mut self.ops[slot];
         (ok && op.plain == kind).then_some(op)
+    }
+
+    /// Marks the live operation of `slot` finished with `status`, for its own CQ's read.
+    fn hold(&mut self, slot: usize, status: Held) {
+        if self.held[slot].replace(status).is_none() {
+            self.holding += 1;
+        }
     }
 
     /// Moves `head` past the slots freed since (what [`take`](Self::take) does each time).
@@ -1481,6 +1493,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     ) -> usize {
         let mut given = 0;
         let (head, span) = (self.table.head, self.table.live_span());
+        let span = if self.table.holding > 0 { span } else { 0 };
         for k in 0..span {
             let slot = (head + k) % D;
             let op = self.table.ops[slot];
@@ -1531,10 +1544,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     given += n;
                     stop |= s;
                 } else {
-                    self.table.held[slot] = Some(Held::Rx {
-                        len: c.len,
-                        status: c.status,
-                    });
+                    self.table.hold(
+                        slot,
+                        Held::Rx {
+                            len: c.len,
+                            status: c.status,
+                        },
+                    );
                 }
             }
             if stop {
@@ -1657,10 +1673,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     Some((owner, ep)) => {
                         let held = &mut self.table.ops[slot];
                         (held.owner, held.cq, held.cntr) = (owner, ep.cq, ep.cntr);
-                        self.table.held[slot] = Some(Held::Rx {
-                            len: c.len,
-                            status: c.status,
-                        });
+                        self.table.hold(
+                            slot,
+                            Held::Rx {
+                                len: c.len,
+                                status: c.status,
+                            },
+                        );
                     }
                     // A frame for nobody, or a bad one: its buffer waits again, below.
                     None => self.dropped += 1,
@@ -1898,6 +1917,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         }
         let mut given = 0;
         let (head, span) = (self.table.head, self.table.live_span());
+        let span = if self.table.holding > 0 { span } else { 0 };
         for k in 0..span {
             if given >= budget {
                 // Newer completions must not overtake the held ones still to deliver.
@@ -1938,7 +1958,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     self.release_extras(&op, ctx.mrs);
                 } else if usize::from(op.cq) != ctx.reader || stop {
                     // Another CQ's, or behind an error this read stops at: kept in its slot.
-                    self.table.held[slot] = Some(Held::Tx(c.status));
+                    self.table.hold(slot, Held::Tx(c.status));
                 } else {
                     self.table.take(c.token, OpKind::Send);
                     let (n, s) = self.deliver_shared(&op, c.status, ctx, sink);
@@ -2114,7 +2134,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                 false
                             });
                         } else {
-                            self.table.held[slot] = Some(Held::Tx(c.status));
+                            self.table.hold(slot, Held::Tx(c.status));
                         }
                     }
                 }
