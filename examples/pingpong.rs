@@ -314,12 +314,9 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
     for (side, mr) in [(&mut a, &mr_a), (&mut b, &mr_b)] {
         for i in 0..D {
             let mut buf = mr.alloc(BUF).map_err(fail("carving a buffer"))?;
-            buf.fill(
-                Endpoint::<N, D>::PAYLOAD_OFFSET,
-                BUF - Endpoint::<N, D>::PAYLOAD_OFFSET,
-                i as u8,
-            )
-            .map_err(fail("filling a buffer"))?;
+            let offset = side.ep.payload_offset();
+            buf.fill(offset, BUF - offset, i as u8)
+                .map_err(fail("filling a buffer"))?;
             if i < D / 2 {
                 // One doorbell for all of them: FI_MORE on all but the last.
                 let more = if i + 1 < D / 2 {

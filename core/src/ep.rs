@@ -30,12 +30,12 @@
 //!
 //! # Addressing
 //!
-//! An endpoint's address ([`Endpoint::name`]) is its NIC's MAC and its receive queue's index
-//! as the context. A send writes ringfab's header — destination from the AV, source this
-//! endpoint — into the first [`HEADER_LEN`] bytes of the buffer;
-//! the payload is what follows (write it at [`Endpoint::PAYLOAD_OFFSET`]). A receive
-//! completion reports the payload length; frames that are not ringfab frames for this
-//! endpoint never reach the application: their buffers are posted again.
+//! An endpoint's address ([`Endpoint::name`]) is its NIC's MAC and its receive queue's index as the
+//! context. A send writes ringfab's header — destination from the AV, source this endpoint — into
+//! the first [`Endpoint::payload_offset`] bytes of the buffer ([`HEADER_LEN`](proto::HEADER_LEN) on
+//! Ethernet encapsulation, [`MAX_HEADER_LEN`] on the UDP one: [`EpAttr::encap`]); the payload is
+//! what follows. A receive completion reports the payload length; frames that are not ringfab
+//! frames for this endpoint never reach the application: their buffers are posted again.
 //!
 //! What the NIC steers to this endpoint's receive queue is the NIC's business: with one
 //! endpoint per NIC every frame reaches queue 0. Several endpoints on one NIC need steering by
@@ -59,7 +59,7 @@ use crate::hal::{DmaRegion, Nic, QueueFault, RxConfig, RxQueue, TxConfig, TxSegm
 use crate::info::{EndpointAttr, EpInfo, Order, Protocol, RxAttr, TxAttr};
 use crate::mr::{Buf, Iov, RawBuf};
 use crate::path::{Framing, Outcome, Path, Poster, Queue, NO_MR};
-use crate::proto::{self, Header, HEADER_LEN};
+use crate::proto::{self, Encap, Header, MAX_HEADER_LEN};
 use crate::srx::SharedRxContext;
 use crate::stx::SharedTxContext;
 use crate::{Error, Result};
@@ -85,8 +85,8 @@ pub enum EpType {
 
 /// Payload bytes `inject` copies (`inject_size`).
 pub const INJECT_SIZE: usize = 64;
-/// One inject bounce slot: header plus payload, rounded to cache lines.
-const INJECT_SLOT: usize = (HEADER_LEN + INJECT_SIZE).next_multiple_of(64);
+/// One inject bounce slot: the longest header plus payload, rounded to cache lines.
+const INJECT_SLOT: usize = (MAX_HEADER_LEN + INJECT_SIZE).next_multiple_of(64);
 
 /// Transmit operation flags an endpoint accepts (`fi_sendmsg`).
 pub(crate) const TX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
@@ -124,6 +124,13 @@ pub struct EpAttr {
     /// complete in error that are not associated with valid operational context will use the
     /// endpoint context").
     pub context: OpContext,
+    /// How ringfab's header travels ([`Encap`]): straight on Ethernet (the default), or inside
+    /// IPv4/UDP, which RSS can spread over a scalable endpoint's receive contexts
+    /// ([`SepAttr::rss`](crate::sep::SepAttr::rss)). Both ends must use the same: a frame of the
+    /// other encapsulation never reaches the application. The UDP encapsulation's header is 28
+    /// bytes longer, so is [`payload_offset`](Endpoint::payload_offset), and `max_msg_size` 28
+    /// shorter.
+    pub encap: Encap,
 }
 
 impl Default for EpAttr {
@@ -138,6 +145,7 @@ impl Default for EpAttr {
             rx_op_flags: OpFlags::empty(),
             source_err: false,
             context: OpContext::NULL,
+            encap: Encap::Ethernet,
         }
     }
 }
@@ -204,7 +212,8 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     ///
     /// # Errors
     /// `OpNotSupp` for an endpoint type other than DGRAM/UNSPEC; `Inval` for a queue the NIC
-    /// does not have, or a receive buffer size outside `HEADER_LEN + 1 ..= max_rx_buf_len`;
+    /// does not have, or a receive buffer size outside `header + 1 ..= max_rx_buf_len` (the
+    /// header of [`EpAttr::encap`]);
     /// `BadFlags` for unknown or unsupported default op flags.
     pub fn endpoint(&self, attr: &EpAttr) -> Result<Endpoint<'_, 's, 'n, N, D>> {
         let mut attr = *attr;
@@ -217,7 +226,9 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         if attr.tx_queue >= caps.tx_queues || attr.rx_queue >= caps.rx_queues {
             return Err(Error::Inval);
         }
-        if (attr.rx_buf_len as usize) <= HEADER_LEN || attr.rx_buf_len > caps.max_rx_buf_len {
+        if (attr.rx_buf_len as usize) <= attr.encap.header_len()
+            || attr.rx_buf_len > caps.max_rx_buf_len
+        {
             return Err(Error::Inval);
         }
         let name = EpAddr {
@@ -437,8 +448,12 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
 }
 
 impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
-    /// Bytes before the payload in a send or receive buffer: ringfab's header.
-    pub const PAYLOAD_OFFSET: usize = HEADER_LEN;
+    /// Bytes before the payload in a send or receive buffer: ringfab's header on the endpoint's
+    /// [encapsulation](EpAttr::encap) — [`HEADER_LEN`](proto::HEADER_LEN) on Ethernet,
+    /// [`MAX_HEADER_LEN`] on UDP.
+    pub fn payload_offset(&self) -> usize {
+        self.attr.encap.header_len()
+    }
 
     /// The attributes, as resolved.
     pub fn attr(&self) -> &EpAttr {
@@ -470,7 +485,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// whichever is smaller, less the header.
     pub fn max_msg_size(&self) -> usize {
         let frame = self.domain.nic().capabilities().max_frame_len;
-        frame.min(self.attr.rx_buf_len as usize) - HEADER_LEN
+        frame.min(self.attr.rx_buf_len as usize) - self.payload_offset()
     }
 
     /// The endpoint's attributes as `fi_info` reports them (`ep_attr`, `tx_attr`, `rx_attr`),
@@ -484,10 +499,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         EpInfo {
             ep: EndpointAttr {
                 ep_type: self.attr.ep_type,
-                protocol: Protocol {
-                    ethertype: crate::proto::ETHERTYPE,
-                    header_len: HEADER_LEN,
-                },
+                protocol: Protocol::of(self.attr.encap),
                 protocol_version: u32::from(crate::proto::VERSION),
                 max_msg_size: self.max_msg_size(),
                 msg_prefix_size: 0,
@@ -571,14 +583,15 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// # Errors
     /// `OpBadState` after enable; `Inval` for a second shared context, an endpoint that does
     /// not send (a receive context), or a context full of endpoints
-    /// ([`MAX_SHARED_ENDPOINTS`](crate::stx::MAX_SHARED_ENDPOINTS)); `Domain` for a context of another domain; `BadFlags` if
-    /// the endpoint's default transmit flags are not a subset of the context's
+    /// ([`MAX_SHARED_ENDPOINTS`](crate::stx::MAX_SHARED_ENDPOINTS)), or another
+    /// [encapsulation](EpAttr::encap) than the context's; `Domain` for a context of another domain;
+    /// `BadFlags` if the endpoint's default transmit flags are not a subset of the context's
     /// (fi_endpoint(3): "must use a subset of the transmit context's attributes").
     pub fn bind_stx(&mut self, stx: &SharedTxContext<'_, 's, 'n, N, D>) -> Result {
         if self.enabled {
             return Err(Error::OpBadState);
         }
-        if self.stx.is_some() || !self.sends {
+        if self.stx.is_some() || !self.sends || stx.attr().encap != self.attr.encap {
             return Err(Error::Inval);
         }
         if !core::ptr::eq(stx.domain(), self.domain) {
@@ -603,14 +616,15 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     ///
     /// # Errors
     /// `OpBadState` after enable; `Inval` for a second shared receive context, an endpoint
-    /// that does not receive, or a context full of endpoints; `Domain` for a context of
+    /// that does not receive, a context full of endpoints, or another
+    /// [encapsulation](EpAttr::encap) than the context's; `Domain` for a context of
     /// another domain; `BadFlags` if the endpoint's default receive flags are not a subset of
     /// the context's.
     pub fn bind_srx(&mut self, srx: &SharedRxContext<'_, 's, 'n, N, D>) -> Result {
         if self.enabled {
             return Err(Error::OpBadState);
         }
-        if self.srx.is_some() || !self.recvs {
+        if self.srx.is_some() || !self.recvs || srx.attr().encap != self.attr.encap {
             return Err(Error::Inval);
         }
         if !core::ptr::eq(srx.domain(), self.domain) {
@@ -764,6 +778,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             av: Some(av),
             source_err: self.attr.source_err,
             context: self.attr.context,
+            encap: self.attr.encap,
         };
         let mut tx = None;
         let mut bounce = None;
@@ -826,7 +841,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         Ok(())
     }
 
-    /// Sends `len` payload bytes of `buf` (written at [`PAYLOAD_OFFSET`](Self::PAYLOAD_OFFSET))
+    /// Sends `len` payload bytes of `buf` (written at [`payload_offset`](Self::payload_offset))
     /// to `dest` (`fi_send`), with the endpoint's default transmit flags. The buffer comes back
     /// with the completion ([`CompletionQueue::read_owned`]), or with the error.
     ///
@@ -885,12 +900,11 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             Ok(h) => h,
             Err(e) => return Err((e, buf)),
         };
-        let Some(segment) = buf.tx_segment(HEADER_LEN + len) else {
+        let Some(segment) = buf.tx_segment(self.payload_offset() + len) else {
             return Err((Error::Inval, buf));
         };
-        let mut bytes = [0u8; HEADER_LEN];
-        header.emit(&mut bytes);
-        if let Err(e) = buf.write(0, &bytes) {
+        let mut bytes = [0u8; MAX_HEADER_LEN];
+        if let Err(e) = buf.write(0, header.emit(self.attr.encap, &mut bytes)) {
             return Err((e, buf));
         }
         let r = self.post_tx(&[segment], buf.raw(), context, flags);
@@ -965,8 +979,8 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             Ok(cq) => cq,
             Err(e) => return Err((e, iov)),
         };
-        let mut bytes = [0u8; HEADER_LEN];
-        header.emit(&mut bytes);
+        let mut bytes = [0u8; MAX_HEADER_LEN];
+        let bytes = header.emit(self.attr.encap, &mut bytes);
         let mut segs = [TxSegment {
             iova: crate::hal::Iova(0),
             len: 0,
@@ -987,10 +1001,10 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             // an inject's frame does: free exactly as long as that slot is.
             let slot = st.next_slot().ok_or(Error::Again)?;
             let offset = slot * INJECT_SLOT;
-            bounce.write_bytes(offset, &bytes);
+            bounce.write_bytes(offset, bytes);
             segs[0] = TxSegment {
                 iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
-                len: HEADER_LEN as u16,
+                len: bytes.len() as u16,
             };
             let first = raws[0].ok_or(Error::Inval)?;
             let mut extra = [None; crate::mr::IOV_MAX - 1];
@@ -1045,17 +1059,17 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         let (Some(tx), Some(bounce)) = (&self.tx, &self.bounce) else {
             return Err(Error::OpBadState);
         };
-        let mut bytes = [0u8; HEADER_LEN];
-        header.emit(&mut bytes);
+        let mut bytes = [0u8; MAX_HEADER_LEN];
+        let bytes = header.emit(self.attr.encap, &mut bytes);
         let cq = self.cq_slot(self.tx_cq)?;
         tx.with_state(|st| {
             // The bounce slot belongs to the op-table slot the post will take: it is free
             // exactly as long as that slot is.
             let slot = st.next_slot().ok_or(Error::Again)?;
             let offset = slot * INJECT_SLOT;
-            bounce.write_bytes(offset, &bytes);
-            bounce.write_bytes(offset + HEADER_LEN, payload);
-            let len = HEADER_LEN + payload.len();
+            bounce.write_bytes(offset, bytes);
+            bounce.write_bytes(offset + bytes.len(), payload);
+            let len = bytes.len() + payload.len();
             let segment = TxSegment {
                 iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
                 len: len as u16,
@@ -1109,6 +1123,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             src_ctx: self.source.ctx,
             payload_len: len as u16,
             data,
+            flow: proto::flow(self.attr.tx_queue, self.source.ctx),
         })
     }
 
@@ -1158,7 +1173,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     }
 
     /// Posts `buf` to receive one message (`fi_recv`) with the endpoint's default receive
-    /// flags. The payload lands at [`PAYLOAD_OFFSET`](Self::PAYLOAD_OFFSET); the completion's
+    /// flags. The payload lands at [`payload_offset`](Self::payload_offset); the completion's
     /// `len` is its length and the buffer comes back with it.
     ///
     /// # Errors
@@ -1241,6 +1256,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         };
         let raw = buf.raw();
         let min_multi_recv = self.min_multi_recv;
+        let header = self.payload_offset() as u32;
         let r = rx.with_state(|st| {
             let Queue::Rx(q) = &st.queue else {
                 return Err(Error::OpBadState);
@@ -1252,7 +1268,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                     // More messages than the ring has descriptors: it could never be posted.
                     return Err(Error::Inval);
                 }
-                let accepted = dev_len - HEADER_LEN as u32;
+                let accepted = dev_len - header;
                 let r = st.post_multi_recv(cq, raw, dev_len, slots, accepted, context);
                 if !flags.contains(OpFlags::MORE) || r.is_err() {
                     st.doorbell();
@@ -1262,7 +1278,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             if raw.len < dev_len {
                 return Err(Error::Inval);
             }
-            let accepted = dev_len.min(raw.len) - HEADER_LEN as u32;
+            let accepted = dev_len.min(raw.len) - header;
             let r = st.post_recv(cq, raw, accepted, context, flags);
             if !flags.contains(OpFlags::MORE) || r.is_err() {
                 st.doorbell();

@@ -20,6 +20,20 @@ pub struct Protocol {
     pub header_len: usize,
 }
 
+impl Protocol {
+    /// The protocol of an endpoint on `encap`: its frames' EtherType (ringfab's, or IPv4's on the
+    /// UDP encapsulation) and header length.
+    pub fn of(encap: crate::proto::Encap) -> Protocol {
+        Protocol {
+            ethertype: match encap {
+                crate::proto::Encap::Ethernet => crate::proto::ETHERTYPE,
+                crate::proto::Encap::Udp => 0x0800,
+            },
+            header_len: encap.header_len(),
+        }
+    }
+}
+
 /// Ordering of messages (`msg_order`) or of completions (`comp_order`), as far as ringfab
 /// reports either.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -43,7 +57,7 @@ pub struct EndpointAttr {
     /// `max_msg_size`: the NIC's frame or the receive buffer, less the header.
     pub max_msg_size: usize,
     /// `msg_prefix_size`: 0 — the header is ringfab's, written behind the payload offset the
-    /// application uses ([`Endpoint::PAYLOAD_OFFSET`](crate::ep::Endpoint::PAYLOAD_OFFSET)),
+    /// application uses ([`Endpoint::payload_offset`](crate::ep::Endpoint::payload_offset)),
     /// not an `FI_MSG_PREFIX` area.
     pub msg_prefix_size: usize,
     /// `max_order_raw_size`, `max_order_war_size`, `max_order_waw_size`: 0, no RMA.
@@ -74,7 +88,8 @@ pub struct TxAttr {
     pub inject_size: usize,
     /// `size`: operations the queue can hold (its op-table depth).
     pub size: usize,
-    /// `iov_limit`: the buffers a gather send may have ([`Endpoint::iov_limit`](crate::ep::Endpoint::iov_limit)).
+    /// `iov_limit`: the buffers a gather send may have
+    /// ([`Endpoint::iov_limit`](crate::ep::Endpoint::iov_limit)).
     pub iov_limit: usize,
     /// `rma_iov_limit`: 0, no RMA.
     pub rma_iov_limit: usize,

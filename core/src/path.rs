@@ -82,7 +82,7 @@ use crate::hal::{
     TxCompletion, TxError, TxQueue, TxSegment,
 };
 use crate::mr::{owner_of, Buf, MrSlot, RawBuf, IOV_MAX};
-use crate::proto::{self, Header};
+use crate::proto::{self, Encap, Header};
 use crate::{Error, Result};
 
 /// The `cq` value of a path bound to no CQ.
@@ -194,7 +194,7 @@ trait DriverCompletion {
     fn token(&self) -> Token;
     fn ok(&self) -> bool;
     /// The entry's length and the bytes a counter counts, for an operation of `op_len`.
-    fn lengths(&self, framed: bool, op_len: u32) -> (usize, u64);
+    fn lengths(&self, header: usize, op_len: u32) -> (usize, u64);
 }
 
 impl DriverCompletion for RxCompletion {
@@ -209,7 +209,7 @@ impl DriverCompletion for RxCompletion {
         self.status.is_ok()
     }
     #[inline(always)]
-    fn lengths(&self, _framed: bool, _op_len: u32) -> (usize, u64) {
+    fn lengths(&self, _header: usize, _op_len: u32) -> (usize, u64) {
         (self.len as usize, u64::from(self.len))
     }
 }
@@ -227,8 +227,8 @@ impl DriverCompletion for TxCompletion {
     }
     /// A send's entry has no length; its payload still counts for the counter.
     #[inline(always)]
-    fn lengths(&self, framed: bool, op_len: u32) -> (usize, u64) {
-        (0, tx_payload(framed, op_len) as u64)
+    fn lengths(&self, header: usize, op_len: u32) -> (usize, u64) {
+        (0, tx_payload(header, op_len) as u64)
     }
 }
 
@@ -370,19 +370,19 @@ impl<const D: usize> OpTable<D> {
         Some(op)
     }
 
-    /// The general lane's run of plain successes: takes the leading run of `cs` that are
-    /// plain successes — `Ok`, naming a live operation of `C::KIND` whose success is
-    /// [`plain`](Op::plain) — writing each as a [`Plain`] into `out` and counting it in
-    /// `tally` (bytes: a receive's frame payload; a send's payload, without ringfab's header
-    /// when `framed`). Stops at the first completion that is anything else, changing nothing
-    /// for it (the caller takes it the general way). Frees the slots but leaves `head` to
-    /// [`advance_head`](Self::advance_head), once per batch; copies three fields per
-    /// operation, not the whole `Op`.
+    /// The general lane's run of plain successes: takes the leading run of `cs` that are plain
+    /// successes — `Ok`, naming a live operation of `C::KIND` whose success is [`plain`](Op::plain)
+    /// — writing each as a [`Plain`] into `out` and counting it in `tally` (bytes: a receive's
+    /// frame payload; a send's payload, without the `header` bytes of ringfab's header on a framed
+    /// path). Stops at the first completion that is anything else, changing nothing for it (the
+    /// caller takes it the general way). Frees the slots but leaves `head` to
+    /// [`advance_head`](Self::advance_head), once per batch; copies three fields per operation, not
+    /// the whole `Op`.
     #[inline(always)]
     fn take_plain<C: DriverCompletion>(
         &mut self,
         cs: &[C],
-        framed: bool,
+        header: usize,
         out: &mut [Plain; CHUNK],
         tally: &mut Tally,
     ) -> usize {
@@ -393,7 +393,7 @@ impl<const D: usize> OpTable<D> {
                 break;
             };
             op.free();
-            let (len, counted) = c.lengths(framed, op.len);
+            let (len, counted) = c.lengths(header, op.len);
             *p = Plain {
                 context: op.context,
                 flags: C::FLAGS,
@@ -564,6 +564,8 @@ pub(crate) struct Framing {
     /// The endpoint's context, for error entries that belong to no operation (a critical
     /// fault of the queue).
     pub(crate) context: OpContext,
+    /// How ringfab's header travels (every endpoint of a shared path uses the same).
+    pub(crate) encap: Encap,
 }
 
 /// Context every `poll` of a path needs from its domain.
@@ -771,13 +773,24 @@ enum Verdict {
     Done(Completion),
     /// An error completion, for the error queue.
     Failed(ErrRecord),
-    /// A success nobody asked for: its credit goes back.
-    Silent,
+    /// A success nobody asked for: its credit goes back. The payload bytes a counter counts
+    /// (a receive's; 0 for a send, whose caller knows its own).
+    Silent(usize),
     /// Not a frame for this endpoint: the buffer is posted again, nothing is reported.
     Repost,
 }
 
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
+    /// Bytes of ringfab's header before the payload on this path: 0 on a raw (unframed) one.
+    fn header_len(&self) -> usize {
+        self.framing.map_or(0, |f| f.encap.header_len())
+    }
+
+    /// The encapsulation of a framed path (the Ethernet one on a raw path, which parses no header).
+    fn header_encap(&self) -> Encap {
+        self.framing.map_or(Encap::Ethernet, |f| f.encap)
+    }
+
     pub(crate) fn new_tx(q: N::Tx<'n, D>, in_order: bool) -> Self {
         Self::new(Queue::Tx(q), in_order)
     }
@@ -870,8 +883,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let mut stop = false;
         let mut reposted = false;
         let mut tally = Tally::default();
-        let framed = self.framing.is_some();
-        let unframed = !framed;
+        let header = self.header_len();
+        let unframed = self.framing.is_none();
         while given < budget && !stop {
             let want = (budget - given).min(CHUNK);
             let got = match &mut self.queue {
@@ -906,7 +919,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         if unframed {
                             let k = self.table.take_plain(
                                 &self.rx_scratch[i..kept],
-                                framed,
+                                header,
                                 &mut self.plains,
                                 &mut tally,
                             );
@@ -926,7 +939,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         match &mut verdict {
                             Verdict::Done(done) => {
                                 if op.group != NO_GROUP {
-                                    settle(&mut self.groups, &op, done);
+                                    settle(&mut self.groups, header, &op, done);
                                 }
                                 tally.success(done.len);
                                 given += 1;
@@ -934,14 +947,14 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             }
                             Verdict::Failed(rec) => {
                                 if op.group != NO_GROUP {
-                                    settle(&mut self.groups, &op, &mut rec.completion);
+                                    settle(&mut self.groups, header, &op, &mut rec.completion);
                                 }
                                 tally.err += 1;
                                 given += 1;
                                 stop |= sink.outcome(Outcome::Failed(rec));
                             }
-                            Verdict::Silent => {
-                                tally.success(c.len as usize);
+                            Verdict::Silent(payload) => {
+                                tally.success(*payload);
                                 ctx.cq.release_credit();
                                 release(ctx.mrs, op.owned());
                             }
@@ -961,7 +974,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                     // rather than vanish.
                                     _ => {
                                         let mut rec = canceled_recv(&op);
-                                        settle(&mut self.groups, &op, &mut rec.completion);
+                                        settle(&mut self.groups, header, &op, &mut rec.completion);
                                         tally.err += 1;
                                         given += 1;
                                         stop |= sink.outcome(Outcome::Failed(&rec));
@@ -979,7 +992,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         // Fast path: a run of plain successes in one call to the sink.
                         let k = self.table.take_plain(
                             &self.tx_scratch[i..got],
-                            framed,
+                            header,
                             &mut self.plains,
                             &mut tally,
                         );
@@ -994,7 +1007,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let Some(op) = self.table.take(c.token, OpKind::Send) else {
                             continue;
                         };
-                        let payload = tx_payload(self.framing.is_some(), op.len);
+                        let payload = tx_payload(self.header_len(), op.len);
                         let mut verdict = tx_outcome(&op, c);
                         self.attach_extras(&op, &mut verdict, ctx.mrs);
                         match &verdict {
@@ -1008,7 +1021,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                 given += 1;
                                 stop |= sink.outcome(Outcome::Failed(rec));
                             }
-                            Verdict::Silent | Verdict::Repost => {
+                            Verdict::Silent(_) | Verdict::Repost => {
                                 tally.success(payload);
                                 ctx.cq.release_credit();
                                 release(ctx.mrs, op.owned());
@@ -1146,7 +1159,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 ctx.cq.release_credit();
                 release(ctx.mrs, op.owned());
                 self.release_extras(&op, ctx.mrs);
-                tally.success(tx_payload(self.framing.is_some(), op.len));
+                tally.success(tx_payload(self.header_len(), op.len));
             }
         }
     }
@@ -1240,6 +1253,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         if !live(&self.table) {
             return false;
         }
+        let header = self.header_len();
         // Canceling a multi-receive buffer cancels all of its slots still in the ring: one
         // entry, with the last of them, releases the buffer.
         let target_group = (0..self.table.live_span())
@@ -1337,13 +1351,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 }
                 self.attach_extras(&op, &mut verdict, ctx.mrs);
                 let bytes = if kind == OpKind::Send {
-                    tx_payload(self.framing.is_some(), op.len)
+                    tx_payload(self.header_len(), op.len)
                 } else {
                     rx[i].len as usize
                 };
                 match &mut verdict {
                     Verdict::Done(done) => {
-                        settle(&mut self.groups, &op, done);
+                        settle(&mut self.groups, header, &op, done);
                         tally.success(if kind == OpKind::Recv {
                             done.len
                         } else {
@@ -1352,12 +1366,16 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         sink(Outcome::Done(done));
                     }
                     Verdict::Failed(rec) => {
-                        settle(&mut self.groups, &op, &mut rec.completion);
+                        settle(&mut self.groups, header, &op, &mut rec.completion);
                         tally.err += 1;
                         sink(Outcome::Failed(rec));
                     }
-                    Verdict::Silent => {
-                        tally.success(bytes);
+                    Verdict::Silent(payload) => {
+                        tally.success(if kind == OpKind::Recv {
+                            *payload
+                        } else {
+                            bytes
+                        });
                         ctx.cq.release_credit();
                         release(ctx.mrs, op.owned());
                     }
@@ -1390,7 +1408,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 if let Some(op) = self.table.take(token, op.kind) {
                     tally.err += 1;
                     let mut rec = canceled_recv(&op);
-                    settle(&mut self.groups, &op, &mut rec.completion);
+                    settle(&mut self.groups, header, &op, &mut rec.completion);
                     rec.completion.extra = self.take_extras(&op);
                     sink(Outcome::Failed(&rec));
                 }
@@ -1449,7 +1467,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         if c.status.is_err() {
             return None;
         }
-        let h = parse_header(op, c.len).ok()?;
+        let h = parse_header(self.header_encap(), op, c.len).ok()?;
         self.srx.iter().enumerate().find_map(|(o, e)| {
             let e = e.as_ref()?;
             (h.dst_ctx == e.local.ctx || h.dst_ctx == proto::ANY_CTX).then_some(o as u8)
@@ -1591,6 +1609,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             av: self.framing.and_then(|f| f.av),
             source_err: ep.source_err,
             context: ep.context,
+            encap: self.header_encap(),
         };
         let c = RxCompletion {
             token: Token(0),
@@ -1598,21 +1617,23 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             status,
             rss: None,
         };
-        let ok = status.is_ok();
-        if let Some(cn) = ctx.cntrs.get(usize::from(ep.cntr)) {
-            if ok {
-                cn.complete_ok(1, u64::from(len.saturating_sub(proto::HEADER_LEN as u32)));
-            } else {
-                cn.complete_err(1);
-            }
-        }
         // Whether a success is reported is the endpoint's binding's business (known only
         // now): selective, it takes the receive's FI_COMPLETION; otherwise always.
         let op = Op {
             report: !ep.selective || op.report,
             ..*op
         };
-        match &rx_outcome(Some(&framing), &op, &c, ctx.avs) {
+        let verdict = rx_outcome(Some(&framing), &op, &c, ctx.avs);
+        if let Some(cn) = ctx.cntrs.get(usize::from(ep.cntr)) {
+            // The payload, as the endpoint's own queue counts it (not the padded frame).
+            match &verdict {
+                Verdict::Done(done) => cn.complete_ok(1, done.len as u64),
+                Verdict::Silent(payload) => cn.complete_ok(1, *payload as u64),
+                Verdict::Failed(_) => cn.complete_err(1),
+                Verdict::Repost => {}
+            }
+        }
+        match &verdict {
             Verdict::Done(done) => (1, sink(Outcome::Done(done))),
             Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
             _ => {
@@ -1830,7 +1851,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         match verdict {
             Verdict::Done(c) => c.extra = extra,
             Verdict::Failed(rec) => rec.completion.extra = extra,
-            Verdict::Silent | Verdict::Repost => {
+            Verdict::Silent(_) | Verdict::Repost => {
                 for raw in extra {
                     release(mrs, raw);
                 }
@@ -1896,7 +1917,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             return;
         };
         if ok {
-            c.complete_ok(1, tx_payload(true, op.len) as u64);
+            c.complete_ok(1, tx_payload(self.header_len(), op.len) as u64);
         } else {
             c.complete_err(1);
         }
@@ -1997,7 +2018,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         match &verdict {
             Verdict::Done(done) => (1, sink(Outcome::Done(done))),
             Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
-            Verdict::Silent | Verdict::Repost => {
+            Verdict::Silent(_) | Verdict::Repost => {
                 self.op_cq(op, ctx).release_credit();
                 release(ctx.mrs, op.owned());
                 (0, false)
@@ -2297,13 +2318,13 @@ fn leave_group(groups: &mut [Group], op: &Op) -> GroupExit {
 /// completion points at its data (`buf`, fi_cq(3)), and the last one carries `FI_MULTI_RECV`
 /// and the buffer.
 #[inline(always)]
-fn settle(groups: &mut [Group], op: &Op, c: &mut Completion) {
+fn settle(groups: &mut [Group], header: usize, op: &Op, c: &mut Completion) {
     let exit = leave_group(groups, op);
     if exit == GroupExit::None {
         return;
     }
     if op.buf.cpu != 0 {
-        c.buf = BufAddr(op.buf.cpu + proto::HEADER_LEN);
+        c.buf = BufAddr(op.buf.cpu + header);
     }
     if let GroupExit::Last(raw) = exit {
         c.flags |= CompletionFlags::MULTI_RECV;
@@ -2385,13 +2406,8 @@ fn fast_lane<N: Nic, const D: usize, S: Sink, const BYTES: bool>(
     (got, next, kept as usize, bytes)
 }
 
-fn tx_payload(framed: bool, frame_len: u32) -> usize {
-    let len = frame_len as usize;
-    if framed {
-        len.saturating_sub(proto::HEADER_LEN)
-    } else {
-        len
-    }
+fn tx_payload(header: usize, frame_len: u32) -> usize {
+    (frame_len as usize).saturating_sub(header)
 }
 
 /// Returns an owned buffer that will not reach the application to its region's count.
@@ -2434,8 +2450,9 @@ fn canceled_recv(op: &Op) -> ErrRecord {
 /// is: `Ok((header, payload offset))`, or `Err(())` when it is not a well-formed frame for
 /// `local`.
 #[inline(always)]
-fn parse_framed(local: EpAddr, op: &Op, frame_len: u32) -> core::result::Result<Header, ()> {
-    let h = parse_header(op, frame_len)?;
+fn parse_framed(f: &Framing, op: &Op, frame_len: u32) -> core::result::Result<Header, ()> {
+    let local = f.local;
+    let h = parse_header(f.encap, op, frame_len)?;
     let for_us = h.dst_ctx == local.ctx || h.dst_ctx == proto::ANY_CTX;
     if !for_us {
         return Err(());
@@ -2446,13 +2463,13 @@ fn parse_framed(local: EpAddr, op: &Op, frame_len: u32) -> core::result::Result<
 /// Reads and checks the ringfab header of a received frame out of its buffer (whoever it is
 /// for).
 #[inline(always)]
-fn parse_header(op: &Op, frame_len: u32) -> core::result::Result<Header, ()> {
+fn parse_header(encap: Encap, op: &Op, frame_len: u32) -> core::result::Result<Header, ()> {
     if op.buf.cpu == 0 {
         return Err(());
     }
-    let mut bytes = [0u8; proto::HEADER_LEN];
+    let mut bytes = [0u8; proto::MAX_HEADER_LEN];
     let n = (frame_len as usize)
-        .min(proto::HEADER_LEN)
+        .min(encap.header_len())
         .min(op.buf.len as usize);
     // SAFETY: `op.buf` is registered memory of at least `op.buf.len` bytes that this operation
     // owns (an owned `Buf`, or the raw poster's promise); the device has finished writing it —
@@ -2461,7 +2478,7 @@ fn parse_header(op: &Op, frame_len: u32) -> core::result::Result<Header, ()> {
     unsafe {
         core::ptr::copy_nonoverlapping(op.buf.cpu as *const u8, bytes.as_mut_ptr(), n);
     }
-    Header::parse(&bytes[..n], frame_len as usize).map_err(|_| ())
+    Header::parse(encap, &bytes[..n], frame_len as usize).map_err(|_| ())
 }
 
 #[inline(always)]
@@ -2479,7 +2496,7 @@ fn rx_outcome(framing: Option<&Framing>, op: &Op, c: &RxCompletion, avs: &[AvSlo
         Ok(()) => {
             let (mut done, payload) = match framing {
                 None => (completion(c.len), c.len),
-                Some(f) => match parse_framed(f.local, op, c.len) {
+                Some(f) => match parse_framed(f, op, c.len) {
                     Err(()) => return Verdict::Repost,
                     Ok(h) => {
                         let mut done = completion(u32::from(h.payload_len));
@@ -2526,7 +2543,7 @@ fn rx_outcome(framing: Option<&Framing>, op: &Op, c: &RxCompletion, avs: &[AvSlo
             if op.report {
                 Verdict::Done(done)
             } else {
-                Verdict::Silent
+                Verdict::Silent(payload as usize)
             }
         }
         Err(e) => failed(ErrRecord {
@@ -2553,7 +2570,7 @@ fn tx_outcome(op: &Op, c: &TxCompletion) -> Verdict {
     };
     match c.status {
         Ok(()) if op.report => Verdict::Done(completion),
-        Ok(()) => Verdict::Silent,
+        Ok(()) => Verdict::Silent(0),
         Err(e) => Verdict::Failed(ErrRecord {
             completion,
             err: match e {

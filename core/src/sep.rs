@@ -14,9 +14,25 @@
 //! ([`Nic::set_rx_queue_mac`] — VMDq on the 82576). A sender
 //! names context *k* with [`FiAddr::rx`](crate::av::FiAddr::rx) (`fi_rx_addr`) on an AV opened
 //! with `rx_ctx_bits` (`FI_NAMED_RX_CTX`); a handle without context bits reaches context 0.
-//! That is why more than one receive context needs a NIC that steers by address
-//! ([`Capabilities::rx_mac_queues`](crate::hal::Capabilities::rx_mac_queues)): ringfab's
-//! frames carry no IP header, so RSS cannot spread them.
+//! That is why more than one named receive context needs a NIC that steers by address
+//! ([`Capabilities::rx_mac_queues`](crate::hal::Capabilities::rx_mac_queues)): frames on
+//! ringfab's own EtherType carry no IP header, so RSS cannot spread them.
+//!
+//! # Receive contexts fed by RSS
+//!
+//! With [`SepAttr::rss`] the receive contexts are not named: the NIC's RSS picks one per flow. This
+//! needs frames RSS can hash, so every context uses the [`Encap::Udp`] encapsulation (ringfab's
+//! header inside IPv4/UDP), and so must the peers that send to it. All receive contexts then listen
+//! on the scalable endpoint's own address (station MAC, context 0), and the redirection table
+//! spreads its entries round-robin over the receive contexts that are enabled, programmed again
+//! whenever one is enabled or closed. A flow is one sender's transmit queue and endpoint
+//! ([`proto::flow`], the UDP source port) with its IPv4 addresses (derived from the MACs): its
+//! frames all reach the same context, in order, while the table does not change. The 82576 and
+//! virtio-net hash the UDP ports as well, so the transmit contexts of one peer spread; the 82574
+//! hashes only the IPv4 addresses, so it spreads peers but not the flows of one peer. A frame that
+//! arrives while no context is enabled goes to queue 0, and is dropped there if context 0 is not
+//! listening, as a datagram to a closed endpoint is. Dropping the scalable endpoint turns RSS off
+//! again.
 //!
 //! Frames sent by any transmit context carry the scalable endpoint's address as their source,
 //! so a receiver that inserted that one address resolves all of them (`FI_SOURCE`).
@@ -30,13 +46,15 @@
 use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use spin::Mutex;
+
 use crate::av::{AddressVector, EpAddr};
 use crate::cq::entry::OpContext;
 use crate::domain::Domain;
 use crate::ep::{Endpoint, EpAttr, EpType};
 use crate::flags::OpFlags;
-use crate::hal::Nic;
-use crate::proto::{self, HEADER_LEN};
+use crate::hal::{Nic, RssConfig, RssHashes, RssSaved};
+use crate::proto::{self, Encap};
 use crate::{Error, Result};
 
 /// Most contexts of one direction (the bit masks that track them).
@@ -53,6 +71,11 @@ pub struct SepAttr {
     pub rx_buf_len: u32,
     /// `FI_SOURCE_ERR` on every receive context.
     pub source_err: bool,
+    /// The encapsulation of every context ([`EpAttr::encap`]).
+    pub encap: Encap,
+    /// Receive contexts fed by RSS instead of named by address (module documentation):
+    /// needs [`Encap::Udp`] and a NIC with RSS.
+    pub rss: bool,
 }
 
 impl Default for SepAttr {
@@ -63,6 +86,8 @@ impl Default for SepAttr {
             rx_ctx_cnt: 1,
             rx_buf_len: 2048,
             source_err: false,
+            encap: Encap::Ethernet,
+            rss: false,
         }
     }
 }
@@ -85,16 +110,19 @@ pub struct ScalableEndpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
     /// Contexts open, one bit each.
     tx_open: AtomicU32,
     rx_open: AtomicU32,
+    /// With RSS: the enabled receive contexts the redirection table spreads over, one bit
+    /// each; the lock orders the programming of the table after each change.
+    rss_fed: Mutex<u32>,
 }
 
 impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// Creates a scalable endpoint (`fi_scalable_ep`).
     ///
-    /// # Errors
-    /// `Inval` for no context, more contexts than the NIC has queues (or than
-    /// [`MAX_CONTEXTS`]), or a receive buffer size the NIC cannot take; `OpNotSupp` for more
-    /// than one receive context on a NIC that cannot steer by address (see the module
-    /// documentation).
+    /// # Errors `Inval` for no context, more contexts than the NIC has queues (or than
+    /// [`MAX_CONTEXTS`]), a receive buffer size the NIC cannot take, or RSS without the UDP
+    /// encapsulation; `OpNotSupp` for more than one named receive context on a NIC that cannot
+    /// steer by address, or for RSS on a NIC without it (see the module documentation);
+    /// `Device(Unsupported)` for RSS while the NIC steers by address for another user.
     pub fn scalable_endpoint(&self, attr: &SepAttr) -> Result<ScalableEndpoint<'_, 's, 'n, N, D>> {
         let caps = self.nic().capabilities();
         let (tx, rx) = (attr.tx_ctx_cnt, attr.rx_ctx_cnt);
@@ -104,19 +132,40 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         if rx > caps.rx_queues.min(MAX_CONTEXTS) {
             return Err(Error::Inval);
         }
-        if rx > 1 && caps.rx_mac_queues < rx {
-            return Err(Error::OpNotSupp);
-        }
-        if (attr.rx_buf_len as usize) <= HEADER_LEN || attr.rx_buf_len > caps.max_rx_buf_len {
+        if (attr.rx_buf_len as usize) <= attr.encap.header_len()
+            || attr.rx_buf_len > caps.max_rx_buf_len
+        {
             return Err(Error::Inval);
         }
-        Ok(ScalableEndpoint {
+        if attr.rss {
+            if attr.encap != Encap::Udp {
+                return Err(Error::Inval);
+            }
+            let fits = |r: &crate::hal::RssCaps| {
+                (r.hashes.ipv4 || r.hashes.ipv4_udp)
+                    && r.key_len <= RssSaved::MAX_KEY
+                    && r.table_len <= RssSaved::MAX_TABLE
+            };
+            if !caps.rss.as_ref().is_some_and(fits) {
+                return Err(Error::OpNotSupp);
+            }
+        } else if rx > 1 && caps.rx_mac_queues < rx {
+            return Err(Error::OpNotSupp);
+        }
+        let sep = ScalableEndpoint {
             domain: self,
             attr: *attr,
             av: None,
             tx_open: AtomicU32::new(0),
             rx_open: AtomicU32::new(0),
-        })
+            rss_fed: Mutex::new(0),
+        };
+        if attr.rss {
+            // Off until a context is enabled; this also finds out now, not at the first
+            // enable, whether the NIC takes RSS at all (it refuses while it steers by address).
+            sep.feed(None)?;
+        }
+        Ok(sep)
     }
 }
 
@@ -197,12 +246,18 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 's, 'n, N, D>
             rx_buf_len: self.attr.rx_buf_len,
             source_err: self.attr.source_err,
             context: attr.context,
+            encap: self.attr.encap,
             ..EpAttr::default()
         };
         let (dirs, local) = match dir {
             Dir::Tx => {
                 ep_attr.tx_op_flags = attr.op_flags;
                 ((true, false), base)
+            }
+            Dir::Rx if self.attr.rss => {
+                // Fed by RSS: every receive context takes frames to the endpoint's address.
+                ep_attr.rx_op_flags = attr.op_flags;
+                ((false, true), base)
             }
             Dir::Rx => {
                 ep_attr.rx_op_flags = attr.op_flags;
@@ -221,7 +276,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 's, 'n, N, D>
         };
         ctx.ep.check_op_flags()?;
         ctx.ep.bind_av_index(av);
-        if let (Dir::Rx, true) = (dir, index > 0) {
+        if let (Dir::Rx, true, false) = (dir, index > 0, self.attr.rss) {
             self.domain.nic().set_rx_queue_mac(index, Some(local.mac))?;
             ctx.ep.set_steered(index);
         }
@@ -229,8 +284,64 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 's, 'n, N, D>
     }
 }
 
+impl<N: Nic, const D: usize> ScalableEndpoint<'_, '_, '_, N, D> {
+    /// Changes the set of receive contexts RSS feeds — `Some((index, true))` adds one,
+    /// `Some((index, false))` takes one out — and programs the NIC's redirection table over
+    /// the contexts then fed (RSS off when none is). On error the set is left as it was.
+    fn feed(&self, change: Option<(u16, bool)>) -> Result {
+        let Some(caps) = self.domain.nic().capabilities().rss else {
+            return Err(Error::OpNotSupp);
+        };
+        let mut fed = self.rss_fed.lock();
+        let mask = match change {
+            Some((i, true)) => *fed | 1 << i,
+            Some((i, false)) => *fed & !(1 << i),
+            None => *fed,
+        };
+        let mut key = [0u8; RssSaved::MAX_KEY];
+        let key = &mut key[..caps.key_len];
+        rss_key(key);
+        let mut table = [0u16; RssSaved::MAX_TABLE];
+        let table = &mut table[..caps.table_len];
+        let queues = (0..MAX_CONTEXTS).filter(|q| mask & 1 << q != 0);
+        for (entry, q) in table.iter_mut().zip(queues.cycle()) {
+            *entry = q;
+        }
+        let hashes = if mask == 0 {
+            RssHashes::default()
+        } else {
+            let mut h = RssHashes::default();
+            h.ipv4 = caps.hashes.ipv4;
+            h.ipv4_udp = caps.hashes.ipv4_udp;
+            h
+        };
+        self.domain
+            .nic()
+            .set_rss(&RssConfig { key, table, hashes })?;
+        *fed = mask;
+        Ok(())
+    }
+}
+
+/// The Toeplitz key ringfab programs: bytes of a fixed xorshift sequence, so that every run
+/// spreads alike (a test can predict it) while the key has no structure that maps many flows
+/// to one entry.
+fn rss_key(key: &mut [u8]) {
+    let mut x: u32 = 0x9e37_79b9;
+    for b in key {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = (x >> 24) as u8;
+    }
+}
+
 impl<N: Nic, const D: usize> Drop for ScalableEndpoint<'_, '_, '_, N, D> {
     fn drop(&mut self) {
+        if self.attr.rss {
+            // Every context is closed (they borrow the endpoint): the set is empty, RSS off.
+            let _ = self.feed(None);
+        }
         if let Some(av) = self.av.take() {
             self.domain.avs()[av].unbind();
         }
@@ -263,6 +374,20 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Context<'_, 'd, 's, 'n, N, D> {
     pub fn is_tx(&self) -> bool {
         self.dir == Dir::Tx
     }
+
+    /// Enables the context ([`Endpoint::enable`]); a receive context of a scalable endpoint
+    /// with [`SepAttr::rss`] then joins the redirection table (module documentation).
+    ///
+    /// # Errors
+    /// As [`Endpoint::enable`], plus the NIC's error programming RSS — the context is enabled
+    /// then, but RSS does not feed it until an `enable` succeeds.
+    pub fn enable(&mut self) -> Result {
+        self.ep.enable()?;
+        if self.dir == Dir::Rx && self.sep.attr.rss {
+            self.sep.feed(Some((self.index, true)))?;
+        }
+        Ok(())
+    }
 }
 
 impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Deref for Context<'_, 'd, 's, 'n, N, D> {
@@ -280,6 +405,11 @@ impl<N: Nic, const D: usize> DerefMut for Context<'_, '_, '_, '_, N, D> {
 
 impl<N: Nic, const D: usize> Drop for Context<'_, '_, '_, '_, N, D> {
     fn drop(&mut self) {
+        if self.dir == Dir::Rx && self.sep.attr.rss {
+            // Out of the table before its queue closes. Should the NIC refuse, frames hashed
+            // here are dropped at the closed queue, as at any closed endpoint.
+            let _ = self.sep.feed(Some((self.index, false)));
+        }
         // Close the context's queues first, so the index is free only once they are.
         self.ep.shut();
         let open = match self.dir {

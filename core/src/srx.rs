@@ -19,8 +19,9 @@
 //! does: `proto::context_mac`, steered by the NIC). Endpoints bound to it are addressed by
 //! that address and their own context number ([`EpAttr::rx_queue`](crate::ep::EpAttr)).
 //!
-//! Not built: multi-receive buffers on a shared receive context (`BadFlags`); the endpoints of one context cannot block on an interrupt for it (its queue has
-//! none — a blocked `sread` finds its completions by the 10 ms polling of its wait).
+//! Not built: multi-receive buffers on a shared receive context (`BadFlags`); the endpoints of one
+//! context cannot block on an interrupt for it (its queue has none — a blocked `sread` finds its
+//! completions by the 10 ms polling of its wait).
 
 use crate::av::EpAddr;
 use crate::cq::entry::OpContext;
@@ -29,7 +30,7 @@ use crate::flags::OpFlags;
 use crate::hal::{MacAddr, Nic, RxConfig, RxQueue};
 use crate::mr::{owner_of, Buf};
 use crate::path::{Framing, Queue, SharedPath};
-use crate::proto::{self, HEADER_LEN};
+use crate::proto::{self, Encap};
 use crate::{Error, Result};
 
 /// Attributes of a shared receive context (the `fi_rx_attr` of `fi_srx_context`).
@@ -41,6 +42,9 @@ pub struct SrxAttr {
     pub rx_buf_len: u32,
     /// Default receive flags; an endpoint's `rx_op_flags` must be a subset.
     pub op_flags: OpFlags,
+    /// The encapsulation its frames arrive on ([`EpAttr::encap`](crate::ep::EpAttr::encap)); its
+    /// endpoints must use the same.
+    pub encap: Encap,
 }
 
 impl Default for SrxAttr {
@@ -50,6 +54,7 @@ impl Default for SrxAttr {
             rx_queue: 0,
             rx_buf_len: 2048,
             op_flags: OpFlags::empty(),
+            encap: Encap::Ethernet,
         }
     }
 }
@@ -67,16 +72,17 @@ pub struct SharedRxContext<'d, 's, 'n, N: Nic + 'n, const D: usize> {
 impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// Opens a shared receive context on receive queue `attr.rx_queue` (`fi_srx_context`).
     ///
-    /// # Errors
-    /// `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `Inval` for a buffer size
-    /// outside `HEADER_LEN + 1 ..= max_rx_buf_len`; `NoMem` without a free path slot;
-    /// `Device(_)` when the NIC refuses the queue or cannot steer an address to it.
+    /// # Errors `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `Inval` for a buffer
+    /// size outside `header + 1 ..= max_rx_buf_len` (the header of `attr.encap`); `NoMem` without a
+    /// free path slot; `Device(_)` when the NIC refuses the queue or cannot steer an address to it.
     pub fn srx_context(&self, attr: &SrxAttr) -> Result<SharedRxContext<'_, 's, 'n, N, D>> {
         if !SRX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
         }
         let caps = self.nic().capabilities();
-        if (attr.rx_buf_len as usize) <= HEADER_LEN || attr.rx_buf_len > caps.max_rx_buf_len {
+        if (attr.rx_buf_len as usize) <= attr.encap.header_len()
+            || attr.rx_buf_len > caps.max_rx_buf_len
+        {
             return Err(Error::Inval);
         }
         let path = self.open_rx(attr.rx_queue, RxConfig::new(attr.rx_buf_len))?;
@@ -92,6 +98,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             av: None,
             source_err: false,
             context: OpContext::NULL,
+            encap: attr.encap,
         });
         Ok(SharedRxContext {
             queue: SharedPath { domain: self, path },
@@ -118,8 +125,8 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
     }
 
     /// Posts `buf` for any endpoint bound to the context (`fi_recv` on the `fid_srx`), with
-    /// the context's default flags. The payload lands at
-    /// [`PAYLOAD_OFFSET`](crate::ep::Endpoint::PAYLOAD_OFFSET); the completion goes to the CQ
+    /// the context's default flags. The payload lands after the header of the context's
+    /// [encapsulation](SrxAttr::encap) ([`Encap::header_len`]); the completion goes to the CQ
     /// of the endpoint the frame was for, with the buffer.
     ///
     /// # Errors
@@ -157,7 +164,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
             if raw.len < dev_len {
                 return Err(Error::Inval);
             }
-            let accepted = dev_len - HEADER_LEN as u32;
+            let accepted = dev_len - self.attr.encap.header_len() as u32;
             let r = st.post_recv_srx(raw, accepted, context, flags.contains(OpFlags::COMPLETION));
             if !flags.contains(OpFlags::MORE) || r.is_err() {
                 st.doorbell();

@@ -41,6 +41,9 @@ pub struct StxAttr {
     /// Transmit operation flags its endpoints may have as defaults: an endpoint's
     /// `tx_op_flags` must be a subset (fi_endpoint(3)).
     pub op_flags: OpFlags,
+    /// The encapsulation its endpoints send on ([`EpAttr::encap`](crate::ep::EpAttr::encap)): all
+    /// of them use the same.
+    pub encap: crate::proto::Encap,
 }
 
 /// A shared transmit context. See the [module documentation](self).
@@ -70,6 +73,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             av: None,
             source_err: false,
             context: crate::cq::entry::OpContext::NULL,
+            encap: attr.encap,
         });
         Ok(SharedTxContext {
             queue: SharedPath { domain: self, path },

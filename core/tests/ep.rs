@@ -15,7 +15,7 @@ use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{DmaRegion, MacAddr, Nic, TxConfig, TxSegment};
 use ringfab::mr::{Buf, MrSlot};
 use ringfab::path::{PathSlot, SendPost};
-use ringfab::proto::{self, Header, HEADER_LEN};
+use ringfab::proto::{self, Encap, Header, HEADER_LEN, MAX_HEADER_LEN};
 use ringfab::Error;
 use ringfab_emu::Wire;
 
@@ -742,12 +742,12 @@ fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
         src_ctx: 9,
         payload_len: 4,
         data: None,
+        flow: 0,
     };
     let mut frames: Vec<Vec<u8>> = Vec::new();
     let emit = |h: Header| {
-        let mut b = [0u8; HEADER_LEN];
-        h.emit(&mut b);
-        let mut v = b.to_vec();
+        let mut b = [0u8; MAX_HEADER_LEN];
+        let mut v = h.emit(Encap::Ethernet, &mut b).to_vec();
         v.extend_from_slice(&[1, 2, 3, 4]);
         v
     };

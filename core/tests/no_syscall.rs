@@ -33,7 +33,7 @@ use ringfab::cntr::{Counter, CounterAttr};
 use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
 use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
 use ringfab::domain::Domain;
-use ringfab::ep::{Endpoint, EpAttr, EpOpt};
+use ringfab::ep::{EpAttr, EpOpt};
 use ringfab::flags::{BindFlags, CntrBindFlags, CompletionFlags, OpFlags};
 use ringfab::mr::{Buf, MrSlot};
 use ringfab::path::PathSlot;
@@ -267,8 +267,7 @@ fn data_path<T: TestNic>(progress: &Progress) {
         for i in 0..count {
             let mut buf = pool.pop().expect("a send buffer");
             let payload = (round * 16 + i).to_le_bytes();
-            buf.write(Endpoint::<T::Nic, D>::PAYLOAD_OFFSET, &payload)
-                .unwrap();
+            buf.write(ep_a.payload_offset(), &payload).unwrap();
             let flags = if i + 1 < count {
                 OpFlags::MORE
             } else {

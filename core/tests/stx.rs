@@ -215,6 +215,7 @@ fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
         .stx_context(&StxAttr {
             tx_queue: 1,
             op_flags: OpFlags::COMPLETION,
+            ..StxAttr::default()
         })
         .unwrap();
     let mut eps = Vec::new();
