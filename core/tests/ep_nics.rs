@@ -2,6 +2,8 @@
 //! (e1000e) and virtio-net — each pair on its own emulated wire: messages both ways with their
 //! contents, remote CQ data and sources; a canceled receive; a multi-receive buffer. virtio-net
 //! completes by id, so this is also core's check that nothing in it assumes in-order devices.
+//! Each NIC runs it twice: on ringfab's own EtherType and in UDP encapsulation (`Encap::Udp`,
+//! where the payload starts 28 bytes later).
 
 mod common;
 use common::*;
@@ -14,7 +16,7 @@ use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};
 use ringfab::mr::{Buf, MrSlot};
 use ringfab::path::PathSlot;
-use ringfab::proto::HEADER_LEN;
+use ringfab::proto::{Encap, HEADER_LEN, MAX_HEADER_LEN};
 use ringfab::Error;
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig, Wire};
@@ -25,13 +27,13 @@ const D: usize = 64;
 const BUF: usize = 2048;
 
 /// Reads everything `cq` has (driving the wire): successes as (context, len, data, source,
-/// buffer), errors as (context, errno) with their buffers.
+/// buffer, the entry's `buf` address), errors as (context, errno) with their buffers.
 #[allow(clippy::type_complexity, reason = "a test's tally")]
 fn drain<'s, N: Nic>(
     wire: &Wire,
     cq: &mut CompletionQueue<'_, 's, '_, N, D, Data>,
 ) -> (
-    Vec<(usize, usize, u64, FiAddr, Option<Buf<'s>>)>,
+    Vec<(usize, usize, u64, FiAddr, Option<Buf<'s>>, usize)>,
     Vec<(usize, i32)>,
 ) {
     let (mut ok, mut err) = (Vec::new(), Vec::new());
@@ -51,6 +53,7 @@ fn drain<'s, N: Nic>(
                         e[k].data,
                         src[k],
                         bufs[k].take(),
+                        e[k].buf.0,
                     ));
                 }
             }
@@ -68,8 +71,8 @@ fn drain<'s, N: Nic>(
     (ok, err)
 }
 
-/// The workload, on two brought-up NICs of one kind on `wire`.
-fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N) {
+/// The workload, on two brought-up NICs of one kind on `wire`, both endpoints using `encap`.
+fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
     let (pa, pb) = ([PathSlot::<N, D>::EMPTY; 2], [PathSlot::<N, D>::EMPTY; 2]);
     let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
     let (ma, mb) = ([MrSlot::<N>::EMPTY; 1], [MrSlot::<N>::EMPTY; 1]);
@@ -87,8 +90,25 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N) {
     let mut cq_b = db.open_cq::<Data>(&attr, &mut auxb).unwrap();
     let av_a = da.open_av(&ta).unwrap();
     let av_b = db.open_av(&tb).unwrap();
-    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    let ep_attr = EpAttr {
+        encap,
+        ..EpAttr::default()
+    };
+    let mut ep_a = da.endpoint(&ep_attr).unwrap();
+    let mut ep_b = db.endpoint(&ep_attr).unwrap();
+    let offset = ep_a.payload_offset();
+    assert_eq!(
+        offset,
+        match encap {
+            Encap::Ethernet => HEADER_LEN,
+            Encap::Udp => MAX_HEADER_LEN,
+        }
+    );
+    assert_eq!(
+        ep_a.max_msg_size(),
+        nic_a.capabilities().max_frame_len.min(BUF) - offset
+    );
+    assert_eq!(ep_a.info().ep.protocol.header_len, offset);
     for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
         ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
@@ -112,7 +132,7 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N) {
         }
         for i in 0..8u64 {
             let mut buf = mr_from.alloc(BUF).unwrap();
-            buf.write(HEADER_LEN, &[i as u8; 16]).unwrap();
+            buf.write(offset, &[i as u8; 16]).unwrap();
             from.senddata(
                 buf,
                 16 + i as usize,
@@ -131,13 +151,13 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N) {
         assert!(err.is_empty(), "{err:?}");
         let recvs: Vec<_> = got.iter().filter(|g| g.0 >= 100).collect();
         assert_eq!(recvs.len(), 8);
-        for (k, (ctx, len, data, s, buf)) in recvs.iter().enumerate() {
+        for (k, (ctx, len, data, s, buf, _)) in recvs.iter().enumerate() {
             assert_eq!(
                 (*ctx, *len, *data, *s),
                 (100 + k, 16 + k, 0xd00d + k as u64, src)
             );
             let mut b = [0u8; 16];
-            buf.as_ref().unwrap().read(HEADER_LEN, &mut b).unwrap();
+            buf.as_ref().unwrap().read(offset, &mut b).unwrap();
             assert_eq!(b, [k as u8; 16]);
         }
         let cq_from = if core::ptr::eq(from, &ep_a) {
@@ -169,15 +189,14 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N) {
 
     // A multi-receive buffer of three slots takes three messages and comes back with the last.
     ep_b.setopt(EpOpt::MinMultiRecv, 1).unwrap();
-    ep_b.recvmsg(
-        mr_b.alloc(3 * BUF).unwrap(),
-        OpContext(50),
-        OpFlags::MULTI_RECV,
-    )
-    .unwrap();
+    let multi = mr_b.alloc(3 * BUF).unwrap();
+    let slots: Vec<usize> = (0..3).map(|i| multi.addr() + i * BUF).collect();
+    ep_b.recvmsg(multi, OpContext(50), OpFlags::MULTI_RECV)
+        .unwrap();
     for i in 0..3 {
-        ep_a.send(mr_a.alloc(BUF).unwrap(), 10 + i, to_b[0], OpContext(60 + i))
-            .unwrap();
+        let mut buf = mr_a.alloc(BUF).unwrap();
+        buf.fill(offset, 10 + i, 0xa0 + i as u8).unwrap();
+        ep_a.send(buf, 10 + i, to_b[0], OpContext(60 + i)).unwrap();
     }
     let mut got = Vec::new();
     for _ in 0..50 {
@@ -197,6 +216,19 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N) {
         released, 1,
         "the buffer comes back once, with the last slot"
     );
+    // Each completion's `buf` is its message's data: a slot's start plus the header of the
+    // encapsulation, holding the bytes sent.
+    for g in &got {
+        assert!(
+            slots.iter().any(|&s| s + offset == g.5),
+            "buf {:#x} is no slot's payload",
+            g.5
+        );
+        // SAFETY: `g.5` points into the multi-receive buffer, registered memory that lives for
+        // ever (`memory`), and the device has finished with it.
+        let first = unsafe { *(g.5 as *const u8) };
+        assert_eq!(first, 0xa0 + (g.1 - 10) as u8);
+    }
     let _ = CompletionFlags::MULTI_RECV;
 }
 
@@ -206,8 +238,7 @@ fn config(mac: MacAddr) -> ModelConfig {
     c
 }
 
-#[test]
-fn the_endpoint_workload_on_igb() {
+fn on_igb(encap: Encap) {
     let wire = Wire::new();
     let (a, b) = (EmuIgb::new(config(MAC_A)), EmuIgb::new(config(MAC_B)));
     a.connect(&wire);
@@ -216,11 +247,10 @@ fn the_endpoint_workload_on_igb() {
         Igb::new(a.platform()).unwrap(),
         Igb::new(b.platform()).unwrap(),
     );
-    workload(&wire, &na, &nb);
+    workload(&wire, &na, &nb, encap);
 }
 
-#[test]
-fn the_endpoint_workload_on_e1000e() {
+fn on_e1000e(encap: Encap) {
     let wire = Wire::new();
     let (a, b) = (EmuE1000e::new(config(MAC_A)), EmuE1000e::new(config(MAC_B)));
     a.connect(&wire);
@@ -229,11 +259,10 @@ fn the_endpoint_workload_on_e1000e() {
         E1000e::new(a.platform()).unwrap(),
         E1000e::new(b.platform()).unwrap(),
     );
-    workload(&wire, &na, &nb);
+    workload(&wire, &na, &nb, encap);
 }
 
-#[test]
-fn the_endpoint_workload_on_virtio_net() {
+fn on_virtio_net(encap: Encap) {
     let wire = Wire::new();
     let vconfig = |mac| {
         let mut c = VirtioNetModelConfig::default();
@@ -249,5 +278,35 @@ fn the_endpoint_workload_on_virtio_net() {
     let na = VirtioNet::new(a.platform()).unwrap();
     let nb = VirtioNet::new(b.platform()).unwrap();
     assert!(!na.capabilities().in_order_completion);
-    workload(&wire, &na, &nb);
+    workload(&wire, &na, &nb, encap);
+}
+
+#[test]
+fn the_endpoint_workload_on_igb() {
+    on_igb(Encap::Ethernet);
+}
+
+#[test]
+fn the_endpoint_workload_on_igb_in_udp_encapsulation() {
+    on_igb(Encap::Udp);
+}
+
+#[test]
+fn the_endpoint_workload_on_e1000e() {
+    on_e1000e(Encap::Ethernet);
+}
+
+#[test]
+fn the_endpoint_workload_on_e1000e_in_udp_encapsulation() {
+    on_e1000e(Encap::Udp);
+}
+
+#[test]
+fn the_endpoint_workload_on_virtio_net() {
+    on_virtio_net(Encap::Ethernet);
+}
+
+#[test]
+fn the_endpoint_workload_on_virtio_net_in_udp_encapsulation() {
+    on_virtio_net(Encap::Udp);
 }

@@ -69,7 +69,16 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
         None,
     )
     .unwrap();
-    let counters = [&counter];
+    let bytes = Counter::open(
+        &CounterAttr {
+            events: ringfab::cntr::CounterEvents::Bytes,
+            wait_obj: WaitObj::None,
+            ..CounterAttr::default()
+        },
+        None,
+    )
+    .unwrap();
+    let counters = [&counter, &bytes];
     two_domains!(p, 1, EPS, &[], &counters => da, db);
     let cq_a = da.open_cq::<Data>(&cq_attr(), &mut auxa).unwrap();
     let [b0, b1, b2, b3] = &mut auxb;
@@ -106,6 +115,9 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
         ep.bind_srx(&srx).unwrap();
         if i == 1 {
             ep.bind_cntr(&counter, CntrBindFlags::RECV).unwrap();
+        }
+        if i == 2 {
+            ep.bind_cntr(&bytes, CntrBindFlags::RECV).unwrap();
         }
         ep.enable().unwrap();
         assert_eq!(
@@ -168,6 +180,11 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
         counter.read(),
         10,
         "endpoint 1's receives counted, without entries"
+    );
+    assert_eq!(
+        bytes.read(),
+        20,
+        "endpoint 2's payload bytes: not the padded frames"
     );
     for cq in &cqs {
         assert_eq!(cq.credits(), 64, "every credit back");

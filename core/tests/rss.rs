@@ -1,0 +1,631 @@
+//! Receive contexts fed by RSS (`SepAttr::rss`) and the UDP encapsulation it needs
+//! (`Encap::Udp`), on emulated 82576s (four queue pairs, RSS over IPv4 and UDP ports) and
+//! virtio-net with `rss=on`: flows spread over the receive contexts, each flow whole and in
+//! order on one context; the redirection table follows the contexts enabled; frames of the
+//! other encapsulation never reach the application; and the rules (UDP needed, a NIC with RSS,
+//! not together with address steering).
+
+mod common;
+use common::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
+use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::domain::Domain;
+use ringfab::flags::BindFlags;
+use ringfab::hal::{Error as HalError, Nic};
+use ringfab::mr::{Buf, MrSlot};
+use ringfab::path::PathSlot;
+use ringfab::proto::{Encap, MAX_HEADER_LEN};
+use ringfab::sep::{CtxAttr, SepAttr};
+use ringfab::Error;
+use ringfab_emu::{EmuVirtioNet, VirtioNetModelConfig, Wire};
+use ringfab_igb::Igb;
+use ringfab_virtio_net::VirtioNet;
+
+const D: usize = 64;
+const BUF: usize = 2048;
+const CTX: u16 = 4;
+
+fn cq_attr() -> CqAttr {
+    CqAttr {
+        size: 256,
+        format: CqFormat::Msg,
+        ..CqAttr::default()
+    }
+}
+
+/// Four contexts each way, UDP; B's receive contexts fed by RSS.
+fn udp_sep(ctx: u16, rss: bool) -> SepAttr {
+    SepAttr {
+        tx_ctx_cnt: ctx,
+        rx_ctx_cnt: ctx,
+        encap: Encap::Udp,
+        rss,
+        ..SepAttr::default()
+    }
+}
+
+/// A message's tag: the flow (sending context) and its sequence number.
+fn tag(flow: usize, seq: usize) -> [u8; 8] {
+    (((flow as u64) << 32) | seq as u64).to_le_bytes()
+}
+
+fn untag(buf: &Buf<'_>) -> (usize, usize) {
+    let mut t = [0u8; 8];
+    buf.read(MAX_HEADER_LEN, &mut t).unwrap();
+    let t = u64::from_le_bytes(t);
+    ((t >> 32) as usize, (t & 0xffff_ffff) as usize)
+}
+
+#[test]
+fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order() {
+    let wire = Wire::new();
+    let (dev_a, dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
+    let nic_a = Igb::new(dev_a.platform()).unwrap();
+    let nic_b = Igb::new(dev_b.platform()).unwrap();
+    let (pa, pb) = (
+        [PathSlot::<Igb0, D>::EMPTY; 8],
+        [PathSlot::<Igb0, D>::EMPTY; 8],
+    );
+    let (ca, cb) = ([CqSlot::EMPTY; 4], [CqSlot::EMPTY; 4]);
+    let (ma, mb) = ([MrSlot::<Igb0>::EMPTY; 1], [MrSlot::<Igb0>::EMPTY; 1]);
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
+    let mut aux_a: Vec<Vec<AuxEntry>> = (0..4).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
+    let mut aux_b: Vec<Vec<AuxEntry>> = (0..4).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
+    let da = Domain::new(&nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let mut sep_a = da.scalable_endpoint(&udp_sep(CTX, false)).unwrap();
+    let mut sep_b = db.scalable_endpoint(&udp_sep(CTX, true)).unwrap();
+    sep_a.bind_av(&av_a).unwrap();
+    sep_b.bind_av(&av_b).unwrap();
+    let mut to_b = [FiAddr::NOTAVAIL];
+    av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
+    let mut to_a = [FiAddr::NOTAVAIL];
+    av_b.insert(&[sep_a.name()], &mut to_a).unwrap();
+    let cqs_a: Vec<_> = aux_a
+        .iter_mut()
+        .map(|aux| da.open_cq::<Msg>(&cq_attr(), aux).unwrap())
+        .collect();
+    let cqs_b: Vec<_> = aux_b
+        .iter_mut()
+        .map(|aux| db.open_cq::<Msg>(&cq_attr(), aux).unwrap())
+        .collect();
+    let (mut txs, mut rxs) = (Vec::new(), Vec::new());
+    for i in 0..CTX {
+        let mut tx = sep_a.tx_context(i, &CtxAttr::default()).unwrap();
+        tx.bind_cq(&cqs_a[usize::from(i)], BindFlags::TRANSMIT)
+            .unwrap();
+        tx.enable().unwrap();
+        txs.push(tx);
+        let mut rx = sep_b.rx_context(i, &CtxAttr::default()).unwrap();
+        rx.bind_cq(&cqs_b[usize::from(i)], BindFlags::RECV).unwrap();
+        rx.enable().unwrap();
+        assert_eq!(
+            rx.name(),
+            sep_b.name(),
+            "RSS-fed contexts share one address"
+        );
+        rxs.push(rx);
+    }
+    let mr_a = da.register(memory(CTX as usize * 32 * BUF)).unwrap();
+    let mr_b = db.register(memory(CTX as usize * 48 * BUF)).unwrap();
+    for (i, rx) in rxs.iter().enumerate() {
+        for _ in 0..40 {
+            rx.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        }
+    }
+
+    const MESSAGES: usize = 1500;
+    // Flows × window stays under one context's 40 buffers: every flow may hash to one context.
+    const WINDOW: usize = 8;
+    let received: Vec<AtomicUsize> = (0..CTX).map(|_| AtomicUsize::new(0)).collect();
+    let total = AtomicUsize::new(0);
+    // Which receive context each flow reached, and how many frames each context took.
+    let landed: Mutex<HashMap<usize, usize>> = Mutex::new(HashMap::new());
+    let per_context: Vec<AtomicUsize> = (0..CTX).map(|_| AtomicUsize::new(0)).collect();
+    let pump = wire.spawn_pump(Duration::from_micros(50));
+    std::thread::scope(|s| {
+        for (i, (tx, cq)) in txs.into_iter().zip(&cqs_a).enumerate() {
+            let mut pool: Vec<Buf<'_>> = (0..24).map(|_| mr_a.alloc(BUF).unwrap()).collect();
+            let received = &received[i];
+            let dest = to_b[0];
+            s.spawn(move || {
+                let mut sent = 0;
+                let mut e = [MsgEntry::default(); 8];
+                let mut src = [FiAddr::NOTAVAIL; 8];
+                let mut bufs: [Option<Buf<'_>>; 8] = Default::default();
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while sent < MESSAGES {
+                    assert!(Instant::now() < deadline, "flow {i}: stalled at {sent}");
+                    if let Ok(n) = cq.read_owned(&mut e, &mut src, &mut bufs) {
+                        pool.extend(bufs[..n].iter_mut().map(|b| b.take().unwrap()));
+                    }
+                    if sent >= received.load(Ordering::Acquire) + WINDOW {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    let Some(mut buf) = pool.pop() else {
+                        std::thread::yield_now();
+                        continue;
+                    };
+                    buf.write(tx.payload_offset(), &tag(i, sent)).unwrap();
+                    match tx.send(buf, 8, dest, OpContext(sent)) {
+                        Ok(()) => sent += 1,
+                        Err((Error::Again, b)) => pool.push(b),
+                        Err((e, _)) => panic!("flow {i}: {e}"),
+                    }
+                }
+            });
+        }
+        for (c, (rx, cq)) in rxs.into_iter().zip(&cqs_b).enumerate() {
+            let (received, total, landed, mine) = (&received, &total, &landed, &per_context[c]);
+            s.spawn(move || {
+                let mut e = [MsgEntry::default(); 8];
+                let mut src = [FiAddr::NOTAVAIL; 8];
+                let mut bufs: [Option<Buf<'_>>; 8] = Default::default();
+                let mut next: HashMap<usize, usize> = HashMap::new();
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while total.load(Ordering::Acquire) < CTX as usize * MESSAGES {
+                    assert!(Instant::now() < deadline, "context {c}: stalled");
+                    let n = match cq.read_owned(&mut e, &mut src, &mut bufs) {
+                        Ok(n) => n,
+                        Err(Error::Again) => {
+                            std::thread::yield_now();
+                            continue;
+                        }
+                        Err(err) => panic!("context {c}: {err}"),
+                    };
+                    for k in 0..n {
+                        assert_eq!(src[k], to_a[0], "FI_SOURCE: A's name");
+                        assert_eq!(e[k].len, 8);
+                        let buf = bufs[k].take().unwrap();
+                        let (flow, seq) = untag(&buf);
+                        let at = *landed.lock().unwrap().entry(flow).or_insert(c);
+                        assert_eq!(at, c, "flow {flow} reached contexts {at} and {c}");
+                        let expect = next.entry(flow).or_insert(0);
+                        assert_eq!(
+                            seq, *expect,
+                            "flow {flow} on context {c}: lost or reordered"
+                        );
+                        *expect += 1;
+                        received[flow].fetch_add(1, Ordering::AcqRel);
+                        mine.fetch_add(1, Ordering::AcqRel);
+                        total.fetch_add(1, Ordering::AcqRel);
+                        rx.recv(buf, OpContext(c)).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    drop(pump);
+    for (i, r) in received.iter().enumerate() {
+        assert_eq!(r.load(Ordering::Acquire), MESSAGES, "flow {i}");
+    }
+    let spread: Vec<usize> = per_context
+        .iter()
+        .map(|c| c.load(Ordering::Acquire))
+        .collect();
+    assert!(
+        spread.iter().filter(|&&n| n > 0).count() >= 2,
+        "RSS spread the four flows: {spread:?}"
+    );
+    assert_eq!(nic_b.stats().rx_missed, 0);
+}
+
+/// A receive context, or `None` once closed.
+type Slot<'c, 'd, 's, 'n, N> = Option<ringfab::sep::Context<'c, 'd, 's, 'n, N, D>>;
+
+/// Sends one tagged message from each of `txs` to `dest`, drives the wire, and returns for
+/// each flow the receive context that got it (the buffer goes back to that context).
+fn one_per_flow<'a, 'b, N: Nic>(
+    wire: &Wire,
+    txs: &[ringfab::sep::Context<'_, '_, 'a, '_, N, D>],
+    rxs: &[Slot<'_, '_, 'b, '_, N>],
+    cqs: &[CompletionQueue<'_, 'b, '_, N, D, Msg>],
+    mr: &ringfab::mr::MemoryRegion<'_, 'a, '_, N, D>,
+    dest: FiAddr,
+) -> Vec<Option<usize>> {
+    for (i, tx) in txs.iter().enumerate() {
+        let mut buf = mr.alloc(BUF).unwrap();
+        buf.write(tx.payload_offset(), &tag(i, 0)).unwrap();
+        tx.send(buf, 8, dest, OpContext(i)).unwrap();
+    }
+    wire.run_until_idle();
+    let mut at = vec![None; txs.len()];
+    for (c, cq) in cqs.iter().enumerate() {
+        let mut e = [MsgEntry::default(); 8];
+        let mut src = [FiAddr::NOTAVAIL; 8];
+        let mut bufs: [Option<Buf<'b>>; 8] = Default::default();
+        while let Ok(n) = cq.read_owned(&mut e, &mut src, &mut bufs) {
+            for b in bufs[..n].iter_mut() {
+                let buf = b.take().unwrap();
+                let (flow, _) = untag(&buf);
+                assert_eq!(at[flow], None, "flow {flow} arrived twice");
+                at[flow] = Some(c);
+                let rx = rxs[c].as_ref().expect("a frame for a closed context");
+                rx.recv(buf, OpContext(c)).unwrap();
+            }
+        }
+    }
+    at
+}
+
+#[test]
+fn the_redirection_table_follows_the_enabled_receive_contexts_and_goes_with_the_endpoint() {
+    let wire = Wire::new();
+    let (dev_a, dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
+    let nic_a = Igb::new(dev_a.platform()).unwrap();
+    let nic_b = Igb::new(dev_b.platform()).unwrap();
+    let (pa, pb) = (
+        [PathSlot::<Igb0, D>::EMPTY; 8],
+        [PathSlot::<Igb0, D>::EMPTY; 8],
+    );
+    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 4]);
+    let (ma, mb) = ([MrSlot::<Igb0>::EMPTY; 1], [MrSlot::<Igb0>::EMPTY; 1]);
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
+    let mut aux_a = vec![AuxEntry::EMPTY; 256];
+    let mut aux_b: Vec<Vec<AuxEntry>> = (0..4).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
+    let da = Domain::new(&nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let cq_a = da.open_cq::<Msg>(&cq_attr(), &mut aux_a).unwrap();
+    let cqs_b: Vec<_> = aux_b
+        .iter_mut()
+        .map(|aux| db.open_cq::<Msg>(&cq_attr(), aux).unwrap())
+        .collect();
+    let mr_a = da.register(memory(64 * BUF)).unwrap();
+    let mr_b = db.register(memory(64 * BUF)).unwrap();
+    let mut sep_a = da.scalable_endpoint(&udp_sep(CTX, false)).unwrap();
+    sep_a.bind_av(&av_a).unwrap();
+    let mut txs = Vec::new();
+    for i in 0..CTX {
+        let mut tx = sep_a.tx_context(i, &CtxAttr::default()).unwrap();
+        tx.bind_cq(&cq_a, BindFlags::TRANSMIT).unwrap();
+        tx.enable().unwrap();
+        txs.push(tx);
+    }
+    {
+        let mut sep_b = db.scalable_endpoint(&udp_sep(CTX, true)).unwrap();
+        sep_b.bind_av(&av_b).unwrap();
+        let mut to_b = [FiAddr::NOTAVAIL];
+        av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
+        let mut rxs: Vec<_> = (0..CTX)
+            .map(|i| {
+                let mut rx = sep_b.rx_context(i, &CtxAttr::default()).unwrap();
+                rx.bind_cq(&cqs_b[usize::from(i)], BindFlags::RECV).unwrap();
+                Some(rx)
+            })
+            .collect();
+        macro_rules! listen {
+            ($c:expr) => {
+                let rx = rxs[$c].as_mut().unwrap();
+                rx.enable().unwrap();
+                for _ in 0..8 {
+                    rx.recv(mr_b.alloc(BUF).unwrap(), OpContext($c)).unwrap();
+                }
+            };
+        }
+        // Opened but not enabled, a context gets nothing; only context 2 enabled: every flow
+        // reaches it.
+        listen!(2);
+        let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
+        assert_eq!(at, vec![Some(2); 4]);
+        // Contexts 0 and 2: every flow reaches one of them.
+        listen!(0);
+        for _ in 0..3 {
+            let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
+            assert!(at.iter().all(|c| matches!(c, Some(0) | Some(2))), "{at:?}");
+        }
+        // Context 2 closed: everything goes to 0.
+        rxs[2] = None;
+        let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
+        assert_eq!(at, vec![Some(0); 4]);
+        // While RSS is programmed the NIC refuses to steer by address.
+        assert_eq!(
+            nic_b.set_rx_queue_mac(1, Some(ringfab::proto::context_mac(MAC_B, 1))),
+            Err(HalError::Unsupported)
+        );
+        drop(rxs);
+    }
+    // The endpoint is gone and RSS with it: address steering (a named receive context) works.
+    let mut named = db
+        .scalable_endpoint(&SepAttr {
+            rx_ctx_cnt: 2,
+            ..SepAttr::default()
+        })
+        .unwrap();
+    named.bind_av(&av_b).unwrap();
+    assert!(named.rx_context(1, &CtxAttr::default()).is_ok());
+}
+
+#[test]
+fn virtio_net_with_rss_feeds_the_enabled_receive_contexts() {
+    let wire = Wire::new();
+    let config = |mac| {
+        let mut c = VirtioNetModelConfig::default();
+        c.mac = mac;
+        c.queue_pairs = 2;
+        c.rss = true;
+        c
+    };
+    let (a, b) = (
+        EmuVirtioNet::new(config(MAC_A)),
+        EmuVirtioNet::new(config(MAC_B)),
+    );
+    a.connect(&wire);
+    b.connect(&wire);
+    let (nic_a, nic_b) = (
+        VirtioNet::new(a.platform()).unwrap(),
+        VirtioNet::new(b.platform()).unwrap(),
+    );
+    type V = VirtioNet<ringfab_emu::EmuPlatform>;
+    let (pa, pb) = ([PathSlot::<V, D>::EMPTY; 4], [PathSlot::<V, D>::EMPTY; 4]);
+    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 2]);
+    let (ma, mb) = ([MrSlot::<V>::EMPTY; 1], [MrSlot::<V>::EMPTY; 1]);
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
+    let mut aux_a = vec![AuxEntry::EMPTY; 256];
+    let mut aux_b: Vec<Vec<AuxEntry>> = (0..2).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
+    let da = Domain::new(&nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let cq_a = da.open_cq::<Msg>(&cq_attr(), &mut aux_a).unwrap();
+    let cqs_b: Vec<_> = aux_b
+        .iter_mut()
+        .map(|aux| db.open_cq::<Msg>(&cq_attr(), aux).unwrap())
+        .collect();
+    let mr_a = da.register(memory(64 * BUF)).unwrap();
+    let mr_b = db.register(memory(64 * BUF)).unwrap();
+    // A sends only; virtio-net has no address steering for named receive contexts.
+    let sender = SepAttr {
+        rx_ctx_cnt: 1,
+        ..udp_sep(2, false)
+    };
+    let mut sep_a = da.scalable_endpoint(&sender).unwrap();
+    let mut sep_b = db.scalable_endpoint(&udp_sep(2, true)).unwrap();
+    sep_a.bind_av(&av_a).unwrap();
+    sep_b.bind_av(&av_b).unwrap();
+    let mut to_b = [FiAddr::NOTAVAIL];
+    av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
+    let txs: Vec<_> = (0..2)
+        .map(|i| {
+            let mut tx = sep_a.tx_context(i, &CtxAttr::default()).unwrap();
+            tx.bind_cq(&cq_a, BindFlags::TRANSMIT).unwrap();
+            tx.enable().unwrap();
+            tx
+        })
+        .collect();
+    let mut rxs: Vec<_> = (0..2)
+        .map(|i| {
+            let mut rx = sep_b.rx_context(i, &CtxAttr::default()).unwrap();
+            rx.bind_cq(&cqs_b[usize::from(i)], BindFlags::RECV).unwrap();
+            Some(rx)
+        })
+        .collect();
+    for c in [1, 0] {
+        let rx = rxs[c].as_mut().unwrap();
+        rx.enable().unwrap();
+        for _ in 0..8 {
+            rx.recv(mr_b.alloc(BUF).unwrap(), OpContext(c)).unwrap();
+        }
+        if c == 1 {
+            // Only context 1 enabled: both flows reach it.
+            let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
+            assert_eq!(at, vec![Some(1); 2]);
+        }
+    }
+    for _ in 0..3 {
+        let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
+        assert!(at.iter().all(Option::is_some), "every flow arrives: {at:?}");
+    }
+}
+
+#[test]
+fn rss_needs_udp_encapsulation_a_nic_with_rss_and_no_address_steering() {
+    let wire = Wire::new();
+    let dev = device(MAC_A, &wire);
+    let nic = Igb::new(dev.platform()).unwrap();
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 8];
+    let cqs = [CqSlot::EMPTY; 1];
+    let avs = [AvSlot::EMPTY; 1];
+    let table = [AvEntry::EMPTY; 2];
+    let d = Domain::new(&nic, &paths, &cqs).with_avs(&avs);
+    let ethernet_rss = SepAttr {
+        encap: Encap::Ethernet,
+        ..udp_sep(2, true)
+    };
+    assert_eq!(
+        d.scalable_endpoint(&ethernet_rss).err(),
+        Some(Error::Inval),
+        "RSS cannot hash ringfab's own EtherType"
+    );
+    // The UDP header is 58 bytes: a receive buffer must be longer.
+    let short = SepAttr {
+        rx_buf_len: MAX_HEADER_LEN as u32,
+        ..udp_sep(2, true)
+    };
+    assert_eq!(d.scalable_endpoint(&short).err(), Some(Error::Inval));
+    let short = ringfab::ep::EpAttr {
+        rx_buf_len: MAX_HEADER_LEN as u32,
+        encap: Encap::Udp,
+        ..ringfab::ep::EpAttr::default()
+    };
+    assert_eq!(d.endpoint(&short).err(), Some(Error::Inval));
+
+    // A named receive context steers by address: the NIC takes no RSS meanwhile.
+    let av = d.open_av(&table).unwrap();
+    {
+        let mut named = d
+            .scalable_endpoint(&SepAttr {
+                rx_ctx_cnt: 2,
+                ..SepAttr::default()
+            })
+            .unwrap();
+        named.bind_av(&av).unwrap();
+        let _rx1 = named.rx_context(1, &CtxAttr::default()).unwrap();
+        assert_eq!(
+            d.scalable_endpoint(&udp_sep(2, true)).err(),
+            Some(Error::Device(HalError::Unsupported))
+        );
+    }
+    assert!(
+        d.scalable_endpoint(&udp_sep(2, true)).is_ok(),
+        "once the address is withdrawn"
+    );
+
+    // A NIC without RSS (virtio-net without `rss=on`).
+    let mut config = VirtioNetModelConfig::default();
+    config.mac = MAC_B;
+    config.queue_pairs = 2;
+    let v = EmuVirtioNet::new(config);
+    let vnic = VirtioNet::new(v.platform()).unwrap();
+    assert!(vnic.capabilities().rss.is_none());
+    let vpaths = [PathSlot::<VirtioNet<ringfab_emu::EmuPlatform>, D>::EMPTY; 2];
+    let vcqs = [CqSlot::EMPTY; 1];
+    let vd = Domain::new(&vnic, &vpaths, &vcqs);
+    assert_eq!(
+        vd.scalable_endpoint(&udp_sep(2, true)).err(),
+        Some(Error::OpNotSupp)
+    );
+}
+
+#[test]
+fn shared_contexts_take_endpoints_of_their_own_encapsulation_only() {
+    use ringfab::ep::EpAttr;
+    use ringfab::srx::SrxAttr;
+    use ringfab::stx::StxAttr;
+    let wire = Wire::new();
+    let dev = device(MAC_A, &wire);
+    let nic = Igb::new(dev.platform()).unwrap();
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 8];
+    let cqs = [CqSlot::EMPTY; 1];
+    let d = Domain::new(&nic, &paths, &cqs);
+    let stx = d
+        .stx_context(&StxAttr {
+            tx_queue: 1,
+            encap: Encap::Udp,
+            ..StxAttr::default()
+        })
+        .unwrap();
+    let srx = d
+        .srx_context(&SrxAttr {
+            rx_queue: 0,
+            encap: Encap::Udp,
+            ..SrxAttr::default()
+        })
+        .unwrap();
+    let mut eth = d.endpoint(&EpAttr::default()).unwrap();
+    assert_eq!(eth.bind_stx(&stx), Err(Error::Inval));
+    assert_eq!(eth.bind_srx(&srx), Err(Error::Inval));
+    let mut udp = d
+        .endpoint(&EpAttr {
+            rx_queue: 2,
+            encap: Encap::Udp,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    assert_eq!(udp.bind_stx(&stx), Ok(()));
+    assert_eq!(udp.bind_srx(&srx), Ok(()));
+}
+
+#[test]
+fn a_frame_of_the_other_encapsulation_never_reaches_the_application() {
+    use ringfab::ep::EpAttr;
+    let p = pair();
+    let (pa, pb) = (
+        [PathSlot::<Igb0, D>::EMPTY; 4],
+        [PathSlot::<Igb0, D>::EMPTY; 4],
+    );
+    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
+    let (ma, mb) = ([MrSlot::<Igb0>::EMPTY; 1], [MrSlot::<Igb0>::EMPTY; 1]);
+    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
+    let (mut aux_a, mut aux_b) = ([AuxEntry::EMPTY; 256], [AuxEntry::EMPTY; 256]);
+    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let av_a = da.open_av(&ta).unwrap();
+    let av_b = db.open_av(&tb).unwrap();
+    let cq_a = da.open_cq::<Msg>(&cq_attr(), &mut aux_a).unwrap();
+    let cq_b = db.open_cq::<Msg>(&cq_attr(), &mut aux_b).unwrap();
+    let mr_a = da.register(memory(16 * BUF)).unwrap();
+    let mr_b = db.register(memory(16 * BUF)).unwrap();
+    // A: an Ethernet endpoint on queue 0, a UDP one sending from queue 1. B: UDP on queue 0.
+    let mut a_eth = da.endpoint(&EpAttr::default()).unwrap();
+    let mut a_udp = da
+        .endpoint(&EpAttr {
+            tx_queue: 1,
+            rx_queue: 1,
+            encap: Encap::Udp,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    let mut b = db
+        .endpoint(&EpAttr {
+            encap: Encap::Udp,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    for ep in [&mut a_eth, &mut a_udp] {
+        ep.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&av_a).unwrap();
+        ep.enable().unwrap();
+    }
+    b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    b.bind_av(&av_b).unwrap();
+    b.enable().unwrap();
+    let mut to_b = [FiAddr::NOTAVAIL];
+    av_a.insert(&[b.name()], &mut to_b).unwrap();
+    let mut to_a = [FiAddr::NOTAVAIL];
+    av_b.insert(&[a_eth.name()], &mut to_a).unwrap();
+    let read = |cq: &CompletionQueue<'_, '_, '_, Igb0, D, Msg>| {
+        p.wire.run_until_idle();
+        let mut got = Vec::new();
+        let mut e = [MsgEntry::default(); 8];
+        while let Ok(n) = cq.read(&mut e) {
+            got.extend(e[..n].iter().map(|e| (e.op_context.0, e.len)));
+        }
+        got
+    };
+
+    b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+    a_eth
+        .send(mr_a.alloc(BUF).unwrap(), 9, to_b[0], OpContext(10))
+        .unwrap();
+    assert_eq!(read(&cq_a), vec![(10, 0)], "the send itself completes");
+    assert_eq!(
+        read(&cq_b),
+        vec![],
+        "an Ethernet frame is no UDP endpoint's"
+    );
+    assert_eq!(b.dropped_frames(), 1);
+    a_udp
+        .send(mr_a.alloc(BUF).unwrap(), 7, to_b[0], OpContext(11))
+        .unwrap();
+    assert_eq!(read(&cq_a), vec![(11, 0)]);
+    assert_eq!(
+        read(&cq_b),
+        vec![(1, 7)],
+        "the same receive takes the UDP frame"
+    );
+
+    // And the other way: B's UDP frame to A's Ethernet endpoint (context 0).
+    a_eth.recv(mr_a.alloc(BUF).unwrap(), OpContext(2)).unwrap();
+    b.send(mr_b.alloc(BUF).unwrap(), 5, to_a[0], OpContext(12))
+        .unwrap();
+    assert_eq!(read(&cq_b), vec![(12, 0)]);
+    assert_eq!(read(&cq_a), vec![]);
+    assert_eq!(a_eth.dropped_frames(), 1);
+}
