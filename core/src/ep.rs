@@ -38,9 +38,10 @@
 //! frames for this endpoint never reach the application: their buffers are posted again.
 //!
 //! What the NIC steers to this endpoint's receive queue is the NIC's business: with one
-//! endpoint per NIC every frame reaches queue 0. Several endpoints on one NIC need steering by
-//! context (scalable endpoints and RSS, or filters) — the endpoint issue's next step; today
-//! each endpoint sees only what arrives on its own queue.
+//! endpoint per NIC every frame reaches queue 0. Several receivers on one NIC are reached
+//! through a scalable endpoint (named receive contexts steered by address, or contexts fed by
+//! RSS: [`crate::sep`]) or a shared receive context ([`crate::srx`]); a plain endpoint on
+//! another queue sees only what the NIC puts there.
 //!
 //! # Completion levels
 //!

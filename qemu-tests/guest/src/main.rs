@@ -153,6 +153,7 @@ mod guest {
         test("ep-multi-recv-cancel", ep::multi_recv_cancel),
         test("vmdq-steering", nic::vmdq_steering),
         test("sep-4-named-rx-contexts", sep::four_contexts),
+        test("sep-4-rss-rx-contexts", sep::four_rss_contexts),
         test("shared-contexts", shared::shared_contexts),
         test("rate-a-to-b", nic::rate_a_to_b),
         test("info", examples::info),
@@ -181,6 +182,7 @@ mod guest {
         test("virtio-rss-four-queues", virtio::rss_four_queues),
         test("virtio-tx-page-crossing", virtio::tx_page_crossing),
         test("virtio-ep-workload", virtio::ep_workload),
+        test("virtio-sep-4-rss-rx-contexts", virtio::sep_rss_contexts),
         test(
             "virtio-iommu-blocks-unmapped-tx",
             virtio::iommu_blocks_unmapped_tx,

@@ -1,8 +1,11 @@
-//! Scalable endpoints on QEMU's igb: four transmit contexts on A's queues 0–3 reach four named
-//! receive contexts on B's queues 0–3, which QEMU's model steers by destination address in
-//! VMDq mode (`Nic::set_rx_queue_mac`), one thread per context.
+//! Scalable endpoints on QEMU's igb: four transmit contexts on A's queues 0–3 reach four
+//! receive contexts on B's queues 0–3, one thread per context — named contexts, which QEMU's
+//! model steers by destination address in VMDq mode (`Nic::set_rx_queue_mac`), or contexts fed
+//! by the model's RSS over UDP encapsulation (`SepAttr::rss`).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use ringfab::av::{AvEntry, AvSlot, EpAddr, FiAddr};
@@ -10,15 +13,15 @@ use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
 use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CompletionFlags};
-use ringfab::hal::Nic as _;
+use ringfab::hal::Nic;
 use ringfab::mr::{Buf, MrSlot};
 use ringfab::path::PathSlot;
-use ringfab::proto::{context_mac, HEADER_LEN};
+use ringfab::proto::{context_mac, Encap};
 use ringfab::sep::{CtxAttr, SepAttr};
 use ringfab::Error;
 
 use crate::ep::memory;
-use crate::guest::{Ctx, Nic, Outcome};
+use crate::guest::{Ctx, Outcome};
 use crate::nic::{BUF, DEPTH, PATIENCE};
 
 /// Contexts each way.
@@ -28,10 +31,15 @@ const RX_BITS: u32 = 4;
 /// Messages each transmit context sends to its receive context.
 const MESSAGES: usize = 2000;
 /// A transmit context stays at most this far ahead of its receiver (DGRAM has no flow
-/// control, and a frame that finds its queue without a buffer is lost).
-const WINDOW: usize = 16;
-/// Receive buffers posted on each receive context (more than the window).
-const POSTED: usize = 40;
+/// control, and a frame that finds its queue without a buffer is lost). With RSS all four
+/// flows may reach one context: 4 × 8 stays under [`POSTED`].
+const WINDOW: usize = 8;
+/// Receive buffers posted on each receive context: more than all flows' windows together plus
+/// a CQ read's batch (4 × 8 + 8), so that no context ever runs out. That matters on
+/// virtio-net: QEMU's software RSS holds a frame whose target queue has no buffer in the net
+/// queue of the queue it *arrived* on, and retries it only when that queue is given buffers —
+/// so a flow's last frames could wait for ever behind a context that receives nothing more.
+const POSTED: usize = 56;
 
 fn attr() -> CqAttr {
     CqAttr {
@@ -48,18 +56,35 @@ fn attr() -> CqAttr {
 /// them, in order — which only the NIC's steering by destination address can do, since every
 /// frame carries the same source. No wire pump: QEMU moves the frames.
 pub(crate) fn four_contexts(ctx: &mut Ctx) -> Outcome {
-    let (nic_a, nic_b) = ctx.nics()?;
+    let (a, b) = ctx.nics()?;
+    four_on(a, b, false)
+}
+
+/// The core test `four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order`
+/// on QEMU's igb: the same eight threads, in UDP encapsulation, every transmit context sending
+/// to B's one address; QEMU's RSS (Toeplitz over the IPv4 addresses and UDP ports, then the
+/// redirection table ringfab programmed over the enabled contexts) picks the receive context.
+/// Each flow must arrive whole and in order on one context, and the flows must spread.
+pub(crate) fn four_rss_contexts(ctx: &mut Ctx) -> Outcome {
+    let (a, b) = ctx.nics()?;
+    four_on(a, b, true)
+}
+
+/// Four transmit contexts of `nic_a` to four receive contexts of `nic_b`: named ones, or with
+/// `rss` fed by RSS (then A's scalable endpoint has a single receive context, which needs no
+/// address steering: virtio-net has none).
+pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
     let fail = |what: &'static str| move |err: Error| format!("{what}: {err}");
     let caps = nic_b.capabilities();
-    if caps.rx_mac_queues < CTX {
+    if !rss && caps.rx_mac_queues < CTX {
         return Err(format!("B steers {} queues by address", caps.rx_mac_queues));
     }
     let (pa, pb) = (
-        [PathSlot::<Nic, DEPTH>::EMPTY; 8],
-        [PathSlot::<Nic, DEPTH>::EMPTY; 8],
+        [PathSlot::<N, DEPTH>::EMPTY; 8],
+        [PathSlot::<N, DEPTH>::EMPTY; 8],
     );
     let (ca, cb) = ([CqSlot::EMPTY; 4], [CqSlot::EMPTY; 4]);
-    let (ma, mb) = ([MrSlot::<Nic>::EMPTY; 1], [MrSlot::<Nic>::EMPTY; 1]);
+    let (ma, mb) = ([MrSlot::<N>::EMPTY; 1], [MrSlot::<N>::EMPTY; 1]);
     let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
     let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
     let mut aux_a: Vec<Vec<AuxEntry>> = (0..CTX).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
@@ -71,10 +96,17 @@ pub(crate) fn four_contexts(ctx: &mut Ctx) -> Outcome {
     let sep_attr = SepAttr {
         tx_ctx_cnt: CTX,
         rx_ctx_cnt: CTX,
+        encap: if rss { Encap::Udp } else { Encap::Ethernet },
         ..SepAttr::default()
     };
-    let mut sep_a = da.scalable_endpoint(&sep_attr).map_err(fail("SEP A"))?;
-    let mut sep_b = db.scalable_endpoint(&sep_attr).map_err(fail("SEP B"))?;
+    let sender = SepAttr {
+        rx_ctx_cnt: if rss { 1 } else { CTX },
+        ..sep_attr
+    };
+    let mut sep_a = da.scalable_endpoint(&sender).map_err(fail("SEP A"))?;
+    let mut sep_b = db
+        .scalable_endpoint(&SepAttr { rss, ..sep_attr })
+        .map_err(fail("SEP B"))?;
     sep_a.bind_av(&av_a).map_err(fail("bind_av A"))?;
     sep_b.bind_av(&av_b).map_err(fail("bind_av B"))?;
     let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
@@ -108,9 +140,13 @@ pub(crate) fn four_contexts(ctx: &mut Ctx) -> Outcome {
         rx.bind_cq(&cqs_b[k], BindFlags::RECV)
             .map_err(fail("bind rx"))?;
         rx.enable().map_err(fail("enable rx"))?;
-        let name = EpAddr {
-            mac: context_mac(caps.mac, i),
-            ctx: i,
+        let name = if rss {
+            sep_b.name()
+        } else {
+            EpAddr {
+                mac: context_mac(caps.mac, i),
+                ctx: i,
+            }
         };
         if rx.name() != name {
             return Err(format!("rx context {i} is {:?}, not {name:?}", rx.name()));
@@ -140,24 +176,36 @@ pub(crate) fn four_contexts(ctx: &mut Ctx) -> Outcome {
         pools.push(pool);
     }
 
+    let total = usize::from(CTX) * MESSAGES;
+    // Per flow (transmit context): messages received. Per receive context: messages taken.
     let received: Vec<AtomicUsize> = (0..CTX).map(|_| AtomicUsize::new(0)).collect();
+    let taken: Vec<AtomicUsize> = (0..CTX).map(|_| AtomicUsize::new(0)).collect();
+    let all = AtomicUsize::new(0);
+    // The receive context each flow reached first: it must reach no other.
+    let landed: Mutex<HashMap<u64, usize>> = Mutex::new(HashMap::new());
     let (stats_a, stats_b) = (nic_a.stats(), nic_b.stats());
     let start = Instant::now();
     let outcomes: Vec<Result<(), String>> = std::thread::scope(|s| {
         let mut handles = Vec::new();
         for (i, ((tx, cq), mut pool)) in txs.into_iter().zip(&cqs_a).zip(pools).enumerate() {
             let received = &received[i];
-            let dest = to_b.rx(i as u16, RX_BITS);
+            let dest = if rss {
+                to_b
+            } else {
+                to_b.rx(i as u16, RX_BITS)
+            };
             handles.push(s.spawn(move || -> Result<(), String> {
-                let mut sent = 0;
+                let (mut sent, mut completed) = (0, 0);
                 let mut e = [MsgEntry::default(); 8];
                 let mut src = [FiAddr::NOTAVAIL; 8];
                 let mut bufs: [Option<Buf<'_>>; 8] = Default::default();
                 let mut progress = Instant::now();
-                while sent < MESSAGES {
+                // Every send completes once: the thread ends when the last one has.
+                while completed < MESSAGES {
                     if progress.elapsed() > PATIENCE {
                         return Err(format!(
-                            "tx {i}: stalled at {sent}, receiver at {}",
+                            "tx {i}: stalled at {sent} sent, {completed} completed, receiver \
+                             at {}",
                             received.load(Ordering::Acquire)
                         ));
                     }
@@ -169,11 +217,12 @@ pub(crate) fn four_contexts(ctx: &mut Ctx) -> Outcome {
                                 }
                                 pool.extend(b.take());
                             }
+                            completed += n;
                         }
                         Err(Error::Again) => {}
                         Err(err) => return Err(format!("tx {i}: CQ: {err}")),
                     }
-                    if sent >= received.load(Ordering::Acquire) + WINDOW {
+                    if sent == MESSAGES || sent >= received.load(Ordering::Acquire) + WINDOW {
                         std::thread::yield_now();
                         continue;
                     }
@@ -182,7 +231,7 @@ pub(crate) fn four_contexts(ctx: &mut Ctx) -> Outcome {
                         continue;
                     };
                     let tag = ((i as u64) << 32) | sent as u64;
-                    buf.write(HEADER_LEN, &tag.to_le_bytes())
+                    buf.write(tx.payload_offset(), &tag.to_le_bytes())
                         .map_err(|err| format!("tx {i}: {err}"))?;
                     match tx.send(buf, 8, dest, OpContext(sent)) {
                         Ok(()) => {
@@ -197,16 +246,21 @@ pub(crate) fn four_contexts(ctx: &mut Ctx) -> Outcome {
             }));
         }
         for (i, (rx, cq)) in rxs.into_iter().zip(&cqs_b).enumerate() {
-            let received = &received[i];
+            let (received, mine, all, landed) = (&received, &taken[i], &all, &landed);
             handles.push(s.spawn(move || -> Result<(), String> {
                 let mut e = [MsgEntry::default(); 8];
                 let mut src = [FiAddr::NOTAVAIL; 8];
                 let mut bufs: [Option<Buf<'_>>; 8] = Default::default();
-                let mut expect = 0u64;
+                let mut expect: HashMap<u64, u64> = HashMap::new();
                 let mut progress = Instant::now();
-                while (expect as usize) < MESSAGES {
+                while all.load(Ordering::Acquire) < total {
                     if progress.elapsed() > PATIENCE {
-                        return Err(format!("rx {i}: stalled at {expect}"));
+                        let flows: Vec<usize> =
+                            received.iter().map(|r| r.load(Ordering::Acquire)).collect();
+                        return Err(format!(
+                            "rx {i}: stalled at {} of {total} in all (per flow {flows:?})",
+                            all.load(Ordering::Acquire)
+                        ));
                     }
                     let n = match cq.read_owned(&mut e, &mut src, &mut bufs) {
                         Ok(n) => n,
@@ -220,7 +274,7 @@ pub(crate) fn four_contexts(ctx: &mut Ctx) -> Outcome {
                     for k in 0..n {
                         let buf = bufs[k].take().ok_or(format!("rx {i}: no buffer"))?;
                         let mut tag = [0u8; 8];
-                        buf.read(HEADER_LEN, &mut tag)
+                        buf.read(rx.payload_offset(), &mut tag)
                             .map_err(|err| format!("rx {i}: {err}"))?;
                         let tag = u64::from_le_bytes(tag);
                         if e[k].flags != CompletionFlags::RECV | CompletionFlags::MSG
@@ -229,21 +283,25 @@ pub(crate) fn four_contexts(ctx: &mut Ctx) -> Outcome {
                         {
                             return Err(format!("rx {i}: {:?} from {:?}", e[k], src[k]));
                         }
-                        if tag >> 32 != i as u64 {
+                        let (flow, seq) = (tag >> 32, tag & 0xffff_ffff);
+                        let first = *landed.lock().unwrap().entry(flow).or_insert(i);
+                        if (!rss && flow != i as u64) || first != i || flow >= u64::from(CTX) {
                             return Err(format!(
-                                "rx {i}: message {} of tx {} arrived here",
-                                tag & 0xffff_ffff,
-                                tag >> 32
+                                "rx {i}: message {seq} of tx {flow} arrived here (its flow \
+                                 reached context {first} first)"
                             ));
                         }
-                        if tag & 0xffff_ffff != expect {
+                        let due = expect.entry(flow).or_insert(0);
+                        if seq != *due {
                             return Err(format!(
-                                "rx {i}: message {} where {expect} was due (lost or reordered)",
-                                tag & 0xffff_ffff
+                                "rx {i}: message {seq} of tx {flow} where {due} was due (lost \
+                                 or reordered)"
                             ));
                         }
-                        expect += 1;
-                        received.fetch_add(1, Ordering::AcqRel);
+                        *due += 1;
+                        received[flow as usize].fetch_add(1, Ordering::AcqRel);
+                        mine.fetch_add(1, Ordering::AcqRel);
+                        all.fetch_add(1, Ordering::AcqRel);
                         rx.recv(buf, OpContext(i))
                             .map_err(|(err, _)| format!("rx {i}: recv: {err}"))?;
                     }
@@ -273,20 +331,29 @@ pub(crate) fn four_contexts(ctx: &mut Ctx) -> Outcome {
             errors.join("; ")
         ));
     }
-    let total = usize::from(CTX) * MESSAGES;
     for (i, r) in received.iter().enumerate() {
         if r.load(Ordering::Acquire) != MESSAGES {
-            return Err(format!(
-                "context {i}: {} messages",
-                r.load(Ordering::Acquire)
-            ));
+            return Err(format!("flow {i}: {} messages", r.load(Ordering::Acquire)));
         }
+    }
+    let spread: Vec<usize> = taken.iter().map(|t| t.load(Ordering::Acquire)).collect();
+    if rss && spread.iter().filter(|&&n| n > 0).count() < 2 {
+        return Err(format!("RSS put every flow on one context: {spread:?}"));
     }
     // QEMU counts no MPC for a frame whose queue has no descriptor (it raises RXO only), so
     // GPRC, which counts frames written, is what shows that nothing was lost.
     if (sent, got, missed) != (total as u64, total as u64, 0) {
         return Err(format!(
             "device statistics: A sent {sent}, B received {got}, missed {missed}; {total} expected"
+        ));
+    }
+    if rss {
+        return Ok(format!(
+            "{CTX} tx contexts on A's queues 0-3, {CTX} rx contexts on B's queues 0-3 fed by RSS \
+             (UDP encapsulation, one address), 8 threads: {MESSAGES} messages per flow, each \
+             flow whole and in order on one context, per context {spread:?}, none lost \
+             ({total} in {:.2} s; A's GPTC and B's GPRC count {total} each)",
+            elapsed.as_secs_f64()
         ));
     }
     Ok(format!(

@@ -147,6 +147,13 @@ pub(crate) fn rss_four_queues(ctx: &mut Ctx) -> Outcome {
     crate::nic::rss_four_queues_on(a, b, false)
 }
 
+/// `sep-4-rss-rx-contexts` on the virtio-net pair: four receive contexts fed by QEMU's
+/// software RSS (`virtio_net_process_rss`), programmed through the control queue.
+pub(crate) fn sep_rss_contexts(ctx: &mut Ctx) -> Outcome {
+    let (a, b) = nics(ctx)?;
+    crate::sep::four_on(a, b, true)
+}
+
 /// Core's endpoint workload (as `core/tests/ep_nics.rs` runs it on the emulated NICs) on the
 /// virtio-net pair.
 pub(crate) fn ep_workload(ctx: &mut Ctx) -> Outcome {
