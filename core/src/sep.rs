@@ -118,7 +118,8 @@ pub struct ScalableEndpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
 impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// Creates a scalable endpoint (`fi_scalable_ep`).
     ///
-    /// # Errors `Inval` for no context, more contexts than the NIC has queues (or than
+    /// # Errors
+    /// `Inval` for no context, more contexts than the NIC has queues (or than
     /// [`MAX_CONTEXTS`]), a receive buffer size the NIC cannot take, or RSS without the UDP
     /// encapsulation; `OpNotSupp` for more than one named receive context on a NIC that cannot
     /// steer by address, or for RSS on a NIC without it (see the module documentation);

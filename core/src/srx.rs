@@ -72,9 +72,11 @@ pub struct SharedRxContext<'d, 's, 'n, N: Nic + 'n, const D: usize> {
 impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// Opens a shared receive context on receive queue `attr.rx_queue` (`fi_srx_context`).
     ///
-    /// # Errors `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `Inval` for a buffer
-    /// size outside `header + 1 ..= max_rx_buf_len` (the header of `attr.encap`); `NoMem` without a
-    /// free path slot; `Device(_)` when the NIC refuses the queue or cannot steer an address to it.
+    /// # Errors
+    /// `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `Inval` for a buffer size
+    /// outside `header + 1 ..= max_rx_buf_len` (the header of `attr.encap`); `NoMem` without a
+    /// free path slot; `Device(_)` when the NIC refuses the queue or cannot steer an address to
+    /// it.
     pub fn srx_context(&self, attr: &SrxAttr) -> Result<SharedRxContext<'_, 's, 'n, N, D>> {
         if !SRX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
