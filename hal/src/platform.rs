@@ -346,14 +346,25 @@ fn checked_range(base: NonNull<u8>, len: usize, offset: usize, count: usize) -> 
 }
 
 /// Bounds- and alignment-checked pointer to a `T` at `offset` inside `len` bytes from `base`.
+///
+/// The test is three comparisons and the panic lives out of line ([`outside_region`]): a
+/// driver's hot loop reading the region carries no formatting arguments (building them before
+/// the branch cost a virtio-net receive about ten instructions per read).
+#[inline(always)]
 fn checked_ptr<T>(base: NonNull<u8>, len: usize, offset: usize) -> *mut T {
     let size = core::mem::size_of::<T>();
-    assert!(
-        offset % size == 0 && offset.checked_add(size).is_some_and(|end| end <= len),
-        "DMA access of {size} bytes at offset {offset} outside a region of {len} bytes"
-    );
+    if offset % size != 0 || len < size || offset > len - size {
+        outside_region(size, offset, len);
+    }
     // SAFETY: offset + size <= len, so the result stays inside (or one past) the allocation.
     unsafe { base.as_ptr().add(offset).cast::<T>() }
+}
+
+/// The panic of [`checked_ptr`]: a driver bug (an offset its own layout should never give).
+#[cold]
+#[inline(never)]
+fn outside_region(size: usize, offset: usize, len: usize) -> ! {
+    panic!("DMA access of {size} bytes at offset {offset} outside a region of {len} bytes")
 }
 
 /// Caller memory made reachable by the device; unmapped when dropped.

@@ -85,7 +85,6 @@ pub(crate) struct Used {
 /// A split virtqueue of `N` entries (N a power of two) in `mem`.
 pub(crate) struct Virtq<D: DmaRegion, const N: usize> {
     mem: D,
-    lay: Layout,
     tokens: [Token; N],
     state: [u8; N],
     cap: [u32; N],
@@ -115,6 +114,8 @@ pub(crate) struct Virtq<D: DmaRegion, const N: usize> {
 
 impl<D: DmaRegion, const N: usize> Virtq<D, N> {
     const CHECK: () = assert!(N.is_power_of_two() && N <= 32768, "bad virtqueue size");
+    /// Where everything lives: a constant, so every offset on the data path is an immediate.
+    const LAY: Layout = Layout::new(N);
 
     /// A queue over `mem`, which must hold [`Layout::new`]`(N).len` bytes (checked by the
     /// caller when allocating). Interrupts start suppressed.
@@ -127,7 +128,6 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
         }
         let q = Virtq {
             mem,
-            lay: Layout::new(N),
             tokens: [Token(0); N],
             state: [st::FREE; N],
             cap: [0; N],
@@ -157,8 +157,8 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
     }
 
     /// The layout inside [`mem`](Self::mem).
-    pub(crate) fn layout(&self) -> &Layout {
-        &self.lay
+    pub(crate) fn layout(&self) -> &'static Layout {
+        &Self::LAY
     }
 
     /// Ids free for push.
@@ -214,12 +214,12 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
                 next: (k + 1) as u16,
             };
             let w = d.emit();
-            let at = self.lay.indirect_desc(i, k);
+            let at = Self::LAY.indirect_desc(i, k);
             self.mem.write_u64(at, w[0]);
             self.mem.write_u64(at + 8, w[1]);
             k += 1;
         };
-        let hdr_at = base + self.lay.hdr_of(i) as u64;
+        let hdr_at = base + Self::LAY.hdr_of(i) as u64;
         match hdr {
             Hdr::None => {}
             Hdr::Out => put(hdr_at, NET_HDR_LEN as u32, false),
@@ -229,16 +229,16 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
             put(s.addr, s.len, s.write);
         }
         let ring = Desc {
-            addr: base + self.lay.indirect_desc(i, 0) as u64,
+            addr: base + Self::LAY.indirect_desc(i, 0) as u64,
             len: (count * 16) as u32,
             flags: flags::INDIRECT,
             next: 0,
         }
         .emit();
-        self.mem.write_u64(self.lay.desc + 16 * i, ring[0]);
-        self.mem.write_u64(self.lay.desc + 16 * i + 8, ring[1]);
+        self.mem.write_u64(Self::LAY.desc + 16 * i, ring[0]);
+        self.mem.write_u64(Self::LAY.desc + 16 * i + 8, ring[1]);
         let slot = usize::from(self.avail_idx);
-        self.mem.write_u16(self.lay.avail_ring(slot), id);
+        self.mem.write_u16(Self::LAY.avail_ring(slot), id);
         self.order[slot % N] = id;
         self.avail_idx = self.avail_idx.wrapping_add(1);
         self.tokens[i] = token;
@@ -265,14 +265,14 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
         self.in_device += usize::from(new.wrapping_sub(old));
         // Entries and descriptors before the index the device reads them by.
         fence(Ordering::Release);
-        self.mem.write_u16(self.lay.avail_idx(), new);
+        self.mem.write_u16(Self::LAY.avail_idx(), new);
         self.published = new;
         // The index store before the suppression fields are read (§2.7.13.3 step 4).
         fence(Ordering::SeqCst);
         if self.event_idx {
-            need_event(self.mem.read_u16(self.lay.avail_event()), new, old)
+            need_event(self.mem.read_u16(Self::LAY.avail_event()), new, old)
         } else {
-            self.mem.read_u16(self.lay.used) & USED_F_NO_NOTIFY == 0
+            self.mem.read_u16(Self::LAY.used) & USED_F_NO_NOTIFY == 0
         }
     }
 
@@ -291,7 +291,7 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
         }
         loop {
             if self.last_used == self.used_seen {
-                let used_idx = self.mem.read_u16(self.lay.used_idx());
+                let used_idx = self.mem.read_u16(Self::LAY.used_idx());
                 let ready = used_idx.wrapping_sub(self.last_used);
                 if ready == 0 {
                     return None;
@@ -305,7 +305,7 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
                 fence(Ordering::Acquire);
                 self.used_seen = used_idx;
             }
-            let at = self.lay.used_ring(usize::from(self.last_used));
+            let at = Self::LAY.used_ring(usize::from(self.last_used));
             let id = self.mem.read_u32(at);
             let len = self.mem.read_u32(at + 4);
             self.last_used = self.last_used.wrapping_add(1);
@@ -350,14 +350,12 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
     /// flushed, all through [`next`](Self::next); the ring memory starts over at index 0.
     pub(crate) fn take_back(&mut self) {
         // Used entries written before the reset: the same checks as `next`.
-        let used_idx = self.mem.read_u16(self.lay.used_idx());
+        let used_idx = self.mem.read_u16(Self::LAY.used_idx());
         let ready = used_idx.wrapping_sub(self.last_used);
         if usize::from(ready) <= self.in_device {
             fence(Ordering::Acquire);
             for k in 0..ready {
-                let at = self
-                    .lay
-                    .used_ring(usize::from(self.last_used.wrapping_add(k)));
+                let at = Self::LAY.used_ring(usize::from(self.last_used.wrapping_add(k)));
                 let (id, len) = (self.mem.read_u32(at), self.mem.read_u32(at + 4));
                 match self.take(id) {
                     Some(id) => self.retire(id, st::RETIRED_DONE, len),
@@ -392,11 +390,11 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
         self.last_used = 0;
         self.used_seen = 0;
         for off in [
-            self.lay.avail,
-            self.lay.avail_idx(),
-            self.lay.used,
-            self.lay.used_idx(),
-            self.lay.avail_event(),
+            Self::LAY.avail,
+            Self::LAY.avail_idx(),
+            Self::LAY.used,
+            Self::LAY.used_idx(),
+            Self::LAY.avail_event(),
         ] {
             self.mem.write_u16(off, 0);
         }
@@ -428,10 +426,10 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
             } else {
                 self.last_used.wrapping_add(0x8000)
             };
-            self.mem.write_u16(self.lay.used_event(), event);
+            self.mem.write_u16(Self::LAY.used_event(), event);
         } else {
             let f = if self.armed { 0 } else { AVAIL_F_NO_INTERRUPT };
-            self.mem.write_u16(self.lay.avail, f);
+            self.mem.write_u16(Self::LAY.avail, f);
         }
     }
 
@@ -440,7 +438,7 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
     #[inline]
     pub(crate) fn end_poll(&mut self) {
         if self.armed && self.event_idx {
-            self.mem.write_u16(self.lay.used_event(), self.last_used);
+            self.mem.write_u16(Self::LAY.used_event(), self.last_used);
         }
     }
 
@@ -448,6 +446,6 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
     /// hdr_len).
     #[inline]
     pub(crate) fn rx_hdr(&self, id: u16) -> u32 {
-        self.mem.read_u32(self.lay.hdr_of(usize::from(id)))
+        self.mem.read_u32(Self::LAY.hdr_of(usize::from(id)))
     }
 }
