@@ -1419,21 +1419,20 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     let _ = &mut cq_b;
 }
 
-/// A byte counter bound to sends counts each send's payload — not the size of the buffer it
-/// was sent from.
-fn a_send_byte_counter_counts_payload_bytes<T: TestNic>() {
+/// Byte counters count payload: a send's, not its frame; a receive's, also for receives that
+/// asked for no completion (selective) — not the frame, whose header and Ethernet padding are
+/// no user bytes.
+fn byte_counters_count_payload_bytes_of_sends_and_receives<T: TestNic>() {
     use ringfab::cntr::{Counter, CounterAttr, CounterEvents};
     use ringfab::flags::CntrBindFlags;
     let p = pair_of::<T>();
-    let bytes = Counter::<ringfab_emu::EmuWait>::open(
-        &CounterAttr {
-            events: CounterEvents::Bytes,
-            ..CounterAttr::default()
-        },
-        None,
-    )
-    .unwrap();
-    let cntrs = [&bytes];
+    let attr = CounterAttr {
+        events: CounterEvents::Bytes,
+        ..CounterAttr::default()
+    };
+    let sent = Counter::<ringfab_emu::EmuWait>::open(&attr, None).unwrap();
+    let received = Counter::<ringfab_emu::EmuWait>::open(&attr, None).unwrap();
+    let (cntrs_a, cntrs_b) = ([&sent], [&received]);
     slabs!(pa, ca, ma, va, auxa, ta);
     slabs!(pb, cb, mb, vb, auxb, tb);
     let [auxa0, _] = &mut auxa;
@@ -1441,61 +1440,11 @@ fn a_send_byte_counter_counts_payload_bytes<T: TestNic>() {
     let da = Domain::new(&p.nic_a, &pa, &ca)
         .with_mrs(&ma)
         .with_avs(&va)
-        .with_counters(&cntrs);
-    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-    let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
-    let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
-    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
-    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep_a.bind_cntr(&bytes, CntrBindFlags::SEND).unwrap();
-    ep_a.bind_av(&av_a).unwrap();
-    ep_b.bind_av(&av_b).unwrap();
-    ep_a.enable().unwrap();
-    ep_b.enable().unwrap();
-    let to_b = insert(&av_a, ep_b.name());
-    let mr_a = da.register(memory(4 * BUF)).unwrap();
-    let mr_b = db.register(memory(4 * BUF)).unwrap();
-    for (i, len) in [10, 20, 30].into_iter().enumerate() {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
-        ep_a.send(mr_a.alloc(BUF).unwrap(), len, to_b, OpContext(i))
-            .unwrap();
-    }
-    for _ in 0..3 {
-        let _ = read_one(&p.wire, &cq_a);
-    }
-    assert_eq!(bytes.read(), 60, "10 + 20 + 30 payload bytes");
-}
-
-/// Receives count their payload, also those that asked for no completion (selective): not
-/// the frame, whose header and Ethernet padding are no user bytes.
-fn a_receive_byte_counter_counts_payload_bytes_with_and_without_completions<T: TestNic>() {
-    use ringfab::cntr::{Counter, CounterAttr, CounterEvents};
-    use ringfab::flags::CntrBindFlags;
-    let p = pair_of::<T>();
-    let bytes = Counter::<ringfab_emu::EmuWait>::open(
-        &CounterAttr {
-            events: CounterEvents::Bytes,
-            ..CounterAttr::default()
-        },
-        None,
-    )
-    .unwrap();
-    let cntrs = [&bytes];
-    slabs!(pa, ca, ma, va, auxa, ta);
-    slabs!(pb, cb, mb, vb, auxb, tb);
-    let [auxa0, _] = &mut auxa;
-    let [auxb0, _] = &mut auxb;
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+        .with_counters(&cntrs_a);
     let db = Domain::new(&p.nic_b, &pb, &cb)
         .with_mrs(&mb)
         .with_avs(&vb)
-        .with_counters(&cntrs);
+        .with_counters(&cntrs_b);
     let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
     let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
     let av_a = da.open_av(&ta).unwrap();
@@ -1509,7 +1458,8 @@ fn a_receive_byte_counter_counts_payload_bytes_with_and_without_completions<T: T
         BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION,
     )
     .unwrap();
-    ep_b.bind_cntr(&bytes, CntrBindFlags::RECV).unwrap();
+    ep_a.bind_cntr(&sent, CntrBindFlags::SEND).unwrap();
+    ep_b.bind_cntr(&received, CntrBindFlags::RECV).unwrap();
     ep_a.bind_av(&av_a).unwrap();
     ep_b.bind_av(&av_b).unwrap();
     ep_a.enable().unwrap();
@@ -1517,7 +1467,7 @@ fn a_receive_byte_counter_counts_payload_bytes_with_and_without_completions<T: T
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(5 * BUF)).unwrap();
     let mr_b = db.register(memory(5 * BUF)).unwrap();
-    // 4 and 3 bytes make padded 60-byte frames; two of the four ask for no completion.
+    // 4 and 3 bytes make padded 60-byte frames; two of the four receives ask for no completion.
     let lens = [4, 10, 20, 3];
     for (i, len) in lens.into_iter().enumerate() {
         let flags = if i % 2 == 0 {
@@ -1533,6 +1483,7 @@ fn a_receive_byte_counter_counts_payload_bytes_with_and_without_completions<T: T
     for _ in 0..lens.len() {
         let _ = read_one(&p.wire, &cq_a);
     }
+    assert_eq!(sent.read(), 37, "4 + 10 + 20 + 3 payload bytes sent");
     for want in [4, 20] {
         let (e, _, _) = read_one(&p.wire, &cq_b);
         assert_eq!(e.len, want, "the receives that asked report");
@@ -1540,7 +1491,11 @@ fn a_receive_byte_counter_counts_payload_bytes_with_and_without_completions<T: T
     // The last, silent one is taken by the next read (progress happens in reads).
     let mut rest = [ringfab::cq::entry::DataEntry::default(); 1];
     assert_eq!(cq_b.read(&mut rest), Err(Error::Again));
-    assert_eq!(bytes.read(), 37, "4 + 10 + 20 + 3 payload bytes");
+    assert_eq!(
+        received.read(),
+        37,
+        "4 + 10 + 20 + 3 payload bytes received"
+    );
 }
 
 fn counters_count_every_completion_by_class_also_without_cq_entries<T: TestNic>() {
@@ -2010,8 +1965,7 @@ on_every_nic!(
     a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back,
     senddata_carries_remote_cq_data_to_the_receiver,
     inject_copies_the_payload_and_reports_no_completion,
-    a_send_byte_counter_counts_payload_bytes,
-    a_receive_byte_counter_counts_payload_bytes_with_and_without_completions,
+    byte_counters_count_payload_bytes_of_sends_and_receives,
     sendv_gathers_several_buffers_into_one_message,
     fi_more_defers_the_doorbell_until_the_last_send_of_a_batch,
     selective_completion_reports_only_what_asked_for_it,

@@ -134,36 +134,10 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
     let pump = wire.spawn_pump(Duration::from_micros(50));
     std::thread::scope(|s| {
         for (i, (tx, cq)) in txs.into_iter().zip(&cqs_a).enumerate() {
-            let mut pool: Vec<Buf<'_>> = (0..24).map(|_| mr_a.alloc(BUF).unwrap()).collect();
+            let pool: Vec<Buf<'_>> = (0..24).map(|_| mr_a.alloc(BUF).unwrap()).collect();
             let received = &received[i];
             let dest = to_b[0];
-            s.spawn(move || {
-                let mut sent = 0;
-                let mut e = [MsgEntry::default(); 8];
-                let mut src = [FiAddr::NOTAVAIL; 8];
-                let mut bufs: [Option<Buf<'_>>; 8] = Default::default();
-                let deadline = Instant::now() + Duration::from_secs(60);
-                while sent < MESSAGES {
-                    assert!(Instant::now() < deadline, "flow {i}: stalled at {sent}");
-                    if let Ok(n) = cq.read_owned(&mut e, &mut src, &mut bufs) {
-                        pool.extend(bufs[..n].iter_mut().map(|b| b.take().unwrap()));
-                    }
-                    if sent >= received.load(Ordering::Acquire) + WINDOW {
-                        std::thread::yield_now();
-                        continue;
-                    }
-                    let Some(mut buf) = pool.pop() else {
-                        std::thread::yield_now();
-                        continue;
-                    };
-                    buf.write(tx.payload_offset(), &tag(i, sent)).unwrap();
-                    match tx.send(buf, 8, dest, OpContext(sent)) {
-                        Ok(()) => sent += 1,
-                        Err((Error::Again, b)) => pool.push(b),
-                        Err((e, _)) => panic!("flow {i}: {e}"),
-                    }
-                }
-            });
+            s.spawn(move || send_windowed(&tx, cq, pool, dest, i, MESSAGES, WINDOW, received));
         }
         for (c, (rx, cq)) in rxs.into_iter().zip(&cqs_b).enumerate() {
             let (received, total, landed, mine) = (&received, &total, &landed, &per_context[c]);
@@ -220,6 +194,49 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
     assert_eq!(nic_b.stats().rx_missed, 0);
 }
 
+/// Domains `$da` over `$nic_a` and `$db` over `$nic_b` (NIC type `$n`), with their AVs, one
+/// CQ for A's transmit contexts, `$ctx` CQs for B's receive contexts, and a registered region
+/// each: the set-up of the single-threaded RSS tests.
+macro_rules! rss_domains {
+    ($nic_a:expr, $nic_b:expr, $n:ty, $ctx:expr =>
+     $da:ident, $db:ident, $av_a:ident, $av_b:ident, $cq_a:ident, $cqs_b:ident, $mr_a:ident, $mr_b:ident) => {
+        let (pa, pb) = ([PathSlot::<$n, D>::EMPTY; 8], [PathSlot::<$n, D>::EMPTY; 8]);
+        let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; $ctx]);
+        let (ma, mb) = ([MrSlot::<$n>::EMPTY; 1], [MrSlot::<$n>::EMPTY; 1]);
+        let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
+        let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
+        let mut aux_a = vec![AuxEntry::EMPTY; 256];
+        let mut aux_b: Vec<Vec<AuxEntry>> = (0..$ctx).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
+        let $da = Domain::new($nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+        let $db = Domain::new($nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+        let $av_a = $da.open_av(&ta).unwrap();
+        let $av_b = $db.open_av(&tb).unwrap();
+        let $cq_a = $da.open_cq::<Msg>(&cq_attr(), &mut aux_a).unwrap();
+        let $cqs_b: Vec<_> = aux_b
+            .iter_mut()
+            .map(|aux| $db.open_cq::<Msg>(&cq_attr(), aux).unwrap())
+            .collect();
+        let $mr_a = $da.register(memory(64 * BUF)).unwrap();
+        let $mr_b = $db.register(memory(64 * BUF)).unwrap();
+    };
+}
+
+/// Transmit contexts `0..n` of `sep`, bound to `cq` and enabled.
+fn tx_contexts<'e, 'd, 's, 'n, N: Nic>(
+    sep: &'e ringfab::sep::ScalableEndpoint<'d, 's, 'n, N, D>,
+    n: u16,
+    cq: &CompletionQueue<'_, 's, 'n, N, D, Msg>,
+) -> Vec<ringfab::sep::Context<'e, 'd, 's, 'n, N, D>> {
+    (0..n)
+        .map(|i| {
+            let mut tx = sep.tx_context(i, &CtxAttr::default()).unwrap();
+            tx.bind_cq(cq, BindFlags::TRANSMIT).unwrap();
+            tx.enable().unwrap();
+            tx
+        })
+        .collect()
+}
+
 /// A receive context, or `None` once closed.
 type Slot<'c, 'd, 's, 'n, N> = Option<ringfab::sep::Context<'c, 'd, 's, 'n, N, D>>;
 
@@ -264,36 +281,10 @@ fn the_redirection_table_follows_the_enabled_receive_contexts_and_goes_with_the_
     let (dev_a, dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
     let nic_a = Igb::new(dev_a.platform()).unwrap();
     let nic_b = Igb::new(dev_b.platform()).unwrap();
-    let (pa, pb) = (
-        [PathSlot::<Igb0, D>::EMPTY; 8],
-        [PathSlot::<Igb0, D>::EMPTY; 8],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 4]);
-    let (ma, mb) = ([MrSlot::<Igb0>::EMPTY; 1], [MrSlot::<Igb0>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-    let mut aux_a = vec![AuxEntry::EMPTY; 256];
-    let mut aux_b: Vec<Vec<AuxEntry>> = (0..4).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
-    let da = Domain::new(&nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
-    let cq_a = da.open_cq::<Msg>(&cq_attr(), &mut aux_a).unwrap();
-    let cqs_b: Vec<_> = aux_b
-        .iter_mut()
-        .map(|aux| db.open_cq::<Msg>(&cq_attr(), aux).unwrap())
-        .collect();
-    let mr_a = da.register(memory(64 * BUF)).unwrap();
-    let mr_b = db.register(memory(64 * BUF)).unwrap();
+    rss_domains!(&nic_a, &nic_b, Igb0, 4 => da, db, av_a, av_b, cq_a, cqs_b, mr_a, mr_b);
     let mut sep_a = da.scalable_endpoint(&udp_sep(CTX, false)).unwrap();
     sep_a.bind_av(&av_a).unwrap();
-    let mut txs = Vec::new();
-    for i in 0..CTX {
-        let mut tx = sep_a.tx_context(i, &CtxAttr::default()).unwrap();
-        tx.bind_cq(&cq_a, BindFlags::TRANSMIT).unwrap();
-        tx.enable().unwrap();
-        txs.push(tx);
-    }
+    let txs = tx_contexts(&sep_a, CTX, &cq_a);
     {
         let mut sep_b = db.scalable_endpoint(&udp_sep(CTX, true)).unwrap();
         sep_b.bind_av(&av_b).unwrap();
@@ -369,24 +360,7 @@ fn virtio_net_with_rss_feeds_the_enabled_receive_contexts() {
         VirtioNet::new(b.platform()).unwrap(),
     );
     type V = VirtioNet<ringfab_emu::EmuPlatform>;
-    let (pa, pb) = ([PathSlot::<V, D>::EMPTY; 4], [PathSlot::<V, D>::EMPTY; 4]);
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 2]);
-    let (ma, mb) = ([MrSlot::<V>::EMPTY; 1], [MrSlot::<V>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-    let mut aux_a = vec![AuxEntry::EMPTY; 256];
-    let mut aux_b: Vec<Vec<AuxEntry>> = (0..2).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
-    let da = Domain::new(&nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
-    let cq_a = da.open_cq::<Msg>(&cq_attr(), &mut aux_a).unwrap();
-    let cqs_b: Vec<_> = aux_b
-        .iter_mut()
-        .map(|aux| db.open_cq::<Msg>(&cq_attr(), aux).unwrap())
-        .collect();
-    let mr_a = da.register(memory(64 * BUF)).unwrap();
-    let mr_b = db.register(memory(64 * BUF)).unwrap();
+    rss_domains!(&nic_a, &nic_b, V, 2 => da, db, av_a, av_b, cq_a, cqs_b, mr_a, mr_b);
     // A sends only; virtio-net has no address steering for named receive contexts.
     let sender = SepAttr {
         rx_ctx_cnt: 1,
@@ -398,14 +372,7 @@ fn virtio_net_with_rss_feeds_the_enabled_receive_contexts() {
     sep_b.bind_av(&av_b).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
     av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
-    let txs: Vec<_> = (0..2)
-        .map(|i| {
-            let mut tx = sep_a.tx_context(i, &CtxAttr::default()).unwrap();
-            tx.bind_cq(&cq_a, BindFlags::TRANSMIT).unwrap();
-            tx.enable().unwrap();
-            tx
-        })
-        .collect();
+    let txs = tx_contexts(&sep_a, 2, &cq_a);
     let mut rxs: Vec<_> = (0..2)
         .map(|i| {
             let mut rx = sep_b.rx_context(i, &CtxAttr::default()).unwrap();

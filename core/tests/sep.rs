@@ -131,38 +131,10 @@ fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() 
     let pump = wire.spawn_pump(Duration::from_micros(50));
     std::thread::scope(|s| {
         for (i, (tx, cq)) in txs.into_iter().zip(&cqs_a).enumerate() {
-            let mut pool: Vec<Buf<'_>> = (0..24).map(|_| mr_a.alloc(BUF).unwrap()).collect();
+            let pool: Vec<Buf<'_>> = (0..24).map(|_| mr_a.alloc(BUF).unwrap()).collect();
             let received = &received[i];
             let dest = to_b[0].rx(i as u16, RX_BITS);
-            s.spawn(move || {
-                let mut sent = 0;
-                let mut e = [MsgEntry::default(); 8];
-                let mut src = [FiAddr::NOTAVAIL; 8];
-                let mut bufs: [Option<Buf<'_>>; 8] = Default::default();
-                let deadline = Instant::now() + Duration::from_secs(60);
-                while sent < MESSAGES {
-                    assert!(Instant::now() < deadline, "tx {i}: stalled at {sent}");
-                    if let Ok(n) = cq.read_owned(&mut e, &mut src, &mut bufs) {
-                        pool.extend(bufs[..n].iter_mut().map(|b| b.take().unwrap()));
-                    }
-                    // DGRAM has no flow control: keep at most a window ahead of the receiver.
-                    if sent >= received.load(Ordering::Acquire) + WINDOW {
-                        std::thread::yield_now();
-                        continue;
-                    }
-                    let Some(mut buf) = pool.pop() else {
-                        std::thread::yield_now();
-                        continue;
-                    };
-                    let tag = ((i as u64) << 32) | sent as u64;
-                    buf.write(HEADER_LEN, &tag.to_le_bytes()).unwrap();
-                    match tx.send(buf, 8, dest, OpContext(sent)) {
-                        Ok(()) => sent += 1,
-                        Err((Error::Again, b)) => pool.push(b),
-                        Err((e, _)) => panic!("tx {i}: {e}"),
-                    }
-                }
-            });
+            s.spawn(move || send_windowed(&tx, cq, pool, dest, i, MESSAGES, WINDOW, received));
         }
         for (i, (rx, cq)) in rxs.into_iter().zip(&cqs_b).enumerate() {
             let received = &received[i];

@@ -299,3 +299,49 @@ macro_rules! two_domains {
 }
 #[allow(unused_imports, reason = "used by the shared-context tests only")]
 pub(crate) use two_domains;
+
+/// The sending side of the threaded context tests: `messages` messages from `tx` to `dest`,
+/// each carrying `(flow << 32) | seq` as its 8 payload bytes, never more than `window` ahead
+/// of `received` (DGRAM has no flow control: a frame that finds no receive buffer is lost),
+/// buffers taken from `pool` and given back by `cq`'s completions. Panics after 60 s without
+/// finishing.
+#[allow(clippy::too_many_arguments, reason = "a test's sender, spelled out")]
+pub(crate) fn send_windowed<'s, N: Nic, const D: usize>(
+    tx: &ringfab::ep::Endpoint<'_, 's, '_, N, D>,
+    cq: &ringfab::cq::CompletionQueue<'_, 's, '_, N, D, ringfab::cq::entry::Msg>,
+    mut pool: Vec<ringfab::mr::Buf<'s>>,
+    dest: ringfab::av::FiAddr,
+    flow: usize,
+    messages: usize,
+    window: usize,
+    received: &std::sync::atomic::AtomicUsize,
+) {
+    use ringfab::av::FiAddr;
+    use ringfab::cq::entry::{MsgEntry, OpContext};
+    let mut sent = 0;
+    let mut e = [MsgEntry::default(); 8];
+    let mut src = [FiAddr::NOTAVAIL; 8];
+    let mut bufs: [Option<ringfab::mr::Buf<'s>>; 8] = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sent < messages {
+        assert!(Instant::now() < deadline, "flow {flow}: stalled at {sent}");
+        if let Ok(n) = cq.read_owned(&mut e, &mut src, &mut bufs) {
+            pool.extend(bufs[..n].iter_mut().map(|b| b.take().unwrap()));
+        }
+        if sent >= received.load(std::sync::atomic::Ordering::Acquire) + window {
+            std::thread::yield_now();
+            continue;
+        }
+        let Some(mut buf) = pool.pop() else {
+            std::thread::yield_now();
+            continue;
+        };
+        let tag = ((flow as u64) << 32) | sent as u64;
+        buf.write(tx.payload_offset(), &tag.to_le_bytes()).unwrap();
+        match tx.send(buf, 8, dest, OpContext(sent)) {
+            Ok(()) => sent += 1,
+            Err((ringfab::Error::Again, b)) => pool.push(b),
+            Err((err, _)) => panic!("flow {flow}: {err}"),
+        }
+    }
+}
