@@ -31,8 +31,9 @@
 //! virtio-net hash the UDP ports as well, so the transmit contexts of one peer spread; the 82574
 //! hashes only the IPv4 addresses, so it spreads peers but not the flows of one peer. A frame that
 //! arrives while no context is enabled goes to queue 0, and is dropped there if context 0 is not
-//! listening, as a datagram to a closed endpoint is. Dropping the scalable endpoint turns RSS off
-//! again.
+//! listening, as a datagram to a closed endpoint is. A receive context a critical fault disabled
+//! stays in the table (its queue takes no frames, so its flows are lost) until its `enable`
+//! recovers it or it is closed. Dropping the scalable endpoint turns RSS off again.
 //!
 //! Frames sent by any transmit context carry the scalable endpoint's address as their source,
 //! so a receiver that inserted that one address resolves all of them (`FI_SOURCE`).
