@@ -11,6 +11,9 @@
 //! * **stream** (window > 1): A sends `window` messages per doorbell (`FI_MORE` on all but the
 //!   last), B receives them; `Mxfers/sec` is the one-way message rate.
 //!
+//! `--encap udp` puts ringfab's header inside IPv4/UDP (`Encap::Udp`, 58 bytes instead of 30)
+//! on both endpoints, the encapsulation RSS-fed receive contexts use.
+//!
 //! ```sh
 //! cargo run --example pingpong                          # 64 B and 1 KiB, both modes
 //! cargo run --release --example pingpong -- -S 1024 -I 100000 -W 32
@@ -29,6 +32,7 @@ use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic, Platform};
 use ringfab::mr::{Buf, MrSlot};
 use ringfab::path::PathSlot;
+use ringfab::proto::Encap;
 use ringfab::Error;
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig, Wire};
@@ -52,10 +56,12 @@ struct Options {
     vfio: Option<(String, String)>,
     /// Which emulated NIC (`igb`, `e1000e` or `virtio-net`).
     nic: String,
+    /// ringfab's header straight on Ethernet or inside IPv4/UDP.
+    encap: Encap,
 }
 
 const USAGE: &str = "usage: pingpong [-S bytes[,bytes…]] [-I iterations] [-w warmup] \
-[-W window[,window…]] [--nic igb|e1000e|virtio-net] [--vfio BDF_A BDF_B]";
+[-W window[,window…]] [--nic igb|e1000e|virtio-net] [--encap ethernet|udp] [--vfio BDF_A BDF_B]";
 
 fn list(flag: &str, v: Option<String>) -> Result<Vec<usize>, String> {
     let v = v.ok_or(format!("{flag} needs a value"))?;
@@ -72,6 +78,7 @@ fn parse_args() -> Result<Options, String> {
         windows: vec![1, 32],
         vfio: None,
         nic: "igb".into(),
+        encap: Encap::Ethernet,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -86,6 +93,13 @@ fn parse_args() -> Result<Options, String> {
                 o.vfio = Some((a, b));
             }
             "--nic" => o.nic = args.next().ok_or("--nic needs igb, e1000e or virtio-net")?,
+            "--encap" => {
+                o.encap = match args.next().as_deref() {
+                    Some("ethernet") => Encap::Ethernet,
+                    Some("udp") => Encap::Udp,
+                    _ => return Err("--encap needs ethernet or udp".into()),
+                }
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
@@ -272,12 +286,12 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
         .map_err(fail("opening CQ B"))?;
     let av_a = da.open_av(&ta).map_err(fail("opening AV A"))?;
     let av_b = db.open_av(&tb).map_err(fail("opening AV B"))?;
-    let mut ep_a = da
-        .endpoint(&EpAttr::default())
-        .map_err(fail("endpoint A"))?;
-    let mut ep_b = db
-        .endpoint(&EpAttr::default())
-        .map_err(fail("endpoint B"))?;
+    let ep_attr = EpAttr {
+        encap: o.encap,
+        ..EpAttr::default()
+    };
+    let mut ep_a = da.endpoint(&ep_attr).map_err(fail("endpoint A"))?;
+    let mut ep_b = db.endpoint(&ep_attr).map_err(fail("endpoint B"))?;
     let both = BindFlags::TRANSMIT | BindFlags::RECV;
     ep_a.bind_cq(&cq_a, both).map_err(fail("binding CQ A"))?;
     ep_b.bind_cq(&cq_b, both).map_err(fail("binding CQ B"))?;
@@ -333,6 +347,11 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
         }
     }
 
+    let header = ep_a.payload_offset();
+    match o.encap {
+        Encap::Ethernet => println!("# ringfab's own EtherType, {header}-byte header"),
+        Encap::Udp => println!("# UDP encapsulation, {header}-byte header"),
+    }
     println!(
         "{:<9} {:>6} {:>8} {:>7} {:>10} {:>9} {:>10} {:>11}",
         "mode", "bytes", "window", "iters", "time", "MB/sec", "usec/xfer", "Mxfers/sec"
