@@ -20,12 +20,13 @@
 //!
 //! # Receive contexts fed by RSS
 //!
-//! With [`SepAttr::rss`] the receive contexts are not named: the NIC's RSS picks one per flow. This
-//! needs frames RSS can hash, so every context uses the [`Encap::Udp`] encapsulation (ringfab's
-//! header inside IPv4/UDP), and so must the peers that send to it. All receive contexts then listen
-//! on the scalable endpoint's own address (station MAC, context 0), and the redirection table
-//! spreads its entries round-robin over the receive contexts that are enabled, programmed again
-//! whenever one is enabled or closed. A flow is one sender's transmit queue and endpoint
+//! With [`SepAttr::rss`] the receive contexts are not named (no `FI_NAMED_RX_CTX`: a handle made
+//! with [`FiAddr::rx`](crate::av::FiAddr::rx) reaches no context): the NIC's RSS picks one per
+//! flow. This needs frames RSS can hash, so every context uses the [`Encap::Udp`] encapsulation
+//! (ringfab's header inside IPv4/UDP), and so must the peers that send to it. All receive contexts
+//! then listen on the scalable endpoint's own address (station MAC, context 0), and the redirection
+//! table spreads its entries round-robin over the receive contexts that are enabled, programmed
+//! again whenever one is enabled or closed. A flow is one sender's transmit queue and endpoint
 //! ([`proto::flow`], the UDP source port) with its IPv4 addresses (derived from the MACs): its
 //! frames all reach the same context, in order, while the table does not change. The 82576 and
 //! virtio-net hash the UDP ports as well, so the transmit contexts of one peer spread; the 82574
