@@ -352,7 +352,9 @@ impl Header {
                 field::IP_TOTAL_LEN,
                 udp.saturating_add(IPV4_LEN as u16),
             );
-            put16(out, 18..20, 0); // identification: unused without fragments
+            // Identification 0: allowed for an atomic datagram, DF set and never fragmented
+            // (RFC 6864 §4.1).
+            put16(out, 18..20, 0);
             put16(out, field::IP_FRAG, IP_DF);
             out[field::IP_TTL] = 1;
             out[field::IP_PROTO] = IPPROTO_UDP;
