@@ -1,7 +1,8 @@
 //! Shared contexts on every emulated NIC (igb, e1000e, virtio-net — virtio completes by id, so
 //! the held-operation logic meets completions out of slot order): two endpoints of A send
 //! through one shared transmit context to two endpoints of B that receive through one shared
-//! receive context, each completing on its own CQ, in order.
+//! receive context, each completing on its own CQ, in order — on ringfab's own EtherType and in
+//! UDP encapsulation (the shared contexts and their endpoints all on `Encap::Udp`).
 
 mod common;
 use common::*;
@@ -14,7 +15,7 @@ use ringfab::flags::BindFlags;
 use ringfab::hal::Nic;
 use ringfab::mr::{Buf, MrSlot};
 use ringfab::path::PathSlot;
-use ringfab::proto::HEADER_LEN;
+use ringfab::proto::Encap;
 use ringfab::srx::SrxAttr;
 use ringfab::stx::StxAttr;
 use ringfab::Error;
@@ -28,9 +29,11 @@ const MESSAGES: usize = 200;
 /// Messages in flight per endpoint at most (a frame that finds no buffer is lost).
 const WINDOW: usize = 6;
 
-/// Every entry `cq` has now, as (context, len, first two payload bytes); buffers to `back`.
+/// Every entry `cq` has now, as (context, len, first two payload bytes, read at `offset`);
+/// buffers to `back`.
 fn read_now<'s, N: Nic>(
     cq: &CompletionQueue<'_, 's, '_, N, D, Data>,
+    offset: usize,
     back: &mut Vec<Buf<'s>>,
 ) -> Vec<(usize, usize, [u8; 2])> {
     let mut got = Vec::new();
@@ -43,7 +46,7 @@ fn read_now<'s, N: Nic>(
                 for k in 0..n {
                     let mut head = [0u8; 2];
                     if let Some(b) = bufs[k].take() {
-                        b.read(HEADER_LEN, &mut head).unwrap();
+                        b.read(offset, &mut head).unwrap();
                         back.push(b);
                     }
                     got.push((e[k].op_context.0, e[k].len, head));
@@ -56,6 +59,14 @@ fn read_now<'s, N: Nic>(
 }
 
 fn through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_order<T: TestNic>() {
+    shared_contexts::<T>(Encap::Ethernet);
+}
+
+fn shared_contexts_work_alike_in_udp_encapsulation<T: TestNic>() {
+    shared_contexts::<T>(Encap::Udp);
+}
+
+fn shared_contexts<T: TestNic>(encap: Encap) {
     let p = pair_of::<T>();
     let (pa, pb) = (
         [const { PathSlot::<T::Nic, D>::EMPTY }; 8],
@@ -87,13 +98,24 @@ fn through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_orde
     ];
     let av_a = da.open_av(&ta).unwrap();
     let av_b = db.open_av(&tb).unwrap();
-    let stx = da.stx_context(&StxAttr::default()).unwrap();
-    let srx = db.srx_context(&SrxAttr::default()).unwrap();
+    let stx = da
+        .stx_context(&StxAttr {
+            encap,
+            ..StxAttr::default()
+        })
+        .unwrap();
+    let srx = db
+        .srx_context(&SrxAttr {
+            encap,
+            ..SrxAttr::default()
+        })
+        .unwrap();
     let (mut eps_a, mut eps_b) = (Vec::new(), Vec::new());
     for i in 0..EPS {
         let mut a = da
             .endpoint(&EpAttr {
                 rx_queue: i as u16,
+                encap,
                 ..EpAttr::default()
             })
             .unwrap();
@@ -107,6 +129,7 @@ fn through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_orde
             .endpoint(&EpAttr {
                 tx_queue: i as u16,
                 rx_queue: i as u16,
+                encap,
                 ..EpAttr::default()
             })
             .unwrap();
@@ -125,6 +148,8 @@ fn through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_orde
     for _ in 0..20 {
         srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(0)).unwrap();
     }
+    let offset = encap.header_len();
+    assert_eq!(eps_a[0].payload_offset(), offset);
     let mut pool: Vec<Buf<'_>> = (0..EPS * (WINDOW + 2))
         .map(|_| mr_a.alloc(BUF).unwrap())
         .collect();
@@ -140,7 +165,7 @@ fn through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_orde
         for i in 0..EPS {
             while sent[i] < MESSAGES && sent[i] - received[i] < WINDOW {
                 let Some(mut buf) = pool.pop() else { break };
-                buf.write(HEADER_LEN, &[i as u8, sent[i] as u8]).unwrap();
+                buf.write(offset, &[i as u8, sent[i] as u8]).unwrap();
                 match eps_a[i].send(buf, 2, to_b[i], OpContext(i * 1000 + sent[i])) {
                     Ok(()) => sent[i] += 1,
                     Err((Error::Again, buf)) => {
@@ -153,14 +178,14 @@ fn through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_orde
         }
         p.wire.run_until_idle();
         for i in 0..EPS {
-            for (c, _, _) in read_now(&cqs_a[i], &mut pool) {
+            for (c, _, _) in read_now(&cqs_a[i], offset, &mut pool) {
                 assert_eq!(c, i * 1000 + done[i], "A CQ {i}: its own, in posting order");
                 done[i] += 1;
             }
         }
         for i in 0..EPS {
             let mut back = Vec::new();
-            for (_, len, head) in read_now(&cqs_b[i], &mut back) {
+            for (_, len, head) in read_now(&cqs_b[i], offset, &mut back) {
                 assert_eq!(
                     (len, head),
                     (2, [i as u8, received[i] as u8]),
@@ -178,4 +203,7 @@ fn through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_orde
     }
 }
 
-on_every_nic!(through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_order);
+on_every_nic!(
+    through_shared_transmit_and_receive_contexts_each_endpoint_keeps_its_own_order,
+    shared_contexts_work_alike_in_udp_encapsulation,
+);
