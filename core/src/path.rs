@@ -2792,11 +2792,16 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
     pub(crate) fn close_shared(&self) {
         let slot = self.slot();
         let mut guard = slot.state.lock();
+        let mut steered = None;
         if let Some(st) = guard.as_mut() {
             // Nothing can be left (every endpoint discarded its own on leaving); the belt to
             // those braces releases credits to whichever CQs they belong to.
             if st.live() > 0 && !self.domain.cqs().is_empty() {
                 st.discard_all(&self.domain.poll_ctx(0));
+            }
+            // A shared receive context on a queue above 0 was given its own address.
+            if let Queue::Rx(q) = &st.queue {
+                steered = Some(q.index()).filter(|&i| i > 0);
             }
         }
         slot.cq_mask.store(0, Ordering::Release);
@@ -2804,6 +2809,12 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
         slot.orphaned.store(false, Ordering::Release);
         slot.clear_fault();
         *guard = None;
+        if let Some(index) = steered {
+            // Withdrawn with the queue, whoever closes it last (the context or its last
+            // endpoint): left behind, the address would keep the NIC steering by address,
+            // which refuses RSS. Nothing to report from a close.
+            let _ = self.domain.nic().set_rx_queue_mac(index, None);
+        }
     }
 
     pub(crate) fn detach(self, cq: usize) {

@@ -231,16 +231,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
 impl<N: Nic, const D: usize> Drop for SharedRxContext<'_, '_, '_, N, D> {
     fn drop(&mut self) {
         // Endpoints still bound keep the queue (and its address); the last one to leave
-        // closes the queue. The address is withdrawn only when the queue closes here: one
-        // closed later by its last endpoint leaves its steering behind, harmlessly (a closed
-        // queue takes no frames) until the index is opened again.
-        if self.queue.release() && self.attr.rx_queue != 0 {
-            // Nothing to report from a drop.
-            let _ = self
-                .queue
-                .domain
-                .nic()
-                .set_rx_queue_mac(self.attr.rx_queue, None);
-        }
+        // closes the queue, and the address goes with it (`SharedPath::close_shared`).
+        self.queue.release();
     }
 }

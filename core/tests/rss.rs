@@ -596,3 +596,46 @@ fn a_frame_of_the_other_encapsulation_never_reaches_the_application() {
     assert_eq!(read(&cq_a), vec![]);
     assert_eq!(a_eth.dropped_frames(), 1);
 }
+
+#[test]
+fn a_shared_receive_context_s_address_goes_with_its_queue_whoever_closes_it_last() {
+    use ringfab::ep::EpAttr;
+    use ringfab::srx::SrxAttr;
+    let wire = Wire::new();
+    let dev = device(MAC_A, &wire);
+    let nic = Igb::new(dev.platform()).unwrap();
+    let paths = [PathSlot::<Igb0, D>::EMPTY; 8];
+    let cqs = [CqSlot::EMPTY; 1];
+    let avs = [AvSlot::EMPTY; 1];
+    let table = [AvEntry::EMPTY; 2];
+    let mut aux = vec![AuxEntry::EMPTY; 256];
+    let d = Domain::new(&nic, &paths, &cqs).with_avs(&avs);
+    let av = d.open_av(&table).unwrap();
+    let cq = d.open_cq::<Msg>(&cq_attr(), &mut aux).unwrap();
+    let srx = d
+        .srx_context(&SrxAttr {
+            rx_queue: 1,
+            ..SrxAttr::default()
+        })
+        .unwrap();
+    let mut ep = d
+        .endpoint(&EpAttr {
+            rx_queue: 5,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.bind_srx(&srx).unwrap();
+    ep.enable().unwrap();
+    // Dropped with an endpoint bound: the queue and its address stay, so no RSS.
+    drop(srx);
+    assert_eq!(
+        d.scalable_endpoint(&udp_sep(2, true)).err(),
+        Some(Error::Device(HalError::Unsupported))
+    );
+    // The last endpoint closes the queue, and the address goes with it.
+    drop(ep);
+    assert!(d.scalable_endpoint(&udp_sep(2, true)).is_ok());
+}
