@@ -98,8 +98,8 @@ pub const FLOW_BASE: u16 = 0xC000;
 
 /// How ringfab's header travels: straight after Ethernet, or inside IPv4/UDP.
 ///
-/// NICs hash only IP headers for RSS (82576 datasheet §7.1.2.10.1, 82574 §7.1.12.1, virtio 1.2
-/// §5.1.6.4.3.1): a frame of ringfab's own EtherType always lands on receive queue 0. The
+/// NICs hash only IP headers for RSS (82576 datasheet §7.1.2.8, 82574 §7.1.2.10, virtio 1.2
+/// §5.1.6.5.7): a frame of ringfab's own EtherType always lands on receive queue 0. The
 /// [`Encap::Udp`] encapsulation wraps the same header in IPv4 and UDP, which the NIC does hash, so
 /// that the receive contexts of a scalable endpoint can be fed by RSS
 /// ([`SepAttr::rss`](crate::sep::SepAttr::rss)). Both ends of a conversation must use the same
