@@ -1007,7 +1007,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let Some(op) = self.table.take(c.token, OpKind::Send) else {
                             continue;
                         };
-                        let payload = tx_payload(self.header_len(), op.len);
+                        let payload = tx_payload(header, op.len);
                         let mut verdict = tx_outcome(&op, c);
                         self.attach_extras(&op, &mut verdict, ctx.mrs);
                         match &verdict {
@@ -1351,7 +1351,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 }
                 self.attach_extras(&op, &mut verdict, ctx.mrs);
                 let bytes = if kind == OpKind::Send {
-                    tx_payload(self.header_len(), op.len)
+                    tx_payload(header, op.len)
                 } else {
                     rx[i].len as usize
                 };
