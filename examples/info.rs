@@ -12,14 +12,14 @@
 
 use std::process::ExitCode;
 
-use ringfab::av::{AvEntry, AvSlot};
-use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqLimits, CqSlot};
+use ringfab::av::AvAttr;
+use ringfab::cq::{CqAttr, CqLimits};
 use ringfab::domain::Domain;
 use ringfab::ep::EpAttr;
 use ringfab::flags::BindFlags;
 use ringfab::hal::{MacAddr, Nic, Platform};
 use ringfab::info::Order;
-use ringfab::path::PathSlot;
+use ringfab::Storage;
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, ModelConfig};
 use ringfab_igb::Igb;
@@ -35,22 +35,21 @@ fn describe<N: Nic>(name: &str, nic: &N) -> Result<(), String> {
     let limits = CqLimits::default();
 
     // Open a real endpoint so every figure printed is one the code computes, not a copy.
-    let paths = [PathSlot::<N, D>::EMPTY; 2];
-    let cqs = [CqSlot::EMPTY; 1];
-    let avs = [AvSlot::EMPTY; 1];
-    let mut aux = vec![AuxEntry::EMPTY; 2 * D];
-    let table = [AvEntry::EMPTY; 1];
-    let domain = Domain::new(nic, &paths, &cqs).with_avs(&avs);
+    // The default storage: its CQ_SIZE (512) holds the 2 × D-entry CQ.
+    let mut storage = Storage::<N, D>::boxed();
+    let domain = Domain::new(nic, &mut storage);
     let attr = CqAttr {
         size: 2 * D,
-        format: CqFormat::Msg,
         ..CqAttr::default()
     };
     let cq = domain
-        .open_cq::<ringfab::cq::entry::Msg>(&attr, &mut aux)
+        .open_cq::<ringfab::cq::entry::Msg>(&attr)
         .map_err(|e| format!("{name}: opening a CQ: {e}"))?;
     let av = domain
-        .open_av(&table)
+        .open_av(&AvAttr {
+            count: 1,
+            ..AvAttr::default()
+        })
         .map_err(|e| format!("{name}: opening an AV: {e}"))?;
     let mut ep = domain
         .endpoint(&EpAttr::default())

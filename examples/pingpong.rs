@@ -23,17 +23,16 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic, Platform};
-use ringfab::mr::{Buf, MrSlot};
-use ringfab::path::PathSlot;
+use ringfab::mr::Buf;
 use ringfab::proto::Encap;
-use ringfab::Error;
+use ringfab::{Error, Storage};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig, Wire};
 use ringfab_igb::Igb;
@@ -264,28 +263,22 @@ fn fail(what: &'static str) -> impl Fn(Error) -> String {
 
 /// Opens everything on two NICs and runs every size × window.
 fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result<(), String> {
-    let (pa, pb) = ([PathSlot::<N, D>::EMPTY; 2], [PathSlot::<N, D>::EMPTY; 2]);
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = ([MrSlot::<N>::EMPTY; 1], [MrSlot::<N>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let mut auxa = vec![AuxEntry::EMPTY; CQ_SIZE];
-    let mut auxb = vec![AuxEntry::EMPTY; CQ_SIZE];
-    let (ta, tb) = ([AvEntry::EMPTY; 1], [AvEntry::EMPTY; 1]);
-    let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let mut storage_a = Storage::<N, D>::boxed();
+    let mut storage_b = Storage::<N, D>::boxed();
+    let da = Domain::new(nic_a, &mut storage_a);
+    let db = Domain::new(nic_b, &mut storage_b);
     let attr = CqAttr {
         size: CQ_SIZE,
-        format: CqFormat::Msg,
         ..CqAttr::default()
     };
-    let cq_a = da
-        .open_cq::<Msg>(&attr, &mut auxa)
-        .map_err(fail("opening CQ A"))?;
-    let cq_b = db
-        .open_cq::<Msg>(&attr, &mut auxb)
-        .map_err(fail("opening CQ B"))?;
-    let av_a = da.open_av(&ta).map_err(fail("opening AV A"))?;
-    let av_b = db.open_av(&tb).map_err(fail("opening AV B"))?;
+    let cq_a = da.open_cq::<Msg>(&attr).map_err(fail("opening CQ A"))?;
+    let cq_b = db.open_cq::<Msg>(&attr).map_err(fail("opening CQ B"))?;
+    let av_a = da
+        .open_av(&AvAttr::default())
+        .map_err(fail("opening AV A"))?;
+    let av_b = db
+        .open_av(&AvAttr::default())
+        .map_err(fail("opening AV B"))?;
     let ep_attr = EpAttr {
         encap: o.encap,
         ..EpAttr::default()
@@ -306,12 +299,11 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
         .map_err(fail("AV insert"))?;
 
     // Each side: D buffers, half for receives, half for sends.
-    let mem = |len| Box::leak(vec![0u8; len].into_boxed_slice());
     let mr_a = da
-        .register(mem(D * BUF + ringfab::mr::PAGE))
+        .register(vec![0u8; D * BUF + ringfab::mr::PAGE])
         .map_err(fail("registering A"))?;
     let mr_b = db
-        .register(mem(D * BUF + ringfab::mr::PAGE))
+        .register(vec![0u8; D * BUF + ringfab::mr::PAGE])
         .map_err(fail("registering B"))?;
     let mut a = Side {
         ep: &ep_a,

@@ -22,12 +22,12 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use ringfab::cq::entry::{Data, Format, Msg, OpContext};
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, OpFlags};
 use ringfab::hal::{DmaRegion, Iova, Nic, RxBuffer, RxConfig};
-use ringfab::path::{Path, PathSlot, RecvPost};
-use ringfab::Error;
+use ringfab::path::{Path, RecvPost};
+use ringfab::{Error, Storage};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::null::NullPlatform;
 use ringfab_emu::{E1000e82574, Igb82576, VirtioNetPci};
@@ -153,16 +153,14 @@ fn on_nic<F: Format>(nic: &str, mode: Mode, entries: usize, batch: usize) -> f64
 /// ns per entry.
 fn run<N: Nic, F: Format>(nic: N, mode: Mode, entries: usize, batch: usize) -> f64 {
     let mem = nic.alloc_dma(SLOT * D).expect("buffers");
-    let paths = [PathSlot::EMPTY; 1];
-    let cqs = [CqSlot::EMPTY; 1];
-    let mut aux = [AuxEntry::EMPTY; D];
-    let domain: Domain<'_, '_, N, D> = Domain::new(&nic, &paths, &cqs);
+    // One hardware queue, one CQ of D entries.
+    let mut storage = Storage::<N, D, 1, 1, D>::boxed();
+    let domain = Domain::new(&nic, &mut storage);
     let attr = CqAttr {
         size: D,
-        format: F::FORMAT,
         ..CqAttr::default()
     };
-    let cq = domain.open_cq::<F>(&attr, &mut aux).expect("open CQ");
+    let cq = domain.open_cq::<F>(&attr).expect("open CQ");
     let rx = domain
         .open_rx(0, RxConfig::new(SLOT as u32))
         .expect("open RX path");

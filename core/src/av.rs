@@ -5,8 +5,8 @@
 //! receive-context number on that NIC. An [`AddressVector`] maps them to [`FiAddr`]s, which data
 //! operations take as destinations and `readfrom` returns as sources.
 //!
-//! The table is the caller's storage (`&'s [AvEntry]`), so its capacity is the caller's
-//! choice and nothing is allocated. `FiAddr`s are table indices, handed out lowest-free-first,
+//! The table is one of the domain's [`Storage`](crate::storage::Storage) (`AV_ENTRIES`
+//! addresses; [`AvAttr::count`] can ask for fewer), so nothing is allocated. `FiAddr`s are table indices, handed out lowest-free-first,
 //! as `FI_AV_TABLE` asks. Reverse lookup (source address → `FiAddr`, for `FI_SOURCE`) scans the
 //! table; docs/perf.md says what that costs, and a hashed index is the known next step for
 //! large tables.
@@ -32,7 +32,19 @@ use spin::Mutex;
 
 use crate::domain::Domain;
 use crate::hal::{MacAddr, Nic};
+use crate::storage::Capacity;
 use crate::{Error, Result};
+
+/// Address-vector attributes (the parts of `fi_av_attr` ringfab uses; its type is always
+/// `FI_AV_TABLE`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct AvAttr {
+    /// The addresses the AV can hold (`fi_av_attr::count`); 0 for the storage's `AV_ENTRIES`.
+    pub count: usize,
+    /// Bits of a handle that name a receive context of a scalable endpoint
+    /// (`fi_av_attr::rx_ctx_bits`; see [`FiAddr::rx`]).
+    pub rx_ctx_bits: u32,
+}
 
 /// An endpoint's address: its NIC's MAC and its receive context on that NIC.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
@@ -79,8 +91,8 @@ impl FiAddr {
     pub const NOTAVAIL: FiAddr = FiAddr(u64::MAX);
 }
 
-/// One entry of an address vector's table: `[AvEntry::EMPTY; 64]`.
-pub struct AvEntry(AtomicU64);
+/// One entry of an address vector's table.
+pub(crate) struct AvEntry(AtomicU64);
 
 /// The raw value of a free entry.
 const FREE: u64 = u64::MAX;
@@ -89,9 +101,9 @@ impl AvEntry {
     /// An unused entry.
     #[allow(
         clippy::declare_interior_mutable_const,
-        reason = "a fresh entry per use is the point: `[AvEntry::EMPTY; N]` builds the table"
+        reason = "a fresh entry per use is the point: the storage's tables are built of them"
     )]
-    pub const EMPTY: AvEntry = AvEntry(AtomicU64::new(FREE));
+    pub(crate) const EMPTY: AvEntry = AvEntry(AtomicU64::new(FREE));
 
     fn get(&self) -> Option<EpAddr> {
         let v = self.0.load(Ordering::Acquire);
@@ -158,12 +170,16 @@ impl AvState<'_> {
     }
 }
 
-/// One slot of the domain's address-vector slab: `[AvSlot::EMPTY; 1]`.
-pub struct AvSlot<'s> {
+/// One slot of the domain's address-vector table (in its [`Storage`](crate::storage::Storage)).
+pub(crate) struct AvSlot<'s> {
     /// The open AV; `insert`, `remove`, open and close serialise on this lock.
     state: Mutex<Option<AvState<'s>>>,
+    /// The slot's table, given once by the storage (the whole `AV_ENTRIES`).
+    home: Mutex<&'s [AvEntry]>,
     /// The open AV's table (null while closed) and its length and `rx_ctx_bits`, published
     /// under `state`'s lock so that lookups — every send, every received frame — take no lock.
+    /// (A pointer rather than a `spin::Once`: the storage must have no destructor that could
+    /// see `'s`, or it could not lend itself to its own slots.)
     table: AtomicPtr<AvEntry>,
     len: AtomicUsize,
     rx_ctx_bits: AtomicU32,
@@ -176,16 +192,22 @@ impl<'s> AvSlot<'s> {
     /// A free slot.
     #[allow(
         clippy::declare_interior_mutable_const,
-        reason = "a fresh slot per use is the point: `[AvSlot::EMPTY; N]` builds the slab"
+        reason = "a fresh slot per use is the point: the storage's table is built of them"
     )]
-    pub const EMPTY: Self = AvSlot {
+    pub(crate) const EMPTY: Self = AvSlot {
         state: Mutex::new(None),
+        home: Mutex::new(&[]),
         table: AtomicPtr::new(core::ptr::null_mut()),
         len: AtomicUsize::new(0),
         rx_ctx_bits: AtomicU32::new(0),
         binds: AtomicUsize::new(0),
         _table: PhantomData,
     };
+
+    /// Gives the slot its table (once, when the storage is attached to its domain).
+    pub(crate) fn give_table(&self, table: &'s [AvEntry]) {
+        *self.home.lock() = table;
+    }
 
     /// Publishes the open AV's table for lookups (`None`: closed). Called under `state`'s lock.
     fn publish(&self, table: Option<(&'s [AvEntry], u32)>) {
@@ -235,46 +257,47 @@ impl<'s> AvSlot<'s> {
 }
 
 impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
-    /// Opens an address vector (`fi_av_open`, `FI_AV_TABLE`) over `table`, whose length is its
-    /// capacity.
+    /// Opens an address vector (`fi_av_open`, `FI_AV_TABLE`) of `attr.count` addresses (the
+    /// storage's `AV_ENTRIES` for 0), whose handles name receive contexts in their top
+    /// `attr.rx_ctx_bits` bits ([`FiAddr::rx`]).
     ///
     /// # Errors
-    /// `Inval` for an empty table; `NoMem` when every AV slot is taken.
-    pub fn open_av(&self, table: &'s [AvEntry]) -> Result<AddressVector<'_, 's, 'n, N, D>> {
-        self.open_av_rx(table, 0)
-    }
-
-    /// Opens an address vector whose handles can name receive contexts (`fi_av_attr`'s
-    /// `rx_ctx_bits`; see [`FiAddr::rx`]).
-    ///
-    /// # Errors
-    /// `Inval` for an empty table, or `rx_ctx_bits` above 16 or leaving too few bits for the
-    /// table's indices; `NoMem` when every AV slot is taken.
-    pub fn open_av_rx(
-        &self,
-        table: &'s [AvEntry],
-        rx_ctx_bits: u32,
-    ) -> Result<AddressVector<'_, 's, 'n, N, D>> {
-        let index_bits = usize::BITS - table.len().leading_zeros();
-        if table.is_empty() || rx_ctx_bits > 16 || index_bits + rx_ctx_bits > 63 {
-            return Err(Error::Inval);
-        }
-        for e in table {
-            e.0.store(FREE, Ordering::Release);
-        }
+    /// `Inval` for `rx_ctx_bits` above 16 or leaving too few bits for the table's indices;
+    /// `Full(AvEntries)` for a count above the storage's `AV_ENTRIES`; `Full(Avs)` when every
+    /// AV slot is taken.
+    pub fn open_av(&self, attr: &AvAttr) -> Result<AddressVector<'_, 's, 'n, N, D>> {
         for (index, slot) in self.avs().iter().enumerate() {
             let mut guard = slot.state.lock();
-            if guard.is_none() {
-                slot.binds.store(0, Ordering::Release);
-                *guard = Some(AvState { table, rx_ctx_bits });
-                slot.publish(Some((table, rx_ctx_bits)));
-                return Ok(AddressVector {
-                    domain: self,
-                    index,
-                });
+            if guard.is_some() {
+                continue;
             }
+            let home = *slot.home.lock();
+            let count = if attr.count == 0 {
+                home.len()
+            } else {
+                attr.count
+            };
+            let table = home
+                .get(..count)
+                .filter(|t| !t.is_empty())
+                .ok_or(Error::Full(Capacity::AvEntries))?;
+            let index_bits = usize::BITS - count.leading_zeros();
+            let rx_ctx_bits = attr.rx_ctx_bits;
+            if rx_ctx_bits > 16 || index_bits + rx_ctx_bits > 63 {
+                return Err(Error::Inval);
+            }
+            for e in table {
+                e.0.store(FREE, Ordering::Release);
+            }
+            slot.binds.store(0, Ordering::Release);
+            *guard = Some(AvState { table, rx_ctx_bits });
+            slot.publish(Some((table, rx_ctx_bits)));
+            return Ok(AddressVector {
+                domain: self,
+                index,
+            });
         }
-        Err(Error::NoMem)
+        Err(Error::Full(Capacity::Avs))
     }
 }
 
@@ -300,7 +323,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
         self.index
     }
 
-    /// The AV's `rx_ctx_bits` (0 unless opened with [`Domain::open_av_rx`]).
+    /// The AV's `rx_ctx_bits` ([`AvAttr::rx_ctx_bits`]).
     pub fn rx_ctx_bits(&self) -> u32 {
         self.slot().view().map_or(0, |st| st.rx_ctx_bits)
     }

@@ -1,41 +1,36 @@
-//! The domain (`fi_domain`): one NIC and the caller-provided slabs every object lives in.
+//! The domain (`fi_domain`): one NIC and the [`Storage`] every object it opens lives in.
 //!
 //! DESIGN.md decision 10, as docs/architecture.md ("Ownership") makes it concrete: a
-//! [`Domain`] borrows the NIC (`&'n N`) and *slabs* of slots the caller places wherever it likes
-//! (a `static` on bare metal, the stack or a `Vec` in a test): [`PathSlot`]s for hardware queues
-//! and [`CqSlot`]s for completion queues. Objects are slots; applications hold small handles —
-//! [`Path`], [`CompletionQueue`] — that are an index plus `&Domain`. Bindings are indices, so
-//! closing a bound object is a run-time `Busy`, as libfabric's `fi_close` wants, not a borrow
-//! error.
+//! [`Domain`] borrows the NIC (`&'n N`) and one [`Storage`] (`&'s mut`), whose fixed tables hold
+//! every hardware queue, completion queue, memory registration and address vector the domain
+//! opens. Applications hold small handles that are an index plus `&Domain`. Bindings are
+//! indices, so closing a bound object is a run-time `Busy`, as libfabric's `fi_close` wants,
+//! not a borrow error.
 //!
 //! ```
-//! # use ringfab::{cq::{AuxEntry, CqSlot}, domain::Domain, path::PathSlot};
+//! # use ringfab::{domain::Domain, storage::Storage};
 //! # fn f<N: ringfab::hal::Nic>(nic: &N) {
-//! let paths = [PathSlot::<N, 64>::EMPTY; 2];
-//! let cqs = [CqSlot::EMPTY; 1];
-//! let domain = Domain::new(nic, &paths, &cqs);
+//! let mut storage = Storage::<N>::boxed();
+//! let domain = Domain::new(nic, &mut storage);
 //! # let _ = domain; }
 //! ```
-//!
-//! What this first slice holds: paths (one hardware queue each) and completion queues. Later
-//! issues add counters bound to paths, address vectors, memory registration and endpoints
-//! (an endpoint owns a TX and an RX path), each in a slab of its own passed to the domain.
 
 use crate::av::AvSlot;
 use crate::cntr::Counter;
 use crate::cq::attr::CqLimits;
 use crate::cq::entry::Format;
-use crate::cq::queue::{AuxEntry, CompletionQueue, CqSlot};
+use crate::cq::queue::{CompletionQueue, CqSlot};
 use crate::hal::{Nic, RxConfig, TxConfig};
 use crate::mr::MrSlot;
 use crate::path::{Path, PathSlot, PathState, PollCtx};
+use crate::storage::{Capacity, Storage};
 use crate::{Error, Result};
 
-/// One NIC, its paths and its completion queues. See the [module documentation](self).
+/// One NIC and the storage of everything opened on it. See the [module documentation](self).
 ///
 /// `D` is the ring depth of every hardware queue of the domain (a const generic because the
 /// driver's queue types are sized by it).
-pub struct Domain<'s, 'n, N: Nic + 'n, const D: usize> {
+pub struct Domain<'s, 'n, N: Nic + 'n, const D: usize = 256> {
     nic: &'n N,
     paths: &'s [PathSlot<'n, N, D>],
     cqs: &'s [CqSlot<'s>],
@@ -46,25 +41,32 @@ pub struct Domain<'s, 'n, N: Nic + 'n, const D: usize> {
 }
 
 impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
-    /// A domain over `nic`, keeping its paths in `paths` and its CQs in `cqs` (every slot
-    /// [`EMPTY`](PathSlot::EMPTY)).
-    pub fn new(nic: &'n N, paths: &'s [PathSlot<'n, N, D>], cqs: &'s [CqSlot<'s>]) -> Self {
+    /// A domain over `nic`, keeping every object it opens in `storage` (which it borrows for
+    /// as long as those objects may be used, so one storage serves one domain).
+    pub fn new<
+        const QUEUES: usize,
+        const CQS: usize,
+        const CQ_SIZE: usize,
+        const MRS: usize,
+        const AVS: usize,
+        const AV_ENTRIES: usize,
+    >(
+        nic: &'n N,
+        storage: &'s mut Storage<'s, 'n, N, D, QUEUES, CQS, CQ_SIZE, MRS, AVS, AV_ENTRIES>,
+    ) -> Self {
+        let storage = storage.attach();
         Domain {
             nic,
-            paths,
-            cqs,
-            mrs: &[],
-            avs: &[],
+            paths: &storage.paths,
+            cqs: &storage.cqs,
+            mrs: &storage.mrs,
+            avs: &storage.avs,
             cntrs: &[],
-            limits: CqLimits::default(),
+            limits: CqLimits {
+                default_size: CqLimits::DEFAULT_SIZE.min(CQ_SIZE),
+                ..CqLimits::default()
+            },
         }
-    }
-
-    /// The same domain with memory registrations kept in `mrs` (every slot
-    /// [`EMPTY`](MrSlot::EMPTY)); without it, `register` returns `NoMem`.
-    pub fn with_mrs(mut self, mrs: &'s [MrSlot<N>]) -> Self {
-        self.mrs = mrs;
-        self
     }
 
     /// The same domain with `cntrs` as the counters its endpoints may bind (`fi_ep_bind` with
@@ -72,13 +74,6 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// counter cannot be closed while an endpoint could still count into it.
     pub fn with_counters(mut self, cntrs: &'s [&'s Counter<N::Wait>]) -> Self {
         self.cntrs = cntrs;
-        self
-    }
-
-    /// The same domain with address vectors kept in `avs`; without it, `open_av` returns
-    /// `NoMem`.
-    pub fn with_avs(mut self, avs: &'s [AvSlot<'s>]) -> Self {
-        self.avs = avs;
         self
     }
 
@@ -168,29 +163,28 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
                 });
             }
         }
-        Err(Error::NoMem)
+        Err(Error::Full(Capacity::Queues))
     }
 
-    /// Opens a completion queue of format `F` (`fi_cq_open`), its aux queue in `aux`.
+    /// Opens a completion queue of format `F` (`fi_cq_open`).
     ///
-    /// `aux` must hold at least the resolved size (`attr.size`, or the default 1024 for 0):
-    /// the CQ can owe that many completions, and every one of them may have to wait in the aux
-    /// queue. Open slots of `[AuxEntry::EMPTY; N]`. A CQ whose wait object blocks on an
-    /// interrupt takes an MSI-X vector of its own (`crate::cq::wait` explains the choice);
-    /// a CQ of a wait set is opened through [`WaitSet::open_cq`](crate::cq::WaitSet::open_cq).
+    /// The format is `F`'s: `attr.format` may say the same or leave it
+    /// [`Unspec`](crate::cq::CqFormat::Unspec). A size of 0 is 1024 entries or the storage's
+    /// `CQ_SIZE`, whichever is smaller. A CQ whose wait object blocks on an interrupt takes an
+    /// MSI-X vector of its own (`crate::cq::wait` explains the choice); a CQ of a wait set is
+    /// opened through [`WaitSet::open_cq`](crate::cq::WaitSet::open_cq).
     ///
     /// # Errors
     /// Everything [`CqAttr::validate`](crate::cq::CqAttr::validate) returns (`BadFlags`,
-    /// `Inval`, `NoSys`); `Inval` if the resolved format is not `F::FORMAT`, or for
-    /// `FI_WAIT_SET` (only the set can open its CQs); `TooSmall` if `aux` is shorter than the
-    /// size; `NoMem` when every CQ slot is taken, or no interrupt vector is free for
-    /// `FI_WAIT_FD`/`FI_WAIT_MUTEX_COND`; `NoSys` for `FI_WAIT_FD` when the platform's wait
-    /// handles are not file descriptors.
+    /// `Inval`, `NoSys`); `Inval` if `attr.format` names another format than `F`, or for
+    /// `FI_WAIT_SET` (only the set can open its CQs); `Full(Cqs)` when every CQ slot is taken,
+    /// `Full(CqSize)` for a size above the storage's `CQ_SIZE`, `Full(Vectors)` when no
+    /// interrupt vector is free for `FI_WAIT_FD`/`FI_WAIT_MUTEX_COND`; `NoSys` for
+    /// `FI_WAIT_FD` when the platform's wait handles are not file descriptors.
     pub fn open_cq<F: Format>(
         &self,
         attr: &crate::cq::CqAttr,
-        aux: &'s mut [AuxEntry],
     ) -> Result<CompletionQueue<'_, 's, 'n, N, D, F>> {
-        CompletionQueue::open(self, attr, aux, None)
+        CompletionQueue::open(self, attr, None)
     }
 }

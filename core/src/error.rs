@@ -21,8 +21,11 @@ pub enum Error {
     OpNotSupp,
     /// `FI_EBUSY`: the object is in use (bound, or with open children).
     Busy,
-    /// `FI_ENOMEM`: out of memory or table space.
+    /// `FI_ENOMEM`: out of memory (a DMA allocation the platform refused).
     NoMem,
+    /// `FI_ENOMEM`: a fixed capacity of the domain's [`Storage`](crate::storage::Storage) is
+    /// used up; the [`Capacity`](crate::storage::Capacity) says which.
+    Full(crate::storage::Capacity),
     /// `FI_EOVERRUN`: the queue overran; entries were lost.
     Overrun,
     /// `FI_ECANCELED`: the operation was cancelled.
@@ -69,7 +72,7 @@ impl Error {
             Error::NoSys => 38,
             Error::OpNotSupp => 95,
             Error::Busy => 16,
-            Error::NoMem => 12,
+            Error::NoMem | Error::Full(_) => 12,
             Error::Overrun => 268,
             Error::Canceled => 125,
             Error::Trunc => 265,
@@ -121,6 +124,7 @@ impl fmt::Display for Error {
             Error::Io => "input/output error",
             Error::NoData => "no data available",
             Error::Device(e) => return write!(f, "device error: {e}"),
+            Error::Full(c) => return write!(f, "storage full: {}", c.name()),
         };
         f.write_str(text)
     }
@@ -144,5 +148,6 @@ mod tests {
         assert_eq!(Error::TimedOut.errno(), 110);
         assert_eq!(Error::NoData.errno(), 61);
         assert_eq!(Error::Device(ringfab_hal::Error::ResetTimeout).errno(), 5);
+        assert_eq!(Error::Full(crate::storage::Capacity::Cqs).errno(), 12);
     }
 }

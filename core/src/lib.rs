@@ -8,6 +8,9 @@
 //! [`ringfab_hal`] contract and never names a driver or a platform.
 #![no_std]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 pub mod av;
 pub mod cntr;
 pub mod cq;
@@ -21,8 +24,10 @@ pub mod path;
 pub mod proto;
 pub mod sep;
 pub mod srx;
+pub mod storage;
 pub mod stx;
 
 pub use cntr::{Clock, Counter, CounterAttr, CounterEvents, WaitObj};
 pub use error::{Error, Result};
 pub use ringfab_hal as hal;
+pub use storage::{Capacity, Storage};

@@ -7,14 +7,22 @@
 //! exactly one party holds a buffer at a time (DESIGN.md decision 6): the application while it
 //! fills or reads it, the endpoint (and the NIC) from posting until the completion hands it back.
 //!
-//! # Why the safe registration takes `&'static mut [u8]`
+//! # What the safe registration takes: [`Memory`]
 //!
-//! A posted buffer is written by the device at a time of the device's choosing. If the domain
-//! (and with it the running queues) could be leaked with `mem::forget` while the memory's
-//! borrow ended, the device could write memory that belongs to someone else by then — the same
-//! reason `std::thread::scope` cannot rely on a destructor. Memory that lives for ever (a
-//! `static`, `Box::leak`) makes that impossible; [`Domain::register_raw`] takes any memory, with
-//! that promise made by the caller in an `unsafe` block.
+//! A posted buffer is written by the device at a time of the device's choosing, so registered
+//! memory must outlive every queue that could name it, whatever the application does with its
+//! handles. Two kinds of memory make that true without trusting a destructor to run:
+//!
+//! * memory the region **owns** (`Vec<u8>` or `Box<[u8]>`, with the `alloc` feature): it lives
+//!   in the domain's [`Storage`](crate::storage::Storage), which stops the hardware queues
+//!   before it unmaps and frees it (its fields drop in that order), and a leaked storage leaks
+//!   the memory with it;
+//! * memory that lives **for ever** (`&'static mut [u8]`: a `static` on bare metal).
+//!
+//! Borrowed memory could be freed while the domain (and with it the running queues) is leaked
+//! with `mem::forget` — the same reason `std::thread::scope` cannot rely on a destructor — so
+//! [`Domain::register_raw`] takes it only with that promise made by the caller in an `unsafe`
+//! block.
 //!
 //! # Access without references
 //!
@@ -35,6 +43,7 @@ use spin::Mutex;
 
 use crate::domain::Domain;
 use crate::hal::{DmaMapping, Iova, Nic, TxSegment};
+use crate::storage::Capacity;
 use crate::{Error, Result};
 
 /// Buffers start on this boundary (a cache line), so that two buffers never share a line the
@@ -44,7 +53,58 @@ pub const BUF_ALIGN: usize = 64;
 /// The IOMMU page: a buffer of at most this many bytes is carved inside one.
 pub const PAGE: usize = 4096;
 
-/// A registered region as its slot keeps it.
+/// Memory to register: owned by the region, or living for ever. See the
+/// [module documentation](self).
+#[derive(Debug)]
+pub enum Memory {
+    /// Memory that lives for ever (a `static`).
+    Static(&'static mut [u8]),
+    /// Memory the region owns and frees after unmapping it.
+    #[cfg(feature = "alloc")]
+    Owned(alloc::boxed::Box<[u8]>),
+}
+
+impl From<&'static mut [u8]> for Memory {
+    fn from(mem: &'static mut [u8]) -> Self {
+        Memory::Static(mem)
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl From<alloc::boxed::Box<[u8]>> for Memory {
+    fn from(mem: alloc::boxed::Box<[u8]>) -> Self {
+        Memory::Owned(mem)
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl From<alloc::vec::Vec<u8>> for Memory {
+    fn from(mem: alloc::vec::Vec<u8>) -> Self {
+        Memory::Owned(mem.into_boxed_slice())
+    }
+}
+
+/// Owned registered memory, held as a pointer from `Box::into_raw` (not as a `Box`, whose
+/// moves would assert uniqueness over memory the region's buffers point into); freed on drop.
+#[cfg(feature = "alloc")]
+struct OwnedMemory(NonNull<[u8]>);
+
+// SAFETY: the memory is a plain byte allocation owned by this value; which thread frees it does
+// not matter.
+#[cfg(feature = "alloc")]
+unsafe impl Send for OwnedMemory {}
+
+#[cfg(feature = "alloc")]
+impl Drop for OwnedMemory {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::into_raw` in `Domain::register` and is freed only
+        // here, once; the mapping (declared before this field in `MrState`) is already gone, so
+        // no descriptor can name the memory any more.
+        drop(unsafe { alloc::boxed::Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+/// A registered region as its slot keeps it. Fields drop in order: unmap, then free.
 struct MrState<M> {
     /// Keeps the device's view of the memory alive; dropping it unmaps.
     mapping: M,
@@ -53,10 +113,18 @@ struct MrState<M> {
     len: usize,
     /// Bytes handed out so far by [`MemoryRegion::alloc`].
     used: usize,
+    /// The memory, when the region owns it.
+    #[cfg(feature = "alloc")]
+    #[allow(
+        dead_code,
+        reason = "held for its drop: frees the memory after the mapping is gone"
+    )]
+    owned: Option<OwnedMemory>,
 }
 
-/// One slot of the domain's memory-registration slab: `[MrSlot::EMPTY; 4]`.
-pub struct MrSlot<N: Nic> {
+/// One slot of the domain's memory-registration table (in its
+/// [`Storage`](crate::storage::Storage)).
+pub(crate) struct MrSlot<N: Nic> {
     state: Mutex<Option<MrState<N::Mapping>>>,
     /// Live [`Buf`]s carved from the region (held or posted).
     outstanding: AtomicUsize,
@@ -66,26 +134,50 @@ impl<N: Nic> MrSlot<N> {
     /// A free slot.
     #[allow(
         clippy::declare_interior_mutable_const,
-        reason = "a fresh slot per use is the point: `[MrSlot::EMPTY; N]` builds the slab"
+        reason = "a fresh slot per use is the point: the storage's table is built of them"
     )]
-    pub const EMPTY: Self = MrSlot {
+    pub(crate) const EMPTY: Self = MrSlot {
         state: Mutex::new(None),
         outstanding: AtomicUsize::new(0),
     };
 }
 
 impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
-    /// Registers `mem` (`fi_mr_reg` for local send/receive access): maps it for the NIC.
+    /// Registers `mem` (`fi_mr_reg` for local send/receive access): maps it for the NIC. The
+    /// region keeps owned memory (`Vec<u8>`, `Box<[u8]>`) until it is closed.
+    ///
+    /// ```
+    /// # use ringfab::{domain::Domain, storage::Storage};
+    /// # fn f<N: ringfab::hal::Nic>(d: &Domain<'_, '_, N>) -> ringfab::Result {
+    /// let mr = d.register(vec![0u8; 64 * 2048])?;
+    /// let buf = mr.alloc(2048)?;
+    /// # let _ = buf; Ok(()) }
+    /// ```
     ///
     /// # Errors
-    /// `Inval` for empty memory; `NoMem` when every MR slot is taken; `Device(_)` when the
-    /// platform refuses the mapping.
-    pub fn register(&self, mem: &'static mut [u8]) -> Result<MemoryRegion<'_, 's, 'n, N, D>> {
-        let len = mem.len();
-        let cpu = NonNull::new(mem.as_mut_ptr()).ok_or(Error::Inval)?;
-        // SAFETY: `mem` is borrowed mutably for ever and its reference is dropped here, so the
-        // memory stays valid and nothing else references it while it is mapped.
-        unsafe { self.register_raw(cpu, len) }
+    /// `Inval` for empty memory; `Full(Mrs)` when every MR slot is taken; `Device(_)` when the
+    /// platform refuses the mapping (owned memory is freed then).
+    pub fn register(&self, mem: impl Into<Memory>) -> Result<MemoryRegion<'_, 's, 'n, N, D>> {
+        match mem.into() {
+            Memory::Static(mem) => {
+                let len = mem.len();
+                let cpu = NonNull::new(mem.as_mut_ptr()).ok_or(Error::Inval)?;
+                // SAFETY: `mem` is borrowed mutably for ever and its reference is dropped here,
+                // so the memory stays valid and nothing else references it while it is mapped.
+                unsafe { self.register_raw(cpu, len) }
+            }
+            #[cfg(feature = "alloc")]
+            Memory::Owned(mem) => {
+                let len = mem.len();
+                let owned = OwnedMemory(NonNull::from(alloc::boxed::Box::leak(mem)));
+                let cpu = owned.0.cast::<u8>();
+                // SAFETY: `owned` holds the allocation and moves into the region's slot with
+                // the mapping (or is freed here if mapping fails, when nothing maps it); the
+                // slot frees it only after the mapping is dropped (`MrState`'s field order), so
+                // the memory stays valid while mapped and only the region's buffers reach it.
+                unsafe { self.map(cpu, len, Some(owned)) }
+            }
+        }
     }
 
     /// Registers `len` bytes at `cpu`, like [`register`](Self::register), for memory that does
@@ -103,6 +195,28 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         cpu: NonNull<u8>,
         len: usize,
     ) -> Result<MemoryRegion<'_, 's, 'n, N, D>> {
+        // SAFETY: the caller's promise is `map`'s.
+        unsafe {
+            self.map(
+                cpu,
+                len,
+                #[cfg(feature = "alloc")]
+                None,
+            )
+        }
+    }
+
+    /// What `register` and `register_raw` share: maps `cpu..cpu+len` into a free slot, which
+    /// keeps `owned` (the memory itself, when the region owns it) until after it unmaps.
+    ///
+    /// # Safety
+    /// As [`register_raw`](Self::register_raw).
+    unsafe fn map(
+        &self,
+        cpu: NonNull<u8>,
+        len: usize,
+        #[cfg(feature = "alloc")] owned: Option<OwnedMemory>,
+    ) -> Result<MemoryRegion<'_, 's, 'n, N, D>> {
         if len == 0 {
             return Err(Error::Inval);
         }
@@ -119,13 +233,15 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
                 cpu: cpu.as_ptr() as usize,
                 len,
                 used: 0,
+                #[cfg(feature = "alloc")]
+                owned,
             });
             return Ok(MemoryRegion {
                 domain: self,
                 index,
             });
         }
-        Err(Error::NoMem)
+        Err(Error::Full(Capacity::Mrs))
     }
 }
 

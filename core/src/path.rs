@@ -9,7 +9,7 @@
 //! (posting returns `Again` meanwhile), which costs capacity, never correctness.
 //!
 //! A path is guarded by one `spin::Mutex`, taken once per CQ read and once per posting batch
-//! (the slot in [`PathSlot`]). The CQ a path reports to is also kept in an atomic outside the
+//! (the slot in `PathSlot`). The CQ a path reports to is also kept in an atomic outside the
 //! lock so that a CQ's read can skip paths bound elsewhere without locking them.
 //!
 //! # Selective completion in hardware
@@ -675,9 +675,8 @@ pub(crate) struct SrxEp {
     pub(crate) context: OpContext,
 }
 
-/// One slot of the domain's path slab. Make them with [`PathSlot::EMPTY`]:
-/// `[PathSlot::EMPTY; 4]`.
-pub struct PathSlot<'n, N: Nic + 'n, const D: usize> {
+/// One slot of the domain's hardware-queue table (in its [`Storage`](crate::storage::Storage)).
+pub(crate) struct PathSlot<'n, N: Nic + 'n, const D: usize> {
     pub(crate) state: Mutex<Option<PathState<'n, N, D>>>,
     /// The bound CQ's index, or [`NO_CQ`]; written under the lock, read without it.
     pub(crate) cq: AtomicUsize,
@@ -697,9 +696,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathSlot<'n, N, D> {
     /// A free slot.
     #[allow(
         clippy::declare_interior_mutable_const,
-        reason = "a fresh slot per use is the point: `[PathSlot::EMPTY; N]` builds the slab"
+        reason = "a fresh slot per use is the point: the storage's table is built of them"
     )]
-    pub const EMPTY: Self = PathSlot {
+    pub(crate) const EMPTY: Self = PathSlot {
         state: Mutex::new(None),
         cq: AtomicUsize::new(NO_CQ),
         fault: AtomicU8::new(0),

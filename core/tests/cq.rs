@@ -13,14 +13,14 @@ use ringfab::cq::entry::{
 };
 use ringfab::cq::errdata::ErrDataOut;
 use ringfab::cq::strerror::SliceWriter;
-use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr, CqFormat};
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CompletionFlags, CqFlags, OpFlags};
 use ringfab::hal::{
     DmaRegion, Iova, Nic, Platform, Report, RxBuffer, RxConfig, Token, TxConfig, TxQueue, TxSegment,
 };
-use ringfab::path::{Path, PathSlot, RecvPost, SendPost};
-use ringfab::{cntr::WaitObj, Error};
+use ringfab::path::{Path, RecvPost, SendPost};
+use ringfab::{cntr::WaitObj, Capacity, Error, Storage};
 use ringfab_emu::{CorruptMode, DeviceFault, EmuDma, WireFault};
 
 /// Ring depth of every path.
@@ -118,7 +118,6 @@ impl<'n, T: TestNic> RawSender<'n, T> {
 fn msg_attr(size: usize) -> CqAttr {
     CqAttr {
         size,
-        format: CqFormat::Msg,
         ..CqAttr::default()
     }
 }
@@ -126,7 +125,7 @@ fn msg_attr(size: usize) -> CqAttr {
 /// Everything readable now, `Again` excluded: `Ok` entries and `Err` error entries in the
 /// order the CQ delivered them.
 fn drain<N: Nic, F: Format>(
-    cq: &mut ringfab::cq::CompletionQueue<'_, '_, '_, N, D, F>,
+    cq: &mut CompletionQueue<'_, '_, '_, N, D, F>,
 ) -> Vec<Result<F::Entry, ErrEntry>> {
     let mut all = Vec::new();
     let mut buf = [F::Entry::default(); 8];
@@ -233,19 +232,16 @@ where
     F::Entry: View,
 {
     let p = pair_of::<T>();
-    let mut aux_a = [AuxEntry::EMPTY; 16];
-    let mut aux_b = [AuxEntry::EMPTY; 16];
-    let (paths_a, paths_b) = ([PathSlot::EMPTY; 1], [PathSlot::EMPTY; 1]);
-    let (cqs_a, cqs_b) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let dom_a: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_a, &paths_a, &cqs_a);
-    let dom_b: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths_b, &cqs_b);
+    let mut storage_a = Storage::<T::Nic, D, 1, 1, 16>::boxed();
+    let mut storage_b = Storage::<T::Nic, D, 1, 1, 16>::boxed();
+    let dom_a = Domain::new(&p.nic_a, &mut storage_a);
+    let dom_b = Domain::new(&p.nic_b, &mut storage_b);
     let attr = CqAttr {
         size: 16,
-        format: F::FORMAT,
         ..CqAttr::default()
     };
-    let mut cq_a = dom_a.open_cq::<F>(&attr, &mut aux_a).unwrap();
-    let mut cq_b = dom_b.open_cq::<F>(&attr, &mut aux_b).unwrap();
+    let mut cq_a = dom_a.open_cq::<F>(&attr).unwrap();
+    let mut cq_b = dom_b.open_cq::<F>(&attr).unwrap();
     let tx = dom_a.open_tx(0, TxConfig::default()).unwrap();
     let rx = dom_b.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
     cq_a.bind(&tx, BindFlags::TRANSMIT).unwrap();
@@ -352,14 +348,12 @@ fn a_hundred_thousand_mixed_completions_arrive_once_each_in_posting_order<T: Tes
     const TOTAL: u64 = 100_000;
     const BATCH: u64 = 32;
     let p = pair_of::<T>();
-    let mut aux_a = [AuxEntry::EMPTY; 64];
-    let mut aux_b = [AuxEntry::EMPTY; 64];
-    let (paths_a, paths_b) = ([PathSlot::EMPTY; 1], [PathSlot::EMPTY; 1]);
-    let (cqs_a, cqs_b) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let dom_a: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_a, &paths_a, &cqs_a);
-    let dom_b: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths_b, &cqs_b);
-    let mut cq_a = dom_a.open_cq::<Msg>(&msg_attr(64), &mut aux_a).unwrap();
-    let mut cq_b = dom_b.open_cq::<Msg>(&msg_attr(64), &mut aux_b).unwrap();
+    let mut storage_a = Storage::<T::Nic, D, 1, 1, 64>::boxed();
+    let mut storage_b = Storage::<T::Nic, D, 1, 1, 64>::boxed();
+    let dom_a = Domain::new(&p.nic_a, &mut storage_a);
+    let dom_b = Domain::new(&p.nic_b, &mut storage_b);
+    let mut cq_a = dom_a.open_cq::<Msg>(&msg_attr(64)).unwrap();
+    let mut cq_b = dom_b.open_cq::<Msg>(&msg_attr(64)).unwrap();
     let tx = dom_a.open_tx(0, TxConfig::default()).unwrap();
     let rx = dom_b.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
     cq_a.bind(&tx, BindFlags::TRANSMIT).unwrap();
@@ -467,19 +461,25 @@ fn a_hundred_thousand_mixed_completions_arrive_once_each_in_posting_order<T: Tes
 
 // ---- the error queue ----
 
-/// A domain over B with one receive path bound to a `Msg` CQ of `size`, and A's raw sender.
-macro_rules! rig_b {
-    ($p:ident, $aux:ident, $dom:ident, $cq:ident, $rx:ident, $mem:ident, $size:expr) => {
-        let mut $aux = [AuxEntry::EMPTY; 2 * D];
-        let paths = [PathSlot::EMPTY; 2];
-        let cqs = [CqSlot::EMPTY; 2];
-        let $dom: Domain<'_, '_, T::Nic, D> = Domain::new(&$p.nic_b, &paths, &cqs);
-        #[allow(unused_mut, reason = "only tests that call readerr need it mutable")]
-        let mut $cq = $dom.open_cq::<Msg>(&msg_attr($size), &mut $aux).unwrap();
-        let $rx = $dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
-        $cq.bind(&$rx, BindFlags::RECV).unwrap();
-        let $mem = $p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
-    };
+/// The storage of the domains over B that [`rig_b`] opens in: two hardware queues, two CQs of
+/// up to 2 × D entries.
+type RigStorage<'s, 'n, N> = Storage<'s, 'n, N, D, 2, 2, { 2 * D }>;
+
+/// Receive queue 0 of `dom` (a domain over B) bound to a new `Msg` CQ of `size`, and memory on
+/// B for its buffers.
+fn rig_b<'d, 's, 'n, T: TestNic>(
+    p: &Pair<T>,
+    dom: &'d Domain<'s, 'n, T::Nic, D>,
+    size: usize,
+) -> (
+    CompletionQueue<'d, 's, 'n, T::Nic, D, Msg>,
+    Path<'d, 's, 'n, T::Nic, D>,
+    EmuDma,
+) {
+    let cq = dom.open_cq::<Msg>(&msg_attr(size)).unwrap();
+    let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
+    cq.bind(&rx, BindFlags::RECV).unwrap();
+    (cq, rx, p.b.platform().alloc_dma(BUF * SLOTS).unwrap())
 }
 
 fn post_n<N: Nic>(rx: &Path<'_, '_, '_, N, D>, mem: &EmuDma, seqs: core::ops::Range<u64>) {
@@ -493,7 +493,9 @@ fn contexts(entries: &[MsgEntry]) -> Vec<usize> {
 
 fn error_at_head_gives_earlier_successes_then_avail_then_readerr_then_the_rest<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..5);
     sender.send_seq(&p, 0..2);
@@ -528,7 +530,9 @@ fn error_at_head_gives_earlier_successes_then_avail_then_readerr_then_the_rest<T
 
 fn readerr_is_again_while_a_success_is_at_the_head_and_badflags_with_flags<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..2);
     sender.send_seq(&p, 0..1);
@@ -547,7 +551,9 @@ fn readerr_is_again_while_a_success_is_at_the_head_and_badflags_with_flags<T: Te
 
 fn read_with_count_zero_is_zero_when_something_is_queued_and_again_when_not<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     assert_eq!(cq.read(&mut []), Err(Error::Again));
     post_n(&rx, &mem, 0..1);
@@ -561,7 +567,9 @@ fn read_with_count_zero_is_zero_when_something_is_queued_and_again_when_not<T: T
 
 fn readerr_copies_err_data_into_the_callers_buffer_or_points_at_the_cqs_own<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..2);
     T::rx_error_next(&p);
@@ -621,7 +629,9 @@ fn readerr_copies_err_data_into_the_callers_buffer_or_points_at_the_cqs_own<T: T
 
 fn a_frame_longer_than_the_posted_length_is_etrunc_with_olen<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     let post = RecvPost {
         len: 50,
@@ -650,7 +660,9 @@ fn a_frame_longer_than_the_posted_length_is_etrunc_with_olen<T: TestNic>() {
 
 fn a_device_length_lie_is_an_eio_error_entry_with_both_lengths<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..1);
     p.b.inject(DeviceFault::OversizeLength {
@@ -676,7 +688,9 @@ fn a_device_length_lie_is_an_eio_error_entry_with_both_lengths<T: TestNic>() {
 
 fn posting_beyond_the_cqs_credits_is_again_and_no_completion_is_lost<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 4);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, rx, mem) = rig_b(&p, &dom, 4);
     let mut sender = RawSender::new(&p);
     let posts: Vec<_> = (0..6).map(|s| recv(&mem, s)).collect();
     assert_eq!(
@@ -696,7 +710,9 @@ fn posting_beyond_the_cqs_credits_is_again_and_no_completion_is_lost<T: TestNic>
 
 fn a_full_ring_is_again_and_gives_the_credit_back<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 2 * D);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, rx, mem) = rig_b(&p, &dom, 2 * D);
     let posts: Vec<_> = (0..D as u64 + 1).map(|s| recv(&mem, s)).collect();
     let posted = rx.post_recvs(&posts).unwrap();
     if T::RING_KEEPS_ONE_EMPTY {
@@ -716,7 +732,9 @@ fn an_uncredited_entry_finding_no_room_overruns_valid_entries_first_then_overrun
     T: TestNic,
 >() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 4);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (mut cq, rx, mem) = rig_b(&p, &dom, 4);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..2);
     sender.send_seq(&p, 0..2);
@@ -766,10 +784,9 @@ fn an_uncredited_entry_finding_no_room_overruns_valid_entries_first_then_overrun
 
 fn selective_completion_reports_only_requested_sends_and_releases_every_credit<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut aux = [AuxEntry::EMPTY; 64];
-    let (paths, cqs) = ([PathSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_a, &paths, &cqs);
-    let cq = dom.open_cq::<Msg>(&msg_attr(64), &mut aux).unwrap();
+    let mut storage = Storage::<T::Nic, D, 1, 1, 64>::boxed();
+    let dom = Domain::new(&p.nic_a, &mut storage);
+    let cq = dom.open_cq::<Msg>(&msg_attr(64)).unwrap();
     let tx = dom.open_tx(0, TxConfig::default()).unwrap();
     cq.bind(&tx, BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION)
         .unwrap();
@@ -809,10 +826,9 @@ fn selective_completion_reports_only_requested_sends_and_releases_every_credit<T
 
 fn read_takes_turns_between_bound_paths_and_keeps_each_ones_order<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut aux = [AuxEntry::EMPTY; 64];
-    let (paths, cqs) = ([PathSlot::EMPTY; 2], [CqSlot::EMPTY; 1]);
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_a, &paths, &cqs);
-    let cq = dom.open_cq::<Msg>(&msg_attr(64), &mut aux).unwrap();
+    let mut storage = Storage::<T::Nic, D, 2, 1, 64>::boxed();
+    let dom = Domain::new(&p.nic_a, &mut storage);
+    let cq = dom.open_cq::<Msg>(&msg_attr(64)).unwrap();
     let tx0 = dom.open_tx(0, TxConfig::default()).unwrap();
     let tx1 = dom.open_tx(1, TxConfig::default()).unwrap();
     cq.bind(&tx0, BindFlags::TRANSMIT).unwrap();
@@ -854,12 +870,9 @@ fn read_takes_turns_between_bound_paths_and_keeps_each_ones_order<T: TestNic>() 
 
 fn close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut aux = [AuxEntry::EMPTY; 16];
-    let mut aux2 = [AuxEntry::EMPTY; 16];
-    let paths = [PathSlot::EMPTY; 1];
-    let cqs = [CqSlot::EMPTY; 1];
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
-    let cq = dom.open_cq::<Msg>(&msg_attr(16), &mut aux).unwrap();
+    let mut storage = Storage::<T::Nic, D, 1, 1, 16>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
     cq.bind(&rx, BindFlags::RECV).unwrap();
     let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
@@ -886,14 +899,14 @@ fn close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left<T
     );
     assert_eq!(
         dom.open_rx(1, RxConfig::new(BUF as u32)).err(),
-        Some(Error::NoMem),
-        "the slab's one path slot is taken"
+        Some(Error::Full(Capacity::Queues)),
+        "the storage's one hardware queue is taken"
     );
 
     assert_eq!(cq.unbind(&rx), Ok(()), "every operation has completed");
     assert!(cq.close().is_ok(), "closed, the three entries discarded");
 
-    let cq = dom.open_cq::<Msg>(&msg_attr(16), &mut aux2).unwrap();
+    let cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     assert_eq!(cq.index(), 0, "the same slot");
     assert_eq!(cq.read(&mut out), Err(Error::Again), "nothing carried over");
     assert_eq!(cq.credits(), 16);
@@ -902,11 +915,9 @@ fn close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left<T
 
 fn bind_needs_the_paths_direction_and_posting_needs_a_binding<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut aux = [AuxEntry::EMPTY; 16];
-    let paths = [PathSlot::EMPTY; 1];
-    let cqs = [CqSlot::EMPTY; 1];
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
-    let cq = dom.open_cq::<Msg>(&msg_attr(16), &mut aux).unwrap();
+    let mut storage = Storage::<T::Nic, D, 1, 1, 16>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
     let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
     assert_eq!(rx.post_recvs(&[recv(&mem, 0)]), Err(Error::NoCq));
@@ -922,18 +933,15 @@ fn bind_needs_the_paths_direction_and_posting_needs_a_binding<T: TestNic>() {
 
 // ---- open ----
 
-/// What opening a CQ of format `F` with `attr` and `aux_len` aux entries returns, on a fresh
-/// domain over B.
-fn open_result<T: TestNic, F: Format>(
+/// What opening a CQ of format `F` with `attr` returns (its size, or the error), on a fresh
+/// domain over B whose storage holds one CQ of up to `CQ_SIZE` entries.
+fn open_result<T: TestNic, F: Format, const CQ_SIZE: usize>(
     p: &Pair<T>,
     attr: &CqAttr,
-    aux_len: usize,
 ) -> Result<usize, Error> {
-    let mut aux = vec![AuxEntry::EMPTY; aux_len];
-    let paths = [PathSlot::EMPTY; 1];
-    let cqs = [CqSlot::EMPTY; 1];
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
-    dom.open_cq::<F>(attr, &mut aux).map(|cq| cq.attr().size())
+    let mut storage = Storage::<T::Nic, D, 1, 1, CQ_SIZE>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    dom.open_cq::<F>(attr).map(|cq| cq.attr().size())
 }
 
 fn invalid_attributes_at_open_return_the_specs_errors<T: TestNic>() {
@@ -1000,30 +1008,37 @@ fn invalid_attributes_at_open_return_the_specs_errors<T: TestNic>() {
             Error::Inval,
         ),
         (
-            "aux shorter than the size",
+            "size above the storage's CQ_SIZE",
             CqAttr { size: 17, ..base },
-            Error::TooSmall,
+            Error::Full(Capacity::CqSize),
         ),
     ];
     for (what, attr, want) in cases {
-        assert_eq!(open_result::<T, Msg>(&p, &attr, 16), Err(want), "{what}");
+        assert_eq!(open_result::<T, Msg, 16>(&p, &attr), Err(want), "{what}");
     }
     assert_eq!(
-        open_result::<T, ringfab::cq::entry::Context>(&p, &CqAttr::default(), 16),
-        Err(Error::TooSmall),
+        open_result::<T, ringfab::cq::entry::Context, 1025>(&p, &CqAttr::default()),
+        Ok(1024),
         "size 0 means the default 1024 entries"
     );
     assert_eq!(
-        open_result::<T, ringfab::cq::entry::Context>(&p, &CqAttr::default(), 1024),
+        open_result::<T, ringfab::cq::entry::Context, 16>(&p, &CqAttr::default()),
+        Ok(16),
+        "…or the storage's CQ_SIZE where that is smaller"
+    );
+    assert_eq!(
+        open_result::<T, ringfab::cq::entry::Context, 1024>(&p, &CqAttr::default()),
         Ok(1024),
         "UNSPEC is the context format"
     );
-    assert_eq!(open_result::<T, Msg>(&p, &base, 16), Ok(16));
+    assert_eq!(open_result::<T, Msg, 16>(&p, &base), Ok(16));
 }
 
 fn cancel_all_turns_unfilled_receives_into_ecanceled_entries_and_frees_the_path<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 16);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..4);
     sender.send_seq(&p, 0..1);
@@ -1062,15 +1077,14 @@ fn domain_and_handles_can_be_shared_between_threads<T: TestNic>() {
     fn shared<T: Send + Sync>() {}
     shared::<Domain<'static, 'static, T::Nic, D>>();
     shared::<Path<'static, 'static, 'static, T::Nic, D>>();
-    shared::<ringfab::cq::CompletionQueue<'static, 'static, 'static, T::Nic, D, Msg>>();
+    shared::<CompletionQueue<'static, 'static, 'static, T::Nic, D, Msg>>();
 }
 
 fn a_failed_send_that_asked_for_no_completion_still_reports_its_error_with_context<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut aux = [AuxEntry::EMPTY; 16];
-    let (paths, cqs) = ([PathSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_a, &paths, &cqs);
-    let mut cq = dom.open_cq::<Msg>(&msg_attr(16), &mut aux).unwrap();
+    let mut storage = Storage::<T::Nic, D, 1, 1, 16>::boxed();
+    let dom = Domain::new(&p.nic_a, &mut storage);
+    let mut cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let tx = dom.open_tx(0, TxConfig::default()).unwrap();
     cq.bind(&tx, BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION)
         .unwrap();
@@ -1113,10 +1127,9 @@ fn a_failed_receive_that_asked_for_no_completion_still_reports_its_error_with_co
     T: TestNic,
 >() {
     let p = pair_of::<T>();
-    let mut aux = [AuxEntry::EMPTY; 16];
-    let (paths, cqs) = ([PathSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
-    let mut cq = dom.open_cq::<Msg>(&msg_attr(16), &mut aux).unwrap();
+    let mut storage = Storage::<T::Nic, D, 1, 1, 16>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let mut cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
     cq.bind(&rx, BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION)
         .unwrap();
@@ -1154,7 +1167,9 @@ fn a_failed_receive_that_asked_for_no_completion_still_reports_its_error_with_co
 /// context and length, through arrays of 1, 3 and 64 entries, with sources for `readfrom`.
 fn fast_and_general_completions_interleaved_keep_order_and_fields<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 64);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (mut cq, rx, mem) = rig_b(&p, &dom, 64);
     let mut sender = RawSender::new(&p);
     for round in 0..3u64 {
         let base = round * 20;
@@ -1215,7 +1230,9 @@ fn out_of_order_receives_on_virtio_each_complete_once_with_their_own_context() {
 
 fn out_of_order_receives_each_complete_once<T: TestNic>() {
     let p = pair_of::<T>();
-    rig_b!(p, aux, dom, cq, rx, mem, 64);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, rx, mem) = rig_b(&p, &dom, 64);
     let mut sender = RawSender::new(&p);
     p.b.inject(DeviceFault::CompleteOutOfOrder {
         ring: Some(ringfab_emu::Ring::Rx(0)),

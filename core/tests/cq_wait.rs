@@ -11,17 +11,15 @@ use std::time::{Duration, Instant};
 
 use ringfab::cntr::{timeout_from_ms, WaitObj};
 use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
-use ringfab::cq::{
-    AuxEntry, CompletionQueue, CqAttr, CqControl, CqFormat, CqSlot, WaitCond, WaitSet,
-};
+use ringfab::cq::{CompletionQueue, CqAttr, CqControl, WaitCond, WaitSet};
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CqFlags, OpFlags};
 use ringfab::hal::{
     DmaRegion, Iova, MacAddr, Nic, Platform, RawWait, Report, RxBuffer, RxConfig, Token,
     TxCompletion, TxConfig, TxQueue, TxSegment, Wait,
 };
-use ringfab::path::{Path, PathSlot, RecvPost, SendPost};
-use ringfab::Error;
+use ringfab::path::{Path, RecvPost, SendPost};
+use ringfab::{Error, Storage};
 use ringfab_emu::{EmuDma, EmuWaitSet};
 
 const D: usize = 64;
@@ -94,7 +92,6 @@ impl<'n, T: TestNic> Sender<'n, T> {
 fn attr(wait_obj: WaitObj) -> CqAttr {
     CqAttr {
         size: 64,
-        format: CqFormat::Msg,
         wait_obj,
         ..CqAttr::default()
     }
@@ -134,18 +131,21 @@ fn bound_rx<'d, 's, 'n, N: Nic>(
     rx
 }
 
-/// A domain on B with one receive path bound to a CQ of `attr`, receives 0..16 posted.
-macro_rules! rig {
-    ($p:ident, $dom:ident, $cq:ident, $rx:ident, $attr:expr) => {
-        let mut aux = [AuxEntry::EMPTY; 64];
-        let paths = [PathSlot::EMPTY; 2];
-        let cqs = [CqSlot::EMPTY; 2];
-        let $dom: Domain<'_, '_, T::Nic, D> = Domain::new(&$p.nic_b, &paths, &cqs);
-        #[allow(unused_mut, reason = "only control() needs it mutable")]
-        let mut $cq = $dom.open_cq::<Msg>(&$attr, &mut aux).unwrap();
-        let mem = $p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
-        let $rx = bound_rx(&$dom, &$cq, &mem);
-    };
+/// The storage of the domains on B that [`rig`] opens in: two hardware queues, two CQs of up to
+/// 64 entries.
+type RigStorage<'s, 'n, N> = Storage<'s, 'n, N, D, 2, 2, 64>;
+
+/// A CQ of `attr` on `dom` (a domain on B) with one receive path bound to it, receives 0..16
+/// posted into the memory returned with them (before the path, so that the path drops first).
+fn rig<'d, 's, 'n, T: TestNic>(
+    p: &Pair<T>,
+    dom: &'d Domain<'s, 'n, T::Nic, D>,
+    attr: CqAttr,
+) -> (Cq<'d, 's, 'n, T::Nic>, EmuDma, Path<'d, 's, 'n, T::Nic, D>) {
+    let cq = dom.open_cq::<Msg>(&attr).unwrap();
+    let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
+    let rx = bound_rx(dom, &cq, &mem);
+    (cq, mem, rx)
 }
 
 /// Waits until `n` threads block on `cq`, then a little longer for them to reach the block.
@@ -167,7 +167,9 @@ fn entries() -> [MsgEntry; 16] {
 
 fn sread_times_out_with_again_and_never_early<T: TestNic>() {
     let p = pair_of::<T>();
-    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let clock = clock();
     let mut out = entries();
     for ms in [0, 1, 15, 40] {
@@ -186,7 +188,9 @@ fn sread_times_out_with_again_and_never_early<T: TestNic>() {
 
 fn sread_is_woken_by_the_emulated_interrupt_of_its_vector<T: TestNic>() {
     let p = pair_of::<T>();
-    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let v = cq.interrupt_vector().expect("an UNSPEC CQ holds a vector");
     let irq = p.b.vector(v).unwrap();
     let before = irq.notifications();
@@ -230,7 +234,9 @@ fn sread_is_woken_by_the_emulated_interrupt_of_its_vector<T: TestNic>() {
 
 fn sread_returns_at_once_what_is_already_there<T: TestNic>() {
     let p = pair_of::<T>();
-    rig!(p, dom, cq, _rx, attr(WaitObj::MutexCond));
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::MutexCond));
     Sender::new(&p).send(&p, 3);
     let mut out = entries();
     assert_eq!(cq.sread(&mut out, None, LONG, &clock()), Ok(3));
@@ -243,7 +249,9 @@ fn sread_returns_at_once_what_is_already_there<T: TestNic>() {
 
 fn signal_from_another_thread_wakes_a_blocked_sread_with_again<T: TestNic>() {
     let p = pair_of::<T>();
-    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let clock = clock();
     let mut out = entries();
     thread::scope(|s| {
@@ -266,7 +274,9 @@ fn signal_from_another_thread_wakes_a_blocked_sread_with_again<T: TestNic>() {
 
 fn signal_wakes_every_blocked_reader<T: TestNic>() {
     let p = pair_of::<T>();
-    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let clock = clock();
     thread::scope(|s| {
         let readers: Vec<_> = (0..3)
@@ -293,7 +303,9 @@ fn threshold_waits_for_that_many_entries<T: TestNic>() {
         wait_cond: WaitCond::Threshold,
         ..attr(WaitObj::Unspec)
     };
-    rig!(p, dom, cq, _rx, threshold);
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, _mem, _rx) = rig(&p, &dom, threshold);
     let clock = clock();
     let mut out = entries();
     let mut sender = Sender::new(&p);
@@ -330,7 +342,9 @@ fn threshold_waits_for_that_many_entries<T: TestNic>() {
 
 fn cond_none_returns_with_the_first_entry_whatever_cond_says<T: TestNic>() {
     let p = pair_of::<T>();
-    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     Sender::new(&p).send(&p, 1);
     let start = Instant::now();
     assert_eq!(cq.sread(&mut entries(), Some(8), LONG, &clock()), Ok(1));
@@ -339,7 +353,9 @@ fn cond_none_returns_with_the_first_entry_whatever_cond_says<T: TestNic>() {
 
 fn a_software_error_entry_wakes_a_blocked_sread<T: TestNic>() {
     let p = pair_of::<T>();
-    rig!(p, dom, cq, _rx, attr(WaitObj::Unspec));
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let clock = clock();
     thread::scope(|s| {
         let reader = s.spawn(|| cq.sread(&mut entries(), None, LONG, &clock));
@@ -352,7 +368,9 @@ fn a_software_error_entry_wakes_a_blocked_sread<T: TestNic>() {
 
 fn yield_cq_spins_needs_no_vector_and_is_signalled<T: TestNic>() {
     let p = pair_of::<T>();
-    rig!(p, dom, cq, _rx, attr(WaitObj::Yield));
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Yield));
     assert_eq!(cq.interrupt_vector(), None);
     let clock = clock();
     let t = Duration::from_millis(10);
@@ -376,13 +394,9 @@ fn yield_cq_spins_needs_no_vector_and_is_signalled<T: TestNic>() {
 
 fn sread_and_signal_are_refused_where_the_spec_forbids_them<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut aux_none, mut aux_set) = ([AuxEntry::EMPTY; 64], [AuxEntry::EMPTY; 64]);
-    let paths = [PathSlot::<T::Nic, D>::EMPTY; 1];
-    let cqs = [CqSlot::EMPTY; 2];
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
-    let cq = dom
-        .open_cq::<Msg>(&attr(WaitObj::None), &mut aux_none)
-        .unwrap();
+    let mut storage = Storage::<T::Nic, D, 1, 2, 64>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let cq = dom.open_cq::<Msg>(&attr(WaitObj::None)).unwrap();
     let clock = clock();
     assert_eq!(
         cq.sread(&mut entries(), None, Some(Duration::ZERO), &clock),
@@ -400,7 +414,7 @@ fn sread_and_signal_are_refused_where_the_spec_forbids_them<T: TestNic>() {
         wait_set: Some(set.id()),
         ..attr(WaitObj::Set)
     };
-    let in_set = set.open_cq::<Msg>(&set_attr, &mut aux_set).unwrap();
+    let in_set = set.open_cq::<Msg>(&set_attr).unwrap();
     assert_eq!(
         in_set.sread(&mut entries(), None, Some(Duration::ZERO), &clock),
         Err(Error::NoSys),
@@ -411,41 +425,32 @@ fn sread_and_signal_are_refused_where_the_spec_forbids_them<T: TestNic>() {
 
 fn getwait_returns_the_wait_object_or_the_specs_error<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut auxes = [[AuxEntry::EMPTY; 64]; 6];
-    let [a0, a1, a2, a3, a4, a5] = &mut auxes;
-    let paths = [PathSlot::<T::Nic, D>::EMPTY; 1];
-    let cqs = [CqSlot::EMPTY; 1];
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
-    for ((w, want), aux) in [
+    let mut storage = Storage::<T::Nic, D, 1, 1, 64>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    for (w, want) in [
         (WaitObj::None, Error::NoData),
         (WaitObj::Unspec, Error::NoData),
         (WaitObj::Yield, Error::NoData),
         (WaitObj::MutexCond, Error::NoSys),
-    ]
-    .into_iter()
-    .zip([a0, a1, a2, a3])
-    {
-        let mut cq = dom.open_cq::<Msg>(&attr(w), aux).unwrap();
+    ] {
+        let mut cq = dom.open_cq::<Msg>(&attr(w)).unwrap();
         assert_eq!(cq.control(CqControl::GetWait), Err(want), "{w:?}");
         assert_eq!(want.errno(), if want == Error::NoData { 61 } else { 38 });
     }
     // Emulated vectors are condvars, not file descriptors: FI_WAIT_FD cannot be honoured.
     assert_eq!(
-        dom.open_cq::<Msg>(&attr(WaitObj::Fd), a4).err(),
+        dom.open_cq::<Msg>(&attr(WaitObj::Fd)).err(),
         Some(Error::NoSys)
     );
     // …and the failed open left the slot and its vector free.
-    let cq = dom.open_cq::<Msg>(&attr(WaitObj::Unspec), a5).unwrap();
+    let cq = dom.open_cq::<Msg>(&attr(WaitObj::Unspec)).unwrap();
     assert_eq!(cq.interrupt_vector(), Some(0));
 }
 
 fn every_invalid_wait_attribute_returns_the_specs_error<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut auxes = [[AuxEntry::EMPTY; 64]; 7];
-    let mut auxes = auxes.iter_mut();
-    let paths = [PathSlot::<T::Nic, D>::EMPTY; 1];
-    let cqs = [CqSlot::EMPTY; 2];
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let mut storage = Storage::<T::Nic, D, 1, 2, 64>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
     let set = WaitSet::new(&dom, EmuWaitSet::new());
     let other = WaitSet::new(&dom, EmuWaitSet::new());
     let cases = [
@@ -478,22 +483,19 @@ fn every_invalid_wait_attribute_returns_the_specs_error<T: TestNic>() {
         ),
     ];
     for (what, a, want) in cases {
-        let aux = auxes.next().unwrap();
-        assert_eq!(dom.open_cq::<Msg>(&a, aux).err(), Some(want), "{what}");
+        assert_eq!(dom.open_cq::<Msg>(&a).err(), Some(want), "{what}");
     }
     let named_other = CqAttr {
         wait_set: Some(other.id()),
         ..attr(WaitObj::Set)
     };
     assert_eq!(
-        set.open_cq::<Msg>(&named_other, auxes.next().unwrap())
-            .err(),
+        set.open_cq::<Msg>(&named_other).err(),
         Some(Error::Inval),
         "a set opening a CQ that names another set"
     );
     assert_eq!(
-        set.open_cq::<Msg>(&attr(WaitObj::Unspec), auxes.next().unwrap())
-            .err(),
+        set.open_cq::<Msg>(&attr(WaitObj::Unspec)).err(),
         Some(Error::Inval),
         "a set opening a CQ that is not FI_WAIT_SET"
     );
@@ -503,26 +505,19 @@ fn every_invalid_wait_attribute_returns_the_specs_error<T: TestNic>() {
 
 fn affinity_picks_the_vector_when_it_is_free_and_is_a_hint_otherwise<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut a4 = [AuxEntry::EMPTY; 64];
-    let paths = [PathSlot::<T::Nic, D>::EMPTY; 1];
-    let cqs = [CqSlot::EMPTY; 3];
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let mut storage = Storage::<T::Nic, D, 1, 3, 64>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
     let affine = |cpu| CqAttr {
         flags: CqFlags::AFFINITY,
         signaling_vector: cpu,
         ..attr(WaitObj::Unspec)
     };
-    let (mut a1, mut a2, mut a3) = (
-        [AuxEntry::EMPTY; 64],
-        [AuxEntry::EMPTY; 64],
-        [AuxEntry::EMPTY; 64],
-    );
     // The NIC's last vector (the 82574 has five, the others more).
     let last = p.nic_b.irq_vectors() - 1;
     assert!(last >= 2, "room for three CQs");
-    let c1 = dom.open_cq::<Msg>(&affine(last.into()), &mut a1).unwrap();
-    let c2 = dom.open_cq::<Msg>(&affine(last.into()), &mut a2).unwrap();
-    let c3 = dom.open_cq::<Msg>(&affine(1000), &mut a3).unwrap();
+    let c1 = dom.open_cq::<Msg>(&affine(last.into())).unwrap();
+    let c2 = dom.open_cq::<Msg>(&affine(last.into())).unwrap();
+    let c3 = dom.open_cq::<Msg>(&affine(1000)).unwrap();
     assert_eq!(c1.interrupt_vector(), Some(last));
     assert_eq!(
         c2.interrupt_vector(),
@@ -535,19 +530,15 @@ fn affinity_picks_the_vector_when_it_is_free_and_is_a_hint_otherwise<T: TestNic>
         "no vector 1000: the lowest free"
     );
     drop(c1);
-    let c4 = dom.open_cq::<Msg>(&affine(last.into()), &mut a4).unwrap();
+    let c4 = dom.open_cq::<Msg>(&affine(last.into())).unwrap();
     assert_eq!(c4.interrupt_vector(), Some(last), "closing gave it back");
 }
 
 fn bind_refuses_a_queue_not_steered_to_the_cqs_vector<T: TestNic>() {
     let p = pair_of::<T>();
-    let paths = [PathSlot::<T::Nic, D>::EMPTY; 4];
-    let cqs = [CqSlot::EMPTY; 1];
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
-    let mut aux = [AuxEntry::EMPTY; 64];
-    let cq = dom
-        .open_cq::<Msg>(&attr(WaitObj::Unspec), &mut aux)
-        .unwrap();
+    let mut storage = Storage::<T::Nic, D, 4, 1, 64>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let cq = dom.open_cq::<Msg>(&attr(WaitObj::Unspec)).unwrap();
     let v = cq.interrupt_vector().unwrap();
     let no_irq = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
     assert_eq!(cq.bind(&no_irq, BindFlags::RECV), Err(Error::Inval));
@@ -573,17 +564,15 @@ fn bound_tx<'d, 's, 'n, N: Nic>(
 
 fn a_wait_set_over_two_cqs_wakes_on_either_and_on_signal<T: TestNic>() {
     let p = pair_of::<T>();
-    let paths = [PathSlot::<T::Nic, D>::EMPTY; 2];
-    let cqs = [CqSlot::EMPTY; 2];
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let mut storage = Storage::<T::Nic, D, 2, 2, 64>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
     let set = WaitSet::new(&dom, EmuWaitSet::new());
     let in_set = CqAttr {
         wait_set: Some(set.id()),
         ..attr(WaitObj::Set)
     };
-    let (mut aux_rx, mut aux_tx) = ([AuxEntry::EMPTY; 64], [AuxEntry::EMPTY; 64]);
-    let rx_cq = set.open_cq::<Msg>(&in_set, &mut aux_rx).unwrap();
-    let tx_cq = set.open_cq::<Msg>(&in_set, &mut aux_tx).unwrap();
+    let rx_cq = set.open_cq::<Msg>(&in_set).unwrap();
+    let tx_cq = set.open_cq::<Msg>(&in_set).unwrap();
     assert_ne!(rx_cq.interrupt_vector(), tx_cq.interrupt_vector());
     let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
     let _rx = bound_rx(&dom, &rx_cq, &mem);
@@ -637,22 +626,17 @@ fn a_wait_set_over_two_cqs_wakes_on_either_and_on_signal<T: TestNic>() {
 
 fn a_closed_member_leaves_the_set_and_its_vector_no_longer_wakes_it<T: TestNic>() {
     let p = pair_of::<T>();
-    let paths = [PathSlot::<T::Nic, D>::EMPTY; 2];
-    let cqs = [CqSlot::EMPTY; 2];
-    let dom: Domain<'_, '_, T::Nic, D> = Domain::new(&p.nic_b, &paths, &cqs);
+    let mut storage = Storage::<T::Nic, D, 2, 2, 64>::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
     let set = WaitSet::new(&dom, EmuWaitSet::new());
     let in_set = CqAttr {
         wait_set: Some(set.id()),
         ..attr(WaitObj::Set)
     };
-    let mut aux = [AuxEntry::EMPTY; 64];
-    let member = set.open_cq::<Msg>(&in_set, &mut aux).unwrap();
+    let member = set.open_cq::<Msg>(&in_set).unwrap();
     let v = member.interrupt_vector().unwrap();
     member.close().map_err(|(e, _)| e).unwrap();
-    let mut aux = [AuxEntry::EMPTY; 64];
-    let outsider = dom
-        .open_cq::<Msg>(&attr(WaitObj::Unspec), &mut aux)
-        .unwrap();
+    let outsider = dom.open_cq::<Msg>(&attr(WaitObj::Unspec)).unwrap();
     assert_eq!(outsider.interrupt_vector(), Some(v), "the vector is reused");
     outsider.signal().unwrap();
     let clock = clock();
@@ -681,7 +665,9 @@ fn poll_readable(fd: i32, timeout_ms: i32) -> bool {
 fn fd_wait_gives_an_eventfd_the_emulated_interrupt_makes_readable<T: TestNic>() {
     let p = pair_of::<T>();
     p.b.use_eventfds().unwrap();
-    rig!(p, dom, cq, _rx, attr(WaitObj::Fd));
+    let mut storage = RigStorage::boxed();
+    let dom = Domain::new(&p.nic_b, &mut storage);
+    let (mut cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Fd));
     let Ok(RawWait::Fd(fd)) = cq.control(CqControl::GetWait) else {
         panic!("an FD CQ gives its descriptor");
     };

@@ -6,20 +6,19 @@
 
 mod common;
 use common::*;
-use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cntr::{WaitObj, WAIT_QUANTUM};
 use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
 use ringfab::cq::strerror::ProvError;
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags};
 use ringfab::hal::queue::STALL_POLLS;
 use ringfab::hal::{Nic, QueueFault};
-use ringfab::mr::{Buf, MemoryRegion, MrSlot};
-use ringfab::path::PathSlot;
+use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::HEADER_LEN;
-use ringfab::Error;
+use ringfab::{Error, Storage};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{
     CriticalFault, EmuE1000e, EmuNic, EmuVirtioNet, Kind, ModelConfig, VirtioNetModelConfig, Wire,
@@ -97,23 +96,19 @@ fn critical_walk<K: Kind, N: Nic>(
     fault: CriticalFault,
     expect: QueueFault,
 ) {
-    let (pa, pb) = ([PathSlot::<N, D>::EMPTY; 2], [PathSlot::<N, D>::EMPTY; 2]);
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = ([MrSlot::<N>::EMPTY; 1], [MrSlot::<N>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-    let (mut auxa, mut auxb) = ([AuxEntry::EMPTY; CQ_SIZE], [AuxEntry::EMPTY; CQ_SIZE]);
-    let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    // One endpoint (two queues), one CQ, one MR and one AV of 2 addresses each.
+    let mut sa = Storage::<N, D, 2, 1, CQ_SIZE, 1, 1, 2>::boxed();
+    let mut sb = Storage::<N, D, 2, 1, CQ_SIZE, 1, 1, 2>::boxed();
+    let da = Domain::new(nic_a, &mut sa);
+    let db = Domain::new(nic_b, &mut sb);
     let attr = CqAttr {
         size: CQ_SIZE,
-        format: CqFormat::Data,
         ..CqAttr::default()
     };
-    let cq_a = da.open_cq::<Data>(&attr, &mut auxa).unwrap();
-    let mut cq_b = db.open_cq::<Data>(&attr, &mut auxb).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let cq_a = da.open_cq::<Data>(&attr).unwrap();
+    let mut cq_b = db.open_cq::<Data>(&attr).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db
         .endpoint(&EpAttr {
@@ -310,23 +305,16 @@ fn virtio_net_needs_reset_disables_the_endpoint_and_enable_resets_the_device() {
 #[test]
 fn a_scalable_endpoints_receive_context_is_disabled_and_reenabled_alone() {
     let p = pair();
-    let paths = [PathSlot::<Igb0, D>::EMPTY; 2];
-    let cqs = [CqSlot::EMPTY; 2];
-    let mrs = [MrSlot::<Igb0>::EMPTY; 1];
-    let avs = [AvSlot::EMPTY; 1];
-    let table = [AvEntry::EMPTY; 2];
-    let (mut aux0, mut aux1) = ([AuxEntry::EMPTY; CQ_SIZE], [AuxEntry::EMPTY; CQ_SIZE]);
-    let db = Domain::new(&p.nic_b, &paths, &cqs)
-        .with_mrs(&mrs)
-        .with_avs(&avs);
+    // Two contexts (two queues), two CQs, one MR and one AV of 2 addresses.
+    let mut storage = Storage::<Igb0, D, 2, 2, CQ_SIZE, 1, 1, 2>::boxed();
+    let db = Domain::new(&p.nic_b, &mut storage);
     let attr = CqAttr {
         size: CQ_SIZE,
-        format: CqFormat::Data,
         ..CqAttr::default()
     };
-    let mut cq_rx = db.open_cq::<Data>(&attr, &mut aux0).unwrap();
-    let cq_tx = db.open_cq::<Data>(&attr, &mut aux1).unwrap();
-    let av = db.open_av(&table).unwrap();
+    let mut cq_rx = db.open_cq::<Data>(&attr).unwrap();
+    let cq_tx = db.open_cq::<Data>(&attr).unwrap();
+    let av = db.open_av(&AvAttr::default()).unwrap();
     let mut sep = db.scalable_endpoint(&Default::default()).unwrap();
     sep.bind_av(&av).unwrap();
     let ctx_attr = Default::default();
@@ -363,23 +351,16 @@ fn a_scalable_endpoints_receive_context_is_disabled_and_reenabled_alone() {
 #[test]
 fn a_reader_blocked_in_sread_is_woken_when_the_device_is_removed() {
     let p = pair();
-    let paths = [PathSlot::<Igb0, D>::EMPTY; 2];
-    let cqs = [CqSlot::EMPTY; 1];
-    let mrs = [MrSlot::<Igb0>::EMPTY; 1];
-    let avs = [AvSlot::EMPTY; 1];
-    let table = [AvEntry::EMPTY; 2];
-    let mut aux = [AuxEntry::EMPTY; CQ_SIZE];
-    let db = Domain::new(&p.nic_b, &paths, &cqs)
-        .with_mrs(&mrs)
-        .with_avs(&avs);
+    // One endpoint (two queues), one CQ, one MR and one AV of 2 addresses.
+    let mut storage = Storage::<Igb0, D, 2, 1, CQ_SIZE, 1, 1, 2>::boxed();
+    let db = Domain::new(&p.nic_b, &mut storage);
     let attr = CqAttr {
         size: CQ_SIZE,
-        format: CqFormat::Data,
         wait_obj: WaitObj::Unspec,
         ..CqAttr::default()
     };
-    let mut cq = db.open_cq::<Data>(&attr, &mut aux).unwrap();
-    let av = db.open_av(&table).unwrap();
+    let mut cq = db.open_cq::<Data>(&attr).unwrap();
+    let av = db.open_av(&AvAttr::default()).unwrap();
     let mut ep = db
         .endpoint(&EpAttr {
             context: EP_B_CONTEXT,

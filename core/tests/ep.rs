@@ -6,47 +6,62 @@
 
 mod common;
 use common::*;
-use ringfab::av::{AvEntry, AvSlot, EpAddr, FiAddr};
+use ringfab::av::{AddressVector, AvAttr, EpAddr, FiAddr};
 use ringfab::cq::entry::{Data, DataEntry, ErrEntry, Msg, MsgEntry, OpContext};
-use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
-use ringfab::ep::{EpAttr, EpOpt, EpType};
+use ringfab::ep::{Endpoint, EpAttr, EpOpt, EpType};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{DmaRegion, MacAddr, Nic, TxConfig, TxSegment};
-use ringfab::mr::{Buf, MrSlot};
-use ringfab::path::{PathSlot, SendPost};
+use ringfab::mr::Buf;
+use ringfab::path::SendPost;
 use ringfab::proto::{self, Encap, Header, HEADER_LEN, MAX_HEADER_LEN};
-use ringfab::Error;
+use ringfab::{Capacity, Error, Storage};
 use ringfab_emu::Wire;
 
 const D: usize = 64;
 const BUF: usize = 2048;
+/// Both directions of an endpoint, as most tests bind its CQ.
+const BOTH: BindFlags = BindFlags::TRANSMIT.union(BindFlags::RECV);
 
-fn cq_attr(format: CqFormat) -> CqAttr {
+fn cq_attr() -> CqAttr {
     CqAttr {
         size: 256,
-        format,
         ..CqAttr::default()
     }
 }
 
-/// The slabs one side needs, declared in the caller's frame so the domain can borrow them.
-macro_rules! slabs {
-    ($paths:ident, $cqs:ident, $mrs:ident, $avs:ident, $aux:ident, $table:ident) => {
-        let $paths = [const { PathSlot::<T::Nic, D>::EMPTY }; 4];
-        let $cqs = [CqSlot::EMPTY; 2];
-        let $mrs = [const { MrSlot::<T::Nic>::EMPTY }; 2];
-        let $avs = [AvSlot::EMPTY; 1];
-        let mut $aux = [[AuxEntry::EMPTY; 256]; 2];
-        let $table = [AvEntry::EMPTY; 8];
-    };
+/// The storage one side needs: 4 hardware queues (two endpoints), 2 CQs of up to 256 entries,
+/// 2 memory registrations, 1 AV of 8 addresses.
+fn storage<'s, 'n, N: Nic>() -> Box<Storage<'s, 'n, N, D, 4, 2, 256, 2, 1, 8>> {
+    Storage::boxed()
+}
+
+/// One side's objects on `d`, for the tests that need a working pair: a CQ (`cq_attr`), an AV
+/// and an endpoint opened with `attr`, bound to the CQ with `bind` and to the AV, enabled.
+fn side<'d, 's, 'n, N: Nic>(
+    d: &'d Domain<'s, 'n, N, D>,
+    attr: &EpAttr,
+    bind: BindFlags,
+) -> (
+    CompletionQueue<'d, 's, 'n, N, D, Data>,
+    AddressVector<'d, 's, 'n, N, D>,
+    Endpoint<'d, 's, 'n, N, D>,
+) {
+    let cq = d.open_cq::<Data>(&cq_attr()).unwrap();
+    let av = d.open_av(&AvAttr::default()).unwrap();
+    let mut ep = d.endpoint(attr).unwrap();
+    ep.bind_cq(&cq, bind).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().unwrap();
+    (cq, av, ep)
 }
 
 /// Reads one completion of `cq` (driving the wire until there is one), with its source and
 /// buffer.
 fn read_one<'s, N: Nic, F: ringfab::cq::entry::Format>(
     wire: &Wire,
-    cq: &ringfab::cq::CompletionQueue<'_, 's, '_, N, D, F>,
+    cq: &CompletionQueue<'_, 's, '_, N, D, F>,
 ) -> (F::Entry, FiAddr, Option<Buf<'s>>) {
     let mut e = [F::Entry::default(); 1];
     let mut src = [FiAddr::NOTAVAIL; 1];
@@ -68,16 +83,13 @@ fn payload(buf: &mut Buf<'_>, bytes: &[u8]) {
 
 fn a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back<T: TestNic>() {
     let p = pair_of::<T>();
-    slabs!(pa, ca, ma, va, auxa, ta);
-    slabs!(pb, cb, mb, vb, auxb, tb);
-    let [auxa0, _] = &mut auxa;
-    let [auxb0, _] = &mut auxb;
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-    let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
-    let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     for (ep, cq) in [(&mut ep_a, &cq_a), (&mut ep_b, &cq_b)] {
@@ -126,38 +138,7 @@ fn a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back<T: T
     assert_eq!(mr_b.outstanding(), 0);
 }
 
-/// One side's objects, opened and bound, for the tests that need a working pair.
-macro_rules! endpoints {
-    ($p:ident, $da:ident, $db:ident, $cq_a:ident, $cq_b:ident, $av_a:ident, $av_b:ident,
-     $ep_a:ident, $ep_b:ident, $attr_b:expr, $bind:expr) => {
-        slabs!(pa, ca, ma, va, auxa, ta);
-        slabs!(pb, cb, mb, vb, auxb, tb);
-        let [auxa0, _] = &mut auxa;
-        let [auxb0, _] = &mut auxb;
-        let $da = Domain::new(&$p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-        let $db = Domain::new(&$p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-        let $cq_a = $da
-            .open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0)
-            .unwrap();
-        let $cq_b = $db
-            .open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0)
-            .unwrap();
-        let $av_a = $da.open_av(&ta).unwrap();
-        let $av_b = $db.open_av(&tb).unwrap();
-        let mut $ep_a = $da.endpoint(&EpAttr::default()).unwrap();
-        let mut $ep_b = $db.endpoint(&$attr_b).unwrap();
-        $ep_a.bind_cq(&$cq_a, $bind).unwrap();
-        $ep_b
-            .bind_cq(&$cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
-            .unwrap();
-        $ep_a.bind_av(&$av_a).unwrap();
-        $ep_b.bind_av(&$av_b).unwrap();
-        $ep_a.enable().unwrap();
-        $ep_b.enable().unwrap();
-    };
-}
-
-fn insert<N: Nic>(av: &ringfab::av::AddressVector<'_, '_, '_, N, D>, addr: EpAddr) -> FiAddr {
+fn insert<N: Nic>(av: &AddressVector<'_, '_, '_, N, D>, addr: EpAddr) -> FiAddr {
     let mut out = [FiAddr::NOTAVAIL];
     assert_eq!(av.insert(&[addr], &mut out), Ok(1));
     out[0]
@@ -165,19 +146,11 @@ fn insert<N: Nic>(av: &ringfab::av::AddressVector<'_, '_, '_, N, D>, addr: EpAdd
 
 fn senddata_carries_remote_cq_data_to_the_receiver<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
@@ -198,19 +171,11 @@ fn senddata_carries_remote_cq_data_to_the_receiver<T: TestNic>() {
 
 fn inject_copies_the_payload_and_reports_no_completion<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_b = db.register(memory(4 * BUF)).unwrap();
     ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
@@ -240,19 +205,11 @@ fn inject_copies_the_payload_and_reports_no_completion<T: TestNic>() {
 fn info_reports_what_the_endpoint_does<T: TestNic>() {
     use ringfab::info::Order;
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, mut ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let info = ep_a.info();
     assert_eq!(info.ep.ep_type, EpType::Dgram);
     assert_eq!(
@@ -358,19 +315,11 @@ fn info_reports_what_the_endpoint_does<T: TestNic>() {
 
 fn fi_more_defers_the_doorbell_until_the_last_send_of_a_batch<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(40 * BUF)).unwrap();
     let mr_b = db.register(memory(40 * BUF)).unwrap();
@@ -404,19 +353,15 @@ fn fi_more_defers_the_doorbell_until_the_last_send_of_a_batch<T: TestNic>() {
 
 fn selective_completion_reports_only_what_asked_for_it<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(
+        &da,
+        &EpAttr::default(),
+        BOTH | BindFlags::SELECTIVE_COMPLETION,
     );
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
@@ -453,9 +398,8 @@ fn selective_completion_reports_only_what_asked_for_it<T: TestNic>() {
 
 fn lifecycle_errors_follow_fi_endpoint<T: TestNic>() {
     let p = pair_of::<T>();
-    slabs!(pa, ca, ma, va, auxa, ta);
-    let [aux0, aux1] = &mut auxa;
-    let d = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let mut storage = storage();
+    let d = Domain::new(&p.nic_a, &mut storage);
     for t in [
         EpType::Msg,
         EpType::Rdm,
@@ -496,9 +440,9 @@ fn lifecycle_errors_follow_fi_endpoint<T: TestNic>() {
     };
     assert_eq!(d.endpoint(&flags).err(), Some(Error::BadFlags));
 
-    let cq = d.open_cq::<Data>(&cq_attr(CqFormat::Data), aux0).unwrap();
-    let cq2 = d.open_cq::<Data>(&cq_attr(CqFormat::Data), aux1).unwrap();
-    let av = d.open_av(&ta).unwrap();
+    let cq = d.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq2 = d.open_cq::<Data>(&cq_attr()).unwrap();
+    let av = d.open_av(&AvAttr::default()).unwrap();
     let mr = d.register(memory(4 * BUF)).unwrap();
     let mut ep = d.endpoint(&EpAttr::default()).unwrap();
 
@@ -561,11 +505,10 @@ fn lifecycle_errors_follow_fi_endpoint<T: TestNic>() {
 
 fn a_closed_endpoint_gives_its_queues_back<T: TestNic>() {
     let p = pair_of::<T>();
-    slabs!(pa, ca, ma, va, auxa, ta);
-    let [aux0, _] = &mut auxa;
-    let d = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let cq = d.open_cq::<Msg>(&cq_attr(CqFormat::Msg), aux0).unwrap();
-    let av = d.open_av(&ta).unwrap();
+    let mut storage = storage();
+    let d = Domain::new(&p.nic_a, &mut storage);
+    let cq = d.open_cq::<Msg>(&cq_attr()).unwrap();
+    let av = d.open_av(&AvAttr::default()).unwrap();
     for _ in 0..3 {
         let mut ep = d.endpoint(&EpAttr::default()).unwrap();
         ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
@@ -591,19 +534,11 @@ fn a_closed_endpoint_gives_its_queues_back<T: TestNic>() {
 /// to the region, its credit back.
 fn close_discards_completed_but_unread_operations<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
@@ -626,19 +561,11 @@ fn close_discards_completed_but_unread_operations<T: TestNic>() {
 
 fn send_errors_hand_the_buffer_back_and_post_nothing<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr = da.register(memory(4 * BUF)).unwrap();
     let buf = mr.alloc(BUF).unwrap();
@@ -697,19 +624,11 @@ fn send_errors_hand_the_buffer_back_and_post_nothing<T: TestNic>() {
 
 fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     // One receive per junk frame: they arrive in one burst, before any is reposted.
@@ -718,19 +637,13 @@ fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
     }
 
     // A raw path on A's queue 1 sends frames B's endpoint must refuse.
-    let raw_paths = [const { PathSlot::<T::Nic, D>::EMPTY }; 1];
-    let raw_cqs = [CqSlot::EMPTY; 1];
-    let mut raw_aux = [AuxEntry::EMPTY; 64];
-    let raw = Domain::new(&p.nic_a, &raw_paths, &raw_cqs);
+    let mut raw_storage = Storage::<T::Nic, D, 1, 1, 64>::boxed();
+    let raw = Domain::new(&p.nic_a, &mut raw_storage);
     let raw_cq = raw
-        .open_cq::<Msg>(
-            &CqAttr {
-                size: 64,
-                format: CqFormat::Msg,
-                ..CqAttr::default()
-            },
-            &mut raw_aux,
-        )
+        .open_cq::<Msg>(&CqAttr {
+            size: 64,
+            ..CqAttr::default()
+        })
         .unwrap();
     let tx = raw.open_tx(1, TxConfig::default()).unwrap();
     raw_cq.bind(&tx, BindFlags::TRANSMIT).unwrap();
@@ -828,19 +741,11 @@ fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
 fn an_unknown_sender_reads_notavail_or_with_source_err_an_error_entry<T: TestNic>() {
     let p = pair_of::<T>();
     // B has no entry for A in its AV.
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
@@ -859,20 +764,11 @@ fn source_err_turns_an_unknown_sender_into_eaddrnotavail_with_the_raw_address<T:
         source_err: true,
         ..EpAttr::default()
     };
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        av_b,
-        ep_a,
-        ep_b,
-        attr_b,
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
-    let mut cq_b = cq_b;
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, av_b, ep_b) = side(&db, &attr_b, BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
@@ -917,19 +813,11 @@ fn source_err_turns_an_unknown_sender_into_eaddrnotavail_with_the_raw_address<T:
 
 fn options_op_flags_and_size_left<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, _av_a, mut ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     assert_eq!(ep_a.getopt(EpOpt::MinMultiRecv), Ok(0));
     ep_a.setopt(EpOpt::MinMultiRecv, 4096).unwrap();
     assert_eq!(ep_a.getopt(EpOpt::MinMultiRecv), Ok(4096));
@@ -968,14 +856,14 @@ fn options_op_flags_and_size_left<T: TestNic>() {
 
 fn registration_refuses_empty_memory_and_full_slabs_and_counts_buffers<T: TestNic>() {
     let p = pair_of::<T>();
-    slabs!(pa, ca, ma, va, _aux, _t);
-    let d = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let mut storage = storage();
+    let d = Domain::new(&p.nic_a, &mut storage);
     assert_eq!(d.register(memory(0)).err(), Some(Error::Inval));
     let m1 = d.register(memory(4096)).unwrap();
     let _m2 = d.register(memory(4096)).unwrap();
     assert_eq!(
         d.register(memory(4096)).err(),
-        Some(Error::NoMem),
+        Some(Error::Full(Capacity::Mrs)),
         "two slots"
     );
     assert_eq!(m1.alloc(0).err(), Some(Error::Inval));
@@ -1012,24 +900,21 @@ fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_me
     T: TestNic,
 >() {
     let p = pair_of::<T>();
-    slabs!(pa, ca, ma, va, auxa, ta);
-    slabs!(pb, cb, mb, vb, auxb, tb);
-    let [auxa0, _] = &mut auxa;
-    let [auxb0, _] = &mut auxb;
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-    let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
     let blocking = CqAttr {
         wait_obj: ringfab::WaitObj::Unspec,
-        ..cq_attr(CqFormat::Data)
+        ..cq_attr()
     };
-    let cq_b = db.open_cq::<Data>(&blocking, auxb0).unwrap();
+    let cq_b = db.open_cq::<Data>(&blocking).unwrap();
     let v = cq_b
         .interrupt_vector()
         .expect("a blocking CQ owns a vector");
     let irq = p.b.vector(v).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
@@ -1094,10 +979,7 @@ fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_me
 type Drained = (Vec<(usize, usize)>, Vec<(usize, i32)>);
 
 /// Reads everything `cq` holds (driving the wire), errors taken with `readerr_owned`.
-fn drain_all<N: Nic>(
-    wire: &Wire,
-    cq: &mut ringfab::cq::CompletionQueue<'_, '_, '_, N, D, Data>,
-) -> Drained {
+fn drain_all<N: Nic>(wire: &Wire, cq: &mut CompletionQueue<'_, '_, '_, N, D, Data>) -> Drained {
     let (mut ok, mut err) = (Vec::new(), Vec::new());
     let mut idle = 0;
     while idle < 3 {
@@ -1124,20 +1006,11 @@ fn drain_all<N: Nic>(
 
 fn cancel_completes_one_posted_receive_and_leaves_the_others_posted<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
-    let mut cq_b = cq_b;
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
@@ -1168,20 +1041,11 @@ fn cancel_completes_one_posted_receive_and_leaves_the_others_posted<T: TestNic>(
 
 fn cancel_of_a_send_still_in_the_ring_reports_it_and_sends_the_rest<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
-    let (mut cq_a, mut cq_b) = (cq_a, cq_b);
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (mut cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
@@ -1206,20 +1070,11 @@ fn cancel_of_a_send_still_in_the_ring_reports_it_and_sends_the_rest<T: TestNic>(
 
 fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
-    let mut cq_b = cq_b;
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
@@ -1274,8 +1129,8 @@ fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once<T: Tes
 
 fn cancel_before_enable_is_opbadstate<T: TestNic>() {
     let p = pair_of::<T>();
-    slabs!(pa, ca, ma, va, _aux, _t);
-    let d = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
+    let mut storage = storage();
+    let d = Domain::new(&p.nic_a, &mut storage);
     let ep = d.endpoint(&EpAttr::default()).unwrap();
     assert_eq!(ep.cancel(OpContext(1)), Err(Error::OpBadState));
 }
@@ -1286,20 +1141,11 @@ fn cancel_before_enable_is_opbadstate<T: TestNic>() {
 fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     use ringfab::mr::Iov;
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
-    let (mut cq_a, mut cq_b) = (cq_a, cq_b);
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (mut cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(16 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
@@ -1433,22 +1279,13 @@ fn byte_counters_count_payload_bytes_of_sends_and_receives<T: TestNic>() {
     let sent = Counter::<ringfab_emu::EmuWait>::open(&attr, None).unwrap();
     let received = Counter::<ringfab_emu::EmuWait>::open(&attr, None).unwrap();
     let (cntrs_a, cntrs_b) = ([&sent], [&received]);
-    slabs!(pa, ca, ma, va, auxa, ta);
-    slabs!(pb, cb, mb, vb, auxb, tb);
-    let [auxa0, _] = &mut auxa;
-    let [auxb0, _] = &mut auxb;
-    let da = Domain::new(&p.nic_a, &pa, &ca)
-        .with_mrs(&ma)
-        .with_avs(&va)
-        .with_counters(&cntrs_a);
-    let db = Domain::new(&p.nic_b, &pb, &cb)
-        .with_mrs(&mb)
-        .with_avs(&vb)
-        .with_counters(&cntrs_b);
-    let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
-    let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa).with_counters(&cntrs_a);
+    let db = Domain::new(&p.nic_b, &mut sb).with_counters(&cntrs_b);
+    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
@@ -1519,22 +1356,13 @@ fn counters_count_every_completion_by_class_also_without_cq_entries<T: TestNic>(
     let stranger = Cntr::open(&CounterAttr::default(), None).unwrap();
     let cntrs_a = [&sends];
     let cntrs_b = [&bytes];
-    slabs!(pa, ca, ma, va, auxa, ta);
-    slabs!(pb, cb, mb, vb, auxb, tb);
-    let [auxa0, _] = &mut auxa;
-    let [auxb0, _] = &mut auxb;
-    let da = Domain::new(&p.nic_a, &pa, &ca)
-        .with_mrs(&ma)
-        .with_avs(&va)
-        .with_counters(&cntrs_a);
-    let db = Domain::new(&p.nic_b, &pb, &cb)
-        .with_mrs(&mb)
-        .with_avs(&vb)
-        .with_counters(&cntrs_b);
-    let cq_a = da.open_cq::<Data>(&cq_attr(CqFormat::Data), auxa0).unwrap();
-    let cq_b = db.open_cq::<Data>(&cq_attr(CqFormat::Data), auxb0).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa).with_counters(&cntrs_a);
+    let db = Domain::new(&p.nic_b, &mut sb).with_counters(&cntrs_b);
+    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     // A: selective CQ (errors only) plus a counter for sends: the fi_endpoint NOTES pattern.
@@ -1631,19 +1459,11 @@ fn counters_count_every_completion_by_class_also_without_cq_entries<T: TestNic>(
 
 fn a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(16 * BUF)).unwrap();
     let mr_b = db.register(memory(16 * BUF)).unwrap();
@@ -1688,20 +1508,11 @@ fn a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last<T: T
 
 fn canceling_a_multi_receive_buffer_releases_it_once<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
-    let mut cq_b = cq_b;
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(16 * BUF)).unwrap();
@@ -1734,19 +1545,11 @@ fn canceling_a_multi_receive_buffer_releases_it_once<T: TestNic>() {
 
 fn multi_receive_slots_follow_min_multi_recv<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let mr_b = db.register(memory(40 * BUF)).unwrap();
     let mut ep_b = ep_b;
     for (min, len, slots) in [
@@ -1778,19 +1581,15 @@ fn multi_receive_slots_follow_min_multi_recv<T: TestNic>() {
 
 fn an_alias_posts_on_the_same_queues_with_its_own_flags<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(
+        &da,
+        &EpAttr::default(),
+        BOTH | BindFlags::SELECTIVE_COMPLETION,
     );
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
@@ -1840,19 +1639,11 @@ fn an_alias_posts_on_the_same_queues_with_its_own_flags<T: TestNic>() {
 
 fn a_broadcast_reaches_the_endpoint_with_fi_multicast<T: TestNic>() {
     let p = pair_of::<T>();
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        av_b,
-        ep_a,
-        ep_b,
-        EpAttr::default(),
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let everyone = insert(
         &av_a,
         EpAddr {
@@ -1881,20 +1672,11 @@ fn a_message_longer_than_the_receive_buffers_fails_every_buffer_it_took_with_eio
         rx_buf_len: 1024,
         ..EpAttr::default()
     };
-    endpoints!(
-        p,
-        da,
-        db,
-        cq_a,
-        cq_b,
-        av_a,
-        _av_b,
-        ep_a,
-        ep_b,
-        attr_b,
-        BindFlags::TRANSMIT | BindFlags::RECV
-    );
-    let mut cq_b = cq_b;
+    let (mut sa, mut sb) = (storage(), storage());
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, _av_b, ep_b) = side(&db, &attr_b, BOTH);
     let to_b = insert(&av_a, ep_b.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();

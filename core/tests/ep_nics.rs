@@ -7,17 +7,16 @@
 
 mod common;
 use common::*;
-use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::ep::{EpAttr, EpOpt};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};
-use ringfab::mr::{Buf, MrSlot};
-use ringfab::path::PathSlot;
+use ringfab::mr::Buf;
 use ringfab::proto::{Encap, HEADER_LEN, MAX_HEADER_LEN};
-use ringfab::Error;
+use ringfab::{Error, Storage};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig, Wire};
 use ringfab_igb::Igb;
@@ -73,23 +72,19 @@ fn drain<'s, N: Nic>(
 
 /// The workload, on two brought-up NICs of one kind on `wire`, both endpoints using `encap`.
 fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
-    let (pa, pb) = ([PathSlot::<N, D>::EMPTY; 2], [PathSlot::<N, D>::EMPTY; 2]);
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = ([MrSlot::<N>::EMPTY; 1], [MrSlot::<N>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-    let (mut auxa, mut auxb) = ([AuxEntry::EMPTY; 256], [AuxEntry::EMPTY; 256]);
-    let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    // One endpoint (two queues), one CQ of 256 entries, one MR and one AV of 2 addresses each.
+    let mut sa = Storage::<N, D, 2, 1, 256, 1, 1, 2>::boxed();
+    let mut sb = Storage::<N, D, 2, 1, 256, 1, 1, 2>::boxed();
+    let da = Domain::new(nic_a, &mut sa);
+    let db = Domain::new(nic_b, &mut sb);
     let attr = CqAttr {
         size: 256,
-        format: CqFormat::Data,
         ..CqAttr::default()
     };
-    let mut cq_a = da.open_cq::<Data>(&attr, &mut auxa).unwrap();
-    let mut cq_b = db.open_cq::<Data>(&attr, &mut auxb).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let mut cq_a = da.open_cq::<Data>(&attr).unwrap();
+    let mut cq_b = db.open_cq::<Data>(&attr).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let ep_attr = EpAttr {
         encap,
         ..EpAttr::default()
@@ -224,8 +219,9 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
             "buf {:#x} is no slot's payload",
             g.5
         );
-        // SAFETY: `g.5` points into the multi-receive buffer, registered memory that lives for
-        // ever (`memory`), and the device has finished with it.
+        // SAFETY: `g.5` points into the multi-receive buffer, in memory `mr_b` owns (`memory`)
+        // and keeps while it lives (to the end of this function), and the device has finished
+        // with it.
         let first = unsafe { *(g.5 as *const u8) };
         assert_eq!(first, 0xa0 + (g.1 - 10) as u8);
     }

@@ -7,15 +7,15 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
-use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
 use ringfab::ep::EpAttr;
 use ringfab::flags::{BindFlags, CompletionFlags};
 use ringfab::hal::MacAddr;
-use ringfab::mr::{Buf, MrSlot};
-use ringfab::path::PathSlot;
+use ringfab::mr::Buf;
+use ringfab::Storage;
 use ringfab_emu::{EmuIgb, EmuPlatform, IgbModelConfig, Wire};
 use ringfab_igb::Igb;
 
@@ -85,26 +85,20 @@ fn a_ping_pong_on_the_data_path_allocates_nothing() {
     let (dev_a, dev_b) = (dev(0x0a), dev(0x0b));
     let nic_a = Igb::new(dev_a.platform()).unwrap();
     let nic_b = Igb::new(dev_b.platform()).unwrap();
-    let (pa, pb) = (
-        [PathSlot::<Nic0, D>::EMPTY; 2],
-        [PathSlot::<Nic0, D>::EMPTY; 2],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = ([MrSlot::<Nic0>::EMPTY; 1], [MrSlot::<Nic0>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (mut auxa, mut auxb) = ([AuxEntry::EMPTY; 256], [AuxEntry::EMPTY; 256]);
-    let (ta, tb) = ([AvEntry::EMPTY; 1], [AvEntry::EMPTY; 1]);
-    let da = Domain::new(&nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    // Set-up, before anything is counted: the storage goes on the heap here. One endpoint
+    // (two queues), one CQ of 256 entries, one MR and one AV of one address each.
+    let mut sa = Storage::<Nic0, D, 2, 1, 256, 1, 1, 1>::boxed();
+    let mut sb = Storage::<Nic0, D, 2, 1, 256, 1, 1, 1>::boxed();
+    let da = Domain::new(&nic_a, &mut sa);
+    let db = Domain::new(&nic_b, &mut sb);
     let attr = CqAttr {
         size: 256,
-        format: CqFormat::Msg,
         ..CqAttr::default()
     };
-    let cq_a = da.open_cq::<Msg>(&attr, &mut auxa).unwrap();
-    let cq_b = db.open_cq::<Msg>(&attr, &mut auxb).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let cq_a = da.open_cq::<Msg>(&attr).unwrap();
+    let cq_b = db.open_cq::<Msg>(&attr).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
@@ -116,9 +110,8 @@ fn a_ping_pong_on_the_data_path_allocates_nothing() {
     let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
     av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
     av_b.insert(&[ep_a.name()], &mut to_a).unwrap();
-    let mem = |len| Box::leak(vec![0u8; len].into_boxed_slice());
-    let mr_a = da.register(mem(16 * BUF)).unwrap();
-    let mr_b = db.register(mem(16 * BUF)).unwrap();
+    let mr_a = da.register(vec![0u8; 16 * BUF]).unwrap();
+    let mr_b = db.register(vec![0u8; 16 * BUF]).unwrap();
     let mut pool_a: Vec<Buf<'_>> = (0..8).map(|_| mr_a.alloc(BUF).unwrap()).collect();
     let mut pool_b: Vec<Buf<'_>> = (0..8).map(|_| mr_b.alloc(BUF).unwrap()).collect();
     for _ in 0..4 {

@@ -28,16 +28,15 @@ mod common;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::*;
-use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cntr::{Counter, CounterAttr};
 use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
-use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
 use ringfab::ep::{EpAttr, EpOpt};
 use ringfab::flags::{BindFlags, CntrBindFlags, CompletionFlags, OpFlags};
-use ringfab::mr::{Buf, MrSlot};
-use ringfab::path::PathSlot;
-use ringfab::Error;
+use ringfab::mr::Buf;
+use ringfab::{Error, Storage};
 
 const D: usize = 64;
 const BUF: usize = 2048;
@@ -188,7 +187,6 @@ fn in_child(progress: &Progress, body: fn(&Progress)) -> Result<(), String> {
 fn cq_attr() -> CqAttr {
     CqAttr {
         size: 256,
-        format: CqFormat::Data,
         ..CqAttr::default()
     }
 }
@@ -197,29 +195,17 @@ fn cq_attr() -> CqAttr {
 /// arrived. Panics (caught by the caller) on a wrong result.
 fn data_path<T: TestNic>(progress: &Progress) {
     let p = pair_of::<T>();
-    let (pa, pb) = (
-        [const { PathSlot::<T::Nic, D>::EMPTY }; 2],
-        [const { PathSlot::<T::Nic, D>::EMPTY }; 2],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = (
-        [const { MrSlot::<T::Nic>::EMPTY }; 1],
-        [const { MrSlot::<T::Nic>::EMPTY }; 1],
-    );
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (mut auxa, mut auxb) = ([AuxEntry::EMPTY; 256], [AuxEntry::EMPTY; 256]);
-    let (ta, tb) = ([AvEntry::EMPTY; 1], [AvEntry::EMPTY; 1]);
     let received = Counter::open(&CounterAttr::default(), None).unwrap();
     let counters = [&received];
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&p.nic_b, &pb, &cb)
-        .with_mrs(&mb)
-        .with_avs(&vb)
-        .with_counters(&counters);
-    let mut cq_a = da.open_cq::<Data>(&cq_attr(), &mut auxa).unwrap();
-    let cq_b = db.open_cq::<Data>(&cq_attr(), &mut auxb).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    // One endpoint (two queues), one CQ of 256 entries, one MR and one AV of one address each.
+    let mut sa = Storage::<T::Nic, D, 2, 1, 256, 1, 1, 1>::boxed();
+    let mut sb = Storage::<T::Nic, D, 2, 1, 256, 1, 1, 1>::boxed();
+    let da = Domain::new(&p.nic_a, &mut sa);
+    let db = Domain::new(&p.nic_b, &mut sb).with_counters(&counters);
+    let mut cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     ep_b.bind_cntr(&received, CntrBindFlags::RECV).unwrap();

@@ -12,17 +12,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::av::{AddressVector, AvAttr, FiAddr};
 use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::flags::BindFlags;
 use ringfab::hal::{Error as HalError, Nic};
-use ringfab::mr::{Buf, MrSlot};
-use ringfab::path::PathSlot;
+use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::{Encap, MAX_HEADER_LEN};
-use ringfab::sep::{CtxAttr, SepAttr};
-use ringfab::Error;
+use ringfab::sep::{Context, CtxAttr, SepAttr};
+use ringfab::{Error, Storage};
 use ringfab_emu::{EmuVirtioNet, VirtioNetModelConfig, Wire};
 use ringfab_igb::Igb;
 use ringfab_virtio_net::VirtioNet;
@@ -31,10 +30,13 @@ const D: usize = 64;
 const BUF: usize = 2048;
 const CTX: u16 = 4;
 
+/// The storage of one domain of the RSS tests: 8 hardware queues, `CQS` CQs of up to 256
+/// entries, one MR, one AV of 2 addresses.
+type RssStorage<'s, 'n, N, const CQS: usize> = Storage<'s, 'n, N, D, 8, CQS, 256, 1, 1, 2>;
+
 fn cq_attr() -> CqAttr {
     CqAttr {
         size: 256,
-        format: CqFormat::Msg,
         ..CqAttr::default()
     }
 }
@@ -68,20 +70,12 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
     let (dev_a, dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
     let nic_a = Igb::new(dev_a.platform()).unwrap();
     let nic_b = Igb::new(dev_b.platform()).unwrap();
-    let (pa, pb) = (
-        [PathSlot::<Igb0, D>::EMPTY; 8],
-        [PathSlot::<Igb0, D>::EMPTY; 8],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 4], [CqSlot::EMPTY; 4]);
-    let (ma, mb) = ([MrSlot::<Igb0>::EMPTY; 1], [MrSlot::<Igb0>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-    let mut aux_a: Vec<Vec<AuxEntry>> = (0..4).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
-    let mut aux_b: Vec<Vec<AuxEntry>> = (0..4).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
-    let da = Domain::new(&nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let mut storage_a = RssStorage::<Igb0, 4>::boxed();
+    let mut storage_b = RssStorage::<Igb0, 4>::boxed();
+    let da = Domain::new(&nic_a, &mut storage_a);
+    let db = Domain::new(&nic_b, &mut storage_b);
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut sep_a = da.scalable_endpoint(&udp_sep(CTX, false)).unwrap();
     let mut sep_b = db.scalable_endpoint(&udp_sep(CTX, true)).unwrap();
     sep_a.bind_av(&av_a).unwrap();
@@ -90,13 +84,11 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
     av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
     let mut to_a = [FiAddr::NOTAVAIL];
     av_b.insert(&[sep_a.name()], &mut to_a).unwrap();
-    let cqs_a: Vec<_> = aux_a
-        .iter_mut()
-        .map(|aux| da.open_cq::<Msg>(&cq_attr(), aux).unwrap())
+    let cqs_a: Vec<_> = (0..CTX)
+        .map(|_| da.open_cq::<Msg>(&cq_attr()).unwrap())
         .collect();
-    let cqs_b: Vec<_> = aux_b
-        .iter_mut()
-        .map(|aux| db.open_cq::<Msg>(&cq_attr(), aux).unwrap())
+    let cqs_b: Vec<_> = (0..CTX)
+        .map(|_| db.open_cq::<Msg>(&cq_attr()).unwrap())
         .collect();
     let (mut txs, mut rxs) = (Vec::new(), Vec::new());
     for i in 0..CTX {
@@ -194,31 +186,22 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
     assert_eq!(nic_b.stats().rx_missed, 0);
 }
 
-/// Domains `$da` over `$nic_a` and `$db` over `$nic_b` (NIC type `$n`), with their AVs, one
-/// CQ for A's transmit contexts, `$ctx` CQs for B's receive contexts, and a registered region
-/// each: the set-up of the single-threaded RSS tests.
-macro_rules! rss_domains {
-    ($nic_a:expr, $nic_b:expr, $n:ty, $ctx:expr =>
-     $da:ident, $db:ident, $av_a:ident, $av_b:ident, $cq_a:ident, $cqs_b:ident, $mr_a:ident, $mr_b:ident) => {
-        let (pa, pb) = ([PathSlot::<$n, D>::EMPTY; 8], [PathSlot::<$n, D>::EMPTY; 8]);
-        let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; $ctx]);
-        let (ma, mb) = ([MrSlot::<$n>::EMPTY; 1], [MrSlot::<$n>::EMPTY; 1]);
-        let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-        let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-        let mut aux_a = vec![AuxEntry::EMPTY; 256];
-        let mut aux_b: Vec<Vec<AuxEntry>> = (0..$ctx).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
-        let $da = Domain::new($nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-        let $db = Domain::new($nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-        let $av_a = $da.open_av(&ta).unwrap();
-        let $av_b = $db.open_av(&tb).unwrap();
-        let $cq_a = $da.open_cq::<Msg>(&cq_attr(), &mut aux_a).unwrap();
-        let $cqs_b: Vec<_> = aux_b
-            .iter_mut()
-            .map(|aux| $db.open_cq::<Msg>(&cq_attr(), aux).unwrap())
-            .collect();
-        let $mr_a = $da.register(memory(64 * BUF)).unwrap();
-        let $mr_b = $db.register(memory(64 * BUF)).unwrap();
-    };
+/// A domain's objects in the single-threaded RSS tests: its AV, `cqs` CQs (A's transmit
+/// contexts share one, B's receive contexts have one each) and a registered region.
+fn open_side<'d, 's, 'n, N: Nic>(
+    d: &'d Domain<'s, 'n, N, D>,
+    cqs: usize,
+) -> (
+    AddressVector<'d, 's, 'n, N, D>,
+    Vec<CompletionQueue<'d, 's, 'n, N, D, Msg>>,
+    MemoryRegion<'d, 's, 'n, N, D>,
+) {
+    let av = d.open_av(&AvAttr::default()).unwrap();
+    let cqs = (0..cqs)
+        .map(|_| d.open_cq::<Msg>(&cq_attr()).unwrap())
+        .collect();
+    let mr = d.register(memory(64 * BUF)).unwrap();
+    (av, cqs, mr)
 }
 
 /// Transmit contexts `0..n` of `sep`, bound to `cq` and enabled.
@@ -226,7 +209,7 @@ fn tx_contexts<'e, 'd, 's, 'n, N: Nic>(
     sep: &'e ringfab::sep::ScalableEndpoint<'d, 's, 'n, N, D>,
     n: u16,
     cq: &CompletionQueue<'_, 's, 'n, N, D, Msg>,
-) -> Vec<ringfab::sep::Context<'e, 'd, 's, 'n, N, D>> {
+) -> Vec<Context<'e, 'd, 's, 'n, N, D>> {
     (0..n)
         .map(|i| {
             let mut tx = sep.tx_context(i, &CtxAttr::default()).unwrap();
@@ -237,14 +220,26 @@ fn tx_contexts<'e, 'd, 's, 'n, N: Nic>(
         .collect()
 }
 
+/// Enables receive context `c` and posts 8 receives to it from `mr`.
+fn listen<'s, N: Nic>(
+    rx: &mut Context<'_, '_, 's, '_, N, D>,
+    mr: &MemoryRegion<'_, 's, '_, N, D>,
+    c: usize,
+) {
+    rx.enable().unwrap();
+    for _ in 0..8 {
+        rx.recv(mr.alloc(BUF).unwrap(), OpContext(c)).unwrap();
+    }
+}
+
 /// A receive context, or `None` once closed.
-type Slot<'c, 'd, 's, 'n, N> = Option<ringfab::sep::Context<'c, 'd, 's, 'n, N, D>>;
+type Slot<'c, 'd, 's, 'n, N> = Option<Context<'c, 'd, 's, 'n, N, D>>;
 
 /// Sends one tagged message from each of `txs` to `dest`, drives the wire, and returns for
 /// each flow the receive context that got it (the buffer goes back to that context).
 fn one_per_flow<'a, 'b, N: Nic>(
     wire: &Wire,
-    txs: &[ringfab::sep::Context<'_, '_, 'a, '_, N, D>],
+    txs: &[Context<'_, '_, 'a, '_, N, D>],
     rxs: &[Slot<'_, '_, 'b, '_, N>],
     cqs: &[CompletionQueue<'_, 'b, '_, N, D, Msg>],
     mr: &ringfab::mr::MemoryRegion<'_, 'a, '_, N, D>,
@@ -281,10 +276,15 @@ fn the_redirection_table_follows_the_enabled_receive_contexts_and_goes_with_the_
     let (dev_a, dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
     let nic_a = Igb::new(dev_a.platform()).unwrap();
     let nic_b = Igb::new(dev_b.platform()).unwrap();
-    rss_domains!(&nic_a, &nic_b, Igb0, 4 => da, db, av_a, av_b, cq_a, cqs_b, mr_a, mr_b);
+    let mut storage_a = RssStorage::<Igb0, 1>::boxed();
+    let mut storage_b = RssStorage::<Igb0, 4>::boxed();
+    let da = Domain::new(&nic_a, &mut storage_a);
+    let db = Domain::new(&nic_b, &mut storage_b);
+    let (av_a, cqs_a, mr_a) = open_side(&da, 1);
+    let (av_b, cqs_b, mr_b) = open_side(&db, 4);
     let mut sep_a = da.scalable_endpoint(&udp_sep(CTX, false)).unwrap();
     sep_a.bind_av(&av_a).unwrap();
-    let txs = tx_contexts(&sep_a, CTX, &cq_a);
+    let txs = tx_contexts(&sep_a, CTX, &cqs_a[0]);
     {
         let mut sep_b = db.scalable_endpoint(&udp_sep(CTX, true)).unwrap();
         sep_b.bind_av(&av_b).unwrap();
@@ -297,22 +297,13 @@ fn the_redirection_table_follows_the_enabled_receive_contexts_and_goes_with_the_
                 Some(rx)
             })
             .collect();
-        macro_rules! listen {
-            ($c:expr) => {
-                let rx = rxs[$c].as_mut().unwrap();
-                rx.enable().unwrap();
-                for _ in 0..8 {
-                    rx.recv(mr_b.alloc(BUF).unwrap(), OpContext($c)).unwrap();
-                }
-            };
-        }
         // Opened but not enabled, a context gets nothing; only context 2 enabled: every flow
         // reaches it.
-        listen!(2);
+        listen(rxs[2].as_mut().unwrap(), &mr_b, 2);
         let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
         assert_eq!(at, vec![Some(2); 4]);
         // Contexts 0 and 2: every flow reaches one of them.
-        listen!(0);
+        listen(rxs[0].as_mut().unwrap(), &mr_b, 0);
         for _ in 0..3 {
             let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
             assert!(at.iter().all(|c| matches!(c, Some(0) | Some(2))), "{at:?}");
@@ -360,7 +351,12 @@ fn virtio_net_with_rss_feeds_the_enabled_receive_contexts() {
         VirtioNet::new(b.platform()).unwrap(),
     );
     type V = VirtioNet<ringfab_emu::EmuPlatform>;
-    rss_domains!(&nic_a, &nic_b, V, 2 => da, db, av_a, av_b, cq_a, cqs_b, mr_a, mr_b);
+    let mut storage_a = RssStorage::<V, 1>::boxed();
+    let mut storage_b = RssStorage::<V, 2>::boxed();
+    let da = Domain::new(&nic_a, &mut storage_a);
+    let db = Domain::new(&nic_b, &mut storage_b);
+    let (av_a, cqs_a, mr_a) = open_side(&da, 1);
+    let (av_b, cqs_b, mr_b) = open_side(&db, 2);
     // A sends only; virtio-net has no address steering for named receive contexts.
     let sender = SepAttr {
         rx_ctx_cnt: 1,
@@ -372,7 +368,7 @@ fn virtio_net_with_rss_feeds_the_enabled_receive_contexts() {
     sep_b.bind_av(&av_b).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
     av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
-    let txs = tx_contexts(&sep_a, 2, &cq_a);
+    let txs = tx_contexts(&sep_a, 2, &cqs_a[0]);
     let mut rxs: Vec<_> = (0..2)
         .map(|i| {
             let mut rx = sep_b.rx_context(i, &CtxAttr::default()).unwrap();
@@ -381,11 +377,7 @@ fn virtio_net_with_rss_feeds_the_enabled_receive_contexts() {
         })
         .collect();
     for c in [1, 0] {
-        let rx = rxs[c].as_mut().unwrap();
-        rx.enable().unwrap();
-        for _ in 0..8 {
-            rx.recv(mr_b.alloc(BUF).unwrap(), OpContext(c)).unwrap();
-        }
+        listen(rxs[c].as_mut().unwrap(), &mr_b, c);
         if c == 1 {
             // Only context 1 enabled: both flows reach it.
             let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
@@ -403,11 +395,8 @@ fn rss_needs_udp_encapsulation_a_nic_with_rss_and_no_address_steering() {
     let wire = Wire::new();
     let dev = device(MAC_A, &wire);
     let nic = Igb::new(dev.platform()).unwrap();
-    let paths = [PathSlot::<Igb0, D>::EMPTY; 8];
-    let cqs = [CqSlot::EMPTY; 1];
-    let avs = [AvSlot::EMPTY; 1];
-    let table = [AvEntry::EMPTY; 2];
-    let d = Domain::new(&nic, &paths, &cqs).with_avs(&avs);
+    let mut storage = Storage::<Igb0, D, 8, 1>::boxed();
+    let d = Domain::new(&nic, &mut storage);
     let ethernet_rss = SepAttr {
         encap: Encap::Ethernet,
         ..udp_sep(2, true)
@@ -431,7 +420,7 @@ fn rss_needs_udp_encapsulation_a_nic_with_rss_and_no_address_steering() {
     assert_eq!(d.endpoint(&short).err(), Some(Error::Inval));
 
     // A named receive context steers by address: the NIC takes no RSS meanwhile.
-    let av = d.open_av(&table).unwrap();
+    let av = d.open_av(&AvAttr::default()).unwrap();
     {
         let mut named = d
             .scalable_endpoint(&SepAttr {
@@ -458,9 +447,8 @@ fn rss_needs_udp_encapsulation_a_nic_with_rss_and_no_address_steering() {
     let v = EmuVirtioNet::new(config);
     let vnic = VirtioNet::new(v.platform()).unwrap();
     assert!(vnic.capabilities().rss.is_none());
-    let vpaths = [PathSlot::<VirtioNet<ringfab_emu::EmuPlatform>, D>::EMPTY; 2];
-    let vcqs = [CqSlot::EMPTY; 1];
-    let vd = Domain::new(&vnic, &vpaths, &vcqs);
+    let mut vstorage = Storage::<VirtioNet<ringfab_emu::EmuPlatform>, D, 2, 1>::boxed();
+    let vd = Domain::new(&vnic, &mut vstorage);
     assert_eq!(
         vd.scalable_endpoint(&udp_sep(2, true)).err(),
         Some(Error::OpNotSupp)
@@ -475,9 +463,8 @@ fn shared_contexts_take_endpoints_of_their_own_encapsulation_only() {
     let wire = Wire::new();
     let dev = device(MAC_A, &wire);
     let nic = Igb::new(dev.platform()).unwrap();
-    let paths = [PathSlot::<Igb0, D>::EMPTY; 8];
-    let cqs = [CqSlot::EMPTY; 1];
-    let d = Domain::new(&nic, &paths, &cqs);
+    let mut storage = Storage::<Igb0, D, 8, 1>::boxed();
+    let d = Domain::new(&nic, &mut storage);
     let stx = d
         .stx_context(&StxAttr {
             tx_queue: 1,
@@ -510,21 +497,14 @@ fn shared_contexts_take_endpoints_of_their_own_encapsulation_only() {
 fn a_frame_of_the_other_encapsulation_never_reaches_the_application() {
     use ringfab::ep::EpAttr;
     let p = pair();
-    let (pa, pb) = (
-        [PathSlot::<Igb0, D>::EMPTY; 4],
-        [PathSlot::<Igb0, D>::EMPTY; 4],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = ([MrSlot::<Igb0>::EMPTY; 1], [MrSlot::<Igb0>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-    let (mut aux_a, mut aux_b) = ([AuxEntry::EMPTY; 256], [AuxEntry::EMPTY; 256]);
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
-    let cq_a = da.open_cq::<Msg>(&cq_attr(), &mut aux_a).unwrap();
-    let cq_b = db.open_cq::<Msg>(&cq_attr(), &mut aux_b).unwrap();
+    let mut storage_a = Storage::<Igb0, D, 4, 1, 256, 1, 1, 2>::boxed();
+    let mut storage_b = Storage::<Igb0, D, 4, 1, 256, 1, 1, 2>::boxed();
+    let da = Domain::new(&p.nic_a, &mut storage_a);
+    let db = Domain::new(&p.nic_b, &mut storage_b);
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
+    let cq_a = da.open_cq::<Msg>(&cq_attr()).unwrap();
+    let cq_b = db.open_cq::<Msg>(&cq_attr()).unwrap();
     let mr_a = da.register(memory(16 * BUF)).unwrap();
     let mr_b = db.register(memory(16 * BUF)).unwrap();
     // A: an Ethernet endpoint on queue 0, a UDP one sending from queue 1. B: UDP on queue 0.
@@ -604,14 +584,10 @@ fn a_shared_receive_context_s_address_goes_with_its_queue_whoever_closes_it_last
     let wire = Wire::new();
     let dev = device(MAC_A, &wire);
     let nic = Igb::new(dev.platform()).unwrap();
-    let paths = [PathSlot::<Igb0, D>::EMPTY; 8];
-    let cqs = [CqSlot::EMPTY; 1];
-    let avs = [AvSlot::EMPTY; 1];
-    let table = [AvEntry::EMPTY; 2];
-    let mut aux = vec![AuxEntry::EMPTY; 256];
-    let d = Domain::new(&nic, &paths, &cqs).with_avs(&avs);
-    let av = d.open_av(&table).unwrap();
-    let cq = d.open_cq::<Msg>(&cq_attr(), &mut aux).unwrap();
+    let mut storage = Storage::<Igb0, D, 8, 1, 256, 0, 1, 2>::boxed();
+    let d = Domain::new(&nic, &mut storage);
+    let av = d.open_av(&AvAttr::default()).unwrap();
+    let cq = d.open_cq::<Msg>(&cq_attr()).unwrap();
     let srx = d
         .srx_context(&SrxAttr {
             rx_queue: 1,

@@ -9,17 +9,16 @@ use common::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ringfab::av::{AvEntry, AvSlot, EpAddr, FiAddr};
+use ringfab::av::{AvAttr, EpAddr, FiAddr};
 use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
-use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};
-use ringfab::mr::{Buf, MrSlot};
-use ringfab::path::PathSlot;
+use ringfab::mr::Buf;
 use ringfab::proto::{context_mac, HEADER_LEN};
 use ringfab::sep::{CtxAttr, SepAttr};
-use ringfab::Error;
+use ringfab::{Error, Storage};
 use ringfab_emu::{EmuE1000e, EmuPlatform, ModelConfig, Wire};
 use ringfab_igb::Igb;
 
@@ -34,7 +33,6 @@ type Nic0 = Igb0;
 fn attr(size: usize) -> CqAttr {
     CqAttr {
         size,
-        format: CqFormat::Msg,
         ..CqAttr::default()
     }
 }
@@ -59,20 +57,17 @@ fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() 
     let nic_b = Igb::new(dev_b.platform()).unwrap();
     assert!(nic_b.capabilities().rx_mac_queues >= CTX);
 
-    let (pa, pb) = (
-        [PathSlot::<Nic0, D>::EMPTY; 8],
-        [PathSlot::<Nic0, D>::EMPTY; 8],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 4], [CqSlot::EMPTY; 4]);
-    let (ma, mb) = ([MrSlot::<Nic0>::EMPTY; 4], [MrSlot::<Nic0>::EMPTY; 4]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
-    let mut aux_a: Vec<Vec<AuxEntry>> = (0..4).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
-    let mut aux_b: Vec<Vec<AuxEntry>> = (0..4).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
-    let da = Domain::new(&nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-    let av_a = da.open_av_rx(&ta, RX_BITS).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let mut storage_a = Storage::<Nic0, D, 8, 4, 256, 4, 1, 4>::boxed();
+    let mut storage_b = Storage::<Nic0, D, 8, 4, 256, 4, 1, 4>::boxed();
+    let da = Domain::new(&nic_a, &mut storage_a);
+    let db = Domain::new(&nic_b, &mut storage_b);
+    let av_a = da
+        .open_av(&AvAttr {
+            count: 4,
+            rx_ctx_bits: RX_BITS,
+        })
+        .unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let sep_attr = SepAttr {
         tx_ctx_cnt: CTX,
         rx_ctx_cnt: CTX,
@@ -87,13 +82,11 @@ fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() 
     let mut to_a = [FiAddr::NOTAVAIL];
     av_b.insert(&[sep_a.name()], &mut to_a).unwrap();
 
-    let cqs_a: Vec<_> = aux_a
-        .iter_mut()
-        .map(|aux| da.open_cq::<Msg>(&attr(256), aux).unwrap())
+    let cqs_a: Vec<_> = (0..CTX)
+        .map(|_| da.open_cq::<Msg>(&attr(256)).unwrap())
         .collect();
-    let cqs_b: Vec<_> = aux_b
-        .iter_mut()
-        .map(|aux| db.open_cq::<Msg>(&attr(256), aux).unwrap())
+    let cqs_b: Vec<_> = (0..CTX)
+        .map(|_| db.open_cq::<Msg>(&attr(256)).unwrap())
         .collect();
     let mut txs = Vec::new();
     let mut rxs = Vec::new();
@@ -187,11 +180,8 @@ fn context_rules_follow_fi_endpoint() {
     let wire = Wire::new();
     let (dev_a, _dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
     let nic = Igb::new(dev_a.platform()).unwrap();
-    let paths = [PathSlot::<Nic0, D>::EMPTY; 4];
-    let cqs = [CqSlot::EMPTY; 1];
-    let avs = [AvSlot::EMPTY; 1];
-    let table = [AvEntry::EMPTY; 2];
-    let d = Domain::new(&nic, &paths, &cqs).with_avs(&avs);
+    let mut storage = Storage::<Nic0, D, 4, 1>::boxed();
+    let d = Domain::new(&nic, &mut storage);
     let caps = nic.capabilities();
     let too_many = SepAttr {
         tx_ctx_cnt: caps.tx_queues + 1,
@@ -215,7 +205,7 @@ fn context_rules_follow_fi_endpoint() {
         Some(Error::NoAv),
         "contexts need the AV bound first"
     );
-    let av = d.open_av(&table).unwrap();
+    let av = d.open_av(&AvAttr::default()).unwrap();
     sep.bind_av(&av).unwrap();
     assert_eq!(sep.bind_av(&av), Err(Error::Inval));
     assert_eq!(
@@ -268,9 +258,8 @@ fn several_receive_contexts_need_a_nic_that_steers_by_address() {
     let dev = EmuE1000e::new(config);
     let nic = ringfab_e1000e::E1000e::new(dev.platform()).unwrap();
     assert_eq!(nic.capabilities().rx_mac_queues, 0);
-    let paths = [PathSlot::<ringfab_e1000e::E1000e<EmuPlatform>, D>::EMPTY; 2];
-    let cqs = [CqSlot::EMPTY; 1];
-    let d = Domain::new(&nic, &paths, &cqs);
+    let mut storage = Storage::<ringfab_e1000e::E1000e<EmuPlatform>, D, 2, 1>::boxed();
+    let d = Domain::new(&nic, &mut storage);
     let two = SepAttr {
         rx_ctx_cnt: 2,
         ..SepAttr::default()

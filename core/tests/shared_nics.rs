@@ -6,19 +6,18 @@
 
 mod common;
 use common::*;
-use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cq::entry::{Data, DataEntry, OpContext};
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::ep::EpAttr;
 use ringfab::flags::BindFlags;
 use ringfab::hal::Nic;
-use ringfab::mr::{Buf, MrSlot};
-use ringfab::path::PathSlot;
+use ringfab::mr::Buf;
 use ringfab::proto::Encap;
 use ringfab::srx::SrxAttr;
 use ringfab::stx::StxAttr;
-use ringfab::Error;
+use ringfab::{Error, Storage};
 
 const D: usize = 64;
 const BUF: usize = 2048;
@@ -68,36 +67,24 @@ fn shared_contexts_work_alike_in_udp_encapsulation<T: TestNic>() {
 
 fn shared_contexts<T: TestNic>(encap: Encap) {
     let p = pair_of::<T>();
-    let (pa, pb) = (
-        [const { PathSlot::<T::Nic, D>::EMPTY }; 8],
-        [const { PathSlot::<T::Nic, D>::EMPTY }; 8],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; EPS], [CqSlot::EMPTY; EPS]);
-    let (ma, mb) = (
-        [const { MrSlot::<T::Nic>::EMPTY }; 1],
-        [const { MrSlot::<T::Nic>::EMPTY }; 1],
-    );
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
-    let mut aux = [[AuxEntry::EMPTY; 64]; 2 * EPS];
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(&p.nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let mut storage_a = Storage::<T::Nic, D, 8, EPS, 64, 1, 1, 4>::boxed();
+    let mut storage_b = Storage::<T::Nic, D, 8, EPS, 64, 1, 1, 4>::boxed();
+    let da = Domain::new(&p.nic_a, &mut storage_a);
+    let db = Domain::new(&p.nic_b, &mut storage_b);
     let attr = CqAttr {
         size: 64,
-        format: CqFormat::Data,
         ..CqAttr::default()
     };
-    let [x0, x1, y0, y1] = &mut aux;
     let cqs_a = [
-        da.open_cq::<Data>(&attr, x0).unwrap(),
-        da.open_cq::<Data>(&attr, x1).unwrap(),
+        da.open_cq::<Data>(&attr).unwrap(),
+        da.open_cq::<Data>(&attr).unwrap(),
     ];
     let cqs_b = [
-        db.open_cq::<Data>(&attr, y0).unwrap(),
-        db.open_cq::<Data>(&attr, y1).unwrap(),
+        db.open_cq::<Data>(&attr).unwrap(),
+        db.open_cq::<Data>(&attr).unwrap(),
     ];
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let stx = da
         .stx_context(&StxAttr {
             encap,

@@ -4,17 +4,16 @@
 
 mod common;
 use common::*;
-use ringfab::av::{AvEntry, AvSlot, EpAddr, FiAddr};
+use ringfab::av::{AvAttr, EpAddr, FiAddr};
 use ringfab::cntr::{Counter, CounterAttr, WaitObj};
 use ringfab::cq::entry::{Data, DataEntry, OpContext};
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::ep::EpAttr;
 use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
-use ringfab::path::PathSlot;
 use ringfab::proto::HEADER_LEN;
 use ringfab::srx::SrxAttr;
-use ringfab::Error;
+use ringfab::{Error, Storage};
 use ringfab_emu::Wire;
 
 const D: usize = 64;
@@ -26,7 +25,6 @@ type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Igb0, D, Data>;
 fn cq_attr() -> CqAttr {
     CqAttr {
         size: 64,
-        format: CqFormat::Data,
         ..CqAttr::default()
     }
 }
@@ -58,9 +56,6 @@ fn drain(wire: &Wire, cq: &Cq<'_, '_, '_>) -> Vec<([u8; 2], usize, FiAddr)> {
 #[test]
 fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
     let p = pair();
-    let (ta, tb) = ([AvEntry::EMPTY; 8], [AvEntry::EMPTY; 2]);
-    let mut auxa = [AuxEntry::EMPTY; 64];
-    let mut auxb = [[AuxEntry::EMPTY; 64]; EPS];
     let counter = Counter::open(
         &CounterAttr {
             wait_obj: WaitObj::None,
@@ -80,14 +75,12 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
     .unwrap();
     let counters = [&counter, &bytes];
     two_domains!(p, 1, EPS, &[], &counters => da, db);
-    let cq_a = da.open_cq::<Data>(&cq_attr(), &mut auxa).unwrap();
-    let [b0, b1, b2, b3] = &mut auxb;
-    let cqs: Vec<Cq<'_, '_, '_>> = [b0, b1, b2, b3]
-        .into_iter()
-        .map(|aux| db.open_cq::<Data>(&cq_attr(), aux).unwrap())
+    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cqs: Vec<Cq<'_, '_, '_>> = (0..EPS)
+        .map(|_| db.open_cq::<Data>(&cq_attr()).unwrap())
         .collect();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let srx = db.srx_context(&SrxAttr::default()).unwrap();
     assert_eq!(srx.mac(), MAC_B, "queue 0: the station address");
 
@@ -201,16 +194,12 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
 #[test]
 fn an_endpoint_leaving_gives_its_unread_receives_back_to_the_shared_context() {
     let p = pair();
-    let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 2]);
-    let mut auxa = [AuxEntry::EMPTY; 64];
-    let mut auxb = [[AuxEntry::EMPTY; 64]; 2];
     two_domains!(p, 1, 2, &[], &[] => da, db);
-    let cq_a = da.open_cq::<Data>(&cq_attr(), &mut auxa).unwrap();
-    let [b0, b1] = &mut auxb;
-    let cq0 = db.open_cq::<Data>(&cq_attr(), b0).unwrap();
-    let cq1 = db.open_cq::<Data>(&cq_attr(), b1).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq0 = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq1 = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let srx = db.srx_context(&SrxAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
@@ -269,15 +258,11 @@ fn an_endpoint_leaving_gives_its_unread_receives_back_to_the_shared_context() {
 #[test]
 fn bind_and_close_rules_follow_fi_endpoint() {
     let p = pair();
-    let pb = [const { PathSlot::<Igb0, D>::EMPTY }; 8];
-    let cb = [CqSlot::EMPTY; 1];
-    let vb = [AvSlot::EMPTY; 2];
-    let (t0, t1) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-    let mut auxb = [AuxEntry::EMPTY; 64];
-    let db = Domain::new(&p.nic_b, &pb, &cb).with_avs(&vb);
-    let cq = db.open_cq::<Data>(&cq_attr(), &mut auxb).unwrap();
-    let av = db.open_av(&t0).unwrap();
-    let other_av = db.open_av(&t1).unwrap();
+    let mut storage = Storage::<Igb0, D, 8, 1, 64, 0, 2, 2>::boxed();
+    let db = Domain::new(&p.nic_b, &mut storage);
+    let cq = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av = db.open_av(&AvAttr::default()).unwrap();
+    let other_av = db.open_av(&AvAttr::default()).unwrap();
     assert_eq!(
         db.srx_context(&SrxAttr {
             op_flags: OpFlags::MULTI_RECV,
@@ -360,22 +345,16 @@ fn bind_and_close_rules_follow_fi_endpoint() {
 #[test]
 fn a_blocked_sread_finds_a_message_received_through_a_shared_context() {
     let p = pair();
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-    let mut aux_a = [AuxEntry::EMPTY; 64];
-    let mut aux_b = [AuxEntry::EMPTY; 64];
     two_domains!(p, 1, 1, &[], &[] => da, db);
-    let cq_a = da.open_cq::<Data>(&cq_attr(), &mut aux_a).unwrap();
+    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq_b = db
-        .open_cq::<Data>(
-            &CqAttr {
-                wait_obj: WaitObj::Unspec,
-                ..cq_attr()
-            },
-            &mut aux_b,
-        )
+        .open_cq::<Data>(&CqAttr {
+            wait_obj: WaitObj::Unspec,
+            ..cq_attr()
+        })
         .unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let srx = db.srx_context(&SrxAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
@@ -433,14 +412,11 @@ fn a_blocked_sread_finds_a_message_received_through_a_shared_context() {
 #[test]
 fn cancel_hands_a_waiting_receive_back_and_leaves_the_others_posted() {
     let p = pair();
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-    let mut aux_a = [AuxEntry::EMPTY; 64];
-    let mut aux_b = [AuxEntry::EMPTY; 64];
     two_domains!(p, 1, 1, &[], &[] => da, db);
-    let cq_a = da.open_cq::<Data>(&cq_attr(), &mut aux_a).unwrap();
-    let cq_b = db.open_cq::<Data>(&cq_attr(), &mut aux_b).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let srx = db.srx_context(&SrxAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)

@@ -4,19 +4,17 @@
 
 mod common;
 use common::*;
-use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cntr::{Counter, CounterAttr, WaitObj};
 use ringfab::cq::entry::{Data, DataEntry, OpContext};
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
 use ringfab::hal::Nic;
-use ringfab::mr::MrSlot;
-use ringfab::path::PathSlot;
 use ringfab::proto::HEADER_LEN;
 use ringfab::stx::StxAttr;
-use ringfab::Error;
+use ringfab::{Error, Storage};
 use ringfab_emu::Wire;
 
 const D: usize = 64;
@@ -28,7 +26,6 @@ type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Igb0, D, Data>;
 fn cq_attr() -> CqAttr {
     CqAttr {
         size: 64,
-        format: CqFormat::Data,
         ..CqAttr::default()
     }
 }
@@ -81,9 +78,6 @@ fn receive<'s, 'n>(
 #[test]
 fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_order() {
     let p = pair();
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 8]);
-    let mut auxa = [[AuxEntry::EMPTY; 64]; EPS];
-    let mut auxb = [AuxEntry::EMPTY; 64];
     let counter = Counter::open(
         &CounterAttr {
             wait_obj: WaitObj::None,
@@ -94,14 +88,12 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
     .unwrap();
     let counters = [&counter];
     two_domains!(p, EPS, 1, &counters, &[] => da, db);
-    let [a0, a1, a2, a3] = &mut auxa;
-    let cqs: Vec<Cq<'_, '_, '_>> = [a0, a1, a2, a3]
-        .into_iter()
-        .map(|aux| da.open_cq::<Data>(&cq_attr(), aux).unwrap())
+    let cqs: Vec<Cq<'_, '_, '_>> = (0..EPS)
+        .map(|_| da.open_cq::<Data>(&cq_attr()).unwrap())
         .collect();
-    let cq_b = db.open_cq::<Data>(&cq_attr(), &mut auxb).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let stx = da.stx_context(&StxAttr::default()).unwrap();
 
     let mut eps = Vec::new();
@@ -199,18 +191,13 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
 #[test]
 fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
     let p = pair();
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 8]);
-    let mut auxa = [[AuxEntry::EMPTY; 64]; EPS];
-    let mut auxb = [AuxEntry::EMPTY; 64];
     two_domains!(p, EPS, 1, &[], &[] => da, db);
-    let [a0, a1, a2, a3] = &mut auxa;
-    let cqs: Vec<Cq<'_, '_, '_>> = [a0, a1, a2, a3]
-        .into_iter()
-        .map(|aux| da.open_cq::<Data>(&cq_attr(), aux).unwrap())
+    let cqs: Vec<Cq<'_, '_, '_>> = (0..EPS)
+        .map(|_| da.open_cq::<Data>(&cq_attr()).unwrap())
         .collect();
-    let cq_b = db.open_cq::<Data>(&cq_attr(), &mut auxb).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let stx = da
         .stx_context(&StxAttr {
             tx_queue: 1,
@@ -304,15 +291,10 @@ fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
 #[test]
 fn bind_and_close_rules_follow_fi_endpoint() {
     let p = pair();
-    let pa = [const { PathSlot::<Igb0, D>::EMPTY }; 8];
-    let ca = [CqSlot::EMPTY; 2];
-    let va = [AvSlot::EMPTY; 1];
-    let ta = [AvEntry::EMPTY; 2];
-    let mut aux = [[AuxEntry::EMPTY; 64]; 2];
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_avs(&va);
-    let [aux0, _] = &mut aux;
-    let cq = da.open_cq::<Data>(&cq_attr(), aux0).unwrap();
-    let av = da.open_av(&ta).unwrap();
+    let mut storage = Storage::<Igb0, D, 8, 2, 64, 0, 1, 2>::boxed();
+    let da = Domain::new(&p.nic_a, &mut storage);
+    let cq = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let av = da.open_av(&AvAttr::default()).unwrap();
     assert_eq!(
         da.stx_context(&StxAttr {
             op_flags: OpFlags::MULTI_RECV,
@@ -386,16 +368,12 @@ fn bind_and_close_rules_follow_fi_endpoint() {
 #[test]
 fn cancel_and_inject_on_a_shared_queue_touch_only_the_acting_endpoint() {
     let p = pair();
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 8]);
-    let mut auxa = [[AuxEntry::EMPTY; 64]; 2];
-    let mut auxb = [AuxEntry::EMPTY; 64];
     two_domains!(p, 2, 1, &[], &[] => da, db);
-    let [a0, a1] = &mut auxa;
-    let mut cq0 = da.open_cq::<Data>(&cq_attr(), a0).unwrap();
-    let cq1 = da.open_cq::<Data>(&cq_attr(), a1).unwrap();
-    let cq_b = db.open_cq::<Data>(&cq_attr(), &mut auxb).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
-    let av_b = db.open_av(&tb).unwrap();
+    let mut cq0 = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq1 = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
     let stx = da.stx_context(&StxAttr::default()).unwrap();
     let mut eps = Vec::new();
     for (i, cq) in [&cq0, &cq1].into_iter().enumerate() {
@@ -466,17 +444,11 @@ fn cancel_and_inject_on_a_shared_queue_touch_only_the_acting_endpoint() {
 #[test]
 fn a_critical_fault_of_the_shared_queue_disables_every_endpoint_on_it() {
     let p = pair();
-    let pa = [const { PathSlot::<Igb0, D>::EMPTY }; 8];
-    let ca = [CqSlot::EMPTY; 2];
-    let ma = [const { MrSlot::<Igb0>::EMPTY }; 1];
-    let va = [AvSlot::EMPTY; 1];
-    let ta = [AvEntry::EMPTY; 2];
-    let mut auxa = [[AuxEntry::EMPTY; 64]; 2];
-    let da = Domain::new(&p.nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let [a0, a1] = &mut auxa;
-    let mut cq0 = da.open_cq::<Data>(&cq_attr(), a0).unwrap();
-    let cq1 = da.open_cq::<Data>(&cq_attr(), a1).unwrap();
-    let av_a = da.open_av(&ta).unwrap();
+    let mut storage = Storage::<Igb0, D, 8, 2, 64, 1, 1, 2>::boxed();
+    let da = Domain::new(&p.nic_a, &mut storage);
+    let mut cq0 = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq1 = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
     let stx = da.stx_context(&StxAttr::default()).unwrap();
     let mut eps = Vec::new();
     for (i, cq) in [&cq0, &cq1].into_iter().enumerate() {

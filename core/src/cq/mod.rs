@@ -17,9 +17,6 @@
 //!   credits, overrun and close.
 //! * [`wait`]: blocking — `sread`, `signal`, `control(GetWait)`, wait objects, one MSI-X
 //!   vector per CQ, and [`WaitSet`].
-//!
-//! Still to come: `readfrom`/`sreadfrom` (need endpoints and address vectors);
-//! `docs/semantics.md` (`## fi_cq`) lists what they must do.
 
 pub mod attr;
 pub mod entry;
@@ -33,5 +30,5 @@ pub use entry::{
     BufAddr, ContextEntry, CqFormat, DataEntry, ErrEntry, ErrEntryAbi, Format, MsgEntry, OpContext,
     TaggedEntry,
 };
-pub use queue::{AuxEntry, CompletionQueue, CqSlot};
+pub use queue::CompletionQueue;
 pub use wait::{CqControl, WaitSet};

@@ -31,9 +31,9 @@
 //!
 //! # Storage
 //!
-//! The aux queue is a caller-provided `&'s mut [AuxEntry]` given to
-//! [`Domain::open_cq`](crate::domain::Domain::open_cq) — per CQ, so CQs of different sizes do
-//! not all pay for the largest (a const generic in the slot would). The CQ-owned `err_data`
+//! Each CQ slot of the domain's [`Storage`](crate::storage::Storage) has an aux queue of the
+//! storage's `CQ_SIZE` entries (a `heapless` deque), which bounds the size a CQ can be opened
+//! with ([`Capacity::CqSize`]). The CQ-owned `err_data`
 //! buffer of `fi_cq_readerr` lives in the handle, so the borrow `readerr` returns keeps `read`
 //! from running while the application looks at it.
 
@@ -41,6 +41,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
+use heapless::deque::DequeView;
 use spin::Mutex;
 
 use super::attr::ResolvedCqAttr;
@@ -54,24 +55,14 @@ use crate::flags::{BindFlags, CompletionFlags};
 use crate::hal::Nic;
 use crate::mr::{owner_of, Buf, Iov, MrSlot, RawBuf};
 use crate::path::{release, ErrRecord, Outcome, Path, PathSlot, PathState, Plain, Sink, NO_CQ};
+use crate::storage::Capacity;
 use crate::{Error, Result};
 
-/// What an aux-queue slot holds.
+/// What an aux-queue slot holds: a completion polled but not yet delivered, or an error.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum AuxItem {
-    Empty,
+pub(crate) enum AuxItem {
     Ok(Completion),
     Err(ErrRecord),
-}
-
-/// One entry of a CQ's aux queue. Make the storage with [`AuxEntry::EMPTY`]:
-/// `[AuxEntry::EMPTY; 64]`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct AuxEntry(AuxItem);
-
-impl AuxEntry {
-    /// An unused entry.
-    pub const EMPTY: AuxEntry = AuxEntry(AuxItem::Empty);
 }
 
 /// Where `read` puts what it delivers: the entries, and optionally their sources and owned
@@ -225,35 +216,29 @@ impl<F: Format, N: Nic> Sink for ReadSink<'_, '_, '_, F, N> {
     }
 }
 
-/// The aux queue: a ring over the caller's slice, `cap` (the CQ's size) entries used.
+/// The aux queue: the storage's fixed-capacity deque of the slot, `cap` (the CQ's size) entries
+/// of it used.
 struct Aux<'s> {
-    slots: &'s mut [AuxEntry],
-    head: usize,
-    len: usize,
+    q: &'s mut DequeView<AuxItem>,
     cap: usize,
 }
 
 impl Aux<'_> {
     fn front(&self) -> Option<AuxItem> {
-        (self.len > 0).then(|| self.slots[self.head].0)
+        self.q.front().copied()
     }
 
     fn pop(&mut self) {
-        if self.len > 0 {
-            self.slots[self.head] = AuxEntry::EMPTY;
-            self.head = (self.head + 1) % self.cap;
-            self.len -= 1;
-        }
+        self.q.pop_front();
+    }
+
+    fn len(&self) -> usize {
+        self.q.storage_len()
     }
 
     /// Appends `item`; `false` if full.
     fn push(&mut self, item: AuxItem) -> bool {
-        if self.len == self.cap {
-            return false;
-        }
-        self.slots[(self.head + self.len) % self.cap] = AuxEntry(item);
-        self.len += 1;
-        true
+        self.len() < self.cap && self.q.push_back(item).is_ok()
     }
 }
 
@@ -275,8 +260,8 @@ impl CqState<'_> {
     }
 }
 
-/// One slot of the domain's CQ slab. Make them with [`CqSlot::EMPTY`]: `[CqSlot::EMPTY; 2]`.
-pub struct CqSlot<'s> {
+/// One slot of the domain's CQ table (in its [`Storage`](crate::storage::Storage)).
+pub(crate) struct CqSlot<'s> {
     state: Mutex<Option<CqState<'s>>>,
     /// Completions the CQ can still promise (size − owed).
     credits: AtomicUsize,
@@ -291,15 +276,18 @@ pub struct CqSlot<'s> {
     pub(super) set: AtomicU32,
     /// Threads blocked on the CQ, and `signal`s.
     pub(super) sleepers: Mutex<Sleepers>,
+    /// The slot's aux queue while the CQ is closed (the open CQ's state holds it otherwise);
+    /// given once by the [`Storage`](crate::storage::Storage) the slot lives in.
+    home: Mutex<Option<&'s mut DequeView<AuxItem>>>,
 }
 
 impl<'s> CqSlot<'s> {
     /// A free slot.
     #[allow(
         clippy::declare_interior_mutable_const,
-        reason = "a fresh slot per use is the point: `[CqSlot::EMPTY; N]` builds the slab"
+        reason = "a fresh slot per use is the point: the storage's table is built of them"
     )]
-    pub const EMPTY: Self = CqSlot {
+    pub(crate) const EMPTY: Self = CqSlot {
         state: Mutex::new(None),
         credits: AtomicUsize::new(0),
         binds: AtomicUsize::new(0),
@@ -307,20 +295,31 @@ impl<'s> CqSlot<'s> {
         vector: AtomicU32::new(NO_VECTOR),
         set: AtomicU32::new(NO_SET),
         sleepers: Mutex::new(Sleepers::NEW),
+        home: Mutex::new(None),
     };
 
-    /// Opens the slot with `size` credits and aux storage `aux`, or hands `aux` back if the
-    /// slot is in use.
-    pub(crate) fn try_open(
-        &self,
-        size: usize,
-        aux: &'s mut [AuxEntry],
-    ) -> core::result::Result<(), &'s mut [AuxEntry]> {
+    /// Gives the slot its aux queue (once, when the storage is attached to its domain).
+    pub(crate) fn give_aux(&self, q: &'s mut DequeView<AuxItem>) {
+        *self.home.lock() = Some(q);
+    }
+
+    /// Opens the slot with `size` credits.
+    ///
+    /// # Errors
+    /// `Ok(false)` if the slot is in use; `Full(CqSize)` if its aux queue holds fewer than
+    /// `size` entries.
+    pub(crate) fn try_open(&self, size: usize) -> Result<bool> {
         let mut guard = self.state.lock();
+        let mut home = self.home.lock();
         if guard.is_some() {
-            return Err(aux);
+            return Ok(false);
         }
-        aux.fill(AuxEntry::EMPTY);
+        let q = home.take().ok_or(Error::Full(Capacity::CqSize))?;
+        if q.storage_capacity() < size {
+            *home = Some(q);
+            return Err(Error::Full(Capacity::CqSize));
+        }
+        q.clear();
         self.credits.store(size, Ordering::Release);
         self.binds.store(0, Ordering::Release);
         self.overrun.store(false, Ordering::Release);
@@ -328,15 +327,18 @@ impl<'s> CqSlot<'s> {
         self.set.store(NO_SET, Ordering::Release);
         *self.sleepers.lock() = Sleepers::NEW;
         *guard = Some(CqState {
-            aux: Aux {
-                slots: aux,
-                head: 0,
-                len: 0,
-                cap: size,
-            },
+            aux: Aux { q, cap: size },
             next: 0,
         });
-        Ok(())
+        Ok(true)
+    }
+
+    /// Closes the slot's CQ state, keeping its aux queue for the next open.
+    fn close_state(&self, state: &mut Option<CqState<'s>>) {
+        if let Some(st) = state.take() {
+            st.aux.q.clear();
+            *self.home.lock() = Some(st.aux.q);
+        }
     }
 
     /// Reserves the credit of one operation about to be posted.
@@ -852,20 +854,17 @@ impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, '_, N, 
             if let Some(st) = guard.as_mut() {
                 while let Some(item) = st.aux.front() {
                     let c = match item {
-                        AuxItem::Ok(c) => Some(c),
-                        AuxItem::Err(e) => Some(e.completion),
-                        AuxItem::Empty => None,
+                        AuxItem::Ok(c) => c,
+                        AuxItem::Err(e) => e.completion,
                     };
-                    if let Some(c) = c {
-                        release(self.domain.mrs(), c.owned);
-                        for raw in c.extra {
-                            release(self.domain.mrs(), raw);
-                        }
+                    release(self.domain.mrs(), c.owned);
+                    for raw in c.extra {
+                        release(self.domain.mrs(), raw);
                     }
                     st.aux.pop();
                 }
             }
-            *guard = None;
+            slot.close_state(&mut guard);
             slot.credits.store(0, Ordering::Release);
             slot.vector.store(NO_VECTOR, Ordering::SeqCst);
             slot.set.store(NO_SET, Ordering::Release);
@@ -922,11 +921,11 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
             }
             Some(AuxItem::Err(_)) if n == 0 => return Err(Error::Avail),
             Some(AuxItem::Err(_)) => return Ok(n),
-            Some(AuxItem::Empty) | None => break,
+            None => break,
         }
     }
     // Hardware is polled only behind an empty aux queue, so nothing overtakes what it holds.
-    if st.aux.len > 0 {
+    if st.aux.len() > 0 {
         return Ok(n);
     }
 
@@ -972,9 +971,9 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
         pslot.publish_fault(ps);
     }
 
-    if n > 0 || (cap == 0 && st.aux.len > 0) {
+    if n > 0 || (cap == 0 && st.aux.len() > 0) {
         Ok(n)
-    } else if st.aux.len > 0 {
+    } else if st.aux.len() > 0 {
         // Nothing delivered and something queued: an error is at the head.
         Err(Error::Avail)
     } else if slot.overrun.load(Ordering::Acquire) {

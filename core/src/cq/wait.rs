@@ -42,12 +42,13 @@ use core::time::Duration;
 use spin::Mutex;
 
 use super::attr::{CqAttr, CqLimits, WaitCond, WaitObj, WaitSetId};
-use super::entry::{Context, Format};
-use super::queue::{read_delivered, read_raw, AuxEntry, CompletionQueue, Delivery};
+use super::entry::{Context, CqFormat, Format};
+use super::queue::{read_delivered, read_raw, CompletionQueue, Delivery};
 use crate::av::FiAddr;
 use crate::cntr::{block_until, Clock};
 use crate::domain::Domain;
 use crate::hal::{self, Nic, RawWait, Wait, WaitOutcome};
+use crate::storage::Capacity;
 use crate::{Error, Result};
 
 /// Empty wake-ups (`WAIT_QUANTUM` each, 10 ms) of a blocked `sread` between two checks of the
@@ -225,7 +226,6 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     pub(crate) fn open(
         domain: &'d Domain<'s, 'n, N, D>,
         attr: &CqAttr,
-        aux: &'s mut [AuxEntry],
         set: Option<WaitSetId>,
     ) -> Result<Self> {
         // Whether the handle is a file descriptor is known only once the CQ has one (below);
@@ -234,6 +234,14 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             fd_wait: true,
             wait_sets: true,
             ..domain.cq_limits()
+        };
+        // The format is stated once, by `F`: an attribute that leaves it unspecified takes it.
+        let attr = CqAttr {
+            format: match attr.format {
+                CqFormat::Unspec => F::FORMAT,
+                f => f,
+            },
+            ..*attr
         };
         let resolved = attr.validate(limits)?;
         if resolved.format() != F::FORMAT {
@@ -245,22 +253,14 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             // that does not ask for it: the wait set it names is not the one at hand.
             return Err(Error::Inval);
         }
-        if aux.len() < resolved.size() {
-            return Err(Error::TooSmall);
-        }
-        let mut aux = aux;
         let mut index = None;
         for (i, slot) in domain.cqs().iter().enumerate() {
-            match slot.try_open(resolved.size(), aux) {
-                Ok(()) => {
-                    index = Some(i);
-                    break;
-                }
-                // The slot is in use and handed `aux` back untouched: try the next.
-                Err(back) => aux = back,
+            if slot.try_open(resolved.size())? {
+                index = Some(i);
+                break;
             }
         }
-        let index = index.ok_or(Error::NoMem)?;
+        let index = index.ok_or(Error::Full(Capacity::Cqs))?;
         // From here on, dropping `cq` on an error frees the slot (and its vector) again.
         let mut cq = CompletionQueue::new(domain, index, resolved);
         if resolved.needs_wait_handle() || in_set {
@@ -273,7 +273,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
                     cq.slot().vector.store(NO_VECTOR, Ordering::SeqCst);
                 }
                 Some(Err(e)) => return Err(e),
-                None => return Err(Error::NoMem),
+                None => return Err(Error::Full(Capacity::Vectors)),
             }
         }
         if resolved.wait_obj() == WaitObj::Fd
@@ -570,9 +570,8 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
     pub fn open_cq<F: Format>(
         &self,
         attr: &CqAttr,
-        aux: &'s mut [AuxEntry],
     ) -> Result<CompletionQueue<'d, 's, 'n, N, D, F>> {
-        let cq = CompletionQueue::open(self.domain, attr, aux, Some(self.id))?;
+        let cq = CompletionQueue::open(self.domain, attr, Some(self.id))?;
         if let (Some(w), Some(v)) = (cq.wait.as_ref(), cq.interrupt_vector()) {
             self.set.add(w)?;
             *self.members.lock() |= 1u64.checked_shl(u32::from(v)).unwrap_or(0);

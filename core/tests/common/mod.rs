@@ -246,9 +246,9 @@ macro_rules! on_every_nic {
 )]
 pub(crate) use on_every_nic;
 
-/// Memory that lives for ever, as safe registration asks.
-pub(crate) fn memory(len: usize) -> &'static mut [u8] {
-    Box::leak(vec![0u8; len].into_boxed_slice())
+/// Memory for a registration to own.
+pub(crate) fn memory(len: usize) -> Vec<u8> {
+    vec![0u8; len]
 }
 
 /// Wall-clock time since the clock was made (`ringfab::Clock` for waits).
@@ -265,36 +265,18 @@ pub(crate) fn clock() -> StdClock {
     StdClock(Instant::now())
 }
 
-/// Domains `$da` over `$p.nic_a` and `$db` over `$p.nic_b` (82576s) with the slabs the
-/// shared-context tests use: 8 path slots each, `$ncq_a` and `$ncq_b` CQ slots, one MR and one
-/// AV slot each, and the counters given.
+/// Domains `$da` over `$p.nic_a` and `$db` over `$p.nic_b` (82576s) with the storage the
+/// shared-context tests use: 8 hardware queues each, `$ncq_a` and `$ncq_b` CQs of up to 1024
+/// entries, one MR and one AV each, and the counters given.
 #[allow(unused_macros, reason = "used by the shared-context tests only")]
 macro_rules! two_domains {
     ($p:ident, $ncq_a:expr, $ncq_b:expr, $cntrs_a:expr, $cntrs_b:expr => $da:ident, $db:ident) => {
-        let paths = (
-            [const { ringfab::path::PathSlot::<Igb0, D>::EMPTY }; 8],
-            [const { ringfab::path::PathSlot::<Igb0, D>::EMPTY }; 8],
+        let mut storage = (
+            ringfab::Storage::<Igb0, D, 8, $ncq_a, 1024, 1, 1>::boxed(),
+            ringfab::Storage::<Igb0, D, 8, $ncq_b, 1024, 1, 1>::boxed(),
         );
-        let cq_slots = (
-            [ringfab::cq::CqSlot::EMPTY; $ncq_a],
-            [ringfab::cq::CqSlot::EMPTY; $ncq_b],
-        );
-        let mr_slots = (
-            [const { ringfab::mr::MrSlot::<Igb0>::EMPTY }; 1],
-            [const { ringfab::mr::MrSlot::<Igb0>::EMPTY }; 1],
-        );
-        let av_slots = (
-            [ringfab::av::AvSlot::EMPTY; 1],
-            [ringfab::av::AvSlot::EMPTY; 1],
-        );
-        let $da = ringfab::domain::Domain::new(&$p.nic_a, &paths.0, &cq_slots.0)
-            .with_mrs(&mr_slots.0)
-            .with_avs(&av_slots.0)
-            .with_counters($cntrs_a);
-        let $db = ringfab::domain::Domain::new(&$p.nic_b, &paths.1, &cq_slots.1)
-            .with_mrs(&mr_slots.1)
-            .with_avs(&av_slots.1)
-            .with_counters($cntrs_b);
+        let $da = ringfab::domain::Domain::new(&$p.nic_a, &mut storage.0).with_counters($cntrs_a);
+        let $db = ringfab::domain::Domain::new(&$p.nic_b, &mut storage.1).with_counters($cntrs_b);
     };
 }
 #[allow(unused_imports, reason = "used by the shared-context tests only")]

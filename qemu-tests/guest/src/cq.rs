@@ -4,12 +4,12 @@
 use std::time::Instant;
 
 use ringfab::cq::entry::{ErrEntry, Msg, MsgEntry, OpContext};
-use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{DmaRegion, Nic as _, RxBuffer, RxConfig, TxConfig, TxSegment};
-use ringfab::path::{PathSlot, RecvPost, SendPost};
-use ringfab::Error;
+use ringfab::path::{RecvPost, SendPost};
+use ringfab::{Error, Storage};
 
 use crate::frames::frame;
 use crate::guest::{Ctx, Nic, Outcome};
@@ -56,23 +56,16 @@ fn drain(
 pub(crate) fn reads_completions_from_real_rings(ctx: &mut Ctx) -> Outcome {
     let (a, b) = ctx.nics()?;
     let err = |what: &'static str| move |e: Error| format!("{what}: {e}");
-    let mut aux_a = [AuxEntry::EMPTY; 16];
-    let mut aux_b = [AuxEntry::EMPTY; 16];
-    let (paths_a, paths_b) = ([PathSlot::EMPTY; 1], [PathSlot::EMPTY; 1]);
-    let (cqs_a, cqs_b) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let dom_a: Domain<'_, '_, Nic, DEPTH> = Domain::new(a, &paths_a, &cqs_a);
-    let dom_b: Domain<'_, '_, Nic, DEPTH> = Domain::new(b, &paths_b, &cqs_b);
+    let mut storage_a = Storage::<Nic, DEPTH, 1, 1, 16>::boxed();
+    let mut storage_b = Storage::<Nic, DEPTH, 1, 1, 16>::boxed();
+    let dom_a = Domain::new(a, &mut storage_a);
+    let dom_b = Domain::new(b, &mut storage_b);
     let attr = CqAttr {
         size: 16,
-        format: CqFormat::Msg,
         ..CqAttr::default()
     };
-    let mut cq_a = dom_a
-        .open_cq::<Msg>(&attr, &mut aux_a)
-        .map_err(err("open_cq A"))?;
-    let mut cq_b = dom_b
-        .open_cq::<Msg>(&attr, &mut aux_b)
-        .map_err(err("open_cq B"))?;
+    let mut cq_a = dom_a.open_cq::<Msg>(&attr).map_err(err("open_cq A"))?;
+    let mut cq_b = dom_b.open_cq::<Msg>(&attr).map_err(err("open_cq B"))?;
     let tx = dom_a
         .open_tx(0, TxConfig::default())
         .map_err(err("open_tx"))?;
@@ -188,17 +181,13 @@ pub(crate) fn reads_completions_from_real_rings(ctx: &mut Ctx) -> Outcome {
 pub(crate) fn cancel_flushes_a_real_queue(ctx: &mut Ctx) -> Outcome {
     let (a, b) = ctx.nics()?;
     let err = |what: &'static str| move |e: Error| format!("{what}: {e}");
-    let mut aux = [AuxEntry::EMPTY; 16];
-    let (paths, cqs) = ([PathSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let dom: Domain<'_, '_, Nic, DEPTH> = Domain::new(b, &paths, &cqs);
+    let mut storage = Storage::<Nic, DEPTH, 1, 1, 16>::boxed();
+    let dom = Domain::new(b, &mut storage);
     let attr = CqAttr {
         size: 16,
-        format: CqFormat::Msg,
         ..CqAttr::default()
     };
-    let mut cq = dom
-        .open_cq::<Msg>(&attr, &mut aux)
-        .map_err(err("open_cq"))?;
+    let mut cq = dom.open_cq::<Msg>(&attr).map_err(err("open_cq"))?;
     let rx = dom
         .open_rx(0, RxConfig::new(BUF as u32))
         .map_err(err("open_rx"))?;

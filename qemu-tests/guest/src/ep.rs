@@ -3,26 +3,26 @@
 
 use std::time::Instant;
 
-use ringfab::av::{AddressVector, AvEntry, AvSlot, EpAddr, FiAddr};
+use ringfab::av::{AddressVector, AvAttr, EpAddr, FiAddr};
 use ringfab::cq::entry::{
     BufAddr, Context, ContextEntry, Data, DataEntry, ErrEntry, Format, Msg, MsgEntry, OpContext,
     Tagged, TaggedEntry,
 };
 use ringfab::cq::strerror::ProvError;
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr, CqFormat};
 use ringfab::domain::Domain;
 use ringfab::ep::{Endpoint, EpAttr, EpOpt};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::Nic as _;
-use ringfab::mr::{Buf, MemoryRegion, MrSlot};
-use ringfab::path::PathSlot;
+use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::HEADER_LEN;
-use ringfab::Error;
+use ringfab::{Error, Storage};
 
 use crate::guest::{Ctx, Nic, Outcome};
 use crate::nic::{BUF, DEPTH, PATIENCE};
 
-/// Memory that lives for ever, as safe registration asks (a few pages per run), **page-aligned**:
+/// Memory that lives for ever (a few pages per run), **page-aligned**, which a `Vec` the region
+/// would own is not, so it is registered as `&'static mut [u8]`:
 /// buffers are carved from it in 2 KiB steps, so none straddles a 4 KiB page. On QEMU's igb a
 /// transmit buffer that crosses into a page not physically adjacent is silently dropped (test
 /// `qemu-tx-page-crossing`); with heap memory at an arbitrary offset, whether a message is
@@ -38,6 +38,10 @@ pub(crate) fn memory(len: usize) -> Result<&'static mut [u8], String> {
     // slice may live for ever; nothing else refers to it.
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
+
+/// One side's storage: an endpoint's two queues, one CQ of up to 64 entries, one registration,
+/// one address vector of 4 addresses.
+type EpStorage<'s, 'n> = Storage<'s, 'n, Nic, DEPTH, 2, 1, 64, 1, 1, 4>;
 
 type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Nic, DEPTH, Data>;
 /// One completion: entry, source address, buffer.
@@ -67,24 +71,16 @@ pub(crate) fn messages(ctx: &mut Ctx) -> Outcome {
     let e = |what: &'static str| move |err: Error| format!("{what}: {err}");
     let attr = CqAttr {
         size: 64,
-        format: CqFormat::Data,
         ..CqAttr::default()
     };
-    let (pa, pb) = (
-        [PathSlot::<Nic, DEPTH>::EMPTY; 2],
-        [PathSlot::<Nic, DEPTH>::EMPTY; 2],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = ([MrSlot::<Nic>::EMPTY; 1], [MrSlot::<Nic>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (mut auxa, mut auxb) = ([AuxEntry::EMPTY; 64], [AuxEntry::EMPTY; 64]);
-    let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
-    let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-    let cq_a = da.open_cq::<Data>(&attr, &mut auxa).map_err(e("CQ A"))?;
-    let cq_b = db.open_cq::<Data>(&attr, &mut auxb).map_err(e("CQ B"))?;
-    let av_a = da.open_av(&ta).map_err(e("AV A"))?;
-    let av_b = db.open_av(&tb).map_err(e("AV B"))?;
+    let mut storage_a = EpStorage::boxed();
+    let mut storage_b = EpStorage::boxed();
+    let da = Domain::new(nic_a, &mut storage_a);
+    let db = Domain::new(nic_b, &mut storage_b);
+    let cq_a = da.open_cq::<Data>(&attr).map_err(e("CQ A"))?;
+    let cq_b = db.open_cq::<Data>(&attr).map_err(e("CQ B"))?;
+    let av_a = da.open_av(&AvAttr::default()).map_err(e("AV A"))?;
+    let av_b = db.open_av(&AvAttr::default()).map_err(e("AV B"))?;
     let mut ep_a = da.endpoint(&EpAttr::default()).map_err(e("endpoint A"))?;
     let mut ep_b = db.endpoint(&EpAttr::default()).map_err(e("endpoint B"))?;
     for (ep, cq) in [(&mut ep_a, &cq_a), (&mut ep_b, &cq_b)] {
@@ -233,11 +229,10 @@ fn fail(what: &'static str) -> impl Fn(Error) -> String {
     move |err: Error| format!("{what}: {err}")
 }
 
-/// A CQ of `size` entries in `format`.
-fn cq_attr(format: CqFormat) -> CqAttr {
+/// A CQ of 64 entries (its format is the one `open_cq` names).
+fn cq_attr() -> CqAttr {
     CqAttr {
         size: 64,
-        format,
         ..CqAttr::default()
     }
 }
@@ -253,36 +248,25 @@ fn insert(av: &AddressVector<'_, '_, '_, Nic, DEPTH>, addr: EpAddr) -> Result<Fi
 
 /// One endpoint on each NIC, A's CQ in DATA format and B's in format `$f` (both bound for
 /// both directions), B's endpoint opened with `$attr_b`, both enabled, each side's AV holding
-/// the other's address (`$to_b` on A, `$to_a` on B). The slabs live in the caller's frame so
-/// the domains can borrow them.
+/// the other's address (`$to_b` on A, `$to_a` on B). The storages live in the caller's frame
+/// so the domains can borrow them (a function could not return a domain with its storage).
 macro_rules! endpoints {
     ($ctx:expr, $f:ty, $attr_b:expr => ($nic_a:ident, $nic_b:ident, $da:ident, $db:ident,
      $cq_a:ident, $cq_b:ident, $ep_a:ident, $ep_b:ident, $to_b:ident, $to_a:ident)) => {
         let ($nic_a, $nic_b) = $ctx.nics()?;
-        let (pa, pb) = (
-            [PathSlot::<Nic, DEPTH>::EMPTY; 2],
-            [PathSlot::<Nic, DEPTH>::EMPTY; 2],
-        );
-        let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-        let (ma, mb) = ([MrSlot::<Nic>::EMPTY; 1], [MrSlot::<Nic>::EMPTY; 1]);
-        let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-        let (mut auxa, mut auxb) = ([AuxEntry::EMPTY; 64], [AuxEntry::EMPTY; 64]);
-        let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
-        let $da = Domain::new($nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-        let $db = Domain::new($nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+        let mut storage_a = EpStorage::boxed();
+        let mut storage_b = EpStorage::boxed();
+        let $da = Domain::new($nic_a, &mut storage_a);
+        let $db = Domain::new($nic_b, &mut storage_b);
         #[allow(
             unused_mut,
             reason = "some tests read errors, which takes the CQ mutably"
         )]
-        let mut $cq_a = $da
-            .open_cq::<Data>(&cq_attr(CqFormat::Data), &mut auxa)
-            .map_err(fail("CQ A"))?;
+        let mut $cq_a = $da.open_cq::<Data>(&cq_attr()).map_err(fail("CQ A"))?;
         #[allow(unused_mut, reason = "as for A's")]
-        let mut $cq_b = $db
-            .open_cq::<$f>(&cq_attr(<$f as Format>::FORMAT), &mut auxb)
-            .map_err(fail("CQ B"))?;
-        let av_a = $da.open_av(&ta).map_err(fail("AV A"))?;
-        let av_b = $db.open_av(&tb).map_err(fail("AV B"))?;
+        let mut $cq_b = $db.open_cq::<$f>(&cq_attr()).map_err(fail("CQ B"))?;
+        let av_a = $da.open_av(&AvAttr::default()).map_err(fail("AV A"))?;
+        let av_b = $db.open_av(&AvAttr::default()).map_err(fail("AV B"))?;
         let mut $ep_a = $da
             .endpoint(&EpAttr::default())
             .map_err(fail("endpoint A"))?;

@@ -8,17 +8,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use ringfab::av::{AvEntry, AvSlot, EpAddr, FiAddr};
+use ringfab::av::{AvAttr, EpAddr, FiAddr};
 use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
-use ringfab::cq::{AuxEntry, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CompletionFlags};
 use ringfab::hal::Nic;
-use ringfab::mr::{Buf, MrSlot};
-use ringfab::path::PathSlot;
+use ringfab::mr::Buf;
 use ringfab::proto::{context_mac, Encap};
 use ringfab::sep::{CtxAttr, SepAttr};
-use ringfab::Error;
+use ringfab::{Error, Storage};
 
 use crate::ep::memory;
 use crate::guest::{Ctx, Outcome};
@@ -44,7 +43,6 @@ const POSTED: usize = 56;
 fn attr() -> CqAttr {
     CqAttr {
         size: 256,
-        format: CqFormat::Msg,
         ..CqAttr::default()
     }
 }
@@ -79,20 +77,23 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
     if !rss && caps.rx_mac_queues < CTX {
         return Err(format!("B steers {} queues by address", caps.rx_mac_queues));
     }
-    let (pa, pb) = (
-        [PathSlot::<N, DEPTH>::EMPTY; 8],
-        [PathSlot::<N, DEPTH>::EMPTY; 8],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 4], [CqSlot::EMPTY; 4]);
-    let (ma, mb) = ([MrSlot::<N>::EMPTY; 1], [MrSlot::<N>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
-    let mut aux_a: Vec<Vec<AuxEntry>> = (0..CTX).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
-    let mut aux_b: Vec<Vec<AuxEntry>> = (0..CTX).map(|_| vec![AuxEntry::EMPTY; 256]).collect();
-    let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
-    let av_a = da.open_av_rx(&ta, RX_BITS).map_err(fail("AV A"))?;
-    let av_b = db.open_av(&tb).map_err(fail("AV B"))?;
+    // Each side: 8 queues (4 contexts each way), 4 CQs of 256, 1 MR, 1 AV of 4 addresses.
+    let mut storage_a = Storage::<N, DEPTH, 8, 4, 256, 1, 1, 4>::boxed();
+    let mut storage_b = Storage::<N, DEPTH, 8, 4, 256, 1, 1, 4>::boxed();
+    let da = Domain::new(nic_a, &mut storage_a);
+    let db = Domain::new(nic_b, &mut storage_b);
+    let av_a = da
+        .open_av(&AvAttr {
+            count: 4,
+            rx_ctx_bits: RX_BITS,
+        })
+        .map_err(fail("AV A"))?;
+    let av_b = db
+        .open_av(&AvAttr {
+            count: 4,
+            ..AvAttr::default()
+        })
+        .map_err(fail("AV B"))?;
     let sep_attr = SepAttr {
         tx_ctx_cnt: CTX,
         rx_ctx_cnt: CTX,
@@ -117,12 +118,12 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
     let (to_b, to_a) = (to_b[0], to_a[0]);
 
     let mut cqs_a = Vec::new();
-    for aux in &mut aux_a {
-        cqs_a.push(da.open_cq::<Msg>(&attr(), aux).map_err(fail("CQ A"))?);
+    for _ in 0..CTX {
+        cqs_a.push(da.open_cq::<Msg>(&attr()).map_err(fail("CQ A"))?);
     }
     let mut cqs_b = Vec::new();
-    for aux in &mut aux_b {
-        cqs_b.push(db.open_cq::<Msg>(&attr(), aux).map_err(fail("CQ B"))?);
+    for _ in 0..CTX {
+        cqs_b.push(db.open_cq::<Msg>(&attr()).map_err(fail("CQ B"))?);
     }
     let (mut txs, mut rxs) = (Vec::new(), Vec::new());
     for i in 0..CTX {

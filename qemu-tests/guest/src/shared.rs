@@ -4,18 +4,16 @@
 
 use std::time::Instant;
 
-use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cq::entry::{Data, DataEntry, OpContext};
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::ep::EpAttr;
 use ringfab::flags::BindFlags;
-use ringfab::mr::MrSlot;
-use ringfab::path::PathSlot;
 use ringfab::proto::HEADER_LEN;
 use ringfab::srx::SrxAttr;
 use ringfab::stx::StxAttr;
-use ringfab::Error;
+use ringfab::{Error, Storage};
 
 use crate::ep::memory;
 use crate::guest::{Ctx, Nic, Outcome};
@@ -65,33 +63,24 @@ fn read_now<'s>(
 pub(crate) fn shared_contexts(ctx: &mut Ctx) -> Outcome {
     let (nic_a, nic_b) = ctx.nics()?;
     let fail = |what: &'static str| move |err: Error| format!("{what}: {err}");
-    let (pa, pb) = (
-        [PathSlot::<Nic, DEPTH>::EMPTY; 8],
-        [PathSlot::<Nic, DEPTH>::EMPTY; 8],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; EPS], [CqSlot::EMPTY; EPS]);
-    let (ma, mb) = ([MrSlot::<Nic>::EMPTY; 1], [MrSlot::<Nic>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 4], [AvEntry::EMPTY; 4]);
-    let mut aux: Vec<Vec<AuxEntry>> = (0..2 * EPS).map(|_| vec![AuxEntry::EMPTY; 64]).collect();
-    let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let mut storage_a = Storage::<Nic, DEPTH, 8, EPS, 64, 1, 1, 4>::boxed();
+    let mut storage_b = Storage::<Nic, DEPTH, 8, EPS, 64, 1, 1, 4>::boxed();
+    let da = Domain::new(nic_a, &mut storage_a);
+    let db = Domain::new(nic_b, &mut storage_b);
     let attr = CqAttr {
         size: 64,
-        format: CqFormat::Data,
         ..CqAttr::default()
     };
-    let (aux_a, aux_b) = aux.split_at_mut(EPS);
     let mut cqs_a = Vec::new();
-    for a in aux_a {
-        cqs_a.push(da.open_cq::<Data>(&attr, a).map_err(fail("CQ A"))?);
+    for _ in 0..EPS {
+        cqs_a.push(da.open_cq::<Data>(&attr).map_err(fail("CQ A"))?);
     }
     let mut cqs_b = Vec::new();
-    for b in aux_b {
-        cqs_b.push(db.open_cq::<Data>(&attr, b).map_err(fail("CQ B"))?);
+    for _ in 0..EPS {
+        cqs_b.push(db.open_cq::<Data>(&attr).map_err(fail("CQ B"))?);
     }
-    let av_a = da.open_av(&ta).map_err(fail("AV A"))?;
-    let av_b = db.open_av(&tb).map_err(fail("AV B"))?;
+    let av_a = da.open_av(&AvAttr::default()).map_err(fail("AV A"))?;
+    let av_b = db.open_av(&AvAttr::default()).map_err(fail("AV B"))?;
     let stx = da.stx_context(&StxAttr::default()).map_err(fail("stx"))?;
     let srx = db.srx_context(&SrxAttr::default()).map_err(fail("srx"))?;
     let (mut eps_a, mut eps_b) = (Vec::new(), Vec::new());

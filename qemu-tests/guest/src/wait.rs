@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use ringfab::cntr::{Clock, WaitObj};
 use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqControl, CqFormat, CqSlot, WaitSet};
+use ringfab::cq::{CompletionQueue, CqAttr, CqControl, WaitSet};
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic as HalNic, RawWait, RxBuffer, RxConfig, TxConfig, TxSegment};
-use ringfab::path::{Path, PathSlot, RecvPost, SendPost};
-use ringfab::Error;
+use ringfab::path::{Path, RecvPost, SendPost};
+use ringfab::{Error, Storage};
 use ringfab_vfio::{EpollWaitSet, EventFdWait};
 
 use crate::frames::frame;
@@ -36,7 +36,6 @@ fn err(what: &'static str) -> impl Fn(Error) -> String {
 fn msg_attr(wait_obj: WaitObj) -> CqAttr {
     CqAttr {
         size: 64,
-        format: CqFormat::Msg,
         wait_obj,
         ..CqAttr::default()
     }
@@ -96,14 +95,10 @@ pub(crate) fn sread_wakes_on_msix(ctx: &mut Ctx) -> Outcome {
 
 /// [`sread_wakes_on_msix`] on any NIC pair.
 pub(crate) fn sread_wakes_on_msix_on<N: HalNic<Wait = EventFdWait>>(a: &N, b: &N) -> Outcome {
-    let mut aux = [AuxEntry::EMPTY; 64];
-    let (paths, cqs) = (
-        [const { PathSlot::<N, DEPTH>::EMPTY }; 1],
-        [CqSlot::EMPTY; 1],
-    );
-    let dom: Domain<'_, '_, N, DEPTH> = Domain::new(b, &paths, &cqs);
+    let mut storage = Storage::<N, DEPTH, 1, 1, 64>::boxed();
+    let dom = Domain::new(b, &mut storage);
     let mut cq = dom
-        .open_cq::<Msg>(&msg_attr(WaitObj::Fd), &mut aux)
+        .open_cq::<Msg>(&msg_attr(WaitObj::Fd))
         .map_err(err("open_cq FD"))?;
     let fd = match cq.control(CqControl::GetWait).map_err(err("GetWait"))? {
         RawWait::Fd(fd) => fd,
@@ -183,22 +178,16 @@ pub(crate) fn wait_set_over_two_vectors(ctx: &mut Ctx) -> Outcome {
 
 /// [`wait_set_over_two_vectors`] on any NIC pair.
 pub(crate) fn wait_set_over_two_vectors_on<N: HalNic<Wait = EventFdWait>>(a: &N, b: &N) -> Outcome {
-    let paths = [const { PathSlot::<N, DEPTH>::EMPTY }; 2];
-    let cqs = [CqSlot::EMPTY; 2];
-    let dom: Domain<'_, '_, N, DEPTH> = Domain::new(b, &paths, &cqs);
+    let mut storage = Storage::<N, DEPTH, 2, 2, 64>::boxed();
+    let dom = Domain::new(b, &mut storage);
     let epoll = EpollWaitSet::new().map_err(|e| format!("epoll: {e}"))?;
     let set = WaitSet::new(&dom, epoll);
     let in_set = CqAttr {
         wait_set: Some(set.id()),
         ..msg_attr(WaitObj::Set)
     };
-    let (mut aux_rx, mut aux_tx) = ([AuxEntry::EMPTY; 64], [AuxEntry::EMPTY; 64]);
-    let rx_cq = set
-        .open_cq::<Msg>(&in_set, &mut aux_rx)
-        .map_err(err("open_cq RX"))?;
-    let tx_cq = set
-        .open_cq::<Msg>(&in_set, &mut aux_tx)
-        .map_err(err("open_cq TX"))?;
+    let rx_cq = set.open_cq::<Msg>(&in_set).map_err(err("open_cq RX"))?;
+    let tx_cq = set.open_cq::<Msg>(&in_set).map_err(err("open_cq TX"))?;
     let (vr, vt) = (rx_cq.interrupt_vector(), tx_cq.interrupt_vector());
     let (Some(vr), Some(vt)) = (vr, vt) else {
         return Err(format!("vectors {vr:?} / {vt:?}"));

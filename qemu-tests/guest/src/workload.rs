@@ -6,17 +6,16 @@
 
 use std::time::{Duration, Instant};
 
-use ringfab::av::{AvEntry, AvSlot, FiAddr};
+use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
-use ringfab::cq::{AuxEntry, CompletionQueue, CqAttr, CqFormat, CqSlot};
+use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::ep::{EpAttr, EpOpt};
 use ringfab::flags::{BindFlags, OpFlags};
 use ringfab::hal::Nic;
-use ringfab::mr::{Buf, MrSlot};
-use ringfab::path::PathSlot;
+use ringfab::mr::Buf;
 use ringfab::proto::HEADER_LEN;
-use ringfab::Error;
+use ringfab::{Error, Storage};
 
 use crate::ep::memory;
 use crate::guest::Outcome;
@@ -85,26 +84,18 @@ fn drain<'s, N: Nic>(
 /// The workload on two brought-up NICs of one kind wired together.
 pub(crate) fn run<N: Nic>(nic_a: &N, nic_b: &N) -> Outcome {
     let e = |what: &'static str| move |err: Error| format!("{what}: {err}");
-    let (pa, pb) = (
-        [PathSlot::<N, DEPTH>::EMPTY; 2],
-        [PathSlot::<N, DEPTH>::EMPTY; 2],
-    );
-    let (ca, cb) = ([CqSlot::EMPTY; 1], [CqSlot::EMPTY; 1]);
-    let (ma, mb) = ([MrSlot::<N>::EMPTY; 1], [MrSlot::<N>::EMPTY; 1]);
-    let (va, vb) = ([AvSlot::EMPTY; 1], [AvSlot::EMPTY; 1]);
-    let (ta, tb) = ([AvEntry::EMPTY; 2], [AvEntry::EMPTY; 2]);
-    let (mut auxa, mut auxb) = ([AuxEntry::EMPTY; 256], [AuxEntry::EMPTY; 256]);
-    let da = Domain::new(nic_a, &pa, &ca).with_mrs(&ma).with_avs(&va);
-    let db = Domain::new(nic_b, &pb, &cb).with_mrs(&mb).with_avs(&vb);
+    let mut storage_a = Storage::<N, DEPTH, 2, 1, 256, 1, 1, 2>::boxed();
+    let mut storage_b = Storage::<N, DEPTH, 2, 1, 256, 1, 1, 2>::boxed();
+    let da = Domain::new(nic_a, &mut storage_a);
+    let db = Domain::new(nic_b, &mut storage_b);
     let attr = CqAttr {
         size: 256,
-        format: CqFormat::Data,
         ..CqAttr::default()
     };
-    let mut cq_a = da.open_cq::<Data>(&attr, &mut auxa).map_err(e("CQ A"))?;
-    let mut cq_b = db.open_cq::<Data>(&attr, &mut auxb).map_err(e("CQ B"))?;
-    let av_a = da.open_av(&ta).map_err(e("AV A"))?;
-    let av_b = db.open_av(&tb).map_err(e("AV B"))?;
+    let mut cq_a = da.open_cq::<Data>(&attr).map_err(e("CQ A"))?;
+    let mut cq_b = db.open_cq::<Data>(&attr).map_err(e("CQ B"))?;
+    let av_a = da.open_av(&AvAttr::default()).map_err(e("AV A"))?;
+    let av_b = db.open_av(&AvAttr::default()).map_err(e("AV B"))?;
     let mut ep_a = da.endpoint(&EpAttr::default()).map_err(e("endpoint A"))?;
     let mut ep_b = db.endpoint(&EpAttr::default()).map_err(e("endpoint B"))?;
     for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
