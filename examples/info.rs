@@ -13,13 +13,12 @@
 use std::process::ExitCode;
 
 use ringfab::av::AvAttr;
-use ringfab::cq::{CqAttr, CqLimits};
+use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
 use ringfab::ep::EpAttr;
 use ringfab::flags::BindFlags;
 use ringfab::hal::{MacAddr, Nic, Platform};
 use ringfab::info::Order;
-use ringfab::Storage;
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, ModelConfig};
 use ringfab_igb::Igb;
@@ -32,12 +31,10 @@ const D: usize = 256;
 fn describe<N: Nic>(name: &str, nic: &N) -> Result<(), String> {
     let caps = nic.capabilities();
     let link = nic.link();
-    let limits = CqLimits::default();
 
     // Open a real endpoint so every figure printed is one the code computes, not a copy.
-    // The default storage: its CQ_SIZE (512) holds the 2 × D-entry CQ.
-    let mut storage = Storage::<N, D>::boxed();
-    let domain = Domain::new(nic, &mut storage);
+    // The default capacities: their cq_size (1024) holds the 2 × D-entry CQ.
+    let domain = Domain::new(nic);
     let attr = CqAttr {
         size: 2 * D,
         ..CqAttr::default()
@@ -130,7 +127,8 @@ fn describe<N: Nic>(name: &str, nic: &N) -> Result<(), String> {
     println!("    cq_attr:");
     println!(
         "        size: default {}, max {}",
-        limits.default_size, limits.max_size
+        domain.cq_limits().default_size,
+        domain.max_cq_size()
     );
     println!("        format: FI_CQ_FORMAT_CONTEXT | MSG | DATA | TAGGED (UNSPEC = CONTEXT)");
     println!("        wait_obj: NONE | UNSPEC | FD (file-descriptor handles only) | MUTEX_COND | YIELD | SET");

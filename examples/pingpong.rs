@@ -32,7 +32,7 @@ use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic, Platform};
 use ringfab::mr::Buf;
 use ringfab::proto::Encap;
-use ringfab::{Error, Storage};
+use ringfab::Error;
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig, Wire};
 use ringfab_igb::Igb;
@@ -115,20 +115,20 @@ fn parse_args() -> Result<Options, String> {
 }
 
 /// One side: its endpoint, CQ, send-buffer pool and the peer's address.
-struct Side<'a, 'd, 's, 'n, N: Nic> {
-    ep: &'a Endpoint<'d, 's, 'n, N, D>,
-    cq: &'a CompletionQueue<'d, 's, 'n, N, D, Msg>,
-    pool: Vec<Buf<'s>>,
+struct Side<'a, 'd, 'n, N: Nic> {
+    ep: &'a Endpoint<'d, 'n, N, D>,
+    cq: &'a CompletionQueue<'d, 'n, N, D, Msg>,
+    pool: Vec<Buf<'d>>,
     peer: FiAddr,
 }
 
-impl<'s, N: Nic> Side<'_, '_, 's, '_, N> {
+impl<'d, N: Nic> Side<'_, 'd, '_, N> {
     /// Reads completions: receive buffers are posted again at once (after checking the
     /// length), send buffers return to the pool. Returns the receives completed.
     fn poll(&mut self, expect_len: usize) -> Result<usize, String> {
         let mut e = [MsgEntry::default(); 32];
         let mut src = [FiAddr::NOTAVAIL; 32];
-        let mut bufs: [Option<Buf<'s>>; 32] = std::array::from_fn(|_| None);
+        let mut bufs: [Option<Buf<'d>>; 32] = std::array::from_fn(|_| None);
         let n = match self.cq.read_owned(&mut e, &mut src, &mut bufs) {
             Ok(n) => n,
             Err(Error::Again) => return Ok(0),
@@ -183,8 +183,8 @@ impl<'s, N: Nic> Side<'_, '_, 's, '_, N> {
 const STALL: Duration = Duration::from_secs(2);
 
 fn pingpong<N: Nic>(
-    a: &mut Side<'_, '_, '_, '_, N>,
-    b: &mut Side<'_, '_, '_, '_, N>,
+    a: &mut Side<'_, '_, '_, N>,
+    b: &mut Side<'_, '_, '_, N>,
     len: usize,
     iterations: usize,
     progress: &dyn Fn(),
@@ -198,8 +198,8 @@ fn pingpong<N: Nic>(
 
 /// `from` sends one message and `to` receives it.
 fn one_way<N: Nic>(
-    from: &mut Side<'_, '_, '_, '_, N>,
-    to: &mut Side<'_, '_, '_, '_, N>,
+    from: &mut Side<'_, '_, '_, N>,
+    to: &mut Side<'_, '_, '_, N>,
     len: usize,
     progress: &dyn Fn(),
 ) -> Result<(), String> {
@@ -225,8 +225,8 @@ fn one_way<N: Nic>(
 }
 
 fn stream<N: Nic>(
-    a: &mut Side<'_, '_, '_, '_, N>,
-    b: &mut Side<'_, '_, '_, '_, N>,
+    a: &mut Side<'_, '_, '_, N>,
+    b: &mut Side<'_, '_, '_, N>,
     len: usize,
     iterations: usize,
     window: usize,
@@ -263,10 +263,8 @@ fn fail(what: &'static str) -> impl Fn(Error) -> String {
 
 /// Opens everything on two NICs and runs every size × window.
 fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result<(), String> {
-    let mut storage_a = Storage::<N, D>::boxed();
-    let mut storage_b = Storage::<N, D>::boxed();
-    let da = Domain::new(nic_a, &mut storage_a);
-    let db = Domain::new(nic_b, &mut storage_b);
+    let da = Domain::new(nic_a);
+    let db = Domain::new(nic_b);
     let attr = CqAttr {
         size: CQ_SIZE,
         ..CqAttr::default()

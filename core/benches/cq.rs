@@ -27,7 +27,7 @@ use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, OpFlags};
 use ringfab::hal::{DmaRegion, Iova, Nic, RxBuffer, RxConfig};
 use ringfab::path::{Path, RecvPost};
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::null::NullPlatform;
 use ringfab_emu::{E1000e82574, Igb82576, VirtioNetPci};
@@ -154,8 +154,13 @@ fn on_nic<F: Format>(nic: &str, mode: Mode, entries: usize, batch: usize) -> f64
 fn run<N: Nic, F: Format>(nic: N, mode: Mode, entries: usize, batch: usize) -> f64 {
     let mem = nic.alloc_dma(SLOT * D).expect("buffers");
     // One hardware queue, one CQ of D entries.
-    let mut storage = Storage::<N, D, 1, 1, D>::boxed();
-    let domain = Domain::new(&nic, &mut storage);
+    let caps = Capacities {
+        queues: 1,
+        cqs: 1,
+        cq_size: D,
+        ..Capacities::DEFAULT
+    };
+    let domain = Domain::<_, D>::with_capacities(&nic, &caps);
     let attr = CqAttr {
         size: D,
         ..CqAttr::default()
@@ -211,7 +216,7 @@ fn run<N: Nic, F: Format>(nic: N, mode: Mode, entries: usize, batch: usize) -> f
 /// Posts every receive in `posts` with one `post_recvs` call (one doorbell; the null device
 /// completes them all in it — its own cost is its `complete_rx`, to be subtracted).
 #[inline(never)]
-fn cq_post_batch<N: Nic>(rx: &Path<'_, '_, '_, N, D>, posts: &[RecvPost]) {
+fn cq_post_batch<N: Nic>(rx: &Path<'_, '_, N, D>, posts: &[RecvPost]) {
     let n = rx.post_recvs(posts).expect("post receives");
     assert_eq!(n, posts.len(), "every receive posted");
 }
@@ -220,7 +225,7 @@ fn cq_post_batch<N: Nic>(rx: &Path<'_, '_, '_, N, D>, posts: &[RecvPost]) {
 /// would (`Again` is not expected: every entry is already complete).
 #[inline(never)]
 fn cq_read_all<N: Nic, F: Format>(
-    cq: &CompletionQueue<'_, '_, '_, N, D, F>,
+    cq: &CompletionQueue<'_, '_, N, D, F>,
     out: &mut [F::Entry],
     total: usize,
 ) {
@@ -239,8 +244,8 @@ fn cq_read_all<N: Nic, F: Format>(
 /// One post → complete → read cycle of `posts.len()` receives.
 #[inline(never)]
 fn cq_cycle<N: Nic, F: Format>(
-    rx: &Path<'_, '_, '_, N, D>,
-    cq: &CompletionQueue<'_, '_, '_, N, D, F>,
+    rx: &Path<'_, '_, N, D>,
+    cq: &CompletionQueue<'_, '_, N, D, F>,
     posts: &[RecvPost],
     out: &mut [F::Entry],
 ) {

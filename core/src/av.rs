@@ -25,8 +25,7 @@
 //! endpoint: [`FiAddr::rx`] (`fi_rx_addr`) puts the context index in the top `rx_ctx_bits` of
 //! the handle, and the lookup gives the peer's address and that index.
 
-use core::marker::PhantomData;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
@@ -137,8 +136,9 @@ impl FiAddr {
     }
 }
 
-struct AvState<'s> {
-    table: &'s [AvEntry],
+/// An open AV as a lookup sees it: its table (the first `count` entries of its row) and bits.
+struct AvState<'a> {
+    table: &'a [AvEntry],
     rx_ctx_bits: u32,
 }
 
@@ -170,71 +170,85 @@ impl AvState<'_> {
     }
 }
 
-/// One slot of the domain's address-vector table (in its [`Storage`](crate::storage::Storage)).
-pub(crate) struct AvSlot<'s> {
-    /// The open AV; `insert`, `remove`, open and close serialise on this lock.
-    state: Mutex<Option<AvState<'s>>>,
-    /// The slot's table, given once by the storage (the whole `AV_ENTRIES`).
-    home: Mutex<&'s [AvEntry]>,
-    /// The open AV's table (null while closed) and its length and `rx_ctx_bits`, published
-    /// under `state`'s lock so that lookups — every send, every received frame — take no lock.
-    /// (A pointer rather than a `spin::Once`: the storage must have no destructor that could
-    /// see `'s`, or it could not lend itself to its own slots.)
-    table: AtomicPtr<AvEntry>,
+/// One slot of the domain's address-vector table ([`crate::storage`]). Its addresses are a row
+/// of the domain's address table ([`AvRef`]).
+pub(crate) struct AvSlot {
+    /// Whether the AV is open; `insert`, `remove`, open and close serialise on this lock.
+    state: Mutex<bool>,
+    /// The open AV's length (0 while closed) and `rx_ctx_bits`, published under `state`'s lock
+    /// so that lookups — every send, every received frame — take no lock.
     len: AtomicUsize,
     rx_ctx_bits: AtomicU32,
     /// Endpoints bound to it.
     binds: AtomicUsize,
-    _table: PhantomData<&'s [AvEntry]>,
 }
 
-impl<'s> AvSlot<'s> {
+impl AvSlot {
     /// A free slot.
     #[allow(
         clippy::declare_interior_mutable_const,
-        reason = "a fresh slot per use is the point: the storage's table is built of them"
+        reason = "a fresh slot per use is the point: the domain's table is built of them"
     )]
     pub(crate) const EMPTY: Self = AvSlot {
-        state: Mutex::new(None),
-        home: Mutex::new(&[]),
-        table: AtomicPtr::new(core::ptr::null_mut()),
+        state: Mutex::new(false),
         len: AtomicUsize::new(0),
         rx_ctx_bits: AtomicU32::new(0),
         binds: AtomicUsize::new(0),
-        _table: PhantomData,
     };
+}
 
-    /// Gives the slot its table (once, when the storage is attached to its domain).
-    pub(crate) fn give_table(&self, table: &'s [AvEntry]) {
-        *self.home.lock() = table;
+/// The domain's address vectors: their slots and the one table their rows share.
+#[derive(Clone, Copy)]
+pub(crate) struct AvTables<'a> {
+    pub(crate) slots: &'a [AvSlot],
+    pub(crate) entries: &'a [AvEntry],
+    /// Entries per AV.
+    pub(crate) size: usize,
+}
+
+impl<'a> AvTables<'a> {
+    /// AV `index`, if the domain has one of that index.
+    pub(crate) fn get(&self, index: usize) -> Option<AvRef<'a>> {
+        let slot = self.slots.get(index)?;
+        let row = self.entries.get(index * self.size..)?.get(..self.size)?;
+        Some(AvRef { slot, row })
     }
 
-    /// Publishes the open AV's table for lookups (`None`: closed). Called under `state`'s lock.
-    fn publish(&self, table: Option<(&'s [AvEntry], u32)>) {
-        match table {
-            Some((t, bits)) => {
-                self.len.store(t.len(), Ordering::Relaxed);
-                self.rx_ctx_bits.store(bits, Ordering::Relaxed);
-                self.table.store(t.as_ptr().cast_mut(), Ordering::Release);
-            }
-            None => self.table.store(core::ptr::null_mut(), Ordering::Release),
-        }
+    /// AV `index` of a handle or binding (in range: core made the index; were it not, a
+    /// closed, empty AV, never a panic).
+    pub(crate) fn at(&self, index: usize) -> AvRef<'a> {
+        /// What an index out of range names: an AV that is never open.
+        static NONE: AvSlot = AvSlot::EMPTY;
+        self.get(index).unwrap_or(AvRef {
+            slot: &NONE,
+            row: &[],
+        })
     }
+}
 
-    fn view(&self) -> Option<AvState<'s>> {
-        let ptr = self.table.load(Ordering::Acquire);
-        if ptr.is_null() {
-            return None;
-        }
-        let len = self.len.load(Ordering::Relaxed);
-        // SAFETY: a non-null pointer was published from a `&'s [AvEntry]` of `len` entries
-        // (the release store above orders `len` before it), and `'s` is alive whenever this
-        // `AvSlot<'s>` can be used. The entries are atomics: shared access is what they are for.
-        let table: &'s [AvEntry] = unsafe { core::slice::from_raw_parts(ptr, len) };
+/// One AV: its slot and its row of the domain's address table.
+#[derive(Clone, Copy)]
+pub(crate) struct AvRef<'a> {
+    slot: &'a AvSlot,
+    row: &'a [AvEntry],
+}
+
+impl<'a> AvRef<'a> {
+    fn view(&self) -> Option<AvState<'a>> {
+        let len = self.slot.len.load(Ordering::Acquire);
+        let table = self.row.get(..len).filter(|t| !t.is_empty())?;
         Some(AvState {
             table,
-            rx_ctx_bits: self.rx_ctx_bits.load(Ordering::Relaxed),
+            rx_ctx_bits: self.slot.rx_ctx_bits.load(Ordering::Relaxed),
         })
+    }
+
+    /// Publishes the open AV's length and bits for lookups (`None`: closed). Called under the
+    /// slot's lock.
+    fn publish(&self, open: Option<(usize, u32)>) {
+        let (len, bits) = open.unwrap_or((0, 0));
+        self.slot.rx_ctx_bits.store(bits, Ordering::Relaxed);
+        self.slot.len.store(len, Ordering::Release);
     }
 
     /// The address behind `addr` and the receive context it names, if it is in the table.
@@ -248,15 +262,15 @@ impl<'s> AvSlot<'s> {
     }
 
     pub(crate) fn bind(&self) {
-        self.binds.fetch_add(1, Ordering::AcqRel);
+        self.slot.binds.fetch_add(1, Ordering::AcqRel);
     }
 
     pub(crate) fn unbind(&self) {
-        self.binds.fetch_sub(1, Ordering::AcqRel);
+        self.slot.binds.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
+impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Opens an address vector (`fi_av_open`, `FI_AV_TABLE`) of `attr.count` addresses (the
     /// storage's `AV_ENTRIES` for 0), whose handles name receive contexts in their top
     /// `attr.rx_ctx_bits` bits ([`FiAddr::rx`]).
@@ -265,19 +279,21 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// `Inval` for `rx_ctx_bits` above 16 or leaving too few bits for the table's indices;
     /// `Full(AvEntries)` for a count above the storage's `AV_ENTRIES`; `Full(Avs)` when every
     /// AV slot is taken.
-    pub fn open_av(&self, attr: &AvAttr) -> Result<AddressVector<'_, 's, 'n, N, D>> {
-        for (index, slot) in self.avs().iter().enumerate() {
-            let mut guard = slot.state.lock();
-            if guard.is_some() {
+    pub fn open_av(&self, attr: &AvAttr) -> Result<AddressVector<'_, 'n, N, D>> {
+        let avs = self.avs();
+        for index in 0..avs.slots.len() {
+            let av = avs.at(index);
+            let mut open = av.slot.state.lock();
+            if *open {
                 continue;
             }
-            let home = *slot.home.lock();
             let count = if attr.count == 0 {
-                home.len()
+                av.row.len()
             } else {
                 attr.count
             };
-            let table = home
+            let table = av
+                .row
                 .get(..count)
                 .filter(|t| !t.is_empty())
                 .ok_or(Error::Full(Capacity::AvEntries))?;
@@ -289,9 +305,9 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
             for e in table {
                 e.0.store(FREE, Ordering::Release);
             }
-            slot.binds.store(0, Ordering::Release);
-            *guard = Some(AvState { table, rx_ctx_bits });
-            slot.publish(Some((table, rx_ctx_bits)));
+            av.slot.binds.store(0, Ordering::Release);
+            *open = true;
+            av.publish(Some((count, rx_ctx_bits)));
             return Ok(AddressVector {
                 domain: self,
                 index,
@@ -304,17 +320,17 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
 /// An open address vector (`fid_av`): an index into the domain's AV slab.
 ///
 /// Dropping the handle closes the AV if no endpoint is bound to it.
-pub struct AddressVector<'d, 's, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'d Domain<'s, 'n, N, D>,
+pub struct AddressVector<'d, 'n, N: Nic + 'n, const D: usize> {
+    domain: &'d Domain<'n, N, D>,
     index: usize,
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
-    fn slot(&self) -> &'s AvSlot<'s> {
-        &self.domain.avs()[self.index]
+impl<'d, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 'n, N, D> {
+    fn av(&self) -> AvRef<'d> {
+        self.domain.avs().at(self.index)
     }
 
-    pub(crate) fn domain(&self) -> &'d Domain<'s, 'n, N, D> {
+    pub(crate) fn domain(&self) -> &'d Domain<'n, N, D> {
         self.domain
     }
 
@@ -325,7 +341,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
 
     /// The AV's `rx_ctx_bits` ([`AvAttr::rx_ctx_bits`]).
     pub fn rx_ctx_bits(&self) -> u32 {
-        self.slot().view().map_or(0, |st| st.rx_ctx_bits)
+        self.av().view().map_or(0, |st| st.rx_ctx_bits)
     }
 
     /// Inserts `addrs` (`fi_av_insert`), writing each one's handle to `out` (which must be as
@@ -339,8 +355,9 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
         if out.len() < addrs.len() || addrs.iter().any(|a| a.to_u64() == FREE) {
             return Err(Error::Inval);
         }
-        let guard = self.slot().state.lock();
-        let st = guard.as_ref().ok_or(Error::OpBadState)?;
+        let av = self.av();
+        let open = av.slot.state.lock();
+        let st = av.view().filter(|_| *open).ok_or(Error::OpBadState)?;
         let mut inserted = 0;
         for (addr, handle) in addrs.iter().zip(out.iter_mut()) {
             *handle = match st.table.iter().position(|e| e.get().is_none()) {
@@ -360,8 +377,9 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
     /// # Errors
     /// `Inval` if any handle names no entry (nothing is removed then).
     pub fn remove(&self, handles: &[FiAddr]) -> Result {
-        let guard = self.slot().state.lock();
-        let st = guard.as_ref().ok_or(Error::OpBadState)?;
+        let av = self.av();
+        let open = av.slot.state.lock();
+        let st = av.view().filter(|_| *open).ok_or(Error::OpBadState)?;
         if handles.iter().any(|&h| st.get(h).is_none()) {
             return Err(Error::Inval);
         }
@@ -378,16 +396,13 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
     /// # Errors
     /// `Inval` if it names no entry.
     pub fn lookup(&self, handle: FiAddr) -> Result<EpAddr> {
-        self.slot()
-            .lookup(handle)
-            .map(|(a, _)| a)
-            .ok_or(Error::Inval)
+        self.av().lookup(handle).map(|(a, _)| a).ok_or(Error::Inval)
     }
 
     /// The handle of `addr`, if it is in the table (the reverse of [`lookup`](Self::lookup);
     /// what `FI_SOURCE` does for every received frame).
     pub fn reverse_lookup(&self, addr: EpAddr) -> Option<FiAddr> {
-        self.slot().reverse(addr)
+        self.av().reverse(addr)
     }
 
     /// Closes the AV (`fi_close`).
@@ -395,7 +410,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
     /// # Errors
     /// `Err((Error::Busy, self))` while an endpoint is bound to it.
     pub fn close(self) -> core::result::Result<(), (Error, Self)> {
-        if self.slot().binds.load(Ordering::Acquire) > 0 {
+        if self.av().slot.binds.load(Ordering::Acquire) > 0 {
             return Err((Error::Busy, self));
         }
         drop(self);
@@ -403,13 +418,13 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 's, 'n, N, D> {
     }
 }
 
-impl<N: Nic, const D: usize> Drop for AddressVector<'_, '_, '_, N, D> {
+impl<N: Nic, const D: usize> Drop for AddressVector<'_, '_, N, D> {
     fn drop(&mut self) {
-        let slot = self.slot();
-        let mut guard = slot.state.lock();
-        if slot.binds.load(Ordering::Acquire) == 0 {
-            slot.publish(None);
-            *guard = None;
+        let av = self.av();
+        let mut open = av.slot.state.lock();
+        if av.slot.binds.load(Ordering::Acquire) == 0 {
+            av.publish(None);
+            *open = false;
         }
     }
 }

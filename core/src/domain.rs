@@ -1,49 +1,66 @@
-//! The domain (`fi_domain`): one NIC and the [`Storage`] every object it opens lives in.
+//! The domain (`fi_domain`): one NIC and the tables every object it opens lives in.
 //!
 //! DESIGN.md decision 10, as docs/architecture.md ("Ownership") makes it concrete: a
-//! [`Domain`] borrows the NIC (`&'n N`) and one [`Storage`] (`&'s mut`), whose fixed tables hold
-//! every hardware queue, completion queue, memory registration and address vector the domain
-//! opens. Applications hold small handles that are an index plus `&Domain`. Bindings are
-//! indices, so closing a bound object is a run-time `Busy`, as libfabric's `fi_close` wants,
-//! not a borrow error.
+//! [`Domain`] borrows the NIC (`&'n N`) and owns fixed tables ([`crate::storage`]) that hold
+//! every hardware queue, completion queue, memory registration and address vector it opens —
+//! allocated once by [`Domain::new`] under std, or lent by a `static` [`Storage`] on bare metal.
+//! Applications hold small handles that are an index plus `&Domain`. Bindings are indices, so
+//! closing a bound object is a run-time `Busy`, as libfabric's `fi_close` wants, not a borrow
+//! error.
 //!
 //! ```
-//! # use ringfab::{domain::Domain, storage::Storage};
+//! # use ringfab::domain::Domain;
 //! # fn f<N: ringfab::hal::Nic>(nic: &N) {
-//! let mut storage = Storage::<N>::boxed();
-//! let domain = Domain::new(nic, &mut storage);
+//! let domain = Domain::new(nic);
 //! # let _ = domain; }
 //! ```
 
-use crate::av::AvSlot;
+use crate::av::AvTables;
 use crate::cntr::Counter;
 use crate::cq::attr::CqLimits;
 use crate::cq::entry::Format;
-use crate::cq::queue::{CompletionQueue, CqSlot};
+use crate::cq::queue::{AuxCell, CompletionQueue, CqRef, CqSlot};
 use crate::hal::{Nic, RxConfig, TxConfig};
 use crate::mr::MrSlot;
 use crate::path::{Path, PathSlot, PathState, PollCtx};
-use crate::storage::{Capacity, Storage};
+#[cfg(feature = "alloc")]
+use crate::storage::Capacities;
+use crate::storage::{Capacity, Storage, Tables};
 use crate::{Error, Result};
 
-/// One NIC and the storage of everything opened on it. See the [module documentation](self).
+/// One NIC and the tables of everything opened on it. See the [module documentation](self).
 ///
 /// `D` is the ring depth of every hardware queue of the domain (a const generic because the
-/// driver's queue types are sized by it).
-pub struct Domain<'s, 'n, N: Nic + 'n, const D: usize = 256> {
+/// driver's queue types are sized by it). `'n` is how long what the domain borrows lives: the
+/// NIC, and the counters it may count into.
+pub struct Domain<'n, N: Nic + 'n, const D: usize = 256> {
     nic: &'n N,
-    paths: &'s [PathSlot<'n, N, D>],
-    cqs: &'s [CqSlot<'s>],
-    mrs: &'s [MrSlot<N>],
-    avs: &'s [AvSlot<'s>],
-    cntrs: &'s [&'s Counter<N::Wait>],
+    tables: Tables<'n, N, D>,
+    cntrs: &'n [&'n Counter<N::Wait>],
     limits: CqLimits,
 }
 
-impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
-    /// A domain over `nic`, keeping every object it opens in `storage` (which it borrows for
-    /// as long as those objects may be used, so one storage serves one domain).
-    pub fn new<
+#[cfg(feature = "alloc")]
+impl<'n, N: Nic + 'n> Domain<'n, N> {
+    /// A domain over `nic` with rings of 256 descriptors and the default [`Capacities`].
+    pub fn new(nic: &'n N) -> Self {
+        Self::with_capacities(nic, &Capacities::default())
+    }
+}
+
+impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
+    /// A domain over `nic` whose tables hold `caps`, allocated now (and only now).
+    #[cfg(feature = "alloc")]
+    pub fn with_capacities(nic: &'n N, caps: &Capacities) -> Self {
+        Self::over(nic, Tables::allocate(caps))
+    }
+
+    /// A domain over `nic` keeping everything in `storage` (a `static` on bare metal: the
+    /// domain owns its tables from now on, and a storage serves one domain).
+    ///
+    /// # Errors
+    /// `Busy` if another domain has the storage.
+    pub fn from_storage<
         const QUEUES: usize,
         const CQS: usize,
         const CQ_SIZE: usize,
@@ -52,29 +69,38 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         const AV_ENTRIES: usize,
     >(
         nic: &'n N,
-        storage: &'s mut Storage<'s, 'n, N, D, QUEUES, CQS, CQ_SIZE, MRS, AVS, AV_ENTRIES>,
-    ) -> Self {
-        let storage = storage.attach();
+        storage: &'n Storage<'n, N, D, QUEUES, CQS, CQ_SIZE, MRS, AVS, AV_ENTRIES>,
+    ) -> Result<Self> {
+        storage
+            .lend()
+            .map(|tables| Self::over(nic, tables))
+            .ok_or(Error::Busy)
+    }
+
+    fn over(nic: &'n N, tables: Tables<'n, N, D>) -> Self {
+        let limits = CqLimits {
+            default_size: CqLimits::DEFAULT_SIZE.min(tables.cq_size),
+            ..CqLimits::default()
+        };
         Domain {
             nic,
-            paths: &storage.paths,
-            cqs: &storage.cqs,
-            mrs: &storage.mrs,
-            avs: &storage.avs,
+            tables,
             cntrs: &[],
-            limits: CqLimits {
-                default_size: CqLimits::DEFAULT_SIZE.min(CQ_SIZE),
-                ..CqLimits::default()
-            },
+            limits,
         }
     }
 
     /// The same domain with `cntrs` as the counters its endpoints may bind (`fi_ep_bind` with
     /// a counter takes one of them). The domain borrows them for as long as it lives, so a
     /// counter cannot be closed while an endpoint could still count into it.
-    pub fn with_counters(mut self, cntrs: &'s [&'s Counter<N::Wait>]) -> Self {
+    pub fn with_counters(mut self, cntrs: &'n [&'n Counter<N::Wait>]) -> Self {
         self.cntrs = cntrs;
         self
+    }
+
+    /// The largest size a CQ of this domain can have (its aux queues' capacity).
+    pub fn max_cq_size(&self) -> usize {
+        self.tables.cq_size
     }
 
     /// The NIC.
@@ -87,35 +113,54 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         self.limits
     }
 
-    pub(crate) fn paths(&self) -> &'s [PathSlot<'n, N, D>] {
-        self.paths
+    pub(crate) fn paths(&self) -> &[PathSlot<'n, N, D>] {
+        &self.tables.paths
     }
 
-    pub(crate) fn cqs(&self) -> &'s [CqSlot<'s>] {
-        self.cqs
+    pub(crate) fn cqs(&self) -> &[CqSlot] {
+        &self.tables.cqs
     }
 
-    pub(crate) fn mrs(&self) -> &'s [MrSlot<N>] {
-        self.mrs
+    /// CQ `index` with its aux-queue cells, if the domain has a CQ slot of that index.
+    pub(crate) fn cq(&self, index: usize) -> Option<CqRef<'_>> {
+        Some(CqRef::new(self.cqs().get(index)?, self.aux_row(index)))
     }
 
-    pub(crate) fn avs(&self) -> &'s [AvSlot<'s>] {
-        self.avs
+    /// CQ `index`'s aux-queue cells.
+    pub(crate) fn aux_row(&self, index: usize) -> &[AuxCell] {
+        let size = self.tables.cq_size;
+        self.tables
+            .aux
+            .get(index * size..)
+            .and_then(|r| r.get(..size))
+            .unwrap_or_default()
     }
 
-    pub(crate) fn cntrs(&self) -> &'s [&'s Counter<N::Wait>] {
+    pub(crate) fn mrs(&self) -> &[MrSlot<N>] {
+        &self.tables.mrs
+    }
+
+    pub(crate) fn avs(&self) -> AvTables<'_> {
+        AvTables {
+            slots: &self.tables.avs,
+            entries: &self.tables.av_entries,
+            size: self.tables.av_size,
+        }
+    }
+
+    pub(crate) fn cntrs(&self) -> &'n [&'n Counter<N::Wait>] {
         self.cntrs
     }
 
     /// What polling a path on behalf of CQ `index` needs from the domain.
-    pub(crate) fn poll_ctx(&self, index: usize) -> PollCtx<'s, N> {
+    pub(crate) fn poll_ctx(&self, index: usize) -> PollCtx<'_, N> {
         PollCtx {
-            cq: &self.cqs[index],
+            cq: &self.cqs()[index],
             reader: index,
             owner: 0,
-            cqs: self.cqs,
-            avs: self.avs,
-            mrs: self.mrs,
+            cqs: self.cqs(),
+            avs: self.avs(),
+            mrs: self.mrs(),
             cntrs: self.cntrs,
         }
     }
@@ -124,7 +169,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     ///
     /// # Errors
     /// `NoMem` when every path slot is taken; `Device(_)` when the driver refuses the queue.
-    pub fn open_tx(&self, index: u16, config: TxConfig) -> Result<Path<'_, 's, 'n, N, D>> {
+    pub fn open_tx(&self, index: u16, config: TxConfig) -> Result<Path<'_, 'n, N, D>> {
         let in_order = self.nic.capabilities().in_order_completion;
         self.open_path(|| {
             Ok(PathState::new_tx(
@@ -138,7 +183,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     ///
     /// # Errors
     /// As [`open_tx`](Self::open_tx).
-    pub fn open_rx(&self, index: u16, config: RxConfig) -> Result<Path<'_, 's, 'n, N, D>> {
+    pub fn open_rx(&self, index: u16, config: RxConfig) -> Result<Path<'_, 'n, N, D>> {
         let in_order = self.nic.capabilities().in_order_completion;
         self.open_path(|| {
             Ok(PathState::new_rx(
@@ -151,8 +196,8 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     fn open_path(
         &self,
         open: impl FnOnce() -> Result<PathState<'n, N, D>>,
-    ) -> Result<Path<'_, 's, 'n, N, D>> {
-        for (index, slot) in self.paths.iter().enumerate() {
+    ) -> Result<Path<'_, 'n, N, D>> {
+        for (index, slot) in self.paths().iter().enumerate() {
             let mut guard = slot.state.lock();
             if guard.is_none() {
                 *guard = Some(open()?);
@@ -184,7 +229,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     pub fn open_cq<F: Format>(
         &self,
         attr: &crate::cq::CqAttr,
-    ) -> Result<CompletionQueue<'_, 's, 'n, N, D, F>> {
+    ) -> Result<CompletionQueue<'_, 'n, N, D, F>> {
         CompletionQueue::open(self, attr, None)
     }
 }

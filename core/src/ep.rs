@@ -53,7 +53,7 @@
 use crate::av::{AddressVector, EpAddr, FiAddr};
 use crate::cntr::Counter;
 use crate::cq::entry::{Format, OpContext};
-use crate::cq::queue::{CompletionQueue, CqSlot};
+use crate::cq::queue::{CompletionQueue, CqRef, CqSlot};
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CntrBindFlags, OpFlags};
 use crate::hal::{DmaRegion, Nic, QueueFault, RxConfig, RxQueue, TxConfig, TxSegment, Wait};
@@ -170,8 +170,8 @@ struct CqBinding {
 }
 
 /// An endpoint. See the [module documentation](self).
-pub struct Endpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'d Domain<'s, 'n, N, D>,
+pub struct Endpoint<'d, 'n, N: Nic + 'n, const D: usize> {
+    domain: &'d Domain<'n, N, D>,
     attr: EpAttr,
     tx_cq: Option<CqBinding>,
     rx_cq: Option<CqBinding>,
@@ -179,8 +179,8 @@ pub struct Endpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
     /// Counters (indices into the domain's) for sends and receives.
     tx_cntr: Option<usize>,
     rx_cntr: Option<usize>,
-    tx: Option<Path<'d, 's, 'n, N, D>>,
-    rx: Option<Path<'d, 's, 'n, N, D>>,
+    tx: Option<Path<'d, 'n, N, D>>,
+    rx: Option<Path<'d, 'n, N, D>>,
     /// Inject bounce buffers, one per transmit op-table slot.
     bounce: Option<N::Dma>,
     min_multi_recv: usize,
@@ -208,7 +208,7 @@ pub struct Endpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
     srx_owner: u8,
 }
 
-impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
+impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Creates a disabled endpoint (`fi_endpoint`).
     ///
     /// # Errors
@@ -216,7 +216,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// does not have, or a receive buffer size outside `header + 1 ..= max_rx_buf_len` (the
     /// header of [`EpAttr::encap`]);
     /// `BadFlags` for unknown or unsupported default op flags.
-    pub fn endpoint(&self, attr: &EpAttr) -> Result<Endpoint<'_, 's, 'n, N, D>> {
+    pub fn endpoint(&self, attr: &EpAttr) -> Result<Endpoint<'_, 'n, N, D>> {
         let mut attr = *attr;
         match attr.ep_type {
             EpType::Dgram => {}
@@ -242,11 +242,11 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     }
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
+impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// A disabled endpoint with the given directions and addresses (endpoints and the
     /// contexts of scalable endpoints).
     pub(crate) fn new(
-        domain: &'d Domain<'s, 'n, N, D>,
+        domain: &'d Domain<'n, N, D>,
         attr: EpAttr,
         (sends, recvs): (bool, bool),
         local: EpAddr,
@@ -280,7 +280,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
 
     /// Binds AV `index` for a context (the scalable endpoint's AV).
     pub(crate) fn bind_av_index(&mut self, index: usize) {
-        self.domain.avs()[index].bind();
+        self.domain.avs().at(index).bind();
         self.av = Some(index);
     }
 
@@ -309,7 +309,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             self.domain.cqs()[b.cq].drop_bind();
         }
         if let Some(av) = self.av.take() {
-            self.domain.avs()[av].unbind();
+            self.domain.avs().at(av).unbind();
         }
         if let Some(q) = self.steered.take() {
             // The queue's address goes with the context; nothing to report from a drop.
@@ -448,7 +448,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     }
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
+impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// Bytes before the payload in a send or receive buffer: ringfab's header on the endpoint's
     /// [encapsulation](EpAttr::encap) — [`HEADER_LEN`](proto::HEADER_LEN) on Ethernet,
     /// [`MAX_HEADER_LEN`] on UDP.
@@ -543,7 +543,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// a CQ; `Domain` for a CQ of another domain; `OpBadState` once enabled.
     pub fn bind_cq<F: Format>(
         &mut self,
-        cq: &CompletionQueue<'_, 's, 'n, N, D, F>,
+        cq: &CompletionQueue<'_, 'n, N, D, F>,
         flags: BindFlags,
     ) -> Result {
         if flags.unknown() != 0 {
@@ -588,7 +588,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// [encapsulation](EpAttr::encap) than the context's; `Domain` for a context of another domain;
     /// `BadFlags` if the endpoint's default transmit flags are not a subset of the context's
     /// (fi_endpoint(3): "must use a subset of the transmit context's attributes").
-    pub fn bind_stx(&mut self, stx: &SharedTxContext<'_, 's, 'n, N, D>) -> Result {
+    pub fn bind_stx(&mut self, stx: &SharedTxContext<'_, 'n, N, D>) -> Result {
         if self.enabled {
             return Err(Error::OpBadState);
         }
@@ -621,7 +621,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// [encapsulation](EpAttr::encap) than the context's; `Domain` for a context of
     /// another domain; `BadFlags` if the endpoint's default receive flags are not a subset of
     /// the context's.
-    pub fn bind_srx(&mut self, srx: &SharedRxContext<'_, 's, 'n, N, D>) -> Result {
+    pub fn bind_srx(&mut self, srx: &SharedRxContext<'_, 'n, N, D>) -> Result {
         if self.enabled {
             return Err(Error::OpBadState);
         }
@@ -650,7 +650,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// # Errors
     /// `Inval` if one is already bound; `Domain` for an AV of another domain; `OpBadState`
     /// once enabled.
-    pub fn bind_av(&mut self, av: &AddressVector<'_, 's, 'n, N, D>) -> Result {
+    pub fn bind_av(&mut self, av: &AddressVector<'_, 'n, N, D>) -> Result {
         if !core::ptr::eq(av.domain(), self.domain) {
             return Err(Error::Domain);
         }
@@ -660,7 +660,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         if self.av.is_some() {
             return Err(Error::Inval);
         }
-        self.domain.avs()[av.index()].bind();
+        self.domain.avs().at(av.index()).bind();
         self.av = Some(av.index());
         Ok(())
     }
@@ -850,11 +850,11 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// See [`sendmsg`](Self::sendmsg).
     pub fn send(
         &self,
-        buf: Buf<'s>,
+        buf: Buf<'d>,
         len: usize,
         dest: FiAddr,
         context: OpContext,
-    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
         self.sendmsg(buf, len, dest, None, context, self.attr.tx_op_flags)
     }
 
@@ -865,12 +865,12 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// See [`sendmsg`](Self::sendmsg).
     pub fn senddata(
         &self,
-        buf: Buf<'s>,
+        buf: Buf<'d>,
         len: usize,
         data: u64,
         dest: FiAddr,
         context: OpContext,
-    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
         let flags = self.attr.tx_op_flags | OpFlags::REMOTE_CQ_DATA;
         self.sendmsg(buf, len, dest, Some(data), context, flags)
     }
@@ -890,13 +890,13 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// CQ's credits are full (retry after reading completions).
     pub fn sendmsg(
         &self,
-        mut buf: Buf<'s>,
+        mut buf: Buf<'d>,
         len: usize,
         dest: FiAddr,
         data: Option<u64>,
         context: OpContext,
         flags: OpFlags,
-    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
         let header = match self.check_send(len, dest, data, flags) {
             Ok(h) => h,
             Err(e) => return Err((e, buf)),
@@ -938,10 +938,10 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     )]
     pub fn sendv(
         &self,
-        iov: Iov<'s>,
+        iov: Iov<'d>,
         dest: FiAddr,
         context: OpContext,
-    ) -> core::result::Result<(), (Error, Iov<'s>)> {
+    ) -> core::result::Result<(), (Error, Iov<'d>)> {
         self.sendmsgv(iov, dest, None, context, self.attr.tx_op_flags)
     }
 
@@ -959,12 +959,12 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     )]
     pub fn sendmsgv(
         &self,
-        iov: Iov<'s>,
+        iov: Iov<'d>,
         dest: FiAddr,
         data: Option<u64>,
         context: OpContext,
         flags: OpFlags,
-    ) -> core::result::Result<(), (Error, Iov<'s>)> {
+    ) -> core::result::Result<(), (Error, Iov<'d>)> {
         let n = iov.len();
         if n == 0 || n > self.iov_limit() || (0..n).any(|i| iov.get(i).is_some_and(|b| b.1 == 0)) {
             return Err((Error::Inval, iov));
@@ -1011,7 +1011,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             let mut extra = [None; crate::mr::IOV_MAX - 1];
             extra.copy_from_slice(&raws[1..]);
             let r = st.post_send_iov(
-                cq,
+                &cq,
                 &segs[..n + 1],
                 first,
                 extra,
@@ -1082,7 +1082,14 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 mr: NO_MR,
             };
             // No operation context of the application's: an error reports the endpoint's.
-            st.post_send_with(cq, &[segment], raw, self.attr.context, false, self.poster())?;
+            st.post_send_with(
+                &cq,
+                &[segment],
+                raw,
+                self.attr.context,
+                false,
+                self.poster(),
+            )?;
             st.doorbell();
             Ok(())
         })
@@ -1142,15 +1149,15 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
 
     /// What polling one of the endpoint's paths on behalf of `binding`'s CQ needs (the CQ
     /// exists: `cq_slot` was asked first).
-    fn poll_ctx(&self, binding: Option<CqBinding>) -> crate::path::PollCtx<'s, N> {
+    fn poll_ctx(&self, binding: Option<CqBinding>) -> crate::path::PollCtx<'d, N> {
         let mut ctx = self.domain.poll_ctx(binding.map_or(0, |b| b.cq));
         ctx.owner = self.owner;
         ctx
     }
 
-    fn cq_slot(&self, binding: Option<CqBinding>) -> Result<&'s CqSlot<'s>> {
+    fn cq_slot(&self, binding: Option<CqBinding>) -> Result<CqRef<'d>> {
         let b = binding.ok_or(Error::NoCq)?;
-        self.domain.cqs().get(b.cq).ok_or(Error::NoCq)
+        self.domain.cq(b.cq).ok_or(Error::NoCq)
     }
 
     fn post_tx(
@@ -1163,7 +1170,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         let tx = self.tx.as_ref().ok_or(Error::OpBadState)?;
         let cq = self.cq_slot(self.tx_cq)?;
         tx.with_state(|st| {
-            let r = st.post_send(cq, segments, raw, context, flags, self.poster());
+            let r = st.post_send(&cq, segments, raw, context, flags, self.poster());
             // A refused post rings too: earlier FI_MORE posts must not wait for a call that
             // may never come.
             if !flags.contains(OpFlags::MORE) || r.is_err() {
@@ -1181,9 +1188,9 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// See [`recvmsg`](Self::recvmsg).
     pub fn recv(
         &self,
-        buf: Buf<'s>,
+        buf: Buf<'d>,
         context: OpContext,
-    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
         self.recvmsg(buf, context, self.attr.rx_op_flags)
     }
 
@@ -1201,9 +1208,9 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     )]
     pub fn recvv(
         &self,
-        iov: Iov<'s>,
+        iov: Iov<'d>,
         context: OpContext,
-    ) -> core::result::Result<(), (Error, Iov<'s>)> {
+    ) -> core::result::Result<(), (Error, Iov<'d>)> {
         if iov.len() != 1 {
             return Err((Error::Inval, iov));
         }
@@ -1234,10 +1241,10 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// multi-receive table are full.
     pub fn recvmsg(
         &self,
-        buf: Buf<'s>,
+        buf: Buf<'d>,
         context: OpContext,
         flags: OpFlags,
-    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
         if let Err(e) = self.usable() {
             return Err((e, buf));
         }
@@ -1270,7 +1277,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                     return Err(Error::Inval);
                 }
                 let accepted = dev_len - header;
-                let r = st.post_multi_recv(cq, raw, dev_len, slots, accepted, context);
+                let r = st.post_multi_recv(&cq, raw, dev_len, slots, accepted, context);
                 if !flags.contains(OpFlags::MORE) || r.is_err() {
                     st.doorbell();
                 }
@@ -1280,7 +1287,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 return Err(Error::Inval);
             }
             let accepted = dev_len.min(raw.len) - header;
-            let r = st.post_recv(cq, raw, accepted, context, flags);
+            let r = st.post_recv(&cq, raw, accepted, context, flags);
             if !flags.contains(OpFlags::MORE) || r.is_err() {
                 st.doorbell();
             }
@@ -1311,7 +1318,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
             let found =
                 cq.with_sink(|sink| path.with_state(|st| Ok(st.cancel(context, &ctx, sink))))??;
             if found {
-                self.wake_readers(cq);
+                self.wake_readers(&cq);
                 return Ok(true);
             }
         }
@@ -1320,7 +1327,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
 
     /// A software insertion raises no interrupt: wake a reader blocked on `cq` through its
     /// vector's handle.
-    fn wake_readers(&self, cq: &CqSlot<'_>) {
+    fn wake_readers(&self, cq: &CqSlot) {
         if let Some(v) = cq.interrupt_vector() {
             if cq.has_sleepers() {
                 if let Ok(w) = self.domain.nic().irq(v) {
@@ -1346,11 +1353,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
         self.size_left(self.rx.as_ref(), self.rx_cq)
     }
 
-    fn size_left(
-        &self,
-        path: Option<&Path<'d, 's, 'n, N, D>>,
-        b: Option<CqBinding>,
-    ) -> Result<usize> {
+    fn size_left(&self, path: Option<&Path<'d, 'n, N, D>>, b: Option<CqBinding>) -> Result<usize> {
         self.usable()?;
         let path = path.ok_or(Error::OpBadState)?;
         let credits = self.cq_slot(b)?.credits();
@@ -1437,13 +1440,13 @@ fn multi_recv_slots(len: u32, slot_len: u32, min: usize) -> Result<u32> {
 /// direction. It borrows the endpoint, so the endpoint cannot be closed — released — while an
 /// alias lives (fi_endpoint(3): "all allocated aliases must be closed for the underlying
 /// endpoint to be released"), and aliases need no bookkeeping of their own.
-pub struct Alias<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> {
-    ep: &'e Endpoint<'d, 's, 'n, N, D>,
+pub struct Alias<'e, 'd, 'n, N: Nic + 'n, const D: usize> {
+    ep: &'e Endpoint<'d, 'n, N, D>,
     tx_op_flags: OpFlags,
     rx_op_flags: OpFlags,
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
+impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// Creates an alias (`fi_ep_alias`): `flags` holds exactly one of `TRANSMIT` and `RECV`,
     /// and `op_flags` become that direction's defaults for operations posted through the alias;
     /// the other direction inherits the endpoint's.
@@ -1451,11 +1454,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     /// # Errors
     /// `Inval` unless exactly one direction is named; `BadFlags` for op flags that direction
     /// does not accept.
-    pub fn alias(
-        &self,
-        which: BindFlags,
-        op_flags: OpFlags,
-    ) -> Result<Alias<'_, 'd, 's, 'n, N, D>> {
+    pub fn alias(&self, which: BindFlags, op_flags: OpFlags) -> Result<Alias<'_, 'd, 'n, N, D>> {
         let (mut tx, mut rx) = (self.attr.tx_op_flags, self.attr.rx_op_flags);
         set_op_flags_in(&mut tx, &mut rx, which, op_flags)?;
         Ok(Alias {
@@ -1466,18 +1465,18 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
     }
 }
 
-impl<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 's, 'n, N, D> {
+impl<'e, 'd, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 'n, N, D> {
     /// [`Endpoint::send`] with the alias's transmit flags.
     ///
     /// # Errors
     /// As [`Endpoint::sendmsg`].
     pub fn send(
         &self,
-        buf: Buf<'s>,
+        buf: Buf<'d>,
         len: usize,
         dest: FiAddr,
         context: OpContext,
-    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
         self.ep
             .sendmsg(buf, len, dest, None, context, self.tx_op_flags)
     }
@@ -1488,9 +1487,9 @@ impl<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 's, 'n, N, D> {
     /// As [`Endpoint::recvmsg`].
     pub fn recv(
         &self,
-        buf: Buf<'s>,
+        buf: Buf<'d>,
         context: OpContext,
-    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
         self.ep.recvmsg(buf, context, self.rx_op_flags)
     }
 
@@ -1512,7 +1511,7 @@ impl<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 's, 'n, N, D> {
     }
 
     /// The endpoint the alias belongs to.
-    pub fn endpoint(&self) -> &'e Endpoint<'d, 's, 'n, N, D> {
+    pub fn endpoint(&self) -> &'e Endpoint<'d, 'n, N, D> {
         self.ep
     }
 }
@@ -1552,7 +1551,7 @@ fn direction(which: BindFlags) -> Result<Dir> {
     }
 }
 
-impl<N: Nic, const D: usize> Drop for Endpoint<'_, '_, '_, N, D> {
+impl<N: Nic, const D: usize> Drop for Endpoint<'_, '_, N, D> {
     fn drop(&mut self) {
         self.shut();
     }

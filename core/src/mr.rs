@@ -142,13 +142,13 @@ impl<N: Nic> MrSlot<N> {
     };
 }
 
-impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
+impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Registers `mem` (`fi_mr_reg` for local send/receive access): maps it for the NIC. The
     /// region keeps owned memory (`Vec<u8>`, `Box<[u8]>`) until it is closed.
     ///
     /// ```
     /// # use ringfab::{domain::Domain, storage::Storage};
-    /// # fn f<N: ringfab::hal::Nic>(d: &Domain<'_, '_, N>) -> ringfab::Result {
+    /// # fn f<N: ringfab::hal::Nic>(d: &Domain<'_, N>) -> ringfab::Result {
     /// let mr = d.register(vec![0u8; 64 * 2048])?;
     /// let buf = mr.alloc(2048)?;
     /// # let _ = buf; Ok(()) }
@@ -157,7 +157,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// # Errors
     /// `Inval` for empty memory; `Full(Mrs)` when every MR slot is taken; `Device(_)` when the
     /// platform refuses the mapping (owned memory is freed then).
-    pub fn register(&self, mem: impl Into<Memory>) -> Result<MemoryRegion<'_, 's, 'n, N, D>> {
+    pub fn register(&self, mem: impl Into<Memory>) -> Result<MemoryRegion<'_, 'n, N, D>> {
         match mem.into() {
             Memory::Static(mem) => {
                 let len = mem.len();
@@ -194,7 +194,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         &self,
         cpu: NonNull<u8>,
         len: usize,
-    ) -> Result<MemoryRegion<'_, 's, 'n, N, D>> {
+    ) -> Result<MemoryRegion<'_, 'n, N, D>> {
         // SAFETY: the caller's promise is `map`'s.
         unsafe {
             self.map(
@@ -216,7 +216,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
         cpu: NonNull<u8>,
         len: usize,
         #[cfg(feature = "alloc")] owned: Option<OwnedMemory>,
-    ) -> Result<MemoryRegion<'_, 's, 'n, N, D>> {
+    ) -> Result<MemoryRegion<'_, 'n, N, D>> {
         if len == 0 {
             return Err(Error::Inval);
         }
@@ -249,13 +249,13 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
 ///
 /// Dropping the handle closes the region if no buffer of it is alive; otherwise it stays
 /// registered (use [`close`](Self::close) to be told).
-pub struct MemoryRegion<'d, 's, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'d Domain<'s, 'n, N, D>,
+pub struct MemoryRegion<'d, 'n, N: Nic + 'n, const D: usize> {
+    domain: &'d Domain<'n, N, D>,
     index: usize,
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> MemoryRegion<'d, 's, 'n, N, D> {
-    fn slot(&self) -> &'s MrSlot<N> {
+impl<'d, 'n, N: Nic + 'n, const D: usize> MemoryRegion<'d, 'n, N, D> {
+    fn slot(&self) -> &'d MrSlot<N> {
         &self.domain.mrs()[self.index]
     }
 
@@ -290,7 +290,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> MemoryRegion<'d, 's, 'n, N, D> {
     ///
     /// # Errors
     /// `Inval` for a zero or over-`u32` length; `NoMem` when the region has no room left.
-    pub fn alloc(&self, len: usize) -> Result<Buf<'s>> {
+    pub fn alloc(&self, len: usize) -> Result<Buf<'d>> {
         let len32 = u32::try_from(len).map_err(|_| Error::Inval)?;
         if len == 0 {
             return Err(Error::Inval);
@@ -344,7 +344,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> MemoryRegion<'d, 's, 'n, N, D> {
     }
 }
 
-impl<N: Nic, const D: usize> Drop for MemoryRegion<'_, '_, '_, N, D> {
+impl<N: Nic, const D: usize> Drop for MemoryRegion<'_, '_, N, D> {
     fn drop(&mut self) {
         let slot = self.slot();
         let mut guard = slot.state.lock();

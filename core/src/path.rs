@@ -70,7 +70,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize
 
 use spin::Mutex;
 
-use crate::av::{AvSlot, EpAddr};
+use crate::av::{AvTables, EpAddr};
 use crate::cntr::Counter;
 use crate::cq::entry::{BufAddr, Completion, OpContext};
 use crate::cq::queue::CqSlot;
@@ -570,14 +570,14 @@ pub(crate) struct Framing {
 
 /// Context every `poll` of a path needs from its domain.
 pub(crate) struct PollCtx<'a, N: Nic> {
-    pub(crate) cq: &'a CqSlot<'a>,
+    pub(crate) cq: &'a CqSlot,
     /// `cq`'s index in the domain, and the owner number of the endpoint acting (a cancel or
     /// close on a shared path); 0 elsewhere.
     pub(crate) reader: usize,
     pub(crate) owner: u8,
     /// Every CQ of the domain: on a shared path credits go back to the operation's own CQ.
-    pub(crate) cqs: &'a [CqSlot<'a>],
-    pub(crate) avs: &'a [AvSlot<'a>],
+    pub(crate) cqs: &'a [CqSlot],
+    pub(crate) avs: AvTables<'a>,
     pub(crate) mrs: &'a [MrSlot<N>],
     pub(crate) cntrs: &'a [&'a Counter<N::Wait>],
 }
@@ -1756,13 +1756,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 /// The queue of a shared context (`crate::stx`, `crate::srx`): what both kinds share — the
 /// endpoints bound to it (owner numbers in the slot), and the rule that a context dropped
 /// while endpoints are bound leaves the queue to the last of them to close.
-pub(crate) struct SharedPath<'d, 's, 'n, N: Nic + 'n, const D: usize> {
-    pub(crate) domain: &'d Domain<'s, 'n, N, D>,
-    pub(crate) path: Path<'d, 's, 'n, N, D>,
+pub(crate) struct SharedPath<'d, 'n, N: Nic + 'n, const D: usize> {
+    pub(crate) domain: &'d Domain<'n, N, D>,
+    pub(crate) path: Path<'d, 'n, N, D>,
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedPath<'d, 's, 'n, N, D> {
-    fn slot(&self) -> &'s PathSlot<'n, N, D> {
+impl<'d, 'n, N: Nic + 'n, const D: usize> SharedPath<'d, 'n, N, D> {
+    fn slot(&self) -> &'d PathSlot<'n, N, D> {
         &self.domain.paths()[self.path.index]
     }
 
@@ -1804,7 +1804,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     )]
     pub(crate) fn post_send_iov(
         &mut self,
-        cq: &CqSlot<'_>,
+        cq: &CqSlot,
         segments: &[TxSegment],
         buf: RawBuf,
         extra: [Option<RawBuf>; IOV_MAX - 1],
@@ -1902,7 +1902,7 @@ enum Settle {
 /// Counters count each operation when its completion is found, whoever found it.
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// The CQ an operation's credit belongs to.
-    fn op_cq<'c>(&self, op: &Op, ctx: &PollCtx<'c, N>) -> &'c CqSlot<'c> {
+    fn op_cq<'c>(&self, op: &Op, ctx: &PollCtx<'c, N>) -> &'c CqSlot {
         if self.shared {
             ctx.cqs.get(usize::from(op.cq)).unwrap_or(ctx.cq)
         } else {
@@ -2205,7 +2205,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// credits are checked and reserved before the first descriptor is written. No doorbell.
     pub(crate) fn post_multi_recv(
         &mut self,
-        cq: &CqSlot<'_>,
+        cq: &CqSlot,
         owned: RawBuf,
         slot_len: u32,
         slots: u32,
@@ -2481,7 +2481,7 @@ fn parse_header(encap: Encap, op: &Op, frame_len: u32) -> core::result::Result<H
 }
 
 #[inline(always)]
-fn rx_outcome(framing: Option<&Framing>, op: &Op, c: &RxCompletion, avs: &[AvSlot<'_>]) -> Verdict {
+fn rx_outcome(framing: Option<&Framing>, op: &Op, c: &RxCompletion, avs: AvTables<'_>) -> Verdict {
     let completion = |len: u32| Completion {
         context: op.context,
         flags: RECV_FLAGS,
@@ -2619,18 +2619,18 @@ const SEND_FLAGS_OK: OpFlags = OpFlags::COMPLETION
 ///
 /// Dropping the handle closes the path if it is bound to no CQ (the driver stops the hardware
 /// queue); a bound path stays open, as its CQ still counts it.
-pub struct Path<'d, 's, 'n, N: Nic + 'n, const D: usize> {
-    pub(crate) domain: &'d Domain<'s, 'n, N, D>,
+pub struct Path<'d, 'n, N: Nic + 'n, const D: usize> {
+    pub(crate) domain: &'d Domain<'n, N, D>,
     pub(crate) index: usize,
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
+impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
     /// The path's index in the domain's path slab.
     pub fn index(&self) -> usize {
         self.index
     }
 
-    fn slot(&self) -> &'s PathSlot<'n, N, D> {
+    fn slot(&self) -> &'d PathSlot<'n, N, D> {
         &self.domain.paths()[self.index]
     }
 
@@ -2680,7 +2680,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
     fn post_batch<P>(
         &self,
         posts: &[P],
-        post_one: impl Fn(&mut PathState<'n, N, D>, &CqSlot<'_>, &P) -> Result,
+        post_one: impl Fn(&mut PathState<'n, N, D>, &CqSlot, &P) -> Result,
     ) -> Result<usize> {
         let mut guard = self.slot().state.lock();
         let Some(st) = guard.as_mut() else {
@@ -2772,7 +2772,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
     /// discarded without a completion, its credit given back to `cq`.
     /// A handle on shared path `index` for an endpoint bound to it (dropping it closes
     /// nothing: a shared path is closed by its context, or by its last endpoint).
-    pub(crate) fn shared(domain: &'d Domain<'s, 'n, N, D>, index: usize) -> Self {
+    pub(crate) fn shared(domain: &'d Domain<'n, N, D>, index: usize) -> Self {
         Path { domain, index }
     }
 
@@ -2829,13 +2829,13 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
         *guard = None;
     }
 
-    fn bound_cq(&self, st: &PathState<'n, N, D>) -> Result<&'s CqSlot<'s>> {
+    fn bound_cq(&self, st: &PathState<'n, N, D>) -> Result<&'d CqSlot> {
         let index = st.cq.ok_or(Error::NoCq)?;
         self.domain.cqs().get(index).ok_or(Error::NoCq)
     }
 }
 
-impl<'n, N: Nic + 'n, const D: usize> Drop for Path<'_, '_, 'n, N, D> {
+impl<'n, N: Nic + 'n, const D: usize> Drop for Path<'_, 'n, N, D> {
     fn drop(&mut self) {
         let slot = &self.domain.paths()[self.index];
         let mut guard = slot.state.lock();
@@ -2860,7 +2860,7 @@ fn push_error(e: PushError) -> Error {
 
 fn post_one_recv<N: Nic, const D: usize>(
     st: &mut PathState<'_, N, D>,
-    cq: &CqSlot<'_>,
+    cq: &CqSlot,
     p: &RecvPost,
 ) -> Result {
     if p.flags.unknown() != 0 || !OpFlags::COMPLETION.contains(p.flags) {
@@ -2880,7 +2880,7 @@ fn post_one_recv<N: Nic, const D: usize>(
 
 fn post_one_send<N: Nic, const D: usize>(
     st: &mut PathState<'_, N, D>,
-    cq: &CqSlot<'_>,
+    cq: &CqSlot,
     p: &SendPost<'_>,
 ) -> Result {
     if !SEND_FLAGS_OK.contains(p.flags) {
@@ -2901,7 +2901,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// accepted), reserving a CQ credit; nothing is left taken on failure. No doorbell.
     pub(crate) fn post_recv(
         &mut self,
-        cq: &CqSlot<'_>,
+        cq: &CqSlot,
         buf: RawBuf,
         len: u32,
         context: OpContext,
@@ -2943,7 +2943,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// reserving a CQ credit; nothing is left taken on failure. No doorbell.
     pub(crate) fn post_send(
         &mut self,
-        cq: &CqSlot<'_>,
+        cq: &CqSlot,
         segments: &[TxSegment],
         buf: RawBuf,
         context: OpContext,
@@ -2959,7 +2959,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// path (required there), `None` elsewhere.
     pub(crate) fn post_send_with(
         &mut self,
-        cq: &CqSlot<'_>,
+        cq: &CqSlot,
         segments: &[TxSegment],
         buf: RawBuf,
         context: OpContext,

@@ -105,8 +105,8 @@ pub struct CtxAttr {
 }
 
 /// A scalable endpoint. See the [module documentation](self).
-pub struct ScalableEndpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'d Domain<'s, 'n, N, D>,
+pub struct ScalableEndpoint<'d, 'n, N: Nic + 'n, const D: usize> {
+    domain: &'d Domain<'n, N, D>,
     attr: SepAttr,
     av: Option<usize>,
     /// Contexts open, one bit each.
@@ -117,7 +117,7 @@ pub struct ScalableEndpoint<'d, 's, 'n, N: Nic + 'n, const D: usize> {
     rss_fed: Mutex<u32>,
 }
 
-impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
+impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Creates a scalable endpoint (`fi_scalable_ep`).
     ///
     /// # Errors
@@ -126,7 +126,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// encapsulation; `OpNotSupp` for more than one named receive context on a NIC that cannot
     /// steer by address, or for RSS on a NIC without it (see the module documentation);
     /// `Device(Unsupported)` for RSS while the NIC steers by address for another user.
-    pub fn scalable_endpoint(&self, attr: &SepAttr) -> Result<ScalableEndpoint<'_, 's, 'n, N, D>> {
+    pub fn scalable_endpoint(&self, attr: &SepAttr) -> Result<ScalableEndpoint<'_, 'n, N, D>> {
         let caps = self.nic().capabilities();
         let (tx, rx) = (attr.tx_ctx_cnt, attr.rx_ctx_cnt);
         if tx == 0 || rx == 0 || tx > caps.tx_queues.min(MAX_CONTEXTS) {
@@ -172,7 +172,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     }
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 's, 'n, N, D> {
+impl<'d, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 'n, N, D> {
     /// The attributes.
     pub fn attr(&self) -> &SepAttr {
         &self.attr
@@ -190,14 +190,14 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 's, 'n, N, D>
     ///
     /// # Errors
     /// `Inval` if one is bound already; `Domain` for an AV of another domain.
-    pub fn bind_av(&mut self, av: &AddressVector<'_, 's, 'n, N, D>) -> Result {
+    pub fn bind_av(&mut self, av: &AddressVector<'_, 'n, N, D>) -> Result {
         if !core::ptr::eq(av.domain(), self.domain) {
             return Err(Error::Domain);
         }
         if self.av.is_some() {
             return Err(Error::Inval);
         }
-        self.domain.avs()[av.index()].bind();
+        self.domain.avs().at(av.index()).bind();
         self.av = Some(av.index());
         Ok(())
     }
@@ -208,7 +208,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 's, 'n, N, D>
     /// # Errors
     /// `NoAv` before [`bind_av`](Self::bind_av); `Inval` for an index at or above
     /// `tx_ctx_cnt`; `Busy` if that context is open; `BadFlags` for flags a transmit refuses.
-    pub fn tx_context(&self, index: u16, attr: &CtxAttr) -> Result<Context<'_, 'd, 's, 'n, N, D>> {
+    pub fn tx_context(&self, index: u16, attr: &CtxAttr) -> Result<Context<'_, 'd, 'n, N, D>> {
         self.context(Dir::Tx, index, attr)
     }
 
@@ -217,16 +217,11 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 's, 'n, N, D>
     ///
     /// # Errors
     /// As [`tx_context`](Self::tx_context); `Device(_)` if the NIC refuses the address.
-    pub fn rx_context(&self, index: u16, attr: &CtxAttr) -> Result<Context<'_, 'd, 's, 'n, N, D>> {
+    pub fn rx_context(&self, index: u16, attr: &CtxAttr) -> Result<Context<'_, 'd, 'n, N, D>> {
         self.context(Dir::Rx, index, attr)
     }
 
-    fn context(
-        &self,
-        dir: Dir,
-        index: u16,
-        attr: &CtxAttr,
-    ) -> Result<Context<'_, 'd, 's, 'n, N, D>> {
+    fn context(&self, dir: Dir, index: u16, attr: &CtxAttr) -> Result<Context<'_, 'd, 'n, N, D>> {
         let av = self.av.ok_or(Error::NoAv)?;
         let (count, open) = match dir {
             Dir::Tx => (self.attr.tx_ctx_cnt, &self.tx_open),
@@ -287,7 +282,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 's, 'n, N, D>
     }
 }
 
-impl<N: Nic, const D: usize> ScalableEndpoint<'_, '_, '_, N, D> {
+impl<N: Nic, const D: usize> ScalableEndpoint<'_, '_, N, D> {
     /// Changes the set of receive contexts RSS feeds — `Some((index, true))` adds one,
     /// `Some((index, false))` takes one out — and programs the NIC's redirection table over
     /// the contexts then fed (RSS off when none is). On error the set is left as it was.
@@ -339,14 +334,14 @@ fn rss_key(key: &mut [u8]) {
     }
 }
 
-impl<N: Nic, const D: usize> Drop for ScalableEndpoint<'_, '_, '_, N, D> {
+impl<N: Nic, const D: usize> Drop for ScalableEndpoint<'_, '_, N, D> {
     fn drop(&mut self) {
         if self.attr.rss {
             // Every context is closed (they borrow the endpoint): the set is empty, RSS off.
             let _ = self.feed(None);
         }
         if let Some(av) = self.av.take() {
-            self.domain.avs()[av].unbind();
+            self.domain.avs().at(av).unbind();
         }
     }
 }
@@ -360,14 +355,14 @@ enum Dir {
 /// A transmit or receive context of a scalable endpoint: a one-directional [`Endpoint`] (it
 /// dereferences to one: bind its CQ, enable it, post on it) that borrows its scalable
 /// endpoint.
-pub struct Context<'e, 'd, 's, 'n, N: Nic + 'n, const D: usize> {
-    ep: Endpoint<'d, 's, 'n, N, D>,
-    sep: &'e ScalableEndpoint<'d, 's, 'n, N, D>,
+pub struct Context<'e, 'd, 'n, N: Nic + 'n, const D: usize> {
+    ep: Endpoint<'d, 'n, N, D>,
+    sep: &'e ScalableEndpoint<'d, 'n, N, D>,
     dir: Dir,
     index: u16,
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Context<'_, 'd, 's, 'n, N, D> {
+impl<'d, 'n, N: Nic + 'n, const D: usize> Context<'_, 'd, 'n, N, D> {
     /// The context's index.
     pub fn index(&self) -> u16 {
         self.index
@@ -393,20 +388,20 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Context<'_, 'd, 's, 'n, N, D> {
     }
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Deref for Context<'_, 'd, 's, 'n, N, D> {
-    type Target = Endpoint<'d, 's, 'n, N, D>;
+impl<'d, 'n, N: Nic + 'n, const D: usize> Deref for Context<'_, 'd, 'n, N, D> {
+    type Target = Endpoint<'d, 'n, N, D>;
     fn deref(&self) -> &Self::Target {
         &self.ep
     }
 }
 
-impl<N: Nic, const D: usize> DerefMut for Context<'_, '_, '_, '_, N, D> {
+impl<N: Nic, const D: usize> DerefMut for Context<'_, '_, '_, N, D> {
     fn deref_mut(&mut self) -> &mut Self::Target {
         &mut self.ep
     }
 }
 
-impl<N: Nic, const D: usize> Drop for Context<'_, '_, '_, '_, N, D> {
+impl<N: Nic, const D: usize> Drop for Context<'_, '_, '_, N, D> {
     fn drop(&mut self) {
         if self.dir == Dir::Rx && self.sep.attr.rss {
             // Out of the table before its queue closes. Should the NIC refuse, frames hashed

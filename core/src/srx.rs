@@ -63,13 +63,13 @@ impl Default for SrxAttr {
 const SRX_FLAGS_OK: OpFlags = OpFlags::COMPLETION.union(OpFlags::MORE);
 
 /// A shared receive context. See the [module documentation](self).
-pub struct SharedRxContext<'d, 's, 'n, N: Nic + 'n, const D: usize> {
-    queue: SharedPath<'d, 's, 'n, N, D>,
+pub struct SharedRxContext<'d, 'n, N: Nic + 'n, const D: usize> {
+    queue: SharedPath<'d, 'n, N, D>,
     attr: SrxAttr,
     mac: MacAddr,
 }
 
-impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
+impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Opens a shared receive context on receive queue `attr.rx_queue` (`fi_srx_context`).
     ///
     /// # Errors
@@ -77,7 +77,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     /// outside `header + 1 ..= max_rx_buf_len` (the header of `attr.encap`); `NoMem` without a
     /// free path slot; `Device(_)` when the NIC refuses the queue or cannot steer an address to
     /// it.
-    pub fn srx_context(&self, attr: &SrxAttr) -> Result<SharedRxContext<'_, 's, 'n, N, D>> {
+    pub fn srx_context(&self, attr: &SrxAttr) -> Result<SharedRxContext<'_, 'n, N, D>> {
         if !SRX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
         }
@@ -110,7 +110,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     }
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> {
+impl<'d, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 'n, N, D> {
     /// The attributes it was opened with.
     pub fn attr(&self) -> &SrxAttr {
         &self.attr
@@ -135,9 +135,9 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
     /// See [`recvmsg`](Self::recvmsg).
     pub fn recv(
         &self,
-        buf: Buf<'s>,
+        buf: Buf<'d>,
         context: OpContext,
-    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
         self.recvmsg(buf, context, self.attr.op_flags)
     }
 
@@ -150,10 +150,10 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
     /// `OpBadState` after a critical fault of the queue; `Again` when the ring is full.
     pub fn recvmsg(
         &self,
-        buf: Buf<'s>,
+        buf: Buf<'d>,
         context: OpContext,
         flags: OpFlags,
-    ) -> core::result::Result<(), (Error, Buf<'s>)> {
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
         if !SRX_FLAGS_OK.contains(flags) {
             return Err((Error::BadFlags, buf));
         }
@@ -184,7 +184,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
     ///
     /// # Errors
     /// `OpBadState` after the queue was closed. `Ok(None)`: no such receive waits.
-    pub fn cancel(&self, context: OpContext) -> Result<Option<Buf<'s>>> {
+    pub fn cancel(&self, context: OpContext) -> Result<Option<Buf<'d>>> {
         let mrs = self.queue.domain.mrs();
         let raw = self
             .queue
@@ -218,7 +218,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
         Ok(())
     }
 
-    pub(crate) fn domain(&self) -> &'d Domain<'s, 'n, N, D> {
+    pub(crate) fn domain(&self) -> &'d Domain<'n, N, D> {
         self.queue.domain
     }
 
@@ -228,7 +228,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 's, 'n, N, D> 
     }
 }
 
-impl<N: Nic, const D: usize> Drop for SharedRxContext<'_, '_, '_, N, D> {
+impl<N: Nic, const D: usize> Drop for SharedRxContext<'_, '_, N, D> {
     fn drop(&mut self) {
         // Endpoints still bound keep the queue (and its address); the last one to leave
         // closes the queue, and the address goes with it (`SharedPath::close_shared`).

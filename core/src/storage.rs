@@ -1,106 +1,197 @@
-//! The one storage object a [`Domain`](crate::domain::Domain) keeps everything in.
+//! The tables a [`Domain`](crate::domain::Domain) keeps every object in, and their capacities.
 //!
-//! DESIGN.md decision 10: core allocates nothing, so every object a domain opens — hardware
-//! queues with their op tables, completion queues with their aux queues, memory registrations,
-//! address vectors with their tables — lives in a fixed-capacity table the application places.
-//! [`Storage`] is all of those tables in one value, its capacities given as const generics
-//! with defaults that suit one or two endpoints per NIC:
+//! DESIGN.md decision 10: every object a domain opens — hardware queues with their op tables,
+//! completion queues with their aux queues, memory registrations, address vectors with their
+//! address tables — lives in a fixed-capacity table, so nothing is allocated once the domain
+//! exists and the data path never allocates. The tables belong to the domain. Where they come
+//! from:
 //!
-//! | parameter | default | what it bounds |
-//! |---|---|---|
-//! | `D` | 256 | depth of every hardware ring (the driver's queue types are sized by it) |
-//! | `QUEUES` | 8 | hardware queues open at once (an endpoint takes two, a context one) |
-//! | `CQS` | 4 | completion queues open at once |
-//! | `CQ_SIZE` | 512 | the largest CQ size, and the size of a CQ opened with size 0 |
-//! | `MRS` | 4 | memory registrations |
-//! | `AVS` | 2 | address vectors |
-//! | `AV_ENTRIES` | 64 | addresses per address vector |
+//! * under std (the `alloc` feature, on by default): [`Domain::new`](crate::domain::Domain::new)
+//!   allocates them once, with the [`Capacities`] given (or the defaults);
+//! * on bare metal: a [`Storage`] — the same tables as arrays sized by const generics, `const`
+//!   to build, so it can be a `static` — lent to the domain for good with
+//!   [`Domain::from_storage`](crate::domain::Domain::from_storage).
 //!
 //! An exhausted table is [`Error::Full`](crate::Error::Full), naming the [`Capacity`].
 //!
-//! Where it lives: on the heap under std ([`Storage::boxed`]: the default is about 730 KiB on
-//! igb, mostly op tables and aux queues), in a `static` on bare metal ([`Storage::new`] is
-//! `const`), or on the stack for small capacities. [`Domain::new`](crate::domain::Domain::new)
-//! borrows it mutably for as long as the domain's objects may be used, so one storage serves one
-//! domain.
-//!
 //! # Drop order
 //!
-//! Fields drop in declaration order: the hardware queues first (each driver stops its queue),
-//! then the memory registrations (unmapping, then freeing owned memory). Memory a stopped device
-//! can no longer write is the only memory ever freed.
+//! The domain's tables drop in declaration order: the hardware queues first (each driver stops
+//! its queue), then the memory registrations (unmapping, then freeing owned memory). Memory a
+//! stopped device can no longer write is the only memory ever freed; a domain leaked with
+//! `mem::forget` leaks its memory with it.
 
-use heapless::Deque;
+use core::ops::Deref;
+
 use spin::Mutex;
 
 use crate::av::{AvEntry, AvSlot};
-use crate::cq::queue::{AuxItem, CqSlot};
+use crate::cq::queue::{AuxCell, CqSlot};
 use crate::hal::Nic;
 use crate::mr::MrSlot;
 use crate::path::PathSlot;
 
-/// Which fixed capacity of a domain's [`Storage`] an open or a registration found used up.
+/// Which fixed capacity of a domain an open or a registration found used up.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[non_exhaustive]
 pub enum Capacity {
-    /// `QUEUES`: hardware queues (endpoints, contexts, shared contexts).
+    /// [`Capacities::queues`]: hardware queues (endpoints, contexts, shared contexts).
     Queues,
-    /// `CQS`: completion queues.
+    /// [`Capacities::cqs`]: completion queues.
     Cqs,
-    /// `CQ_SIZE`: a CQ asked for more entries than the storage's aux queues hold.
+    /// [`Capacities::cq_size`]: a CQ asked for more entries than an aux queue holds.
     CqSize,
-    /// `MRS`: memory registrations.
+    /// [`Capacities::mrs`]: memory registrations.
     Mrs,
-    /// `AVS`: address vectors.
+    /// [`Capacities::avs`]: address vectors.
     Avs,
-    /// `AV_ENTRIES`: addresses in one address vector.
+    /// [`Capacities::av_entries`]: addresses in one address vector.
     AvEntries,
     /// The NIC's interrupt vectors (a blocking CQ takes one of its own).
     Vectors,
 }
 
 impl Capacity {
-    /// The name of the storage parameter (or NIC resource) that bounds it.
+    /// The name of the capacity (or NIC resource) that bounds it.
     pub const fn name(self) -> &'static str {
         match self {
-            Capacity::Queues => "QUEUES (hardware queues)",
-            Capacity::Cqs => "CQS (completion queues)",
-            Capacity::CqSize => "CQ_SIZE (entries of one completion queue)",
-            Capacity::Mrs => "MRS (memory registrations)",
-            Capacity::Avs => "AVS (address vectors)",
-            Capacity::AvEntries => "AV_ENTRIES (addresses of one address vector)",
+            Capacity::Queues => "queues (hardware queues)",
+            Capacity::Cqs => "cqs (completion queues)",
+            Capacity::CqSize => "cq_size (entries of one completion queue)",
+            Capacity::Mrs => "mrs (memory registrations)",
+            Capacity::Avs => "avs (address vectors)",
+            Capacity::AvEntries => "av_entries (addresses of one address vector)",
             Capacity::Vectors => "the NIC's interrupt vectors",
         }
     }
 }
 
-/// Every table of one domain. See the [module documentation](self).
-///
-/// `'s` is the lifetime of the domain's borrow of the storage (the aux queues and address
-/// tables are handed to their slots through it); `'n` the NIC's.
+/// How many of each object a domain can hold at once. The defaults suit a few endpoints per
+/// NIC; the memory they take is mostly op tables (one entry per ring slot, per hardware queue)
+/// and aux queues (`cq_size` entries per CQ).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Capacities {
+    /// Hardware queues open at once (an endpoint takes two, a context or shared context one).
+    pub queues: usize,
+    /// Completion queues open at once.
+    pub cqs: usize,
+    /// The largest CQ size, and the size of a CQ opened with size 0 when it is below 1024.
+    pub cq_size: usize,
+    /// Memory registrations.
+    pub mrs: usize,
+    /// Address vectors.
+    pub avs: usize,
+    /// Addresses of one address vector.
+    pub av_entries: usize,
+}
+
+impl Capacities {
+    /// 8 queues, 4 CQs of up to 1024 entries (libfabric's util CQ default size), 4 MRs,
+    /// 2 AVs of 64 addresses; as a constant, for `Capacities { cqs: 1, ..Capacities::DEFAULT }`
+    /// in a `const`.
+    pub const DEFAULT: Capacities = Capacities {
+        queues: 8,
+        cqs: 4,
+        cq_size: 1024,
+        mrs: 4,
+        avs: 2,
+        av_entries: 64,
+    };
+}
+
+impl Default for Capacities {
+    /// [`Capacities::DEFAULT`].
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// A table: lent for the domain's life (bare metal), or owned (std).
+pub(crate) enum Table<'n, T> {
+    Lent(&'n [T]),
+    #[cfg(feature = "alloc")]
+    Owned(alloc::boxed::Box<[T]>),
+}
+
+impl<T> Deref for Table<'_, T> {
+    type Target = [T];
+
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        match self {
+            Table::Lent(t) => t,
+            #[cfg(feature = "alloc")]
+            Table::Owned(t) => t,
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<T> Table<'_, T> {
+    /// `len` entries, each `make()`, built in place on the heap.
+    pub(crate) fn owned(len: usize, make: impl Fn() -> T) -> Self {
+        Table::Owned((0..len).map(|_| make()).collect())
+    }
+}
+
+/// The domain's tables, in drop order (see the [module documentation](self)).
+pub(crate) struct Tables<'n, N: Nic + 'n, const D: usize> {
+    pub(crate) paths: Table<'n, PathSlot<'n, N, D>>,
+    pub(crate) cqs: Table<'n, CqSlot>,
+    /// Every CQ's aux queue, `cq_size` cells each, CQ `i`'s at `i * cq_size`.
+    pub(crate) aux: Table<'n, AuxCell>,
+    pub(crate) cq_size: usize,
+    pub(crate) avs: Table<'n, AvSlot>,
+    /// Every AV's address table, `av_entries` each, AV `i`'s at `i * av_entries`.
+    pub(crate) av_entries: Table<'n, AvEntry>,
+    pub(crate) av_size: usize,
+    pub(crate) mrs: Table<'n, MrSlot<N>>,
+}
+
+#[cfg(feature = "alloc")]
+impl<'n, N: Nic + 'n, const D: usize> Tables<'n, N, D> {
+    /// Tables of `caps` on the heap.
+    pub(crate) fn allocate(caps: &Capacities) -> Self {
+        Tables {
+            paths: Table::owned(caps.queues, || PathSlot::EMPTY),
+            cqs: Table::owned(caps.cqs, || CqSlot::EMPTY),
+            aux: Table::owned(caps.cqs * caps.cq_size, || AuxCell::EMPTY),
+            cq_size: caps.cq_size,
+            avs: Table::owned(caps.avs, || AvSlot::EMPTY),
+            av_entries: Table::owned(caps.avs * caps.av_entries, || AvEntry::EMPTY),
+            av_size: caps.av_entries,
+            mrs: Table::owned(caps.mrs, || MrSlot::EMPTY),
+        }
+    }
+}
+
+/// A domain's tables as arrays, for a domain without an allocator: make it a `static` (its
+/// [`new`](Self::new) is `const`) and lend it to
+/// [`Domain::from_storage`](crate::domain::Domain::from_storage). The const generics are the
+/// [`Capacities`] (`CQ_SIZE` is `cq_size`, and so on) and the ring depth `D`.
 pub struct Storage<
-    's,
     'n,
     N: Nic + 'n,
     const D: usize = 256,
     const QUEUES: usize = 8,
     const CQS: usize = 4,
-    const CQ_SIZE: usize = 512,
+    const CQ_SIZE: usize = 1024,
     const MRS: usize = 4,
     const AVS: usize = 2,
     const AV_ENTRIES: usize = 64,
 > {
     // Declaration order is drop order: queues stop before memory is unmapped and freed.
-    pub(crate) paths: [PathSlot<'n, N, D>; QUEUES],
-    pub(crate) cqs: [CqSlot<'s>; CQS],
-    pub(crate) avs: [AvSlot<'s>; AVS],
-    pub(crate) mrs: [MrSlot<N>; MRS],
-    aux: [Mutex<Deque<AuxItem, CQ_SIZE>>; CQS],
-    av_tables: [[AvEntry; AV_ENTRIES]; AVS],
+    paths: [PathSlot<'n, N, D>; QUEUES],
+    cqs: [CqSlot; CQS],
+    aux: [[AuxCell; CQ_SIZE]; CQS],
+    avs: [AvSlot; AVS],
+    av_entries: [[AvEntry; AV_ENTRIES]; AVS],
+    mrs: [MrSlot<N>; MRS],
+    /// Whether a domain has it (a storage serves one domain).
+    lent: Mutex<bool>,
 }
 
 impl<
-        's,
         'n,
         N: Nic + 'n,
         const D: usize,
@@ -110,106 +201,54 @@ impl<
         const MRS: usize,
         const AVS: usize,
         const AV_ENTRIES: usize,
-    > Storage<'s, 'n, N, D, QUEUES, CQS, CQ_SIZE, MRS, AVS, AV_ENTRIES>
+    > Storage<'n, N, D, QUEUES, CQS, CQ_SIZE, MRS, AVS, AV_ENTRIES>
 {
-    /// An empty aux queue.
-    #[allow(
-        clippy::declare_interior_mutable_const,
-        reason = "a fresh queue per use is the point"
-    )]
-    const EMPTY_AUX: Mutex<Deque<AuxItem, CQ_SIZE>> = Mutex::new(Deque::new());
-
     /// Empty tables.
     pub const fn new() -> Self {
         Storage {
             paths: [const { PathSlot::EMPTY }; QUEUES],
             cqs: [const { CqSlot::EMPTY }; CQS],
+            aux: [const { [const { AuxCell::EMPTY }; CQ_SIZE] }; CQS],
             avs: [const { AvSlot::EMPTY }; AVS],
+            av_entries: [const { [const { AvEntry::EMPTY }; AV_ENTRIES] }; AVS],
             mrs: [const { MrSlot::EMPTY }; MRS],
-            aux: [const { Self::EMPTY_AUX }; CQS],
-            av_tables: [const { [const { AvEntry::EMPTY }; AV_ENTRIES] }; AVS],
+            lent: Mutex::new(false),
         }
     }
 
-    /// Empty tables on the heap, built in place: `Box::new(Storage::new())` would build them on
-    /// the stack first (unoptimised builds do), and the default tables are about 730 KiB —
-    /// a test thread's 2 MiB stack overflows with a storage of four 1024-entry CQs. `boxed`
-    /// needs about one aux queue's worth of stack.
-    #[cfg(feature = "alloc")]
-    pub fn boxed() -> alloc::boxed::Box<Self> {
-        /// Writes `value()` into each of the `n` elements at `first`.
-        ///
-        /// # Safety
-        /// `first..first + n` must be valid for writes.
-        unsafe fn fill<T>(first: *mut T, n: usize, value: impl Fn() -> T) {
-            for i in 0..n {
-                // SAFETY: `i < n`, and the caller's range is valid for writes.
-                unsafe { first.add(i).write(value()) };
-            }
-        }
-        let mut b = alloc::boxed::Box::<Self>::new_uninit();
-        let p = b.as_mut_ptr();
-        // SAFETY: `p` points to uninitialised memory for one `Self`; every field is an array,
-        // each is written element by element (an array's elements are contiguous, so the cast
-        // pointer and the count cover it exactly), so every byte `Self` needs is initialised
-        // before `assume_init`. Nothing is read before it is written, and no element panics
-        // while being made (they are constants and `const fn` results).
-        unsafe {
-            fill(
-                core::ptr::addr_of_mut!((*p).paths).cast::<PathSlot<'n, N, D>>(),
-                QUEUES,
-                || PathSlot::EMPTY,
-            );
-            fill(
-                core::ptr::addr_of_mut!((*p).cqs).cast::<CqSlot<'s>>(),
-                CQS,
-                || CqSlot::EMPTY,
-            );
-            fill(
-                core::ptr::addr_of_mut!((*p).avs).cast::<AvSlot<'s>>(),
-                AVS,
-                || AvSlot::EMPTY,
-            );
-            fill(
-                core::ptr::addr_of_mut!((*p).mrs).cast::<MrSlot<N>>(),
-                MRS,
-                || MrSlot::EMPTY,
-            );
-            // Not through `fill`: a deque of CQ_SIZE entries is large, and an unoptimised build
-            // copies a closure's result through the stack more than once. A constant is written
-            // from where it is kept.
-            let aux = core::ptr::addr_of_mut!((*p).aux).cast::<Mutex<Deque<AuxItem, CQ_SIZE>>>();
-            for i in 0..CQS {
-                aux.add(i).write(Self::EMPTY_AUX);
-            }
-            fill(
-                core::ptr::addr_of_mut!((*p).av_tables).cast::<AvEntry>(),
-                AVS * AV_ENTRIES,
-                || AvEntry::EMPTY,
-            );
-            b.assume_init()
+    /// The capacities the arrays hold.
+    pub const fn capacities() -> Capacities {
+        Capacities {
+            queues: QUEUES,
+            cqs: CQS,
+            cq_size: CQ_SIZE,
+            mrs: MRS,
+            avs: AVS,
+            av_entries: AV_ENTRIES,
         }
     }
 
-    /// Hands each CQ slot its aux queue and each AV slot its table, for the domain's lifetime.
-    /// The aux queues are taken out of their locks for good (`leak`): the slot owns its queue
-    /// from now on, and gives it back to itself when the CQ closes.
-    pub(crate) fn attach(&'s mut self) -> &'s Self {
-        let this: &'s Self = self;
-        for (slot, aux) in this.cqs.iter().zip(&this.aux) {
-            if let Some(q) = aux.try_lock() {
-                slot.give_aux(spin::MutexGuard::leak(q).as_mut_view());
-            }
+    /// The tables, lent for `'n`, unless a domain has them already.
+    pub(crate) fn lend(&'n self) -> Option<Tables<'n, N, D>> {
+        let mut lent = self.lent.lock();
+        if *lent {
+            return None;
         }
-        for (slot, table) in this.avs.iter().zip(&this.av_tables) {
-            slot.give_table(table);
-        }
-        this
+        *lent = true;
+        Some(Tables {
+            paths: Table::Lent(&self.paths),
+            cqs: Table::Lent(&self.cqs),
+            aux: Table::Lent(self.aux.as_flattened()),
+            cq_size: CQ_SIZE,
+            avs: Table::Lent(&self.avs),
+            av_entries: Table::Lent(self.av_entries.as_flattened()),
+            av_size: AV_ENTRIES,
+            mrs: Table::Lent(&self.mrs),
+        })
     }
 }
 
 impl<
-        's,
         'n,
         N: Nic + 'n,
         const D: usize,
@@ -219,7 +258,7 @@ impl<
         const MRS: usize,
         const AVS: usize,
         const AV_ENTRIES: usize,
-    > Default for Storage<'s, 'n, N, D, QUEUES, CQS, CQ_SIZE, MRS, AVS, AV_ENTRIES>
+    > Default for Storage<'n, N, D, QUEUES, CQS, CQ_SIZE, MRS, AVS, AV_ENTRIES>
 {
     fn default() -> Self {
         Self::new()

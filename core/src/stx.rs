@@ -47,18 +47,18 @@ pub struct StxAttr {
 }
 
 /// A shared transmit context. See the [module documentation](self).
-pub struct SharedTxContext<'d, 's, 'n, N: Nic + 'n, const D: usize> {
-    queue: SharedPath<'d, 's, 'n, N, D>,
+pub struct SharedTxContext<'d, 'n, N: Nic + 'n, const D: usize> {
+    queue: SharedPath<'d, 'n, N, D>,
     attr: StxAttr,
 }
 
-impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
+impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Opens a shared transmit context on transmit queue `attr.tx_queue` (`fi_stx_context`).
     ///
     /// # Errors
     /// `BadFlags` for op flags no DGRAM transmit takes; `NoMem` without a free path slot;
     /// `Device(_)` when the NIC refuses the queue.
-    pub fn stx_context(&self, attr: &StxAttr) -> Result<SharedTxContext<'_, 's, 'n, N, D>> {
+    pub fn stx_context(&self, attr: &StxAttr) -> Result<SharedTxContext<'_, 'n, N, D>> {
         if !TX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
         }
@@ -82,7 +82,7 @@ impl<'s, 'n, N: Nic + 'n, const D: usize> Domain<'s, 'n, N, D> {
     }
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedTxContext<'d, 's, 'n, N, D> {
+impl<'d, 'n, N: Nic + 'n, const D: usize> SharedTxContext<'d, 'n, N, D> {
     /// The attributes it was opened with.
     pub fn attr(&self) -> &StxAttr {
         &self.attr
@@ -109,7 +109,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedTxContext<'d, 's, 'n, N, D> 
         Ok(())
     }
 
-    pub(crate) fn domain(&self) -> &'d Domain<'s, 'n, N, D> {
+    pub(crate) fn domain(&self) -> &'d Domain<'n, N, D> {
         self.queue.domain
     }
 
@@ -119,7 +119,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> SharedTxContext<'d, 's, 'n, N, D> 
     }
 }
 
-impl<N: Nic, const D: usize> Drop for SharedTxContext<'_, '_, '_, N, D> {
+impl<N: Nic, const D: usize> Drop for SharedTxContext<'_, '_, N, D> {
     fn drop(&mut self) {
         self.queue.release();
     }

@@ -20,7 +20,7 @@ use ringfab::hal::{
     DmaRegion, Iova, Nic, Platform, Report, RxBuffer, RxConfig, Token, TxConfig, TxQueue, TxSegment,
 };
 use ringfab::path::{Path, RecvPost, SendPost};
-use ringfab::{cntr::WaitObj, Capacity, Error, Storage};
+use ringfab::{cntr::WaitObj, Capacities, Capacity, Error};
 use ringfab_emu::{CorruptMode, DeviceFault, EmuDma, WireFault};
 
 /// Ring depth of every path.
@@ -34,6 +34,20 @@ const SLOTS: usize = 128;
 const FRAME: usize = 114;
 /// The flags of every successful receive entry.
 const RECV_MSG: CompletionFlags = CompletionFlags::RECV.union(CompletionFlags::MSG);
+
+/// A domain over `nic` with rings of `D` descriptors, `queues` hardware queues and `cqs` CQs of
+/// up to `cq_size` entries (the other capacities the defaults).
+fn domain<N: Nic>(nic: &N, queues: usize, cqs: usize, cq_size: usize) -> Domain<'_, N, D> {
+    Domain::with_capacities(
+        nic,
+        &Capacities {
+            queues,
+            cqs,
+            cq_size,
+            ..Capacities::DEFAULT
+        },
+    )
+}
 
 /// A frame from A to B whose payload starts with `seq` (little-endian).
 fn frame(seq: u64) -> Vec<u8> {
@@ -125,7 +139,7 @@ fn msg_attr(size: usize) -> CqAttr {
 /// Everything readable now, `Again` excluded: `Ok` entries and `Err` error entries in the
 /// order the CQ delivered them.
 fn drain<N: Nic, F: Format>(
-    cq: &mut CompletionQueue<'_, '_, '_, N, D, F>,
+    cq: &mut CompletionQueue<'_, '_, N, D, F>,
 ) -> Vec<Result<F::Entry, ErrEntry>> {
     let mut all = Vec::new();
     let mut buf = [F::Entry::default(); 8];
@@ -232,10 +246,8 @@ where
     F::Entry: View,
 {
     let p = pair_of::<T>();
-    let mut storage_a = Storage::<T::Nic, D, 1, 1, 16>::boxed();
-    let mut storage_b = Storage::<T::Nic, D, 1, 1, 16>::boxed();
-    let dom_a = Domain::new(&p.nic_a, &mut storage_a);
-    let dom_b = Domain::new(&p.nic_b, &mut storage_b);
+    let dom_a = domain(&p.nic_a, 1, 1, 16);
+    let dom_b = domain(&p.nic_b, 1, 1, 16);
     let attr = CqAttr {
         size: 16,
         ..CqAttr::default()
@@ -298,7 +310,7 @@ where
 /// Sends one frame per `seq` (context 1000 + seq) of the given lengths through core's poster.
 fn send_frames<T: TestNic>(
     p: &Pair<T>,
-    tx: &Path<'_, '_, '_, T::Nic, D>,
+    tx: &Path<'_, '_, T::Nic, D>,
     mem: &EmuDma,
     seqs: core::ops::Range<u64>,
     lens: &[usize],
@@ -348,10 +360,8 @@ fn a_hundred_thousand_mixed_completions_arrive_once_each_in_posting_order<T: Tes
     const TOTAL: u64 = 100_000;
     const BATCH: u64 = 32;
     let p = pair_of::<T>();
-    let mut storage_a = Storage::<T::Nic, D, 1, 1, 64>::boxed();
-    let mut storage_b = Storage::<T::Nic, D, 1, 1, 64>::boxed();
-    let dom_a = Domain::new(&p.nic_a, &mut storage_a);
-    let dom_b = Domain::new(&p.nic_b, &mut storage_b);
+    let dom_a = domain(&p.nic_a, 1, 1, 64);
+    let dom_b = domain(&p.nic_b, 1, 1, 64);
     let mut cq_a = dom_a.open_cq::<Msg>(&msg_attr(64)).unwrap();
     let mut cq_b = dom_b.open_cq::<Msg>(&msg_attr(64)).unwrap();
     let tx = dom_a.open_tx(0, TxConfig::default()).unwrap();
@@ -461,19 +471,24 @@ fn a_hundred_thousand_mixed_completions_arrive_once_each_in_posting_order<T: Tes
 
 // ---- the error queue ----
 
-/// The storage of the domains over B that [`rig_b`] opens in: two hardware queues, two CQs of
-/// up to 2 × D entries.
-type RigStorage<'s, 'n, N> = Storage<'s, 'n, N, D, 2, 2, { 2 * D }>;
+/// The capacities of the domains over B that [`rig_b`] opens in: two hardware queues, two CQs
+/// of up to 2 × D entries.
+const RIG_CAPS: Capacities = Capacities {
+    queues: 2,
+    cqs: 2,
+    cq_size: 2 * D,
+    ..Capacities::DEFAULT
+};
 
 /// Receive queue 0 of `dom` (a domain over B) bound to a new `Msg` CQ of `size`, and memory on
 /// B for its buffers.
-fn rig_b<'d, 's, 'n, T: TestNic>(
+fn rig_b<'d, 'n, T: TestNic>(
     p: &Pair<T>,
-    dom: &'d Domain<'s, 'n, T::Nic, D>,
+    dom: &'d Domain<'n, T::Nic, D>,
     size: usize,
 ) -> (
-    CompletionQueue<'d, 's, 'n, T::Nic, D, Msg>,
-    Path<'d, 's, 'n, T::Nic, D>,
+    CompletionQueue<'d, 'n, T::Nic, D, Msg>,
+    Path<'d, 'n, T::Nic, D>,
     EmuDma,
 ) {
     let cq = dom.open_cq::<Msg>(&msg_attr(size)).unwrap();
@@ -482,7 +497,7 @@ fn rig_b<'d, 's, 'n, T: TestNic>(
     (cq, rx, p.b.platform().alloc_dma(BUF * SLOTS).unwrap())
 }
 
-fn post_n<N: Nic>(rx: &Path<'_, '_, '_, N, D>, mem: &EmuDma, seqs: core::ops::Range<u64>) {
+fn post_n<N: Nic>(rx: &Path<'_, '_, N, D>, mem: &EmuDma, seqs: core::ops::Range<u64>) {
     let posts: Vec<_> = seqs.map(|s| recv(mem, s)).collect();
     assert_eq!(rx.post_recvs(&posts), Ok(posts.len()));
 }
@@ -493,8 +508,7 @@ fn contexts(entries: &[MsgEntry]) -> Vec<usize> {
 
 fn error_at_head_gives_earlier_successes_then_avail_then_readerr_then_the_rest<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..5);
@@ -530,8 +544,7 @@ fn error_at_head_gives_earlier_successes_then_avail_then_readerr_then_the_rest<T
 
 fn readerr_is_again_while_a_success_is_at_the_head_and_badflags_with_flags<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..2);
@@ -551,8 +564,7 @@ fn readerr_is_again_while_a_success_is_at_the_head_and_badflags_with_flags<T: Te
 
 fn read_with_count_zero_is_zero_when_something_is_queued_and_again_when_not<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     assert_eq!(cq.read(&mut []), Err(Error::Again));
@@ -567,8 +579,7 @@ fn read_with_count_zero_is_zero_when_something_is_queued_and_again_when_not<T: T
 
 fn readerr_copies_err_data_into_the_callers_buffer_or_points_at_the_cqs_own<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..2);
@@ -629,8 +640,7 @@ fn readerr_copies_err_data_into_the_callers_buffer_or_points_at_the_cqs_own<T: T
 
 fn a_frame_longer_than_the_posted_length_is_etrunc_with_olen<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     let post = RecvPost {
@@ -660,8 +670,7 @@ fn a_frame_longer_than_the_posted_length_is_etrunc_with_olen<T: TestNic>() {
 
 fn a_device_length_lie_is_an_eio_error_entry_with_both_lengths<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..1);
@@ -688,8 +697,7 @@ fn a_device_length_lie_is_an_eio_error_entry_with_both_lengths<T: TestNic>() {
 
 fn posting_beyond_the_cqs_credits_is_again_and_no_completion_is_lost<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, rx, mem) = rig_b(&p, &dom, 4);
     let mut sender = RawSender::new(&p);
     let posts: Vec<_> = (0..6).map(|s| recv(&mem, s)).collect();
@@ -710,8 +718,7 @@ fn posting_beyond_the_cqs_credits_is_again_and_no_completion_is_lost<T: TestNic>
 
 fn a_full_ring_is_again_and_gives_the_credit_back<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, rx, mem) = rig_b(&p, &dom, 2 * D);
     let posts: Vec<_> = (0..D as u64 + 1).map(|s| recv(&mem, s)).collect();
     let posted = rx.post_recvs(&posts).unwrap();
@@ -732,8 +739,7 @@ fn an_uncredited_entry_finding_no_room_overruns_valid_entries_first_then_overrun
     T: TestNic,
 >() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (mut cq, rx, mem) = rig_b(&p, &dom, 4);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..2);
@@ -784,8 +790,7 @@ fn an_uncredited_entry_finding_no_room_overruns_valid_entries_first_then_overrun
 
 fn selective_completion_reports_only_requested_sends_and_releases_every_credit<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 1, 1, 64>::boxed();
-    let dom = Domain::new(&p.nic_a, &mut storage);
+    let dom = domain(&p.nic_a, 1, 1, 64);
     let cq = dom.open_cq::<Msg>(&msg_attr(64)).unwrap();
     let tx = dom.open_tx(0, TxConfig::default()).unwrap();
     cq.bind(&tx, BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION)
@@ -826,8 +831,7 @@ fn selective_completion_reports_only_requested_sends_and_releases_every_credit<T
 
 fn read_takes_turns_between_bound_paths_and_keeps_each_ones_order<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 2, 1, 64>::boxed();
-    let dom = Domain::new(&p.nic_a, &mut storage);
+    let dom = domain(&p.nic_a, 2, 1, 64);
     let cq = dom.open_cq::<Msg>(&msg_attr(64)).unwrap();
     let tx0 = dom.open_tx(0, TxConfig::default()).unwrap();
     let tx1 = dom.open_tx(1, TxConfig::default()).unwrap();
@@ -870,8 +874,7 @@ fn read_takes_turns_between_bound_paths_and_keeps_each_ones_order<T: TestNic>() 
 
 fn close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 1, 1, 16>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = domain(&p.nic_b, 1, 1, 16);
     let cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
     cq.bind(&rx, BindFlags::RECV).unwrap();
@@ -900,7 +903,7 @@ fn close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left<T
     assert_eq!(
         dom.open_rx(1, RxConfig::new(BUF as u32)).err(),
         Some(Error::Full(Capacity::Queues)),
-        "the storage's one hardware queue is taken"
+        "the domain's one hardware queue is taken"
     );
 
     assert_eq!(cq.unbind(&rx), Ok(()), "every operation has completed");
@@ -915,8 +918,7 @@ fn close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left<T
 
 fn bind_needs_the_paths_direction_and_posting_needs_a_binding<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 1, 1, 16>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = domain(&p.nic_b, 1, 1, 16);
     let cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
     let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
@@ -934,13 +936,19 @@ fn bind_needs_the_paths_direction_and_posting_needs_a_binding<T: TestNic>() {
 // ---- open ----
 
 /// What opening a CQ of format `F` with `attr` returns (its size, or the error), on a fresh
-/// domain over B whose storage holds one CQ of up to `CQ_SIZE` entries.
-fn open_result<T: TestNic, F: Format, const CQ_SIZE: usize>(
+/// domain over B that holds one CQ of up to `cq_size` entries.
+fn open_result<T: TestNic, F: Format>(
     p: &Pair<T>,
+    cq_size: usize,
     attr: &CqAttr,
 ) -> Result<usize, Error> {
-    let mut storage = Storage::<T::Nic, D, 1, 1, CQ_SIZE>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let caps = Capacities {
+        queues: 1,
+        cqs: 1,
+        cq_size,
+        ..Capacities::DEFAULT
+    };
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &caps);
     dom.open_cq::<F>(attr).map(|cq| cq.attr().size())
 }
 
@@ -1008,36 +1016,35 @@ fn invalid_attributes_at_open_return_the_specs_errors<T: TestNic>() {
             Error::Inval,
         ),
         (
-            "size above the storage's CQ_SIZE",
+            "size above the domain's cq_size",
             CqAttr { size: 17, ..base },
             Error::Full(Capacity::CqSize),
         ),
     ];
     for (what, attr, want) in cases {
-        assert_eq!(open_result::<T, Msg, 16>(&p, &attr), Err(want), "{what}");
+        assert_eq!(open_result::<T, Msg>(&p, 16, &attr), Err(want), "{what}");
     }
     assert_eq!(
-        open_result::<T, ringfab::cq::entry::Context, 1025>(&p, &CqAttr::default()),
+        open_result::<T, ringfab::cq::entry::Context>(&p, 1025, &CqAttr::default()),
         Ok(1024),
         "size 0 means the default 1024 entries"
     );
     assert_eq!(
-        open_result::<T, ringfab::cq::entry::Context, 16>(&p, &CqAttr::default()),
+        open_result::<T, ringfab::cq::entry::Context>(&p, 16, &CqAttr::default()),
         Ok(16),
-        "…or the storage's CQ_SIZE where that is smaller"
+        "…or the domain's cq_size where that is smaller"
     );
     assert_eq!(
-        open_result::<T, ringfab::cq::entry::Context, 1024>(&p, &CqAttr::default()),
+        open_result::<T, ringfab::cq::entry::Context>(&p, 1024, &CqAttr::default()),
         Ok(1024),
         "UNSPEC is the context format"
     );
-    assert_eq!(open_result::<T, Msg, 16>(&p, &base), Ok(16));
+    assert_eq!(open_result::<T, Msg>(&p, 16, &base), Ok(16));
 }
 
 fn cancel_all_turns_unfilled_receives_into_ecanceled_entries_and_frees_the_path<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (mut cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..4);
@@ -1069,21 +1076,20 @@ fn cancel_all_turns_unfilled_receives_into_ecanceled_entries_and_frees_the_path<
     post_n_fails_without_cq(&rx, &mem);
 }
 
-fn post_n_fails_without_cq<N: Nic>(rx: &Path<'_, '_, '_, N, D>, mem: &EmuDma) {
+fn post_n_fails_without_cq<N: Nic>(rx: &Path<'_, '_, N, D>, mem: &EmuDma) {
     assert_eq!(rx.post_recvs(&[recv(mem, 0)]), Err(Error::NoCq));
 }
 
 fn domain_and_handles_can_be_shared_between_threads<T: TestNic>() {
     fn shared<T: Send + Sync>() {}
-    shared::<Domain<'static, 'static, T::Nic, D>>();
-    shared::<Path<'static, 'static, 'static, T::Nic, D>>();
-    shared::<CompletionQueue<'static, 'static, 'static, T::Nic, D, Msg>>();
+    shared::<Domain<'static, T::Nic, D>>();
+    shared::<Path<'static, 'static, T::Nic, D>>();
+    shared::<CompletionQueue<'static, 'static, T::Nic, D, Msg>>();
 }
 
 fn a_failed_send_that_asked_for_no_completion_still_reports_its_error_with_context<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 1, 1, 16>::boxed();
-    let dom = Domain::new(&p.nic_a, &mut storage);
+    let dom = domain(&p.nic_a, 1, 1, 16);
     let mut cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let tx = dom.open_tx(0, TxConfig::default()).unwrap();
     cq.bind(&tx, BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION)
@@ -1127,8 +1133,7 @@ fn a_failed_receive_that_asked_for_no_completion_still_reports_its_error_with_co
     T: TestNic,
 >() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 1, 1, 16>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = domain(&p.nic_b, 1, 1, 16);
     let mut cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
     cq.bind(&rx, BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION)
@@ -1167,8 +1172,7 @@ fn a_failed_receive_that_asked_for_no_completion_still_reports_its_error_with_co
 /// context and length, through arrays of 1, 3 and 64 entries, with sources for `readfrom`.
 fn fast_and_general_completions_interleaved_keep_order_and_fields<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (mut cq, rx, mem) = rig_b(&p, &dom, 64);
     let mut sender = RawSender::new(&p);
     for round in 0..3u64 {
@@ -1230,8 +1234,7 @@ fn out_of_order_receives_on_virtio_each_complete_once_with_their_own_context() {
 
 fn out_of_order_receives_each_complete_once<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, rx, mem) = rig_b(&p, &dom, 64);
     let mut sender = RawSender::new(&p);
     p.b.inject(DeviceFault::CompleteOutOfOrder {

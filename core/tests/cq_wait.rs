@@ -19,7 +19,7 @@ use ringfab::hal::{
     TxCompletion, TxConfig, TxQueue, TxSegment, Wait,
 };
 use ringfab::path::{Path, RecvPost, SendPost};
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 use ringfab_emu::{EmuDma, EmuWaitSet};
 
 const D: usize = 64;
@@ -29,7 +29,21 @@ const FRAME: usize = 114;
 /// Long enough never to pass in a test that works; a test that hangs fails on it instead.
 const LONG: Option<Duration> = Some(Duration::from_secs(20));
 
-type Cq<'d, 's, 'n, N> = CompletionQueue<'d, 's, 'n, N, D, Msg>;
+type Cq<'d, 'n, N> = CompletionQueue<'d, 'n, N, D, Msg>;
+
+/// A domain over `nic` with rings of `D` descriptors, `queues` hardware queues and `cqs` CQs of
+/// up to `cq_size` entries (the other capacities the defaults).
+fn domain<N: Nic>(nic: &N, queues: usize, cqs: usize, cq_size: usize) -> Domain<'_, N, D> {
+    Domain::with_capacities(
+        nic,
+        &Capacities {
+            queues,
+            cqs,
+            cq_size,
+            ..Capacities::DEFAULT
+        },
+    )
+}
 
 fn frame(seq: u64, to: MacAddr, from: MacAddr) -> Vec<u8> {
     let mut f = Vec::with_capacity(FRAME);
@@ -109,18 +123,18 @@ fn recv(mem: &EmuDma, seq: u64) -> RecvPost {
     }
 }
 
-fn post<N: Nic>(rx: &Path<'_, '_, '_, N, D>, mem: &EmuDma, seqs: core::ops::Range<u64>) {
+fn post<N: Nic>(rx: &Path<'_, '_, N, D>, mem: &EmuDma, seqs: core::ops::Range<u64>) {
     let posts: Vec<_> = seqs.map(|s| recv(mem, s)).collect();
     assert_eq!(rx.post_recvs(&posts), Ok(posts.len()));
 }
 
 /// Opens B's receive queue 0 steered to `cq`'s vector (or without interrupt if it has none),
 /// binds it and posts receives 0..16.
-fn bound_rx<'d, 's, 'n, N: Nic>(
-    dom: &'d Domain<'s, 'n, N, D>,
-    cq: &Cq<'d, 's, 'n, N>,
+fn bound_rx<'d, 'n, N: Nic>(
+    dom: &'d Domain<'n, N, D>,
+    cq: &Cq<'d, 'n, N>,
     mem: &EmuDma,
-) -> Path<'d, 's, 'n, N, D> {
+) -> Path<'d, 'n, N, D> {
     let config = match cq.interrupt_vector() {
         Some(v) => RxConfig::new(BUF as u32).with_vector(v),
         None => RxConfig::new(BUF as u32),
@@ -131,17 +145,22 @@ fn bound_rx<'d, 's, 'n, N: Nic>(
     rx
 }
 
-/// The storage of the domains on B that [`rig`] opens in: two hardware queues, two CQs of up to
-/// 64 entries.
-type RigStorage<'s, 'n, N> = Storage<'s, 'n, N, D, 2, 2, 64>;
+/// The capacities of the domains on B that [`rig`] opens in: two hardware queues, two CQs of up
+/// to 64 entries.
+const RIG_CAPS: Capacities = Capacities {
+    queues: 2,
+    cqs: 2,
+    cq_size: 64,
+    ..Capacities::DEFAULT
+};
 
 /// A CQ of `attr` on `dom` (a domain on B) with one receive path bound to it, receives 0..16
 /// posted into the memory returned with them (before the path, so that the path drops first).
-fn rig<'d, 's, 'n, T: TestNic>(
+fn rig<'d, 'n, T: TestNic>(
     p: &Pair<T>,
-    dom: &'d Domain<'s, 'n, T::Nic, D>,
+    dom: &'d Domain<'n, T::Nic, D>,
     attr: CqAttr,
-) -> (Cq<'d, 's, 'n, T::Nic>, EmuDma, Path<'d, 's, 'n, T::Nic, D>) {
+) -> (Cq<'d, 'n, T::Nic>, EmuDma, Path<'d, 'n, T::Nic, D>) {
     let cq = dom.open_cq::<Msg>(&attr).unwrap();
     let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
     let rx = bound_rx(dom, &cq, &mem);
@@ -149,7 +168,7 @@ fn rig<'d, 's, 'n, T: TestNic>(
 }
 
 /// Waits until `n` threads block on `cq`, then a little longer for them to reach the block.
-fn until_blocked<N: Nic>(cq: &Cq<'_, '_, '_, N>, n: u32) {
+fn until_blocked<N: Nic>(cq: &Cq<'_, '_, N>, n: u32) {
     let start = Instant::now();
     while cq.sleepers() < n {
         assert!(
@@ -167,8 +186,7 @@ fn entries() -> [MsgEntry; 16] {
 
 fn sread_times_out_with_again_and_never_early<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let clock = clock();
     let mut out = entries();
@@ -188,8 +206,7 @@ fn sread_times_out_with_again_and_never_early<T: TestNic>() {
 
 fn sread_is_woken_by_the_emulated_interrupt_of_its_vector<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let v = cq.interrupt_vector().expect("an UNSPEC CQ holds a vector");
     let irq = p.b.vector(v).unwrap();
@@ -234,8 +251,7 @@ fn sread_is_woken_by_the_emulated_interrupt_of_its_vector<T: TestNic>() {
 
 fn sread_returns_at_once_what_is_already_there<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::MutexCond));
     Sender::new(&p).send(&p, 3);
     let mut out = entries();
@@ -249,8 +265,7 @@ fn sread_returns_at_once_what_is_already_there<T: TestNic>() {
 
 fn signal_from_another_thread_wakes_a_blocked_sread_with_again<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let clock = clock();
     let mut out = entries();
@@ -274,8 +289,7 @@ fn signal_from_another_thread_wakes_a_blocked_sread_with_again<T: TestNic>() {
 
 fn signal_wakes_every_blocked_reader<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let clock = clock();
     thread::scope(|s| {
@@ -303,8 +317,7 @@ fn threshold_waits_for_that_many_entries<T: TestNic>() {
         wait_cond: WaitCond::Threshold,
         ..attr(WaitObj::Unspec)
     };
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, threshold);
     let clock = clock();
     let mut out = entries();
@@ -342,8 +355,7 @@ fn threshold_waits_for_that_many_entries<T: TestNic>() {
 
 fn cond_none_returns_with_the_first_entry_whatever_cond_says<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     Sender::new(&p).send(&p, 1);
     let start = Instant::now();
@@ -353,8 +365,7 @@ fn cond_none_returns_with_the_first_entry_whatever_cond_says<T: TestNic>() {
 
 fn a_software_error_entry_wakes_a_blocked_sread<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let clock = clock();
     thread::scope(|s| {
@@ -368,8 +379,7 @@ fn a_software_error_entry_wakes_a_blocked_sread<T: TestNic>() {
 
 fn yield_cq_spins_needs_no_vector_and_is_signalled<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Yield));
     assert_eq!(cq.interrupt_vector(), None);
     let clock = clock();
@@ -394,8 +404,7 @@ fn yield_cq_spins_needs_no_vector_and_is_signalled<T: TestNic>() {
 
 fn sread_and_signal_are_refused_where_the_spec_forbids_them<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 1, 2, 64>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = domain(&p.nic_b, 1, 2, 64);
     let cq = dom.open_cq::<Msg>(&attr(WaitObj::None)).unwrap();
     let clock = clock();
     assert_eq!(
@@ -425,8 +434,7 @@ fn sread_and_signal_are_refused_where_the_spec_forbids_them<T: TestNic>() {
 
 fn getwait_returns_the_wait_object_or_the_specs_error<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 1, 1, 64>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = domain(&p.nic_b, 1, 1, 64);
     for (w, want) in [
         (WaitObj::None, Error::NoData),
         (WaitObj::Unspec, Error::NoData),
@@ -449,8 +457,7 @@ fn getwait_returns_the_wait_object_or_the_specs_error<T: TestNic>() {
 
 fn every_invalid_wait_attribute_returns_the_specs_error<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 1, 2, 64>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = domain(&p.nic_b, 1, 2, 64);
     let set = WaitSet::new(&dom, EmuWaitSet::new());
     let other = WaitSet::new(&dom, EmuWaitSet::new());
     let cases = [
@@ -505,8 +512,7 @@ fn every_invalid_wait_attribute_returns_the_specs_error<T: TestNic>() {
 
 fn affinity_picks_the_vector_when_it_is_free_and_is_a_hint_otherwise<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 1, 3, 64>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = domain(&p.nic_b, 1, 3, 64);
     let affine = |cpu| CqAttr {
         flags: CqFlags::AFFINITY,
         signaling_vector: cpu,
@@ -536,8 +542,7 @@ fn affinity_picks_the_vector_when_it_is_free_and_is_a_hint_otherwise<T: TestNic>
 
 fn bind_refuses_a_queue_not_steered_to_the_cqs_vector<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 4, 1, 64>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = domain(&p.nic_b, 4, 1, 64);
     let cq = dom.open_cq::<Msg>(&attr(WaitObj::Unspec)).unwrap();
     let v = cq.interrupt_vector().unwrap();
     let no_irq = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
@@ -552,10 +557,7 @@ fn bind_refuses_a_queue_not_steered_to_the_cqs_vector<T: TestNic>() {
 }
 
 /// B's transmit path 0, steered to `cq`'s vector and bound to it, and a buffer to send from.
-fn bound_tx<'d, 's, 'n, N: Nic>(
-    dom: &'d Domain<'s, 'n, N, D>,
-    cq: &Cq<'d, 's, 'n, N>,
-) -> Path<'d, 's, 'n, N, D> {
+fn bound_tx<'d, 'n, N: Nic>(dom: &'d Domain<'n, N, D>, cq: &Cq<'d, 'n, N>) -> Path<'d, 'n, N, D> {
     let v = cq.interrupt_vector().unwrap();
     let tx = dom.open_tx(0, TxConfig::with_vector(v)).unwrap();
     cq.bind(&tx, BindFlags::TRANSMIT).unwrap();
@@ -564,8 +566,7 @@ fn bound_tx<'d, 's, 'n, N: Nic>(
 
 fn a_wait_set_over_two_cqs_wakes_on_either_and_on_signal<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 2, 2, 64>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = domain(&p.nic_b, 2, 2, 64);
     let set = WaitSet::new(&dom, EmuWaitSet::new());
     let in_set = CqAttr {
         wait_set: Some(set.id()),
@@ -626,8 +627,7 @@ fn a_wait_set_over_two_cqs_wakes_on_either_and_on_signal<T: TestNic>() {
 
 fn a_closed_member_leaves_the_set_and_its_vector_no_longer_wakes_it<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = Storage::<T::Nic, D, 2, 2, 64>::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = domain(&p.nic_b, 2, 2, 64);
     let set = WaitSet::new(&dom, EmuWaitSet::new());
     let in_set = CqAttr {
         wait_set: Some(set.id()),
@@ -665,8 +665,7 @@ fn poll_readable(fd: i32, timeout_ms: i32) -> bool {
 fn fd_wait_gives_an_eventfd_the_emulated_interrupt_makes_readable<T: TestNic>() {
     let p = pair_of::<T>();
     p.b.use_eventfds().unwrap();
-    let mut storage = RigStorage::boxed();
-    let dom = Domain::new(&p.nic_b, &mut storage);
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (mut cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Fd));
     let Ok(RawWait::Fd(fd)) = cq.control(CqControl::GetWait) else {
         panic!("an FD CQ gives its descriptor");

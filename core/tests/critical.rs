@@ -18,7 +18,7 @@ use ringfab::hal::queue::STALL_POLLS;
 use ringfab::hal::{Nic, QueueFault};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::HEADER_LEN;
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{
     CriticalFault, EmuE1000e, EmuNic, EmuVirtioNet, Kind, ModelConfig, VirtioNetModelConfig, Wire,
@@ -32,12 +32,25 @@ const CQ_SIZE: usize = 256;
 /// The context B's endpoint is opened with (`fi_endpoint`'s `context`).
 const EP_B_CONTEXT: OpContext = OpContext(0xE0B);
 
+/// What one side's domain holds: two hardware queues, `cqs` CQs of `CQ_SIZE` entries, one MR
+/// and one AV of 2 addresses.
+fn caps(cqs: usize) -> Capacities {
+    Capacities {
+        queues: 2,
+        cqs,
+        cq_size: CQ_SIZE,
+        mrs: 1,
+        avs: 1,
+        av_entries: 2,
+    }
+}
+
 /// Reads `cq` until something other than `Again` comes back, driving the wire; the bound is
 /// a count of reads (enough for several stall checks), never a time.
-fn read_until<'s, N: Nic>(
+fn read_until<'d, N: Nic>(
     wire: &Wire,
-    cq: &CompletionQueue<'_, 's, '_, N, D, Data>,
-) -> Result<(DataEntry, Option<Buf<'s>>), Error> {
+    cq: &CompletionQueue<'d, '_, N, D, Data>,
+) -> Result<(DataEntry, Option<Buf<'d>>), Error> {
     for _ in 0..4 * STALL_POLLS {
         wire.run_until_idle();
         let mut e = [DataEntry::default(); 1];
@@ -56,17 +69,17 @@ fn read_until<'s, N: Nic>(
 /// One message from `from` to `to` (`dest` names `to` in `from`'s AV): the receive completes
 /// with its length and its buffer, the send completes.
 #[allow(clippy::too_many_arguments, reason = "a test's two sides")]
-fn message<'s, N: Nic>(
+fn message<N: Nic>(
     wire: &Wire,
     (from, mr_from, cq_from): (
-        &Endpoint<'_, 's, '_, N, D>,
-        &MemoryRegion<'_, 's, '_, N, D>,
-        &CompletionQueue<'_, 's, '_, N, D, Data>,
+        &Endpoint<'_, '_, N, D>,
+        &MemoryRegion<'_, '_, N, D>,
+        &CompletionQueue<'_, '_, N, D, Data>,
     ),
     (to, mr_to, cq_to): (
-        &Endpoint<'_, 's, '_, N, D>,
-        &MemoryRegion<'_, 's, '_, N, D>,
-        &CompletionQueue<'_, 's, '_, N, D, Data>,
+        &Endpoint<'_, '_, N, D>,
+        &MemoryRegion<'_, '_, N, D>,
+        &CompletionQueue<'_, '_, N, D, Data>,
     ),
     dest: FiAddr,
     len: usize,
@@ -97,10 +110,8 @@ fn critical_walk<K: Kind, N: Nic>(
     expect: QueueFault,
 ) {
     // One endpoint (two queues), one CQ, one MR and one AV of 2 addresses each.
-    let mut sa = Storage::<N, D, 2, 1, CQ_SIZE, 1, 1, 2>::boxed();
-    let mut sb = Storage::<N, D, 2, 1, CQ_SIZE, 1, 1, 2>::boxed();
-    let da = Domain::new(nic_a, &mut sa);
-    let db = Domain::new(nic_b, &mut sb);
+    let da = Domain::<_, D>::with_capacities(nic_a, &caps(1));
+    let db = Domain::<_, D>::with_capacities(nic_b, &caps(1));
     let attr = CqAttr {
         size: CQ_SIZE,
         ..CqAttr::default()
@@ -306,8 +317,7 @@ fn virtio_net_needs_reset_disables_the_endpoint_and_enable_resets_the_device() {
 fn a_scalable_endpoints_receive_context_is_disabled_and_reenabled_alone() {
     let p = pair();
     // Two contexts (two queues), two CQs, one MR and one AV of 2 addresses.
-    let mut storage = Storage::<Igb0, D, 2, 2, CQ_SIZE, 1, 1, 2>::boxed();
-    let db = Domain::new(&p.nic_b, &mut storage);
+    let db = Domain::<_, D>::with_capacities(&p.nic_b, &caps(2));
     let attr = CqAttr {
         size: CQ_SIZE,
         ..CqAttr::default()
@@ -352,8 +362,7 @@ fn a_scalable_endpoints_receive_context_is_disabled_and_reenabled_alone() {
 fn a_reader_blocked_in_sread_is_woken_when_the_device_is_removed() {
     let p = pair();
     // One endpoint (two queues), one CQ, one MR and one AV of 2 addresses.
-    let mut storage = Storage::<Igb0, D, 2, 1, CQ_SIZE, 1, 1, 2>::boxed();
-    let db = Domain::new(&p.nic_b, &mut storage);
+    let db = Domain::<_, D>::with_capacities(&p.nic_b, &caps(1));
     let attr = CqAttr {
         size: CQ_SIZE,
         wait_obj: WaitObj::Unspec,

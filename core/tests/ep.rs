@@ -16,7 +16,7 @@ use ringfab::hal::{DmaRegion, MacAddr, Nic, TxConfig, TxSegment};
 use ringfab::mr::Buf;
 use ringfab::path::SendPost;
 use ringfab::proto::{self, Encap, Header, HEADER_LEN, MAX_HEADER_LEN};
-use ringfab::{Capacity, Error, Storage};
+use ringfab::{Capacities, Capacity, Error};
 use ringfab_emu::Wire;
 
 const D: usize = 64;
@@ -31,22 +31,37 @@ fn cq_attr() -> CqAttr {
     }
 }
 
-/// The storage one side needs: 4 hardware queues (two endpoints), 2 CQs of up to 256 entries,
+/// What one side needs: 4 hardware queues (two endpoints), 2 CQs of up to 256 entries,
 /// 2 memory registrations, 1 AV of 8 addresses.
-fn storage<'s, 'n, N: Nic>() -> Box<Storage<'s, 'n, N, D, 4, 2, 256, 2, 1, 8>> {
-    Storage::boxed()
+const SIDE: Capacities = Capacities {
+    queues: 4,
+    cqs: 2,
+    cq_size: 256,
+    mrs: 2,
+    avs: 1,
+    av_entries: 8,
+};
+
+/// A domain over `nic` with what one side needs ([`SIDE`]).
+fn domain<N: Nic>(nic: &N) -> Domain<'_, N, D> {
+    Domain::with_capacities(nic, &SIDE)
+}
+
+/// The domains of both sides of `p`, A's first.
+fn domains<T: TestNic>(p: &Pair<T>) -> (Domain<'_, T::Nic, D>, Domain<'_, T::Nic, D>) {
+    (domain(&p.nic_a), domain(&p.nic_b))
 }
 
 /// One side's objects on `d`, for the tests that need a working pair: a CQ (`cq_attr`), an AV
 /// and an endpoint opened with `attr`, bound to the CQ with `bind` and to the AV, enabled.
-fn side<'d, 's, 'n, N: Nic>(
-    d: &'d Domain<'s, 'n, N, D>,
+fn side<'d, 'n, N: Nic>(
+    d: &'d Domain<'n, N, D>,
     attr: &EpAttr,
     bind: BindFlags,
 ) -> (
-    CompletionQueue<'d, 's, 'n, N, D, Data>,
-    AddressVector<'d, 's, 'n, N, D>,
-    Endpoint<'d, 's, 'n, N, D>,
+    CompletionQueue<'d, 'n, N, D, Data>,
+    AddressVector<'d, 'n, N, D>,
+    Endpoint<'d, 'n, N, D>,
 ) {
     let cq = d.open_cq::<Data>(&cq_attr()).unwrap();
     let av = d.open_av(&AvAttr::default()).unwrap();
@@ -59,10 +74,10 @@ fn side<'d, 's, 'n, N: Nic>(
 
 /// Reads one completion of `cq` (driving the wire until there is one), with its source and
 /// buffer.
-fn read_one<'s, N: Nic, F: ringfab::cq::entry::Format>(
+fn read_one<'d, N: Nic, F: ringfab::cq::entry::Format>(
     wire: &Wire,
-    cq: &CompletionQueue<'_, 's, '_, N, D, F>,
-) -> (F::Entry, FiAddr, Option<Buf<'s>>) {
+    cq: &CompletionQueue<'d, '_, N, D, F>,
+) -> (F::Entry, FiAddr, Option<Buf<'d>>) {
     let mut e = [F::Entry::default(); 1];
     let mut src = [FiAddr::NOTAVAIL; 1];
     let mut bufs = [None];
@@ -83,9 +98,7 @@ fn payload(buf: &mut Buf<'_>, bytes: &[u8]) {
 
 fn a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
     let av_a = da.open_av(&AvAttr::default()).unwrap();
@@ -138,7 +151,7 @@ fn a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back<T: T
     assert_eq!(mr_b.outstanding(), 0);
 }
 
-fn insert<N: Nic>(av: &AddressVector<'_, '_, '_, N, D>, addr: EpAddr) -> FiAddr {
+fn insert<N: Nic>(av: &AddressVector<'_, '_, N, D>, addr: EpAddr) -> FiAddr {
     let mut out = [FiAddr::NOTAVAIL];
     assert_eq!(av.insert(&[addr], &mut out), Ok(1));
     out[0]
@@ -146,9 +159,7 @@ fn insert<N: Nic>(av: &AddressVector<'_, '_, '_, N, D>, addr: EpAddr) -> FiAddr 
 
 fn senddata_carries_remote_cq_data_to_the_receiver<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -171,9 +182,7 @@ fn senddata_carries_remote_cq_data_to_the_receiver<T: TestNic>() {
 
 fn inject_copies_the_payload_and_reports_no_completion<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -205,9 +214,7 @@ fn inject_copies_the_payload_and_reports_no_completion<T: TestNic>() {
 fn info_reports_what_the_endpoint_does<T: TestNic>() {
     use ringfab::info::Order;
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, mut ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let info = ep_a.info();
@@ -315,9 +322,7 @@ fn info_reports_what_the_endpoint_does<T: TestNic>() {
 
 fn fi_more_defers_the_doorbell_until_the_last_send_of_a_batch<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -353,9 +358,7 @@ fn fi_more_defers_the_doorbell_until_the_last_send_of_a_batch<T: TestNic>() {
 
 fn selective_completion_reports_only_what_asked_for_it<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(
         &da,
         &EpAttr::default(),
@@ -398,8 +401,7 @@ fn selective_completion_reports_only_what_asked_for_it<T: TestNic>() {
 
 fn lifecycle_errors_follow_fi_endpoint<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = storage();
-    let d = Domain::new(&p.nic_a, &mut storage);
+    let d = domain(&p.nic_a);
     for t in [
         EpType::Msg,
         EpType::Rdm,
@@ -505,8 +507,7 @@ fn lifecycle_errors_follow_fi_endpoint<T: TestNic>() {
 
 fn a_closed_endpoint_gives_its_queues_back<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = storage();
-    let d = Domain::new(&p.nic_a, &mut storage);
+    let d = domain(&p.nic_a);
     let cq = d.open_cq::<Msg>(&cq_attr()).unwrap();
     let av = d.open_av(&AvAttr::default()).unwrap();
     for _ in 0..3 {
@@ -534,9 +535,7 @@ fn a_closed_endpoint_gives_its_queues_back<T: TestNic>() {
 /// to the region, its credit back.
 fn close_discards_completed_but_unread_operations<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -561,9 +560,7 @@ fn close_discards_completed_but_unread_operations<T: TestNic>() {
 
 fn send_errors_hand_the_buffer_back_and_post_nothing<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -624,9 +621,7 @@ fn send_errors_hand_the_buffer_back_and_post_nothing<T: TestNic>() {
 
 fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -637,8 +632,15 @@ fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
     }
 
     // A raw path on A's queue 1 sends frames B's endpoint must refuse.
-    let mut raw_storage = Storage::<T::Nic, D, 1, 1, 64>::boxed();
-    let raw = Domain::new(&p.nic_a, &mut raw_storage);
+    let raw = Domain::<_, D>::with_capacities(
+        &p.nic_a,
+        &Capacities {
+            queues: 1,
+            cqs: 1,
+            cq_size: 64,
+            ..Capacities::DEFAULT
+        },
+    );
     let raw_cq = raw
         .open_cq::<Msg>(&CqAttr {
             size: 64,
@@ -741,9 +743,7 @@ fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
 fn an_unknown_sender_reads_notavail_or_with_source_err_an_error_entry<T: TestNic>() {
     let p = pair_of::<T>();
     // B has no entry for A in its AV.
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -764,9 +764,7 @@ fn source_err_turns_an_unknown_sender_into_eaddrnotavail_with_the_raw_address<T:
         source_err: true,
         ..EpAttr::default()
     };
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, av_b, ep_b) = side(&db, &attr_b, BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -813,9 +811,7 @@ fn source_err_turns_an_unknown_sender_into_eaddrnotavail_with_the_raw_address<T:
 
 fn options_op_flags_and_size_left<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, _av_a, mut ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     assert_eq!(ep_a.getopt(EpOpt::MinMultiRecv), Ok(0));
@@ -856,8 +852,7 @@ fn options_op_flags_and_size_left<T: TestNic>() {
 
 fn registration_refuses_empty_memory_and_full_slabs_and_counts_buffers<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = storage();
-    let d = Domain::new(&p.nic_a, &mut storage);
+    let d = domain(&p.nic_a);
     assert_eq!(d.register(memory(0)).err(), Some(Error::Inval));
     let m1 = d.register(memory(4096)).unwrap();
     let _m2 = d.register(memory(4096)).unwrap();
@@ -900,9 +895,7 @@ fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_me
     T: TestNic,
 >() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
     let blocking = CqAttr {
         wait_obj: ringfab::WaitObj::Unspec,
@@ -979,7 +972,7 @@ fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_me
 type Drained = (Vec<(usize, usize)>, Vec<(usize, i32)>);
 
 /// Reads everything `cq` holds (driving the wire), errors taken with `readerr_owned`.
-fn drain_all<N: Nic>(wire: &Wire, cq: &mut CompletionQueue<'_, '_, '_, N, D, Data>) -> Drained {
+fn drain_all<N: Nic>(wire: &Wire, cq: &mut CompletionQueue<'_, '_, N, D, Data>) -> Drained {
     let (mut ok, mut err) = (Vec::new(), Vec::new());
     let mut idle = 0;
     while idle < 3 {
@@ -1006,9 +999,7 @@ fn drain_all<N: Nic>(wire: &Wire, cq: &mut CompletionQueue<'_, '_, '_, N, D, Dat
 
 fn cancel_completes_one_posted_receive_and_leaves_the_others_posted<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -1041,9 +1032,7 @@ fn cancel_completes_one_posted_receive_and_leaves_the_others_posted<T: TestNic>(
 
 fn cancel_of_a_send_still_in_the_ring_reports_it_and_sends_the_rest<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (mut cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -1070,9 +1059,7 @@ fn cancel_of_a_send_still_in_the_ring_reports_it_and_sends_the_rest<T: TestNic>(
 
 fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -1129,8 +1116,7 @@ fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once<T: Tes
 
 fn cancel_before_enable_is_opbadstate<T: TestNic>() {
     let p = pair_of::<T>();
-    let mut storage = storage();
-    let d = Domain::new(&p.nic_a, &mut storage);
+    let d = domain(&p.nic_a);
     let ep = d.endpoint(&EpAttr::default()).unwrap();
     assert_eq!(ep.cancel(OpContext(1)), Err(Error::OpBadState));
 }
@@ -1141,9 +1127,7 @@ fn cancel_before_enable_is_opbadstate<T: TestNic>() {
 fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     use ringfab::mr::Iov;
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (mut cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -1279,9 +1263,8 @@ fn byte_counters_count_payload_bytes_of_sends_and_receives<T: TestNic>() {
     let sent = Counter::<ringfab_emu::EmuWait>::open(&attr, None).unwrap();
     let received = Counter::<ringfab_emu::EmuWait>::open(&attr, None).unwrap();
     let (cntrs_a, cntrs_b) = ([&sent], [&received]);
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa).with_counters(&cntrs_a);
-    let db = Domain::new(&p.nic_b, &mut sb).with_counters(&cntrs_b);
+    let da = domain(&p.nic_a).with_counters(&cntrs_a);
+    let db = domain(&p.nic_b).with_counters(&cntrs_b);
     let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
     let av_a = da.open_av(&AvAttr::default()).unwrap();
@@ -1356,9 +1339,8 @@ fn counters_count_every_completion_by_class_also_without_cq_entries<T: TestNic>(
     let stranger = Cntr::open(&CounterAttr::default(), None).unwrap();
     let cntrs_a = [&sends];
     let cntrs_b = [&bytes];
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa).with_counters(&cntrs_a);
-    let db = Domain::new(&p.nic_b, &mut sb).with_counters(&cntrs_b);
+    let da = domain(&p.nic_a).with_counters(&cntrs_a);
+    let db = domain(&p.nic_b).with_counters(&cntrs_b);
     let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
     let av_a = da.open_av(&AvAttr::default()).unwrap();
@@ -1459,9 +1441,7 @@ fn counters_count_every_completion_by_class_also_without_cq_entries<T: TestNic>(
 
 fn a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -1508,9 +1488,7 @@ fn a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last<T: T
 
 fn canceling_a_multi_receive_buffer_releases_it_once<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&av_a, ep_b.name());
@@ -1545,9 +1523,7 @@ fn canceling_a_multi_receive_buffer_releases_it_once<T: TestNic>() {
 
 fn multi_receive_slots_follow_min_multi_recv<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let mr_b = db.register(memory(40 * BUF)).unwrap();
@@ -1581,9 +1557,7 @@ fn multi_receive_slots_follow_min_multi_recv<T: TestNic>() {
 
 fn an_alias_posts_on_the_same_queues_with_its_own_flags<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(
         &da,
         &EpAttr::default(),
@@ -1639,9 +1613,7 @@ fn an_alias_posts_on_the_same_queues_with_its_own_flags<T: TestNic>() {
 
 fn a_broadcast_reaches_the_endpoint_with_fi_multicast<T: TestNic>() {
     let p = pair_of::<T>();
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let everyone = insert(
@@ -1672,9 +1644,7 @@ fn a_message_longer_than_the_receive_buffers_fails_every_buffer_it_took_with_eio
         rx_buf_len: 1024,
         ..EpAttr::default()
     };
-    let (mut sa, mut sb) = (storage(), storage());
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb);
+    let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &attr_b, BOTH);
     let to_b = insert(&av_a, ep_b.name());

@@ -16,7 +16,7 @@ use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};
 use ringfab::mr::Buf;
 use ringfab::proto::{Encap, HEADER_LEN, MAX_HEADER_LEN};
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig, Wire};
 use ringfab_igb::Igb;
@@ -28,11 +28,11 @@ const BUF: usize = 2048;
 /// Reads everything `cq` has (driving the wire): successes as (context, len, data, source,
 /// buffer, the entry's `buf` address), errors as (context, errno) with their buffers.
 #[allow(clippy::type_complexity, reason = "a test's tally")]
-fn drain<'s, N: Nic>(
+fn drain<'d, N: Nic>(
     wire: &Wire,
-    cq: &mut CompletionQueue<'_, 's, '_, N, D, Data>,
+    cq: &mut CompletionQueue<'d, '_, N, D, Data>,
 ) -> (
-    Vec<(usize, usize, u64, FiAddr, Option<Buf<'s>>, usize)>,
+    Vec<(usize, usize, u64, FiAddr, Option<Buf<'d>>, usize)>,
     Vec<(usize, i32)>,
 ) {
     let (mut ok, mut err) = (Vec::new(), Vec::new());
@@ -41,7 +41,7 @@ fn drain<'s, N: Nic>(
         wire.run_until_idle();
         let mut e = [DataEntry::default(); 8];
         let mut src = [FiAddr::NOTAVAIL; 8];
-        let mut bufs: [Option<Buf<'s>>; 8] = Default::default();
+        let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
         match cq.read_owned(&mut e, &mut src, &mut bufs) {
             Ok(n) => {
                 idle = 0;
@@ -73,10 +73,16 @@ fn drain<'s, N: Nic>(
 /// The workload, on two brought-up NICs of one kind on `wire`, both endpoints using `encap`.
 fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
     // One endpoint (two queues), one CQ of 256 entries, one MR and one AV of 2 addresses each.
-    let mut sa = Storage::<N, D, 2, 1, 256, 1, 1, 2>::boxed();
-    let mut sb = Storage::<N, D, 2, 1, 256, 1, 1, 2>::boxed();
-    let da = Domain::new(nic_a, &mut sa);
-    let db = Domain::new(nic_b, &mut sb);
+    let caps = Capacities {
+        queues: 2,
+        cqs: 1,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 2,
+    };
+    let da = Domain::<_, D>::with_capacities(nic_a, &caps);
+    let db = Domain::<_, D>::with_capacities(nic_b, &caps);
     let attr = CqAttr {
         size: 256,
         ..CqAttr::default()

@@ -15,7 +15,7 @@ use ringfab::ep::EpAttr;
 use ringfab::flags::{BindFlags, CompletionFlags};
 use ringfab::hal::MacAddr;
 use ringfab::mr::Buf;
-use ringfab::Storage;
+use ringfab::Capacities;
 use ringfab_emu::{EmuIgb, EmuPlatform, IgbModelConfig, Wire};
 use ringfab_igb::Igb;
 
@@ -85,12 +85,19 @@ fn a_ping_pong_on_the_data_path_allocates_nothing() {
     let (dev_a, dev_b) = (dev(0x0a), dev(0x0b));
     let nic_a = Igb::new(dev_a.platform()).unwrap();
     let nic_b = Igb::new(dev_b.platform()).unwrap();
-    // Set-up, before anything is counted: the storage goes on the heap here. One endpoint
-    // (two queues), one CQ of 256 entries, one MR and one AV of one address each.
-    let mut sa = Storage::<Nic0, D, 2, 1, 256, 1, 1, 1>::boxed();
-    let mut sb = Storage::<Nic0, D, 2, 1, 256, 1, 1, 1>::boxed();
-    let da = Domain::new(&nic_a, &mut sa);
-    let db = Domain::new(&nic_b, &mut sb);
+    // Set-up, before anything is counted: each domain allocates its tables here, in
+    // `with_capacities`, and never again. One endpoint (two queues), one CQ of 256 entries, one
+    // MR and one AV of one address each.
+    let caps = Capacities {
+        queues: 2,
+        cqs: 1,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 1,
+    };
+    let da = Domain::<_, D>::with_capacities(&nic_a, &caps);
+    let db = Domain::<_, D>::with_capacities(&nic_b, &caps);
     let attr = CqAttr {
         size: 256,
         ..CqAttr::default()
@@ -149,14 +156,14 @@ fn a_ping_pong_on_the_data_path_allocates_nothing() {
 
 /// Reads `cq` with allocations counted: receive buffers are posted again, send buffers go to
 /// `pool`. Returns the receives.
-fn drain<'s>(
-    cq: &ringfab::cq::CompletionQueue<'_, 's, '_, Nic0, D, Msg>,
-    ep: &ringfab::ep::Endpoint<'_, 's, '_, Nic0, D>,
-    pool: &mut Vec<Buf<'s>>,
+fn drain<'d>(
+    cq: &ringfab::cq::CompletionQueue<'d, '_, Nic0, D, Msg>,
+    ep: &ringfab::ep::Endpoint<'d, '_, Nic0, D>,
+    pool: &mut Vec<Buf<'d>>,
 ) -> usize {
     let mut entries = [MsgEntry::default(); 8];
     let mut src = [FiAddr::NOTAVAIL; 8];
-    let mut bufs: [Option<Buf<'s>>; 8] = Default::default();
+    let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
     let n = watched(|| cq.read_owned(&mut entries, &mut src, &mut bufs)).unwrap_or(0);
     let mut recvs = 0;
     for (e, b) in entries[..n].iter().zip(bufs.iter_mut()) {

@@ -36,7 +36,7 @@ use ringfab::domain::Domain;
 use ringfab::ep::{EpAttr, EpOpt};
 use ringfab::flags::{BindFlags, CntrBindFlags, CompletionFlags, OpFlags};
 use ringfab::mr::Buf;
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 
 const D: usize = 64;
 const BUF: usize = 2048;
@@ -197,11 +197,18 @@ fn data_path<T: TestNic>(progress: &Progress) {
     let p = pair_of::<T>();
     let received = Counter::open(&CounterAttr::default(), None).unwrap();
     let counters = [&received];
-    // One endpoint (two queues), one CQ of 256 entries, one MR and one AV of one address each.
-    let mut sa = Storage::<T::Nic, D, 2, 1, 256, 1, 1, 1>::boxed();
-    let mut sb = Storage::<T::Nic, D, 2, 1, 256, 1, 1, 1>::boxed();
-    let da = Domain::new(&p.nic_a, &mut sa);
-    let db = Domain::new(&p.nic_b, &mut sb).with_counters(&counters);
+    // One endpoint (two queues), one CQ of 256 entries, one MR and one AV of one address each;
+    // the domains allocate their tables here, before strict mode.
+    let caps = Capacities {
+        queues: 2,
+        cqs: 1,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 1,
+    };
+    let da = Domain::<_, D>::with_capacities(&p.nic_a, &caps);
+    let db = Domain::<_, D>::with_capacities(&p.nic_b, &caps).with_counters(&counters);
     let mut cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
     let av_a = da.open_av(&AvAttr::default()).unwrap();
@@ -364,6 +371,9 @@ fn data_path<T: TestNic>(progress: &Progress) {
     assert_eq!(expect_data, (0..half).map(|r| 2 * r).sum::<u64>());
     assert!(multi_slots > 0, "the multi-receive buffer took messages");
     progress.at(Step::Done);
+    // Everything drops here, still in strict mode: closing the handles and dropping the domains
+    // (stopping their queues, freeing their tables on the heap) make no system call either; one
+    // would show as a system call during `Done`.
 }
 
 /// One NIC's run.

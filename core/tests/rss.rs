@@ -21,7 +21,7 @@ use ringfab::hal::{Error as HalError, Nic};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::{Encap, MAX_HEADER_LEN};
 use ringfab::sep::{Context, CtxAttr, SepAttr};
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 use ringfab_emu::{EmuVirtioNet, VirtioNetModelConfig, Wire};
 use ringfab_igb::Igb;
 use ringfab_virtio_net::VirtioNet;
@@ -30,9 +30,18 @@ const D: usize = 64;
 const BUF: usize = 2048;
 const CTX: u16 = 4;
 
-/// The storage of one domain of the RSS tests: 8 hardware queues, `CQS` CQs of up to 256
+/// The capacities of one domain of the RSS tests: 8 hardware queues, `cqs` CQs of up to 256
 /// entries, one MR, one AV of 2 addresses.
-type RssStorage<'s, 'n, N, const CQS: usize> = Storage<'s, 'n, N, D, 8, CQS, 256, 1, 1, 2>;
+fn rss_caps(cqs: usize) -> Capacities {
+    Capacities {
+        queues: 8,
+        cqs,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 2,
+    }
+}
 
 fn cq_attr() -> CqAttr {
     CqAttr {
@@ -70,10 +79,8 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
     let (dev_a, dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
     let nic_a = Igb::new(dev_a.platform()).unwrap();
     let nic_b = Igb::new(dev_b.platform()).unwrap();
-    let mut storage_a = RssStorage::<Igb0, 4>::boxed();
-    let mut storage_b = RssStorage::<Igb0, 4>::boxed();
-    let da = Domain::new(&nic_a, &mut storage_a);
-    let db = Domain::new(&nic_b, &mut storage_b);
+    let da = Domain::<_, D>::with_capacities(&nic_a, &rss_caps(4));
+    let db = Domain::<_, D>::with_capacities(&nic_b, &rss_caps(4));
     let av_a = da.open_av(&AvAttr::default()).unwrap();
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut sep_a = da.scalable_endpoint(&udp_sep(CTX, false)).unwrap();
@@ -188,13 +195,13 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
 
 /// A domain's objects in the single-threaded RSS tests: its AV, `cqs` CQs (A's transmit
 /// contexts share one, B's receive contexts have one each) and a registered region.
-fn open_side<'d, 's, 'n, N: Nic>(
-    d: &'d Domain<'s, 'n, N, D>,
+fn open_side<'d, 'n, N: Nic>(
+    d: &'d Domain<'n, N, D>,
     cqs: usize,
 ) -> (
-    AddressVector<'d, 's, 'n, N, D>,
-    Vec<CompletionQueue<'d, 's, 'n, N, D, Msg>>,
-    MemoryRegion<'d, 's, 'n, N, D>,
+    AddressVector<'d, 'n, N, D>,
+    Vec<CompletionQueue<'d, 'n, N, D, Msg>>,
+    MemoryRegion<'d, 'n, N, D>,
 ) {
     let av = d.open_av(&AvAttr::default()).unwrap();
     let cqs = (0..cqs)
@@ -205,11 +212,11 @@ fn open_side<'d, 's, 'n, N: Nic>(
 }
 
 /// Transmit contexts `0..n` of `sep`, bound to `cq` and enabled.
-fn tx_contexts<'e, 'd, 's, 'n, N: Nic>(
-    sep: &'e ringfab::sep::ScalableEndpoint<'d, 's, 'n, N, D>,
+fn tx_contexts<'e, 'd, 'n, N: Nic>(
+    sep: &'e ringfab::sep::ScalableEndpoint<'d, 'n, N, D>,
     n: u16,
-    cq: &CompletionQueue<'_, 's, 'n, N, D, Msg>,
-) -> Vec<Context<'e, 'd, 's, 'n, N, D>> {
+    cq: &CompletionQueue<'_, 'n, N, D, Msg>,
+) -> Vec<Context<'e, 'd, 'n, N, D>> {
     (0..n)
         .map(|i| {
             let mut tx = sep.tx_context(i, &CtxAttr::default()).unwrap();
@@ -221,9 +228,9 @@ fn tx_contexts<'e, 'd, 's, 'n, N: Nic>(
 }
 
 /// Enables receive context `c` and posts 8 receives to it from `mr`.
-fn listen<'s, N: Nic>(
-    rx: &mut Context<'_, '_, 's, '_, N, D>,
-    mr: &MemoryRegion<'_, 's, '_, N, D>,
+fn listen<'d, N: Nic>(
+    rx: &mut Context<'_, 'd, '_, N, D>,
+    mr: &MemoryRegion<'d, '_, N, D>,
     c: usize,
 ) {
     rx.enable().unwrap();
@@ -233,16 +240,16 @@ fn listen<'s, N: Nic>(
 }
 
 /// A receive context, or `None` once closed.
-type Slot<'c, 'd, 's, 'n, N> = Option<Context<'c, 'd, 's, 'n, N, D>>;
+type Slot<'c, 'd, 'n, N> = Option<Context<'c, 'd, 'n, N, D>>;
 
 /// Sends one tagged message from each of `txs` to `dest`, drives the wire, and returns for
 /// each flow the receive context that got it (the buffer goes back to that context).
 fn one_per_flow<'a, 'b, N: Nic>(
     wire: &Wire,
-    txs: &[Context<'_, '_, 'a, '_, N, D>],
-    rxs: &[Slot<'_, '_, 'b, '_, N>],
-    cqs: &[CompletionQueue<'_, 'b, '_, N, D, Msg>],
-    mr: &ringfab::mr::MemoryRegion<'_, 'a, '_, N, D>,
+    txs: &[Context<'_, 'a, '_, N, D>],
+    rxs: &[Slot<'_, 'b, '_, N>],
+    cqs: &[CompletionQueue<'b, '_, N, D, Msg>],
+    mr: &ringfab::mr::MemoryRegion<'a, '_, N, D>,
     dest: FiAddr,
 ) -> Vec<Option<usize>> {
     for (i, tx) in txs.iter().enumerate() {
@@ -276,10 +283,8 @@ fn the_redirection_table_follows_the_enabled_receive_contexts_and_goes_with_the_
     let (dev_a, dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
     let nic_a = Igb::new(dev_a.platform()).unwrap();
     let nic_b = Igb::new(dev_b.platform()).unwrap();
-    let mut storage_a = RssStorage::<Igb0, 1>::boxed();
-    let mut storage_b = RssStorage::<Igb0, 4>::boxed();
-    let da = Domain::new(&nic_a, &mut storage_a);
-    let db = Domain::new(&nic_b, &mut storage_b);
+    let da = Domain::<_, D>::with_capacities(&nic_a, &rss_caps(1));
+    let db = Domain::<_, D>::with_capacities(&nic_b, &rss_caps(4));
     let (av_a, cqs_a, mr_a) = open_side(&da, 1);
     let (av_b, cqs_b, mr_b) = open_side(&db, 4);
     let mut sep_a = da.scalable_endpoint(&udp_sep(CTX, false)).unwrap();
@@ -351,10 +356,8 @@ fn virtio_net_with_rss_feeds_the_enabled_receive_contexts() {
         VirtioNet::new(b.platform()).unwrap(),
     );
     type V = VirtioNet<ringfab_emu::EmuPlatform>;
-    let mut storage_a = RssStorage::<V, 1>::boxed();
-    let mut storage_b = RssStorage::<V, 2>::boxed();
-    let da = Domain::new(&nic_a, &mut storage_a);
-    let db = Domain::new(&nic_b, &mut storage_b);
+    let da = Domain::<V, D>::with_capacities(&nic_a, &rss_caps(1));
+    let db = Domain::<V, D>::with_capacities(&nic_b, &rss_caps(2));
     let (av_a, cqs_a, mr_a) = open_side(&da, 1);
     let (av_b, cqs_b, mr_b) = open_side(&db, 2);
     // A sends only; virtio-net has no address steering for named receive contexts.
@@ -395,8 +398,14 @@ fn rss_needs_udp_encapsulation_a_nic_with_rss_and_no_address_steering() {
     let wire = Wire::new();
     let dev = device(MAC_A, &wire);
     let nic = Igb::new(dev.platform()).unwrap();
-    let mut storage = Storage::<Igb0, D, 8, 1>::boxed();
-    let d = Domain::new(&nic, &mut storage);
+    let d = Domain::<_, D>::with_capacities(
+        &nic,
+        &Capacities {
+            queues: 8,
+            cqs: 1,
+            ..Capacities::DEFAULT
+        },
+    );
     let ethernet_rss = SepAttr {
         encap: Encap::Ethernet,
         ..udp_sep(2, true)
@@ -447,8 +456,14 @@ fn rss_needs_udp_encapsulation_a_nic_with_rss_and_no_address_steering() {
     let v = EmuVirtioNet::new(config);
     let vnic = VirtioNet::new(v.platform()).unwrap();
     assert!(vnic.capabilities().rss.is_none());
-    let mut vstorage = Storage::<VirtioNet<ringfab_emu::EmuPlatform>, D, 2, 1>::boxed();
-    let vd = Domain::new(&vnic, &mut vstorage);
+    let vd = Domain::<_, D>::with_capacities(
+        &vnic,
+        &Capacities {
+            queues: 2,
+            cqs: 1,
+            ..Capacities::DEFAULT
+        },
+    );
     assert_eq!(
         vd.scalable_endpoint(&udp_sep(2, true)).err(),
         Some(Error::OpNotSupp)
@@ -463,8 +478,14 @@ fn shared_contexts_take_endpoints_of_their_own_encapsulation_only() {
     let wire = Wire::new();
     let dev = device(MAC_A, &wire);
     let nic = Igb::new(dev.platform()).unwrap();
-    let mut storage = Storage::<Igb0, D, 8, 1>::boxed();
-    let d = Domain::new(&nic, &mut storage);
+    let d = Domain::<_, D>::with_capacities(
+        &nic,
+        &Capacities {
+            queues: 8,
+            cqs: 1,
+            ..Capacities::DEFAULT
+        },
+    );
     let stx = d
         .stx_context(&StxAttr {
             tx_queue: 1,
@@ -497,10 +518,12 @@ fn shared_contexts_take_endpoints_of_their_own_encapsulation_only() {
 fn a_frame_of_the_other_encapsulation_never_reaches_the_application() {
     use ringfab::ep::EpAttr;
     let p = pair();
-    let mut storage_a = Storage::<Igb0, D, 4, 1, 256, 1, 1, 2>::boxed();
-    let mut storage_b = Storage::<Igb0, D, 4, 1, 256, 1, 1, 2>::boxed();
-    let da = Domain::new(&p.nic_a, &mut storage_a);
-    let db = Domain::new(&p.nic_b, &mut storage_b);
+    let caps = Capacities {
+        queues: 4,
+        ..rss_caps(1)
+    };
+    let da = Domain::<_, D>::with_capacities(&p.nic_a, &caps);
+    let db = Domain::<_, D>::with_capacities(&p.nic_b, &caps);
     let av_a = da.open_av(&AvAttr::default()).unwrap();
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let cq_a = da.open_cq::<Msg>(&cq_attr()).unwrap();
@@ -537,7 +560,7 @@ fn a_frame_of_the_other_encapsulation_never_reaches_the_application() {
     av_a.insert(&[b.name()], &mut to_b).unwrap();
     let mut to_a = [FiAddr::NOTAVAIL];
     av_b.insert(&[a_eth.name()], &mut to_a).unwrap();
-    let read = |cq: &CompletionQueue<'_, '_, '_, Igb0, D, Msg>| {
+    let read = |cq: &CompletionQueue<'_, '_, Igb0, D, Msg>| {
         p.wire.run_until_idle();
         let mut got = Vec::new();
         let mut e = [MsgEntry::default(); 8];
@@ -584,8 +607,13 @@ fn a_shared_receive_context_s_address_goes_with_its_queue_whoever_closes_it_last
     let wire = Wire::new();
     let dev = device(MAC_A, &wire);
     let nic = Igb::new(dev.platform()).unwrap();
-    let mut storage = Storage::<Igb0, D, 8, 1, 256, 0, 1, 2>::boxed();
-    let d = Domain::new(&nic, &mut storage);
+    let d = Domain::<_, D>::with_capacities(
+        &nic,
+        &Capacities {
+            mrs: 0,
+            ..rss_caps(1)
+        },
+    );
     let av = d.open_av(&AvAttr::default()).unwrap();
     let cq = d.open_cq::<Msg>(&cq_attr()).unwrap();
     let srx = d

@@ -18,7 +18,7 @@ use ringfab::hal::{MacAddr, Nic};
 use ringfab::mr::Buf;
 use ringfab::proto::{context_mac, HEADER_LEN};
 use ringfab::sep::{CtxAttr, SepAttr};
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 use ringfab_emu::{EmuE1000e, EmuPlatform, ModelConfig, Wire};
 use ringfab_igb::Igb;
 
@@ -57,10 +57,16 @@ fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() 
     let nic_b = Igb::new(dev_b.platform()).unwrap();
     assert!(nic_b.capabilities().rx_mac_queues >= CTX);
 
-    let mut storage_a = Storage::<Nic0, D, 8, 4, 256, 4, 1, 4>::boxed();
-    let mut storage_b = Storage::<Nic0, D, 8, 4, 256, 4, 1, 4>::boxed();
-    let da = Domain::new(&nic_a, &mut storage_a);
-    let db = Domain::new(&nic_b, &mut storage_b);
+    let caps = Capacities {
+        queues: 8,
+        cqs: 4,
+        cq_size: 256,
+        mrs: 4,
+        avs: 1,
+        av_entries: 4,
+    };
+    let da = Domain::<Nic0, D>::with_capacities(&nic_a, &caps);
+    let db = Domain::<Nic0, D>::with_capacities(&nic_b, &caps);
     let av_a = da
         .open_av(&AvAttr {
             count: 4,
@@ -180,8 +186,14 @@ fn context_rules_follow_fi_endpoint() {
     let wire = Wire::new();
     let (dev_a, _dev_b) = (device(MAC_A, &wire), device(MAC_B, &wire));
     let nic = Igb::new(dev_a.platform()).unwrap();
-    let mut storage = Storage::<Nic0, D, 4, 1>::boxed();
-    let d = Domain::new(&nic, &mut storage);
+    let d = Domain::<Nic0, D>::with_capacities(
+        &nic,
+        &Capacities {
+            queues: 4,
+            cqs: 1,
+            ..Capacities::DEFAULT
+        },
+    );
     let caps = nic.capabilities();
     let too_many = SepAttr {
         tx_ctx_cnt: caps.tx_queues + 1,
@@ -258,8 +270,14 @@ fn several_receive_contexts_need_a_nic_that_steers_by_address() {
     let dev = EmuE1000e::new(config);
     let nic = ringfab_e1000e::E1000e::new(dev.platform()).unwrap();
     assert_eq!(nic.capabilities().rx_mac_queues, 0);
-    let mut storage = Storage::<ringfab_e1000e::E1000e<EmuPlatform>, D, 2, 1>::boxed();
-    let d = Domain::new(&nic, &mut storage);
+    let d = Domain::<ringfab_e1000e::E1000e<EmuPlatform>, D>::with_capacities(
+        &nic,
+        &Capacities {
+            queues: 2,
+            cqs: 1,
+            ..Capacities::DEFAULT
+        },
+    );
     let two = SepAttr {
         rx_ctx_cnt: 2,
         ..SepAttr::default()

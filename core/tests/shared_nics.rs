@@ -17,7 +17,7 @@ use ringfab::mr::Buf;
 use ringfab::proto::Encap;
 use ringfab::srx::SrxAttr;
 use ringfab::stx::StxAttr;
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 
 const D: usize = 64;
 const BUF: usize = 2048;
@@ -30,16 +30,16 @@ const WINDOW: usize = 6;
 
 /// Every entry `cq` has now, as (context, len, first two payload bytes, read at `offset`);
 /// buffers to `back`.
-fn read_now<'s, N: Nic>(
-    cq: &CompletionQueue<'_, 's, '_, N, D, Data>,
+fn read_now<'d, N: Nic>(
+    cq: &CompletionQueue<'d, '_, N, D, Data>,
     offset: usize,
-    back: &mut Vec<Buf<'s>>,
+    back: &mut Vec<Buf<'d>>,
 ) -> Vec<(usize, usize, [u8; 2])> {
     let mut got = Vec::new();
     loop {
         let mut e = [DataEntry::default(); 8];
         let mut src = [FiAddr::NOTAVAIL; 8];
-        let mut bufs: [Option<Buf<'s>>; 8] = Default::default();
+        let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
         match cq.read_owned(&mut e, &mut src, &mut bufs) {
             Ok(n) => {
                 for k in 0..n {
@@ -67,10 +67,16 @@ fn shared_contexts_work_alike_in_udp_encapsulation<T: TestNic>() {
 
 fn shared_contexts<T: TestNic>(encap: Encap) {
     let p = pair_of::<T>();
-    let mut storage_a = Storage::<T::Nic, D, 8, EPS, 64, 1, 1, 4>::boxed();
-    let mut storage_b = Storage::<T::Nic, D, 8, EPS, 64, 1, 1, 4>::boxed();
-    let da = Domain::new(&p.nic_a, &mut storage_a);
-    let db = Domain::new(&p.nic_b, &mut storage_b);
+    let caps = Capacities {
+        queues: 8,
+        cqs: EPS,
+        cq_size: 64,
+        mrs: 1,
+        avs: 1,
+        av_entries: 4,
+    };
+    let da = Domain::<T::Nic, D>::with_capacities(&p.nic_a, &caps);
+    let db = Domain::<T::Nic, D>::with_capacities(&p.nic_b, &caps);
     let attr = CqAttr {
         size: 64,
         ..CqAttr::default()

@@ -13,14 +13,14 @@ use ringfab::ep::EpAttr;
 use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
 use ringfab::proto::HEADER_LEN;
 use ringfab::srx::SrxAttr;
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 use ringfab_emu::Wire;
 
 const D: usize = 64;
 const BUF: usize = 2048;
 const EPS: usize = 4;
 
-type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Igb0, D, Data>;
+type Cq<'d, 'n> = CompletionQueue<'d, 'n, Igb0, D, Data>;
 
 fn cq_attr() -> CqAttr {
     CqAttr {
@@ -31,7 +31,7 @@ fn cq_attr() -> CqAttr {
 
 /// Every entry `cq` has now (driving the wire first), as (first two payload bytes, len,
 /// source); each buffer dropped (back to its region).
-fn drain(wire: &Wire, cq: &Cq<'_, '_, '_>) -> Vec<([u8; 2], usize, FiAddr)> {
+fn drain(wire: &Wire, cq: &Cq<'_, '_>) -> Vec<([u8; 2], usize, FiAddr)> {
     wire.run_until_idle();
     let mut got = Vec::new();
     loop {
@@ -74,9 +74,10 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
     )
     .unwrap();
     let counters = [&counter, &bytes];
-    two_domains!(p, 1, EPS, &[], &counters => da, db);
+    let (da, db) = two_domains::<D>(&p, 1, EPS);
+    let db = db.with_counters(&counters);
     let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
-    let cqs: Vec<Cq<'_, '_, '_>> = (0..EPS)
+    let cqs: Vec<Cq<'_, '_>> = (0..EPS)
         .map(|_| db.open_cq::<Data>(&cq_attr()).unwrap())
         .collect();
     let av_a = da.open_av(&AvAttr::default()).unwrap();
@@ -194,7 +195,7 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
 #[test]
 fn an_endpoint_leaving_gives_its_unread_receives_back_to_the_shared_context() {
     let p = pair();
-    two_domains!(p, 1, 2, &[], &[] => da, db);
+    let (da, db) = two_domains::<D>(&p, 1, 2);
     let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq0 = db.open_cq::<Data>(&cq_attr()).unwrap();
     let cq1 = db.open_cq::<Data>(&cq_attr()).unwrap();
@@ -258,8 +259,17 @@ fn an_endpoint_leaving_gives_its_unread_receives_back_to_the_shared_context() {
 #[test]
 fn bind_and_close_rules_follow_fi_endpoint() {
     let p = pair();
-    let mut storage = Storage::<Igb0, D, 8, 1, 64, 0, 2, 2>::boxed();
-    let db = Domain::new(&p.nic_b, &mut storage);
+    let db = Domain::<_, D>::with_capacities(
+        &p.nic_b,
+        &Capacities {
+            queues: 8,
+            cqs: 1,
+            cq_size: 64,
+            mrs: 0,
+            avs: 2,
+            av_entries: 2,
+        },
+    );
     let cq = db.open_cq::<Data>(&cq_attr()).unwrap();
     let av = db.open_av(&AvAttr::default()).unwrap();
     let other_av = db.open_av(&AvAttr::default()).unwrap();
@@ -345,7 +355,7 @@ fn bind_and_close_rules_follow_fi_endpoint() {
 #[test]
 fn a_blocked_sread_finds_a_message_received_through_a_shared_context() {
     let p = pair();
-    two_domains!(p, 1, 1, &[], &[] => da, db);
+    let (da, db) = two_domains::<D>(&p, 1, 1);
     let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq_b = db
         .open_cq::<Data>(&CqAttr {
@@ -412,7 +422,7 @@ fn a_blocked_sread_finds_a_message_received_through_a_shared_context() {
 #[test]
 fn cancel_hands_a_waiting_receive_back_and_leaves_the_others_posted() {
     let p = pair();
-    two_domains!(p, 1, 1, &[], &[] => da, db);
+    let (da, db) = two_domains::<D>(&p, 1, 1);
     let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
     let av_a = da.open_av(&AvAttr::default()).unwrap();

@@ -1,6 +1,6 @@
-//! The domain's one storage: each fixed table, when used up, is an error that names it; tables
-//! come back when their objects close; a large storage is built on the heap, not the stack; a
-//! CQ's format is stated once.
+//! The domain's tables: each, when used up, is an error that names it; tables come back when
+//! their objects close; large tables live on the heap, not the stack; a `static`-style
+//! [`Storage`] serves one domain; a CQ's format is stated once.
 
 mod common;
 
@@ -10,18 +10,24 @@ use ringfab::cq::entry::{Data, Msg};
 use ringfab::cq::{CqAttr, CqFormat};
 use ringfab::domain::Domain;
 use ringfab::ep::EpAttr;
-use ringfab::{Capacity, Error, Storage};
+use ringfab::{Capacities, Capacity, Error, Storage};
 
 const D: usize = 64;
 
-/// A storage with one of everything (two hardware queues: one endpoint).
-type One<'s, 'n> = Storage<'s, 'n, Igb0, D, 2, 1, 16, 1, 1, 4>;
+/// One of everything (two hardware queues: one endpoint), CQs of up to 16 entries, AVs of 4.
+const ONE: Capacities = Capacities {
+    queues: 2,
+    cqs: 1,
+    cq_size: 16,
+    mrs: 1,
+    avs: 1,
+    av_entries: 4,
+};
 
 #[test]
 fn each_used_up_table_is_an_error_that_names_it() {
     let p = pair();
-    let mut storage = One::boxed();
-    let d = Domain::new(&p.nic_a, &mut storage);
+    let d = Domain::<_, D>::with_capacities(&p.nic_a, &ONE);
 
     let _cq = d.open_cq::<Msg>(&CqAttr::default()).unwrap();
     assert_eq!(
@@ -66,15 +72,14 @@ fn each_used_up_table_is_an_error_that_names_it() {
     // fi_errno: a table used up is FI_ENOMEM, and the message says which table.
     let full = Error::Full(Capacity::Cqs);
     assert_eq!(full.errno(), 12);
-    assert!(full.to_string().contains("CQS"), "{full}");
+    assert!(full.to_string().contains("cqs"), "{full}");
 }
 
 #[test]
 fn sizes_beyond_a_table_are_errors_that_name_it() {
     let p = pair();
-    let mut storage = One::boxed();
-    let d = Domain::new(&p.nic_a, &mut storage);
-    // CQ_SIZE is 16: a CQ of 17 entries has nowhere to keep what it may owe.
+    let d = Domain::<_, D>::with_capacities(&p.nic_a, &ONE);
+    // cq_size is 16: a CQ of 17 entries has nowhere to keep what it may owe.
     assert_eq!(
         d.open_cq::<Msg>(&CqAttr {
             size: 17,
@@ -83,7 +88,7 @@ fn sizes_beyond_a_table_are_errors_that_name_it() {
         .err(),
         Some(Error::Full(Capacity::CqSize))
     );
-    // The refusal left the slot free: a CQ of 16 opens, and size 0 is min(1024, CQ_SIZE).
+    // The refusal left the slot free: a CQ of 16 opens, and size 0 is min(1024, cq_size).
     let cq = d
         .open_cq::<Msg>(&CqAttr {
             size: 16,
@@ -94,7 +99,7 @@ fn sizes_beyond_a_table_are_errors_that_name_it() {
     let cq = d.open_cq::<Msg>(&CqAttr::default()).unwrap();
     assert_eq!(cq.attr().size(), 16);
     assert_eq!(cq.credits(), 16);
-    // AV_ENTRIES is 4.
+    // av_entries is 4.
     assert_eq!(
         d.open_av(&AvAttr {
             count: 5,
@@ -119,8 +124,7 @@ fn sizes_beyond_a_table_are_errors_that_name_it() {
 #[test]
 fn closed_objects_give_their_tables_back() {
     let p = pair();
-    let mut storage = One::boxed();
-    let d = Domain::new(&p.nic_a, &mut storage);
+    let d = Domain::<_, D>::with_capacities(&p.nic_a, &ONE);
     for _ in 0..3 {
         let cq = d.open_cq::<Data>(&CqAttr::default()).unwrap();
         let av = d.open_av(&AvAttr::default()).unwrap();
@@ -134,8 +138,7 @@ fn closed_objects_give_their_tables_back() {
 #[test]
 fn the_cq_format_is_stated_once() {
     let p = pair();
-    let mut storage = One::boxed();
-    let d = Domain::new(&p.nic_a, &mut storage);
+    let d = Domain::<_, D>::with_capacities(&p.nic_a, &ONE);
     // Left unspecified, the attribute takes the format of the type.
     let cq = d.open_cq::<Msg>(&CqAttr::default()).unwrap();
     assert_eq!(cq.attr().format(), CqFormat::Msg);
@@ -154,23 +157,55 @@ fn the_cq_format_is_stated_once() {
 }
 
 #[test]
-fn a_large_storage_is_built_on_the_heap() {
-    // Four CQs of up to 4096 entries and eight 256-deep queues: about 4 MiB, built and used on a
-    // thread with a test thread's 2 MiB stack, which `Box::new(Storage::new())` could not do in
-    // an unoptimised build (it builds the value on the stack first).
+fn large_tables_are_built_on_the_heap() {
+    // Four CQs of up to 4096 entries and eight 256-deep queues: about 4 MiB of tables, built
+    // and used on a thread with a test thread's 2 MiB stack.
     std::thread::Builder::new()
-        .stack_size(2048 << 10)
+        .stack_size(2 << 20)
         .spawn(|| {
             let p = pair();
-            let mut storage = Storage::<Igb0, 256, 8, 4, 4096>::boxed();
-            assert!(std::mem::size_of_val(&*storage) > 2 << 20);
-            let d = Domain::new(&p.nic_a, &mut storage);
+            let caps = Capacities {
+                cq_size: 4096,
+                ..Capacities::DEFAULT
+            };
+            let d = Domain::<_, 256>::with_capacities(&p.nic_a, &caps);
+            assert_eq!(d.max_cq_size(), 4096);
             let cqs: Vec<_> = (0..4)
                 .map(|_| d.open_cq::<Msg>(&CqAttr::default()).unwrap())
                 .collect();
+            // "size ... 0 lets the provider choose": ringfab's choice is libfabric util's 1024.
             assert!(cqs.iter().all(|cq| cq.attr().size() == 1024));
+            assert!(d
+                .open_cq::<Msg>(&CqAttr {
+                    size: 4096,
+                    ..CqAttr::default()
+                })
+                .is_err());
         })
         .unwrap()
         .join()
         .unwrap();
+}
+
+#[test]
+fn a_storage_serves_one_domain() {
+    // Bare metal's way: tables in a storage that lives for ever (here leaked, there a `static`),
+    // the NIC too.
+    let p: &'static common::Pair = Box::leak(Box::new(pair()));
+    let storage: &'static Storage<'static, Igb0, D, 2, 1, 16, 1, 1, 4> =
+        Box::leak(Box::new(Storage::new()));
+    assert_eq!(Storage::<Igb0, D, 2, 1, 16, 1, 1, 4>::capacities(), ONE);
+    let d = Domain::from_storage(&p.nic_a, storage).unwrap();
+    assert_eq!(
+        Domain::from_storage(&p.nic_b, storage).err(),
+        Some(Error::Busy),
+        "one storage, one domain"
+    );
+    // The lent tables are the domain's: their capacities hold.
+    let _cq = d.open_cq::<Msg>(&CqAttr::default()).unwrap();
+    assert_eq!(
+        d.open_cq::<Msg>(&CqAttr::default()).err(),
+        Some(Error::Full(Capacity::Cqs))
+    );
+    assert_eq!(d.max_cq_size(), 16);
 }

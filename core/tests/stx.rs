@@ -14,14 +14,14 @@ use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
 use ringfab::hal::Nic;
 use ringfab::proto::HEADER_LEN;
 use ringfab::stx::StxAttr;
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 use ringfab_emu::Wire;
 
 const D: usize = 64;
 const BUF: usize = 2048;
 const EPS: usize = 4;
 
-type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Igb0, D, Data>;
+type Cq<'d, 'n> = CompletionQueue<'d, 'n, Igb0, D, Data>;
 
 fn cq_attr() -> CqAttr {
     CqAttr {
@@ -31,7 +31,7 @@ fn cq_attr() -> CqAttr {
 }
 
 /// Every entry `cq` has now (driving the wire first), as (context, len).
-fn drain(wire: &Wire, cq: &Cq<'_, '_, '_>) -> Vec<(usize, usize)> {
+fn drain(wire: &Wire, cq: &Cq<'_, '_>) -> Vec<(usize, usize)> {
     wire.run_until_idle();
     let mut got = Vec::new();
     let mut out = [DataEntry::default(); 8];
@@ -45,10 +45,10 @@ fn drain(wire: &Wire, cq: &Cq<'_, '_, '_>) -> Vec<(usize, usize)> {
 }
 
 /// Receives on B until `n` messages came, each as (first payload byte, second, source).
-fn receive<'s, 'n>(
+fn receive<'n>(
     wire: &Wire,
-    cq: &Cq<'_, 's, 'n>,
-    ep: &Endpoint<'_, 's, 'n, Igb0, D>,
+    cq: &Cq<'_, 'n>,
+    ep: &Endpoint<'_, 'n, Igb0, D>,
     n: usize,
 ) -> Vec<(u8, u8, FiAddr)> {
     let mut got = Vec::new();
@@ -87,8 +87,9 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
     )
     .unwrap();
     let counters = [&counter];
-    two_domains!(p, EPS, 1, &counters, &[] => da, db);
-    let cqs: Vec<Cq<'_, '_, '_>> = (0..EPS)
+    let (da, db) = two_domains::<D>(&p, EPS, 1);
+    let da = da.with_counters(&counters);
+    let cqs: Vec<Cq<'_, '_>> = (0..EPS)
         .map(|_| da.open_cq::<Data>(&cq_attr()).unwrap())
         .collect();
     let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
@@ -191,8 +192,8 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
 #[test]
 fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
     let p = pair();
-    two_domains!(p, EPS, 1, &[], &[] => da, db);
-    let cqs: Vec<Cq<'_, '_, '_>> = (0..EPS)
+    let (da, db) = two_domains::<D>(&p, EPS, 1);
+    let cqs: Vec<Cq<'_, '_>> = (0..EPS)
         .map(|_| da.open_cq::<Data>(&cq_attr()).unwrap())
         .collect();
     let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
@@ -291,8 +292,17 @@ fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
 #[test]
 fn bind_and_close_rules_follow_fi_endpoint() {
     let p = pair();
-    let mut storage = Storage::<Igb0, D, 8, 2, 64, 0, 1, 2>::boxed();
-    let da = Domain::new(&p.nic_a, &mut storage);
+    let da = Domain::<_, D>::with_capacities(
+        &p.nic_a,
+        &Capacities {
+            queues: 8,
+            cqs: 2,
+            cq_size: 64,
+            mrs: 0,
+            avs: 1,
+            av_entries: 2,
+        },
+    );
     let cq = da.open_cq::<Data>(&cq_attr()).unwrap();
     let av = da.open_av(&AvAttr::default()).unwrap();
     assert_eq!(
@@ -368,7 +378,7 @@ fn bind_and_close_rules_follow_fi_endpoint() {
 #[test]
 fn cancel_and_inject_on_a_shared_queue_touch_only_the_acting_endpoint() {
     let p = pair();
-    two_domains!(p, 2, 1, &[], &[] => da, db);
+    let (da, db) = two_domains::<D>(&p, 2, 1);
     let mut cq0 = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq1 = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
@@ -444,8 +454,17 @@ fn cancel_and_inject_on_a_shared_queue_touch_only_the_acting_endpoint() {
 #[test]
 fn a_critical_fault_of_the_shared_queue_disables_every_endpoint_on_it() {
     let p = pair();
-    let mut storage = Storage::<Igb0, D, 8, 2, 64, 1, 1, 2>::boxed();
-    let da = Domain::new(&p.nic_a, &mut storage);
+    let da = Domain::<_, D>::with_capacities(
+        &p.nic_a,
+        &Capacities {
+            queues: 8,
+            cqs: 2,
+            cq_size: 64,
+            mrs: 1,
+            avs: 1,
+            av_entries: 2,
+        },
+    );
     let mut cq0 = da.open_cq::<Data>(&cq_attr()).unwrap();
     let cq1 = da.open_cq::<Data>(&cq_attr()).unwrap();
     let av_a = da.open_av(&AvAttr::default()).unwrap();

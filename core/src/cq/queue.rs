@@ -41,7 +41,6 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
-use heapless::deque::DequeView;
 use spin::Mutex;
 
 use super::attr::ResolvedCqAttr;
@@ -153,8 +152,10 @@ struct ReadSink<'x, 'o, 's, F: Format, N: Nic> {
     delivered: usize,
     /// An error was queued.
     stopped: bool,
-    st: &'x mut CqState<'s>,
-    slot: &'x CqSlot<'s>,
+    st: &'x mut CqState,
+    /// The CQ's aux-queue cells.
+    row: &'x [AuxCell],
+    slot: &'x CqSlot,
 }
 
 impl<F: Format, N: Nic> Sink for ReadSink<'_, '_, '_, F, N> {
@@ -192,7 +193,7 @@ impl<F: Format, N: Nic> Sink for ReadSink<'_, '_, '_, F, N> {
         self.delivered += direct;
         for p in &run[direct..] {
             self.st
-                .push_credited(self.slot, AuxItem::Ok(p.completion()));
+                .push_credited(self.row, self.slot, AuxItem::Ok(p.completion()));
         }
         self.stopped
     }
@@ -206,9 +207,9 @@ impl<F: Format, N: Nic> Sink for ReadSink<'_, '_, '_, F, N> {
                 self.delivered += 1;
                 self.n += 1;
             }
-            Outcome::Done(c) => self.st.push_credited(self.slot, AuxItem::Ok(*c)),
+            Outcome::Done(c) => self.st.push_credited(self.row, self.slot, AuxItem::Ok(*c)),
             Outcome::Failed(e) => {
-                self.st.push_credited(self.slot, AuxItem::Err(*e));
+                self.st.push_credited(self.row, self.slot, AuxItem::Err(*e));
                 self.stopped = true;
             }
         }
@@ -216,53 +217,126 @@ impl<F: Format, N: Nic> Sink for ReadSink<'_, '_, '_, F, N> {
     }
 }
 
-/// The aux queue: the storage's fixed-capacity deque of the slot, `cap` (the CQ's size) entries
-/// of it used.
-struct Aux<'s> {
-    q: &'s mut DequeView<AuxItem>,
+/// One cell of a CQ's aux queue. The cells live in the domain's table, `cq_size` per CQ; a
+/// CQ touches its cells only under its own lock, so a cell's lock is never contended (it is
+/// what lets the table be shared without `unsafe`).
+pub(crate) struct AuxCell(Mutex<Option<AuxItem>>);
+
+impl AuxCell {
+    /// An unused cell.
+    #[allow(
+        clippy::declare_interior_mutable_const,
+        reason = "a fresh cell per use is the point: the domain's table is built of them"
+    )]
+    pub(crate) const EMPTY: Self = AuxCell(Mutex::new(None));
+}
+
+/// The aux queue's ring over the CQ's cells: `cap` (the CQ's size) of them used.
+struct AuxRing {
+    head: usize,
+    len: usize,
     cap: usize,
+}
+
+/// The aux queue at work: the ring and the cells it indexes. (Not a `heapless::Deque`: the
+/// cells are the domain's, shared with the other CQs' in one table, so the ring cannot own
+/// them.)
+struct Aux<'a> {
+    ring: &'a mut AuxRing,
+    row: &'a [AuxCell],
 }
 
 impl Aux<'_> {
     fn front(&self) -> Option<AuxItem> {
-        self.q.front().copied()
+        if self.ring.len == 0 {
+            return None;
+        }
+        *self.row[self.ring.head].0.lock()
     }
 
     fn pop(&mut self) {
-        self.q.pop_front();
+        if self.ring.len > 0 {
+            *self.row[self.ring.head].0.lock() = None;
+            self.ring.head = (self.ring.head + 1) % self.ring.cap;
+            self.ring.len -= 1;
+        }
     }
 
     fn len(&self) -> usize {
-        self.q.storage_len()
+        self.ring.len
     }
 
     /// Appends `item`; `false` if full.
     fn push(&mut self, item: AuxItem) -> bool {
-        self.len() < self.cap && self.q.push_back(item).is_ok()
+        if self.ring.len == self.ring.cap {
+            return false;
+        }
+        *self.row[(self.ring.head + self.ring.len) % self.ring.cap]
+            .0
+            .lock() = Some(item);
+        self.ring.len += 1;
+        true
     }
 }
 
-struct CqState<'s> {
-    aux: Aux<'s>,
-    /// Where the next read starts its round-robin over the path slab.
+struct CqState {
+    ring: AuxRing,
+    /// Where the next read starts its round-robin over the path table.
     next: usize,
 }
 
-impl CqState<'_> {
+impl CqState {
+    /// The aux queue over `row`, the CQ's cells.
+    fn aux<'a>(&'a mut self, row: &'a [AuxCell]) -> Aux<'a> {
+        Aux {
+            ring: &mut self.ring,
+            row,
+        }
+    }
+
     /// Queues a credited entry. Credits make this infallible; should the invariant ever break,
     /// the entry is not dropped silently: the CQ is declared overrun, as fi_cq(3) asks of a
     /// queue that lost a completion.
-    fn push_credited(&mut self, slot: &CqSlot<'_>, item: AuxItem) {
-        if !self.aux.push(item) {
+    fn push_credited(&mut self, row: &[AuxCell], slot: &CqSlot, item: AuxItem) {
+        if !self.aux(row).push(item) {
             slot.release_credit();
             slot.overrun.store(true, Ordering::Release);
         }
     }
 }
 
-/// One slot of the domain's CQ table (in its [`Storage`](crate::storage::Storage)).
-pub(crate) struct CqSlot<'s> {
-    state: Mutex<Option<CqState<'s>>>,
+/// A CQ slot with its aux-queue cells: what code outside the CQ's own read works with.
+#[derive(Clone, Copy)]
+pub(crate) struct CqRef<'a> {
+    slot: &'a CqSlot,
+    row: &'a [AuxCell],
+}
+
+impl<'a> CqRef<'a> {
+    pub(crate) fn new(slot: &'a CqSlot, row: &'a [AuxCell]) -> Self {
+        CqRef { slot, row }
+    }
+
+    /// [`CqSlot::with_sink`] over this CQ's cells.
+    pub(crate) fn with_sink<T>(
+        &self,
+        f: impl FnOnce(&mut dyn FnMut(Outcome<'_>)) -> T,
+    ) -> Result<T> {
+        self.slot.with_sink(self.row, f)
+    }
+}
+
+impl core::ops::Deref for CqRef<'_> {
+    type Target = CqSlot;
+
+    fn deref(&self) -> &CqSlot {
+        self.slot
+    }
+}
+
+/// One slot of the domain's CQ table ([`crate::storage`]).
+pub(crate) struct CqSlot {
+    state: Mutex<Option<CqState>>,
     /// Completions the CQ can still promise (size − owed).
     credits: AtomicUsize,
     /// Paths bound to it.
@@ -276,12 +350,9 @@ pub(crate) struct CqSlot<'s> {
     pub(super) set: AtomicU32,
     /// Threads blocked on the CQ, and `signal`s.
     pub(super) sleepers: Mutex<Sleepers>,
-    /// The slot's aux queue while the CQ is closed (the open CQ's state holds it otherwise);
-    /// given once by the [`Storage`](crate::storage::Storage) the slot lives in.
-    home: Mutex<Option<&'s mut DequeView<AuxItem>>>,
 }
 
-impl<'s> CqSlot<'s> {
+impl CqSlot {
     /// A free slot.
     #[allow(
         clippy::declare_interior_mutable_const,
@@ -295,31 +366,21 @@ impl<'s> CqSlot<'s> {
         vector: AtomicU32::new(NO_VECTOR),
         set: AtomicU32::new(NO_SET),
         sleepers: Mutex::new(Sleepers::NEW),
-        home: Mutex::new(None),
     };
 
-    /// Gives the slot its aux queue (once, when the storage is attached to its domain).
-    pub(crate) fn give_aux(&self, q: &'s mut DequeView<AuxItem>) {
-        *self.home.lock() = Some(q);
-    }
-
-    /// Opens the slot with `size` credits.
+    /// Opens the slot with `size` credits, its aux queue over `cells` of the domain's aux
+    /// table.
     ///
     /// # Errors
-    /// `Ok(false)` if the slot is in use; `Full(CqSize)` if its aux queue holds fewer than
-    /// `size` entries.
-    pub(crate) fn try_open(&self, size: usize) -> Result<bool> {
+    /// `Ok(false)` if the slot is in use; `Full(CqSize)` if `size` is more than `cells`.
+    pub(crate) fn try_open(&self, size: usize, cells: usize) -> Result<bool> {
         let mut guard = self.state.lock();
-        let mut home = self.home.lock();
         if guard.is_some() {
             return Ok(false);
         }
-        let q = home.take().ok_or(Error::Full(Capacity::CqSize))?;
-        if q.storage_capacity() < size {
-            *home = Some(q);
+        if size > cells {
             return Err(Error::Full(Capacity::CqSize));
         }
-        q.clear();
         self.credits.store(size, Ordering::Release);
         self.binds.store(0, Ordering::Release);
         self.overrun.store(false, Ordering::Release);
@@ -327,18 +388,14 @@ impl<'s> CqSlot<'s> {
         self.set.store(NO_SET, Ordering::Release);
         *self.sleepers.lock() = Sleepers::NEW;
         *guard = Some(CqState {
-            aux: Aux { q, cap: size },
+            ring: AuxRing {
+                head: 0,
+                len: 0,
+                cap: size,
+            },
             next: 0,
         });
         Ok(true)
-    }
-
-    /// Closes the slot's CQ state, keeping its aux queue for the next open.
-    fn close_state(&self, state: &mut Option<CqState<'s>>) {
-        if let Some(st) = state.take() {
-            st.aux.q.clear();
-            *self.home.lock() = Some(st.aux.q);
-        }
     }
 
     /// Reserves the credit of one operation about to be posted.
@@ -392,18 +449,21 @@ impl<'s> CqSlot<'s> {
     /// under the CQ lock — what an endpoint's cancel uses to report what it reclaimed. The CQ
     /// lock is taken before any path lock, the order `read` takes them in.
     ///
+    /// `row` is the CQ's aux-queue cells ([`Domain::aux_row`]).
+    ///
     /// # Errors
     /// `OpBadState` if the CQ is closed.
     pub(crate) fn with_sink<T>(
         &self,
+        row: &[AuxCell],
         f: impl FnOnce(&mut dyn FnMut(Outcome<'_>)) -> T,
     ) -> Result<T> {
         let mut guard = self.state.lock();
         let st = guard.as_mut().ok_or(Error::OpBadState)?;
         let mut sink = |o: Outcome<'_>| match o {
-            Outcome::Plain(p) => st.push_credited(self, AuxItem::Ok(p.completion())),
-            Outcome::Done(c) => st.push_credited(self, AuxItem::Ok(*c)),
-            Outcome::Failed(e) => st.push_credited(self, AuxItem::Err(*e)),
+            Outcome::Plain(p) => st.push_credited(row, self, AuxItem::Ok(p.completion())),
+            Outcome::Done(c) => st.push_credited(row, self, AuxItem::Ok(*c)),
+            Outcome::Failed(e) => st.push_credited(row, self, AuxItem::Err(*e)),
         };
         Ok(f(&mut sink))
     }
@@ -433,8 +493,8 @@ impl<'s> CqSlot<'s> {
 ///
 /// Dropping the handle closes the CQ if no path is bound to it; a bound CQ stays open (its
 /// paths keep reporting into it) — use [`close`](Self::close) to be told.
-pub struct CompletionQueue<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> {
-    pub(super) domain: &'d Domain<'s, 'n, N, D>,
+pub struct CompletionQueue<'d, 'n, N: Nic + 'n, const D: usize, F: Format> {
+    pub(super) domain: &'d Domain<'n, N, D>,
     pub(super) index: usize,
     pub(super) attr: ResolvedCqAttr,
     /// The provider-owned `err_data` buffer of `readerr` (fi_cq(3), err_data_size 0).
@@ -444,12 +504,8 @@ pub struct CompletionQueue<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> {
     _format: PhantomData<F>,
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's, 'n, N, D, F> {
-    pub(super) fn new(
-        domain: &'d Domain<'s, 'n, N, D>,
-        index: usize,
-        attr: ResolvedCqAttr,
-    ) -> Self {
+impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, D, F> {
+    pub(super) fn new(domain: &'d Domain<'n, N, D>, index: usize, attr: ResolvedCqAttr) -> Self {
         CompletionQueue {
             domain,
             index,
@@ -460,7 +516,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         }
     }
 
-    pub(super) fn slot(&self) -> &'s CqSlot<'s> {
+    pub(super) fn slot(&self) -> &'d CqSlot {
         &self.domain.cqs()[self.index]
     }
 
@@ -475,7 +531,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     }
 
     /// Whether the CQ belongs to `domain`.
-    pub(crate) fn in_domain(&self, domain: &Domain<'s, 'n, N, D>) -> bool {
+    pub(crate) fn in_domain(&self, domain: &Domain<'n, N, D>) -> bool {
         core::ptr::eq(self.domain, domain)
     }
 
@@ -506,7 +562,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     /// path is already bound (libfabric's util answers a duplicate binding the same way), or if
     /// the CQ blocks on vector `v` and the path's queue has no interrupt or the driver reports
     /// it steered to another vector.
-    pub fn bind(&self, path: &Path<'_, 's, 'n, N, D>, flags: BindFlags) -> Result {
+    pub fn bind(&self, path: &Path<'_, 'n, N, D>, flags: BindFlags) -> Result {
         let vector = self.interrupt_vector();
         self.with_path(path, |pslot, st| {
             let dir = if st.is_tx() {
@@ -535,7 +591,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     /// # Errors
     /// `Inval` if it is not bound to this CQ; `Busy` while operations posted on it are
     /// outstanding (their completions are owed to this CQ).
-    pub fn unbind(&self, path: &Path<'_, 's, 'n, N, D>) -> Result {
+    pub fn unbind(&self, path: &Path<'_, 'n, N, D>) -> Result {
         self.with_path(path, |pslot, st| {
             if st.cq != Some(self.index) {
                 return Err(Error::Inval);
@@ -554,7 +610,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     /// share. `Domain` for a path of another domain, `Inval` for a path no longer open.
     fn with_path(
         &self,
-        path: &Path<'_, 's, 'n, N, D>,
+        path: &Path<'_, 'n, N, D>,
         f: impl FnOnce(&PathSlot<'n, N, D>, &mut PathState<'n, N, D>) -> Result,
     ) -> Result {
         if !core::ptr::eq(path.domain, self.domain) {
@@ -635,7 +691,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         &self,
         out: &mut [F::Entry],
         src: &mut [FiAddr],
-        bufs: &mut [Option<Buf<'s>>],
+        bufs: &mut [Option<Buf<'d>>],
     ) -> Result<usize> {
         if src.len() < out.len() || bufs.len() < out.len() {
             return Err(Error::Inval);
@@ -660,7 +716,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         &self,
         out: &mut [F::Entry],
         src: &mut [FiAddr],
-        iovs: &mut [Iov<'s>],
+        iovs: &mut [Iov<'d>],
     ) -> Result<usize> {
         if src.len() < out.len() || iovs.len() < out.len() {
             return Err(Error::Inval);
@@ -674,7 +730,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         })
     }
 
-    fn read_into(&self, d: &mut Delivery<'_, 's, F, N>) -> Result<usize> {
+    fn read_into(&self, d: &mut Delivery<'_, 'd, F, N>) -> Result<usize> {
         read_delivered(self.domain, self.index, d)
     }
 
@@ -710,7 +766,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         entry: &mut ErrEntry,
         err_data: Option<&mut [u8]>,
         flags: u64,
-    ) -> Result<(ErrDataOut<'b>, Option<Buf<'s>>)> {
+    ) -> Result<(ErrDataOut<'b>, Option<Buf<'d>>)> {
         // A gather send's further buffers, which this call has no place for, go back to
         // their regions.
         self.readerr_owned_iov(entry, err_data, flags)
@@ -727,19 +783,21 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         entry: &mut ErrEntry,
         err_data: Option<&mut [u8]>,
         flags: u64,
-    ) -> Result<(ErrDataOut<'b>, Iov<'s>)> {
+    ) -> Result<(ErrDataOut<'b>, Iov<'d>)> {
         if flags != 0 {
             return Err(Error::BadFlags);
         }
         let slot = self.slot();
+        let row = self.domain.aux_row(self.index);
         let rec = {
             let mut guard = slot.state.lock();
             let Some(st) = guard.as_mut() else {
                 return Err(Error::OpBadState);
             };
-            match st.aux.front() {
+            let mut aux = st.aux(row);
+            match aux.front() {
                 Some(AuxItem::Err(rec)) => {
-                    st.aux.pop();
+                    aux.pop();
                     slot.release_credit();
                     rec
                 }
@@ -836,7 +894,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
             olen: 0,
             prov: None,
         };
-        st.push_credited(slot, AuxItem::Err(rec));
+        st.push_credited(self.domain.aux_row(self.index), slot, AuxItem::Err(rec));
         drop(guard);
         // A software insertion raises no interrupt: wake a blocked reader by hand.
         self.notify_sleepers();
@@ -844,7 +902,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
     }
 }
 
-impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, '_, N, D, F> {
+impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, N, D, F> {
     fn drop(&mut self) {
         let slot = self.slot();
         if slot.binds.load(Ordering::Acquire) == 0 {
@@ -852,7 +910,8 @@ impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, '_, N, 
             // they carried go back to their regions.
             let mut guard = slot.state.lock();
             if let Some(st) = guard.as_mut() {
-                while let Some(item) = st.aux.front() {
+                let mut aux = st.aux(self.domain.aux_row(self.index));
+                while let Some(item) = aux.front() {
                     let c = match item {
                         AuxItem::Ok(c) => c,
                         AuxItem::Err(e) => e.completion,
@@ -861,10 +920,10 @@ impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, '_, N, 
                     for raw in c.extra {
                         release(self.domain.mrs(), raw);
                     }
-                    st.aux.pop();
+                    aux.pop();
                 }
             }
-            slot.close_state(&mut guard);
+            *guard = None;
             slot.credits.store(0, Ordering::Release);
             slot.vector.store(NO_VECTOR, Ordering::SeqCst);
             slot.set.store(NO_SET, Ordering::Release);
@@ -878,7 +937,7 @@ impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, '_, N, 
 /// `Context`). Kept exactly the shape `read` had, so `read::<F>` compiles to the same loop.
 #[inline(always)]
 pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
-    domain: &Domain<'_, '_, N, D>,
+    domain: &Domain<'_, N, D>,
     index: usize,
     out: &mut [F::Entry],
 ) -> Result<usize> {
@@ -899,12 +958,13 @@ pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
 /// owned buffers).
 #[inline(always)]
 pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
-    domain: &Domain<'s, '_, N, D>,
+    domain: &Domain<'_, N, D>,
     index: usize,
     d: &mut Delivery<'_, 's, F, N>,
 ) -> Result<usize> {
     let cap = d.out.len();
     let slot = &domain.cqs()[index];
+    let row = domain.aux_row(index);
     let mut guard = slot.state.lock();
     let Some(st) = guard.as_mut() else {
         return Err(Error::OpBadState);
@@ -912,10 +972,11 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
 
     let mut n = 0;
     while n < cap {
-        match st.aux.front() {
+        let mut aux = st.aux(row);
+        match aux.front() {
             Some(AuxItem::Ok(c)) => {
                 d.put(n, &c);
-                st.aux.pop();
+                aux.pop();
                 slot.release_credit();
                 n += 1;
             }
@@ -925,7 +986,7 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
         }
     }
     // Hardware is polled only behind an empty aux queue, so nothing overtakes what it holds.
-    if st.aux.len() > 0 {
+    if st.aux(row).len() > 0 {
         return Ok(n);
     }
 
@@ -961,6 +1022,7 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
             delivered: 0,
             stopped,
             st: &mut *st,
+            row,
             slot,
         };
         ps.poll(budget, &domain.poll_ctx(index), &mut sink);
@@ -971,9 +1033,10 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
         pslot.publish_fault(ps);
     }
 
-    if n > 0 || (cap == 0 && st.aux.len() > 0) {
+    let queued = st.aux(row).len();
+    if n > 0 || (cap == 0 && queued > 0) {
         Ok(n)
-    } else if st.aux.len() > 0 {
+    } else if queued > 0 {
         // Nothing delivered and something queued: an error is at the head.
         Err(Error::Avail)
     } else if slot.overrun.load(Ordering::Acquire) {

@@ -62,8 +62,10 @@ const DEVICE_CHECK_QUANTA: u32 = 10;
 /// ([`TxQueue::check`](hal::TxQueue::check)); a queue found dead fails its path as a poll
 /// would have (module `path`, "Critical faults"): its operations discarded, one `FI_EIO`
 /// entry on the CQ. CQ lock, then each path's: the order `read` takes them in.
-fn check_devices<N: Nic, const D: usize>(domain: &Domain<'_, '_, N, D>, index: usize) {
-    let cq = &domain.cqs()[index];
+fn check_devices<N: Nic, const D: usize>(domain: &Domain<'_, N, D>, index: usize) {
+    let Some(cq) = domain.cq(index) else {
+        return;
+    };
     for pslot in domain.paths() {
         if !pslot.serves(index) {
             continue;
@@ -126,7 +128,7 @@ pub enum CqControl {
 }
 
 /// Arms or disarms the interrupt of every path bound to CQ `index`.
-fn arm_paths<N: Nic, const D: usize>(domain: &Domain<'_, '_, N, D>, index: usize, armed: bool) {
+fn arm_paths<N: Nic, const D: usize>(domain: &Domain<'_, N, D>, index: usize, armed: bool) {
     for pslot in domain.paths() {
         if pslot.cq.load(Ordering::Acquire) != index {
             continue;
@@ -142,11 +144,7 @@ fn arm_paths<N: Nic, const D: usize>(domain: &Domain<'_, '_, N, D>, index: usize
 /// Leaves CQ `index`'s sleepers (the caller already took itself out of the count); the last one
 /// out disarms the queues' interrupts, under the sleepers' lock so that a thread registering
 /// meanwhile arms after this disarm, never before it.
-fn leave<N: Nic, const D: usize>(
-    domain: &Domain<'_, '_, N, D>,
-    index: usize,
-    sleepers: &mut Sleepers,
-) {
+fn leave<N: Nic, const D: usize>(domain: &Domain<'_, N, D>, index: usize, sleepers: &mut Sleepers) {
     sleepers.waiters -= 1;
     let slot = &domain.cqs()[index];
     if sleepers.waiters == 0 && slot.vector.load(Ordering::SeqCst) != NO_VECTOR {
@@ -155,15 +153,15 @@ fn leave<N: Nic, const D: usize>(
 }
 
 /// An `sread` caller's registration among a CQ's sleepers, undone on every exit.
-struct Registration<'a, 's, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'a Domain<'s, 'n, N, D>,
+struct Registration<'a, 'n, N: Nic + 'n, const D: usize> {
+    domain: &'a Domain<'n, N, D>,
     index: usize,
     signals: u64,
     signaled_before: bool,
 }
 
-impl<'a, 's, 'n, N: Nic + 'n, const D: usize> Registration<'a, 's, 'n, N, D> {
-    fn enter(domain: &'a Domain<'s, 'n, N, D>, index: usize) -> Self {
+impl<'a, 'n, N: Nic + 'n, const D: usize> Registration<'a, 'n, N, D> {
+    fn enter(domain: &'a Domain<'n, N, D>, index: usize) -> Self {
         let mut s = domain.cqs()[index].sleepers.lock();
         s.waiters += 1;
         let signaled_before = core::mem::take(&mut s.pending);
@@ -186,7 +184,7 @@ impl<'a, 's, 'n, N: Nic + 'n, const D: usize> Registration<'a, 's, 'n, N, D> {
     }
 }
 
-impl<N: Nic, const D: usize> Drop for Registration<'_, '_, '_, N, D> {
+impl<N: Nic, const D: usize> Drop for Registration<'_, '_, N, D> {
     fn drop(&mut self) {
         let slot = &self.domain.cqs()[self.index];
         leave(self.domain, self.index, &mut slot.sleepers.lock());
@@ -197,7 +195,7 @@ impl<N: Nic, const D: usize> Drop for Registration<'_, '_, '_, N, D> {
 /// else the lowest free one. Two opens racing for one vector both store it and then look
 /// (sequentially consistent, so at least one sees the other); whoever sees the other backs off.
 fn claim_vector<N: Nic, const D: usize>(
-    domain: &Domain<'_, '_, N, D>,
+    domain: &Domain<'_, N, D>,
     index: usize,
     prefer: Option<u32>,
 ) -> Option<u16> {
@@ -221,10 +219,10 @@ fn claim_vector<N: Nic, const D: usize>(
     None
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's, 'n, N, D, F> {
+impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, D, F> {
     /// `fi_cq_open`: [`Domain::open_cq`], and [`WaitSet::open_cq`] with `set`.
     pub(crate) fn open(
-        domain: &'d Domain<'s, 'n, N, D>,
+        domain: &'d Domain<'n, N, D>,
         attr: &CqAttr,
         set: Option<WaitSetId>,
     ) -> Result<Self> {
@@ -255,7 +253,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
         }
         let mut index = None;
         for (i, slot) in domain.cqs().iter().enumerate() {
-            if slot.try_open(resolved.size())? {
+            if slot.try_open(resolved.size(), domain.max_cq_size())? {
                 index = Some(i);
                 break;
             }
@@ -358,7 +356,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 's,
 
     fn sread_into<C: Clock + ?Sized>(
         &self,
-        d: &mut Delivery<'_, 's, F, N>,
+        d: &mut Delivery<'_, 'd, F, N>,
         cond: Option<usize>,
         timeout: Option<Duration>,
         clock: &C,
@@ -525,8 +523,8 @@ impl<S: hal::WaitSet> Wait for AsWait<'_, S> {
 /// returns once any member has something to read (or an error) or was
 /// [signalled](CompletionQueue::signal); the application then reads the members. One thread
 /// waits on a set at a time. A set covers one domain (libfabric's span a fabric).
-pub struct WaitSet<'d, 's, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>> {
-    domain: &'d Domain<'s, 'n, N, D>,
+pub struct WaitSet<'d, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>> {
+    domain: &'d Domain<'n, N, D>,
     set: S,
     id: WaitSetId,
     /// Bit `v`: vector `v`'s handle is a member of `set`.
@@ -535,11 +533,11 @@ pub struct WaitSet<'d, 's, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait
     waiting: AtomicBool,
 }
 
-impl<'d, 's, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
-    WaitSet<'d, 's, 'n, N, D, S>
+impl<'d, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
+    WaitSet<'d, 'n, N, D, S>
 {
     /// Opens a wait set over `domain`'s CQs on the platform's `set` (`fi_wait_open`).
-    pub fn new(domain: &'d Domain<'s, 'n, N, D>, set: S) -> Self {
+    pub fn new(domain: &'d Domain<'n, N, D>, set: S) -> Self {
         WaitSet {
             domain,
             set,
@@ -567,10 +565,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
     /// # Errors
     /// As `open_cq`; `Inval` if `attr` does not name this set; `NoMem` when no vector is free;
     /// `Device(_)` if the platform cannot watch one more handle.
-    pub fn open_cq<F: Format>(
-        &self,
-        attr: &CqAttr,
-    ) -> Result<CompletionQueue<'d, 's, 'n, N, D, F>> {
+    pub fn open_cq<F: Format>(&self, attr: &CqAttr) -> Result<CompletionQueue<'d, 'n, N, D, F>> {
         let cq = CompletionQueue::open(self.domain, attr, Some(self.id))?;
         if let (Some(w), Some(v)) = (cq.wait.as_ref(), cq.interrupt_vector()) {
             self.set.add(w)?;
@@ -580,7 +575,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
     }
 
     /// The CQ slots of the domain in this set.
-    fn member_slots(&self) -> impl Iterator<Item = usize> + 's {
+    fn member_slots(&self) -> impl Iterator<Item = usize> + 'd {
         let id = self.id.0;
         self.domain
             .cqs()
@@ -654,12 +649,12 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
 }
 
 /// A wait on a set, undone on every exit: every member it registered with is left.
-struct SetWaiting<'w, 'd, 's, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>(
-    &'w WaitSet<'d, 's, 'n, N, D, S>,
+struct SetWaiting<'w, 'd, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>(
+    &'w WaitSet<'d, 'n, N, D, S>,
 );
 
 impl<N: Nic, const D: usize, S: hal::WaitSet<Wait = N::Wait>> Drop
-    for SetWaiting<'_, '_, '_, '_, N, D, S>
+    for SetWaiting<'_, '_, '_, N, D, S>
 {
     fn drop(&mut self) {
         let set = self.0;
@@ -678,7 +673,7 @@ impl<N: Nic, const D: usize, S: hal::WaitSet<Wait = N::Wait>> Drop
 }
 
 impl<N: Nic, const D: usize, S: hal::WaitSet<Wait = N::Wait>> core::fmt::Debug
-    for WaitSet<'_, '_, '_, N, D, S>
+    for WaitSet<'_, '_, N, D, S>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("WaitSet")

@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use ringfab::domain::Domain;
 use ringfab::hal::{MacAddr, Mmio, Nic, Platform};
+use ringfab::Capacities;
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{
     DeviceFault, E1000e82574, E1000eModelConfig, EmuE1000e, EmuIgb, EmuNic, EmuPlatform,
@@ -265,22 +267,27 @@ pub(crate) fn clock() -> StdClock {
     StdClock(Instant::now())
 }
 
-/// Domains `$da` over `$p.nic_a` and `$db` over `$p.nic_b` (82576s) with the storage the
-/// shared-context tests use: 8 hardware queues each, `$ncq_a` and `$ncq_b` CQs of up to 1024
-/// entries, one MR and one AV each, and the counters given.
-#[allow(unused_macros, reason = "used by the shared-context tests only")]
-macro_rules! two_domains {
-    ($p:ident, $ncq_a:expr, $ncq_b:expr, $cntrs_a:expr, $cntrs_b:expr => $da:ident, $db:ident) => {
-        let mut storage = (
-            ringfab::Storage::<Igb0, D, 8, $ncq_a, 1024, 1, 1>::boxed(),
-            ringfab::Storage::<Igb0, D, 8, $ncq_b, 1024, 1, 1>::boxed(),
-        );
-        let $da = ringfab::domain::Domain::new(&$p.nic_a, &mut storage.0).with_counters($cntrs_a);
-        let $db = ringfab::domain::Domain::new(&$p.nic_b, &mut storage.1).with_counters($cntrs_b);
+/// Domains over `p.nic_a` and `p.nic_b` (82576s) with the capacities the shared-context tests
+/// use: 8 hardware queues each, `cqs_a` and `cqs_b` CQs of up to 1024 entries, one MR and one
+/// AV each. Counters, where a test binds some, go on with `.with_counters(..)`.
+pub(crate) fn two_domains<const D: usize>(
+    p: &Pair,
+    cqs_a: usize,
+    cqs_b: usize,
+) -> (Domain<'_, Igb0, D>, Domain<'_, Igb0, D>) {
+    let caps = |cqs| Capacities {
+        queues: 8,
+        cqs,
+        cq_size: 1024,
+        mrs: 1,
+        avs: 1,
+        ..Capacities::DEFAULT
     };
+    (
+        Domain::with_capacities(&p.nic_a, &caps(cqs_a)),
+        Domain::with_capacities(&p.nic_b, &caps(cqs_b)),
+    )
 }
-#[allow(unused_imports, reason = "used by the shared-context tests only")]
-pub(crate) use two_domains;
 
 /// The sending side of the threaded context tests: `messages` messages from `tx` to `dest`,
 /// each carrying `(flow << 32) | seq` as its 8 payload bytes, never more than `window` ahead
@@ -288,10 +295,10 @@ pub(crate) use two_domains;
 /// buffers taken from `pool` and given back by `cq`'s completions. Panics after 60 s without
 /// finishing.
 #[allow(clippy::too_many_arguments, reason = "a test's sender, spelled out")]
-pub(crate) fn send_windowed<'s, N: Nic, const D: usize>(
-    tx: &ringfab::ep::Endpoint<'_, 's, '_, N, D>,
-    cq: &ringfab::cq::CompletionQueue<'_, 's, '_, N, D, ringfab::cq::entry::Msg>,
-    mut pool: Vec<ringfab::mr::Buf<'s>>,
+pub(crate) fn send_windowed<'d, N: Nic, const D: usize>(
+    tx: &ringfab::ep::Endpoint<'d, '_, N, D>,
+    cq: &ringfab::cq::CompletionQueue<'d, '_, N, D, ringfab::cq::entry::Msg>,
+    mut pool: Vec<ringfab::mr::Buf<'d>>,
     dest: ringfab::av::FiAddr,
     flow: usize,
     messages: usize,
@@ -303,7 +310,7 @@ pub(crate) fn send_windowed<'s, N: Nic, const D: usize>(
     let mut sent = 0;
     let mut e = [MsgEntry::default(); 8];
     let mut src = [FiAddr::NOTAVAIL; 8];
-    let mut bufs: [Option<ringfab::mr::Buf<'s>>; 8] = Default::default();
+    let mut bufs: [Option<ringfab::mr::Buf<'d>>; 8] = Default::default();
     let deadline = Instant::now() + Duration::from_secs(60);
     while sent < messages {
         assert!(Instant::now() < deadline, "flow {flow}: stalled at {sent}");

@@ -9,7 +9,7 @@ use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{DmaRegion, Nic as _, RxBuffer, RxConfig, TxConfig, TxSegment};
 use ringfab::path::{RecvPost, SendPost};
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 
 use crate::frames::frame;
 use crate::guest::{Ctx, Nic, Outcome};
@@ -19,11 +19,18 @@ use crate::nic::{iova_at, BUF, DEPTH, PATIENCE};
 const LENS: [usize; 6] = [60, 114, 1514, 200, 61, 300];
 /// The length the last receive accepts.
 const SHORT: u32 = 100;
+/// A domain of one hardware queue and one CQ of up to 16 entries.
+const CAPS: Capacities = Capacities {
+    queues: 1,
+    cqs: 1,
+    cq_size: 16,
+    ..Capacities::DEFAULT
+};
 
 /// Everything the CQ gives until `want` entries (successes and errors) arrived or patience
 /// ran out.
 fn drain(
-    cq: &mut ringfab::cq::CompletionQueue<'_, '_, '_, Nic, DEPTH, Msg>,
+    cq: &mut ringfab::cq::CompletionQueue<'_, '_, Nic, DEPTH, Msg>,
     want: usize,
 ) -> Result<Vec<Result<MsgEntry, ErrEntry>>, String> {
     let mut all = Vec::new();
@@ -56,10 +63,8 @@ fn drain(
 pub(crate) fn reads_completions_from_real_rings(ctx: &mut Ctx) -> Outcome {
     let (a, b) = ctx.nics()?;
     let err = |what: &'static str| move |e: Error| format!("{what}: {e}");
-    let mut storage_a = Storage::<Nic, DEPTH, 1, 1, 16>::boxed();
-    let mut storage_b = Storage::<Nic, DEPTH, 1, 1, 16>::boxed();
-    let dom_a = Domain::new(a, &mut storage_a);
-    let dom_b = Domain::new(b, &mut storage_b);
+    let dom_a = Domain::<_, DEPTH>::with_capacities(a, &CAPS);
+    let dom_b = Domain::<_, DEPTH>::with_capacities(b, &CAPS);
     let attr = CqAttr {
         size: 16,
         ..CqAttr::default()
@@ -181,8 +186,7 @@ pub(crate) fn reads_completions_from_real_rings(ctx: &mut Ctx) -> Outcome {
 pub(crate) fn cancel_flushes_a_real_queue(ctx: &mut Ctx) -> Outcome {
     let (a, b) = ctx.nics()?;
     let err = |what: &'static str| move |e: Error| format!("{what}: {e}");
-    let mut storage = Storage::<Nic, DEPTH, 1, 1, 16>::boxed();
-    let dom = Domain::new(b, &mut storage);
+    let dom = Domain::<_, DEPTH>::with_capacities(b, &CAPS);
     let attr = CqAttr {
         size: 16,
         ..CqAttr::default()

@@ -16,7 +16,7 @@ use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::Nic as _;
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::HEADER_LEN;
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 
 use crate::guest::{Ctx, Nic, Outcome};
 use crate::nic::{BUF, DEPTH, PATIENCE};
@@ -39,16 +39,24 @@ pub(crate) fn memory(len: usize) -> Result<&'static mut [u8], String> {
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
 
-/// One side's storage: an endpoint's two queues, one CQ of up to 64 entries, one registration,
-/// one address vector of 4 addresses.
-type EpStorage<'s, 'n> = Storage<'s, 'n, Nic, DEPTH, 2, 1, 64, 1, 1, 4>;
+/// One side's capacities: an endpoint's two queues, one CQ of up to 64 entries, one
+/// registration, one address vector of 4 addresses.
+const EP_CAPS: Capacities = Capacities {
+    queues: 2,
+    cqs: 1,
+    cq_size: 64,
+    mrs: 1,
+    avs: 1,
+    av_entries: 4,
+};
 
-type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Nic, DEPTH, Data>;
+type Dom<'n> = Domain<'n, Nic, DEPTH>;
+type Cq<'d, 'n> = CompletionQueue<'d, 'n, Nic, DEPTH, Data>;
 /// One completion: entry, source address, buffer.
-type Got<'s> = (DataEntry, FiAddr, Option<Buf<'s>>);
+type Got<'d> = (DataEntry, FiAddr, Option<Buf<'d>>);
 
 /// The next completion of `cq`, waiting at most [`PATIENCE`].
-fn read_one<'s>(cq: &Cq<'_, 's, '_>) -> Result<Got<'s>, String> {
+fn read_one<'d>(cq: &Cq<'d, '_>) -> Result<Got<'d>, String> {
     let mut e = [DataEntry::default(); 1];
     let mut src = [FiAddr::NOTAVAIL; 1];
     let mut bufs = [None];
@@ -73,10 +81,8 @@ pub(crate) fn messages(ctx: &mut Ctx) -> Outcome {
         size: 64,
         ..CqAttr::default()
     };
-    let mut storage_a = EpStorage::boxed();
-    let mut storage_b = EpStorage::boxed();
-    let da = Domain::new(nic_a, &mut storage_a);
-    let db = Domain::new(nic_b, &mut storage_b);
+    let da = Dom::with_capacities(nic_a, &EP_CAPS);
+    let db = Dom::with_capacities(nic_b, &EP_CAPS);
     let cq_a = da.open_cq::<Data>(&attr).map_err(e("CQ A"))?;
     let cq_b = db.open_cq::<Data>(&attr).map_err(e("CQ B"))?;
     let av_a = da.open_av(&AvAttr::default()).map_err(e("AV A"))?;
@@ -238,7 +244,7 @@ fn cq_attr() -> CqAttr {
 }
 
 /// Inserts `addr` into `av`: its handle.
-fn insert(av: &AddressVector<'_, '_, '_, Nic, DEPTH>, addr: EpAddr) -> Result<FiAddr, String> {
+fn insert(av: &AddressVector<'_, '_, Nic, DEPTH>, addr: EpAddr) -> Result<FiAddr, String> {
     let mut out = [FiAddr::NOTAVAIL];
     match av.insert(&[addr], &mut out) {
         Ok(1) => Ok(out[0]),
@@ -246,49 +252,75 @@ fn insert(av: &AddressVector<'_, '_, '_, Nic, DEPTH>, addr: EpAddr) -> Result<Fi
     }
 }
 
-/// One endpoint on each NIC, A's CQ in DATA format and B's in format `$f` (both bound for
-/// both directions), B's endpoint opened with `$attr_b`, both enabled, each side's AV holding
-/// the other's address (`$to_b` on A, `$to_a` on B). The storages live in the caller's frame
-/// so the domains can borrow them (a function could not return a domain with its storage).
-macro_rules! endpoints {
-    ($ctx:expr, $f:ty, $attr_b:expr => ($nic_a:ident, $nic_b:ident, $da:ident, $db:ident,
-     $cq_a:ident, $cq_b:ident, $ep_a:ident, $ep_b:ident, $to_b:ident, $to_a:ident)) => {
-        let ($nic_a, $nic_b) = $ctx.nics()?;
-        let mut storage_a = EpStorage::boxed();
-        let mut storage_b = EpStorage::boxed();
-        let $da = Domain::new($nic_a, &mut storage_a);
-        let $db = Domain::new($nic_b, &mut storage_b);
-        #[allow(
-            unused_mut,
-            reason = "some tests read errors, which takes the CQ mutably"
-        )]
-        let mut $cq_a = $da.open_cq::<Data>(&cq_attr()).map_err(fail("CQ A"))?;
-        #[allow(unused_mut, reason = "as for A's")]
-        let mut $cq_b = $db.open_cq::<$f>(&cq_attr()).map_err(fail("CQ B"))?;
-        let av_a = $da.open_av(&AvAttr::default()).map_err(fail("AV A"))?;
-        let av_b = $db.open_av(&AvAttr::default()).map_err(fail("AV B"))?;
-        let mut $ep_a = $da
-            .endpoint(&EpAttr::default())
-            .map_err(fail("endpoint A"))?;
-        let mut $ep_b = $db.endpoint(&$attr_b).map_err(fail("endpoint B"))?;
-        let both = BindFlags::TRANSMIT | BindFlags::RECV;
-        $ep_a.bind_cq(&$cq_a, both).map_err(fail("bind_cq A"))?;
-        $ep_b.bind_cq(&$cq_b, both).map_err(fail("bind_cq B"))?;
-        $ep_a.bind_av(&av_a).map_err(fail("bind_av A"))?;
-        $ep_b.bind_av(&av_b).map_err(fail("bind_av B"))?;
-        $ep_a.enable().map_err(fail("enable A"))?;
-        $ep_b.enable().map_err(fail("enable B"))?;
-        let $to_b = insert(&av_a, $ep_b.name())?;
-        let $to_a = insert(&av_b, $ep_a.name())?;
-    };
+/// A domain on each NIC, each holding [`EP_CAPS`].
+fn domains(ctx: &Ctx) -> Result<(Dom<'_>, Dom<'_>), String> {
+    let (nic_a, nic_b) = ctx.nics()?;
+    Ok((
+        Domain::with_capacities(nic_a, &EP_CAPS),
+        Domain::with_capacities(nic_b, &EP_CAPS),
+    ))
+}
+
+/// What [`endpoints`] opens on the two domains. Destructured in this order, the endpoints
+/// drop before the AVs and CQs they are bound to.
+struct Endpoints<'d, 'n, F: Format> {
+    /// A's CQ, in DATA format.
+    cq_a: Cq<'d, 'n>,
+    /// B's CQ, in format `F`.
+    cq_b: CompletionQueue<'d, 'n, Nic, DEPTH, F>,
+    av_a: AddressVector<'d, 'n, Nic, DEPTH>,
+    av_b: AddressVector<'d, 'n, Nic, DEPTH>,
+    ep_a: Endpoint<'d, 'n, Nic, DEPTH>,
+    ep_b: Endpoint<'d, 'n, Nic, DEPTH>,
+    /// B's address in A's AV.
+    to_b: FiAddr,
+    /// A's address in B's AV.
+    to_a: FiAddr,
+}
+
+/// One endpoint on each domain, A's CQ in DATA format and B's in format `F` (both bound for
+/// both directions), B's endpoint opened with `attr_b`, both enabled, each side's AV holding
+/// the other's address.
+fn endpoints<'d, 'n, F: Format>(
+    da: &'d Dom<'n>,
+    db: &'d Dom<'n>,
+    attr_b: &EpAttr,
+) -> Result<Endpoints<'d, 'n, F>, String> {
+    let cq_a = da.open_cq::<Data>(&cq_attr()).map_err(fail("CQ A"))?;
+    let cq_b = db.open_cq::<F>(&cq_attr()).map_err(fail("CQ B"))?;
+    let av_a = da.open_av(&AvAttr::default()).map_err(fail("AV A"))?;
+    let av_b = db.open_av(&AvAttr::default()).map_err(fail("AV B"))?;
+    let mut ep_a = da
+        .endpoint(&EpAttr::default())
+        .map_err(fail("endpoint A"))?;
+    let mut ep_b = db.endpoint(attr_b).map_err(fail("endpoint B"))?;
+    let both = BindFlags::TRANSMIT | BindFlags::RECV;
+    ep_a.bind_cq(&cq_a, both).map_err(fail("bind_cq A"))?;
+    ep_b.bind_cq(&cq_b, both).map_err(fail("bind_cq B"))?;
+    ep_a.bind_av(&av_a).map_err(fail("bind_av A"))?;
+    ep_b.bind_av(&av_b).map_err(fail("bind_av B"))?;
+    ep_a.enable().map_err(fail("enable A"))?;
+    ep_b.enable().map_err(fail("enable B"))?;
+    let to_b = insert(&av_a, ep_b.name())?;
+    let to_a = insert(&av_b, ep_a.name())?;
+    Ok(Endpoints {
+        cq_a,
+        cq_b,
+        av_a,
+        av_b,
+        ep_a,
+        ep_b,
+        to_b,
+        to_a,
+    })
 }
 
 /// One completion as a CQ of any format gives it.
-enum Done<'s, E> {
+enum Done<'d, E> {
     /// A success: the entry, its source, its buffer.
-    Ok(E, FiAddr, Option<Buf<'s>>),
+    Ok(E, FiAddr, Option<Buf<'d>>),
     /// An error entry, with the buffer `readerr_owned` hands back.
-    Err(ErrEntry, Option<Buf<'s>>),
+    Err(ErrEntry, Option<Buf<'d>>),
 }
 
 impl<E: std::fmt::Debug> std::fmt::Debug for Done<'_, E> {
@@ -311,10 +343,10 @@ impl<E: std::fmt::Debug> std::fmt::Debug for Done<'_, E> {
 
 /// The next `want` completions of `cq`, successes and errors in the order the CQ gives them,
 /// waiting at most [`PATIENCE`]; then checks that nothing more arrives for [`QUIET`].
-fn collect<'s, F: Format>(
-    cq: &mut CompletionQueue<'_, 's, '_, Nic, DEPTH, F>,
+fn collect<'d, F: Format>(
+    cq: &mut CompletionQueue<'d, '_, Nic, DEPTH, F>,
     want: usize,
-) -> Result<Vec<Done<'s, F::Entry>>, String> {
+) -> Result<Vec<Done<'d, F::Entry>>, String> {
     let mut all = Vec::new();
     let start = Instant::now();
     let mut quiet_since: Option<Instant> = None;
@@ -390,10 +422,7 @@ const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Waits until A's CQ gave the send completions of `contexts`, in order, each `Ok` with its
 /// buffer.
-fn sends_done(
-    cq: &mut CompletionQueue<'_, '_, '_, Nic, DEPTH, Data>,
-    contexts: &[usize],
-) -> Result<(), String> {
+fn sends_done(cq: &mut Cq<'_, '_>, contexts: &[usize]) -> Result<(), String> {
     let got = collect(cq, contexts.len())?;
     for (done, &want) in got.iter().zip(contexts) {
         match done {
@@ -407,9 +436,9 @@ fn sends_done(
 }
 
 /// A message with `payload` from `ep` in a fresh buffer of `mr`.
-fn send_bytes<'s>(
-    ep: &Endpoint<'_, 's, '_, Nic, DEPTH>,
-    mr: &MemoryRegion<'_, 's, '_, Nic, DEPTH>,
+fn send_bytes<'d>(
+    ep: &Endpoint<'d, '_, Nic, DEPTH>,
+    mr: &MemoryRegion<'d, '_, Nic, DEPTH>,
     payload: &[u8],
     dest: FiAddr,
     context: usize,
@@ -502,8 +531,17 @@ fn formats_with<F: Format>(ctx: &mut Ctx) -> Result<&'static str, String>
 where
     F::Entry: Fields,
 {
-    endpoints!(ctx, F, EpAttr::default() =>
-        (_nic_a, _nic_b, da, db, cq_a, cq_b, ep_a, ep_b, to_b, to_a));
+    let (da, db) = domains(ctx)?;
+    let Endpoints {
+        mut cq_a,
+        mut cq_b,
+        av_a: _av_a,
+        av_b: _av_b,
+        ep_a,
+        ep_b,
+        to_b,
+        to_a,
+    } = endpoints::<F>(&da, &db, &EpAttr::default())?;
     let mr_a = da.register(memory(4 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(4 * BUF)?).map_err(fail("MR B"))?;
     for i in 0..2 {
@@ -588,8 +626,18 @@ pub(crate) fn cq_formats(ctx: &mut Ctx) -> Outcome {
 /// Sends and receives the endpoint refuses hand their buffer back and post nothing: the rings
 /// stay as they were, and the handed-back buffer then goes out and arrives.
 pub(crate) fn send_errors(ctx: &mut Ctx) -> Outcome {
-    endpoints!(ctx, Data, EpAttr::default() =>
-        (nic_a, _nic_b, da, db, cq_a, cq_b, ep_a, ep_b, to_b, _to_a));
+    let (da, db) = domains(ctx)?;
+    let nic_a = da.nic();
+    let Endpoints {
+        mut cq_a,
+        mut cq_b,
+        av_a: _av_a,
+        av_b: _av_b,
+        ep_a,
+        ep_b,
+        to_b,
+        to_a: _,
+    } = endpoints::<Data>(&da, &db, &EpAttr::default())?;
     let mr_a = da.register(memory(4 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(4 * BUF)?).map_err(fail("MR B"))?;
     let max = ep_a.max_msg_size();
@@ -694,8 +742,17 @@ pub(crate) fn send_errors(ctx: &mut Ctx) -> Outcome {
 /// `FI_ECANCELED` and its buffer; the others (reposted after the queue flush) take the next
 /// three messages, in order.
 pub(crate) fn cancel_recv(ctx: &mut Ctx) -> Outcome {
-    endpoints!(ctx, Data, EpAttr::default() =>
-        (_nic_a, _nic_b, da, db, cq_a, cq_b, ep_a, ep_b, to_b, _to_a));
+    let (da, db) = domains(ctx)?;
+    let Endpoints {
+        mut cq_a,
+        mut cq_b,
+        av_a: _av_a,
+        av_b: _av_b,
+        ep_a,
+        ep_b,
+        to_b,
+        to_a: _,
+    } = endpoints::<Data>(&da, &db, &EpAttr::default())?;
     let mr_a = da.register(memory(8 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(8 * BUF)?).map_err(fail("MR B"))?;
     for i in 0..4 {
@@ -736,8 +793,17 @@ pub(crate) fn cancel_recv(ctx: &mut Ctx) -> Outcome {
 /// `fi_cancel` of a send still in the ring (posted with `FI_MORE`, so QEMU's igb never saw
 /// it): `FI_ECANCELED`; the other two are sent, and only they arrive.
 pub(crate) fn cancel_send(ctx: &mut Ctx) -> Outcome {
-    endpoints!(ctx, Data, EpAttr::default() =>
-        (_nic_a, _nic_b, da, db, cq_a, cq_b, ep_a, ep_b, to_b, _to_a));
+    let (da, db) = domains(ctx)?;
+    let Endpoints {
+        mut cq_a,
+        mut cq_b,
+        av_a: _av_a,
+        av_b: _av_b,
+        ep_a,
+        ep_b,
+        to_b,
+        to_a: _,
+    } = endpoints::<Data>(&da, &db, &EpAttr::default())?;
     let mr_a = da.register(memory(8 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(8 * BUF)?).map_err(fail("MR B"))?;
     for i in 0..4 {
@@ -795,8 +861,17 @@ pub(crate) fn oversized_message(ctx: &mut Ctx) -> Outcome {
         rx_buf_len: 1024,
         ..EpAttr::default()
     };
-    endpoints!(ctx, Data, attr_b =>
-        (_nic_a, _nic_b, da, db, cq_a, cq_b, ep_a, ep_b, to_b, _to_a));
+    let (da, db) = domains(ctx)?;
+    let Endpoints {
+        mut cq_a,
+        mut cq_b,
+        av_a: _av_a,
+        av_b: _av_b,
+        ep_a,
+        ep_b,
+        to_b,
+        to_a: _,
+    } = endpoints::<Data>(&da, &db, &attr_b)?;
     let mr_a = da.register(memory(4 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(4 * BUF)?).map_err(fail("MR B"))?;
     for i in 0..3 {
@@ -843,8 +918,17 @@ pub(crate) fn oversized_message(ctx: &mut Ctx) -> Outcome {
 /// messages: every completion's `buf` points at its payload inside the buffer, the third
 /// carries `FI_MULTI_RECV` and hands the buffer back.
 pub(crate) fn multi_recv(ctx: &mut Ctx) -> Outcome {
-    endpoints!(ctx, Data, EpAttr::default() =>
-        (_nic_a, _nic_b, da, db, cq_a, cq_b, ep_a, ep_b, to_b, _to_a));
+    let (da, db) = domains(ctx)?;
+    let Endpoints {
+        mut cq_a,
+        mut cq_b,
+        av_a: _av_a,
+        av_b: _av_b,
+        ep_a,
+        mut ep_b,
+        to_b,
+        to_a: _,
+    } = endpoints::<Data>(&da, &db, &EpAttr::default())?;
     let mr_a = da.register(memory(8 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(8 * BUF)?).map_err(fail("MR B"))?;
     ep_b.setopt(EpOpt::MinMultiRecv, 3 * BUF / 2)
@@ -925,8 +1009,17 @@ pub(crate) fn multi_recv(ctx: &mut Ctx) -> Outcome {
 /// delivered, one `FI_ECANCELED` entry releases the rest of the buffer, with it, and the
 /// plain receive posted after it takes the next message.
 pub(crate) fn multi_recv_cancel(ctx: &mut Ctx) -> Outcome {
-    endpoints!(ctx, Data, EpAttr::default() =>
-        (_nic_a, _nic_b, da, db, cq_a, cq_b, ep_a, ep_b, to_b, _to_a));
+    let (da, db) = domains(ctx)?;
+    let Endpoints {
+        mut cq_a,
+        mut cq_b,
+        av_a: _av_a,
+        av_b: _av_b,
+        ep_a,
+        ep_b,
+        to_b,
+        to_a: _,
+    } = endpoints::<Data>(&da, &db, &EpAttr::default())?;
     let mr_a = da.register(memory(8 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(8 * BUF)?).map_err(fail("MR B"))?;
     let multi = mr_b

@@ -17,7 +17,7 @@ use ringfab::hal::Nic;
 use ringfab::mr::Buf;
 use ringfab::proto::{context_mac, Encap};
 use ringfab::sep::{CtxAttr, SepAttr};
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 
 use crate::ep::memory;
 use crate::guest::{Ctx, Outcome};
@@ -78,10 +78,16 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
         return Err(format!("B steers {} queues by address", caps.rx_mac_queues));
     }
     // Each side: 8 queues (4 contexts each way), 4 CQs of 256, 1 MR, 1 AV of 4 addresses.
-    let mut storage_a = Storage::<N, DEPTH, 8, 4, 256, 1, 1, 4>::boxed();
-    let mut storage_b = Storage::<N, DEPTH, 8, 4, 256, 1, 1, 4>::boxed();
-    let da = Domain::new(nic_a, &mut storage_a);
-    let db = Domain::new(nic_b, &mut storage_b);
+    let capacities = Capacities {
+        queues: 8,
+        cqs: 4,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 4,
+    };
+    let da = Domain::<_, DEPTH>::with_capacities(nic_a, &capacities);
+    let db = Domain::<_, DEPTH>::with_capacities(nic_b, &capacities);
     let av_a = da
         .open_av(&AvAttr {
             count: 4,

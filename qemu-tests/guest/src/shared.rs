@@ -13,7 +13,7 @@ use ringfab::flags::BindFlags;
 use ringfab::proto::HEADER_LEN;
 use ringfab::srx::SrxAttr;
 use ringfab::stx::StxAttr;
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 
 use crate::ep::memory;
 use crate::guest::{Ctx, Nic, Outcome};
@@ -26,19 +26,19 @@ const MESSAGES: usize = 300;
 /// Messages in flight per endpoint at most (a frame that finds no buffer is lost).
 const WINDOW: usize = 8;
 
-type Cq<'d, 's, 'n> = CompletionQueue<'d, 's, 'n, Nic, DEPTH, Data>;
+type Cq<'d, 'n> = CompletionQueue<'d, 'n, Nic, DEPTH, Data>;
 
 /// Reads what `cq` has now, as (context, len, first two payload bytes); receive buffers are
 /// handed to `give_back`.
-fn read_now<'s>(
-    cq: &Cq<'_, 's, '_>,
-    mut give_back: impl FnMut(ringfab::mr::Buf<'s>),
+fn read_now<'d>(
+    cq: &Cq<'d, '_>,
+    mut give_back: impl FnMut(ringfab::mr::Buf<'d>),
 ) -> Result<Vec<(usize, usize, [u8; 2])>, String> {
     let mut got = Vec::new();
     loop {
         let mut e = [DataEntry::default(); 8];
         let mut src = [FiAddr::NOTAVAIL; 8];
-        let mut bufs: [Option<ringfab::mr::Buf<'s>>; 8] = Default::default();
+        let mut bufs: [Option<ringfab::mr::Buf<'d>>; 8] = Default::default();
         match cq.read_owned(&mut e, &mut src, &mut bufs) {
             Ok(n) => {
                 for k in 0..n {
@@ -63,10 +63,16 @@ fn read_now<'s>(
 pub(crate) fn shared_contexts(ctx: &mut Ctx) -> Outcome {
     let (nic_a, nic_b) = ctx.nics()?;
     let fail = |what: &'static str| move |err: Error| format!("{what}: {err}");
-    let mut storage_a = Storage::<Nic, DEPTH, 8, EPS, 64, 1, 1, 4>::boxed();
-    let mut storage_b = Storage::<Nic, DEPTH, 8, EPS, 64, 1, 1, 4>::boxed();
-    let da = Domain::new(nic_a, &mut storage_a);
-    let db = Domain::new(nic_b, &mut storage_b);
+    let caps = Capacities {
+        queues: 8,
+        cqs: EPS,
+        cq_size: 64,
+        mrs: 1,
+        avs: 1,
+        av_entries: 4,
+    };
+    let da = Domain::<_, DEPTH>::with_capacities(nic_a, &caps);
+    let db = Domain::<_, DEPTH>::with_capacities(nic_b, &caps);
     let attr = CqAttr {
         size: 64,
         ..CqAttr::default()

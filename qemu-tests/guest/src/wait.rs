@@ -11,7 +11,7 @@ use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic as HalNic, RawWait, RxBuffer, RxConfig, TxConfig, TxSegment};
 use ringfab::path::{Path, RecvPost, SendPost};
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 use ringfab_vfio::{EpollWaitSet, EventFdWait};
 
 use crate::frames::frame;
@@ -27,7 +27,7 @@ impl Clock for StdClock {
     }
 }
 
-type Cq<'d, 's, 'n, N> = CompletionQueue<'d, 's, 'n, N, DEPTH, Msg>;
+type Cq<'d, 'n, N> = CompletionQueue<'d, 'n, N, DEPTH, Msg>;
 
 fn err(what: &'static str) -> impl Fn(Error) -> String {
     move |e| format!("{what}: {e}")
@@ -42,12 +42,12 @@ fn msg_attr(wait_obj: WaitObj) -> CqAttr {
 }
 
 /// Opens receive queue 0 steered to `cq`'s vector, binds it and posts `n` receives.
-fn bound_rx<'d, 's, 'n, N: HalNic>(
-    dom: &'d Domain<'s, 'n, N, DEPTH>,
-    cq: &Cq<'d, 's, 'n, N>,
+fn bound_rx<'d, 'n, N: HalNic>(
+    dom: &'d Domain<'n, N, DEPTH>,
+    cq: &Cq<'d, 'n, N>,
     mem: &N::Dma,
     n: usize,
-) -> Result<Path<'d, 's, 'n, N, DEPTH>, String> {
+) -> Result<Path<'d, 'n, N, DEPTH>, String> {
     let v = cq
         .interrupt_vector()
         .ok_or("the CQ holds no MSI-X vector")?;
@@ -73,7 +73,7 @@ fn bound_rx<'d, 's, 'n, N: HalNic>(
 }
 
 /// Waits until `cq` has a sleeper, then a little longer for it to reach the block.
-fn until_blocked<N: HalNic>(cq: &Cq<'_, '_, '_, N>) -> Result<(), String> {
+fn until_blocked<N: HalNic>(cq: &Cq<'_, '_, N>) -> Result<(), String> {
     let start = Instant::now();
     while cq.sleepers() == 0 {
         if start.elapsed() > PATIENCE {
@@ -95,8 +95,13 @@ pub(crate) fn sread_wakes_on_msix(ctx: &mut Ctx) -> Outcome {
 
 /// [`sread_wakes_on_msix`] on any NIC pair.
 pub(crate) fn sread_wakes_on_msix_on<N: HalNic<Wait = EventFdWait>>(a: &N, b: &N) -> Outcome {
-    let mut storage = Storage::<N, DEPTH, 1, 1, 64>::boxed();
-    let dom = Domain::new(b, &mut storage);
+    let caps = Capacities {
+        queues: 1,
+        cqs: 1,
+        cq_size: 64,
+        ..Capacities::DEFAULT
+    };
+    let dom = Domain::<_, DEPTH>::with_capacities(b, &caps);
     let mut cq = dom
         .open_cq::<Msg>(&msg_attr(WaitObj::Fd))
         .map_err(err("open_cq FD"))?;
@@ -178,8 +183,13 @@ pub(crate) fn wait_set_over_two_vectors(ctx: &mut Ctx) -> Outcome {
 
 /// [`wait_set_over_two_vectors`] on any NIC pair.
 pub(crate) fn wait_set_over_two_vectors_on<N: HalNic<Wait = EventFdWait>>(a: &N, b: &N) -> Outcome {
-    let mut storage = Storage::<N, DEPTH, 2, 2, 64>::boxed();
-    let dom = Domain::new(b, &mut storage);
+    let caps = Capacities {
+        queues: 2,
+        cqs: 2,
+        cq_size: 64,
+        ..Capacities::DEFAULT
+    };
+    let dom = Domain::<_, DEPTH>::with_capacities(b, &caps);
     let epoll = EpollWaitSet::new().map_err(|e| format!("epoll: {e}"))?;
     let set = WaitSet::new(&dom, epoll);
     let in_set = CqAttr {

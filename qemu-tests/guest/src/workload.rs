@@ -15,7 +15,7 @@ use ringfab::flags::{BindFlags, OpFlags};
 use ringfab::hal::Nic;
 use ringfab::mr::Buf;
 use ringfab::proto::HEADER_LEN;
-use ringfab::{Error, Storage};
+use ringfab::{Capacities, Error};
 
 use crate::ep::memory;
 use crate::guest::Outcome;
@@ -25,22 +25,22 @@ use crate::nic::{BUF, DEPTH, PATIENCE};
 const QUIET: Duration = Duration::from_millis(50);
 
 /// A successful completion: context, length, data, source, buffer.
-type Got<'s> = (usize, usize, u64, FiAddr, Option<Buf<'s>>);
+type Got<'d> = (usize, usize, u64, FiAddr, Option<Buf<'d>>);
 /// What a CQ gave: successes, and errors as (context, errno).
-type Drained<'s> = (Vec<Got<'s>>, Vec<(usize, i32)>);
+type Drained<'d> = (Vec<Got<'d>>, Vec<(usize, i32)>);
 
 /// Reads `cq` until `want` completions (successes and errors) have come, then for [`QUIET`].
-fn drain<'s, N: Nic>(
-    cq: &mut CompletionQueue<'_, 's, '_, N, DEPTH, Data>,
+fn drain<'d, N: Nic>(
+    cq: &mut CompletionQueue<'d, '_, N, DEPTH, Data>,
     want: usize,
-) -> Result<Drained<'s>, String> {
+) -> Result<Drained<'d>, String> {
     let (mut ok, mut err) = (Vec::new(), Vec::new());
     let start = Instant::now();
     let mut quiet_since: Option<Instant> = None;
     loop {
         let mut e = [DataEntry::default(); 8];
         let mut src = [FiAddr::NOTAVAIL; 8];
-        let mut bufs: [Option<Buf<'s>>; 8] = Default::default();
+        let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
         match cq.read_owned(&mut e, &mut src, &mut bufs) {
             Ok(n) => {
                 for k in 0..n {
@@ -84,10 +84,16 @@ fn drain<'s, N: Nic>(
 /// The workload on two brought-up NICs of one kind wired together.
 pub(crate) fn run<N: Nic>(nic_a: &N, nic_b: &N) -> Outcome {
     let e = |what: &'static str| move |err: Error| format!("{what}: {err}");
-    let mut storage_a = Storage::<N, DEPTH, 2, 1, 256, 1, 1, 2>::boxed();
-    let mut storage_b = Storage::<N, DEPTH, 2, 1, 256, 1, 1, 2>::boxed();
-    let da = Domain::new(nic_a, &mut storage_a);
-    let db = Domain::new(nic_b, &mut storage_b);
+    let caps = Capacities {
+        queues: 2,
+        cqs: 1,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 2,
+    };
+    let da = Domain::<_, DEPTH>::with_capacities(nic_a, &caps);
+    let db = Domain::<_, DEPTH>::with_capacities(nic_b, &caps);
     let attr = CqAttr {
         size: 256,
         ..CqAttr::default()
