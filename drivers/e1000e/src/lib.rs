@@ -10,8 +10,8 @@
 //! What the driver guarantees on top of the `ringfab-hal` contract — the same as `ringfab-igb`:
 //! * no `unsafe` here (`#![deny(unsafe_code)]`): registers go through [`Mmio`], descriptors
 //!   through [`DmaRing`]'s volatile accessors (its size checked once, when the queue opens);
-//! * every token pushed comes back once from `poll` — including after [`TxQueue::flush`] /
-//!   [`RxQueue::flush`] — and a device that writes nonsense produces error completions, never a
+//! * every token pushed comes back once from `poll` — including after
+//!   [`Queue::flush`] — and a device that writes nonsense produces error completions, never a
 //!   panic or an access outside the ring (see `ringfab-ring`, whose rings both Intel drivers
 //!   share);
 //! * a queue stops its hardware queue (bounded wait) before its ring memory is freed.
@@ -62,9 +62,9 @@ use core::time::Duration;
 use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
     Capabilities, DmaRegion, DmaRing, Error, Link, MacAddr, Mmio, Nic, Offloads, Platform,
-    PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer,
-    RxCompletion, RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue,
-    TxSegment,
+    PushError, Queue, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RssSaved,
+    RxBuffer, RxCompletion, RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig,
+    TxQueue, TxSegment,
 };
 use spin::{Mutex, MutexGuard};
 use tock_registers::fields::FieldValue;
@@ -911,7 +911,7 @@ impl<P: Platform, const N: usize> Drop for E1000eTx<'_, P, N> {
     }
 }
 
-impl<P: Platform, const N: usize> TxQueue for E1000eTx<'_, P, N> {
+impl<P: Platform, const N: usize> Queue for E1000eTx<'_, P, N> {
     type Wait = P::Wait;
 
     fn index(&self) -> u16 {
@@ -933,31 +933,10 @@ impl<P: Platform, const N: usize> TxQueue for E1000eTx<'_, P, N> {
     }
 
     #[inline]
-    fn push(
-        &mut self,
-        segments: &[TxSegment],
-        token: Token,
-        report: Report,
-    ) -> core::result::Result<(), PushError> {
-        if let Some(f) = self.q.fault {
-            return Err(PushError::Fault(f));
-        }
-        self.ring
-            .push(segments, token, report, MAX_TX_SEGMENTS, MAX_FRAME_LEN)
-    }
-
-    #[inline]
     fn doorbell(&mut self) {
         if let Some(tail) = self.ring.doorbell() {
             self.q.doorbell(tail);
         }
-    }
-
-    #[inline]
-    fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
-        let n = self.ring.poll(out);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
     }
 
     fn fault(&self) -> Option<QueueFault> {
@@ -990,6 +969,29 @@ impl<P: Platform, const N: usize> TxQueue for E1000eTx<'_, P, N> {
 
     fn interrupt_vector(&self) -> Option<u16> {
         self.q.interrupt_vector()
+    }
+}
+
+impl<P: Platform, const N: usize> TxQueue for E1000eTx<'_, P, N> {
+    #[inline]
+    fn push(
+        &mut self,
+        segments: &[TxSegment],
+        token: Token,
+        report: Report,
+    ) -> core::result::Result<(), PushError> {
+        if let Some(f) = self.q.fault {
+            return Err(PushError::Fault(f));
+        }
+        self.ring
+            .push(segments, token, report, MAX_TX_SEGMENTS, MAX_FRAME_LEN)
+    }
+
+    #[inline]
+    fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
+        let n = self.ring.poll(out);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
     }
 }
 
@@ -1050,7 +1052,7 @@ impl<P: Platform, const N: usize> Drop for E1000eRx<'_, P, N> {
     }
 }
 
-impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
+impl<P: Platform, const N: usize> Queue for E1000eRx<'_, P, N> {
     type Wait = P::Wait;
 
     fn index(&self) -> u16 {
@@ -1059,10 +1061,6 @@ impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
 
     fn depth(&self) -> usize {
         N
-    }
-
-    fn buf_len(&self) -> u32 {
-        self.buf_len
     }
 
     #[inline]
@@ -1076,39 +1074,10 @@ impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
     }
 
     #[inline]
-    fn push(&mut self, buf: RxBuffer, token: Token) -> core::result::Result<(), PushError> {
-        if let Some(f) = self.q.fault {
-            return Err(PushError::Fault(f));
-        }
-        self.ring.push(buf, token, self.buf_len)
-    }
-
-    #[inline]
     fn doorbell(&mut self) {
         if let Some(tail) = self.ring.doorbell() {
             self.q.doorbell(tail);
         }
-    }
-
-    #[inline]
-    fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
-        let n = self.ring.poll(out);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    #[inline]
-    fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
-        let n = self.ring.poll_each(max, f);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    #[inline]
-    fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
-        let n = self.ring.poll_each_unhashed(max, f);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
     }
 
     fn fault(&self) -> Option<QueueFault> {
@@ -1140,6 +1109,41 @@ impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
 
     fn interrupt_vector(&self) -> Option<u16> {
         self.q.interrupt_vector()
+    }
+}
+
+impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
+    fn buf_len(&self) -> u32 {
+        self.buf_len
+    }
+
+    #[inline]
+    fn push(&mut self, buf: RxBuffer, token: Token) -> core::result::Result<(), PushError> {
+        if let Some(f) = self.q.fault {
+            return Err(PushError::Fault(f));
+        }
+        self.ring.push(buf, token, self.buf_len)
+    }
+
+    #[inline]
+    fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
+        let n = self.ring.poll(out);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
+    }
+
+    #[inline]
+    fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        let n = self.ring.poll_each(max, f);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
+    }
+
+    #[inline]
+    fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        let n = self.ring.poll_each_unhashed(max, f);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
     }
 }
 

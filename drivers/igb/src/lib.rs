@@ -9,8 +9,8 @@
 //! What the driver guarantees on top of the `ringfab-hal` contract:
 //! * no `unsafe` here (`#![deny(unsafe_code)]`): registers go through [`Mmio`], descriptors
 //!   through [`DmaRing`]'s volatile accessors (its size checked once, when the queue opens);
-//! * every token pushed comes back once from `poll` — including after [`TxQueue::flush`] /
-//!   [`RxQueue::flush`] — and a device that writes nonsense produces error completions, never a
+//! * every token pushed comes back once from `poll` — including after
+//!   [`Queue::flush`] — and a device that writes nonsense produces error completions, never a
 //!   panic or an access outside the ring (see `ringfab-ring`, whose rings both Intel drivers
 //!   share);
 //! * a queue stops its hardware queue (bounded wait) before its ring memory is freed.
@@ -47,9 +47,9 @@ use core::time::Duration;
 use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
     Capabilities, DmaRegion, DmaRing, Error, Iova, Link, MacAddr, Mmio, Nic, Offloads, Platform,
-    PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer,
-    RxCompletion, RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue,
-    TxSegment,
+    PushError, Queue, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RssSaved,
+    RxBuffer, RxCompletion, RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig,
+    TxQueue, TxSegment,
 };
 use spin::Mutex;
 use tock_registers::fields::FieldValue;
@@ -1034,7 +1034,7 @@ impl<P: Platform, const N: usize> IgbTx<'_, P, N> {
     }
 }
 
-impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
+impl<P: Platform, const N: usize> Queue for IgbTx<'_, P, N> {
     type Wait = P::Wait;
 
     fn index(&self) -> u16 {
@@ -1056,31 +1056,10 @@ impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
     }
 
     #[inline]
-    fn push(
-        &mut self,
-        segments: &[TxSegment],
-        token: Token,
-        report: Report,
-    ) -> core::result::Result<(), PushError> {
-        if let Some(f) = self.q.fault {
-            return Err(PushError::Fault(f));
-        }
-        self.ring
-            .push(segments, token, report, MAX_TX_SEGMENTS, MAX_FRAME_LEN)
-    }
-
-    #[inline]
     fn doorbell(&mut self) {
         if let Some(tail) = self.ring.doorbell() {
             self.q.doorbell(tail);
         }
-    }
-
-    #[inline]
-    fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
-        let n = self.ring.poll(out);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
     }
 
     fn fault(&self) -> Option<QueueFault> {
@@ -1113,6 +1092,29 @@ impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
 
     fn interrupt_vector(&self) -> Option<u16> {
         self.q.interrupt_vector()
+    }
+}
+
+impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
+    #[inline]
+    fn push(
+        &mut self,
+        segments: &[TxSegment],
+        token: Token,
+        report: Report,
+    ) -> core::result::Result<(), PushError> {
+        if let Some(f) = self.q.fault {
+            return Err(PushError::Fault(f));
+        }
+        self.ring
+            .push(segments, token, report, MAX_TX_SEGMENTS, MAX_FRAME_LEN)
+    }
+
+    #[inline]
+    fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
+        let n = self.ring.poll(out);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
     }
 }
 
@@ -1149,7 +1151,7 @@ impl<P: Platform, const N: usize> IgbRx<'_, P, N> {
     }
 }
 
-impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
+impl<P: Platform, const N: usize> Queue for IgbRx<'_, P, N> {
     type Wait = P::Wait;
 
     fn index(&self) -> u16 {
@@ -1158,10 +1160,6 @@ impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
 
     fn depth(&self) -> usize {
         N
-    }
-
-    fn buf_len(&self) -> u32 {
-        self.buf_len
     }
 
     #[inline]
@@ -1175,39 +1173,10 @@ impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
     }
 
     #[inline]
-    fn push(&mut self, buf: RxBuffer, token: Token) -> core::result::Result<(), PushError> {
-        if let Some(f) = self.q.fault {
-            return Err(PushError::Fault(f));
-        }
-        self.ring.push(buf, token, self.buf_len)
-    }
-
-    #[inline]
     fn doorbell(&mut self) {
         if let Some(tail) = self.ring.doorbell() {
             self.q.doorbell(tail);
         }
-    }
-
-    #[inline]
-    fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
-        let n = self.ring.poll(out);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    #[inline]
-    fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
-        let n = self.ring.poll_each(max, f);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    #[inline]
-    fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
-        let n = self.ring.poll_each_unhashed(max, f);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
     }
 
     fn fault(&self) -> Option<QueueFault> {
@@ -1238,6 +1207,41 @@ impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
 
     fn interrupt_vector(&self) -> Option<u16> {
         self.q.interrupt_vector()
+    }
+}
+
+impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
+    fn buf_len(&self) -> u32 {
+        self.buf_len
+    }
+
+    #[inline]
+    fn push(&mut self, buf: RxBuffer, token: Token) -> core::result::Result<(), PushError> {
+        if let Some(f) = self.q.fault {
+            return Err(PushError::Fault(f));
+        }
+        self.ring.push(buf, token, self.buf_len)
+    }
+
+    #[inline]
+    fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
+        let n = self.ring.poll(out);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
+    }
+
+    #[inline]
+    fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        let n = self.ring.poll_each(max, f);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
+    }
+
+    #[inline]
+    fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        let n = self.ring.poll_each_unhashed(max, f);
+        self.q.after_poll(n == 0 && self.ring.pending() != 0);
+        n
     }
 }
 

@@ -60,9 +60,10 @@ use core::time::Duration;
 
 use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
-    Capabilities, DmaRegion, Error, Link, MacAddr, Nic, Offloads, Platform, PushError, QueueFault,
-    Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer, RxCompletion, RxConfig,
-    RxError, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment,
+    Capabilities, DmaRegion, Error, Link, MacAddr, Nic, Offloads, Platform, PushError, Queue,
+    QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer, RxCompletion,
+    RxConfig, RxError, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxError, TxQueue,
+    TxSegment,
 };
 use spin::Mutex;
 
@@ -950,7 +951,7 @@ impl<P: Platform, const N: usize> Drop for VirtioNetTx<'_, P, N> {
     }
 }
 
-impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
+impl<P: Platform, const N: usize> Queue for VirtioNetTx<'_, P, N> {
     type Wait = P::Wait;
 
     fn index(&self) -> u16 {
@@ -971,6 +972,41 @@ impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
         self.vq.pending()
     }
 
+    #[inline]
+    fn doorbell(&mut self) {
+        if self.vq.publish() {
+            self.q.kick();
+        }
+    }
+
+    fn flush(&mut self) {
+        self.q.restart(&mut self.vq);
+    }
+
+    fn fault(&self) -> Option<QueueFault> {
+        self.q.fault
+    }
+
+    fn check(&mut self) -> Option<QueueFault> {
+        self.q.check()
+    }
+
+    fn interrupt(&self) -> Option<&P::Wait> {
+        self.q.wait.as_ref()
+    }
+
+    fn set_interrupt(&mut self, armed: bool) {
+        if self.q.vector.is_some() {
+            self.vq.arm(armed);
+        }
+    }
+
+    fn interrupt_vector(&self) -> Option<u16> {
+        self.q.vector
+    }
+}
+
+impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
     #[inline]
     fn push(
         &mut self,
@@ -1015,13 +1051,6 @@ impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
     }
 
     #[inline]
-    fn doorbell(&mut self) {
-        if self.vq.publish() {
-            self.q.kick();
-        }
-    }
-
-    #[inline]
     fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
         let (mut n, mut packets, mut bytes) = (0, 0u64, 0u64);
         while n < out.len() {
@@ -1054,32 +1083,6 @@ impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
             c.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
         n
-    }
-
-    fn flush(&mut self) {
-        self.q.restart(&mut self.vq);
-    }
-
-    fn fault(&self) -> Option<QueueFault> {
-        self.q.fault
-    }
-
-    fn check(&mut self) -> Option<QueueFault> {
-        self.q.check()
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.q.wait.as_ref()
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        if self.q.vector.is_some() {
-            self.vq.arm(armed);
-        }
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.q.vector
     }
 }
 
@@ -1115,7 +1118,7 @@ impl<P: Platform, const N: usize> Drop for VirtioNetRx<'_, P, N> {
     }
 }
 
-impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
+impl<P: Platform, const N: usize> Queue for VirtioNetRx<'_, P, N> {
     type Wait = P::Wait;
 
     fn index(&self) -> u16 {
@@ -1126,10 +1129,6 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
         N
     }
 
-    fn buf_len(&self) -> u32 {
-        self.buf_len
-    }
-
     #[inline]
     fn free(&self) -> usize {
         self.vq.free()
@@ -1138,6 +1137,45 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
     #[inline]
     fn pending(&self) -> usize {
         self.vq.pending()
+    }
+
+    #[inline]
+    fn doorbell(&mut self) {
+        if self.vq.publish() {
+            self.q.kick();
+        }
+    }
+
+    fn flush(&mut self) {
+        self.q.restart(&mut self.vq);
+    }
+
+    fn fault(&self) -> Option<QueueFault> {
+        self.q.fault
+    }
+
+    fn check(&mut self) -> Option<QueueFault> {
+        self.q.check()
+    }
+
+    fn interrupt(&self) -> Option<&P::Wait> {
+        self.q.wait.as_ref()
+    }
+
+    fn set_interrupt(&mut self, armed: bool) {
+        if self.q.vector.is_some() {
+            self.vq.arm(armed);
+        }
+    }
+
+    fn interrupt_vector(&self) -> Option<u16> {
+        self.q.vector
+    }
+}
+
+impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
+    fn buf_len(&self) -> u32 {
+        self.buf_len
     }
 
     #[inline]
@@ -1160,13 +1198,6 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
         self.vq
             .push(Hdr::In, &[seg], token, true, self.buf_len)
             .map(|_| ())
-    }
-
-    #[inline]
-    fn doorbell(&mut self) {
-        if self.vq.publish() {
-            self.q.kick();
-        }
     }
 
     #[inline]
@@ -1211,32 +1242,6 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
             c.rx_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
         n
-    }
-
-    fn flush(&mut self) {
-        self.q.restart(&mut self.vq);
-    }
-
-    fn fault(&self) -> Option<QueueFault> {
-        self.q.fault
-    }
-
-    fn check(&mut self) -> Option<QueueFault> {
-        self.q.check()
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.q.wait.as_ref()
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        if self.q.vector.is_some() {
-            self.vq.arm(armed);
-        }
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.q.vector
     }
 }
 

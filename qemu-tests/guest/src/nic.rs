@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ringfab_hal::{
-    DmaRegion, Iova, MacAddr, Nic as HalNic, Platform, Report, RssConfig, RssHashKind, RssHashes,
-    RxBuffer, RxCompletion, RxConfig, RxMode, RxQueue, Token, TxCompletion, TxConfig, TxQueue,
-    TxSegment, Wait, WaitOutcome,
+    DmaRegion, Iova, MacAddr, Nic as HalNic, Platform, Queue, Report, RssConfig, RssHashKind,
+    RssHashes, RxBuffer, RxCompletion, RxConfig, RxMode, RxQueue, Token, TxCompletion, TxConfig,
+    TxQueue, TxSegment, Wait, WaitOutcome,
 };
 use ringfab_igb::IgbRx;
 use ringfab_vfio::bind;
