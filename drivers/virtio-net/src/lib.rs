@@ -920,6 +920,67 @@ impl<P: Platform> Drop for QueueCore<'_, P> {
     }
 }
 
+/// [`Queue`] for a queue type: both are a `QueueCore` `q` over a virtqueue `vq`, so what they
+/// share is the same text.
+macro_rules! impl_queue {
+    ($queue:ident) => {
+        impl<P: Platform, const N: usize> Queue for $queue<'_, P, N> {
+            type Wait = P::Wait;
+
+            fn index(&self) -> u16 {
+                self.q.index
+            }
+
+            fn depth(&self) -> usize {
+                N
+            }
+
+            #[inline]
+            fn free(&self) -> usize {
+                self.vq.free()
+            }
+
+            #[inline]
+            fn pending(&self) -> usize {
+                self.vq.pending()
+            }
+
+            #[inline]
+            fn doorbell(&mut self) {
+                if self.vq.publish() {
+                    self.q.kick();
+                }
+            }
+
+            fn flush(&mut self) {
+                self.q.restart(&mut self.vq);
+            }
+
+            fn fault(&self) -> Option<QueueFault> {
+                self.q.fault
+            }
+
+            fn check(&mut self) -> Option<QueueFault> {
+                self.q.check()
+            }
+
+            fn interrupt(&self) -> Option<&P::Wait> {
+                self.q.wait.as_ref()
+            }
+
+            fn set_interrupt(&mut self, armed: bool) {
+                if self.q.vector.is_some() {
+                    self.vq.arm(armed);
+                }
+            }
+
+            fn interrupt_vector(&self) -> Option<u16> {
+                self.q.vector
+            }
+        }
+    };
+}
+
 /// An open transmit queue of depth `N`.
 pub struct VirtioNetTx<'a, P: Platform, const N: usize> {
     /// Declared before `vq`: released after `Drop for VirtioNetTx` reset the virtqueue.
@@ -951,60 +1012,7 @@ impl<P: Platform, const N: usize> Drop for VirtioNetTx<'_, P, N> {
     }
 }
 
-impl<P: Platform, const N: usize> Queue for VirtioNetTx<'_, P, N> {
-    type Wait = P::Wait;
-
-    fn index(&self) -> u16 {
-        self.q.index
-    }
-
-    fn depth(&self) -> usize {
-        N
-    }
-
-    #[inline]
-    fn free(&self) -> usize {
-        self.vq.free()
-    }
-
-    #[inline]
-    fn pending(&self) -> usize {
-        self.vq.pending()
-    }
-
-    #[inline]
-    fn doorbell(&mut self) {
-        if self.vq.publish() {
-            self.q.kick();
-        }
-    }
-
-    fn flush(&mut self) {
-        self.q.restart(&mut self.vq);
-    }
-
-    fn fault(&self) -> Option<QueueFault> {
-        self.q.fault
-    }
-
-    fn check(&mut self) -> Option<QueueFault> {
-        self.q.check()
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.q.wait.as_ref()
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        if self.q.vector.is_some() {
-            self.vq.arm(armed);
-        }
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.q.vector
-    }
-}
+impl_queue!(VirtioNetTx);
 
 impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
     #[inline]
@@ -1118,60 +1126,7 @@ impl<P: Platform, const N: usize> Drop for VirtioNetRx<'_, P, N> {
     }
 }
 
-impl<P: Platform, const N: usize> Queue for VirtioNetRx<'_, P, N> {
-    type Wait = P::Wait;
-
-    fn index(&self) -> u16 {
-        self.q.index
-    }
-
-    fn depth(&self) -> usize {
-        N
-    }
-
-    #[inline]
-    fn free(&self) -> usize {
-        self.vq.free()
-    }
-
-    #[inline]
-    fn pending(&self) -> usize {
-        self.vq.pending()
-    }
-
-    #[inline]
-    fn doorbell(&mut self) {
-        if self.vq.publish() {
-            self.q.kick();
-        }
-    }
-
-    fn flush(&mut self) {
-        self.q.restart(&mut self.vq);
-    }
-
-    fn fault(&self) -> Option<QueueFault> {
-        self.q.fault
-    }
-
-    fn check(&mut self) -> Option<QueueFault> {
-        self.q.check()
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.q.wait.as_ref()
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        if self.q.vector.is_some() {
-            self.vq.arm(armed);
-        }
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.q.vector
-    }
-}
+impl_queue!(VirtioNetRx);
 
 impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
     fn buf_len(&self) -> u32 {
