@@ -76,6 +76,16 @@ use tock_registers::RegisterLongName;
 
 use crate::regs as r;
 
+/// The PCI functions this driver drives, `(vendor, device)`: the 82574L and 82574IT (datasheet
+/// §9.3.x). QEMU's `e1000e` is 8086:10D3.
+pub const PCI_IDS: &[(u16, u16)] = &r::PCI_IDS;
+
+/// Whether this driver drives the PCI function `vendor:device` (one of [`PCI_IDS`]);
+/// [`E1000e::new`] opens it.
+pub fn drives(vendor: u16, device: u16) -> bool {
+    PCI_IDS.contains(&(vendor, device))
+}
+
 /// Smallest ring: TDLEN/RDLEN must be a multiple of 128 bytes (8 descriptors).
 pub const MIN_DEPTH: usize = ringfab_ring::MIN_DEPTH;
 /// Largest ring this driver opens (the shadow lives inline in the queue value).
@@ -151,16 +161,16 @@ impl<P: Platform> E1000e<P> {
     /// [`Nic::link`] reports it.
     ///
     /// # Errors
-    /// [`Error::UnsupportedDevice`] for another PCI id; [`Error::BarUnavailable`] from the
-    /// platform; [`Error::ResetTimeout`] if CTRL.RST does not clear; [`Error::PhyAccess`] if an
-    /// MDIO access fails.
+    /// [`Error::UnsupportedDevice`] for a PCI id not in [`PCI_IDS`]; [`Error::BarUnavailable`]
+    /// from the platform; [`Error::ResetTimeout`] if CTRL.RST does not clear;
+    /// [`Error::PhyAccess`] if an MDIO access fails.
     pub fn new(platform: P) -> Result<Self> {
         let id = r::reg::<r::PCI_ID::Register>(platform.config_read32(r::PCI_ID));
         let (vendor, device) = (
             id.read(r::PCI_ID::VENDOR) as u16,
             id.read(r::PCI_ID::DEVICE) as u16,
         );
-        if vendor != r::VENDOR_INTEL || !r::DEVICE_IDS.contains(&device) {
+        if !drives(vendor, device) {
             return Err(Error::UnsupportedDevice { vendor, device });
         }
         let cmd = platform.config_read32(r::PCI_COMMAND);
@@ -853,6 +863,14 @@ mod tests {
     }
 
     type Nic = E1000e<ringfab_emu::EmuPlatform>;
+
+    #[test]
+    fn the_82574l_and_82574it_are_driven_and_nothing_else() {
+        assert_eq!(PCI_IDS, [(0x8086, 0x10D3), (0x8086, 0x10F6)]);
+        assert!(PCI_IDS.iter().all(|&(v, d)| drives(v, d)));
+        assert!(!drives(0x8086, 0x10C9), "the 82576 is igb's");
+        assert!(!drives(0x1af4, 0x10D3));
+    }
 
     #[test]
     fn receive_buffers_round_to_kib_and_the_second_queue_shares_the_first_size() {

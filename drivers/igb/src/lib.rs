@@ -60,6 +60,16 @@ use tock_registers::RegisterLongName;
 
 use crate::regs as r;
 
+/// The PCI functions this driver drives, `(vendor, device)`: the 82576 copper parts (datasheet
+/// §6.2.1). QEMU's `igb` is 8086:10C9.
+pub const PCI_IDS: &[(u16, u16)] = &r::PCI_IDS;
+
+/// Whether this driver drives the PCI function `vendor:device` (one of [`PCI_IDS`]);
+/// [`Igb::new`] opens it.
+pub fn drives(vendor: u16, device: u16) -> bool {
+    PCI_IDS.contains(&(vendor, device))
+}
+
 /// Smallest ring: TDLEN/RDLEN must be a multiple of 128 bytes (8 descriptors).
 pub const MIN_DEPTH: usize = ringfab_ring::MIN_DEPTH;
 /// Largest ring this driver opens (the shadow lives inline in the queue value).
@@ -138,16 +148,16 @@ impl<P: Platform> Igb<P> {
     /// not an error: [`Nic::link`] reports it.
     ///
     /// # Errors
-    /// [`Error::UnsupportedDevice`] for another PCI id; [`Error::BarUnavailable`] from the
-    /// platform; [`Error::ResetTimeout`] if CTRL.RST does not clear; [`Error::PhyAccess`] if an
-    /// MDIO access fails.
+    /// [`Error::UnsupportedDevice`] for a PCI id not in [`PCI_IDS`]; [`Error::BarUnavailable`]
+    /// from the platform; [`Error::ResetTimeout`] if CTRL.RST does not clear;
+    /// [`Error::PhyAccess`] if an MDIO access fails.
     pub fn new(platform: P) -> Result<Self> {
         let id = r::reg::<r::PCI_ID::Register>(platform.config_read32(r::PCI_ID));
         let (vendor, device) = (
             id.read(r::PCI_ID::VENDOR) as u16,
             id.read(r::PCI_ID::DEVICE) as u16,
         );
-        if vendor != r::VENDOR_INTEL || !r::DEVICE_IDS.contains(&device) {
+        if !drives(vendor, device) {
             return Err(Error::UnsupportedDevice { vendor, device });
         }
         let cmd = platform.config_read32(r::PCI_COMMAND);
@@ -991,6 +1001,21 @@ mod tests {
             "queue 0 is stopped until opened"
         );
         assert_eq!(d.peek(r::EIMS), 0, "all interrupts masked");
+    }
+
+    #[test]
+    fn every_listed_pci_id_is_driven_and_brought_up() {
+        for &(vendor, device) in PCI_IDS {
+            assert!(drives(vendor, device));
+            let id = u32::from(device) << 16 | u32::from(vendor);
+            let p = FakePlatform::with_id(id, 4, Quirks::default());
+            assert!(Igb::new(p).is_ok(), "{vendor:04x}:{device:04x}");
+        }
+        assert!(!drives(0x8086, 0x10D3), "the 82574 is e1000e's");
+        assert!(
+            !drives(0x1af4, 0x10C9),
+            "Intel's device ids only under Intel's vendor id"
+        );
     }
 
     #[test]

@@ -72,6 +72,21 @@ use crate::regs::{self as r, common, ctrl, feature, netcfg, status};
 use crate::transport::Transport;
 use crate::virtq::{Hdr, Seg, Virtq};
 
+/// The PCI functions this driver drives, `(vendor, device)`: a modern virtio network device
+/// (0x1040 + device type 1, virtio 1.2 §4.1.2.1) and a transitional one (§4.1.2.3), which also
+/// has the modern interface the driver uses. QEMU's `virtio-net-pci,disable-legacy=on` is
+/// 1af4:1041.
+pub const PCI_IDS: &[(u16, u16)] = &[
+    (r::VENDOR_VIRTIO, r::DEVICE_NET_MODERN),
+    (r::VENDOR_VIRTIO, r::DEVICE_NET_TRANSITIONAL),
+];
+
+/// Whether this driver drives the PCI function `vendor:device` (one of [`PCI_IDS`]);
+/// [`VirtioNet::new`] opens it.
+pub fn drives(vendor: u16, device: u16) -> bool {
+    PCI_IDS.contains(&(vendor, device))
+}
+
 /// Smallest ring the driver opens.
 pub const MIN_DEPTH: usize = 2;
 /// Largest ring: QEMU's `VIRTQUEUE_MAX_SIZE`, and the most a queue's shadow is sized for here.
@@ -174,8 +189,8 @@ impl<P: Platform> VirtioNet<P> {
     /// default receive filter (own unicast and broadcast). Data queues are set up when opened.
     ///
     /// # Errors
-    /// [`Error::UnsupportedDevice`] for another PCI id; [`Error::Unsupported`] when the virtio
-    /// structures are missing; [`Error::BarUnavailable`] from the platform;
+    /// [`Error::UnsupportedDevice`] for a PCI id not in [`PCI_IDS`]; [`Error::Unsupported`]
+    /// when the virtio structures are missing; [`Error::BarUnavailable`] from the platform;
     /// [`Error::ResetTimeout`] if the device does not finish its reset;
     /// [`Error::FeaturesRefused`] if a required feature is missing or `FEATURES_OK` is
     /// refused (the device is then left with `FAILED` set); [`Error::DmaAlloc`] for the
@@ -183,9 +198,7 @@ impl<P: Platform> VirtioNet<P> {
     pub fn new(platform: P) -> Result<Self> {
         let id = platform.config_read32(r::PCI_ID);
         let (vendor, device) = (id as u16, (id >> 16) as u16);
-        if vendor != r::VENDOR_VIRTIO
-            || !(device == r::DEVICE_NET_MODERN || device == r::DEVICE_NET_TRANSITIONAL)
-        {
+        if !drives(vendor, device) {
             return Err(Error::UnsupportedDevice { vendor, device });
         }
         let cmd = platform.config_read32(r::PCI_COMMAND);
@@ -1226,5 +1239,21 @@ impl<P: Platform, const N: usize> VirtioNetRx<'_, P, N> {
             return (0, Err(RxError::DeviceStatus { raw: h.into() }));
         }
         (frame, Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modern_and_transitional_network_devices_are_driven_and_nothing_else() {
+        assert!(PCI_IDS.iter().all(|&(v, d)| drives(v, d)));
+        assert!(drives(0x1af4, 0x1041) && drives(0x1af4, 0x1000));
+        assert!(!drives(0x1af4, 0x1042), "a modern virtio block device");
+        assert!(
+            !drives(0x8086, 0x1041),
+            "virtio's device ids only under its vendor id"
+        );
     }
 }
