@@ -3,7 +3,8 @@
 //!
 //! By default it describes two emulated NICs — an Intel 82576 (igb driver) and an Intel 82574
 //! (e1000e driver) — so it runs anywhere. `--vfio BDF…` describes real (or QEMU-emulated)
-//! functions bound to vfio-pci instead; the driver is chosen from the PCI device ID.
+//! functions bound to vfio-pci instead. Either way the NICs are opened with
+//! `ringfab_nics::AnyNic`, which picks the driver from the PCI ID.
 //!
 //! ```sh
 //! cargo run --example info
@@ -19,10 +20,8 @@ use ringfab::ep::EpAttr;
 use ringfab::flags::BindFlags;
 use ringfab::hal::{MacAddr, Nic, Platform};
 use ringfab::info::Order;
-use ringfab_e1000e::E1000e;
 use ringfab_emu::{EmuE1000e, EmuIgb, ModelConfig};
-use ringfab_igb::Igb;
-use ringfab_virtio_net::VirtioNet;
+use ringfab_nics::AnyNic;
 
 /// Ring depth the description assumes (`tx_attr.size`/`rx_attr.size`); endpoints choose it.
 const D: usize = 256;
@@ -162,42 +161,29 @@ fn mac(m: MacAddr) -> String {
         .join(":")
 }
 
+/// What `nic` is and which driver holds it: `Intel 82576, igb driver`.
+fn label<P: Platform>(nic: &AnyNic<P>) -> String {
+    let driver = nic.driver();
+    format!("{}, {driver} driver", driver.device())
+}
+
 fn emulated() -> Result<(), String> {
     let mut config = ModelConfig::default();
     config.mac = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0a]);
     let igb_dev = EmuIgb::new(config);
     config.mac = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, 0x0b]);
     let e1000e_dev = EmuE1000e::new(config);
-    let igb = Igb::new(igb_dev.platform()).map_err(|e| format!("emulated 82576: {e}"))?;
-    describe("emu0 (emulated Intel 82576, igb driver)", &igb)?;
-    let e1000e = E1000e::new(e1000e_dev.platform()).map_err(|e| format!("emulated 82574: {e}"))?;
-    describe("emu1 (emulated Intel 82574, e1000e driver)", &e1000e)
+    let igb = AnyNic::open(igb_dev.platform()).map_err(|e| format!("emulated 82576: {e}"))?;
+    describe(&format!("emu0 (emulated {})", label(&igb)), &igb)?;
+    let e1000e = AnyNic::open(e1000e_dev.platform()).map_err(|e| format!("emulated 82574: {e}"))?;
+    describe(&format!("emu1 (emulated {})", label(&e1000e)), &e1000e)
 }
 
 fn vfio(bdfs: &[String]) -> Result<(), String> {
     for bdf in bdfs {
         let platform = ringfab_vfio::VfioPlatform::open(bdf).map_err(|e| format!("{bdf}: {e}"))?;
-        let id = platform.config_read32(0);
-        let (vendor, device) = (id & 0xffff, id >> 16);
-        match (vendor, device) {
-            (0x8086, 0x10c9) => {
-                let nic = Igb::new(platform).map_err(|e| format!("{bdf}: {e}"))?;
-                describe(&format!("{bdf} (Intel 82576, igb driver)"), &nic)?;
-            }
-            (0x8086, 0x10d3) => {
-                let nic = E1000e::new(platform).map_err(|e| format!("{bdf}: {e}"))?;
-                describe(&format!("{bdf} (Intel 82574, e1000e driver)"), &nic)?;
-            }
-            (0x1af4, 0x1041) => {
-                let nic = VirtioNet::new(platform).map_err(|e| format!("{bdf}: {e}"))?;
-                describe(&format!("{bdf} (virtio-net, virtio-net driver)"), &nic)?;
-            }
-            _ => {
-                return Err(format!(
-                    "{bdf}: PCI {vendor:04x}:{device:04x} has no ringfab driver (82576 8086:10c9, 82574 8086:10d3, virtio-net 1af4:1041)"
-                ))
-            }
-        }
+        let nic = AnyNic::open(platform).map_err(|e| format!("{bdf}: {e}"))?;
+        describe(&format!("{bdf} ({})", label(&nic)), &nic)?;
     }
     Ok(())
 }

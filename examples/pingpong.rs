@@ -3,8 +3,9 @@
 //! By default both endpoints run in this process on two emulated Intel 82576 NICs on one wire
 //! (the real igb driver, the emulated device): no root, no hardware. `--nic e1000e` or
 //! `--nic virtio-net` picks the emulated 82574 or virtio-net device instead. With `--vfio A B` they run
-//! on two real (or QEMU-emulated) functions bound to vfio-pci, the driver chosen from the PCI
-//! ID: 82576 (igb), 82574 (e1000e) or modern virtio-net 1af4:1041 (virtio-net).
+//! on two real (or QEMU-emulated) functions bound to vfio-pci. Either way the NICs are opened
+//! with `ringfab_nics::AnyNic`, which picks the driver from the PCI ID: an 82576 (igb), an 82574
+//! (e1000e) or a virtio-net device (virtio-net).
 //!
 //! * **pingpong** (window 1): A sends a message, B receives it and sends it back, A receives
 //!   it; `usec/xfer` is half the round trip.
@@ -29,14 +30,16 @@ use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
-use ringfab::hal::{MacAddr, Nic, Platform};
+use ringfab::hal::{MacAddr, Nic};
 use ringfab::mr::Buf;
 use ringfab::proto::Encap;
 use ringfab::Error;
-use ringfab_e1000e::E1000e;
-use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig, Wire};
-use ringfab_igb::Igb;
-use ringfab_virtio_net::VirtioNet;
+use ringfab_emu::{
+    EmuE1000e, EmuIgb, EmuNic, EmuPlatform, EmuVirtioNet, Kind, ModelConfig, VirtioNetModelConfig,
+    Wire,
+};
+use ringfab_nics::AnyNic;
+use ringfab_vfio::VfioPlatform;
 
 /// Ring depth of every queue.
 const D: usize = 256;
@@ -388,6 +391,12 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
     Ok(())
 }
 
+/// `dev` plugged into `wire`; the platform its driver runs on (which keeps the device alive).
+fn plugged<K: Kind>(dev: EmuNic<K>, wire: &Wire) -> EmuPlatform {
+    dev.connect(wire);
+    dev.platform()
+}
+
 fn emulated(o: &Options) -> Result<(), String> {
     let wire = Wire::new();
     let config = |last: u8| {
@@ -395,105 +404,63 @@ fn emulated(o: &Options) -> Result<(), String> {
         config.mac = MacAddr([0x52, 0x54, 0x00, 0x00, 0x00, last]);
         config
     };
+    let vconfig = |last: u8| {
+        let mut c = VirtioNetModelConfig::default();
+        c.mac = config(last).mac;
+        c
+    };
     let progress = || wire.run_until_idle();
-    match o.nic.as_str() {
-        "igb" => {
-            let (dev_a, dev_b) = (EmuIgb::new(config(0x0a)), EmuIgb::new(config(0x0b)));
-            dev_a.connect(&wire);
-            dev_b.connect(&wire);
-            let nic_a =
-                Igb::new(dev_a.platform()).map_err(|e| format!("bringing up NIC A: {e}"))?;
-            let nic_b =
-                Igb::new(dev_b.platform()).map_err(|e| format!("bringing up NIC B: {e}"))?;
-            println!("# ringfab pingpong: two emulated 82576 (igb driver) on one emulated wire");
-            run(&nic_a, &nic_b, o, &progress)
-        }
-        "e1000e" => {
-            let (dev_a, dev_b) = (EmuE1000e::new(config(0x0a)), EmuE1000e::new(config(0x0b)));
-            dev_a.connect(&wire);
-            dev_b.connect(&wire);
-            let nic_a =
-                E1000e::new(dev_a.platform()).map_err(|e| format!("bringing up NIC A: {e}"))?;
-            let nic_b =
-                E1000e::new(dev_b.platform()).map_err(|e| format!("bringing up NIC B: {e}"))?;
-            println!("# ringfab pingpong: two emulated 82574 (e1000e driver) on one emulated wire");
-            run(&nic_a, &nic_b, o, &progress)
-        }
-        "virtio-net" => {
-            let vconfig = |last: u8| {
-                let mut c = VirtioNetModelConfig::default();
-                c.mac = config(last).mac;
-                c
-            };
-            let (dev_a, dev_b) = (
-                EmuVirtioNet::new(vconfig(0x0a)),
-                EmuVirtioNet::new(vconfig(0x0b)),
-            );
-            dev_a.connect(&wire);
-            dev_b.connect(&wire);
-            let nic_a =
-                VirtioNet::new(dev_a.platform()).map_err(|e| format!("bringing up NIC A: {e}"))?;
-            let nic_b =
-                VirtioNet::new(dev_b.platform()).map_err(|e| format!("bringing up NIC B: {e}"))?;
-            println!(
-                "# ringfab pingpong: two emulated virtio-net devices (virtio-net driver) on one \
-                 emulated wire"
-            );
-            run(&nic_a, &nic_b, o, &progress)
-        }
-        other => Err(format!("--nic {other}: igb, e1000e or virtio-net")),
-    }
+    // The name picks the emulated device; the driver is the one its PCI ID calls for.
+    let (pa, pb, what) = match o.nic.as_str() {
+        "igb" => (
+            plugged(EmuIgb::new(config(0x0a)), &wire),
+            plugged(EmuIgb::new(config(0x0b)), &wire),
+            "two emulated 82576",
+        ),
+        "e1000e" => (
+            plugged(EmuE1000e::new(config(0x0a)), &wire),
+            plugged(EmuE1000e::new(config(0x0b)), &wire),
+            "two emulated 82574",
+        ),
+        "virtio-net" => (
+            plugged(EmuVirtioNet::new(vconfig(0x0a)), &wire),
+            plugged(EmuVirtioNet::new(vconfig(0x0b)), &wire),
+            "two emulated virtio-net devices",
+        ),
+        other => return Err(format!("--nic {other}: igb, e1000e or virtio-net")),
+    };
+    let nic_a = AnyNic::open(pa).map_err(|e| format!("NIC A: {e}"))?;
+    let nic_b = AnyNic::open(pb).map_err(|e| format!("NIC B: {e}"))?;
+    println!(
+        "# ringfab pingpong: {what} ({} driver) on one emulated wire",
+        nic_a.driver()
+    );
+    run(&nic_a, &nic_b, o, &progress)
 }
 
 fn vfio(o: &Options, a: &str, b: &str) -> Result<(), String> {
-    let open = |bdf: &str| -> Result<(ringfab_vfio::VfioPlatform, u32), String> {
-        let platform = ringfab_vfio::VfioPlatform::open(bdf).map_err(|e| format!("{bdf}: {e}"))?;
-        let id = platform.config_read32(0);
-        Ok((platform, id))
+    let open = |bdf: &str| -> Result<AnyNic<VfioPlatform>, String> {
+        let platform = VfioPlatform::open(bdf).map_err(|e| format!("{bdf}: {e}"))?;
+        AnyNic::open(platform).map_err(|e| format!("{bdf}: {e}"))
     };
-    let ((pa, ida), (pb, idb)) = (open(a)?, open(b)?);
+    let (na, nb) = (open(a)?, open(b)?);
+    let (ida, idb) = (na.pci_id(), nb.pci_id());
     if ida != idb {
         return Err(format!(
-            "{a} and {b} are different NICs ({ida:08x}, {idb:08x})"
+            "{a} and {b} are different NICs ({:04x}:{:04x}, {:04x}:{:04x})",
+            ida.0, ida.1, idb.0, idb.1
         ));
     }
-    let up = |bdf: &str, link: ringfab::hal::Link| {
-        if link.up {
-            Ok(())
-        } else {
-            Err(format!("{bdf}: link is down"))
+    for (bdf, nic) in [(a, &na), (b, &nb)] {
+        if !nic.link().up {
+            return Err(format!("{bdf}: link is down"));
         }
-    };
-    match (ida & 0xffff, ida >> 16) {
-        (0x8086, 0x10c9) => {
-            let na = Igb::new(pa).map_err(|e| format!("{a}: bringing up the NIC: {e}"))?;
-            let nb = Igb::new(pb).map_err(|e| format!("{b}: bringing up the NIC: {e}"))?;
-            up(a, na.link())?;
-            up(b, nb.link())?;
-            println!("# ringfab pingpong: {a} <-> {b} through VFIO (igb driver)");
-            run(&na, &nb, o, &|| {})
-        }
-        (0x8086, 0x10d3) => {
-            let na = E1000e::new(pa).map_err(|e| format!("{a}: bringing up the NIC: {e}"))?;
-            let nb = E1000e::new(pb).map_err(|e| format!("{b}: bringing up the NIC: {e}"))?;
-            up(a, na.link())?;
-            up(b, nb.link())?;
-            println!("# ringfab pingpong: {a} <-> {b} through VFIO (e1000e driver)");
-            run(&na, &nb, o, &|| {})
-        }
-        (0x1af4, 0x1041) => {
-            let na = VirtioNet::new(pa).map_err(|e| format!("{a}: bringing up the NIC: {e}"))?;
-            let nb = VirtioNet::new(pb).map_err(|e| format!("{b}: bringing up the NIC: {e}"))?;
-            up(a, na.link())?;
-            up(b, nb.link())?;
-            println!("# ringfab pingpong: {a} <-> {b} through VFIO (virtio-net driver)");
-            run(&na, &nb, o, &|| {})
-        }
-        (v, d) => Err(format!(
-            "{a}: PCI {v:04x}:{d:04x} has no ringfab driver (82576 8086:10c9, 82574 8086:10d3, \
-             virtio-net 1af4:1041)"
-        )),
     }
+    println!(
+        "# ringfab pingpong: {a} <-> {b} through VFIO ({} driver)",
+        na.driver()
+    );
+    run(&na, &nb, o, &|| {})
 }
 
 fn main() -> ExitCode {

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use ringfab_emu::{EmuIgb, IgbModelConfig, Wire};
 use ringfab_hal::{
-    DmaRegion, MacAddr, Nic, Platform, Report, RssConfig, RssHashes, RxBuffer, RxCompletion,
+    DmaRegion, MacAddr, Nic, Platform, Queue, Report, RssConfig, RssHashes, RxBuffer, RxCompletion,
     RxConfig, RxQueue, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use ringfab_igb::Igb;

@@ -18,7 +18,7 @@
 //! `FI_COMPLETION`) is pushed with [`Report::ErrorsOnly`] when the device completes in order
 //! ([`Capabilities::in_order_completion`](crate::hal::Capabilities::in_order_completion)): the
 //! driver then reclaims it silently, and the core learns that it is done only from the driver's
-//! [`pending`](TxQueue::pending) count. After each poll, the oldest live operations beyond that
+//! [`pending`](crate::hal::Queue::pending) count. After each poll, the oldest live operations beyond that
 //! count are the silently reclaimed ones (in order, every such frame is older than any frame the
 //! driver still holds), and their CQ credits are released. On an out-of-order device that
 //! inference is unsound, so every frame is pushed with [`Report::Always`] and the unrequested
@@ -27,7 +27,7 @@
 //! # Critical faults
 //!
 //! A driver reports a queue the device no longer honours — removed, reset, queue disabled,
-//! needs reset — as a sticky [`QueueFault`] ([`TxQueue::fault`]), found by its own stall check
+//! needs reset — as a sticky [`QueueFault`] ([`TxQueue::fault`](crate::hal::Queue::fault)), found by its own stall check
 //! inside `poll`. A poll that comes back short asks for it (a field read, once per poll, never
 //! per completion); the first time it is there the path *fails* (`PathState::fail`): every
 //! outstanding operation is discarded without a completion (credits released, owned buffers
@@ -77,6 +77,7 @@ use crate::cq::queue::CqSlot;
 use crate::cq::strerror::ProvError;
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags, OpFlags};
+use crate::hal::Queue as _;
 use crate::hal::{
     Iova, Nic, PushError, QueueFault, Report, RxBuffer, RxCompletion, RxError, RxQueue, Token,
     TxCompletion, TxError, TxQueue, TxSegment,

@@ -17,7 +17,8 @@ use ringfab::cq::{CompletionQueue, CqAttr, CqFormat};
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CompletionFlags, CqFlags, OpFlags};
 use ringfab::hal::{
-    DmaRegion, Iova, Nic, Platform, Report, RxBuffer, RxConfig, Token, TxConfig, TxQueue, TxSegment,
+    DmaRegion, Iova, Nic, Platform, Queue, Report, RxBuffer, RxConfig, Token, TxConfig, TxQueue,
+    TxSegment,
 };
 use ringfab::path::{Path, RecvPost, SendPost};
 use ringfab::{cntr::WaitObj, Capacities, Capacity, Error};

@@ -15,7 +15,7 @@ use ringfab::cq::{CompletionQueue, CqAttr, CqControl, WaitCond, WaitSet};
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CqFlags, OpFlags};
 use ringfab::hal::{
-    DmaRegion, Iova, MacAddr, Nic, Platform, RawWait, Report, RxBuffer, RxConfig, Token,
+    DmaRegion, Iova, MacAddr, Nic, Platform, Queue, RawWait, Report, RxBuffer, RxConfig, Token,
     TxCompletion, TxConfig, TxQueue, TxSegment, Wait,
 };
 use ringfab::path::{Path, RecvPost, SendPost};

@@ -246,8 +246,8 @@ impl core::error::Error for PushError {}
 
 /// A critical condition of the device that stops a queue for good: the ring the driver set up
 /// is no longer the device's, so nothing pushed on it will complete. The queue records it
-/// ([`TxQueue::fault`](crate::TxQueue::fault)), refuses pushes with [`PushError::Fault`], and
-/// hands every token back on [`flush`](crate::TxQueue::flush) without touching the device.
+/// ([`Queue::fault`](crate::Queue::fault)), refuses pushes with [`PushError::Fault`], and
+/// hands every token back on [`flush`](crate::Queue::flush) without touching the device.
 /// Recovery is a control-path act: close the queue, [`Nic::recover`](crate::Nic::recover),
 /// open it again.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -16,7 +16,7 @@
 //!   descriptors are reached through raw pointers with volatile access ([`DmaRegion`]'s accessors);
 //! * a full ring refuses at push time ([`PushError::Full`]), never later;
 //! * every pushed token comes back exactly once from `poll` — completed, failed, or
-//!   [flushed](queue::TxQueue::flush) — and a value the device wrote that makes no sense becomes an
+//!   [flushed](queue::Queue::flush) — and a value the device wrote that makes no sense becomes an
 //!   error status on a token, never a panic or an out-of-bounds access;
 //! * a device that stops answering, resets itself or disables a queue is noticed without a
 //!   register read per frame: a queue checks the device only after many empty polls with work
@@ -42,7 +42,7 @@ pub use nic::{
 };
 pub use platform::{DmaMapping, DmaRegion, DmaRing, DmaRingRef, Mmio, Platform};
 pub use queue::{
-    Report, RssHashKind, RssInfo, RxBuffer, RxCompletion, RxError, RxQueue, Token, TxCompletion,
-    TxError, TxQueue, TxSegment,
+    Queue, Report, RssHashKind, RssInfo, RxBuffer, RxCompletion, RxError, RxQueue, Token,
+    TxCompletion, TxError, TxQueue, TxSegment,
 };
 pub use wait::{RawWait, Wait, WaitOutcome, WaitSet};

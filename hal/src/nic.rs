@@ -213,7 +213,7 @@ pub struct Stats {
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 #[non_exhaustive]
 pub struct TxConfig {
-    /// Wire the queue's completions to an interrupt vector, so that [`TxQueue::interrupt`]
+    /// Wire the queue's completions to an interrupt vector, so that [`Queue::interrupt`](crate::Queue::interrupt)
     /// returns a wait handle.
     pub interrupt: bool,
     /// With `interrupt`: the MSI-X vector to steer the queue to, below
@@ -414,7 +414,7 @@ pub trait Nic: Sync {
     }
 
     /// The wait handle interrupt vector `vector` notifies: the same notifications as the
-    /// [`interrupt`](crate::TxQueue::interrupt) handle of every queue steered to it. This is
+    /// [`interrupt`](crate::Queue::interrupt) handle of every queue steered to it. This is
     /// how a completion queue waits on one handle for all the queues bound to it.
     ///
     /// # Errors

@@ -5,13 +5,13 @@
 //! 1. [`push`](TxQueue::push) any number of frames (or [buffers](RxQueue::push)), each with a
 //!    [`Token`] chosen by the caller. Push writes descriptors into the ring and the driver's private
 //!    shadow; no register is touched. A full ring refuses here, never later.
-//! 2. [`doorbell`](TxQueue::doorbell): one release fence and one tail write hand the whole batch to
+//! 2. [`doorbell`](Queue::doorbell): one release fence and one tail write hand the whole batch to
 //!    the device. Doorbell with nothing new pushed does nothing.
 //! 3. [`poll`](TxQueue::poll) returns completed tokens with their status, oldest first when the
 //!    device completes in order.
 //!
 //! Every token pushed comes back from `poll` exactly once — completed, failed, or
-//! [`Flushed`](TxError::Flushed) after [`flush`](TxQueue::flush) — with one exception stated by
+//! [`Flushed`](TxError::Flushed) after [`flush`](Queue::flush) — with one exception stated by
 //! [`Report::ErrorsOnly`]. Drivers check everything the device writes against their shadow: a
 //! length beyond the buffer, a status with undefined bits, or a completion for a descriptor the
 //! device does not own become an error status on that token.
@@ -24,10 +24,10 @@
 //! in a row that found nothing while work was pending — a ring that looks stuck — and after
 //! [`STALL_POLLS`] of them reads the device's state once (a few register reads); a driver may
 //! also check on a status interrupt. A fault found is recorded and sticky:
-//! [`fault`](TxQueue::fault) returns it (a field read, cheap enough to ask after every short
+//! [`fault`](Queue::fault) returns it (a field read, cheap enough to ask after every short
 //! poll), [`push`](TxQueue::push) refuses with [`PushError::Fault`], and
-//! [`flush`](TxQueue::flush) hands every token back without touching the device (the
-//! write-backs already in memory still count). [`check`](TxQueue::check) runs the same check
+//! [`flush`](Queue::flush) hands every token back without touching the device (the
+//! write-backs already in memory still count). [`check`](Queue::check) runs the same check
 //! on demand. The queue is then closed, the device recovered
 //! ([`Nic::recover`](crate::Nic::recover)), and a queue opened again.
 
@@ -201,8 +201,13 @@ impl RxCompletion {
 /// Completions the default [`RxQueue::poll_each`] asks `poll` for at a time.
 const POLL_EACH_CHUNK: usize = 16;
 
-/// A transmit ring: the data path of one hardware transmit queue.
-pub trait TxQueue: Send {
+/// What every queue has, whichever way its frames go: its place on the device, its ring's
+/// occupancy, the doorbell, the critical-fault state, the flush, and its interrupt.
+///
+/// [`TxQueue`] and [`RxQueue`] add what differs — what a push takes and what a poll gives
+/// back. A caller that only manages queues (checks them for faults, flushes them, arms their
+/// interrupts) can be generic over `Queue` and serve both directions.
+pub trait Queue: Send {
     /// The wait handle this queue's interrupt delivers to.
     type Wait: Wait;
 
@@ -212,33 +217,17 @@ pub trait TxQueue: Send {
     /// Ring depth in descriptors.
     fn depth(&self) -> usize;
 
-    /// Descriptors free for [`push`](Self::push) now; a frame takes one per segment.
+    /// Descriptors free for a push now (a transmitted frame takes one per segment, a receive
+    /// buffer one).
     fn free(&self) -> usize;
 
-    /// Frames pushed whose token has not yet come back from [`poll`](Self::poll) (frames pushed
-    /// with [`Report::ErrorsOnly`] count until the driver reclaims them).
+    /// Frames or buffers pushed whose token has not yet come back from `poll` (transmitted
+    /// frames pushed with [`Report::ErrorsOnly`] count until the driver reclaims them).
     fn pending(&self) -> usize;
 
-    /// Queues one frame made of `segments`, to be reported as `report` says. Touches no register.
-    ///
-    /// # Errors
-    /// [`PushError`]; on error nothing was queued.
-    fn push(
-        &mut self,
-        segments: &[TxSegment],
-        token: Token,
-        report: Report,
-    ) -> Result<(), PushError>;
-
-    /// Hands every frame pushed since the last doorbell to the device: one release fence, one
+    /// Hands everything pushed since the last doorbell to the device: one release fence, one
     /// register write. Does nothing if nothing was pushed.
     fn doorbell(&mut self);
-
-    /// Reclaims what the device finished and writes up to `out.len()` completions into `out`,
-    /// oldest first; returns how many. Reads no register, except the state check after
-    /// [`STALL_POLLS`] empty polls with work pending (module documentation, "Critical
-    /// faults"), which records a fault for [`fault`](Self::fault).
-    fn poll(&mut self, out: &mut [TxCompletion]) -> usize;
 
     /// The critical fault that stopped the queue, once the driver found one; `None` while the
     /// queue is healthy (or the driver does not detect faults: the default). Reads a field.
@@ -252,12 +241,12 @@ pub trait TxQueue: Send {
         self.fault()
     }
 
-    /// Stops the hardware queue and takes back every descriptor: frames the device reported sent
-    /// complete normally, all others with [`TxError::Flushed`], through later calls to
-    /// [`poll`](Self::poll). The queue is then restarted empty and accepts pushes again.
-    /// Bounded in time: the driver waits a bounded number of register reads for the stop.
-    /// A queue with a [`fault`](Self::fault) hands its tokens back the same way but touches
-    /// no register and is not restarted.
+    /// Stops the hardware queue and takes back every descriptor: what the device finished
+    /// (frames reported sent, frames received) completes normally, everything else with
+    /// [`TxError::Flushed`] / [`RxError::Flushed`], through later calls to `poll`. The queue is
+    /// then restarted empty and accepts pushes again. Bounded in time: the driver waits a
+    /// bounded number of register reads for the stop. A queue with a [`fault`](Self::fault)
+    /// hands its tokens back the same way but touches no register and is not restarted.
     fn flush(&mut self);
 
     /// The wait handle the queue's interrupt notifies, if it was opened with one.
@@ -274,34 +263,38 @@ pub trait TxQueue: Send {
     }
 }
 
-/// A receive ring: the data path of one hardware receive queue.
-pub trait RxQueue: Send {
-    /// The wait handle this queue's interrupt delivers to.
-    type Wait: Wait;
+/// A transmit ring: the data path of one hardware transmit queue. What it shares with a
+/// receive ring is [`Queue`]'s.
+pub trait TxQueue: Queue {
+    /// Queues one frame made of `segments`, to be reported as `report` says. Touches no register.
+    ///
+    /// # Errors
+    /// [`PushError`]; on error nothing was queued.
+    fn push(
+        &mut self,
+        segments: &[TxSegment],
+        token: Token,
+        report: Report,
+    ) -> Result<(), PushError>;
 
-    /// The queue's index on the device.
-    fn index(&self) -> u16;
+    /// Reclaims what the device finished and writes up to `out.len()` completions into `out`,
+    /// oldest first; returns how many. Reads no register, except the state check after
+    /// [`STALL_POLLS`] empty polls with work pending (module documentation, "Critical
+    /// faults"), which records a fault for [`fault`](Queue::fault).
+    fn poll(&mut self, out: &mut [TxCompletion]) -> usize;
+}
 
-    /// Ring depth in descriptors.
-    fn depth(&self) -> usize;
-
+/// A receive ring: the data path of one hardware receive queue. What it shares with a
+/// transmit ring is [`Queue`]'s.
+pub trait RxQueue: Queue {
     /// The buffer size every pushed buffer must have at least, in bytes.
     fn buf_len(&self) -> u32;
-
-    /// Descriptors free for [`push`](Self::push) now.
-    fn free(&self) -> usize;
-
-    /// Buffers pushed whose token has not yet come back from [`poll`](Self::poll).
-    fn pending(&self) -> usize;
 
     /// Queues one receive buffer. Touches no register.
     ///
     /// # Errors
     /// [`PushError::Full`] or [`PushError::BufferTooSmall`]; on error nothing was queued.
     fn push(&mut self, buf: RxBuffer, token: Token) -> Result<(), PushError>;
-
-    /// Hands every buffer pushed since the last doorbell to the device.
-    fn doorbell(&mut self);
 
     /// Writes up to `out.len()` completions into `out`, oldest first; returns how many. As
     /// [`TxQueue::poll`], reads a register only for the stall check.
@@ -334,30 +327,5 @@ pub trait RxQueue: Send {
             }
         }
         n
-    }
-
-    /// The critical fault that stopped the queue, as [`TxQueue::fault`].
-    fn fault(&self) -> Option<QueueFault> {
-        None
-    }
-
-    /// Checks the device's state now, as [`TxQueue::check`].
-    fn check(&mut self) -> Option<QueueFault> {
-        self.fault()
-    }
-
-    /// Stops the hardware queue and takes back every buffer: frames already received complete
-    /// normally, every other buffer with [`RxError::Flushed`]. The queue is restarted empty.
-    fn flush(&mut self);
-
-    /// The wait handle the queue's interrupt notifies, if it was opened with one.
-    fn interrupt(&self) -> Option<&Self::Wait>;
-
-    /// Unmasks or masks the queue's interrupt.
-    fn set_interrupt(&mut self, armed: bool);
-
-    /// The interrupt vector the queue is steered to, as [`TxQueue::interrupt_vector`].
-    fn interrupt_vector(&self) -> Option<u16> {
-        None
     }
 }

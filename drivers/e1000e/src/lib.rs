@@ -4,16 +4,21 @@
 //!
 //! [`E1000e::new`] brings the device up over any [`Platform`]; [`E1000e`] then implements
 //! [`Nic`] (control path, `&self`, state behind a `spin::Mutex`), and its queues [`E1000eTx`]
-//! and [`E1000eRx`] implement [`TxQueue`] and [`RxQueue`] (data path, no lock, no register
-//! read, one tail write per batch).
+//! and [`E1000eRx`] implement [`TxQueue`](ringfab_hal::TxQueue) and
+//! [`RxQueue`](ringfab_hal::RxQueue) (data path, no lock, no register read, one tail write per
+//! batch). The queues are `ringfab-ring`'s, the same code as `ringfab-igb`'s; what this driver
+//! gives them is [`E1000eQueue`] — the 82574's queue registers, its ways of stopping and
+//! starting a queue, IVAR steering, per-cause arming and the shared receive buffer size — and
+//! the [`Extended`] descriptor format.
 //!
 //! What the driver guarantees on top of the `ringfab-hal` contract — the same as `ringfab-igb`:
 //! * no `unsafe` here (`#![deny(unsafe_code)]`): registers go through [`Mmio`], descriptors
-//!   through [`DmaRing`]'s volatile accessors (its size checked once, when the queue opens);
-//! * every token pushed comes back once from `poll` — including after [`TxQueue::flush`] /
-//!   [`RxQueue::flush`] — and a device that writes nonsense produces error completions, never a
-//!   panic or an access outside the ring (see `ringfab-ring`, whose rings both Intel drivers
-//!   share);
+//!   through [`DmaRing`](ringfab_hal::DmaRing)'s volatile accessors (its size checked once,
+//!   when the queue opens);
+//! * every token pushed comes back once from `poll` — including after
+//!   [`Queue::flush`](ringfab_hal::Queue::flush) — and a device that writes nonsense produces
+//!   error completions, never a panic or an access outside the ring (see `ringfab-ring`, whose
+//!   rings and queues both Intel drivers share);
 //! * a queue stops its hardware queue (bounded wait) before its ring memory is freed.
 //!
 //! Where the 82574 differs from the 82576, and what the driver does about it:
@@ -36,7 +41,7 @@
 //! [`Error::InterruptUnavailable`].
 //!
 //! Transmit report policy ("RS") is `ringfab-igb`'s: a frame's last descriptor asks for a
-//! write-back if its [`Report`] is `Always`, if a quarter of the ring has gone by without one,
+//! write-back if its [`Report`](ringfab_hal::Report) is `Always`, if a quarter of the ring has gone by without one,
 //! if the push fills the ring, or if it is the last frame of a doorbell batch.
 //!
 //! Critical faults (`ringfab-hal`'s "Critical faults"): after
@@ -55,29 +60,36 @@ pub mod desc;
 mod regs;
 mod ring;
 
+pub use ring::Extended;
+
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, Ordering};
 use core::time::Duration;
 
-use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
-    Capabilities, DmaRegion, DmaRing, Error, Link, MacAddr, Mmio, Nic, Offloads, Platform,
-    PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer,
-    RxCompletion, RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue,
-    TxSegment,
+    Capabilities, Error, Iova, Link, MacAddr, Mmio, Nic, Offloads, Platform, QueueFault, Result,
+    RssCaps, RssConfig, RssHashes, RssSaved, RxConfig, RxMode, Stats, TxConfig,
 };
-use spin::{Mutex, MutexGuard};
+use ringfab_ring::{IntelRx, IntelTx, QueueHw};
+use spin::Mutex;
 use tock_registers::fields::FieldValue;
 use tock_registers::RegisterLongName;
 
-use crate::desc::DESC_LEN;
 use crate::regs as r;
-use crate::ring::{RxRing, TxRing};
+
+/// The PCI functions this driver drives, `(vendor, device)`: the 82574L and 82574IT (datasheet
+/// §9.3.x). QEMU's `e1000e` is 8086:10D3.
+pub const PCI_IDS: &[(u16, u16)] = &r::PCI_IDS;
+
+/// Whether this driver drives the PCI function `vendor:device` (one of [`PCI_IDS`]);
+/// [`E1000e::new`] opens it.
+pub fn drives(vendor: u16, device: u16) -> bool {
+    PCI_IDS.contains(&(vendor, device))
+}
 
 /// Smallest ring: TDLEN/RDLEN must be a multiple of 128 bytes (8 descriptors).
-pub const MIN_DEPTH: usize = 8;
+pub const MIN_DEPTH: usize = ringfab_ring::MIN_DEPTH;
 /// Largest ring this driver opens (the shadow lives inline in the queue value).
-pub const MAX_DEPTH: usize = 4096;
+pub const MAX_DEPTH: usize = ringfab_ring::MAX_DEPTH;
 /// Most descriptors per transmitted frame: the largest frame always fits the smallest ring.
 pub const MAX_TX_SEGMENTS: usize = 4;
 /// Longest frame, Ethernet header included, FCS excluded: the 82574's 9018-byte jumbo frames
@@ -149,16 +161,16 @@ impl<P: Platform> E1000e<P> {
     /// [`Nic::link`] reports it.
     ///
     /// # Errors
-    /// [`Error::UnsupportedDevice`] for another PCI id; [`Error::BarUnavailable`] from the
-    /// platform; [`Error::ResetTimeout`] if CTRL.RST does not clear; [`Error::PhyAccess`] if an
-    /// MDIO access fails.
+    /// [`Error::UnsupportedDevice`] for a PCI id not in [`PCI_IDS`]; [`Error::BarUnavailable`]
+    /// from the platform; [`Error::ResetTimeout`] if CTRL.RST does not clear;
+    /// [`Error::PhyAccess`] if an MDIO access fails.
     pub fn new(platform: P) -> Result<Self> {
         let id = r::reg::<r::PCI_ID::Register>(platform.config_read32(r::PCI_ID));
         let (vendor, device) = (
             id.read(r::PCI_ID::VENDOR) as u16,
             id.read(r::PCI_ID::DEVICE) as u16,
         );
-        if vendor != r::VENDOR_INTEL || !r::DEVICE_IDS.contains(&device) {
+        if !drives(vendor, device) {
             return Err(Error::UnsupportedDevice { vendor, device });
         }
         let cmd = platform.config_read32(r::PCI_COMMAND);
@@ -376,32 +388,33 @@ impl<P: Platform> E1000e<P> {
         (!enabled).then_some(QueueFault::Disabled)
     }
 
-    fn check_depth<const N: usize>() -> Result {
-        if !N.is_power_of_two() || !(MIN_DEPTH..=MAX_DEPTH).contains(&N) {
-            return Err(Error::QueueDepth {
-                depth: N,
-                min: MIN_DEPTH,
-                max: MAX_DEPTH,
-            });
-        }
-        Ok(())
-    }
-
-    /// Claims queue `index` of one direction or says why not.
-    fn claim(&self, index: u16, tx: bool) -> Result {
+    /// Claims queue `index` of one direction or says why not. A receive queue also settles
+    /// the receive buffer size for `buf_len` ([`rx_buf_size`](Self::rx_buf_size)) — checked
+    /// before claiming, so that a refused size leaves nothing behind — and records it for
+    /// RCTL, under the same lock, so that two receive queues opening at once agree on it.
+    /// Returns the size (0 for a transmit queue).
+    fn claim(&self, index: u16, tx: bool, buf_len: u32) -> Result<u32> {
+        let mut st = self.state.lock();
+        let size = if tx {
+            0
+        } else {
+            Self::rx_buf_size(&st, buf_len)?
+        };
         if index >= r::QUEUES {
             return Err(Error::QueueIndex {
                 index,
                 count: r::QUEUES,
             });
         }
-        let mut st = self.state.lock();
         let open = if tx { &mut st.tx_open } else { &mut st.rx_open };
         if *open & (1 << index) != 0 {
             return Err(Error::QueueInUse { index });
         }
         *open |= 1 << index;
-        Ok(())
+        if !tx {
+            st.rx_buf_len = size;
+        }
+        Ok(size)
     }
 
     fn release(&self, st: &mut State, index: u16, tx: bool) {
@@ -415,12 +428,7 @@ impl<P: Platform> E1000e<P> {
     /// Steers queue `index` to `vector` (or, for `None`, to its pair's default vector
     /// `index % vectors`) through its IVAR entry and returns the vector and its wait handle.
     fn wire_interrupt(&self, index: u16, tx: bool, vector: Option<u16>) -> Result<(u16, P::Wait)> {
-        let vector = match vector {
-            Some(v) if v < self.vectors => v,
-            Some(v) => return Err(Error::InterruptUnavailable { vector: v }),
-            None if self.vectors == 0 => return Err(Error::InterruptUnavailable { vector: index }),
-            None => index % self.vectors,
-        };
+        let vector = ringfab_ring::pick_vector(index, vector, self.vectors)?;
         let wait = self.platform.irq(vector)?;
         let _st = self.state.lock();
         let shift = r::ivar_shift(index, tx);
@@ -437,48 +445,6 @@ impl<P: Platform> E1000e<P> {
             r::IVAR,
             self.rd(r::IVAR) & !(0xF << r::ivar_shift(index, tx)),
         );
-    }
-
-    /// Claims queue `index` and gets its ring memory and (if asked: `Some(vector choice)`) its
-    /// interrupt vector; on failure the index is free again and no register was touched.
-    fn open_queue<const N: usize>(
-        &self,
-        index: u16,
-        tx: bool,
-        interrupt: Option<Option<u16>>,
-    ) -> Result<(QueueCore<'_, P>, DmaRing<P::Dma, N>)> {
-        self.claim(index, tx)?;
-        match self.queue_resources::<N>(index, tx, interrupt) {
-            Ok((dma, irq)) => Ok((QueueCore::new(self, index, tx, irq, N * DESC_LEN), dma)),
-            Err(e) => {
-                let mut st = self.state.lock();
-                self.release(&mut st, index, tx);
-                Err(e)
-            }
-        }
-    }
-
-    /// Ring memory and (if asked) the interrupt vector for queue `index`.
-    #[allow(clippy::type_complexity, reason = "a private pair, named once")]
-    fn queue_resources<const N: usize>(
-        &self,
-        index: u16,
-        tx: bool,
-        interrupt: Option<Option<u16>>,
-    ) -> Result<(DmaRing<P::Dma, N>, Option<(u16, P::Wait)>)> {
-        let len = N * DESC_LEN;
-        let dma = self.platform.alloc_dma(len)?;
-        // The rings' base must be 16-byte aligned (§10.2.5.x RDBAL); TDLEN/RDLEN count 128-byte
-        // units, so the driver keeps 128-byte alignment as on the 82576.
-        if dma.iova().0 & 127 != 0 {
-            return Err(Error::DmaAlloc { len });
-        }
-        let dma = DmaRing::new(dma).map_err(|_| Error::DmaAlloc { len })?;
-        let irq = match interrupt {
-            Some(vector) => Some(self.wire_interrupt(index, tx, vector)?),
-            None => None,
-        };
-        Ok((dma, irq))
     }
 
     /// Settles the receive buffer size for a new receive queue asking for `len` bytes: the
@@ -625,37 +591,11 @@ impl<P: Platform> Nic for E1000e<P> {
     }
 
     fn open_tx<const N: usize>(&self, index: u16, config: TxConfig) -> Result<E1000eTx<'_, P, N>> {
-        Self::check_depth::<N>()?;
-        let irq = config.interrupt.then_some(config.vector);
-        let (q, dma) = self.open_queue::<N>(index, true, irq)?;
-        // From here on the queue's Drop stops it and releases the index.
-        let mut tx = E1000eTx {
-            q,
-            ring: TxRing::new(dma),
-        };
-        tx.start(0)?;
-        Ok(tx)
+        E1000eTx::open_tx(E1000eQueue::new(self, index, true), config)
     }
 
     fn open_rx<const N: usize>(&self, index: u16, config: RxConfig) -> Result<E1000eRx<'_, P, N>> {
-        Self::check_depth::<N>()?;
-        // Checked before claiming, so that a refused size leaves nothing behind.
-        Self::rx_buf_size(&self.state.lock(), config.buf_len)?;
-        let irq = config.interrupt.then_some(config.vector);
-        let (q, dma) = self.open_queue::<N>(index, false, irq)?;
-        let mut rx = E1000eRx {
-            q,
-            buf_len: 0,
-            ring: RxRing::new(dma),
-        };
-        {
-            let mut st = self.state.lock();
-            // Another receive queue may have opened meanwhile: settle the size again.
-            rx.buf_len = Self::rx_buf_size(&st, config.buf_len)?;
-            st.rx_buf_len = rx.buf_len;
-        }
-        rx.start(0)?;
-        Ok(rx)
+        E1000eRx::open_rx(E1000eQueue::new(self, index, false), config)
     }
 
     fn set_rss(&self, rss: &RssConfig<'_>) -> Result {
@@ -758,390 +698,153 @@ impl<P: Platform> Nic for E1000e<P> {
     }
 }
 
-/// What an open transmit and an open receive queue share: the claimed index, its interrupt
-/// vector and cause. Dropping it disarms and unwires the interrupt and releases the index after
-/// the queue type stopped its hardware queue — so the queue types declare it *before* their
-/// ring, whose memory goes back to the platform only after the device has stopped.
-struct QueueCore<'a, P: Platform> {
+/// The 82574 half of one open queue ([`QueueHw`]): the queue's registers, its start and stop
+/// (TARC.ENABLE for a transmit queue; RCTL.EN, shared by both receive queues, under the state
+/// lock for a receive queue), its IVAR entry, its own interrupt cause, and the receive buffer
+/// size the two receive queues share — what `ringfab-ring`'s queue types ask of the device.
+/// The rest of a queue ([`E1000eTx`], [`E1000eRx`]) is `ringfab-ring`'s.
+pub struct E1000eQueue<'a, P: Platform> {
     nic: &'a E1000e<P>,
     index: u16,
     tx: bool,
-    vector: Option<u16>,
-    wait: Option<P::Wait>,
-    armed: bool,
-    /// Ring length in bytes, as programmed in RDLEN/TDLEN.
-    len: u32,
-    /// The critical fault found, sticky.
-    fault: Option<QueueFault>,
-    /// Empty polls in a row with work pending.
-    stalls: StallCount,
+    /// TDT or RDT.
+    tail: usize,
 }
 
-impl<'a, P: Platform> QueueCore<'a, P> {
-    fn new(
-        nic: &'a E1000e<P>,
-        index: u16,
-        tx: bool,
-        irq: Option<(u16, P::Wait)>,
-        len: usize,
-    ) -> Self {
-        let (vector, wait) = irq.unzip();
-        QueueCore {
+impl<'a, P: Platform> E1000eQueue<'a, P> {
+    fn new(nic: &'a E1000e<P>, index: u16, tx: bool) -> Self {
+        let tail = if tx { r::tdt(index) } else { r::rdt(index) };
+        E1000eQueue {
             nic,
             index,
             tx,
-            vector,
-            wait,
-            armed: false,
-            len: len as u32,
-            fault: None,
-            stalls: StallCount::NONE,
+            tail,
         }
     }
 
-    /// Counts a poll: `stuck` if it found nothing while work was pending. Every
-    /// [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS)th stuck poll in a row checks the device.
-    #[inline]
-    fn after_poll(&mut self, stuck: bool) {
-        if self.stalls.poll(stuck) {
-            self.check();
-        }
-    }
-
-    /// Reads the device's state and records a fault (once: faults are sticky).
-    #[cold]
-    fn check(&mut self) -> Option<QueueFault> {
-        if self.fault.is_none() {
-            self.fault = self.nic.queue_fault(self.index, self.tx, self.len);
-        }
-        self.fault
-    }
-
-    /// Whether the device is gone (then stopping it would only wait out the bound).
-    fn removed(&self) -> bool {
-        self.fault == Some(QueueFault::Removed)
-    }
-
-    /// Hands the device everything up to `tail` (TDT or RDT).
-    #[inline]
-    fn doorbell(&self, tail: u32) {
-        // Descriptors must be in memory before the device can see the new tail.
-        fence(Ordering::Release);
-        let reg = if self.tx {
-            r::tdt(self.index)
+    /// Writes the stopped queue's ring: base, length, and head = tail = `head`.
+    fn program(&self, iova: Iova, len: u32, head: u32) {
+        let (nic, q) = (self.nic, self.index);
+        let [bal, bah, dlen, dh] = if self.tx {
+            [r::tdbal(q), r::tdbah(q), r::tdlen(q), r::tdh(q)]
         } else {
-            r::rdt(self.index)
+            [r::rdbal(q), r::rdbah(q), r::rdlen(q), r::rdh(q)]
         };
-        self.nic.wr(reg, tail);
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.wait.as_ref()
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.vector
-    }
-
-    /// IMS / IMC of the queue's own cause: write-1-to-set and write-1-to-clear, so no lock.
-    fn set_interrupt(&mut self, armed: bool) {
-        if self.vector.is_some() && armed != self.armed {
-            self.armed = armed;
-            let cause = r::queue_cause(self.index, self.tx);
-            self.nic.wr(if armed { r::IMS } else { r::IMC }, cause);
-        }
+        nic.wr(bal, iova.0 as u32);
+        nic.wr(bah, (iova.0 >> 32) as u32);
+        nic.wr(dlen, len);
+        nic.wr(dh, head);
+        nic.wr(self.tail, head);
     }
 }
 
-impl<P: Platform> Drop for QueueCore<'_, P> {
-    fn drop(&mut self) {
-        self.set_interrupt(false);
-        if self.vector.is_some() {
-            self.nic.unwire_interrupt(self.index, self.tx);
-        }
+impl<P: Platform> QueueHw for E1000eQueue<'_, P> {
+    type Format = Extended;
+    type Dma = P::Dma;
+    type Wait = P::Wait;
+
+    const MAX_TX_SEGMENTS: usize = MAX_TX_SEGMENTS;
+    const MAX_FRAME_LEN: usize = MAX_FRAME_LEN;
+    const DEVICE: &'static str = "82574";
+
+    fn index(&self) -> u16 {
+        self.index
+    }
+
+    /// A receive queue's buffer size is RCTL's, shared with the other receive queue.
+    fn claim(&mut self, buf_len: u32) -> Result<u32> {
+        self.nic.claim(self.index, self.tx, buf_len)
+    }
+
+    /// For a receive queue, also restarts the receiver for the other queue: closing paused it
+    /// (after a failed open this writes RCTL as it already is).
+    fn release(&mut self) {
         let mut st = self.nic.state.lock();
         self.nic.release(&mut st, self.index, self.tx);
         if !self.tx {
-            // The receiver was paused by the queue's drop; restart it for the other queue.
             self.nic.rx_resume(&st);
         }
     }
-}
 
-/// An open transmit queue of depth `N` (a power of two in [`MIN_DEPTH`]..=[`MAX_DEPTH`]).
-pub struct E1000eTx<'a, P: Platform, const N: usize> {
-    /// Declared before `ring`: its drop releases the queue after `Drop for E1000eTx` stopped it.
-    q: QueueCore<'a, P>,
-    ring: TxRing<P::Dma, N>,
-}
-
-impl<P: Platform, const N: usize> core::fmt::Debug for E1000eTx<'_, P, N> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("E1000eTx")
-            .field("index", &self.q.index)
-            .field("depth", &N)
-            .field("pending", &self.ring.pending())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<P: Platform, const N: usize> E1000eTx<'_, P, N> {
-    /// Stops the queue, programs it empty at `head` over the ring, and enables it.
-    fn start(&mut self, head: u32) -> Result {
-        let (nic, q) = (self.q.nic, self.q.index);
-        nic.set_tx_enable(q, false)?;
-        let iova = self.ring.dma().iova();
-        nic.wr(r::tdbal(q), iova.0 as u32);
-        nic.wr(r::tdbah(q), (iova.0 >> 32) as u32);
-        nic.wr(r::tdlen(q), (N * DESC_LEN) as u32);
-        nic.wr(r::tdh(q), head);
-        nic.wr(r::tdt(q), head);
-        nic.set_tx_enable(q, true)
-    }
-}
-
-impl<P: Platform, const N: usize> Drop for E1000eTx<'_, P, N> {
-    fn drop(&mut self) {
-        // Stop the device before the ring memory goes back to the platform.
-        let (nic, q) = (self.q.nic, self.q.index);
-        if !self.q.removed() {
-            let _ = nic.set_tx_enable(q, false);
-        }
-        nic.wr(r::tdlen(q), 0);
-    }
-}
-
-impl<P: Platform, const N: usize> TxQueue for E1000eTx<'_, P, N> {
-    type Wait = P::Wait;
-
-    fn index(&self) -> u16 {
-        self.q.index
+    fn alloc(&self, len: usize) -> Result<P::Dma> {
+        self.nic.platform.alloc_dma(len)
     }
 
-    fn depth(&self) -> usize {
-        N
+    fn wire(&mut self, vector: Option<u16>) -> Result<(u16, P::Wait)> {
+        self.nic.wire_interrupt(self.index, self.tx, vector)
+    }
+
+    fn unwire(&mut self) {
+        self.nic.unwire_interrupt(self.index, self.tx);
+    }
+
+    /// IMS / IMC of the queue's own cause: write-1-to-set and write-1-to-clear, so no lock and
+    /// no count per vector.
+    fn arm(&self, _vector: u16, armed: bool) {
+        let cause = r::queue_cause(self.index, self.tx);
+        self.nic.wr(if armed { r::IMS } else { r::IMC }, cause);
     }
 
     #[inline]
-    fn free(&self) -> usize {
-        self.ring.free()
+    fn write_tail(&self, tail: u32) {
+        self.nic.wr(self.tail, tail);
     }
 
-    #[inline]
-    fn pending(&self) -> usize {
-        self.ring.pending()
-    }
-
-    #[inline]
-    fn push(
-        &mut self,
-        segments: &[TxSegment],
-        token: Token,
-        report: Report,
-    ) -> core::result::Result<(), PushError> {
-        if let Some(f) = self.q.fault {
-            return Err(PushError::Fault(f));
-        }
-        self.ring
-            .push(segments, token, report, MAX_TX_SEGMENTS, MAX_FRAME_LEN)
-    }
-
-    #[inline]
-    fn doorbell(&mut self) {
-        if let Some(tail) = self.ring.doorbell() {
-            self.q.doorbell(tail);
+    /// Transmit: TARC.ENABLE cleared and read back, the ring programmed, ENABLE set and read
+    /// back. Receive: with the state lock held throughout, the receiver paused (RCTL.EN clear,
+    /// read back), the ring programmed, the receiver restarted — the lock keeps another
+    /// queue's open or close from restarting the receiver while the flushed ring is still the
+    /// device's.
+    fn restart(&self, iova: Iova, len: u32, flush: impl FnOnce() -> u32) -> Result {
+        let (nic, q) = (self.nic, self.index);
+        if self.tx {
+            let stopped = nic.set_tx_enable(q, false);
+            let head = flush();
+            stopped?;
+            self.program(iova, len, head);
+            nic.set_tx_enable(q, true)
+        } else {
+            let st = nic.state.lock();
+            let paused = nic.rx_pause(&st, q);
+            let head = flush();
+            paused?;
+            self.program(iova, len, head);
+            nic.rx_resume(&st);
+            Ok(())
         }
     }
 
-    #[inline]
-    fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
-        let n = self.ring.poll(out);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    fn fault(&self) -> Option<QueueFault> {
-        self.q.fault
-    }
-
-    fn check(&mut self) -> Option<QueueFault> {
-        self.q.check()
-    }
-
-    fn flush(&mut self) {
-        if self.q.fault.is_some() {
-            // The device no longer holds the ring: take the tokens back, touch nothing.
-            self.ring.flush();
-            return;
-        }
-        // A timeout leaves nothing better to do than to go on: the tokens must come back.
-        let _ = self.q.nic.set_tx_enable(self.q.index, false);
-        self.ring.flush();
-        let _ = self.start(self.ring.hw_tail());
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.q.interrupt()
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        self.q.set_interrupt(armed);
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.q.interrupt_vector()
-    }
-}
-
-/// An open receive queue of depth `N`.
-pub struct E1000eRx<'a, P: Platform, const N: usize> {
-    /// Declared before `ring`: its drop releases the queue after `Drop for E1000eRx` stopped it.
-    q: QueueCore<'a, P>,
-    /// The receive buffer size programmed in RCTL.
-    buf_len: u32,
-    ring: RxRing<P::Dma, N>,
-}
-
-impl<P: Platform, const N: usize> core::fmt::Debug for E1000eRx<'_, P, N> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("E1000eRx")
-            .field("index", &self.q.index)
-            .field("depth", &N)
-            .field("buf_len", &self.buf_len)
-            .field("pending", &self.ring.pending())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<P: Platform, const N: usize> E1000eRx<'_, P, N> {
-    /// Programs the ring of a receive queue with the receiver paused (`st` held), empty at
-    /// `head`, then restarts the receiver.
-    fn program(&self, st: &MutexGuard<'_, State>, head: u32) -> Result {
-        let (nic, q) = (self.q.nic, self.q.index);
-        nic.rx_pause(st, q)?;
-        let iova = self.ring.dma().iova();
-        nic.wr(r::rdbal(q), iova.0 as u32);
-        nic.wr(r::rdbah(q), (iova.0 >> 32) as u32);
-        nic.wr(r::rdlen(q), (N * DESC_LEN) as u32);
-        nic.wr(r::rdh(q), head);
-        nic.wr(r::rdt(q), head);
-        nic.rx_resume(st);
-        Ok(())
-    }
-
-    fn start(&mut self, head: u32) -> Result {
-        let st = self.q.nic.state.lock();
-        self.program(&st, head)
-    }
-}
-
-impl<P: Platform, const N: usize> Drop for E1000eRx<'_, P, N> {
-    fn drop(&mut self) {
-        // Stop the receiver before the ring memory goes back to the platform; the queue core's
-        // drop (after this) releases the index and restarts the receiver for the other queue.
-        let (nic, q) = (self.q.nic, self.q.index);
-        let st = nic.state.lock();
-        if !self.q.removed() {
-            let _ = nic.rx_pause(&st, q);
-        }
-        nic.wr(r::rdlen(q), 0);
-        nic.wr(r::rdh(q), 0);
-        nic.wr(r::rdt(q), 0);
-    }
-}
-
-impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
-    type Wait = P::Wait;
-
-    fn index(&self) -> u16 {
-        self.q.index
-    }
-
-    fn depth(&self) -> usize {
-        N
-    }
-
-    fn buf_len(&self) -> u32 {
-        self.buf_len
-    }
-
-    #[inline]
-    fn free(&self) -> usize {
-        self.ring.free()
-    }
-
-    #[inline]
-    fn pending(&self) -> usize {
-        self.ring.pending()
-    }
-
-    #[inline]
-    fn push(&mut self, buf: RxBuffer, token: Token) -> core::result::Result<(), PushError> {
-        if let Some(f) = self.q.fault {
-            return Err(PushError::Fault(f));
-        }
-        self.ring.push(buf, token, self.buf_len)
-    }
-
-    #[inline]
-    fn doorbell(&mut self) {
-        if let Some(tail) = self.ring.doorbell() {
-            self.q.doorbell(tail);
+    /// The receiver stays paused until [`release`](QueueHw::release) restarts it for the other
+    /// queue.
+    fn shut(&self, removed: bool) {
+        let (nic, q) = (self.nic, self.index);
+        if self.tx {
+            if !removed {
+                let _ = nic.set_tx_enable(q, false);
+            }
+            nic.wr(r::tdlen(q), 0);
+        } else {
+            let st = nic.state.lock();
+            if !removed {
+                let _ = nic.rx_pause(&st, q);
+            }
+            nic.wr(r::rdlen(q), 0);
+            nic.wr(r::rdh(q), 0);
+            nic.wr(r::rdt(q), 0);
         }
     }
 
-    #[inline]
-    fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
-        let n = self.ring.poll(out);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    #[inline]
-    fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
-        let n = self.ring.poll_each(max, f);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    #[inline]
-    fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
-        let n = self.ring.poll_each_unhashed(max, f);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    fn fault(&self) -> Option<QueueFault> {
-        self.q.fault
-    }
-
-    fn check(&mut self) -> Option<QueueFault> {
-        self.q.check()
-    }
-
-    fn flush(&mut self) {
-        if self.q.fault.is_some() {
-            self.ring.flush();
-            return;
-        }
-        let st = self.q.nic.state.lock();
-        let _ = self.q.nic.rx_pause(&st, self.q.index);
-        self.ring.flush();
-        let _ = self.program(&st, self.ring.hw_tail());
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.q.interrupt()
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        self.q.set_interrupt(armed);
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.q.interrupt_vector()
+    fn fault(&self, len: u32) -> Option<QueueFault> {
+        self.nic.queue_fault(self.index, self.tx, len)
     }
 }
+
+/// An open transmit queue of depth `N` (a power of two in [`MIN_DEPTH`]..=[`MAX_DEPTH`]):
+/// `ringfab-ring`'s queue over the 82574's registers, legacy transmit descriptors.
+pub type E1000eTx<'a, P, const N: usize> = IntelTx<E1000eQueue<'a, P>, N>;
+
+/// An open receive queue of depth `N`: extended receive descriptors.
+pub type E1000eRx<'a, P, const N: usize> = IntelRx<E1000eQueue<'a, P>, N>;
 
 #[cfg(test)]
 mod tests {
@@ -1160,6 +863,14 @@ mod tests {
     }
 
     type Nic = E1000e<ringfab_emu::EmuPlatform>;
+
+    #[test]
+    fn the_82574l_and_82574it_are_driven_and_nothing_else() {
+        assert_eq!(PCI_IDS, [(0x8086, 0x10D3), (0x8086, 0x10F6)]);
+        assert!(PCI_IDS.iter().all(|&(v, d)| drives(v, d)));
+        assert!(!drives(0x8086, 0x10C9), "the 82576 is igb's");
+        assert!(!drives(0x1af4, 0x10D3));
+    }
 
     #[test]
     fn receive_buffers_round_to_kib_and_the_second_queue_shares_the_first_size() {

@@ -50,9 +50,9 @@ register_bitfields![u32,
 
 /// Intel's PCI vendor id.
 pub(crate) const VENDOR_INTEL: u16 = 0x8086;
-/// 82574 device ids (datasheet §9.3.x / NVM word 0x0D): 82574L (what QEMU's `e1000e`
-/// presents) and 82574IT; programmed identically.
-pub(crate) const DEVICE_IDS: [u16; 2] = [0x10D3, 0x10F6];
+/// 82574 parts, `(vendor, device)` (datasheet §9.3.x / NVM word 0x0D): 82574L (what QEMU's
+/// `e1000e` presents) and 82574IT; programmed identically.
+pub(crate) const PCI_IDS: [(u16, u16); 2] = [(VENDOR_INTEL, 0x10D3), (VENDOR_INTEL, 0x10F6)];
 
 // --- General registers (§10.2.2) ---------------------------------------------------------------
 

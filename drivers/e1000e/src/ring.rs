@@ -8,13 +8,9 @@ use ringfab_ring::{Format, RxWriteback, TxWriteback};
 
 use crate::desc::{self, rx, RxReadRepr, RxWritebackRepr, TxRepr, RXSTAT, RXWB0, RXWB1, TXD};
 
-/// The 82574's legacy transmit and extended receive descriptors.
-pub(crate) enum Extended {}
-
-/// A transmit ring of the 82574.
-pub(crate) type TxRing<D, const N: usize> = ringfab_ring::TxRing<Extended, D, N>;
-/// A receive ring of the 82574.
-pub(crate) type RxRing<D, const N: usize> = ringfab_ring::RxRing<Extended, D, N>;
+/// The 82574's legacy transmit and extended receive descriptors: the [`Format`] of its queues
+/// ([`E1000eQueue`](crate::E1000eQueue)).
+pub enum Extended {}
 
 /// Receive write-back status bits the fast path looks at: a clean frame has exactly DD and EOP
 /// of these (no error, no undefined bit). (A `const` mask rather than tock-registers'

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use fixture::E1000e82574Fixture as E1000e;
 use ringfab_hal::{
-    DmaRegion, Iova, Nic, Platform, Report, RssConfig, RssHashes, RxConfig, RxQueue, Token,
+    DmaRegion, Iova, Nic, Platform, Queue, Report, RssConfig, RssHashes, RxConfig, RxQueue, Token,
     TxConfig, TxQueue, TxSegment, Wait,
 };
 use ringfab_nic_suite::{

@@ -3,20 +3,24 @@
 //!
 //! [`Igb::new`] brings the device up over any [`Platform`]; [`Igb`] then implements
 //! [`Nic`] (control path, `&self`, state behind a `spin::Mutex`), and its queues [`IgbTx`] and
-//! [`IgbRx`] implement [`TxQueue`] and [`RxQueue`] (data path, no lock, no register read, one
-//! tail write per batch).
+//! [`IgbRx`] implement [`TxQueue`](ringfab_hal::TxQueue) and [`RxQueue`](ringfab_hal::RxQueue)
+//! (data path, no lock, no register read, one tail write per batch). The queues are
+//! `ringfab-ring`'s, written once for both Intel drivers; what this driver gives them is
+//! [`IgbQueue`] — the 82576's queue registers, enable bit, IVAR steering, per-vector arming and
+//! receive buffer size — and the [`Advanced`] descriptor format.
 //!
 //! What the driver guarantees on top of the `ringfab-hal` contract:
 //! * no `unsafe` here (`#![deny(unsafe_code)]`): registers go through [`Mmio`], descriptors
-//!   through [`DmaRing`]'s volatile accessors (its size checked once, when the queue opens);
-//! * every token pushed comes back once from `poll` — including after [`TxQueue::flush`] /
-//!   [`RxQueue::flush`] — and a device that writes nonsense produces error completions, never a
-//!   panic or an access outside the ring (see `ringfab-ring`, whose rings both Intel drivers
-//!   share);
+//!   through [`DmaRing`](ringfab_hal::DmaRing)'s volatile accessors (its size checked once,
+//!   when the queue opens);
+//! * every token pushed comes back once from `poll` — including after
+//!   [`Queue::flush`](ringfab_hal::Queue::flush) — and a device that writes nonsense produces
+//!   error completions, never a panic or an access outside the ring (see `ringfab-ring`, whose
+//!   rings and queues both Intel drivers share);
 //! * a queue stops its hardware queue (bounded wait) before its ring memory is freed.
 //!
 //! Transmit report policy ("RS"), as `ringfab-ring` implements it: a frame's last descriptor asks for
-//! a write-back if its [`Report`] is `Always`, if a quarter of the ring has gone by without one,
+//! a write-back if its [`Report`](ringfab_hal::Report) is `Always`, if a quarter of the ring has gone by without one,
 //! if the push fills the ring, or if it is the last frame of a doorbell batch. Successful
 //! `ErrorsOnly` frames are reclaimed silently when a later write-back covers them.
 //!
@@ -40,29 +44,36 @@ pub mod desc;
 mod regs;
 mod ring;
 
+pub use ring::Advanced;
+
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, Ordering};
 use core::time::Duration;
 
-use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
-    Capabilities, DmaRegion, DmaRing, Error, Iova, Link, MacAddr, Mmio, Nic, Offloads, Platform,
-    PushError, QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer,
-    RxCompletion, RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxQueue,
-    TxSegment,
+    Capabilities, Error, Iova, Link, MacAddr, Mmio, Nic, Offloads, Platform, QueueFault, Result,
+    RssCaps, RssConfig, RssHashes, RssSaved, RxConfig, RxMode, Stats, TxConfig,
 };
+use ringfab_ring::{IntelRx, IntelTx, QueueHw};
 use spin::Mutex;
 use tock_registers::fields::FieldValue;
 use tock_registers::RegisterLongName;
 
-use crate::desc::DESC_LEN;
 use crate::regs as r;
-use crate::ring::{RxRing, TxRing};
+
+/// The PCI functions this driver drives, `(vendor, device)`: the 82576 copper parts (datasheet
+/// §6.2.1). QEMU's `igb` is 8086:10C9.
+pub const PCI_IDS: &[(u16, u16)] = &r::PCI_IDS;
+
+/// Whether this driver drives the PCI function `vendor:device` (one of [`PCI_IDS`]);
+/// [`Igb::new`] opens it.
+pub fn drives(vendor: u16, device: u16) -> bool {
+    PCI_IDS.contains(&(vendor, device))
+}
 
 /// Smallest ring: TDLEN/RDLEN must be a multiple of 128 bytes (8 descriptors).
-pub const MIN_DEPTH: usize = 8;
+pub const MIN_DEPTH: usize = ringfab_ring::MIN_DEPTH;
 /// Largest ring this driver opens (the shadow lives inline in the queue value).
-pub const MAX_DEPTH: usize = 4096;
+pub const MAX_DEPTH: usize = ringfab_ring::MAX_DEPTH;
 /// Most descriptors per transmitted frame: small enough that the largest frame always fits the
 /// smallest ring (which holds `MIN_DEPTH - 1`).
 pub const MAX_TX_SEGMENTS: usize = 4;
@@ -137,16 +148,16 @@ impl<P: Platform> Igb<P> {
     /// not an error: [`Nic::link`] reports it.
     ///
     /// # Errors
-    /// [`Error::UnsupportedDevice`] for another PCI id; [`Error::BarUnavailable`] from the
-    /// platform; [`Error::ResetTimeout`] if CTRL.RST does not clear; [`Error::PhyAccess`] if an
-    /// MDIO access fails.
+    /// [`Error::UnsupportedDevice`] for a PCI id not in [`PCI_IDS`]; [`Error::BarUnavailable`]
+    /// from the platform; [`Error::ResetTimeout`] if CTRL.RST does not clear;
+    /// [`Error::PhyAccess`] if an MDIO access fails.
     pub fn new(platform: P) -> Result<Self> {
         let id = r::reg::<r::PCI_ID::Register>(platform.config_read32(r::PCI_ID));
         let (vendor, device) = (
             id.read(r::PCI_ID::VENDOR) as u16,
             id.read(r::PCI_ID::DEVICE) as u16,
         );
-        if vendor != r::VENDOR_INTEL || !r::DEVICE_IDS.contains(&device) {
+        if !drives(vendor, device) {
             return Err(Error::UnsupportedDevice { vendor, device });
         }
         let cmd = platform.config_read32(r::PCI_COMMAND);
@@ -410,17 +421,6 @@ impl<P: Platform> Igb<P> {
         None
     }
 
-    fn check_depth<const N: usize>() -> Result {
-        if !N.is_power_of_two() || !(MIN_DEPTH..=MAX_DEPTH).contains(&N) {
-            return Err(Error::QueueDepth {
-                depth: N,
-                min: MIN_DEPTH,
-                max: MAX_DEPTH,
-            });
-        }
-        Ok(())
-    }
-
     /// Claims queue `index` in `open` (TX or RX bitmap) or says why not.
     fn claim(&self, index: u16, tx: bool) -> Result {
         if index >= r::QUEUES {
@@ -447,12 +447,7 @@ impl<P: Platform> Igb<P> {
     /// Steers queue `index` to `vector` (or, for `None`, to its pair's default vector) and
     /// returns the vector and its wait handle.
     fn wire_interrupt(&self, index: u16, tx: bool, vector: Option<u16>) -> Result<(u16, P::Wait)> {
-        let vector = match vector {
-            Some(v) if v < self.vectors => v,
-            Some(v) => return Err(Error::InterruptUnavailable { vector: v }),
-            None if self.vectors == 0 => return Err(Error::InterruptUnavailable { vector: index }),
-            None => index % self.vectors,
-        };
+        let vector = ringfab_ring::pick_vector(index, vector, self.vectors)?;
         let wait = self.platform.irq(vector)?;
         let _st = self.state.lock();
         let reg = r::ivar(index & 7);
@@ -486,48 +481,6 @@ impl<P: Platform> Igb<P> {
                 self.wr(r::EIMC, 1 << vector);
             }
         }
-    }
-
-    /// Claims queue `index` of one direction and gets its ring memory and (if asked) its
-    /// interrupt vector; on failure the index is free again and no register was touched.
-    fn open_queue<const N: usize>(
-        &self,
-        index: u16,
-        tx: bool,
-        interrupt: Option<Option<u16>>,
-    ) -> Result<(QueueCore<'_, P>, DmaRing<P::Dma, N>)> {
-        self.claim(index, tx)?;
-        match self.queue_resources::<N>(index, tx, interrupt) {
-            Ok((dma, irq)) => Ok((QueueCore::new(self, index, tx, irq, N * DESC_LEN), dma)),
-            Err(e) => {
-                self.release(index, tx);
-                Err(e)
-            }
-        }
-    }
-
-    /// Ring memory and (if asked: `Some(vector choice)`) the interrupt vector for queue `index`.
-    #[allow(clippy::type_complexity, reason = "a private pair, named once")]
-    fn queue_resources<const N: usize>(
-        &self,
-        index: u16,
-        tx: bool,
-        interrupt: Option<Option<u16>>,
-    ) -> Result<(DmaRing<P::Dma, N>, Option<(u16, P::Wait)>)> {
-        let len = N * DESC_LEN;
-        let dma = self.platform.alloc_dma(len)?;
-        // The rings' base registers ignore the low 7 bits (128-byte alignment, §8.9.x/§8.12.x).
-        if dma.iova().0 & 127 != 0 {
-            return Err(Error::DmaAlloc { len });
-        }
-        // The one check of the ring's size: from here on every descriptor access is in bounds
-        // by construction (`DmaRing` reduces indices modulo N).
-        let dma = DmaRing::new(dma).map_err(|_| Error::DmaAlloc { len })?;
-        let irq = match interrupt {
-            Some(vector) => Some(self.wire_interrupt(index, tx, vector)?),
-            None => None,
-        };
-        Ok((dma, irq))
     }
 }
 
@@ -665,36 +618,11 @@ impl<P: Platform> Nic for Igb<P> {
     }
 
     fn open_tx<const N: usize>(&self, index: u16, config: TxConfig) -> Result<IgbTx<'_, P, N>> {
-        Self::check_depth::<N>()?;
-        let irq = config.interrupt.then_some(config.vector);
-        let (q, dma) = self.open_queue::<N>(index, true, irq)?;
-        // From here on the queue's Drop stops it and releases the index.
-        let mut tx = IgbTx {
-            q,
-            ring: TxRing::new(dma),
-        };
-        tx.start(0)?;
-        Ok(tx)
+        IgbTx::open_tx(IgbQueue::new(self, index, true), config)
     }
 
     fn open_rx<const N: usize>(&self, index: u16, config: RxConfig) -> Result<IgbRx<'_, P, N>> {
-        Self::check_depth::<N>()?;
-        let buf_len = config.buf_len.div_ceil(r::SRRCTL_BSIZEPKT_UNIT) * r::SRRCTL_BSIZEPKT_UNIT;
-        if config.buf_len == 0 || buf_len > MAX_RX_BUF_LEN {
-            return Err(Error::BufferSize {
-                len: config.buf_len,
-                max: MAX_RX_BUF_LEN,
-            });
-        }
-        let irq = config.interrupt.then_some(config.vector);
-        let (q, dma) = self.open_queue::<N>(index, false, irq)?;
-        let mut rx = IgbRx {
-            q,
-            buf_len,
-            ring: RxRing::new(dma),
-        };
-        rx.start(0)?;
-        Ok(rx)
+        IgbRx::open_rx(IgbQueue::new(self, index, false), config)
     }
 
     fn set_rss(&self, rss: &RssConfig<'_>) -> Result {
@@ -889,76 +817,107 @@ impl QueueRegs {
     }
 }
 
-/// What an open transmit and an open receive queue share: the claimed index, the queue's
-/// registers and its interrupt vector. Dropping it stops the hardware queue, unwires the vector
-/// and releases the index — so the queue types declare it *before* their ring, whose memory
-/// goes back to the platform only after the device has stopped (fields drop in order).
-struct QueueCore<'a, P: Platform> {
+/// The 82576 half of one open queue ([`QueueHw`]): the queue's registers and enable bit, its
+/// IVAR entry and per-vector arming, its receive buffer size in SRRCTL — what `ringfab-ring`'s
+/// queue types ask of the device. The rest of a queue ([`IgbTx`], [`IgbRx`]) is
+/// `ringfab-ring`'s.
+pub struct IgbQueue<'a, P: Platform> {
     nic: &'a Igb<P>,
     index: u16,
     tx: bool,
     regs: QueueRegs,
-    vector: Option<u16>,
-    wait: Option<P::Wait>,
-    armed: bool,
-    /// Ring length in bytes, as programmed in RDLEN/TDLEN.
-    len: u32,
-    /// The critical fault found, sticky.
-    fault: Option<QueueFault>,
-    /// Empty polls in a row with work pending.
-    stalls: StallCount,
+    /// SRRCTL of a receive queue, settled by the claim.
+    srrctl: u32,
 }
 
-impl<'a, P: Platform> QueueCore<'a, P> {
-    fn new(nic: &'a Igb<P>, index: u16, tx: bool, irq: Option<(u16, P::Wait)>, len: usize) -> Self {
-        let (vector, wait) = irq.unzip();
-        QueueCore {
+impl<'a, P: Platform> IgbQueue<'a, P> {
+    fn new(nic: &'a Igb<P>, index: u16, tx: bool) -> Self {
+        IgbQueue {
             nic,
             index,
             tx,
             regs: QueueRegs::new(index, tx),
-            vector,
-            wait,
-            armed: false,
-            len: len as u32,
-            fault: None,
-            stalls: StallCount::NONE,
+            srrctl: 0,
         }
-    }
-
-    /// Counts a poll: `stuck` if it found nothing while work was pending. Every
-    /// [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS)th stuck poll in a row checks the device.
-    #[inline]
-    fn after_poll(&mut self, stuck: bool) {
-        if self.stalls.poll(stuck) {
-            self.check();
-        }
-    }
-
-    /// Reads the device's state and records a fault (once: faults are sticky).
-    #[cold]
-    fn check(&mut self) -> Option<QueueFault> {
-        if self.fault.is_none() {
-            self.fault = self.nic.queue_fault(&self.regs, self.len);
-        }
-        self.fault
     }
 
     /// Clears ENABLE and waits (bounded) for the queue to stop.
     fn stop(&self) -> Result {
         self.nic.set_queue_enable(self.regs.ctl, 0, self.index)
     }
+}
 
-    /// Programs the stopped queue over a ring of `len` bytes at `iova`, writes `setup` (more
-    /// registers of the stopped queue), sets head = tail = `head` and enables it.
-    fn start(&self, iova: Iova, len: usize, setup: &[(usize, u32)], head: u32) -> Result {
+impl<P: Platform> QueueHw for IgbQueue<'_, P> {
+    type Format = Advanced;
+    type Dma = P::Dma;
+    type Wait = P::Wait;
+
+    const MAX_TX_SEGMENTS: usize = MAX_TX_SEGMENTS;
+    const MAX_FRAME_LEN: usize = MAX_FRAME_LEN;
+    const DEVICE: &'static str = "82576";
+
+    fn index(&self) -> u16 {
+        self.index
+    }
+
+    /// A receive queue's buffer size is its own (SRRCTL.BSIZEPACKET, 1 KiB units), checked
+    /// before the index is claimed.
+    fn claim(&mut self, buf_len: u32) -> Result<u32> {
+        let mut rounded = 0;
+        if !self.tx {
+            rounded = buf_len.div_ceil(r::SRRCTL_BSIZEPKT_UNIT) * r::SRRCTL_BSIZEPKT_UNIT;
+            if buf_len == 0 || rounded > MAX_RX_BUF_LEN {
+                return Err(Error::BufferSize {
+                    len: buf_len,
+                    max: MAX_RX_BUF_LEN,
+                });
+            }
+            let srrctl = r::SRRCTL::BSIZEPACKET.val(rounded / r::SRRCTL_BSIZEPKT_UNIT)
+                + r::SRRCTL::DESCTYPE::AdvOneBuf
+                + r::SRRCTL::DROP_EN::SET;
+            self.srrctl = srrctl.value;
+        }
+        self.nic.claim(self.index, self.tx)?;
+        Ok(rounded)
+    }
+
+    fn release(&mut self) {
+        self.nic.release(self.index, self.tx);
+    }
+
+    fn alloc(&self, len: usize) -> Result<P::Dma> {
+        self.nic.platform.alloc_dma(len)
+    }
+
+    fn wire(&mut self, vector: Option<u16>) -> Result<(u16, P::Wait)> {
+        self.nic.wire_interrupt(self.index, self.tx, vector)
+    }
+
+    fn unwire(&mut self) {
+        self.nic.unwire_interrupt(self.index, self.tx);
+    }
+
+    fn arm(&self, vector: u16, armed: bool) {
+        self.nic.arm(vector, armed);
+    }
+
+    #[inline]
+    fn write_tail(&self, tail: u32) {
+        self.nic.wr(self.regs.tail, tail);
+    }
+
+    /// Clears ENABLE (bounded wait), programs base, length, SRRCTL (receive), head = tail =
+    /// the flushed ring's tail, and sets ENABLE with the thresholds.
+    fn restart(&self, iova: Iova, len: u32, flush: impl FnOnce() -> u32) -> Result {
         let (nic, regs) = (self.nic, &self.regs);
-        self.stop()?;
+        let stopped = self.stop();
+        let head = flush();
+        stopped?;
         nic.wr(regs.base[0], iova.0 as u32);
         nic.wr(regs.base[1], (iova.0 >> 32) as u32);
-        nic.wr(regs.base[2], len as u32);
-        for &(reg, value) in setup {
-            nic.wr(reg, value);
+        nic.wr(regs.base[2], len);
+        if !self.tx {
+            nic.wr(r::srrctl(self.index), self.srrctl);
         }
         nic.wr(regs.head, head);
         nic.wr(regs.tail, head);
@@ -966,280 +925,24 @@ impl<'a, P: Platform> QueueCore<'a, P> {
         nic.set_queue_enable(regs.ctl, ctl, self.index)
     }
 
-    /// Hands the device everything up to `tail`.
-    #[inline]
-    fn doorbell(&self, tail: u32) {
-        // Descriptors must be in memory before the device can see the new tail.
-        fence(Ordering::Release);
-        self.nic.wr(self.regs.tail, tail);
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.wait.as_ref()
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.vector
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        if let Some(v) = self.vector {
-            if armed != self.armed {
-                self.armed = armed;
-                self.nic.arm(v, armed);
-            }
-        }
-    }
-}
-
-impl<P: Platform> Drop for QueueCore<'_, P> {
-    fn drop(&mut self) {
-        self.set_interrupt(false);
-        // Stop the device before the ring memory goes back to the platform (the ring field
-        // drops after this one). A removed device does nothing any more and would only make
-        // the stop wait out its bound.
-        if self.fault != Some(QueueFault::Removed) {
+    fn shut(&self, removed: bool) {
+        if !removed {
             let _ = self.stop();
         }
         self.nic.wr(self.regs.base[2], 0);
-        if self.vector.is_some() {
-            self.nic.unwire_interrupt(self.index, self.tx);
-        }
-        self.nic.release(self.index, self.tx);
+    }
+
+    fn fault(&self, len: u32) -> Option<QueueFault> {
+        self.nic.queue_fault(&self.regs, len)
     }
 }
 
-/// An open transmit queue of depth `N` (a power of two in [`MIN_DEPTH`]..=[`MAX_DEPTH`]).
-pub struct IgbTx<'a, P: Platform, const N: usize> {
-    /// Declared before `ring`: it stops the hardware queue on drop, before the ring is freed.
-    q: QueueCore<'a, P>,
-    ring: TxRing<P::Dma, N>,
-}
-
-impl<P: Platform, const N: usize> core::fmt::Debug for IgbTx<'_, P, N> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("IgbTx")
-            .field("index", &self.q.index)
-            .field("depth", &N)
-            .field("pending", &self.ring.pending())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<P: Platform, const N: usize> IgbTx<'_, P, N> {
-    /// Programs the (disabled) hardware queue empty at `head` and enables it.
-    fn start(&mut self, head: u32) -> Result {
-        self.q
-            .start(self.ring.dma().iova(), N * DESC_LEN, &[], head)
-    }
-}
-
-impl<P: Platform, const N: usize> TxQueue for IgbTx<'_, P, N> {
-    type Wait = P::Wait;
-
-    fn index(&self) -> u16 {
-        self.q.index
-    }
-
-    fn depth(&self) -> usize {
-        N
-    }
-
-    #[inline]
-    fn free(&self) -> usize {
-        self.ring.free()
-    }
-
-    #[inline]
-    fn pending(&self) -> usize {
-        self.ring.pending()
-    }
-
-    #[inline]
-    fn push(
-        &mut self,
-        segments: &[TxSegment],
-        token: Token,
-        report: Report,
-    ) -> core::result::Result<(), PushError> {
-        if let Some(f) = self.q.fault {
-            return Err(PushError::Fault(f));
-        }
-        self.ring
-            .push(segments, token, report, MAX_TX_SEGMENTS, MAX_FRAME_LEN)
-    }
-
-    #[inline]
-    fn doorbell(&mut self) {
-        if let Some(tail) = self.ring.doorbell() {
-            self.q.doorbell(tail);
-        }
-    }
-
-    #[inline]
-    fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
-        let n = self.ring.poll(out);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    fn fault(&self) -> Option<QueueFault> {
-        self.q.fault
-    }
-
-    fn check(&mut self) -> Option<QueueFault> {
-        self.q.check()
-    }
-
-    fn flush(&mut self) {
-        if self.q.fault.is_some() {
-            // The device no longer holds the ring: take the tokens back, touch nothing.
-            self.ring.flush();
-            return;
-        }
-        // A timeout here leaves nothing better to do than to go on: the tokens must come back.
-        let _ = self.q.stop();
-        self.ring.flush();
-        let _ = self.start(self.ring.hw_tail());
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.q.interrupt()
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        self.q.set_interrupt(armed);
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.q.interrupt_vector()
-    }
-}
+/// An open transmit queue of depth `N` (a power of two in [`MIN_DEPTH`]..=[`MAX_DEPTH`]):
+/// `ringfab-ring`'s queue over the 82576's registers and advanced descriptors.
+pub type IgbTx<'a, P, const N: usize> = IntelTx<IgbQueue<'a, P>, N>;
 
 /// An open receive queue of depth `N`.
-pub struct IgbRx<'a, P: Platform, const N: usize> {
-    /// Declared before `ring`: it stops the hardware queue on drop, before the ring is freed.
-    q: QueueCore<'a, P>,
-    /// Buffer size programmed in SRRCTL.
-    buf_len: u32,
-    ring: RxRing<P::Dma, N>,
-}
-
-impl<P: Platform, const N: usize> core::fmt::Debug for IgbRx<'_, P, N> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("IgbRx")
-            .field("index", &self.q.index)
-            .field("depth", &N)
-            .field("buf_len", &self.buf_len)
-            .field("pending", &self.ring.pending())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<P: Platform, const N: usize> IgbRx<'_, P, N> {
-    /// Programs the (disabled) hardware queue empty at `head`, with its buffer size, and
-    /// enables it.
-    fn start(&mut self, head: u32) -> Result {
-        let srrctl = r::SRRCTL::BSIZEPACKET.val(self.buf_len / r::SRRCTL_BSIZEPKT_UNIT)
-            + r::SRRCTL::DESCTYPE::AdvOneBuf
-            + r::SRRCTL::DROP_EN::SET;
-        let setup = [(r::srrctl(self.q.index), srrctl.value)];
-        self.q
-            .start(self.ring.dma().iova(), N * DESC_LEN, &setup, head)
-    }
-}
-
-impl<P: Platform, const N: usize> RxQueue for IgbRx<'_, P, N> {
-    type Wait = P::Wait;
-
-    fn index(&self) -> u16 {
-        self.q.index
-    }
-
-    fn depth(&self) -> usize {
-        N
-    }
-
-    fn buf_len(&self) -> u32 {
-        self.buf_len
-    }
-
-    #[inline]
-    fn free(&self) -> usize {
-        self.ring.free()
-    }
-
-    #[inline]
-    fn pending(&self) -> usize {
-        self.ring.pending()
-    }
-
-    #[inline]
-    fn push(&mut self, buf: RxBuffer, token: Token) -> core::result::Result<(), PushError> {
-        if let Some(f) = self.q.fault {
-            return Err(PushError::Fault(f));
-        }
-        self.ring.push(buf, token, self.buf_len)
-    }
-
-    #[inline]
-    fn doorbell(&mut self) {
-        if let Some(tail) = self.ring.doorbell() {
-            self.q.doorbell(tail);
-        }
-    }
-
-    #[inline]
-    fn poll(&mut self, out: &mut [RxCompletion]) -> usize {
-        let n = self.ring.poll(out);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    #[inline]
-    fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
-        let n = self.ring.poll_each(max, f);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    #[inline]
-    fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
-        let n = self.ring.poll_each_unhashed(max, f);
-        self.q.after_poll(n == 0 && self.ring.pending() != 0);
-        n
-    }
-
-    fn fault(&self) -> Option<QueueFault> {
-        self.q.fault
-    }
-
-    fn check(&mut self) -> Option<QueueFault> {
-        self.q.check()
-    }
-
-    fn flush(&mut self) {
-        if self.q.fault.is_some() {
-            self.ring.flush();
-            return;
-        }
-        let _ = self.q.stop();
-        self.ring.flush();
-        let _ = self.start(self.ring.hw_tail());
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.q.interrupt()
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        self.q.set_interrupt(armed);
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.q.interrupt_vector()
-    }
-}
+pub type IgbRx<'a, P, const N: usize> = IntelRx<IgbQueue<'a, P>, N>;
 
 #[cfg(test)]
 mod fake;
@@ -1251,7 +954,10 @@ mod tests {
 
     use super::*;
     use crate::fake::{FakePlatform, Quirks, MAC};
-    use ringfab_hal::{RxError, TxError};
+    use ringfab_hal::{
+        Queue, Report, RxBuffer, RxCompletion, RxError, RxQueue, Token, TxCompletion, TxError,
+        TxQueue, TxSegment,
+    };
 
     fn igb(vectors: u16) -> Igb<FakePlatform> {
         Igb::new(FakePlatform::new(vectors, Quirks::default())).unwrap()
@@ -1295,6 +1001,21 @@ mod tests {
             "queue 0 is stopped until opened"
         );
         assert_eq!(d.peek(r::EIMS), 0, "all interrupts masked");
+    }
+
+    #[test]
+    fn every_listed_pci_id_is_driven_and_brought_up() {
+        for &(vendor, device) in PCI_IDS {
+            assert!(drives(vendor, device));
+            let id = u32::from(device) << 16 | u32::from(vendor);
+            let p = FakePlatform::with_id(id, 4, Quirks::default());
+            assert!(Igb::new(p).is_ok(), "{vendor:04x}:{device:04x}");
+        }
+        assert!(!drives(0x8086, 0x10D3), "the 82574 is e1000e's");
+        assert!(
+            !drives(0x1af4, 0x10C9),
+            "Intel's device ids only under Intel's vendor id"
+        );
     }
 
     #[test]
@@ -1398,7 +1119,7 @@ mod tests {
         let nic = igb(4);
         let rx = nic.open_rx::<32>(5, RxConfig::new(2048)).unwrap();
         let d = dev(&nic);
-        let iova = rx.ring.dma().iova().0;
+        let iova = rx.ring_iova().0;
         assert_eq!(
             u64::from(d.peek(r::rdbal(5))) | u64::from(d.peek(r::rdbah(5))) << 32,
             iova

@@ -66,9 +66,14 @@ register_bitfields![u32,
 
 /// Intel's PCI vendor id.
 pub(crate) const VENDOR_INTEL: u16 = 0x8086;
-/// 82576 copper device ids (datasheet §6.2.1 / EEPROM word 0x0D). QEMU's `igb` presents
-/// 0x10C9; the others are the quad-port and "NS" copper parts, programmed identically.
-pub(crate) const DEVICE_IDS: [u16; 4] = [0x10C9, 0x10E8, 0x1526, 0x150A];
+/// 82576 copper parts, `(vendor, device)` (datasheet §6.2.1 / EEPROM word 0x0D). QEMU's `igb`
+/// presents 0x10C9; the others are the quad-port and "NS" copper parts, programmed identically.
+pub(crate) const PCI_IDS: [(u16, u16); 4] = [
+    (VENDOR_INTEL, 0x10C9),
+    (VENDOR_INTEL, 0x10E8),
+    (VENDOR_INTEL, 0x1526),
+    (VENDOR_INTEL, 0x150A),
+];
 
 // --- General registers (§8.2) ------------------------------------------------------------------
 

@@ -8,13 +8,8 @@ use ringfab_ring::{Format, RxWriteback, TxWriteback};
 
 use crate::desc::{self, rx, RxReadRepr, RxWritebackRepr, TxDataRepr, RXSTAT, RXWB0, RXWB1, TXD};
 
-/// The 82576's advanced descriptors.
-pub(crate) enum Advanced {}
-
-/// A transmit ring of the 82576.
-pub(crate) type TxRing<D, const N: usize> = ringfab_ring::TxRing<Advanced, D, N>;
-/// A receive ring of the 82576.
-pub(crate) type RxRing<D, const N: usize> = ringfab_ring::RxRing<Advanced, D, N>;
+/// The 82576's advanced descriptors: the [`Format`] of its queues ([`IgbQueue`](crate::IgbQueue)).
+pub enum Advanced {}
 
 /// Receive write-back status bits the fast path looks at: a clean frame has exactly DD and EOP
 /// of these (no error, no undefined bit). (A `const` mask rather than tock-registers'

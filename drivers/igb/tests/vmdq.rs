@@ -6,8 +6,8 @@ mod common;
 use common::Igb82576Fixture as F;
 use ringfab_emu::{EmuDma, EmuIgb, Wire};
 use ringfab_hal::{
-    DmaRegion, Error, Iova, MacAddr, Nic, Platform, RssConfig, RssHashes, RxBuffer, RxConfig,
-    RxMode, RxQueue, Token,
+    DmaRegion, Error, Iova, MacAddr, Nic, Platform, Queue, RssConfig, RssHashes, RxBuffer,
+    RxConfig, RxMode, RxQueue, Token,
 };
 use ringfab_nic_suite::{
     device, frame, pair, post, read_bytes, send_all, udp_frame, Fixture, Udp, BUF, MAC_A, MAC_B,

@@ -8,6 +8,15 @@
 //! associated functions of a type parameter, so every call is resolved and inlined at compile
 //! time; the rings cost a driver the same instructions as a copy written for its format alone.
 //!
+//! The queues the two drivers hand out are written here too: [`IntelQueue`] ([`IntelTx`],
+//! [`IntelRx`]) wraps a ring with the claimed index, the interrupt, the stall check and sticky
+//! fault, the open, flush and close sequences and the `ringfab-hal` queue traits, generic over
+//! [`QueueHw`] — the registers and rules in which the 82576 and the 82574 differ (how a queue
+//! stops and starts, where its interrupt is steered and how it is armed, how the receive buffer
+//! size is settled, how a fault is read, and the descriptor [`Format`]). A driver implements
+//! [`QueueHw`] for its own per-queue type and names the queues as type aliases (`IgbTx`,
+//! `E1000eRx`, …); it keeps its bring-up and control path.
+//!
 //! A ring is `N` 16-byte descriptors in DMA memory plus a private shadow of what the driver wrote
 //! there, kept as plain arrays indexed like the ring (tokens in one, a small per-slot word in
 //! another), so that the data path loads and stores only the fields it needs. The ring never forms
@@ -15,8 +24,8 @@
 //! [`DmaRing`]'s volatile accessors, which `ringfab-hal` checked once, when the queue was opened,
 //! against the region's length; they reduce every index modulo `N`, so no index reaches outside
 //! the ring and no access can panic. That is where the only unsafety lives (in `ringfab-hal`).
-//! Nothing here touches a register: the drivers' queue types write the tail after
-//! [`TxRing::doorbell`] / [`RxRing::doorbell`] return it, behind a release fence.
+//! The rings touch no register: the queue writes the tail (through [`QueueHw::write_tail`])
+//! after [`TxRing::doorbell`] / [`RxRing::doorbell`] return it, behind a release fence.
 //!
 //! Indices are free-running `usize` counters compared only for equality; a descriptor's place
 //! is `index & (N - 1)` (N is a power of two, which the driver checks when the queue is opened),
@@ -37,6 +46,13 @@
 //! given had it been written out in full.
 #![no_std]
 #![deny(unsafe_code)]
+
+mod queue;
+
+pub use queue::{
+    check_depth, pick_vector, IntelQueue, IntelRx, IntelTx, QueueHw, Ring, DESC_LEN, MAX_DEPTH,
+    MIN_DEPTH,
+};
 
 use core::marker::PhantomData;
 use core::sync::atomic::{fence, Ordering};

@@ -26,7 +26,7 @@ use ringfab_emu::{
     VirtioNetPci, Wire,
 };
 use ringfab_hal::{
-    DmaRegion, Iova, MacAddr, Nic, Report, RxBuffer, RxCompletion, RxConfig, RxQueue, Token,
+    DmaRegion, Iova, MacAddr, Nic, Queue, Report, RxBuffer, RxCompletion, RxConfig, RxQueue, Token,
     TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use ringfab_igb::Igb;

@@ -3,7 +3,7 @@
 
 use ringfab_emu::{ModelConfig, Wire};
 use ringfab_hal::{
-    DmaRegion, Iova, Nic, Platform, Report, RxBuffer, RxConfig, RxError, RxQueue, Token,
+    DmaRegion, Iova, Nic, Platform, Queue, Report, RxBuffer, RxConfig, RxError, RxQueue, Token,
     TxCompletion, TxConfig, TxError, TxQueue, TxSegment, Wait,
 };
 

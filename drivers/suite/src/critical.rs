@@ -9,8 +9,8 @@
 use ringfab_emu::{CriticalFault, Ring};
 use ringfab_hal::queue::STALL_POLLS;
 use ringfab_hal::{
-    Error, Nic, Platform, PushError, QueueFault, RssConfig, RxConfig, RxError, RxQueue, Token,
-    TxConfig, TxQueue,
+    Error, Nic, Platform, PushError, Queue, QueueFault, RssConfig, RxConfig, RxError, RxQueue,
+    Token, TxConfig, TxQueue,
 };
 
 use crate::{frame, pair, post, rx_buf, send_all, Fixture, BUF, MAC_A, MAC_B, NO_RX, NO_TX};

@@ -7,8 +7,8 @@
 
 use ringfab_emu::{CorruptMode, DeviceFault, EmuDma, IommuFault, Ring, WireFault, WireStats};
 use ringfab_hal::{
-    DmaRegion, Iova, Nic, Platform, Report, RssConfig, RxCompletion, RxConfig, RxError, RxQueue,
-    Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment, Wait,
+    DmaRegion, Iova, Nic, Platform, Queue, Report, RssConfig, RxCompletion, RxConfig, RxError,
+    RxQueue, Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment, Wait,
 };
 
 use crate::{

@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use ringfab_emu::{EmuNic, EmuPlatform, EmuWait, Kind, ModelConfig, Wire};
 use ringfab_hal::{
-    DmaRegion, Iova, MacAddr, Nic, Platform, Report, RssHashKind, RxBuffer, RxCompletion, RxQueue,
-    Token, TxCompletion, TxConfig, TxQueue, TxSegment,
+    DmaRegion, Iova, MacAddr, Nic, Platform, Queue, Report, RssHashKind, RxBuffer, RxCompletion,
+    RxQueue, Token, TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 
 pub mod basics;

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use ringfab_emu::{toeplitz, EmuDma};
 use ringfab_hal::{
-    DmaRegion, Iova, MacAddr, Nic, Platform, Report, RssConfig, RssInfo, RxConfig, RxQueue, Token,
-    TxConfig, TxQueue, TxSegment,
+    DmaRegion, Iova, MacAddr, Nic, Platform, Queue, Report, RssConfig, RssInfo, RxConfig, RxQueue,
+    Token, TxConfig, TxQueue, TxSegment,
 };
 
 use crate::{

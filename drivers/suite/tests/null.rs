@@ -7,8 +7,8 @@ use ringfab_e1000e::E1000e;
 use ringfab_emu::null::{NullPlatform, RX_FRAME_LEN};
 use ringfab_emu::{E1000e82574, Igb82576, VirtioNetPci};
 use ringfab_hal::{
-    DmaRegion, Iova, Nic, Report, RxBuffer, RxCompletion, RxConfig, RxQueue, Token, TxCompletion,
-    TxConfig, TxQueue, TxSegment,
+    DmaRegion, Iova, Nic, Queue, Report, RxBuffer, RxCompletion, RxConfig, RxQueue, Token,
+    TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use ringfab_igb::Igb;
 use ringfab_virtio_net::VirtioNet;

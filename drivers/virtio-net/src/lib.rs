@@ -60,9 +60,10 @@ use core::time::Duration;
 
 use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
-    Capabilities, DmaRegion, Error, Link, MacAddr, Nic, Offloads, Platform, PushError, QueueFault,
-    Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer, RxCompletion, RxConfig,
-    RxError, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxError, TxQueue, TxSegment,
+    Capabilities, DmaRegion, Error, Link, MacAddr, Nic, Offloads, Platform, PushError, Queue,
+    QueueFault, Report, Result, RssCaps, RssConfig, RssHashes, RssSaved, RxBuffer, RxCompletion,
+    RxConfig, RxError, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig, TxError, TxQueue,
+    TxSegment,
 };
 use spin::Mutex;
 
@@ -70,6 +71,21 @@ use crate::desc::{Layout, NET_HDR_LEN};
 use crate::regs::{self as r, common, ctrl, feature, netcfg, status};
 use crate::transport::Transport;
 use crate::virtq::{Hdr, Seg, Virtq};
+
+/// The PCI functions this driver drives, `(vendor, device)`: a modern virtio network device
+/// (0x1040 + device type 1, virtio 1.2 §4.1.2.1) and a transitional one (§4.1.2.3), which also
+/// has the modern interface the driver uses. QEMU's `virtio-net-pci,disable-legacy=on` is
+/// 1af4:1041.
+pub const PCI_IDS: &[(u16, u16)] = &[
+    (r::VENDOR_VIRTIO, r::DEVICE_NET_MODERN),
+    (r::VENDOR_VIRTIO, r::DEVICE_NET_TRANSITIONAL),
+];
+
+/// Whether this driver drives the PCI function `vendor:device` (one of [`PCI_IDS`]);
+/// [`VirtioNet::new`] opens it.
+pub fn drives(vendor: u16, device: u16) -> bool {
+    PCI_IDS.contains(&(vendor, device))
+}
 
 /// Smallest ring the driver opens.
 pub const MIN_DEPTH: usize = 2;
@@ -173,8 +189,8 @@ impl<P: Platform> VirtioNet<P> {
     /// default receive filter (own unicast and broadcast). Data queues are set up when opened.
     ///
     /// # Errors
-    /// [`Error::UnsupportedDevice`] for another PCI id; [`Error::Unsupported`] when the virtio
-    /// structures are missing; [`Error::BarUnavailable`] from the platform;
+    /// [`Error::UnsupportedDevice`] for a PCI id not in [`PCI_IDS`]; [`Error::Unsupported`]
+    /// when the virtio structures are missing; [`Error::BarUnavailable`] from the platform;
     /// [`Error::ResetTimeout`] if the device does not finish its reset;
     /// [`Error::FeaturesRefused`] if a required feature is missing or `FEATURES_OK` is
     /// refused (the device is then left with `FAILED` set); [`Error::DmaAlloc`] for the
@@ -182,9 +198,7 @@ impl<P: Platform> VirtioNet<P> {
     pub fn new(platform: P) -> Result<Self> {
         let id = platform.config_read32(r::PCI_ID);
         let (vendor, device) = (id as u16, (id >> 16) as u16);
-        if vendor != r::VENDOR_VIRTIO
-            || !(device == r::DEVICE_NET_MODERN || device == r::DEVICE_NET_TRANSITIONAL)
-        {
+        if !drives(vendor, device) {
             return Err(Error::UnsupportedDevice { vendor, device });
         }
         let cmd = platform.config_read32(r::PCI_COMMAND);
@@ -919,6 +933,67 @@ impl<P: Platform> Drop for QueueCore<'_, P> {
     }
 }
 
+/// [`Queue`] for a queue type: both are a `QueueCore` `q` over a virtqueue `vq`, so what they
+/// share is the same text.
+macro_rules! impl_queue {
+    ($queue:ident) => {
+        impl<P: Platform, const N: usize> Queue for $queue<'_, P, N> {
+            type Wait = P::Wait;
+
+            fn index(&self) -> u16 {
+                self.q.index
+            }
+
+            fn depth(&self) -> usize {
+                N
+            }
+
+            #[inline]
+            fn free(&self) -> usize {
+                self.vq.free()
+            }
+
+            #[inline]
+            fn pending(&self) -> usize {
+                self.vq.pending()
+            }
+
+            #[inline]
+            fn doorbell(&mut self) {
+                if self.vq.publish() {
+                    self.q.kick();
+                }
+            }
+
+            fn flush(&mut self) {
+                self.q.restart(&mut self.vq);
+            }
+
+            fn fault(&self) -> Option<QueueFault> {
+                self.q.fault
+            }
+
+            fn check(&mut self) -> Option<QueueFault> {
+                self.q.check()
+            }
+
+            fn interrupt(&self) -> Option<&P::Wait> {
+                self.q.wait.as_ref()
+            }
+
+            fn set_interrupt(&mut self, armed: bool) {
+                if self.q.vector.is_some() {
+                    self.vq.arm(armed);
+                }
+            }
+
+            fn interrupt_vector(&self) -> Option<u16> {
+                self.q.vector
+            }
+        }
+    };
+}
+
 /// An open transmit queue of depth `N`.
 pub struct VirtioNetTx<'a, P: Platform, const N: usize> {
     /// Declared before `vq`: released after `Drop for VirtioNetTx` reset the virtqueue.
@@ -950,27 +1025,9 @@ impl<P: Platform, const N: usize> Drop for VirtioNetTx<'_, P, N> {
     }
 }
 
+impl_queue!(VirtioNetTx);
+
 impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
-    type Wait = P::Wait;
-
-    fn index(&self) -> u16 {
-        self.q.index
-    }
-
-    fn depth(&self) -> usize {
-        N
-    }
-
-    #[inline]
-    fn free(&self) -> usize {
-        self.vq.free()
-    }
-
-    #[inline]
-    fn pending(&self) -> usize {
-        self.vq.pending()
-    }
-
     #[inline]
     fn push(
         &mut self,
@@ -1015,13 +1072,6 @@ impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
     }
 
     #[inline]
-    fn doorbell(&mut self) {
-        if self.vq.publish() {
-            self.q.kick();
-        }
-    }
-
-    #[inline]
     fn poll(&mut self, out: &mut [TxCompletion]) -> usize {
         let (mut n, mut packets, mut bytes) = (0, 0u64, 0u64);
         while n < out.len() {
@@ -1054,32 +1104,6 @@ impl<P: Platform, const N: usize> TxQueue for VirtioNetTx<'_, P, N> {
             c.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
         n
-    }
-
-    fn flush(&mut self) {
-        self.q.restart(&mut self.vq);
-    }
-
-    fn fault(&self) -> Option<QueueFault> {
-        self.q.fault
-    }
-
-    fn check(&mut self) -> Option<QueueFault> {
-        self.q.check()
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.q.wait.as_ref()
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        if self.q.vector.is_some() {
-            self.vq.arm(armed);
-        }
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.q.vector
     }
 }
 
@@ -1115,29 +1139,11 @@ impl<P: Platform, const N: usize> Drop for VirtioNetRx<'_, P, N> {
     }
 }
 
+impl_queue!(VirtioNetRx);
+
 impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
-    type Wait = P::Wait;
-
-    fn index(&self) -> u16 {
-        self.q.index
-    }
-
-    fn depth(&self) -> usize {
-        N
-    }
-
     fn buf_len(&self) -> u32 {
         self.buf_len
-    }
-
-    #[inline]
-    fn free(&self) -> usize {
-        self.vq.free()
-    }
-
-    #[inline]
-    fn pending(&self) -> usize {
-        self.vq.pending()
     }
 
     #[inline]
@@ -1160,13 +1166,6 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
         self.vq
             .push(Hdr::In, &[seg], token, true, self.buf_len)
             .map(|_| ())
-    }
-
-    #[inline]
-    fn doorbell(&mut self) {
-        if self.vq.publish() {
-            self.q.kick();
-        }
     }
 
     #[inline]
@@ -1212,32 +1211,6 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
         }
         n
     }
-
-    fn flush(&mut self) {
-        self.q.restart(&mut self.vq);
-    }
-
-    fn fault(&self) -> Option<QueueFault> {
-        self.q.fault
-    }
-
-    fn check(&mut self) -> Option<QueueFault> {
-        self.q.check()
-    }
-
-    fn interrupt(&self) -> Option<&P::Wait> {
-        self.q.wait.as_ref()
-    }
-
-    fn set_interrupt(&mut self, armed: bool) {
-        if self.q.vector.is_some() {
-            self.vq.arm(armed);
-        }
-    }
-
-    fn interrupt_vector(&self) -> Option<u16> {
-        self.q.vector
-    }
 }
 
 impl<P: Platform, const N: usize> VirtioNetRx<'_, P, N> {
@@ -1266,5 +1239,21 @@ impl<P: Platform, const N: usize> VirtioNetRx<'_, P, N> {
             return (0, Err(RxError::DeviceStatus { raw: h.into() }));
         }
         (frame, Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modern_and_transitional_network_devices_are_driven_and_nothing_else() {
+        assert!(PCI_IDS.iter().all(|&(v, d)| drives(v, d)));
+        assert!(drives(0x1af4, 0x1041) && drives(0x1af4, 0x1000));
+        assert!(!drives(0x1af4, 0x1042), "a modern virtio block device");
+        assert!(
+            !drives(0x8086, 0x1041),
+            "virtio's device ids only under its vendor id"
+        );
     }
 }

@@ -10,8 +10,7 @@ use fixture::{pair, VirtioNetFixture};
 use ringfab_emu::{CriticalFault, Ring};
 use ringfab_hal::queue::STALL_POLLS;
 use ringfab_hal::{
-    Error, Nic, Platform, PushError, QueueFault, RxConfig, RxError, RxQueue, Token, TxConfig,
-    TxQueue,
+    Error, Nic, Platform, PushError, Queue, QueueFault, RxConfig, RxError, RxQueue, Token, TxConfig,
 };
 use ringfab_nic_suite::critical::{flush_rx, poll_rx};
 use ringfab_nic_suite::{frame, post, rx_buf, send_all, Pair, BUF, MAC_A, MAC_B, NO_RX};

@@ -9,8 +9,8 @@ mod fixture;
 use fixture::{config, device_with, pair, pair_with, VirtioNetFixture};
 use ringfab_emu::{EmuVirtioNet, Wire};
 use ringfab_hal::{
-    DmaRegion, Error, Iova, MacAddr, Nic, Platform, Report, RxConfig, RxError, RxMode, RxQueue,
-    Token, TxConfig, TxError, TxQueue, TxSegment, Wait,
+    DmaRegion, Error, Iova, MacAddr, Nic, Platform, Queue, Report, RxConfig, RxError, RxMode,
+    RxQueue, Token, TxConfig, TxError, TxQueue, TxSegment, Wait,
 };
 use ringfab_nic_suite::{
     drain_rx, drain_tx, frame, post, push_frame, rx_buf, send_all, Pair, MAC_A, MAC_B,

@@ -9,7 +9,7 @@ mod fixture;
 use fixture::{pair, VirtioNetFixture};
 use ringfab_emu::{DeviceFault, Ring};
 use ringfab_hal::{
-    DmaRegion, Nic, Platform, Report, RxConfig, RxError, RxQueue, Token, TxCompletion, TxConfig,
+    DmaRegion, Nic, Platform, Queue, Report, RxConfig, RxError, Token, TxCompletion, TxConfig,
     TxError, TxQueue,
 };
 use ringfab_nic_suite::{

@@ -7,8 +7,8 @@ mod fixture;
 use fixture::{config, pair_with, VirtioNetFixture};
 use ringfab_emu::{toeplitz, DeviceFault, Ring};
 use ringfab_hal::{
-    DmaRegion, Error, Iova, Nic, Platform, Report, RssConfig, RssHashes, RxConfig, RxQueue, Token,
-    TxConfig, TxQueue, TxSegment,
+    DmaRegion, Error, Iova, Nic, Platform, Queue, Report, RssConfig, RssHashes, RxConfig, RxQueue,
+    Token, TxConfig, TxQueue, TxSegment,
 };
 use ringfab_nic_suite::{
     drain_rx, drain_tx, post, push_frame, read_bytes, rx_buf, udp_frame, write_bytes, Pair, Udp,

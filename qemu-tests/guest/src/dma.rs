@@ -4,7 +4,7 @@
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 
-use ringfab_hal::{DmaMapping, DmaRegion, Iova};
+use ringfab_hal::{DmaMapping, DmaRegion, Iova, Queue};
 use ringfab_vfio::{VfioMapping, VfioPlatform};
 
 use crate::guest::{Ctx, Outcome};

@@ -24,7 +24,7 @@ pub(crate) fn open(ctx: &mut Ctx) -> Outcome {
         .e1000e_bdfs
         .clone()
         .ok_or("no ringfab.e1000e= on the kernel command line")?;
-    let bound = bind_all(&bdfs, (0x8086, 0x10d3), "an 82574")?;
+    let bound = bind_all(&bdfs, ringfab_e1000e::PCI_IDS, "an 82574")?;
     let mut detail = vec![bound];
     detail.extend(bring_up(ctx)?);
     Ok(detail.join("; "))

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use ringfab_hal::{
-    DmaRegion, Iova, Nic as _, Report, RxBuffer, RxConfig, RxMode, RxQueue, Token, TxConfig,
+    DmaRegion, Iova, Nic as _, Queue, Report, RxBuffer, RxConfig, RxMode, RxQueue, Token, TxConfig,
     TxQueue, TxSegment,
 };
 

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ringfab_hal::{
-    DmaRegion, Iova, MacAddr, Nic as HalNic, Platform, Report, RssConfig, RssHashKind, RssHashes,
-    RxBuffer, RxCompletion, RxConfig, RxMode, RxQueue, Token, TxCompletion, TxConfig, TxQueue,
-    TxSegment, Wait, WaitOutcome,
+    DmaRegion, Iova, MacAddr, Nic as HalNic, Platform, Queue, Report, RssConfig, RssHashKind,
+    RssHashes, RxBuffer, RxCompletion, RxConfig, RxMode, RxQueue, Token, TxCompletion, TxConfig,
+    TxQueue, TxSegment, Wait, WaitOutcome,
 };
 use ringfab_igb::IgbRx;
 use ringfab_vfio::bind;
@@ -38,20 +38,27 @@ pub(crate) const NO_RX: RxCompletion = RxCompletion {
 
 /// Binds both igb NICs to vfio-pci with `ringfab_vfio::bind` (what `devbind --bind` does).
 pub(crate) fn bind(ctx: &mut Ctx) -> Outcome {
-    bind_all(&ctx.bdfs, (0x8086, 0x10c9), "an 82576")
+    bind_all(&ctx.bdfs, ringfab_igb::PCI_IDS, "an 82576")
 }
 
-/// Binds each of `bdfs` to vfio-pci after checking it is the PCI device `ids` (`what`).
-pub(crate) fn bind_all(bdfs: &[String], ids: (u16, u16), what: &str) -> Outcome {
+/// Binds each of `bdfs` to vfio-pci after checking it is one of the PCI functions `ids` (the
+/// list the driver drives, `what`).
+pub(crate) fn bind_all(bdfs: &[String], ids: &[(u16, u16)], what: &str) -> Outcome {
     let sys = Sysfs::default();
     let mut done = Vec::new();
     for bdf in bdfs {
         let addr: Bdf = bdf.parse().map_err(|e| format!("{e}"))?;
         let found = sys.ids(addr).map_err(|e| format!("{e}"))?;
-        if found != ids {
+        if !ids.contains(&found) {
+            let listed: Vec<String> = ids
+                .iter()
+                .map(|(v, d)| format!("{v:04x}:{d:04x}"))
+                .collect();
             return Err(format!(
-                "{bdf} is {:04x}:{:04x}, not {what} ({:04x}:{:04x})",
-                found.0, found.1, ids.0, ids.1
+                "{bdf} is {:04x}:{:04x}, not {what} ({})",
+                found.0,
+                found.1,
+                listed.join(", ")
             ));
         }
         let out = bind::bind(&sys, addr, "vfio-pci", false).map_err(|e| format!("{bdf}: {e}"))?;

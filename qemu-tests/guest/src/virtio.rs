@@ -81,14 +81,15 @@ pub(crate) fn bring_up(ctx: &mut Ctx) -> Result<Vec<String>, String> {
     Ok(detail)
 }
 
-/// Binds both virtio-net functions (1af4:1041, modern only) to vfio-pci, opens them, brings
-/// them up with the virtio-net driver and checks MAC, negotiated features and link.
+/// Binds both virtio-net functions (functions the driver drives; QEMU's are 1af4:1041, modern
+/// only) to vfio-pci, opens them, brings them up with the virtio-net driver and checks MAC,
+/// negotiated features and link.
 pub(crate) fn open(ctx: &mut Ctx) -> Outcome {
     let bdfs = ctx
         .virtio_bdfs
         .clone()
         .ok_or("no ringfab.virtio= on the kernel command line")?;
-    let bound = bind_all(&bdfs, (0x1af4, 0x1041), "a modern virtio-net")?;
+    let bound = bind_all(&bdfs, ringfab_virtio_net::PCI_IDS, "a virtio-net device")?;
     let mut detail = vec![bound];
     detail.extend(bring_up(ctx)?);
     Ok(detail.join("; "))
