@@ -50,12 +50,12 @@ fn describe<N: Nic>(name: &str, nic: &N) -> Result<(), String> {
     let mut ep = domain
         .endpoint(&EpAttr::default())
         .map_err(|e| format!("{name}: creating an endpoint: {e}"))?;
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
-        .and_then(|()| ep.bind_av(&av))
-        .and_then(|()| ep.enable())
+    ep.bind_cq(&domain, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .and_then(|()| ep.bind_av(&domain, &av))
+        .and_then(|()| ep.enable(&domain))
         .map_err(|e| format!("{name}: enabling an endpoint: {e}"))?;
 
-    let info = ep.info();
+    let info = ep.info(&domain);
     let order = |o: Order| match o {
         Order::Strict => "FI_ORDER_STRICT (completions in posting order, per queue)",
         Order::None if caps.in_order_completion => "FI_ORDER_NONE",

@@ -117,22 +117,23 @@ fn parse_args() -> Result<Options, String> {
     Ok(o)
 }
 
-/// One side: its endpoint, CQ, send-buffer pool and the peer's address.
-struct Side<'a, 'd, 'n, N: Nic> {
-    ep: &'a Endpoint<'d, 'n, N, D>,
-    cq: &'a CompletionQueue<'d, 'n, N, D, Msg>,
+/// One side: its domain, endpoint, CQ, send-buffer pool and the peer's address.
+struct Side<'d, 'n, N: Nic> {
+    dom: &'d Domain<'n, N, D>,
+    ep: Endpoint,
+    cq: CompletionQueue<N, Msg>,
     pool: Vec<Buf<'d>>,
     peer: FiAddr,
 }
 
-impl<'d, N: Nic> Side<'_, 'd, '_, N> {
+impl<'d, N: Nic> Side<'d, '_, N> {
     /// Reads completions: receive buffers are posted again at once (after checking the
     /// length), send buffers return to the pool. Returns the receives completed.
     fn poll(&mut self, expect_len: usize) -> Result<usize, String> {
         let mut e = [MsgEntry::default(); 32];
         let mut src = [FiAddr::NOTAVAIL; 32];
         let mut bufs: [Option<Buf<'d>>; 32] = std::array::from_fn(|_| None);
-        let n = match self.cq.read_owned(&mut e, &mut src, &mut bufs) {
+        let n = match self.cq.read_owned(self.dom, &mut e, &mut src, &mut bufs) {
             Ok(n) => n,
             Err(Error::Again) => return Ok(0),
             Err(err) => return Err(format!("reading the CQ: {err}")),
@@ -149,7 +150,7 @@ impl<'d, N: Nic> Side<'_, 'd, '_, N> {
                 }
                 recvs += 1;
                 self.ep
-                    .recv(buf, OpContext(1))
+                    .recv(self.dom, buf, OpContext(1))
                     .map_err(|(err, _)| format!("reposting a receive: {err}"))?;
             } else {
                 self.pool.push(buf);
@@ -170,7 +171,7 @@ impl<'d, N: Nic> Side<'_, 'd, '_, N> {
         };
         match self
             .ep
-            .sendmsg(buf, len, self.peer, None, OpContext(2), flags)
+            .sendmsg(self.dom, buf, len, self.peer, None, OpContext(2), flags)
         {
             Ok(()) => Ok(true),
             Err((Error::Again, buf)) => {
@@ -186,8 +187,8 @@ impl<'d, N: Nic> Side<'_, 'd, '_, N> {
 const STALL: Duration = Duration::from_secs(2);
 
 fn pingpong<N: Nic>(
-    a: &mut Side<'_, '_, '_, N>,
-    b: &mut Side<'_, '_, '_, N>,
+    a: &mut Side<'_, '_, N>,
+    b: &mut Side<'_, '_, N>,
     len: usize,
     iterations: usize,
     progress: &dyn Fn(),
@@ -201,8 +202,8 @@ fn pingpong<N: Nic>(
 
 /// `from` sends one message and `to` receives it.
 fn one_way<N: Nic>(
-    from: &mut Side<'_, '_, '_, N>,
-    to: &mut Side<'_, '_, '_, N>,
+    from: &mut Side<'_, '_, N>,
+    to: &mut Side<'_, '_, N>,
     len: usize,
     progress: &dyn Fn(),
 ) -> Result<(), String> {
@@ -228,8 +229,8 @@ fn one_way<N: Nic>(
 }
 
 fn stream<N: Nic>(
-    a: &mut Side<'_, '_, '_, N>,
-    b: &mut Side<'_, '_, '_, N>,
+    a: &mut Side<'_, '_, N>,
+    b: &mut Side<'_, '_, N>,
     len: usize,
     iterations: usize,
     window: usize,
@@ -287,16 +288,18 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
     let mut ep_a = da.endpoint(&ep_attr).map_err(fail("endpoint A"))?;
     let mut ep_b = db.endpoint(&ep_attr).map_err(fail("endpoint B"))?;
     let both = BindFlags::TRANSMIT | BindFlags::RECV;
-    ep_a.bind_cq(&cq_a, both).map_err(fail("binding CQ A"))?;
-    ep_b.bind_cq(&cq_b, both).map_err(fail("binding CQ B"))?;
-    ep_a.bind_av(&av_a).map_err(fail("binding AV A"))?;
-    ep_b.bind_av(&av_b).map_err(fail("binding AV B"))?;
-    ep_a.enable().map_err(fail("enabling A"))?;
-    ep_b.enable().map_err(fail("enabling B"))?;
+    ep_a.bind_cq(&da, &cq_a, both)
+        .map_err(fail("binding CQ A"))?;
+    ep_b.bind_cq(&db, &cq_b, both)
+        .map_err(fail("binding CQ B"))?;
+    ep_a.bind_av(&da, &av_a).map_err(fail("binding AV A"))?;
+    ep_b.bind_av(&db, &av_b).map_err(fail("binding AV B"))?;
+    ep_a.enable(&da).map_err(fail("enabling A"))?;
+    ep_b.enable(&db).map_err(fail("enabling B"))?;
     let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
-    av_a.insert(&[ep_b.name()], &mut to_b)
+    av_a.insert(&da, &[ep_b.name()], &mut to_b)
         .map_err(fail("AV insert"))?;
-    av_b.insert(&[ep_a.name()], &mut to_a)
+    av_b.insert(&db, &[ep_a.name()], &mut to_a)
         .map_err(fail("AV insert"))?;
 
     // Each side: D buffers, half for receives, half for sends.
@@ -307,20 +310,22 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
         .register(vec![0u8; D * BUF + ringfab::mr::PAGE])
         .map_err(fail("registering B"))?;
     let mut a = Side {
-        ep: &ep_a,
-        cq: &cq_a,
+        dom: &da,
+        ep: ep_a,
+        cq: cq_a,
         pool: Vec::new(),
         peer: to_b[0],
     };
     let mut b = Side {
-        ep: &ep_b,
-        cq: &cq_b,
+        dom: &db,
+        ep: ep_b,
+        cq: cq_b,
         pool: Vec::new(),
         peer: to_a[0],
     };
     for (side, mr) in [(&mut a, &mr_a), (&mut b, &mr_b)] {
         for i in 0..D {
-            let mut buf = mr.alloc(BUF).map_err(fail("carving a buffer"))?;
+            let mut buf = mr.alloc(side.dom, BUF).map_err(fail("carving a buffer"))?;
             let offset = side.ep.payload_offset();
             buf.fill(offset, BUF - offset, i as u8)
                 .map_err(fail("filling a buffer"))?;
@@ -332,7 +337,7 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
                     OpFlags::empty()
                 };
                 side.ep
-                    .recvmsg(buf, OpContext(1), more)
+                    .recvmsg(side.dom, buf, OpContext(1), more)
                     .map_err(|(e, _)| format!("posting a receive: {e}"))?;
             } else {
                 side.pool.push(buf);
@@ -340,7 +345,7 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
         }
     }
 
-    let header = ep_a.payload_offset();
+    let header = a.ep.payload_offset();
     match o.encap {
         Encap::Ethernet => println!("# ringfab's own EtherType, {header}-byte header"),
         Encap::Udp => println!("# UDP encapsulation, {header}-byte header"),
@@ -350,10 +355,10 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
         "mode", "bytes", "window", "iters", "time", "MB/sec", "usec/xfer", "Mxfers/sec"
     );
     for &len in &o.sizes {
-        if len > ep_a.max_msg_size() {
+        if len > a.ep.max_msg_size(&da) {
             return Err(format!(
                 "-S {len}: larger than max_msg_size {}",
-                ep_a.max_msg_size()
+                a.ep.max_msg_size(&da)
             ));
         }
         for &window in &o.windows {

@@ -169,7 +169,7 @@ fn run<N: Nic, F: Format>(nic: N, mode: Mode, entries: usize, batch: usize) -> f
     let rx = domain
         .open_rx(0, RxConfig::new(SLOT as u32))
         .expect("open RX path");
-    cq.bind(&rx, BindFlags::RECV).expect("bind");
+    cq.bind(&domain, &rx, BindFlags::RECV).expect("bind");
 
     // Posts are built once, as an application keeps its buffers: the loop should cost what core
     // and the driver cost, not what building the posts costs.
@@ -193,7 +193,7 @@ fn run<N: Nic, F: Format>(nic: N, mode: Mode, entries: usize, batch: usize) -> f
             while done < entries {
                 cq_post_batch(&rx, &posts);
                 let start = Instant::now();
-                cq_read_all(&cq, &mut out[..batch], ROUND);
+                cq_read_all(&domain, &cq, &mut out[..batch], ROUND);
                 timed += start.elapsed();
                 done += ROUND;
             }
@@ -203,13 +203,14 @@ fn run<N: Nic, F: Format>(nic: N, mode: Mode, entries: usize, batch: usize) -> f
             let start = Instant::now();
             let mut done = 0;
             while done < entries {
-                cq_cycle(&rx, &cq, &posts[..batch], &mut out[..batch]);
+                cq_cycle(&domain, &rx, &cq, &posts[..batch], &mut out[..batch]);
                 done += batch;
             }
             start.elapsed().as_nanos() as f64 / done as f64
         }
     };
-    cq.unbind(&rx).expect("unbind: nothing outstanding");
+    cq.unbind(&domain, &rx)
+        .expect("unbind: nothing outstanding");
     ns
 }
 
@@ -225,14 +226,15 @@ fn cq_post_batch<N: Nic>(rx: &Path<'_, '_, N, D>, posts: &[RecvPost]) {
 /// would (`Again` is not expected: every entry is already complete).
 #[inline(never)]
 fn cq_read_all<N: Nic, F: Format>(
-    cq: &CompletionQueue<'_, '_, N, D, F>,
+    domain: &Domain<'_, N, D>,
+    cq: &CompletionQueue<N, F>,
     out: &mut [F::Entry],
     total: usize,
 ) {
     let mut got = 0;
     while got < total {
         let want = out.len().min(total - got);
-        match cq.read(&mut out[..want]) {
+        match cq.read(domain, &mut out[..want]) {
             Ok(n) => got += n,
             Err(Error::Again) => panic!("cq: {got} of {total} entries read, then Again"),
             Err(e) => panic!("cq: read failed: {e}"),
@@ -244,13 +246,14 @@ fn cq_read_all<N: Nic, F: Format>(
 /// One post → complete → read cycle of `posts.len()` receives.
 #[inline(never)]
 fn cq_cycle<N: Nic, F: Format>(
+    domain: &Domain<'_, N, D>,
     rx: &Path<'_, '_, N, D>,
-    cq: &CompletionQueue<'_, '_, N, D, F>,
+    cq: &CompletionQueue<N, F>,
     posts: &[RecvPost],
     out: &mut [F::Entry],
 ) {
     cq_post_batch(rx, posts);
-    cq_read_all(cq, out, posts.len());
+    cq_read_all(domain, cq, out, posts.len());
 }
 
 fn at(region: &impl DmaRegion, offset: usize) -> Iova {

@@ -279,7 +279,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// `Inval` for `rx_ctx_bits` above 16 or leaving too few bits for the table's indices;
     /// `Full(AvEntries)` for a count above the storage's `AV_ENTRIES`; `Full(Avs)` when every
     /// AV slot is taken.
-    pub fn open_av(&self, attr: &AvAttr) -> Result<AddressVector<'_, 'n, N, D>> {
+    pub fn open_av(&self, attr: &AvAttr) -> Result<AddressVector> {
         let avs = self.avs();
         for index in 0..avs.slots.len() {
             let av = avs.at(index);
@@ -309,7 +309,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             *open = true;
             av.publish(Some((count, rx_ctx_bits)));
             return Ok(AddressVector {
-                domain: self,
+                domain: self.id(),
                 index,
             });
         }
@@ -317,31 +317,39 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     }
 }
 
-/// An open address vector (`fid_av`): an index into the domain's AV slab.
+/// An open address vector (`fid_av`): an index into its domain's AV table. Its methods take the
+/// domain it was opened in (another domain's is `Domain`).
 ///
-/// Dropping the handle closes the AV if no endpoint is bound to it.
-pub struct AddressVector<'d, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'d Domain<'n, N, D>,
+/// Dropping the handle leaves the AV open until the domain goes; [`close`](Self::close) closes
+/// it.
+#[derive(Debug)]
+pub struct AddressVector {
+    domain: u32,
     index: usize,
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 'n, N, D> {
-    fn av(&self) -> AvRef<'d> {
-        self.domain.avs().at(self.index)
+impl AddressVector {
+    fn av<'d, N: Nic, const D: usize>(&self, dom: &'d Domain<'_, N, D>) -> Result<AvRef<'d>> {
+        dom.check(self.domain)?;
+        Ok(dom.avs().at(self.index))
     }
 
-    pub(crate) fn domain(&self) -> &'d Domain<'n, N, D> {
+    /// The id of the domain the AV belongs to.
+    pub(crate) fn domain_id(&self) -> u32 {
         self.domain
     }
 
-    /// The AV's index in the domain's AV slab.
+    /// The AV's index in the domain's AV table.
     pub fn index(&self) -> usize {
         self.index
     }
 
-    /// The AV's `rx_ctx_bits` ([`AvAttr::rx_ctx_bits`]).
-    pub fn rx_ctx_bits(&self) -> u32 {
-        self.av().view().map_or(0, |st| st.rx_ctx_bits)
+    /// The AV's `rx_ctx_bits` ([`AvAttr::rx_ctx_bits`]; 0 for another domain's AV).
+    pub fn rx_ctx_bits<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> u32 {
+        self.av(dom)
+            .ok()
+            .and_then(|av| av.view())
+            .map_or(0, |st| st.rx_ctx_bits)
     }
 
     /// Inserts `addrs` (`fi_av_insert`), writing each one's handle to `out` (which must be as
@@ -350,12 +358,18 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 'n, N, D> {
     ///
     /// # Errors
     /// `Inval` if `out` is shorter than `addrs`, or for the one address that cannot be stored
-    /// (broadcast with context `0xffff`; nothing is inserted then).
-    pub fn insert(&self, addrs: &[EpAddr], out: &mut [FiAddr]) -> Result<usize> {
+    /// (broadcast with context `0xffff`; nothing is inserted then); `Domain` for another
+    /// domain.
+    pub fn insert<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        addrs: &[EpAddr],
+        out: &mut [FiAddr],
+    ) -> Result<usize> {
         if out.len() < addrs.len() || addrs.iter().any(|a| a.to_u64() == FREE) {
             return Err(Error::Inval);
         }
-        let av = self.av();
+        let av = self.av(dom)?;
         let open = av.slot.state.lock();
         let st = av.view().filter(|_| *open).ok_or(Error::OpBadState)?;
         let mut inserted = 0;
@@ -375,9 +389,14 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 'n, N, D> {
     /// Removes `handles` (`fi_av_remove`). Either all are removed or none.
     ///
     /// # Errors
-    /// `Inval` if any handle names no entry (nothing is removed then).
-    pub fn remove(&self, handles: &[FiAddr]) -> Result {
-        let av = self.av();
+    /// `Inval` if any handle names no entry (nothing is removed then); `Domain` for another
+    /// domain.
+    pub fn remove<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        handles: &[FiAddr],
+    ) -> Result {
+        let av = self.av(dom)?;
         let open = av.slot.state.lock();
         let st = av.view().filter(|_| *open).ok_or(Error::OpBadState)?;
         if handles.iter().any(|&h| st.get(h).is_none()) {
@@ -394,38 +413,49 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> AddressVector<'d, 'n, N, D> {
     /// The address behind `handle` (`fi_av_lookup`).
     ///
     /// # Errors
-    /// `Inval` if it names no entry.
-    pub fn lookup(&self, handle: FiAddr) -> Result<EpAddr> {
-        self.av().lookup(handle).map(|(a, _)| a).ok_or(Error::Inval)
+    /// `Inval` if it names no entry; `Domain` for another domain.
+    pub fn lookup<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        handle: FiAddr,
+    ) -> Result<EpAddr> {
+        self.av(dom)?
+            .lookup(handle)
+            .map(|(a, _)| a)
+            .ok_or(Error::Inval)
     }
 
     /// The handle of `addr`, if it is in the table (the reverse of [`lookup`](Self::lookup);
     /// what `FI_SOURCE` does for every received frame).
-    pub fn reverse_lookup(&self, addr: EpAddr) -> Option<FiAddr> {
-        self.av().reverse(addr)
+    pub fn reverse_lookup<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        addr: EpAddr,
+    ) -> Option<FiAddr> {
+        self.av(dom).ok()?.reverse(addr)
     }
 
     /// Closes the AV (`fi_close`).
     ///
     /// # Errors
-    /// `Err((Error::Busy, self))` while an endpoint is bound to it.
-    pub fn close(self) -> core::result::Result<(), (Error, Self)> {
-        if self.av().slot.binds.load(Ordering::Acquire) > 0 {
+    /// `Err((Error::Busy, self))` while an endpoint is bound to it; `Domain` for another
+    /// domain.
+    pub fn close<N: Nic, const D: usize>(
+        self,
+        dom: &Domain<'_, N, D>,
+    ) -> core::result::Result<(), (Error, Self)> {
+        let av = match self.av(dom) {
+            Ok(av) => av,
+            Err(e) => return Err((e, self)),
+        };
+        let mut open = av.slot.state.lock();
+        if av.slot.binds.load(Ordering::Acquire) > 0 {
+            drop(open);
             return Err((Error::Busy, self));
         }
-        drop(self);
+        av.publish(None);
+        *open = false;
         Ok(())
-    }
-}
-
-impl<N: Nic, const D: usize> Drop for AddressVector<'_, '_, N, D> {
-    fn drop(&mut self) {
-        let av = self.av();
-        let mut open = av.slot.state.lock();
-        if av.slot.binds.load(Ordering::Acquire) == 0 {
-            av.publish(None);
-            *open = false;
-        }
     }
 }
 

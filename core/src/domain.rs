@@ -4,9 +4,11 @@
 //! [`Domain`] borrows the NIC (`&'n N`) and owns fixed tables ([`crate::storage`]) that hold
 //! every hardware queue, completion queue, memory registration and address vector it opens —
 //! allocated once by [`Domain::new`] under std, or lent by a `static` [`Storage`] on bare metal.
-//! Applications hold small handles that are an index plus `&Domain`. Bindings are indices, so
-//! closing a bound object is a run-time `Busy`, as libfabric's `fi_close` wants, not a borrow
-//! error.
+//! Applications hold handles with no lifetime — an index into a table, the domain's id, and
+//! what the object keeps of its own (an endpoint's bindings, a CQ's attributes) — and pass the
+//! domain to their methods (`ep.send(&domain, …)`); a handle given another domain gets
+//! `Error::Domain`. Bindings are indices, so closing a bound object is a run-time `Busy`, as
+//! libfabric's `fi_close` wants, not a borrow error; objects not closed go with the domain.
 //!
 //! ```
 //! # use ringfab::domain::Domain;
@@ -20,13 +22,15 @@ use crate::cntr::Counter;
 use crate::cq::attr::CqLimits;
 use crate::cq::entry::Format;
 use crate::cq::queue::{AuxCell, CompletionQueue, CqRef, CqSlot};
-use crate::hal::{Nic, RxConfig, TxConfig};
+use crate::hal::{MacAddr, Nic, RssConfig, RssHashes, RssSaved, RxConfig, TxConfig};
 use crate::mr::MrSlot;
 use crate::path::{Path, PathSlot, PathState, PollCtx};
 #[cfg(feature = "alloc")]
 use crate::storage::Capacities;
 use crate::storage::{Capacity, Storage, Tables};
 use crate::{Error, Result};
+use core::sync::atomic::{AtomicU32, Ordering};
+use spin::Mutex;
 
 /// One NIC and the tables of everything opened on it. See the [module documentation](self).
 ///
@@ -34,10 +38,25 @@ use crate::{Error, Result};
 /// driver's queue types are sized by it). `'n` is how long what the domain borrows lives: the
 /// NIC, and the counters it may count into.
 pub struct Domain<'n, N: Nic + 'n, const D: usize = 256> {
+    /// Tells the domain's handles from another's (they keep it and check it on every call).
+    id: u32,
     nic: &'n N,
     tables: Tables<'n, N, D>,
     cntrs: &'n [&'n Counter<N::Wait>],
     limits: CqLimits,
+    /// What the domain's objects set on the NIC beyond their queues, so that the domain's end
+    /// undoes what objects left open did: receive queues given an address of their own (one
+    /// bit each), and whether RSS is on.
+    steering: Mutex<Steering>,
+}
+
+/// NIC state the domain's objects programmed (see `Domain::steering`).
+#[derive(Default)]
+struct Steering {
+    /// Receive queues with an address of their own (`Nic::set_rx_queue_mac`), one bit each.
+    queue_macs: u64,
+    /// RSS programmed on (`Nic::set_rss` with hashes).
+    rss: bool,
 }
 
 #[cfg(feature = "alloc")]
@@ -82,11 +101,16 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             default_size: CqLimits::DEFAULT_SIZE.min(tables.cq_size),
             ..CqLimits::default()
         };
+        /// Ids of the domains made so far (an id is never reused while the process lives;
+        /// after 2^32 domains it wraps, which only weakens a check of a programming error).
+        static NEXT_ID: AtomicU32 = AtomicU32::new(1);
         Domain {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             nic,
             tables,
             cntrs: &[],
             limits,
+            steering: Mutex::new(Steering::default()),
         }
     }
 
@@ -101,6 +125,42 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// The largest size a CQ of this domain can have (its aux queues' capacity).
     pub fn max_cq_size(&self) -> usize {
         self.tables.cq_size
+    }
+
+    /// The domain's id: what its handles keep to tell it from another domain.
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// `Domain` unless `id` is this domain's (a handle of another domain passed to it).
+    pub(crate) fn check(&self, id: u32) -> Result {
+        if id == self.id {
+            Ok(())
+        } else {
+            Err(Error::Domain)
+        }
+    }
+
+    /// Gives receive queue `queue` an address of its own, or takes it back (`None`)
+    /// ([`Nic::set_rx_queue_mac`]), and remembers it for the domain's end.
+    pub(crate) fn steer_queue(&self, queue: u16, mac: Option<MacAddr>) -> Result {
+        let mut s = self.steering.lock();
+        self.nic.set_rx_queue_mac(queue, mac)?;
+        let bit = 1u64.checked_shl(u32::from(queue)).unwrap_or(0);
+        if mac.is_some() {
+            s.queue_macs |= bit;
+        } else {
+            s.queue_macs &= !bit;
+        }
+        Ok(())
+    }
+
+    /// Programs RSS ([`Nic::set_rss`]) and remembers whether it is on, for the domain's end.
+    pub(crate) fn program_rss(&self, rss: &RssConfig<'_>) -> Result {
+        let mut s = self.steering.lock();
+        self.nic.set_rss(rss)?;
+        s.rss = rss.hashes != RssHashes::default();
+        Ok(())
     }
 
     /// The NIC.
@@ -205,6 +265,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
                 return Ok(Path {
                     domain: self,
                     index,
+                    closes: true,
                 });
             }
         }
@@ -226,10 +287,30 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// `Full(CqSize)` for a size above the storage's `CQ_SIZE`, `Full(Vectors)` when no
     /// interrupt vector is free for `FI_WAIT_FD`/`FI_WAIT_MUTEX_COND`; `NoSys` for
     /// `FI_WAIT_FD` when the platform's wait handles are not file descriptors.
-    pub fn open_cq<F: Format>(
-        &self,
-        attr: &crate::cq::CqAttr,
-    ) -> Result<CompletionQueue<'_, 'n, N, D, F>> {
+    pub fn open_cq<F: Format>(&self, attr: &crate::cq::CqAttr) -> Result<CompletionQueue<N, F>> {
         CompletionQueue::open(self, attr, None)
+    }
+}
+
+impl<N: Nic, const D: usize> Drop for Domain<'_, N, D> {
+    /// Undoes what objects left open set on the NIC beyond their queues (an address of a
+    /// receive queue's own, RSS), so that the NIC is as the next user expects; the queues
+    /// themselves stop as the tables drop, after this. Nothing to report from a drop.
+    fn drop(&mut self) {
+        let s = self.steering.get_mut();
+        for q in (0..64u16).filter(|q| s.queue_macs & (1 << q) != 0) {
+            let _ = self.nic.set_rx_queue_mac(q, None);
+        }
+        if let (true, Some(caps)) = (s.rss, self.nic.capabilities().rss) {
+            // Off as a scalable endpoint turns it off: no hashes, a key and table of the
+            // NIC's sizes (the driver checks them whatever the hashes).
+            let mut key = [0u8; RssSaved::MAX_KEY];
+            let mut table = [0u16; RssSaved::MAX_TABLE];
+            let _ = self.nic.set_rss(&RssConfig {
+                key: key.get_mut(..caps.key_len).unwrap_or_default(),
+                table: table.get_mut(..caps.table_len).unwrap_or_default(),
+                hashes: RssHashes::default(),
+            });
+        }
     }
 }

@@ -7,9 +7,11 @@
 //! CQ for each direction ([`Endpoint::bind_cq`]) and an address vector
 //! ([`Endpoint::bind_av`]) — connectionless endpoints must have one — then
 //! [`Endpoint::enable`] opens the NIC's queues, wires them to the CQs, and allocates the
-//! inject bounce buffers. Data operations before that return `OpBadState`.
-//! [`Endpoint::close`] (or dropping the handle) discards every outstanding operation without a
-//! completion, returns owned buffers to their regions, and gives the queues back.
+//! inject bounce buffers (which live with the transmit queue). Data operations before that
+//! return `OpBadState`. [`Endpoint::close`] discards every outstanding operation without a
+//! completion, returns owned buffers to their regions, and gives the queues back; an endpoint
+//! handle dropped without it leaves its queues to the domain's end. Every method that needs
+//! the domain takes it (`&Domain`); another domain's gives `Domain`.
 //!
 //! # Critical errors (fi_endpoint(3): "If an endpoint experiences a critical error, it will
 //! transition back into a disabled state")
@@ -170,8 +172,10 @@ struct CqBinding {
 }
 
 /// An endpoint. See the [module documentation](self).
-pub struct Endpoint<'d, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'d Domain<'n, N, D>,
+#[derive(Debug)]
+pub struct Endpoint {
+    /// The id of the domain it belongs to.
+    domain: u32,
     attr: EpAttr,
     tx_cq: Option<CqBinding>,
     rx_cq: Option<CqBinding>,
@@ -179,10 +183,10 @@ pub struct Endpoint<'d, 'n, N: Nic + 'n, const D: usize> {
     /// Counters (indices into the domain's) for sends and receives.
     tx_cntr: Option<usize>,
     rx_cntr: Option<usize>,
-    tx: Option<Path<'d, 'n, N, D>>,
-    rx: Option<Path<'d, 'n, N, D>>,
-    /// Inject bounce buffers, one per transmit op-table slot.
-    bounce: Option<N::Dma>,
+    /// Its queues once enabled (indices into the domain's path table): its own, or a shared
+    /// context's.
+    tx: Option<usize>,
+    rx: Option<usize>,
     min_multi_recv: usize,
     /// Which directions the endpoint has: both for an endpoint, one for a scalable
     /// endpoint's transmit or receive context.
@@ -216,7 +220,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// does not have, or a receive buffer size outside `header + 1 ..= max_rx_buf_len` (the
     /// header of [`EpAttr::encap`]);
     /// `BadFlags` for unknown or unsupported default op flags.
-    pub fn endpoint(&self, attr: &EpAttr) -> Result<Endpoint<'_, 'n, N, D>> {
+    pub fn endpoint(&self, attr: &EpAttr) -> Result<Endpoint> {
         let mut attr = *attr;
         match attr.ep_type {
             EpType::Dgram => {}
@@ -242,18 +246,18 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     }
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
+impl Endpoint {
     /// A disabled endpoint with the given directions and addresses (endpoints and the
     /// contexts of scalable endpoints).
-    pub(crate) fn new(
-        domain: &'d Domain<'n, N, D>,
+    pub(crate) fn new<N: Nic, const D: usize>(
+        domain: &Domain<'_, N, D>,
         attr: EpAttr,
         (sends, recvs): (bool, bool),
         local: EpAddr,
         source: EpAddr,
     ) -> Self {
         Endpoint {
-            domain,
+            domain: domain.id(),
             attr,
             tx_cq: None,
             rx_cq: None,
@@ -262,7 +266,6 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
             rx_cntr: None,
             tx: None,
             rx: None,
-            bounce: None,
             min_multi_recv: 0,
             sends,
             recvs,
@@ -278,9 +281,34 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         }
     }
 
+    /// The id of the domain it belongs to.
+    pub(crate) fn domain_id(&self) -> u32 {
+        self.domain
+    }
+
+    /// The endpoint's transmit queue once enabled, as a view of its path.
+    fn tx_path<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> Option<Path<'d, 'n, N, D>> {
+        self.tx.map(|i| Path::at(dom, i))
+    }
+
+    /// The endpoint's receive queue once enabled, as a view of its path.
+    fn rx_path<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> Option<Path<'d, 'n, N, D>> {
+        self.rx.map(|i| Path::at(dom, i))
+    }
+
     /// Binds AV `index` for a context (the scalable endpoint's AV).
-    pub(crate) fn bind_av_index(&mut self, index: usize) {
-        self.domain.avs().at(index).bind();
+    pub(crate) fn bind_av_index<'d, 'n, N: Nic + 'n, const D: usize>(
+        &mut self,
+        dom: &'d Domain<'n, N, D>,
+        index: usize,
+    ) {
+        dom.avs().at(index).bind();
         self.av = Some(index);
     }
 
@@ -300,32 +328,35 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         }
     }
 
-    /// Closes the endpoint in place (what dropping it does; idempotent): outstanding operations
+    /// Closes the endpoint in place (what `close` does; idempotent): outstanding operations
     /// are discarded, the queues given back, the bindings and a context's address released.
-    pub(crate) fn shut(&mut self) {
-        self.close_paths();
-        self.leave_shared();
+    pub(crate) fn shut<'d, 'n, N: Nic + 'n, const D: usize>(&mut self, dom: &'d Domain<'n, N, D>) {
+        self.close_paths(dom);
+        self.leave_shared(dom);
         for b in [self.tx_cq.take(), self.rx_cq.take()].into_iter().flatten() {
-            self.domain.cqs()[b.cq].drop_bind();
+            dom.cqs()[b.cq].drop_bind();
         }
         if let Some(av) = self.av.take() {
-            self.domain.avs().at(av).unbind();
+            dom.avs().at(av).unbind();
         }
         if let Some(q) = self.steered.take() {
             // The queue's address goes with the context; nothing to report from a drop.
-            let _ = self.domain.nic().set_rx_queue_mac(q, None);
+            let _ = dom.steer_queue(q, None);
         }
         self.enabled = false;
     }
 
-    /// Gives the queues back (outstanding operations discarded without completions), then
-    /// the bounce buffers — after the queues that could read them are stopped.
-    fn close_paths(&mut self) {
+    /// Gives the queues back (outstanding operations discarded without completions; a path's
+    /// bounce buffers go with it, after its queue has stopped).
+    fn close_paths<'d, 'n, N: Nic + 'n, const D: usize>(&mut self, dom: &'d Domain<'n, N, D>) {
         if self.stx.is_some() {
             // The shared queue stays; only this endpoint's operations go. The handle does not
             // close a shared path when dropped.
-            if let (Some(path), Ok(cq)) = (self.tx.take(), self.cq_slot(self.tx_cq)) {
-                let ctx = self.poll_ctx(self.tx_cq);
+            if let (Some(path), Ok(cq)) = (
+                self.tx.take().map(|i| Path::at(dom, i)),
+                self.cq_slot(dom, self.tx_cq),
+            ) {
+                let ctx = self.poll_ctx(dom, self.tx_cq);
                 let _ = cq.with_sink(|_| {
                     path.with_state(|st| {
                         st.discard_owner(self.owner, &ctx);
@@ -335,29 +366,37 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
             }
         }
         if self.srx.is_some() {
-            if let Some(path) = self.rx.take() {
-                let ctx = self.poll_ctx(self.rx_cq);
+            if let Some(path) = self.rx.take().map(|i| Path::at(dom, i)) {
+                let ctx = self.poll_ctx(dom, self.rx_cq);
                 let _ = path.with_state(|st| {
                     st.leave_srx(self.srx_owner, &ctx);
                     Ok(())
                 });
             }
         }
-        for (path, binding) in [(self.tx.take(), self.tx_cq), (self.rx.take(), self.rx_cq)] {
+        for (path, binding) in [
+            (self.tx.take().map(|i| Path::at(dom, i)), self.tx_cq),
+            (self.rx.take().map(|i| Path::at(dom, i)), self.rx_cq),
+        ] {
             if let (Some(path), Some(b)) = (path, binding) {
                 path.detach(b.cq);
             }
         }
-        self.bounce = None;
     }
 
     /// Registers the endpoint on shared receive path `index` so that frames for its address
     /// are routed to `rx_cq`.
-    fn join_srx(&self, index: usize, rx_cq: CqBinding, framing: Framing) -> Result {
+    fn join_srx<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        index: usize,
+        rx_cq: CqBinding,
+        framing: Framing,
+    ) -> Result {
         if rx_cq.cq >= 64 || self.rx_cntr.is_some_and(|c| c >= usize::from(u8::MAX)) {
             return Err(Error::Inval);
         }
-        let slot = &self.domain.paths()[index];
+        let slot = &dom.paths()[index];
         if slot.fault().is_some() {
             return Err(Error::OpBadState);
         }
@@ -392,7 +431,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
 
     /// Gives the endpoint's owner number on its shared transmit context back; the last
     /// endpoint to leave a context that was dropped closes its queue.
-    fn leave_shared(&mut self) {
+    fn leave_shared<'d, 'n, N: Nic + 'n, const D: usize>(&mut self, dom: &'d Domain<'n, N, D>) {
         for (index, owner) in [
             (self.stx.take(), self.owner),
             (self.srx.take(), self.srx_owner),
@@ -400,8 +439,8 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
             let Some(index) = index else {
                 continue;
             };
-            if self.domain.paths()[index].release_owner(owner) {
-                Path::shared(self.domain, index).close_shared();
+            if dom.paths()[index].release_owner(owner) {
+                Path::shared(dom, index).close_shared();
             }
         }
     }
@@ -409,12 +448,13 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// `Ok` if data operations may be posted: enabled, and not disabled by a critical fault
     /// (checked without a lock: one load per queue).
     #[inline]
-    fn usable(&self) -> Result {
+    fn usable<'d, 'n, N: Nic + 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) -> Result {
+        dom.check(self.domain)?;
         if !self.enabled {
             return Err(Error::OpBadState);
         }
-        if let Some(f) = self.fault() {
-            self.settle_fault(f);
+        if let Some(f) = self.fault(dom) {
+            self.settle_fault(dom, f);
             return Err(Error::OpBadState);
         }
         Ok(())
@@ -426,15 +466,22 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// that is gone.
     #[cold]
     #[inline(never)]
-    fn settle_fault(&self, fault: QueueFault) {
-        for (path, binding) in [(&self.tx, self.tx_cq), (&self.rx, self.rx_cq)] {
-            let (Some(path), Ok(cq)) = (path.as_ref(), self.cq_slot(binding)) else {
+    fn settle_fault<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        fault: QueueFault,
+    ) {
+        for (path, binding) in [
+            (self.tx_path(dom), self.tx_cq),
+            (self.rx_path(dom), self.rx_cq),
+        ] {
+            let (Some(path), Ok(cq)) = (path.as_ref(), self.cq_slot(dom, binding)) else {
                 continue;
             };
             if path.fault().is_some() {
                 continue;
             }
-            let ctx = self.poll_ctx(binding);
+            let ctx = self.poll_ctx(dom, binding);
             // CQ lock first, then the path's: the order `read` takes them in.
             let _ = cq.with_sink(|sink| {
                 path.with_state(|st| {
@@ -448,7 +495,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     }
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
+impl Endpoint {
     /// Bytes before the payload in a send or receive buffer: ringfab's header on the endpoint's
     /// [encapsulation](EpAttr::encap) — [`HEADER_LEN`](proto::HEADER_LEN) on Ethernet,
     /// [`MAX_HEADER_LEN`] on UDP.
@@ -463,14 +510,23 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
 
     /// Whether the endpoint is enabled: [`enable`](Self::enable)d, and not disabled since by a
     /// critical fault ([`fault`](Self::fault)).
-    pub fn is_enabled(&self) -> bool {
-        self.enabled && self.fault().is_none()
+    pub fn is_enabled<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> bool {
+        self.enabled && self.fault(dom).is_none()
     }
 
     /// The critical fault that disabled the endpoint (module documentation, "Critical
     /// errors"), if one did since it was last enabled.
-    pub fn fault(&self) -> Option<QueueFault> {
-        [&self.tx, &self.rx]
+    pub fn fault<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> Option<QueueFault> {
+        if dom.id() != self.domain {
+            return None;
+        }
+        [self.tx_path(dom), self.rx_path(dom)]
             .into_iter()
             .flatten()
             .find_map(|p| p.fault())
@@ -484,15 +540,18 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
 
     /// The largest message payload (`max_msg_size`): the receive buffer or the NIC's frame,
     /// whichever is smaller, less the header.
-    pub fn max_msg_size(&self) -> usize {
-        let frame = self.domain.nic().capabilities().max_frame_len;
+    pub fn max_msg_size<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> usize {
+        let frame = dom.nic().capabilities().max_frame_len;
         frame.min(self.attr.rx_buf_len as usize) - self.payload_offset()
     }
 
     /// The endpoint's attributes as `fi_info` reports them (`ep_attr`, `tx_attr`, `rx_attr`),
     /// computed from the NIC and this endpoint's configuration; see [`crate::info`].
-    pub fn info(&self) -> EpInfo {
-        let comp_order = if self.domain.nic().capabilities().in_order_completion {
+    pub fn info<'d, 'n, N: Nic + 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) -> EpInfo {
+        let comp_order = if dom.nic().capabilities().in_order_completion {
             Order::Strict
         } else {
             Order::None
@@ -502,7 +561,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
                 ep_type: self.attr.ep_type,
                 protocol: Protocol::of(self.attr.encap),
                 protocol_version: u32::from(crate::proto::VERSION),
-                max_msg_size: self.max_msg_size(),
+                max_msg_size: self.max_msg_size(dom),
                 msg_prefix_size: 0,
                 max_order_size: 0,
                 mem_tag_format: 0,
@@ -516,7 +575,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
                 comp_order,
                 inject_size: self.inject_size(),
                 size: D,
-                iov_limit: self.iov_limit(),
+                iov_limit: self.iov_limit(dom),
                 rma_iov_limit: 0,
             },
             rx: RxAttr {
@@ -541,18 +600,19 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// # Errors
     /// `BadFlags` for other bits; `Inval` without a direction or when a direction already has
     /// a CQ; `Domain` for a CQ of another domain; `OpBadState` once enabled.
-    pub fn bind_cq<F: Format>(
+    pub fn bind_cq<'d, 'n, N: Nic + 'n, const D: usize, F: Format>(
         &mut self,
-        cq: &CompletionQueue<'_, 'n, N, D, F>,
+        dom: &'d Domain<'n, N, D>,
+        cq: &CompletionQueue<N, F>,
         flags: BindFlags,
     ) -> Result {
         if flags.unknown() != 0 {
             return Err(Error::BadFlags);
         }
-        if !cq.in_domain(self.domain) {
+        if cq.domain_id() != self.domain || dom.check(self.domain).is_err() {
             return Err(Error::Domain);
         }
-        if self.is_enabled() {
+        if self.is_enabled(dom) {
             return Err(Error::OpBadState);
         }
         // A context binds only its own direction; the other bit is ignored.
@@ -565,7 +625,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
             cq: cq.index(),
             flags,
         });
-        let slot = &self.domain.cqs()[cq.index()];
+        let slot = &dom.cqs()[cq.index()];
         if tx {
             self.tx_cq = binding;
             slot.add_bind();
@@ -588,20 +648,25 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// [encapsulation](EpAttr::encap) than the context's; `Domain` for a context of another domain;
     /// `BadFlags` if the endpoint's default transmit flags are not a subset of the context's
     /// (fi_endpoint(3): "must use a subset of the transmit context's attributes").
-    pub fn bind_stx(&mut self, stx: &SharedTxContext<'_, 'n, N, D>) -> Result {
+    pub fn bind_stx<'d, 'n, N: Nic + 'n, const D: usize>(
+        &mut self,
+        dom: &'d Domain<'n, N, D>,
+        stx: &SharedTxContext,
+    ) -> Result {
         if self.enabled {
             return Err(Error::OpBadState);
         }
         if self.stx.is_some() || !self.sends || stx.attr().encap != self.attr.encap {
             return Err(Error::Inval);
         }
-        if !core::ptr::eq(stx.domain(), self.domain) {
+        dom.check(self.domain)?;
+        if stx.domain_id() != self.domain {
             return Err(Error::Domain);
         }
         if !stx.attr().op_flags.contains(self.attr.tx_op_flags) {
             return Err(Error::BadFlags);
         }
-        let slot = &self.domain.paths()[stx.path_index()];
+        let slot = &dom.paths()[stx.path_index()];
         self.owner = slot.claim_owner().ok_or(Error::Inval)?;
         self.stx = Some(stx.path_index());
         Ok(())
@@ -621,20 +686,25 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// [encapsulation](EpAttr::encap) than the context's; `Domain` for a context of
     /// another domain; `BadFlags` if the endpoint's default receive flags are not a subset of
     /// the context's.
-    pub fn bind_srx(&mut self, srx: &SharedRxContext<'_, 'n, N, D>) -> Result {
+    pub fn bind_srx<'d, 'n, N: Nic + 'n, const D: usize>(
+        &mut self,
+        dom: &'d Domain<'n, N, D>,
+        srx: &SharedRxContext,
+    ) -> Result {
         if self.enabled {
             return Err(Error::OpBadState);
         }
         if self.srx.is_some() || !self.recvs || srx.attr().encap != self.attr.encap {
             return Err(Error::Inval);
         }
-        if !core::ptr::eq(srx.domain(), self.domain) {
+        dom.check(self.domain)?;
+        if srx.domain_id() != self.domain {
             return Err(Error::Domain);
         }
         if !srx.attr().op_flags.contains(self.attr.rx_op_flags) {
             return Err(Error::BadFlags);
         }
-        let slot = &self.domain.paths()[srx.path_index()];
+        let slot = &dom.paths()[srx.path_index()];
         self.srx_owner = slot.claim_owner().ok_or(Error::Inval)?;
         self.srx = Some(srx.path_index());
         self.local = EpAddr {
@@ -650,17 +720,22 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// # Errors
     /// `Inval` if one is already bound; `Domain` for an AV of another domain; `OpBadState`
     /// once enabled.
-    pub fn bind_av(&mut self, av: &AddressVector<'_, 'n, N, D>) -> Result {
-        if !core::ptr::eq(av.domain(), self.domain) {
+    pub fn bind_av<'d, 'n, N: Nic + 'n, const D: usize>(
+        &mut self,
+        dom: &'d Domain<'n, N, D>,
+        av: &AddressVector,
+    ) -> Result {
+        dom.check(self.domain)?;
+        if av.domain_id() != self.domain {
             return Err(Error::Domain);
         }
-        if self.is_enabled() {
+        if self.is_enabled(dom) {
             return Err(Error::OpBadState);
         }
         if self.av.is_some() {
             return Err(Error::Inval);
         }
-        self.domain.avs().at(av.index()).bind();
+        dom.avs().at(av.index()).bind();
         self.av = Some(av.index());
         Ok(())
     }
@@ -675,7 +750,12 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// `REMOTE_WRITE` (a DGRAM endpoint has no RMA); `Inval` without a class or when a class
     /// already has a counter; `Domain` for a counter the domain does not hold; `OpBadState`
     /// once enabled.
-    pub fn bind_cntr(&mut self, cntr: &Counter<N::Wait>, flags: CntrBindFlags) -> Result {
+    pub fn bind_cntr<'d, 'n, N: Nic + 'n, const D: usize>(
+        &mut self,
+        dom: &'d Domain<'n, N, D>,
+        cntr: &Counter<N::Wait>,
+        flags: CntrBindFlags,
+    ) -> Result {
         if flags.unknown() != 0 {
             return Err(Error::BadFlags);
         }
@@ -686,13 +766,13 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         if flags.intersects(rma) {
             return Err(Error::OpNotSupp);
         }
-        let index = self
-            .domain
+        dom.check(self.domain)?;
+        let index = dom
             .cntrs()
             .iter()
             .position(|c| core::ptr::eq(*c, cntr))
             .ok_or(Error::Domain)?;
-        if self.is_enabled() {
+        if self.is_enabled(dom) {
             return Err(Error::OpBadState);
         }
         let send = flags.contains(CntrBindFlags::SEND);
@@ -717,14 +797,20 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     ///
     /// # Errors
     /// `OpBadState` before enable.
-    pub fn progress(&self) -> Result {
-        self.usable()?;
-        for (path, binding) in [(&self.tx, self.tx_cq), (&self.rx, self.rx_cq)] {
+    pub fn progress<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> Result {
+        self.usable(dom)?;
+        for (path, binding) in [
+            (self.tx_path(dom), self.tx_cq),
+            (self.rx_path(dom), self.rx_cq),
+        ] {
             let Some(path) = path.as_ref() else {
                 continue;
             };
-            let cq = self.cq_slot(binding)?;
-            let ctx = self.poll_ctx(binding);
+            let cq = self.cq_slot(dom, binding)?;
+            let ctx = self.poll_ctx(dom, binding);
             cq.with_sink(|sink| {
                 path.with_state(|st| {
                     st.poll(D, &ctx, &mut |o: Outcome<'_>| {
@@ -737,7 +823,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
             path.publish_fault();
         }
         // A fault found by this progress disables the endpoint now.
-        self.usable()
+        self.usable(dom)
     }
 
     /// Enables the endpoint (`fi_enable`): opens its NIC queues and wires them to the CQs.
@@ -754,13 +840,17 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// path slots; `Device(DeviceRemoved)` when re-enabling after a fault finds the device
     /// gone; `Device(_)` when the NIC refuses a queue (in use, …) or fails to come back. On
     /// error the endpoint stays disabled and can be enabled again.
-    pub fn enable(&mut self) -> Result {
+    pub fn enable<'d, 'n, N: Nic + 'n, const D: usize>(
+        &mut self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> Result {
+        dom.check(self.domain)?;
         if self.enabled {
-            if self.fault().is_none() {
+            if self.fault(dom).is_none() {
                 return Err(Error::OpBadState);
             }
             // Disabled by a critical fault: the old queues go, the device is recovered below.
-            self.close_paths();
+            self.close_paths(dom);
             self.enabled = false;
             self.recover = true;
         }
@@ -771,7 +861,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
             return Err(Error::NoAv);
         };
         if self.recover {
-            self.domain.nic().recover()?;
+            dom.nic().recover()?;
             self.recover = false;
         }
         let framing = Framing {
@@ -782,34 +872,44 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
             encap: self.attr.encap,
         };
         let mut tx = None;
-        let mut bounce = None;
         if let (true, Some(tx_cq), Some(index)) = (self.sends, self.tx_cq, self.stx) {
             // Sends go through the shared context's queue, which reports to each operation's
             // own CQ: the CQ must fit the path's mask and the counter the op table's byte.
             if tx_cq.cq >= 64 || self.tx_cntr.is_some_and(|c| c >= usize::from(u8::MAX)) {
                 return Err(Error::Inval);
             }
-            let slot = &self.domain.paths()[index];
+            let slot = &dom.paths()[index];
             if slot.fault().is_some() {
                 return Err(Error::OpBadState);
             }
-            bounce = Some(self.domain.nic().alloc_dma(D * INJECT_SLOT)?);
+            let path = Path::shared(dom, index);
+            // One bounce slot per op-table slot serves every endpoint of the context.
+            path.with_state(|st| {
+                if st.bounce.is_none() {
+                    st.bounce = Some(dom.nic().alloc_dma(D * INJECT_SLOT)?);
+                }
+                Ok(())
+            })?;
             slot.cq_mask.fetch_or(1 << tx_cq.cq, Ordering::AcqRel);
-            tx = Some(Path::shared(self.domain, index));
+            tx = Some(path);
         } else if let (true, Some(tx_cq)) = (self.sends, self.tx_cq) {
-            bounce = Some(self.domain.nic().alloc_dma(D * INJECT_SLOT)?);
+            let bounce = dom.nic().alloc_dma(D * INJECT_SLOT)?;
             // A blocking CQ owns an interrupt vector: its queues are steered there, so that
             // one wait handle covers them (docs/architecture.md, "Waiting").
-            let config = match self.domain.cqs()[tx_cq.cq].interrupt_vector() {
+            let config = match dom.cqs()[tx_cq.cq].interrupt_vector() {
                 Some(v) => TxConfig::with_vector(v),
                 None => TxConfig::default(),
             };
-            let path = self.domain.open_tx(self.attr.tx_queue, config)?;
+            let path = dom.open_tx(self.attr.tx_queue, config)?;
+            path.with_state(|st| {
+                st.bounce = Some(bounce);
+                Ok(())
+            })?;
             path.attach(tx_cq.cq, tx_cq.flags, framing, self.tx_cntr);
             tx = Some(path);
         }
         if let (true, Some(rx_cq), Some(index)) = (self.recvs, self.rx_cq, self.srx) {
-            if let Err(e) = self.join_srx(index, rx_cq, framing) {
+            if let Err(e) = self.join_srx(dom, index, rx_cq, framing) {
                 if let (Some(p), Some(b)) = (tx, self.tx_cq) {
                     if self.stx.is_none() {
                         p.detach(b.cq);
@@ -817,13 +917,13 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
                 }
                 return Err(e);
             }
-            self.rx = Some(Path::shared(self.domain, index));
+            self.rx = Some(index);
         } else if let (true, Some(rx_cq)) = (self.recvs, self.rx_cq) {
             let mut config = RxConfig::new(self.attr.rx_buf_len);
-            if let Some(v) = self.domain.cqs()[rx_cq.cq].interrupt_vector() {
+            if let Some(v) = dom.cqs()[rx_cq.cq].interrupt_vector() {
                 config = config.with_vector(v);
             }
-            let path = match self.domain.open_rx(self.attr.rx_queue, config) {
+            let path = match dom.open_rx(self.attr.rx_queue, config) {
                 Ok(p) => p,
                 Err(e) => {
                     // Give the transmit queue back: the endpoint stays disabled.
@@ -834,10 +934,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
                 }
             };
             path.attach(rx_cq.cq, rx_cq.flags, framing, self.rx_cntr);
-            self.rx = Some(path);
+            self.rx = Some(path.index);
         }
-        self.tx = tx;
-        self.bounce = bounce;
+        self.tx = tx.map(|p| p.index);
         self.enabled = true;
         Ok(())
     }
@@ -848,14 +947,15 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     ///
     /// # Errors
     /// See [`sendmsg`](Self::sendmsg).
-    pub fn send(
+    pub fn send<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         buf: Buf<'d>,
         len: usize,
         dest: FiAddr,
         context: OpContext,
     ) -> core::result::Result<(), (Error, Buf<'d>)> {
-        self.sendmsg(buf, len, dest, None, context, self.attr.tx_op_flags)
+        self.sendmsg(dom, buf, len, dest, None, context, self.attr.tx_op_flags)
     }
 
     /// [`send`](Self::send) with remote CQ data (`fi_senddata`): the receiver's completion
@@ -863,8 +963,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     ///
     /// # Errors
     /// See [`sendmsg`](Self::sendmsg).
-    pub fn senddata(
+    pub fn senddata<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         buf: Buf<'d>,
         len: usize,
         data: u64,
@@ -872,7 +973,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         context: OpContext,
     ) -> core::result::Result<(), (Error, Buf<'d>)> {
         let flags = self.attr.tx_op_flags | OpFlags::REMOTE_CQ_DATA;
-        self.sendmsg(buf, len, dest, Some(data), context, flags)
+        self.sendmsg(dom, buf, len, dest, Some(data), context, flags)
     }
 
     /// Sends with explicit flags (`fi_sendmsg`). `FI_MORE` defers the doorbell to a later call
@@ -888,8 +989,13 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// over [`max_msg_size`](Self::max_msg_size); `Inval` for a buffer too short for header
     /// and payload or a destination not in the AV; `Again` when the ring, the op table or the
     /// CQ's credits are full (retry after reading completions).
-    pub fn sendmsg(
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "fi_sendmsg's message fields, its flags, and the domain the endpoint is in"
+    )]
+    pub fn sendmsg<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         mut buf: Buf<'d>,
         len: usize,
         dest: FiAddr,
@@ -897,7 +1003,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         context: OpContext,
         flags: OpFlags,
     ) -> core::result::Result<(), (Error, Buf<'d>)> {
-        let header = match self.check_send(len, dest, data, flags) {
+        let header = match self.check_send(dom, len, dest, data, flags) {
             Ok(h) => h,
             Err(e) => return Err((e, buf)),
         };
@@ -908,20 +1014,17 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         if let Err(e) = buf.write(0, header.emit(self.attr.encap, &mut bytes)) {
             return Err((e, buf));
         }
-        let r = self.post_tx(&[segment], buf.raw(), context, flags);
+        let r = self.post_tx(dom, &[segment], buf.raw(), context, flags);
         buf.posted(r)
     }
 
     /// Buffers a gather send may have: [`IOV_MAX`](crate::mr::IOV_MAX), or fewer where the
     /// NIC takes fewer segments per frame (one goes to ringfab's header).
-    pub fn iov_limit(&self) -> usize {
-        crate::mr::IOV_MAX.min(
-            self.domain
-                .nic()
-                .capabilities()
-                .max_tx_segments
-                .saturating_sub(1),
-        )
+    pub fn iov_limit<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> usize {
+        crate::mr::IOV_MAX.min(dom.nic().capabilities().max_tx_segments.saturating_sub(1))
     }
 
     /// Sends the buffers of `iov` as one message, in order (`fi_sendv`), with the endpoint's
@@ -936,13 +1039,14 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         clippy::result_large_err,
         reason = "decision 6: the buffers come back with the error; no allocator to box them"
     )]
-    pub fn sendv(
+    pub fn sendv<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         iov: Iov<'d>,
         dest: FiAddr,
         context: OpContext,
     ) -> core::result::Result<(), (Error, Iov<'d>)> {
-        self.sendmsgv(iov, dest, None, context, self.attr.tx_op_flags)
+        self.sendmsgv(dom, iov, dest, None, context, self.attr.tx_op_flags)
     }
 
     /// [`sendv`](Self::sendv) with explicit flags and remote CQ data (`fi_sendmsg` with an
@@ -957,8 +1061,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         clippy::result_large_err,
         reason = "decision 6: the buffers come back with the error; no allocator to box them"
     )]
-    pub fn sendmsgv(
+    pub fn sendmsgv<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         iov: Iov<'d>,
         dest: FiAddr,
         data: Option<u64>,
@@ -966,17 +1071,18 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         flags: OpFlags,
     ) -> core::result::Result<(), (Error, Iov<'d>)> {
         let n = iov.len();
-        if n == 0 || n > self.iov_limit() || (0..n).any(|i| iov.get(i).is_some_and(|b| b.1 == 0)) {
+        if n == 0 || n > self.iov_limit(dom) || (0..n).any(|i| iov.get(i).is_some_and(|b| b.1 == 0))
+        {
             return Err((Error::Inval, iov));
         }
-        let header = match self.check_send(iov.total(), dest, data, flags) {
+        let header = match self.check_send(dom, iov.total(), dest, data, flags) {
             Ok(h) => h,
             Err(e) => return Err((e, iov)),
         };
-        let (Some(tx), Some(bounce)) = (&self.tx, &self.bounce) else {
+        let Some(tx) = self.tx_path(dom) else {
             return Err((Error::OpBadState, iov));
         };
-        let cq = match self.cq_slot(self.tx_cq) {
+        let cq = match self.cq_slot(dom, self.tx_cq) {
             Ok(cq) => cq,
             Err(e) => return Err((e, iov)),
         };
@@ -1002,6 +1108,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
             // an inject's frame does: free exactly as long as that slot is.
             let slot = st.next_slot().ok_or(Error::Again)?;
             let offset = slot * INJECT_SLOT;
+            let bounce = st.bounce.as_ref().ok_or(Error::OpBadState)?;
             bounce.write_bytes(offset, bytes);
             segs[0] = TxSegment {
                 iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
@@ -1035,19 +1142,36 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// # Errors
     /// `MsgSize` over [`inject_size`](Self::inject_size); otherwise as
     /// [`sendmsg`](Self::sendmsg).
-    pub fn inject(&self, payload: &[u8], dest: FiAddr) -> Result {
-        self.inject_inner(payload, None, dest)
+    pub fn inject<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        payload: &[u8],
+        dest: FiAddr,
+    ) -> Result {
+        self.inject_inner(dom, payload, None, dest)
     }
 
     /// [`inject`](Self::inject) with remote CQ data (`fi_injectdata`).
     ///
     /// # Errors
     /// As [`inject`](Self::inject).
-    pub fn injectdata(&self, payload: &[u8], data: u64, dest: FiAddr) -> Result {
-        self.inject_inner(payload, Some(data), dest)
+    pub fn injectdata<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        payload: &[u8],
+        data: u64,
+        dest: FiAddr,
+    ) -> Result {
+        self.inject_inner(dom, payload, Some(data), dest)
     }
 
-    fn inject_inner(&self, payload: &[u8], data: Option<u64>, dest: FiAddr) -> Result {
+    fn inject_inner<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        payload: &[u8],
+        data: Option<u64>,
+        dest: FiAddr,
+    ) -> Result {
         if payload.len() > INJECT_SIZE {
             return Err(Error::MsgSize);
         }
@@ -1056,18 +1180,17 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         } else {
             OpFlags::empty()
         };
-        let header = self.check_send(payload.len(), dest, data, flags)?;
-        let (Some(tx), Some(bounce)) = (&self.tx, &self.bounce) else {
-            return Err(Error::OpBadState);
-        };
+        let header = self.check_send(dom, payload.len(), dest, data, flags)?;
+        let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
         let mut bytes = [0u8; MAX_HEADER_LEN];
         let bytes = header.emit(self.attr.encap, &mut bytes);
-        let cq = self.cq_slot(self.tx_cq)?;
+        let cq = self.cq_slot(dom, self.tx_cq)?;
         tx.with_state(|st| {
             // The bounce slot belongs to the op-table slot the post will take: it is free
             // exactly as long as that slot is.
             let slot = st.next_slot().ok_or(Error::Again)?;
             let offset = slot * INJECT_SLOT;
+            let bounce = st.bounce.as_ref().ok_or(Error::OpBadState)?;
             bounce.write_bytes(offset, bytes);
             bounce.write_bytes(offset + bytes.len(), payload);
             let len = bytes.len() + payload.len();
@@ -1096,25 +1219,23 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     }
 
     /// Checks a send and builds its header.
-    fn check_send(
+    fn check_send<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         len: usize,
         dest: FiAddr,
         data: Option<u64>,
         flags: OpFlags,
     ) -> Result<Header> {
-        self.usable()?;
+        self.usable(dom)?;
         if !TX_FLAGS_OK.contains(flags) || flags.contains(OpFlags::REMOTE_CQ_DATA) != data.is_some()
         {
             return Err(Error::BadFlags);
         }
-        if len > self.max_msg_size() {
+        if len > self.max_msg_size(dom) {
             return Err(Error::MsgSize);
         }
-        let av = self
-            .av
-            .and_then(|i| self.domain.avs().get(i))
-            .ok_or(Error::NoAv)?;
+        let av = self.av.and_then(|i| dom.avs().get(i)).ok_or(Error::NoAv)?;
         let (peer, rx) = av.lookup(dest).ok_or(Error::Inval)?;
         let (dst, dst_ctx) = if peer.mac.is_multicast() {
             (peer.mac, proto::ANY_CTX)
@@ -1149,26 +1270,35 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
 
     /// What polling one of the endpoint's paths on behalf of `binding`'s CQ needs (the CQ
     /// exists: `cq_slot` was asked first).
-    fn poll_ctx(&self, binding: Option<CqBinding>) -> crate::path::PollCtx<'d, N> {
-        let mut ctx = self.domain.poll_ctx(binding.map_or(0, |b| b.cq));
+    fn poll_ctx<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        binding: Option<CqBinding>,
+    ) -> crate::path::PollCtx<'d, N> {
+        let mut ctx = dom.poll_ctx(binding.map_or(0, |b| b.cq));
         ctx.owner = self.owner;
         ctx
     }
 
-    fn cq_slot(&self, binding: Option<CqBinding>) -> Result<CqRef<'d>> {
+    fn cq_slot<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        binding: Option<CqBinding>,
+    ) -> Result<CqRef<'d>> {
         let b = binding.ok_or(Error::NoCq)?;
-        self.domain.cq(b.cq).ok_or(Error::NoCq)
+        dom.cq(b.cq).ok_or(Error::NoCq)
     }
 
-    fn post_tx(
+    fn post_tx<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         segments: &[TxSegment],
         raw: RawBuf,
         context: OpContext,
         flags: OpFlags,
     ) -> Result {
-        let tx = self.tx.as_ref().ok_or(Error::OpBadState)?;
-        let cq = self.cq_slot(self.tx_cq)?;
+        let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
+        let cq = self.cq_slot(dom, self.tx_cq)?;
         tx.with_state(|st| {
             let r = st.post_send(&cq, segments, raw, context, flags, self.poster());
             // A refused post rings too: earlier FI_MORE posts must not wait for a call that
@@ -1186,12 +1316,13 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     ///
     /// # Errors
     /// See [`recvmsg`](Self::recvmsg).
-    pub fn recv(
+    pub fn recv<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         buf: Buf<'d>,
         context: OpContext,
     ) -> core::result::Result<(), (Error, Buf<'d>)> {
-        self.recvmsg(buf, context, self.attr.rx_op_flags)
+        self.recvmsg(dom, buf, context, self.attr.rx_op_flags)
     }
 
     /// Posts the buffers of `iov` to receive one message (`fi_recvv`), with the endpoint's
@@ -1206,8 +1337,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         clippy::result_large_err,
         reason = "decision 6: the buffers come back with the error; no allocator to box them"
     )]
-    pub fn recvv(
+    pub fn recvv<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         iov: Iov<'d>,
         context: OpContext,
     ) -> core::result::Result<(), (Error, Iov<'d>)> {
@@ -1217,7 +1349,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
         let Some(buf) = iov.into_bufs().next() else {
             return Err((Error::Inval, Iov::new()));
         };
-        self.recv(buf, context)
+        self.recv(dom, buf, context)
             .map_err(|(e, buf)| (e, Iov::from_bufs([buf])))
     }
 
@@ -1239,26 +1371,27 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// that needs more slots than the ring has descriptors; `Again` when the ring, the op
     /// table, the CQ's credits (a multi-receive buffer needs one per slot) or the path's
     /// multi-receive table are full.
-    pub fn recvmsg(
+    pub fn recvmsg<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         buf: Buf<'d>,
         context: OpContext,
         flags: OpFlags,
     ) -> core::result::Result<(), (Error, Buf<'d>)> {
-        if let Err(e) = self.usable() {
+        if let Err(e) = self.usable(dom) {
             return Err((e, buf));
         }
         if self.srx.is_some() {
             // Receives go to the shared receive context (fi_endpoint(3)).
             return Err((Error::OpNotSupp, buf));
         }
-        let Some(rx) = self.rx.as_ref() else {
+        let Some(rx) = self.rx_path(dom) else {
             return Err((Error::OpBadState, buf));
         };
         if !RX_FLAGS_OK.contains(flags) {
             return Err((Error::BadFlags, buf));
         }
-        let cq = match self.cq_slot(self.rx_cq) {
+        let cq = match self.cq_slot(dom, self.rx_cq) {
             Ok(cq) => cq,
             Err(e) => return Err((e, buf)),
         };
@@ -1306,19 +1439,26 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     ///
     /// # Errors
     /// `OpBadState` before enable.
-    pub fn cancel(&self, context: OpContext) -> Result<bool> {
-        self.usable()?;
-        for (path, binding) in [(&self.rx, self.rx_cq), (&self.tx, self.tx_cq)] {
+    pub fn cancel<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        context: OpContext,
+    ) -> Result<bool> {
+        self.usable(dom)?;
+        for (path, binding) in [
+            (self.rx_path(dom), self.rx_cq),
+            (self.tx_path(dom), self.tx_cq),
+        ] {
             let Some(path) = path.as_ref() else {
                 continue;
             };
-            let cq = self.cq_slot(binding)?;
-            let ctx = self.poll_ctx(binding);
+            let cq = self.cq_slot(dom, binding)?;
+            let ctx = self.poll_ctx(dom, binding);
             // CQ lock first, then the path's: the order `read` takes them in.
             let found =
                 cq.with_sink(|sink| path.with_state(|st| Ok(st.cancel(context, &ctx, sink))))??;
             if found {
-                self.wake_readers(&cq);
+                self.wake_readers(dom, &cq);
                 return Ok(true);
             }
         }
@@ -1327,10 +1467,14 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
 
     /// A software insertion raises no interrupt: wake a reader blocked on `cq` through its
     /// vector's handle.
-    fn wake_readers(&self, cq: &CqSlot) {
+    fn wake_readers<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        cq: &CqSlot,
+    ) {
         if let Some(v) = cq.interrupt_vector() {
             if cq.has_sleepers() {
-                if let Ok(w) = self.domain.nic().irq(v) {
+                if let Ok(w) = dom.nic().irq(v) {
                     w.notify();
                 }
             }
@@ -1341,30 +1485,46 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     ///
     /// # Errors
     /// `OpBadState` before enable.
-    pub fn tx_size_left(&self) -> Result<usize> {
-        self.size_left(self.tx.as_ref(), self.tx_cq)
+    pub fn tx_size_left<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> Result<usize> {
+        self.size_left(dom, self.tx_path(dom), self.tx_cq)
     }
 
     /// Receive operations that can be posted now (`fi_rx_size_left`).
     ///
     /// # Errors
     /// `OpBadState` before enable.
-    pub fn rx_size_left(&self) -> Result<usize> {
-        self.size_left(self.rx.as_ref(), self.rx_cq)
+    pub fn rx_size_left<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> Result<usize> {
+        self.size_left(dom, self.rx_path(dom), self.rx_cq)
     }
 
-    fn size_left(&self, path: Option<&Path<'d, 'n, N, D>>, b: Option<CqBinding>) -> Result<usize> {
-        self.usable()?;
+    fn size_left<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        path: Option<Path<'d, 'n, N, D>>,
+        b: Option<CqBinding>,
+    ) -> Result<usize> {
+        self.usable(dom)?;
         let path = path.ok_or(Error::OpBadState)?;
-        let credits = self.cq_slot(b)?.credits();
+        let credits = self.cq_slot(dom, b)?.credits();
         path.with_state(|st| Ok(st.free_slots().min(credits)))
     }
 
     /// Frames received on this endpoint's queue that were not ringfab frames for it (other
     /// protocols, other contexts, malformed headers) and were dropped, their buffers reposted.
-    pub fn dropped_frames(&self) -> u64 {
-        self.rx
-            .as_ref()
+    pub fn dropped_frames<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> u64 {
+        if dom.id() != self.domain {
+            return 0;
+        }
+        self.rx_path(dom)
             .and_then(|rx| rx.with_state(|st| Ok(st.dropped)).ok())
             .unwrap_or(0)
     }
@@ -1416,9 +1576,25 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
 
     /// Closes the endpoint (`fi_close`): outstanding operations are discarded without
     /// completions (owned buffers return to their regions), the queues go back to the NIC,
-    /// and the CQs and AV are unbound.
-    pub fn close(self) {
-        drop(self);
+    /// and the CQs and AV are unbound. (Dropping the handle instead leaves all of that to
+    /// the domain's end.)
+    ///
+    /// # Errors
+    /// `Err((Domain, self))` for another domain's endpoint.
+    #[allow(
+        clippy::result_large_err,
+        reason = "fi_close hands the handle back on error, as every close does; without an \
+                  allocator there is no box to put it in, and close is not on the data path"
+    )]
+    pub fn close<N: Nic, const D: usize>(
+        mut self,
+        dom: &Domain<'_, N, D>,
+    ) -> core::result::Result<(), (Error, Self)> {
+        if let Err(e) = dom.check(self.domain) {
+            return Err((e, self));
+        }
+        self.shut(dom);
+        Ok(())
     }
 }
 
@@ -1440,13 +1616,14 @@ fn multi_recv_slots(len: u32, slot_len: u32, min: usize) -> Result<u32> {
 /// direction. It borrows the endpoint, so the endpoint cannot be closed — released — while an
 /// alias lives (fi_endpoint(3): "all allocated aliases must be closed for the underlying
 /// endpoint to be released"), and aliases need no bookkeeping of their own.
-pub struct Alias<'e, 'd, 'n, N: Nic + 'n, const D: usize> {
-    ep: &'e Endpoint<'d, 'n, N, D>,
+#[derive(Debug)]
+pub struct Alias<'e> {
+    ep: &'e Endpoint,
     tx_op_flags: OpFlags,
     rx_op_flags: OpFlags,
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
+impl Endpoint {
     /// Creates an alias (`fi_ep_alias`): `flags` holds exactly one of `TRANSMIT` and `RECV`,
     /// and `op_flags` become that direction's defaults for operations posted through the alias;
     /// the other direction inherits the endpoint's.
@@ -1454,7 +1631,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     /// # Errors
     /// `Inval` unless exactly one direction is named; `BadFlags` for op flags that direction
     /// does not accept.
-    pub fn alias(&self, which: BindFlags, op_flags: OpFlags) -> Result<Alias<'_, 'd, 'n, N, D>> {
+    pub fn alias(&self, which: BindFlags, op_flags: OpFlags) -> Result<Alias<'_>> {
         let (mut tx, mut rx) = (self.attr.tx_op_flags, self.attr.rx_op_flags);
         set_op_flags_in(&mut tx, &mut rx, which, op_flags)?;
         Ok(Alias {
@@ -1465,32 +1642,34 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 'n, N, D> {
     }
 }
 
-impl<'e, 'd, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 'n, N, D> {
+impl<'e> Alias<'e> {
     /// [`Endpoint::send`] with the alias's transmit flags.
     ///
     /// # Errors
     /// As [`Endpoint::sendmsg`].
-    pub fn send(
+    pub fn send<'d, N: Nic, const D: usize>(
         &self,
+        dom: &'d Domain<'_, N, D>,
         buf: Buf<'d>,
         len: usize,
         dest: FiAddr,
         context: OpContext,
     ) -> core::result::Result<(), (Error, Buf<'d>)> {
         self.ep
-            .sendmsg(buf, len, dest, None, context, self.tx_op_flags)
+            .sendmsg(dom, buf, len, dest, None, context, self.tx_op_flags)
     }
 
     /// [`Endpoint::recv`] with the alias's receive flags.
     ///
     /// # Errors
     /// As [`Endpoint::recvmsg`].
-    pub fn recv(
+    pub fn recv<'d, N: Nic, const D: usize>(
         &self,
+        dom: &'d Domain<'_, N, D>,
         buf: Buf<'d>,
         context: OpContext,
     ) -> core::result::Result<(), (Error, Buf<'d>)> {
-        self.ep.recvmsg(buf, context, self.rx_op_flags)
+        self.ep.recvmsg(dom, buf, context, self.rx_op_flags)
     }
 
     /// `fi_control(FI_GETOPSFLAG)` on the alias.
@@ -1511,7 +1690,7 @@ impl<'e, 'd, 'n, N: Nic + 'n, const D: usize> Alias<'e, 'd, 'n, N, D> {
     }
 
     /// The endpoint the alias belongs to.
-    pub fn endpoint(&self) -> &'e Endpoint<'d, 'n, N, D> {
+    pub fn endpoint(&self) -> &'e Endpoint {
         self.ep
     }
 }
@@ -1548,11 +1727,5 @@ fn direction(which: BindFlags) -> Result<Dir> {
         (true, false, 0) => Ok(Dir::Tx),
         (false, true, 0) => Ok(Dir::Rx),
         _ => Err(Error::Inval),
-    }
-}
-
-impl<N: Nic, const D: usize> Drop for Endpoint<'_, '_, N, D> {
-    fn drop(&mut self) {
-        self.shut();
     }
 }

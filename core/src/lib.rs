@@ -32,20 +32,20 @@
 //! let (cq_a, cq_b) = (a.open_cq::<Msg>(&CqAttr::default())?, b.open_cq::<Msg>(&CqAttr::default())?);
 //! let (av_a, av_b) = (a.open_av(&AvAttr::default())?, b.open_av(&AvAttr::default())?);
 //! let (mut ep_a, mut ep_b) = (a.endpoint(&EpAttr::default())?, b.endpoint(&EpAttr::default())?);
-//! for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
-//!     ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
-//!     ep.bind_av(av)?;
-//!     ep.enable()?;
+//! for (d, ep, cq, av) in [(&a, &mut ep_a, &cq_a, &av_a), (&b, &mut ep_b, &cq_b, &av_b)] {
+//!     ep.bind_cq(d, cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
+//!     ep.bind_av(d, av)?;
+//!     ep.enable(d)?;
 //! }
 //! let mut peer = [ringfab::av::FiAddr::NOTAVAIL];
-//! av_a.insert(&[ep_b.name()], &mut peer)?;
+//! av_a.insert(&a, &[ep_b.name()], &mut peer)?;
 //!
 //! let mr = b.register(vec![0u8; 4096])?;
-//! ep_b.recv(mr.alloc(2048)?, OpContext(7)).map_err(|(e, _)| e)?;
-//! ep_a.inject(b"hello", peer[0])?;
+//! ep_b.recv(&b, mr.alloc(&b, 2048)?, OpContext(7)).map_err(|(e, _)| e)?;
+//! ep_a.inject(&a, b"hello", peer[0])?;
 //! wire.run_until_idle(); // the emulated wire carries frames when asked; a real one needs no call
 //! let mut done = [MsgEntry::default(); 1];
-//! assert_eq!(cq_b.read(&mut done)?, 1);
+//! assert_eq!(cq_b.read(&b, &mut done)?, 1);
 //! assert_eq!((done[0].op_context, done[0].len), (OpContext(7), 5));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -150,14 +150,14 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// # use ringfab::{domain::Domain, storage::Storage};
     /// # fn f<N: ringfab::hal::Nic>(d: &Domain<'_, N>) -> ringfab::Result {
     /// let mr = d.register(vec![0u8; 64 * 2048])?;
-    /// let buf = mr.alloc(2048)?;
+    /// let buf = mr.alloc(d, 2048)?;
     /// # let _ = buf; Ok(()) }
     /// ```
     ///
     /// # Errors
     /// `Inval` for empty memory; `Full(Mrs)` when every MR slot is taken; `Device(_)` when the
     /// platform refuses the mapping (owned memory is freed then).
-    pub fn register(&self, mem: impl Into<Memory>) -> Result<MemoryRegion<'_, 'n, N, D>> {
+    pub fn register(&self, mem: impl Into<Memory>) -> Result<MemoryRegion> {
         match mem.into() {
             Memory::Static(mem) => {
                 let len = mem.len();
@@ -190,11 +190,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// `cpu..cpu+len` must stay valid, and be accessed only through the [`Buf`]s of this region,
     /// until the domain's paths are closed and the region is closed — that is, until no
     /// descriptor of the NIC can name it any more.
-    pub unsafe fn register_raw(
-        &self,
-        cpu: NonNull<u8>,
-        len: usize,
-    ) -> Result<MemoryRegion<'_, 'n, N, D>> {
+    pub unsafe fn register_raw(&self, cpu: NonNull<u8>, len: usize) -> Result<MemoryRegion> {
         // SAFETY: the caller's promise is `map`'s.
         unsafe {
             self.map(
@@ -216,7 +212,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         cpu: NonNull<u8>,
         len: usize,
         #[cfg(feature = "alloc")] owned: Option<OwnedMemory>,
-    ) -> Result<MemoryRegion<'_, 'n, N, D>> {
+    ) -> Result<MemoryRegion> {
         if len == 0 {
             return Err(Error::Inval);
         }
@@ -237,7 +233,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
                 owned,
             });
             return Ok(MemoryRegion {
-                domain: self,
+                domain: self.id(),
                 index,
             });
         }
@@ -245,42 +241,47 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     }
 }
 
-/// A registered region (`fid_mr`): an index into the domain's MR slab.
+/// A registered region (`fid_mr`): an index into its domain's MR table. Its methods take the
+/// domain it was registered in (another domain's is `Domain`).
 ///
-/// Dropping the handle closes the region if no buffer of it is alive; otherwise it stays
-/// registered (use [`close`](Self::close) to be told).
-pub struct MemoryRegion<'d, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'d Domain<'n, N, D>,
+/// Dropping the handle leaves the region registered until the domain goes; [`close`](Self::close)
+/// unmaps it.
+#[derive(Debug)]
+pub struct MemoryRegion {
+    domain: u32,
     index: usize,
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> MemoryRegion<'d, 'n, N, D> {
-    fn slot(&self) -> &'d MrSlot<N> {
-        &self.domain.mrs()[self.index]
+impl MemoryRegion {
+    fn slot<'d, N: Nic, const D: usize>(&self, dom: &'d Domain<'_, N, D>) -> Result<&'d MrSlot<N>> {
+        dom.check(self.domain)?;
+        dom.mrs().get(self.index).ok_or(Error::Domain)
     }
 
-    /// The region's index in the MR slab.
+    /// The region's index in the domain's MR table.
     pub fn index(&self) -> usize {
         self.index
     }
 
-    /// Bytes registered.
-    pub fn len(&self) -> usize {
-        self.slot().state.lock().as_ref().map_or(0, |st| st.len)
-    }
-
-    /// Whether the region is empty (never: registration refuses empty memory).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// Bytes registered (0 for another domain's region).
+    pub fn len<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> usize {
+        self.slot(dom)
+            .ok()
+            .and_then(|s| s.state.lock().as_ref().map(|st| st.len))
+            .unwrap_or(0)
     }
 
     /// Device address of the region's first byte.
-    pub fn iova(&self) -> Iova {
-        self.slot()
+    ///
+    /// # Errors
+    /// `Domain` for another domain; `OpBadState` if the region is closed.
+    pub fn iova<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> Result<Iova> {
+        self.slot(dom)?
             .state
             .lock()
             .as_ref()
-            .map_or(Iova(0), |st| st.mapping.iova())
+            .map(|st| st.mapping.iova())
+            .ok_or(Error::OpBadState)
     }
 
     /// Carves the next `len` bytes (from a [`BUF_ALIGN`] boundary, and inside one [`PAGE`] of
@@ -289,13 +290,18 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> MemoryRegion<'d, 'n, N, D> {
     /// is closed.
     ///
     /// # Errors
-    /// `Inval` for a zero or over-`u32` length; `NoMem` when the region has no room left.
-    pub fn alloc(&self, len: usize) -> Result<Buf<'d>> {
+    /// `Inval` for a zero or over-`u32` length; `NoMem` when the region has no room left;
+    /// `Domain` for another domain.
+    pub fn alloc<'d, N: Nic, const D: usize>(
+        &self,
+        dom: &'d Domain<'_, N, D>,
+        len: usize,
+    ) -> Result<Buf<'d>> {
         let len32 = u32::try_from(len).map_err(|_| Error::Inval)?;
         if len == 0 {
             return Err(Error::Inval);
         }
-        let slot = self.slot();
+        let slot = self.slot(dom)?;
         let mut guard = slot.state.lock();
         let st = guard.as_mut().ok_or(Error::OpBadState)?;
         // Alignment is of device addresses (the region's memory need not be page-aligned).
@@ -327,31 +333,32 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> MemoryRegion<'d, 'n, N, D> {
     }
 
     /// Buffers of this region still alive (held by the application or posted).
-    pub fn outstanding(&self) -> usize {
-        self.slot().outstanding.load(Ordering::Acquire)
+    pub fn outstanding<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> usize {
+        self.slot(dom)
+            .map_or(0, |s| s.outstanding.load(Ordering::Acquire))
     }
 
-    /// Closes the region (`fi_close`): unmaps it.
+    /// Closes the region (`fi_close`): unmaps it (and frees memory it owns).
     ///
     /// # Errors
-    /// `Err((Error::Busy, self))` while any of its buffers is alive.
-    pub fn close(self) -> core::result::Result<(), (Error, Self)> {
-        if self.outstanding() > 0 {
+    /// `Err((Error::Busy, self))` while any of its buffers is alive; `Domain` for another
+    /// domain.
+    pub fn close<N: Nic, const D: usize>(
+        self,
+        dom: &Domain<'_, N, D>,
+    ) -> core::result::Result<(), (Error, Self)> {
+        let slot = match self.slot(dom) {
+            Ok(slot) => slot,
+            Err(e) => return Err((e, self)),
+        };
+        let mut guard = slot.state.lock();
+        if slot.outstanding.load(Ordering::Acquire) > 0 {
+            drop(guard);
             return Err((Error::Busy, self));
         }
-        drop(self);
+        // Dropping the mapping unmaps the memory.
+        *guard = None;
         Ok(())
-    }
-}
-
-impl<N: Nic, const D: usize> Drop for MemoryRegion<'_, '_, N, D> {
-    fn drop(&mut self) {
-        let slot = self.slot();
-        let mut guard = slot.state.lock();
-        if slot.outstanding.load(Ordering::Acquire) == 0 {
-            // Dropping the mapping unmaps the memory.
-            *guard = None;
-        }
     }
 }
 

@@ -654,6 +654,11 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     pub(crate) srx: [Option<SrxEp>; SRX_MAX],
     /// Gather sends in flight (`Op::iov`).
     iov: [IovRec; IOV_POOL],
+    /// A transmit path of endpoints: one inject bounce slot per op-table slot (an inject's
+    /// frame, a gather send's header), free exactly as long as that slot is. Declared after
+    /// `queue`, so it is freed only once the queue that could read it has stopped — and it
+    /// lives with the path, not with an endpoint handle that could be dropped first.
+    pub(crate) bounce: Option<N::Dma>,
 }
 
 /// Endpoints one shared context takes (owner numbers are bits of a `u32`).
@@ -820,6 +825,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             shared: false,
             srx: [None; SRX_MAX],
             iov: [IovRec::FREE; IOV_POOL],
+            bounce: None,
         }
     }
 
@@ -1757,33 +1763,44 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 /// The queue of a shared context (`crate::stx`, `crate::srx`): what both kinds share — the
 /// endpoints bound to it (owner numbers in the slot), and the rule that a context dropped
 /// while endpoints are bound leaves the queue to the last of them to close.
-pub(crate) struct SharedPath<'d, 'n, N: Nic + 'n, const D: usize> {
-    pub(crate) domain: &'d Domain<'n, N, D>,
-    pub(crate) path: Path<'d, 'n, N, D>,
+#[derive(Debug)]
+pub(crate) struct SharedPath {
+    /// The id of the domain the queue is in.
+    pub(crate) domain: u32,
+    /// Its path slot index.
+    pub(crate) index: usize,
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> SharedPath<'d, 'n, N, D> {
-    fn slot(&self) -> &'d PathSlot<'n, N, D> {
-        &self.domain.paths()[self.path.index]
+impl SharedPath {
+    /// The queue's path in `dom`.
+    ///
+    /// # Errors
+    /// `Domain` for a domain the context is not of.
+    pub(crate) fn path<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> Result<Path<'d, 'n, N, D>> {
+        dom.check(self.domain)?;
+        Ok(Path::at(dom, self.index))
     }
 
-    /// Endpoints bound now.
-    pub(crate) fn endpoints(&self) -> usize {
-        self.slot().owners.load(Ordering::Acquire).count_ones() as usize
-    }
-
-    /// The path slot index of the queue.
-    pub(crate) fn index(&self) -> usize {
-        self.path.index
+    /// Endpoints bound now (0 for a domain the context is not of).
+    pub(crate) fn endpoints<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> usize {
+        self.path(dom).map_or(0, |p| {
+            p.slot().owners.load(Ordering::Acquire).count_ones() as usize
+        })
     }
 
     /// The context goes: closes the queue now if no endpoint is bound (`true`); otherwise
     /// the last endpoint to leave closes it.
-    pub(crate) fn release(&self) -> bool {
-        let slot = self.slot();
+    pub(crate) fn release<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> bool {
+        let Ok(path) = self.path(dom) else {
+            return false;
+        };
+        let slot = path.slot();
         slot.orphaned.store(true, Ordering::Release);
         if slot.owners.load(Ordering::Acquire) == 0 && slot.orphaned.swap(false, Ordering::AcqRel) {
-            self.path.close_shared();
+            path.close_shared();
             return true;
         }
         false
@@ -2623,6 +2640,9 @@ const SEND_FLAGS_OK: OpFlags = OpFlags::COMPLETION
 pub struct Path<'d, 'n, N: Nic + 'n, const D: usize> {
     pub(crate) domain: &'d Domain<'n, N, D>,
     pub(crate) index: usize,
+    /// Whether dropping this handle may close the path: the handle `open_tx`/`open_rx` gave;
+    /// not a view made from an index an endpoint or context keeps ([`Path::at`]).
+    pub(crate) closes: bool,
 }
 
 impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
@@ -2774,7 +2794,17 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
     /// A handle on shared path `index` for an endpoint bound to it (dropping it closes
     /// nothing: a shared path is closed by its context, or by its last endpoint).
     pub(crate) fn shared(domain: &'d Domain<'n, N, D>, index: usize) -> Self {
-        Path { domain, index }
+        Self::at(domain, index)
+    }
+
+    /// A view of path `index` that closes nothing when dropped: how an endpoint or a context,
+    /// which keep their paths as indices, reach them.
+    pub(crate) fn at(domain: &'d Domain<'n, N, D>, index: usize) -> Self {
+        Path {
+            domain,
+            index,
+            closes: false,
+        }
     }
 
     /// Makes the freshly opened transmit path a shared one (`fi_stx_context`): no CQ of its
@@ -2813,7 +2843,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
             // Withdrawn with the queue, whoever closes it last (the context or its last
             // endpoint): left behind, the address would keep the NIC steering by address,
             // which refuses RSS. Nothing to report from a close.
-            let _ = self.domain.nic().set_rx_queue_mac(index, None);
+            let _ = self.domain.steer_queue(index, None);
         }
     }
 
@@ -2838,6 +2868,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
 
 impl<'n, N: Nic + 'n, const D: usize> Drop for Path<'_, 'n, N, D> {
     fn drop(&mut self) {
+        if !self.closes {
+            return;
+        }
         let slot = &self.domain.paths()[self.index];
         let mut guard = slot.state.lock();
         if guard

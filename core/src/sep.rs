@@ -34,7 +34,7 @@
 //! arrives while no context is enabled goes to queue 0, and is dropped there if context 0 is not
 //! listening, as a datagram to a closed endpoint is. A receive context a critical fault disabled
 //! stays in the table (its queue takes no frames, so its flows are lost) until its `enable`
-//! recovers it or it is closed. Dropping the scalable endpoint turns RSS off again.
+//! recovers it or it is closed. Closing the scalable endpoint turns RSS off again.
 //!
 //! Frames sent by any transmit context carry the scalable endpoint's address as their source,
 //! so a receiver that inserted that one address resolves all of them (`FI_SOURCE`).
@@ -42,8 +42,10 @@
 //! # Lifetime
 //!
 //! A context borrows its scalable endpoint, so the endpoint cannot be closed while a context
-//! is open — fi_endpoint(3)'s `-FI_EBUSY`, enforced by the compiler. Dropping a context closes
-//! it (its queue goes back to the NIC, a receive context's address is withdrawn).
+//! is open — fi_endpoint(3)'s `-FI_EBUSY`, enforced by the compiler. [`Context::close`]
+//! closes a context (its queue goes back to the NIC, a receive context's address is
+//! withdrawn, its index is free again); a context handle dropped without it keeps its index
+//! and leaves its queue to the domain's end.
 
 use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -105,8 +107,10 @@ pub struct CtxAttr {
 }
 
 /// A scalable endpoint. See the [module documentation](self).
-pub struct ScalableEndpoint<'d, 'n, N: Nic + 'n, const D: usize> {
-    domain: &'d Domain<'n, N, D>,
+#[derive(Debug)]
+pub struct ScalableEndpoint {
+    /// The id of the domain it belongs to.
+    domain: u32,
     attr: SepAttr,
     av: Option<usize>,
     /// Contexts open, one bit each.
@@ -126,7 +130,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// encapsulation; `OpNotSupp` for more than one named receive context on a NIC that cannot
     /// steer by address, or for RSS on a NIC without it (see the module documentation);
     /// `Device(Unsupported)` for RSS while the NIC steers by address for another user.
-    pub fn scalable_endpoint(&self, attr: &SepAttr) -> Result<ScalableEndpoint<'_, 'n, N, D>> {
+    pub fn scalable_endpoint(&self, attr: &SepAttr) -> Result<ScalableEndpoint> {
         let caps = self.nic().capabilities();
         let (tx, rx) = (attr.tx_ctx_cnt, attr.rx_ctx_cnt);
         if tx == 0 || rx == 0 || tx > caps.tx_queues.min(MAX_CONTEXTS) {
@@ -156,7 +160,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             return Err(Error::OpNotSupp);
         }
         let sep = ScalableEndpoint {
-            domain: self,
+            domain: self.id(),
             attr: *attr,
             av: None,
             tx_open: AtomicU32::new(0),
@@ -166,22 +170,22 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         if attr.rss {
             // Off until a context is enabled; this also finds out now, not at the first
             // enable, whether the NIC takes RSS at all (it refuses while it steers by address).
-            sep.feed(None)?;
+            sep.feed(self, None)?;
         }
         Ok(sep)
     }
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 'n, N, D> {
+impl ScalableEndpoint {
     /// The attributes.
     pub fn attr(&self) -> &SepAttr {
         &self.attr
     }
 
     /// The scalable endpoint's address (`fi_getname`): the station address, context 0.
-    pub fn name(&self) -> EpAddr {
+    pub fn name<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> EpAddr {
         EpAddr {
-            mac: self.domain.nic().capabilities().mac,
+            mac: dom.nic().capabilities().mac,
             ctx: 0,
         }
     }
@@ -190,14 +194,19 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 'n, N, D> {
     ///
     /// # Errors
     /// `Inval` if one is bound already; `Domain` for an AV of another domain.
-    pub fn bind_av(&mut self, av: &AddressVector<'_, 'n, N, D>) -> Result {
-        if !core::ptr::eq(av.domain(), self.domain) {
+    pub fn bind_av<'d, 'n, N: Nic + 'n, const D: usize>(
+        &mut self,
+        dom: &'d Domain<'n, N, D>,
+        av: &AddressVector,
+    ) -> Result {
+        dom.check(self.domain)?;
+        if av.domain_id() != self.domain {
             return Err(Error::Domain);
         }
         if self.av.is_some() {
             return Err(Error::Inval);
         }
-        self.domain.avs().at(av.index()).bind();
+        dom.avs().at(av.index()).bind();
         self.av = Some(av.index());
         Ok(())
     }
@@ -208,8 +217,13 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 'n, N, D> {
     /// # Errors
     /// `NoAv` before [`bind_av`](Self::bind_av); `Inval` for an index at or above
     /// `tx_ctx_cnt`; `Busy` if that context is open; `BadFlags` for flags a transmit refuses.
-    pub fn tx_context(&self, index: u16, attr: &CtxAttr) -> Result<Context<'_, 'd, 'n, N, D>> {
-        self.context(Dir::Tx, index, attr)
+    pub fn tx_context<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        index: u16,
+        attr: &CtxAttr,
+    ) -> Result<Context<'_>> {
+        self.context(dom, Dir::Tx, index, attr)
     }
 
     /// Opens receive context `index` (`fi_rx_context`): NIC receive queue `index`, listening
@@ -217,11 +231,23 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 'n, N, D> {
     ///
     /// # Errors
     /// As [`tx_context`](Self::tx_context); `Device(_)` if the NIC refuses the address.
-    pub fn rx_context(&self, index: u16, attr: &CtxAttr) -> Result<Context<'_, 'd, 'n, N, D>> {
-        self.context(Dir::Rx, index, attr)
+    pub fn rx_context<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        index: u16,
+        attr: &CtxAttr,
+    ) -> Result<Context<'_>> {
+        self.context(dom, Dir::Rx, index, attr)
     }
 
-    fn context(&self, dir: Dir, index: u16, attr: &CtxAttr) -> Result<Context<'_, 'd, 'n, N, D>> {
+    fn context<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        dir: Dir,
+        index: u16,
+        attr: &CtxAttr,
+    ) -> Result<Context<'_>> {
+        dom.check(self.domain)?;
         let av = self.av.ok_or(Error::NoAv)?;
         let (count, open) = match dir {
             Dir::Tx => (self.attr.tx_ctx_cnt, &self.tx_open),
@@ -234,9 +260,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 'n, N, D> {
         if open.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
             return Err(Error::Busy);
         }
-        // From here on the bit is ours: `Context::drop` clears it, so build the context
-        // first and let its drop undo everything on a later error.
-        let base = self.name();
+        // From here on the bit is ours: `Context::shut` clears it, so build the context
+        // first and let it undo everything on a later error.
+        let base = self.name(dom);
         let mut ep_attr = EpAttr {
             ep_type: EpType::Dgram,
             tx_queue: index,
@@ -267,27 +293,39 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> ScalableEndpoint<'d, 'n, N, D> {
             }
         };
         let mut ctx = Context {
-            ep: Endpoint::new(self.domain, ep_attr, dirs, local, base),
+            ep: Endpoint::new(dom, ep_attr, dirs, local, base),
             sep: self,
             dir,
             index,
         };
-        ctx.ep.check_op_flags()?;
-        ctx.ep.bind_av_index(av);
-        if let (Dir::Rx, true, false) = (dir, index > 0, self.attr.rss) {
-            self.domain.nic().set_rx_queue_mac(index, Some(local.mac))?;
-            ctx.ep.set_steered(index);
+        let set_up = ctx.ep.check_op_flags().and_then(|()| {
+            ctx.ep.bind_av_index(dom, av);
+            if let (Dir::Rx, true, false) = (dir, index > 0, self.attr.rss) {
+                dom.steer_queue(index, Some(local.mac))?;
+                ctx.ep.set_steered(index);
+            }
+            Ok(())
+        });
+        match set_up {
+            Ok(()) => Ok(ctx),
+            Err(e) => {
+                ctx.shut(dom);
+                Err(e)
+            }
         }
-        Ok(ctx)
     }
 }
 
-impl<N: Nic, const D: usize> ScalableEndpoint<'_, '_, N, D> {
+impl ScalableEndpoint {
     /// Changes the set of receive contexts RSS feeds — `Some((index, true))` adds one,
     /// `Some((index, false))` takes one out — and programs the NIC's redirection table over
     /// the contexts then fed (RSS off when none is). On error the set is left as it was.
-    fn feed(&self, change: Option<(u16, bool)>) -> Result {
-        let Some(caps) = self.domain.nic().capabilities().rss else {
+    fn feed<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        change: Option<(u16, bool)>,
+    ) -> Result {
+        let Some(caps) = dom.nic().capabilities().rss else {
             return Err(Error::OpNotSupp);
         };
         let mut fed = self.rss_fed.lock();
@@ -313,9 +351,7 @@ impl<N: Nic, const D: usize> ScalableEndpoint<'_, '_, N, D> {
             h.ipv4_udp = caps.hashes.ipv4_udp;
             h
         };
-        self.domain
-            .nic()
-            .set_rss(&RssConfig { key, table, hashes })?;
+        dom.program_rss(&RssConfig { key, table, hashes })?;
         *fed = mask;
         Ok(())
     }
@@ -334,15 +370,28 @@ fn rss_key(key: &mut [u8]) {
     }
 }
 
-impl<N: Nic, const D: usize> Drop for ScalableEndpoint<'_, '_, N, D> {
-    fn drop(&mut self) {
+impl ScalableEndpoint {
+    /// Closes the scalable endpoint (`fi_close`): RSS off, the AV unbound. Its contexts must
+    /// be closed first (they borrow it). (Dropping the handle instead leaves that to the
+    /// domain's end.)
+    ///
+    /// # Errors
+    /// `Err((Domain, self))` for another domain's endpoint.
+    pub fn close<N: Nic, const D: usize>(
+        mut self,
+        dom: &Domain<'_, N, D>,
+    ) -> core::result::Result<(), (Error, Self)> {
+        if let Err(e) = dom.check(self.domain) {
+            return Err((e, self));
+        }
         if self.attr.rss {
             // Every context is closed (they borrow the endpoint): the set is empty, RSS off.
-            let _ = self.feed(None);
+            let _ = self.feed(dom, None);
         }
         if let Some(av) = self.av.take() {
-            self.domain.avs().at(av).unbind();
+            dom.avs().at(av).unbind();
         }
+        Ok(())
     }
 }
 
@@ -355,14 +404,15 @@ enum Dir {
 /// A transmit or receive context of a scalable endpoint: a one-directional [`Endpoint`] (it
 /// dereferences to one: bind its CQ, enable it, post on it) that borrows its scalable
 /// endpoint.
-pub struct Context<'e, 'd, 'n, N: Nic + 'n, const D: usize> {
-    ep: Endpoint<'d, 'n, N, D>,
-    sep: &'e ScalableEndpoint<'d, 'n, N, D>,
+#[derive(Debug)]
+pub struct Context<'e> {
+    ep: Endpoint,
+    sep: &'e ScalableEndpoint,
     dir: Dir,
     index: u16,
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> Context<'_, 'd, 'n, N, D> {
+impl Context<'_> {
     /// The context's index.
     pub fn index(&self) -> u16 {
         self.index
@@ -379,41 +429,62 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Context<'_, 'd, 'n, N, D> {
     /// # Errors
     /// As [`Endpoint::enable`], plus the NIC's error programming RSS — the context is enabled
     /// then, but RSS does not feed it until an `enable` succeeds.
-    pub fn enable(&mut self) -> Result {
-        self.ep.enable()?;
+    pub fn enable<N: Nic, const D: usize>(&mut self, dom: &Domain<'_, N, D>) -> Result {
+        self.ep.enable(dom)?;
         if self.dir == Dir::Rx && self.sep.attr.rss {
-            self.sep.feed(Some((self.index, true)))?;
+            self.sep.feed(dom, Some((self.index, true)))?;
         }
         Ok(())
     }
-}
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> Deref for Context<'_, 'd, 'n, N, D> {
-    type Target = Endpoint<'d, 'n, N, D>;
-    fn deref(&self) -> &Self::Target {
-        &self.ep
+    /// Closes the context (`fi_close`): out of the RSS table first (a receive context fed by
+    /// RSS), then as [`Endpoint::close`]; its index can be opened again. (Dropping the handle
+    /// instead keeps the index taken and leaves the queues to the domain's end.)
+    ///
+    /// # Errors
+    /// `Err((Domain, self))` for another domain's context.
+    #[allow(
+        clippy::result_large_err,
+        reason = "fi_close hands the handle back on error, as every close does; without an \
+                  allocator there is no box to put it in, and close is not on the data path"
+    )]
+    pub fn close<N: Nic, const D: usize>(
+        mut self,
+        dom: &Domain<'_, N, D>,
+    ) -> core::result::Result<(), (Error, Self)> {
+        if let Err(e) = dom.check(self.ep.domain_id()) {
+            return Err((e, self));
+        }
+        self.shut(dom);
+        Ok(())
     }
-}
 
-impl<N: Nic, const D: usize> DerefMut for Context<'_, '_, '_, N, D> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.ep
-    }
-}
-
-impl<N: Nic, const D: usize> Drop for Context<'_, '_, '_, N, D> {
-    fn drop(&mut self) {
+    /// What `close` does, in place.
+    fn shut<N: Nic, const D: usize>(&mut self, dom: &Domain<'_, N, D>) {
         if self.dir == Dir::Rx && self.sep.attr.rss {
             // Out of the table before its queue closes. Should the NIC refuse, frames hashed
             // here are dropped at the closed queue, as at any closed endpoint.
-            let _ = self.sep.feed(Some((self.index, false)));
+            let _ = self.sep.feed(dom, Some((self.index, false)));
         }
         // Close the context's queues first, so the index is free only once they are.
-        self.ep.shut();
+        self.ep.shut(dom);
         let open = match self.dir {
             Dir::Tx => &self.sep.tx_open,
             Dir::Rx => &self.sep.rx_open,
         };
         open.fetch_and(!(1u32 << self.index), Ordering::AcqRel);
+    }
+}
+
+impl Deref for Context<'_> {
+    type Target = Endpoint;
+    fn deref(&self) -> &Self::Target {
+        &self.ep
+    }
+}
+
+impl DerefMut for Context<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.ep
     }
 }

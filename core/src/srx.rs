@@ -63,8 +63,9 @@ impl Default for SrxAttr {
 const SRX_FLAGS_OK: OpFlags = OpFlags::COMPLETION.union(OpFlags::MORE);
 
 /// A shared receive context. See the [module documentation](self).
-pub struct SharedRxContext<'d, 'n, N: Nic + 'n, const D: usize> {
-    queue: SharedPath<'d, 'n, N, D>,
+#[derive(Debug)]
+pub struct SharedRxContext {
+    queue: SharedPath,
     attr: SrxAttr,
     mac: MacAddr,
 }
@@ -77,7 +78,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// outside `header + 1 ..= max_rx_buf_len` (the header of `attr.encap`); `NoMem` without a
     /// free path slot; `Device(_)` when the NIC refuses the queue or cannot steer an address to
     /// it.
-    pub fn srx_context(&self, attr: &SrxAttr) -> Result<SharedRxContext<'_, 'n, N, D>> {
+    pub fn srx_context(&self, attr: &SrxAttr) -> Result<SharedRxContext> {
         if !SRX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
         }
@@ -92,7 +93,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             caps.mac
         } else {
             let mac = proto::context_mac(caps.mac, attr.rx_queue);
-            self.nic().set_rx_queue_mac(attr.rx_queue, Some(mac))?;
+            self.steer_queue(attr.rx_queue, Some(mac))?;
             mac
         };
         path.make_shared(Framing {
@@ -103,14 +104,17 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             encap: attr.encap,
         });
         Ok(SharedRxContext {
-            queue: SharedPath { domain: self, path },
+            queue: SharedPath {
+                domain: self.id(),
+                index: path.index,
+            },
             attr: *attr,
             mac,
         })
     }
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 'n, N, D> {
+impl SharedRxContext {
     /// The attributes it was opened with.
     pub fn attr(&self) -> &SrxAttr {
         &self.attr
@@ -122,8 +126,8 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 'n, N, D> {
     }
 
     /// Endpoints bound to it now.
-    pub fn endpoints(&self) -> usize {
-        self.queue.endpoints()
+    pub fn endpoints<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> usize {
+        self.queue.endpoints(dom)
     }
 
     /// Posts `buf` for any endpoint bound to the context (`fi_recv` on the `fid_srx`), with
@@ -133,12 +137,13 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 'n, N, D> {
     ///
     /// # Errors
     /// See [`recvmsg`](Self::recvmsg).
-    pub fn recv(
+    pub fn recv<'d, N: Nic, const D: usize>(
         &self,
+        dom: &'d Domain<'_, N, D>,
         buf: Buf<'d>,
         context: OpContext,
     ) -> core::result::Result<(), (Error, Buf<'d>)> {
-        self.recvmsg(buf, context, self.attr.op_flags)
+        self.recvmsg(dom, buf, context, self.attr.op_flags)
     }
 
     /// [`recv`](Self::recv) with explicit flags (`fi_recvmsg`): `FI_COMPLETION` (for
@@ -148,8 +153,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 'n, N, D> {
     /// The buffer comes back with the error: `BadFlags` for other flags (`FI_MULTI_RECV` is
     /// not built here); `Inval` for a buffer shorter than the queue's buffer size;
     /// `OpBadState` after a critical fault of the queue; `Again` when the ring is full.
-    pub fn recvmsg(
+    pub fn recvmsg<'d, N: Nic, const D: usize>(
         &self,
+        dom: &'d Domain<'_, N, D>,
         buf: Buf<'d>,
         context: OpContext,
         flags: OpFlags,
@@ -157,8 +163,12 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 'n, N, D> {
         if !SRX_FLAGS_OK.contains(flags) {
             return Err((Error::BadFlags, buf));
         }
+        let path = match self.queue.path(dom) {
+            Ok(path) => path,
+            Err(e) => return Err((e, buf)),
+        };
         let raw = buf.raw();
-        let r = self.queue.path.with_state(|st| {
+        let r = path.with_state(|st| {
             let Queue::Rx(q) = &st.queue else {
                 return Err(Error::OpBadState);
             };
@@ -184,11 +194,15 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 'n, N, D> {
     ///
     /// # Errors
     /// `OpBadState` after the queue was closed. `Ok(None)`: no such receive waits.
-    pub fn cancel(&self, context: OpContext) -> Result<Option<Buf<'d>>> {
-        let mrs = self.queue.domain.mrs();
+    pub fn cancel<'d, N: Nic, const D: usize>(
+        &self,
+        dom: &'d Domain<'_, N, D>,
+        context: OpContext,
+    ) -> Result<Option<Buf<'d>>> {
+        let mrs = dom.mrs();
         let raw = self
             .queue
-            .path
+            .path(dom)?
             .with_state(|st| Ok(st.cancel_srx(context, mrs)))?;
         Ok(raw.and_then(|raw| owner_of(mrs, raw.mr).map(|o| Buf::from_raw(raw, o))))
     }
@@ -197,8 +211,8 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 'n, N, D> {
     ///
     /// # Errors
     /// `OpBadState` after the queue was closed.
-    pub fn rx_size_left(&self) -> Result<usize> {
-        self.queue.path.with_state(|st| Ok(st.free_slots()))
+    pub fn rx_size_left<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> Result<usize> {
+        self.queue.path(dom)?.with_state(|st| Ok(st.free_slots()))
     }
 
     /// Closes it (`fi_close`): the receives still posted are discarded, their buffers back
@@ -206,32 +220,44 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> SharedRxContext<'d, 'n, N, D> {
     ///
     /// # Errors
     /// `Err((Error::Busy, self))` while an endpoint is bound: it stays usable.
-    #[allow(
-        clippy::result_large_err,
-        reason = "fi_close's Busy hands the handle back, as the CQ's close does"
-    )]
-    pub fn close(self) -> core::result::Result<(), (Error, Self)> {
-        if self.endpoints() != 0 {
+    pub fn close<N: Nic, const D: usize>(
+        self,
+        dom: &Domain<'_, N, D>,
+    ) -> core::result::Result<(), (Error, Self)> {
+        if let Err(e) = dom.check(self.queue.domain) {
+            return Err((e, self));
+        }
+        if self.endpoints(dom) != 0 {
             return Err((Error::Busy, self));
         }
-        drop(self);
+        self.queue.release(dom);
         Ok(())
     }
 
-    pub(crate) fn domain(&self) -> &'d Domain<'n, N, D> {
+    /// Lets it go whether or not endpoints are bound: closed now if none is; otherwise
+    /// endpoints still bound keep the queue (and its address), and the last one to leave
+    /// closes the queue, the address going with it (`SharedPath::close_shared`).
+    ///
+    /// # Errors
+    /// `Err((Domain, self))` for another domain's context.
+    pub fn release<N: Nic, const D: usize>(
+        self,
+        dom: &Domain<'_, N, D>,
+    ) -> core::result::Result<(), (Error, Self)> {
+        if let Err(e) = dom.check(self.queue.domain) {
+            return Err((e, self));
+        }
+        self.queue.release(dom);
+        Ok(())
+    }
+
+    /// The id of the domain it belongs to.
+    pub(crate) fn domain_id(&self) -> u32 {
         self.queue.domain
     }
 
     /// The path slot index of its queue.
     pub(crate) fn path_index(&self) -> usize {
-        self.queue.index()
-    }
-}
-
-impl<N: Nic, const D: usize> Drop for SharedRxContext<'_, '_, N, D> {
-    fn drop(&mut self) {
-        // Endpoints still bound keep the queue (and its address); the last one to leave
-        // closes the queue, and the address goes with it (`SharedPath::close_shared`).
-        self.queue.release();
+        self.queue.index
     }
 }

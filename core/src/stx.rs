@@ -47,8 +47,9 @@ pub struct StxAttr {
 }
 
 /// A shared transmit context. See the [module documentation](self).
-pub struct SharedTxContext<'d, 'n, N: Nic + 'n, const D: usize> {
-    queue: SharedPath<'d, 'n, N, D>,
+#[derive(Debug)]
+pub struct SharedTxContext {
+    queue: SharedPath,
     attr: StxAttr,
 }
 
@@ -58,7 +59,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// # Errors
     /// `BadFlags` for op flags no DGRAM transmit takes; `NoMem` without a free path slot;
     /// `Device(_)` when the NIC refuses the queue.
-    pub fn stx_context(&self, attr: &StxAttr) -> Result<SharedTxContext<'_, 'n, N, D>> {
+    pub fn stx_context(&self, attr: &StxAttr) -> Result<SharedTxContext> {
         if !TX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
         }
@@ -76,51 +77,68 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             encap: attr.encap,
         });
         Ok(SharedTxContext {
-            queue: SharedPath { domain: self, path },
+            queue: SharedPath {
+                domain: self.id(),
+                index: path.index,
+            },
             attr: *attr,
         })
     }
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize> SharedTxContext<'d, 'n, N, D> {
+impl SharedTxContext {
     /// The attributes it was opened with.
     pub fn attr(&self) -> &StxAttr {
         &self.attr
     }
 
     /// Endpoints bound to it now.
-    pub fn endpoints(&self) -> usize {
-        self.queue.endpoints()
+    pub fn endpoints<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> usize {
+        self.queue.endpoints(dom)
     }
 
     /// Closes it (`fi_close`).
     ///
     /// # Errors
-    /// `Err((Error::Busy, self))` while an endpoint is bound: it stays usable.
-    #[allow(
-        clippy::result_large_err,
-        reason = "fi_close's Busy hands the handle back, as the CQ's close does"
-    )]
-    pub fn close(self) -> core::result::Result<(), (Error, Self)> {
-        if self.endpoints() != 0 {
+    /// `Err((Error::Busy, self))` while an endpoint is bound: it stays usable; `Domain` for
+    /// another domain.
+    pub fn close<N: Nic, const D: usize>(
+        self,
+        dom: &Domain<'_, N, D>,
+    ) -> core::result::Result<(), (Error, Self)> {
+        if let Err(e) = dom.check(self.queue.domain) {
+            return Err((e, self));
+        }
+        if self.endpoints(dom) != 0 {
             return Err((Error::Busy, self));
         }
-        drop(self);
+        self.queue.release(dom);
         Ok(())
     }
 
-    pub(crate) fn domain(&self) -> &'d Domain<'n, N, D> {
+    /// Lets it go whether or not endpoints are bound: closed now if none is, otherwise by the
+    /// last of them to close.
+    ///
+    /// # Errors
+    /// `Err((Domain, self))` for another domain's context.
+    pub fn release<N: Nic, const D: usize>(
+        self,
+        dom: &Domain<'_, N, D>,
+    ) -> core::result::Result<(), (Error, Self)> {
+        if let Err(e) = dom.check(self.queue.domain) {
+            return Err((e, self));
+        }
+        self.queue.release(dom);
+        Ok(())
+    }
+
+    /// The id of the domain it belongs to.
+    pub(crate) fn domain_id(&self) -> u32 {
         self.queue.domain
     }
 
     /// The path slot index of its queue.
     pub(crate) fn path_index(&self) -> usize {
-        self.queue.index()
-    }
-}
-
-impl<N: Nic, const D: usize> Drop for SharedTxContext<'_, '_, N, D> {
-    fn drop(&mut self) {
-        self.queue.release();
+        self.queue.index
     }
 }

@@ -140,16 +140,17 @@ fn msg_attr(size: usize) -> CqAttr {
 /// Everything readable now, `Again` excluded: `Ok` entries and `Err` error entries in the
 /// order the CQ delivered them.
 fn drain<N: Nic, F: Format>(
-    cq: &mut CompletionQueue<'_, '_, N, D, F>,
+    dom: &Domain<'_, N, D>,
+    cq: &mut CompletionQueue<N, F>,
 ) -> Vec<Result<F::Entry, ErrEntry>> {
     let mut all = Vec::new();
     let mut buf = [F::Entry::default(); 8];
     loop {
-        match cq.read(&mut buf) {
+        match cq.read(dom, &mut buf) {
             Ok(n) => all.extend(buf[..n].iter().copied().map(Ok)),
             Err(Error::Avail) => {
                 let mut e = ErrEntry::default();
-                cq.readerr(&mut e, None, 0).unwrap();
+                cq.readerr(dom, &mut e, None, 0).unwrap();
                 all.push(Err(e));
             }
             Err(Error::Again) => return all,
@@ -257,8 +258,8 @@ where
     let mut cq_b = dom_b.open_cq::<F>(&attr).unwrap();
     let tx = dom_a.open_tx(0, TxConfig::default()).unwrap();
     let rx = dom_b.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
-    cq_a.bind(&tx, BindFlags::TRANSMIT).unwrap();
-    cq_b.bind(&rx, BindFlags::RECV).unwrap();
+    cq_a.bind(&dom_a, &tx, BindFlags::TRANSMIT).unwrap();
+    cq_b.bind(&dom_b, &rx, BindFlags::RECV).unwrap();
 
     let rx_mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
     let tx_mem = p.a.platform().alloc_dma(BUF * SLOTS).unwrap();
@@ -266,8 +267,8 @@ where
     assert_eq!(rx.post_recvs(&posts), Ok(5));
     send_frames(&p, &tx, &tx_mem, 0..5, &[FRAME - 10, FRAME, 70, 200, 60]);
 
-    let sent = drain(&mut cq_a);
-    let got = drain(&mut cq_b);
+    let sent = drain(&dom_a, &mut cq_a);
+    let got = drain(&dom_b, &mut cq_b);
     assert_eq!(sent.len(), 5);
     assert_eq!(got.len(), 5);
     for (i, e) in sent.iter().enumerate() {
@@ -302,7 +303,7 @@ where
         }
     }
     assert_eq!(
-        (cq_a.credits(), cq_b.credits()),
+        (cq_a.credits(&dom_a), cq_b.credits(&dom_b)),
         (16, 16),
         "all credits back"
     );
@@ -367,8 +368,8 @@ fn a_hundred_thousand_mixed_completions_arrive_once_each_in_posting_order<T: Tes
     let mut cq_b = dom_b.open_cq::<Msg>(&msg_attr(64)).unwrap();
     let tx = dom_a.open_tx(0, TxConfig::default()).unwrap();
     let rx = dom_b.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
-    cq_a.bind(&tx, BindFlags::TRANSMIT).unwrap();
-    cq_b.bind(&rx, BindFlags::RECV).unwrap();
+    cq_a.bind(&dom_a, &tx, BindFlags::TRANSMIT).unwrap();
+    cq_b.bind(&dom_b, &rx, BindFlags::RECV).unwrap();
     let rx_mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
     let tx_mem = p.a.platform().alloc_dma(BUF * SLOTS).unwrap();
 
@@ -409,7 +410,7 @@ fn a_hundred_thousand_mixed_completions_arrive_once_each_in_posting_order<T: Tes
         send_frames(&p, &tx, &tx_mem, seq..seq + n, &[]);
         seq += n;
 
-        for e in drain(&mut cq_a) {
+        for e in drain(&dom_a, &mut cq_a) {
             let e = e.expect("no transmit fails");
             assert_eq!(
                 e.op_context.0 as u64,
@@ -418,7 +419,7 @@ fn a_hundred_thousand_mixed_completions_arrive_once_each_in_posting_order<T: Tes
             );
             tx_seen += 1;
         }
-        for e in drain(&mut cq_b) {
+        for e in drain(&dom_b, &mut cq_b) {
             let ctx = match e {
                 Ok(ok) => {
                     assert_eq!(ok.len, FRAME);
@@ -464,7 +465,7 @@ fn a_hundred_thousand_mixed_completions_arrive_once_each_in_posting_order<T: Tes
         assert_eq!((crc_errors, status_errors), (0, status_injected));
     }
     assert_eq!(
-        (cq_a.credits(), cq_b.credits()),
+        (cq_a.credits(&dom_a), cq_b.credits(&dom_b)),
         (64, 64),
         "no credit leaked"
     );
@@ -488,13 +489,13 @@ fn rig_b<'d, 'n, T: TestNic>(
     dom: &'d Domain<'n, T::Nic, D>,
     size: usize,
 ) -> (
-    CompletionQueue<'d, 'n, T::Nic, D, Msg>,
+    CompletionQueue<T::Nic, Msg>,
     Path<'d, 'n, T::Nic, D>,
     EmuDma,
 ) {
     let cq = dom.open_cq::<Msg>(&msg_attr(size)).unwrap();
     let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
-    cq.bind(&rx, BindFlags::RECV).unwrap();
+    cq.bind(dom, &rx, BindFlags::RECV).unwrap();
     (cq, rx, p.b.platform().alloc_dma(BUF * SLOTS).unwrap())
 }
 
@@ -519,16 +520,16 @@ fn error_at_head_gives_earlier_successes_then_avail_then_readerr_then_the_rest<T
 
     // One read polls all five: two delivered, the error and the two behind it kept in order.
     let mut out = [MsgEntry::default(); 8];
-    assert_eq!(cq.read(&mut out), Ok(2));
+    assert_eq!(cq.read(&dom, &mut out), Ok(2));
     assert_eq!(contexts(&out[..2]), [0, 1]);
-    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    assert_eq!(cq.read(&dom, &mut out), Err(Error::Avail));
     assert_eq!(
-        cq.read(&mut out),
+        cq.read(&dom, &mut out),
         Err(Error::Avail),
         "until readerr takes it"
     );
     let mut e = ErrEntry::default();
-    cq.readerr(&mut e, None, 0).unwrap();
+    cq.readerr(&dom, &mut e, None, 0).unwrap();
     assert_eq!(e.op_context, OpContext(2));
     assert_eq!(e.err, 5, "EIO, positive");
     assert_eq!(e.flags, CompletionFlags::RECV | CompletionFlags::MSG);
@@ -537,10 +538,10 @@ fn error_at_head_gives_earlier_successes_then_avail_then_readerr_then_the_rest<T
         (T::rx_error(FRAME).0, T::rx_error(FRAME).2),
         "a frame error keeps the checked length, a refused status none"
     );
-    assert_eq!(cq.readerr(&mut e, None, 0).err(), Some(Error::Again));
-    assert_eq!(cq.read(&mut out), Ok(2));
+    assert_eq!(cq.readerr(&dom, &mut e, None, 0).err(), Some(Error::Again));
+    assert_eq!(cq.read(&dom, &mut out), Ok(2));
     assert_eq!(contexts(&out[..2]), [3, 4]);
-    assert_eq!(cq.read(&mut out), Err(Error::Again));
+    assert_eq!(cq.read(&dom, &mut out), Err(Error::Again));
 }
 
 fn readerr_is_again_while_a_success_is_at_the_head_and_badflags_with_flags<T: TestNic>() {
@@ -553,14 +554,17 @@ fn readerr_is_again_while_a_success_is_at_the_head_and_badflags_with_flags<T: Te
     T::rx_error_next(&p);
     sender.send_seq(&p, 1..2);
     let mut e = ErrEntry::default();
-    assert_eq!(cq.readerr(&mut e, None, 1).err(), Some(Error::BadFlags));
+    assert_eq!(
+        cq.readerr(&dom, &mut e, None, 1).err(),
+        Some(Error::BadFlags)
+    );
     // Count 0 moves the success into the aux queue: a success is now at the head.
-    assert_eq!(cq.read(&mut []), Ok(0));
-    assert_eq!(cq.readerr(&mut e, None, 0).err(), Some(Error::Again));
+    assert_eq!(cq.read(&dom, &mut []), Ok(0));
+    assert_eq!(cq.readerr(&dom, &mut e, None, 0).err(), Some(Error::Again));
     let mut out = [MsgEntry::default(); 1];
-    assert_eq!(cq.read(&mut out), Ok(1));
-    assert_eq!(cq.read(&mut out), Err(Error::Avail));
-    assert!(cq.readerr(&mut e, None, 0).is_ok());
+    assert_eq!(cq.read(&dom, &mut out), Ok(1));
+    assert_eq!(cq.read(&dom, &mut out), Err(Error::Avail));
+    assert!(cq.readerr(&dom, &mut e, None, 0).is_ok());
 }
 
 fn read_with_count_zero_is_zero_when_something_is_queued_and_again_when_not<T: TestNic>() {
@@ -568,14 +572,18 @@ fn read_with_count_zero_is_zero_when_something_is_queued_and_again_when_not<T: T
     let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, rx, mem) = rig_b(&p, &dom, 16);
     let mut sender = RawSender::new(&p);
-    assert_eq!(cq.read(&mut []), Err(Error::Again));
+    assert_eq!(cq.read(&dom, &mut []), Err(Error::Again));
     post_n(&rx, &mem, 0..1);
     sender.send_seq(&p, 0..1);
-    assert_eq!(cq.read(&mut []), Ok(0));
-    assert_eq!(cq.read(&mut []), Ok(0), "still queued: nothing consumed");
+    assert_eq!(cq.read(&dom, &mut []), Ok(0));
+    assert_eq!(
+        cq.read(&dom, &mut []),
+        Ok(0),
+        "still queued: nothing consumed"
+    );
     let mut out = [MsgEntry::default(); 4];
-    assert_eq!(cq.read(&mut out), Ok(1));
-    assert_eq!(cq.read(&mut []), Err(Error::Again));
+    assert_eq!(cq.read(&dom, &mut out), Ok(1));
+    assert_eq!(cq.read(&dom, &mut []), Err(Error::Again));
 }
 
 fn readerr_copies_err_data_into_the_callers_buffer_or_points_at_the_cqs_own<T: TestNic>() {
@@ -593,12 +601,12 @@ fn readerr_copies_err_data_into_the_callers_buffer_or_points_at_the_cqs_own<T: T
     let n = bits.len();
 
     // Caller buffer: a copy, err_data keeps the caller's pointer.
-    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    assert_eq!(cq.read(&dom, &mut out), Err(Error::Avail));
     let mut user = [0xaau8; 16];
     let user_addr = user.as_ptr() as usize;
     let mut e = ErrEntry::default();
     assert_eq!(
-        cq.readerr(&mut e, Some(&mut user), 0),
+        cq.readerr(&dom, &mut e, Some(&mut user), 0),
         Ok(ErrDataOut::Copied(n))
     );
     assert_eq!((e.err_data, e.err_data_size), (BufAddr(user_addr), n));
@@ -608,9 +616,9 @@ fn readerr_copies_err_data_into_the_callers_buffer_or_points_at_the_cqs_own<T: T
     assert_eq!((e.olen, e.src_addr), (0, ADDR_NOTAVAIL));
 
     // No buffer: err_data points at the CQ's own copy, kept while the borrow lives.
-    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    assert_eq!(cq.read(&dom, &mut out), Err(Error::Avail));
     let mut e = ErrEntry::default();
-    let data = cq.readerr(&mut e, None, 0).unwrap();
+    let data = cq.readerr(&dom, &mut e, None, 0).unwrap();
     let ErrDataOut::Provider(s) = data else {
         panic!("expected the CQ's buffer, got {data:?}")
     };
@@ -624,7 +632,7 @@ fn readerr_copies_err_data_into_the_callers_buffer_or_points_at_the_cqs_own<T: T
     // strerror names the bit with the NIC's table, or shows the status it refused.
     let mut text = [0u8; 128];
     let mut w = SliceWriter::new(&mut text);
-    cq.strerror(Some(Error::Io), e.prov_errno, &s, &mut w)
+    cq.strerror(&dom, Some(Error::Io), e.prov_errno, &s, &mut w)
         .unwrap();
     let want = match T::RX_CRC_ERROR {
         Some(bits) => {
@@ -651,11 +659,11 @@ fn a_frame_longer_than_the_posted_length_is_etrunc_with_olen<T: TestNic>() {
     assert_eq!(rx.post_recvs(&[post]), Ok(1));
     sender.send_seq(&p, 0..1);
     let mut out = [MsgEntry::default(); 4];
-    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    assert_eq!(cq.read(&dom, &mut out), Err(Error::Avail));
     let mut e = ErrEntry::default();
     let mut user = [0u8; 8];
     assert_eq!(
-        cq.readerr(&mut e, Some(&mut user), 0),
+        cq.readerr(&dom, &mut e, Some(&mut user), 0),
         Ok(ErrDataOut::Copied(0))
     );
     assert_eq!(e.op_context, OpContext(7));
@@ -666,7 +674,7 @@ fn a_frame_longer_than_the_posted_length_is_etrunc_with_olen<T: TestNic>() {
         (0, 0),
         "ringfab's own error"
     );
-    assert_eq!(cq.credits(), 16);
+    assert_eq!(cq.credits(&dom), 16);
 }
 
 fn a_device_length_lie_is_an_eio_error_entry_with_both_lengths<T: TestNic>() {
@@ -682,11 +690,11 @@ fn a_device_length_lie_is_an_eio_error_entry_with_both_lengths<T: TestNic>() {
     });
     sender.send_seq(&p, 0..1);
     let mut out = [MsgEntry::default(); 4];
-    assert_eq!(cq.read(&mut out), Err(Error::Avail));
+    assert_eq!(cq.read(&dom, &mut out), Err(Error::Avail));
     let mut e = ErrEntry::default();
     let mut user = [0u8; 16];
     assert_eq!(
-        cq.readerr(&mut e, Some(&mut user), 0),
+        cq.readerr(&dom, &mut e, Some(&mut user), 0),
         Ok(ErrDataOut::Copied(8))
     );
     assert_eq!((e.err, e.prov_errno, e.len), (5, 2, 0));
@@ -708,12 +716,12 @@ fn posting_beyond_the_cqs_credits_is_again_and_no_completion_is_lost<T: TestNic>
         "only as many as the CQ can owe"
     );
     assert_eq!(rx.post_recvs(&posts[4..]), Err(Error::Again));
-    assert_eq!(cq.credits(), 0);
+    assert_eq!(cq.credits(&dom), 0);
     sender.send_seq(&p, 0..4);
     let mut out = [MsgEntry::default(); 8];
-    assert_eq!(cq.read(&mut out), Ok(4));
+    assert_eq!(cq.read(&dom, &mut out), Ok(4));
     assert_eq!(contexts(&out[..4]), [0, 1, 2, 3]);
-    assert_eq!(cq.credits(), 4, "delivery releases the credits");
+    assert_eq!(cq.credits(&dom), 4, "delivery releases the credits");
     assert_eq!(rx.post_recvs(&posts[4..]), Ok(2));
 }
 
@@ -730,7 +738,7 @@ fn a_full_ring_is_again_and_gives_the_credit_back<T: TestNic>() {
     }
     assert_eq!(rx.post_recvs(&posts[posted..]), Err(Error::Again));
     assert_eq!(
-        cq.credits(),
+        cq.credits(&dom),
         2 * D - posted,
         "the refused post holds no credit"
     );
@@ -747,19 +755,19 @@ fn an_uncredited_entry_finding_no_room_overruns_valid_entries_first_then_overrun
     sender.send_seq(&p, 0..2);
     // Two receives owe two slots; two more fit, the fifth entry overruns.
     assert_eq!(
-        cq.report_uncredited(OpContext::NULL, Error::AddrNotAvail),
+        cq.report_uncredited(&dom, OpContext::NULL, Error::AddrNotAvail),
         Ok(())
     );
     assert_eq!(
-        cq.report_uncredited(OpContext::NULL, Error::AddrNotAvail),
+        cq.report_uncredited(&dom, OpContext::NULL, Error::AddrNotAvail),
         Ok(())
     );
-    assert!(!cq.is_overrun());
+    assert!(!cq.is_overrun(&dom));
     assert_eq!(
-        cq.report_uncredited(OpContext::NULL, Error::AddrNotAvail),
+        cq.report_uncredited(&dom, OpContext::NULL, Error::AddrNotAvail),
         Err(Error::Overrun)
     );
-    assert!(cq.is_overrun());
+    assert!(cq.is_overrun(&dom));
     assert_eq!(
         rx.post_recvs(&[recv(&mem, 9)]),
         Err(Error::OpBadState),
@@ -770,20 +778,23 @@ fn an_uncredited_entry_finding_no_room_overruns_valid_entries_first_then_overrun
     let mut out = [MsgEntry::default(); 8];
     let mut e = ErrEntry::default();
     for _ in 0..2 {
-        assert_eq!(cq.read(&mut out), Err(Error::Avail));
-        cq.readerr(&mut e, None, 0).unwrap();
+        assert_eq!(cq.read(&dom, &mut out), Err(Error::Avail));
+        cq.readerr(&dom, &mut e, None, 0).unwrap();
         assert_eq!((e.err, e.op_context), (99, OpContext::NULL));
     }
     assert_eq!(
-        cq.read(&mut out),
+        cq.read(&dom, &mut out),
         Ok(2),
         "receives posted before the overrun"
     );
     assert_eq!(contexts(&out[..2]), [0, 1]);
     for _ in 0..3 {
-        assert_eq!(cq.read(&mut out), Err(Error::Overrun));
-        assert_eq!(cq.read(&mut []), Err(Error::Overrun));
-        assert_eq!(cq.readerr(&mut e, None, 0).err(), Some(Error::Overrun));
+        assert_eq!(cq.read(&dom, &mut out), Err(Error::Overrun));
+        assert_eq!(cq.read(&dom, &mut []), Err(Error::Overrun));
+        assert_eq!(
+            cq.readerr(&dom, &mut e, None, 0).err(),
+            Some(Error::Overrun)
+        );
     }
 }
 
@@ -794,8 +805,12 @@ fn selective_completion_reports_only_requested_sends_and_releases_every_credit<T
     let dom = domain(&p.nic_a, 1, 1, 64);
     let cq = dom.open_cq::<Msg>(&msg_attr(64)).unwrap();
     let tx = dom.open_tx(0, TxConfig::default()).unwrap();
-    cq.bind(&tx, BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION)
-        .unwrap();
+    cq.bind(
+        &dom,
+        &tx,
+        BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION,
+    )
+    .unwrap();
     let mem = p.a.platform().alloc_dma(BUF * SLOTS).unwrap();
     write_bytes(&mem, 0, &frame(0));
     let seg = [TxSegment {
@@ -819,13 +834,17 @@ fn selective_completion_reports_only_requested_sends_and_releases_every_credit<T
             .collect();
         assert_eq!(tx.post_sends(&posts), Ok(40));
         p.wire.run_until_idle();
-        while let Ok(n) = cq.read(&mut out) {
+        while let Ok(n) = cq.read(&dom, &mut out) {
             reported.extend(contexts(&out[..n]));
         }
     }
     let want: Vec<usize> = (0..800).filter(|i| i % 5 == 4).collect();
     assert_eq!(reported, want);
-    assert_eq!(cq.credits(), 64, "silent successes gave their credits back");
+    assert_eq!(
+        cq.credits(&dom),
+        64,
+        "silent successes gave their credits back"
+    );
 }
 
 // ---- round robin over several paths ----
@@ -836,8 +855,8 @@ fn read_takes_turns_between_bound_paths_and_keeps_each_ones_order<T: TestNic>() 
     let cq = dom.open_cq::<Msg>(&msg_attr(64)).unwrap();
     let tx0 = dom.open_tx(0, TxConfig::default()).unwrap();
     let tx1 = dom.open_tx(1, TxConfig::default()).unwrap();
-    cq.bind(&tx0, BindFlags::TRANSMIT).unwrap();
-    cq.bind(&tx1, BindFlags::TRANSMIT).unwrap();
+    cq.bind(&dom, &tx0, BindFlags::TRANSMIT).unwrap();
+    cq.bind(&dom, &tx1, BindFlags::TRANSMIT).unwrap();
     let mem = p.a.platform().alloc_dma(BUF).unwrap();
     write_bytes(&mem, 0, &frame(0));
     let seg = [TxSegment {
@@ -857,7 +876,7 @@ fn read_takes_turns_between_bound_paths_and_keeps_each_ones_order<T: TestNic>() 
     p.wire.run_until_idle();
     let mut out = [MsgEntry::default(); 4];
     let mut batches = Vec::new();
-    while let Ok(n) = cq.read(&mut out) {
+    while let Ok(n) = cq.read(&dom, &mut out) {
         batches.push(contexts(&out[..n]));
     }
     assert_eq!(
@@ -878,26 +897,34 @@ fn close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left<T
     let dom = domain(&p.nic_b, 1, 1, 16);
     let cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
-    cq.bind(&rx, BindFlags::RECV).unwrap();
+    cq.bind(&dom, &rx, BindFlags::RECV).unwrap();
     let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
     let mut sender = RawSender::new(&p);
     post_n(&rx, &mem, 0..3);
-    assert_eq!(cq.unbind(&rx), Err(Error::Busy), "operations outstanding");
+    assert_eq!(
+        cq.unbind(&dom, &rx),
+        Err(Error::Busy),
+        "operations outstanding"
+    );
     T::rx_error_next(&p);
     sender.send_seq(&p, 0..3);
     let mut out = [MsgEntry::default(); 4];
-    assert_eq!(cq.read(&mut out), Err(Error::Avail), "three entries queued");
-    let (err, cq) = cq.close().unwrap_err();
+    assert_eq!(
+        cq.read(&dom, &mut out),
+        Err(Error::Avail),
+        "three entries queued"
+    );
+    let (err, cq) = cq.close(&dom).unwrap_err();
     assert_eq!(err, Error::Busy);
     assert_eq!(
-        cq.read(&mut out),
+        cq.read(&dom, &mut out),
         Err(Error::Avail),
         "still usable after Busy"
     );
     let (err, rx) = rx.close().unwrap_err();
     assert_eq!(err, Error::Busy, "a bound path is busy too");
     assert_eq!(
-        cq.bind(&rx, BindFlags::RECV),
+        cq.bind(&dom, &rx, BindFlags::RECV),
         Err(Error::Inval),
         "bound twice"
     );
@@ -907,13 +934,24 @@ fn close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left<T
         "the domain's one hardware queue is taken"
     );
 
-    assert_eq!(cq.unbind(&rx), Ok(()), "every operation has completed");
-    assert!(cq.close().is_ok(), "closed, the three entries discarded");
+    assert_eq!(
+        cq.unbind(&dom, &rx),
+        Ok(()),
+        "every operation has completed"
+    );
+    assert!(
+        cq.close(&dom).is_ok(),
+        "closed, the three entries discarded"
+    );
 
     let cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     assert_eq!(cq.index(), 0, "the same slot");
-    assert_eq!(cq.read(&mut out), Err(Error::Again), "nothing carried over");
-    assert_eq!(cq.credits(), 16);
+    assert_eq!(
+        cq.read(&dom, &mut out),
+        Err(Error::Again),
+        "nothing carried over"
+    );
+    assert_eq!(cq.credits(&dom), 16);
     assert!(rx.close().is_ok(), "an unbound path closes");
 }
 
@@ -924,13 +962,14 @@ fn bind_needs_the_paths_direction_and_posting_needs_a_binding<T: TestNic>() {
     let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
     let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
     assert_eq!(rx.post_recvs(&[recv(&mem, 0)]), Err(Error::NoCq));
-    assert_eq!(cq.bind(&rx, BindFlags::TRANSMIT), Err(Error::Inval));
+    assert_eq!(cq.bind(&dom, &rx, BindFlags::TRANSMIT), Err(Error::Inval));
     assert_eq!(
-        cq.read(&mut [MsgEntry::default()]),
+        cq.read(&dom, &mut [MsgEntry::default()]),
         Err(Error::Again),
         "unbound: Again"
     );
-    cq.bind(&rx, BindFlags::TRANSMIT | BindFlags::RECV).unwrap();
+    cq.bind(&dom, &rx, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
     assert_eq!(rx.post_recvs(&[recv(&mem, 0)]), Ok(1));
 }
 
@@ -1051,12 +1090,12 @@ fn cancel_all_turns_unfilled_receives_into_ecanceled_entries_and_frees_the_path<
     post_n(&rx, &mem, 0..4);
     sender.send_seq(&p, 0..1);
     assert_eq!(
-        cq.unbind(&rx),
+        cq.unbind(&dom, &rx),
         Err(Error::Busy),
         "four receives outstanding"
     );
     rx.cancel_all();
-    let got = drain(&mut cq);
+    let got = drain(&dom, &mut cq);
     assert_eq!(got.len(), 4);
     assert_eq!(
         got[0].map(|e| e.op_context),
@@ -1072,8 +1111,8 @@ fn cancel_all_turns_unfilled_receives_into_ecanceled_entries_and_frees_the_path<
             "FI_ECANCELED, receive flushed"
         );
     }
-    assert_eq!(cq.credits(), 16);
-    assert_eq!(cq.unbind(&rx), Ok(()));
+    assert_eq!(cq.credits(&dom), 16);
+    assert_eq!(cq.unbind(&dom, &rx), Ok(()));
     post_n_fails_without_cq(&rx, &mem);
 }
 
@@ -1085,7 +1124,7 @@ fn domain_and_handles_can_be_shared_between_threads<T: TestNic>() {
     fn shared<T: Send + Sync>() {}
     shared::<Domain<'static, T::Nic, D>>();
     shared::<Path<'static, 'static, T::Nic, D>>();
-    shared::<CompletionQueue<'static, 'static, T::Nic, D, Msg>>();
+    shared::<CompletionQueue<T::Nic, Msg>>();
 }
 
 fn a_failed_send_that_asked_for_no_completion_still_reports_its_error_with_context<T: TestNic>() {
@@ -1093,8 +1132,12 @@ fn a_failed_send_that_asked_for_no_completion_still_reports_its_error_with_conte
     let dom = domain(&p.nic_a, 1, 1, 16);
     let mut cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let tx = dom.open_tx(0, TxConfig::default()).unwrap();
-    cq.bind(&tx, BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION)
-        .unwrap();
+    cq.bind(
+        &dom,
+        &tx,
+        BindFlags::TRANSMIT | BindFlags::SELECTIVE_COMPLETION,
+    )
+    .unwrap();
     let mem = p.a.platform().alloc_dma(BUF).unwrap();
     // The guard page after `mem` is never mapped: the device's read faults and the ring stalls
     // (the Intel NICs) or the device stops until a reset (virtio), as the driver suite's IOMMU
@@ -1113,7 +1156,7 @@ fn a_failed_send_that_asked_for_no_completion_still_reports_its_error_with_conte
     assert_eq!(tx.post_sends(&posts), Ok(3));
     p.wire.run_until_idle();
     tx.cancel_all();
-    let got = drain(&mut cq);
+    let got = drain(&dom, &mut cq);
     let errs: Vec<_> = got
         .iter()
         .map(|e| e.map_err(|e| (e.op_context.0, e.err, e.prov_errno, e.flags)))
@@ -1127,7 +1170,7 @@ fn a_failed_send_that_asked_for_no_completion_still_reports_its_error_with_conte
             Err((52, 125, 6, flags))
         ]
     );
-    assert_eq!(cq.credits(), 16);
+    assert_eq!(cq.credits(&dom), 16);
 }
 
 fn a_failed_receive_that_asked_for_no_completion_still_reports_its_error_with_context<
@@ -1137,7 +1180,7 @@ fn a_failed_receive_that_asked_for_no_completion_still_reports_its_error_with_co
     let dom = domain(&p.nic_b, 1, 1, 16);
     let mut cq = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
     let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
-    cq.bind(&rx, BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION)
+    cq.bind(&dom, &rx, BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION)
         .unwrap();
     let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
     let mut sender = RawSender::new(&p);
@@ -1156,7 +1199,7 @@ fn a_failed_receive_that_asked_for_no_completion_still_reports_its_error_with_co
     sender.send_seq(&p, 0..2);
     T::rx_error_next(&p);
     sender.send_seq(&p, 2..4);
-    let got: Vec<_> = drain(&mut cq)
+    let got: Vec<_> = drain(&dom, &mut cq)
         .iter()
         .map(|e| match e {
             Ok(ok) => Ok(ok.op_context.0),
@@ -1164,7 +1207,11 @@ fn a_failed_receive_that_asked_for_no_completion_still_reports_its_error_with_co
         })
         .collect();
     assert_eq!(got, [Ok(1), Err((2, 5, T::rx_error(FRAME).0)), Ok(3)]);
-    assert_eq!(cq.credits(), 16, "the silent success gave its credit back");
+    assert_eq!(
+        cq.credits(&dom),
+        16,
+        "the silent success gave its credit back"
+    );
 }
 
 /// The read path's fast lane (a plain success for the next slot, written straight into the
@@ -1200,7 +1247,7 @@ fn fast_and_general_completions_interleaved_keep_order_and_fields<T: TestNic>() 
         let mut out = vec![MsgEntry::default(); width];
         let mut src = vec![FiAddr(7); width];
         loop {
-            match cq.readfrom(&mut out, &mut src) {
+            match cq.readfrom(&dom, &mut out, &mut src) {
                 Ok(n) => {
                     assert!(n <= width);
                     for (e, a) in out[..n].iter().zip(&src[..n]) {
@@ -1211,7 +1258,7 @@ fn fast_and_general_completions_interleaved_keep_order_and_fields<T: TestNic>() 
                 }
                 Err(Error::Avail) => {
                     let mut e = ErrEntry::default();
-                    cq.readerr(&mut e, None, 0).unwrap();
+                    cq.readerr(&dom, &mut e, None, 0).unwrap();
                     errors.push(e.op_context.0 as u64);
                     got.push(e.op_context.0 as u64);
                 }
@@ -1222,7 +1269,7 @@ fn fast_and_general_completions_interleaved_keep_order_and_fields<T: TestNic>() 
         assert_eq!(got, (base..base + 20).collect::<Vec<_>>(), "width {width}");
         assert_eq!(errors, [base + 7]);
     }
-    assert_eq!(cq.credits(), 64, "every credit back");
+    assert_eq!(cq.credits(&dom), 64, "every credit back");
 }
 
 /// A device that completes receives out of order (virtio may, §2.7.13) takes the general
@@ -1249,7 +1296,7 @@ fn out_of_order_receives_each_complete_once<T: TestNic>() {
         sender.send_seq(&p, seqs);
         p.b.step();
         let mut out = [MsgEntry::default(); 16];
-        while let Ok(n) = cq.read(&mut out) {
+        while let Ok(n) = cq.read(&dom, &mut out) {
             for e in &out[..n] {
                 assert_eq!((e.flags, e.len), (RECV_MSG, FRAME));
                 got.push(e.op_context.0 as u64);
@@ -1260,7 +1307,7 @@ fn out_of_order_receives_each_complete_once<T: TestNic>() {
     // returns 1, 0, 3, 2, … — and so must the CQ (order per queue is completion order).
     let device_order: Vec<u64> = (0..160).map(|i| i ^ 1).collect();
     assert_eq!(got, device_order);
-    assert_eq!(cq.credits(), 64);
+    assert_eq!(cq.credits(&dom), 64);
 }
 
 on_every_nic!(

@@ -29,7 +29,7 @@ const FRAME: usize = 114;
 /// Long enough never to pass in a test that works; a test that hangs fails on it instead.
 const LONG: Option<Duration> = Some(Duration::from_secs(20));
 
-type Cq<'d, 'n, N> = CompletionQueue<'d, 'n, N, D, Msg>;
+type Cq<N> = CompletionQueue<N, Msg>;
 
 /// A domain over `nic` with rings of `D` descriptors, `queues` hardware queues and `cqs` CQs of
 /// up to `cq_size` entries (the other capacities the defaults).
@@ -132,15 +132,15 @@ fn post<N: Nic>(rx: &Path<'_, '_, N, D>, mem: &EmuDma, seqs: core::ops::Range<u6
 /// binds it and posts receives 0..16.
 fn bound_rx<'d, 'n, N: Nic>(
     dom: &'d Domain<'n, N, D>,
-    cq: &Cq<'d, 'n, N>,
+    cq: &Cq<N>,
     mem: &EmuDma,
 ) -> Path<'d, 'n, N, D> {
-    let config = match cq.interrupt_vector() {
+    let config = match cq.interrupt_vector(dom) {
         Some(v) => RxConfig::new(BUF as u32).with_vector(v),
         None => RxConfig::new(BUF as u32),
     };
     let rx = dom.open_rx(0, config).unwrap();
-    cq.bind(&rx, BindFlags::RECV).unwrap();
+    cq.bind(dom, &rx, BindFlags::RECV).unwrap();
     post(&rx, mem, 0..16);
     rx
 }
@@ -160,7 +160,7 @@ fn rig<'d, 'n, T: TestNic>(
     p: &Pair<T>,
     dom: &'d Domain<'n, T::Nic, D>,
     attr: CqAttr,
-) -> (Cq<'d, 'n, T::Nic>, EmuDma, Path<'d, 'n, T::Nic, D>) {
+) -> (Cq<T::Nic>, EmuDma, Path<'d, 'n, T::Nic, D>) {
     let cq = dom.open_cq::<Msg>(&attr).unwrap();
     let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
     let rx = bound_rx(dom, &cq, &mem);
@@ -168,9 +168,9 @@ fn rig<'d, 'n, T: TestNic>(
 }
 
 /// Waits until `n` threads block on `cq`, then a little longer for them to reach the block.
-fn until_blocked<N: Nic>(cq: &Cq<'_, '_, N>, n: u32) {
+fn until_blocked<N: Nic>(dom: &Domain<'_, N, D>, cq: &Cq<N>, n: u32) {
     let start = Instant::now();
-    while cq.sleepers() < n {
+    while cq.sleepers(dom) < n {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "readers never blocked"
@@ -193,7 +193,10 @@ fn sread_times_out_with_again_and_never_early<T: TestNic>() {
     for ms in [0, 1, 15, 40] {
         let t = Duration::from_millis(ms);
         let start = Instant::now();
-        assert_eq!(cq.sread(&mut out, None, Some(t), &clock), Err(Error::Again));
+        assert_eq!(
+            cq.sread(&dom, &mut out, None, Some(t), &clock),
+            Err(Error::Again)
+        );
         let took = start.elapsed();
         assert!(took >= t, "{ms} ms timeout returned after {took:?}");
     }
@@ -208,7 +211,9 @@ fn sread_is_woken_by_the_emulated_interrupt_of_its_vector<T: TestNic>() {
     let p = pair_of::<T>();
     let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
-    let v = cq.interrupt_vector().expect("an UNSPEC CQ holds a vector");
+    let v = cq
+        .interrupt_vector(&dom)
+        .expect("an UNSPEC CQ holds a vector");
     let irq = p.b.vector(v).unwrap();
     let before = irq.notifications();
     assert_ne!(
@@ -220,10 +225,10 @@ fn sread_is_woken_by_the_emulated_interrupt_of_its_vector<T: TestNic>() {
     let mut out = entries();
     thread::scope(|s| {
         let reader = s.spawn(|| {
-            let got = cq.sread(&mut out, None, None, &clock);
+            let got = cq.sread(&dom, &mut out, None, None, &clock);
             (got, Instant::now())
         });
-        until_blocked(&cq, 1);
+        until_blocked(&dom, &cq, 1);
         assert_ne!(
             T::vector_unmasked(&p, v),
             Some(false),
@@ -255,9 +260,9 @@ fn sread_returns_at_once_what_is_already_there<T: TestNic>() {
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::MutexCond));
     Sender::new(&p).send(&p, 3);
     let mut out = entries();
-    assert_eq!(cq.sread(&mut out, None, LONG, &clock()), Ok(3));
+    assert_eq!(cq.sread(&dom, &mut out, None, LONG, &clock()), Ok(3));
     assert_eq!(
-        cq.sread(&mut out[..0], None, Some(Duration::ZERO), &clock()),
+        cq.sread(&dom, &mut out[..0], None, Some(Duration::ZERO), &clock()),
         Err(Error::Again),
         "an empty buffer waits for something queued"
     );
@@ -270,18 +275,21 @@ fn signal_from_another_thread_wakes_a_blocked_sread_with_again<T: TestNic>() {
     let clock = clock();
     let mut out = entries();
     thread::scope(|s| {
-        let reader = s.spawn(|| cq.sread(&mut out, None, None, &clock));
-        until_blocked(&cq, 1);
-        cq.signal().unwrap();
+        let reader = s.spawn(|| cq.sread(&dom, &mut out, None, None, &clock));
+        until_blocked(&dom, &cq, 1);
+        cq.signal(&dom).unwrap();
         assert_eq!(reader.join().unwrap(), Err(Error::Again));
     });
     // A signal nobody was blocked for is kept for the next sread, infinite timeout or not.
-    cq.signal().unwrap();
+    cq.signal(&dom).unwrap();
     let start = Instant::now();
-    assert_eq!(cq.sread(&mut out, None, None, &clock), Err(Error::Again));
+    assert_eq!(
+        cq.sread(&dom, &mut out, None, None, &clock),
+        Err(Error::Again)
+    );
     assert!(start.elapsed() < Duration::from_secs(5));
     assert_eq!(
-        cq.sread(&mut out, None, Some(Duration::from_millis(5)), &clock),
+        cq.sread(&dom, &mut out, None, Some(Duration::from_millis(5)), &clock),
         Err(Error::Again),
         "and only once: this one times out"
     );
@@ -297,13 +305,13 @@ fn signal_wakes_every_blocked_reader<T: TestNic>() {
             .map(|_| {
                 s.spawn(|| {
                     let mut out = entries();
-                    cq.sread(&mut out, None, LONG, &clock)
+                    cq.sread(&dom, &mut out, None, LONG, &clock)
                 })
             })
             .collect();
-        until_blocked(&cq, 3);
+        until_blocked(&dom, &cq, 3);
         let start = Instant::now();
-        cq.signal().unwrap();
+        cq.signal(&dom).unwrap();
         for r in readers {
             assert_eq!(r.join().unwrap(), Err(Error::Again));
         }
@@ -324,7 +332,7 @@ fn threshold_waits_for_that_many_entries<T: TestNic>() {
     let mut sender = Sender::new(&p);
     thread::scope(|s| {
         let reader = s.spawn(|| {
-            let got = cq.sread(&mut out, Some(4), LONG, &clock);
+            let got = cq.sread(&dom, &mut out, Some(4), LONG, &clock);
             (got, Instant::now())
         });
         let mut fourth = Instant::now();
@@ -346,11 +354,14 @@ fn threshold_waits_for_that_many_entries<T: TestNic>() {
     sender.send(&p, 2);
     let t = Duration::from_millis(40);
     let start = Instant::now();
-    assert_eq!(cq.sread(&mut out, Some(8), Some(t), &clock), Ok(2));
+    assert_eq!(cq.sread(&dom, &mut out, Some(8), Some(t), &clock), Ok(2));
     assert!(start.elapsed() >= t);
     // A threshold above the buffer is capped at its length.
     sender.send(&p, 2);
-    assert_eq!(cq.sread(&mut out[..2], Some(100), LONG, &clock), Ok(2));
+    assert_eq!(
+        cq.sread(&dom, &mut out[..2], Some(100), LONG, &clock),
+        Ok(2)
+    );
 }
 
 fn cond_none_returns_with_the_first_entry_whatever_cond_says<T: TestNic>() {
@@ -359,7 +370,10 @@ fn cond_none_returns_with_the_first_entry_whatever_cond_says<T: TestNic>() {
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     Sender::new(&p).send(&p, 1);
     let start = Instant::now();
-    assert_eq!(cq.sread(&mut entries(), Some(8), LONG, &clock()), Ok(1));
+    assert_eq!(
+        cq.sread(&dom, &mut entries(), Some(8), LONG, &clock()),
+        Ok(1)
+    );
     assert!(start.elapsed() < Duration::from_secs(5));
 }
 
@@ -369,9 +383,9 @@ fn a_software_error_entry_wakes_a_blocked_sread<T: TestNic>() {
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Unspec));
     let clock = clock();
     thread::scope(|s| {
-        let reader = s.spawn(|| cq.sread(&mut entries(), None, LONG, &clock));
-        until_blocked(&cq, 1);
-        cq.report_uncredited(OpContext(7), Error::AddrNotAvail)
+        let reader = s.spawn(|| cq.sread(&dom, &mut entries(), None, LONG, &clock));
+        until_blocked(&dom, &cq, 1);
+        cq.report_uncredited(&dom, OpContext(7), Error::AddrNotAvail)
             .unwrap();
         assert_eq!(reader.join().unwrap(), Err(Error::Avail));
     });
@@ -381,23 +395,23 @@ fn yield_cq_spins_needs_no_vector_and_is_signalled<T: TestNic>() {
     let p = pair_of::<T>();
     let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
     let (cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Yield));
-    assert_eq!(cq.interrupt_vector(), None);
+    assert_eq!(cq.interrupt_vector(&dom), None);
     let clock = clock();
     let t = Duration::from_millis(10);
     let start = Instant::now();
     assert_eq!(
-        cq.sread(&mut entries(), None, Some(t), &clock),
+        cq.sread(&dom, &mut entries(), None, Some(t), &clock),
         Err(Error::Again)
     );
     assert!(start.elapsed() >= t);
     thread::scope(|s| {
-        let reader = s.spawn(|| cq.sread(&mut entries(), None, LONG, &clock));
+        let reader = s.spawn(|| cq.sread(&dom, &mut entries(), None, LONG, &clock));
         thread::sleep(Duration::from_millis(20));
         Sender::new(&p).send(&p, 1);
         assert_eq!(reader.join().unwrap(), Ok(1));
-        let reader = s.spawn(|| cq.sread(&mut entries(), None, None, &clock));
-        until_blocked(&cq, 1);
-        cq.signal().unwrap();
+        let reader = s.spawn(|| cq.sread(&dom, &mut entries(), None, None, &clock));
+        until_blocked(&dom, &cq, 1);
+        cq.signal(&dom).unwrap();
         assert_eq!(reader.join().unwrap(), Err(Error::Again));
     });
 }
@@ -408,12 +422,12 @@ fn sread_and_signal_are_refused_where_the_spec_forbids_them<T: TestNic>() {
     let cq = dom.open_cq::<Msg>(&attr(WaitObj::None)).unwrap();
     let clock = clock();
     assert_eq!(
-        cq.sread(&mut entries(), None, Some(Duration::ZERO), &clock),
+        cq.sread(&dom, &mut entries(), None, Some(Duration::ZERO), &clock),
         Err(Error::NoSys),
         "sread with FI_WAIT_NONE"
     );
     assert_eq!(
-        cq.signal(),
+        cq.signal(&dom),
         Err(Error::NoSys),
         "signal without a wait object"
     );
@@ -423,13 +437,13 @@ fn sread_and_signal_are_refused_where_the_spec_forbids_them<T: TestNic>() {
         wait_set: Some(set.id()),
         ..attr(WaitObj::Set)
     };
-    let in_set = set.open_cq::<Msg>(&set_attr).unwrap();
+    let in_set = set.open_cq::<Msg, D>(&dom, &set_attr).unwrap();
     assert_eq!(
-        in_set.sread(&mut entries(), None, Some(Duration::ZERO), &clock),
+        in_set.sread(&dom, &mut entries(), None, Some(Duration::ZERO), &clock),
         Err(Error::NoSys),
         "sread with FI_WAIT_SET"
     );
-    assert_eq!(in_set.signal(), Ok(()), "a SET CQ has a wait object");
+    assert_eq!(in_set.signal(&dom), Ok(()), "a SET CQ has a wait object");
 }
 
 fn getwait_returns_the_wait_object_or_the_specs_error<T: TestNic>() {
@@ -444,6 +458,8 @@ fn getwait_returns_the_wait_object_or_the_specs_error<T: TestNic>() {
         let mut cq = dom.open_cq::<Msg>(&attr(w)).unwrap();
         assert_eq!(cq.control(CqControl::GetWait), Err(want), "{w:?}");
         assert_eq!(want.errno(), if want == Error::NoData { 61 } else { 38 });
+        // The domain has one CQ slot: closing gives it back for the next wait object.
+        cq.close(&dom).map_err(|(e, _)| e).unwrap();
     }
     // Emulated vectors are condvars, not file descriptors: FI_WAIT_FD cannot be honoured.
     assert_eq!(
@@ -452,7 +468,7 @@ fn getwait_returns_the_wait_object_or_the_specs_error<T: TestNic>() {
     );
     // …and the failed open left the slot and its vector free.
     let cq = dom.open_cq::<Msg>(&attr(WaitObj::Unspec)).unwrap();
-    assert_eq!(cq.interrupt_vector(), Some(0));
+    assert_eq!(cq.interrupt_vector(&dom), Some(0));
 }
 
 fn every_invalid_wait_attribute_returns_the_specs_error<T: TestNic>() {
@@ -497,12 +513,12 @@ fn every_invalid_wait_attribute_returns_the_specs_error<T: TestNic>() {
         ..attr(WaitObj::Set)
     };
     assert_eq!(
-        set.open_cq::<Msg>(&named_other).err(),
+        set.open_cq::<Msg, D>(&dom, &named_other).err(),
         Some(Error::Inval),
         "a set opening a CQ that names another set"
     );
     assert_eq!(
-        set.open_cq::<Msg>(&attr(WaitObj::Unspec)).err(),
+        set.open_cq::<Msg, D>(&dom, &attr(WaitObj::Unspec)).err(),
         Some(Error::Inval),
         "a set opening a CQ that is not FI_WAIT_SET"
     );
@@ -524,43 +540,50 @@ fn affinity_picks_the_vector_when_it_is_free_and_is_a_hint_otherwise<T: TestNic>
     let c1 = dom.open_cq::<Msg>(&affine(last.into())).unwrap();
     let c2 = dom.open_cq::<Msg>(&affine(last.into())).unwrap();
     let c3 = dom.open_cq::<Msg>(&affine(1000)).unwrap();
-    assert_eq!(c1.interrupt_vector(), Some(last));
+    assert_eq!(c1.interrupt_vector(&dom), Some(last));
     assert_eq!(
-        c2.interrupt_vector(),
+        c2.interrupt_vector(&dom),
         Some(0),
         "the last is taken: the lowest free"
     );
     assert_eq!(
-        c3.interrupt_vector(),
+        c3.interrupt_vector(&dom),
         Some(1),
         "no vector 1000: the lowest free"
     );
-    drop(c1);
+    c1.close(&dom).map_err(|(e, _)| e).unwrap();
     let c4 = dom.open_cq::<Msg>(&affine(last.into())).unwrap();
-    assert_eq!(c4.interrupt_vector(), Some(last), "closing gave it back");
+    assert_eq!(
+        c4.interrupt_vector(&dom),
+        Some(last),
+        "closing gave it back"
+    );
 }
 
 fn bind_refuses_a_queue_not_steered_to_the_cqs_vector<T: TestNic>() {
     let p = pair_of::<T>();
     let dom = domain(&p.nic_b, 4, 1, 64);
     let cq = dom.open_cq::<Msg>(&attr(WaitObj::Unspec)).unwrap();
-    let v = cq.interrupt_vector().unwrap();
+    let v = cq.interrupt_vector(&dom).unwrap();
     let no_irq = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
-    assert_eq!(cq.bind(&no_irq, BindFlags::RECV), Err(Error::Inval));
+    assert_eq!(cq.bind(&dom, &no_irq, BindFlags::RECV), Err(Error::Inval));
     let elsewhere = dom
         .open_rx(1, RxConfig::new(BUF as u32).with_vector(v + 1))
         .unwrap();
-    assert_eq!(cq.bind(&elsewhere, BindFlags::RECV), Err(Error::Inval));
+    assert_eq!(
+        cq.bind(&dom, &elsewhere, BindFlags::RECV),
+        Err(Error::Inval)
+    );
     let steered = dom.open_tx(1, TxConfig::with_vector(v)).unwrap();
-    assert_eq!(cq.bind(&steered, BindFlags::TRANSMIT), Ok(()));
-    cq.unbind(&steered).unwrap();
+    assert_eq!(cq.bind(&dom, &steered, BindFlags::TRANSMIT), Ok(()));
+    cq.unbind(&dom, &steered).unwrap();
 }
 
 /// B's transmit path 0, steered to `cq`'s vector and bound to it, and a buffer to send from.
-fn bound_tx<'d, 'n, N: Nic>(dom: &'d Domain<'n, N, D>, cq: &Cq<'d, 'n, N>) -> Path<'d, 'n, N, D> {
-    let v = cq.interrupt_vector().unwrap();
+fn bound_tx<'d, 'n, N: Nic>(dom: &'d Domain<'n, N, D>, cq: &Cq<N>) -> Path<'d, 'n, N, D> {
+    let v = cq.interrupt_vector(dom).unwrap();
     let tx = dom.open_tx(0, TxConfig::with_vector(v)).unwrap();
-    cq.bind(&tx, BindFlags::TRANSMIT).unwrap();
+    cq.bind(dom, &tx, BindFlags::TRANSMIT).unwrap();
     tx
 }
 
@@ -572,9 +595,9 @@ fn a_wait_set_over_two_cqs_wakes_on_either_and_on_signal<T: TestNic>() {
         wait_set: Some(set.id()),
         ..attr(WaitObj::Set)
     };
-    let rx_cq = set.open_cq::<Msg>(&in_set).unwrap();
-    let tx_cq = set.open_cq::<Msg>(&in_set).unwrap();
-    assert_ne!(rx_cq.interrupt_vector(), tx_cq.interrupt_vector());
+    let rx_cq = set.open_cq::<Msg, D>(&dom, &in_set).unwrap();
+    let tx_cq = set.open_cq::<Msg, D>(&dom, &in_set).unwrap();
+    assert_ne!(rx_cq.interrupt_vector(&dom), tx_cq.interrupt_vector(&dom));
     let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
     let _rx = bound_rx(&dom, &rx_cq, &mem);
     let tx = bound_tx(&dom, &tx_cq);
@@ -584,22 +607,22 @@ fn a_wait_set_over_two_cqs_wakes_on_either_and_on_signal<T: TestNic>() {
     // Nothing: a timeout, never early.
     let t = Duration::from_millis(30);
     let start = Instant::now();
-    assert_eq!(set.wait(Some(t), &clock), Err(Error::TimedOut));
+    assert_eq!(set.wait(&dom, Some(t), &clock), Err(Error::TimedOut));
     assert!(start.elapsed() >= t);
 
     // A receive on the first CQ, by its interrupt, while the set waits.
     thread::scope(|s| {
-        let waiter = s.spawn(|| set.wait(LONG, &clock));
+        let waiter = s.spawn(|| set.wait(&dom, LONG, &clock));
         thread::sleep(Duration::from_millis(30));
         Sender::new(&p).send(&p, 1);
         assert_eq!(waiter.join().unwrap(), Ok(()));
     });
-    assert_eq!(rx_cq.read(&mut out), Ok(1));
-    assert_eq!(tx_cq.read(&mut out), Err(Error::Again));
+    assert_eq!(rx_cq.read(&dom, &mut out), Ok(1));
+    assert_eq!(tx_cq.read(&dom, &mut out), Err(Error::Again));
 
     // A send completing on the second.
     thread::scope(|s| {
-        let waiter = s.spawn(|| set.wait(LONG, &clock));
+        let waiter = s.spawn(|| set.wait(&dom, LONG, &clock));
         thread::sleep(Duration::from_millis(30));
         let seg = [write_frame(&mem, 100, &frame(100, MAC_A, MAC_B))];
         let send = SendPost {
@@ -611,17 +634,17 @@ fn a_wait_set_over_two_cqs_wakes_on_either_and_on_signal<T: TestNic>() {
         p.wire.run_until_idle();
         assert_eq!(waiter.join().unwrap(), Ok(()));
     });
-    assert_eq!(tx_cq.read(&mut out), Ok(1));
+    assert_eq!(tx_cq.read(&dom, &mut out), Ok(1));
     assert_eq!(out[0].op_context, OpContext(100));
 
     // A signal on a member wakes the set with nothing to read.
     thread::scope(|s| {
-        let waiter = s.spawn(|| set.wait(None, &clock));
+        let waiter = s.spawn(|| set.wait(&dom, None, &clock));
         thread::sleep(Duration::from_millis(30));
-        tx_cq.signal().unwrap();
+        tx_cq.signal(&dom).unwrap();
         assert_eq!(waiter.join().unwrap(), Ok(()));
     });
-    assert_eq!(rx_cq.read(&mut out), Err(Error::Again));
+    assert_eq!(rx_cq.read(&dom, &mut out), Err(Error::Again));
     assert_eq!(set.raw(), None, "emulated sets have no descriptor");
 }
 
@@ -633,19 +656,23 @@ fn a_closed_member_leaves_the_set_and_its_vector_no_longer_wakes_it<T: TestNic>(
         wait_set: Some(set.id()),
         ..attr(WaitObj::Set)
     };
-    let member = set.open_cq::<Msg>(&in_set).unwrap();
-    let v = member.interrupt_vector().unwrap();
-    member.close().map_err(|(e, _)| e).unwrap();
+    let member = set.open_cq::<Msg, D>(&dom, &in_set).unwrap();
+    let v = member.interrupt_vector(&dom).unwrap();
+    member.close(&dom).map_err(|(e, _)| e).unwrap();
     let outsider = dom.open_cq::<Msg>(&attr(WaitObj::Unspec)).unwrap();
-    assert_eq!(outsider.interrupt_vector(), Some(v), "the vector is reused");
-    outsider.signal().unwrap();
+    assert_eq!(
+        outsider.interrupt_vector(&dom),
+        Some(v),
+        "the vector is reused"
+    );
+    outsider.signal(&dom).unwrap();
     let clock = clock();
     let t = Duration::from_millis(20);
     let start = Instant::now();
-    assert_eq!(set.wait(Some(t), &clock), Err(Error::TimedOut));
+    assert_eq!(set.wait(&dom, Some(t), &clock), Err(Error::TimedOut));
     assert!(start.elapsed() >= t);
     assert_eq!(
-        outsider.sread(&mut entries(), None, Some(Duration::ZERO), &clock),
+        outsider.sread(&dom, &mut entries(), None, Some(Duration::ZERO), &clock),
         Err(Error::Again),
         "its signal was its own"
     );
@@ -670,12 +697,12 @@ fn fd_wait_gives_an_eventfd_the_emulated_interrupt_makes_readable<T: TestNic>() 
     let Ok(RawWait::Fd(fd)) = cq.control(CqControl::GetWait) else {
         panic!("an FD CQ gives its descriptor");
     };
-    let v = cq.interrupt_vector().unwrap();
+    let v = cq.interrupt_vector(&dom).unwrap();
     assert!(
         matches!(p.b.vector(v).unwrap().raw(), Some(RawWait::Fd(f)) if f == fd),
         "the descriptor is the CQ's vector's"
     );
-    assert_eq!(cq.trywait(), Ok(()), "nothing queued: safe to block");
+    assert_eq!(cq.trywait(&dom), Ok(()), "nothing queued: safe to block");
     assert!(!poll_readable(fd, 0));
     thread::scope(|s| {
         s.spawn(|| {
@@ -687,15 +714,15 @@ fn fd_wait_gives_an_eventfd_the_emulated_interrupt_makes_readable<T: TestNic>() 
             "the emulated interrupt made it readable"
         );
     });
-    assert_eq!(cq.trywait(), Err(Error::Again), "read first");
+    assert_eq!(cq.trywait(&dom), Err(Error::Again), "read first");
     let mut out = entries();
-    assert_eq!(cq.read(&mut out), Ok(1));
-    assert_eq!(cq.trywait(), Ok(()));
+    assert_eq!(cq.read(&dom, &mut out), Ok(1));
+    assert_eq!(cq.trywait(&dom), Ok(()));
     assert!(!poll_readable(fd, 0), "trywait drained it");
     // The same CQ also blocks in sread.
     thread::scope(|s| {
-        let reader = s.spawn(|| cq.sread(&mut out, None, LONG, &clock()));
-        until_blocked(&cq, 1);
+        let reader = s.spawn(|| cq.sread(&dom, &mut out, None, LONG, &clock()));
+        until_blocked(&dom, &cq, 1);
         Sender::new(&p).send(&p, 1);
         assert_eq!(reader.join().unwrap(), Ok(1));
     });

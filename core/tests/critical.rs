@@ -45,18 +45,19 @@ fn caps(cqs: usize) -> Capacities {
     }
 }
 
-/// Reads `cq` until something other than `Again` comes back, driving the wire; the bound is
-/// a count of reads (enough for several stall checks), never a time.
+/// Reads `cq` (of domain `d`) until something other than `Again` comes back, driving the wire;
+/// the bound is a count of reads (enough for several stall checks), never a time.
 fn read_until<'d, N: Nic>(
     wire: &Wire,
-    cq: &CompletionQueue<'d, '_, N, D, Data>,
+    d: &'d Domain<'_, N, D>,
+    cq: &CompletionQueue<N, Data>,
 ) -> Result<(DataEntry, Option<Buf<'d>>), Error> {
     for _ in 0..4 * STALL_POLLS {
         wire.run_until_idle();
         let mut e = [DataEntry::default(); 1];
         let mut src = [FiAddr::NOTAVAIL; 1];
         let mut bufs = [None];
-        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+        match cq.read_owned(d, &mut e, &mut src, &mut bufs) {
             Ok(1) => return Ok((e[0], bufs[0].take())),
             Err(Error::Again) => continue,
             Ok(n) => panic!("read {n} entries into one"),
@@ -66,33 +67,35 @@ fn read_until<'d, N: Nic>(
     Err(Error::Again)
 }
 
-/// One message from `from` to `to` (`dest` names `to` in `from`'s AV): the receive completes
-/// with its length and its buffer, the send completes.
+/// One message from `from` to `to`, each given with its domain (`dest` names `to` in `from`'s
+/// AV): the receive completes with its length and its buffer, the send completes.
 #[allow(clippy::too_many_arguments, reason = "a test's two sides")]
 fn message<N: Nic>(
     wire: &Wire,
-    (from, mr_from, cq_from): (
-        &Endpoint<'_, '_, N, D>,
-        &MemoryRegion<'_, '_, N, D>,
-        &CompletionQueue<'_, '_, N, D, Data>,
+    (d_from, from, mr_from, cq_from): (
+        &Domain<'_, N, D>,
+        &Endpoint,
+        &MemoryRegion,
+        &CompletionQueue<N, Data>,
     ),
-    (to, mr_to, cq_to): (
-        &Endpoint<'_, '_, N, D>,
-        &MemoryRegion<'_, '_, N, D>,
-        &CompletionQueue<'_, '_, N, D, Data>,
+    (d_to, to, mr_to, cq_to): (
+        &Domain<'_, N, D>,
+        &Endpoint,
+        &MemoryRegion,
+        &CompletionQueue<N, Data>,
     ),
     dest: FiAddr,
     len: usize,
 ) {
-    to.recv(mr_to.alloc(BUF).unwrap(), OpContext(0x100))
+    to.recv(d_to, mr_to.alloc(d_to, BUF).unwrap(), OpContext(0x100))
         .unwrap();
-    let mut buf = mr_from.alloc(BUF).unwrap();
+    let mut buf = mr_from.alloc(d_from, BUF).unwrap();
     buf.write(HEADER_LEN, &[0x5a; 32][..len.min(32)]).unwrap();
-    from.send(buf, len, dest, OpContext(0x200)).unwrap();
-    let (e, buf) = read_until(wire, cq_to).unwrap();
+    from.send(d_from, buf, len, dest, OpContext(0x200)).unwrap();
+    let (e, buf) = read_until(wire, d_to, cq_to).unwrap();
     assert_eq!((e.op_context, e.len), (OpContext(0x100), len));
     assert!(buf.is_some(), "the receive buffer comes back");
-    let (e, buf) = read_until(wire, cq_from).unwrap();
+    let (e, buf) = read_until(wire, d_from, cq_from).unwrap();
     assert_eq!(e.op_context, OpContext(0x200));
     assert!(buf.is_some(), "the send buffer comes back");
 }
@@ -127,32 +130,38 @@ fn critical_walk<K: Kind, N: Nic>(
             ..EpAttr::default()
         })
         .unwrap();
-    for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
-        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    for (d, ep, cq, av) in [
+        (&da, &mut ep_a, &cq_a, &av_a),
+        (&db, &mut ep_b, &cq_b, &av_b),
+    ] {
+        ep.bind_cq(d, cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        ep.bind_av(av).unwrap();
-        ep.enable().unwrap();
+        ep.bind_av(d, av).unwrap();
+        ep.enable(d).unwrap();
     }
     let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
-    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
-    av_b.insert(&[ep_a.name()], &mut to_a).unwrap();
+    av_a.insert(&da, &[ep_b.name()], &mut to_b).unwrap();
+    av_b.insert(&db, &[ep_a.name()], &mut to_a).unwrap();
     let mr_a = da.register(memory(16 * BUF)).unwrap();
     let mr_b = db.register(memory(16 * BUF)).unwrap();
-    let a = (&ep_a, &mr_a, &cq_a);
+    let a = (&da, &ep_a, &mr_a, &cq_a);
 
     // Traffic, then four receives left pending on B when its device fails.
-    message(wire, a, (&ep_b, &mr_b, &cq_b), to_b[0], 20);
+    message(wire, a, (&db, &ep_b, &mr_b, &cq_b), to_b[0], 20);
     for i in 0..4 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
-    assert_eq!(mr_b.outstanding(), 4);
+    assert_eq!(mr_b.outstanding(&db), 4);
     dev_b.inject_critical(fault);
 
     // Reported once, on the bound CQ, as an error entry naming the fault.
-    assert_eq!(read_until(wire, &cq_b).err(), Some(Error::Avail));
+    assert_eq!(read_until(wire, &db, &cq_b).err(), Some(Error::Avail));
     let mut entry = ErrEntry::default();
     let mut data = [0u8; 8];
-    let (_, buf) = cq_b.readerr_owned(&mut entry, Some(&mut data), 0).unwrap();
+    let (_, buf) = cq_b
+        .readerr_owned(&db, &mut entry, Some(&mut data), 0)
+        .unwrap();
     assert!(buf.is_none(), "the report is of no operation");
     assert_eq!(entry.err, 5, "FI_EIO");
     assert_eq!(
@@ -166,61 +175,65 @@ fn critical_walk<K: Kind, N: Nic>(
     );
     // The pending receives were discarded: no completion for them, their buffers back in
     // the region, their credits back in the CQ.
-    assert_eq!(read_until(wire, &cq_b).err(), Some(Error::Again));
+    assert_eq!(read_until(wire, &db, &cq_b).err(), Some(Error::Again));
     assert_eq!(
-        mr_b.outstanding(),
+        mr_b.outstanding(&db),
         0,
         "discarded buffers went back to the region"
     );
-    assert_eq!(cq_b.credits(), CQ_SIZE, "nothing is owed any more");
+    assert_eq!(cq_b.credits(&db), CQ_SIZE, "nothing is owed any more");
 
     // Disabled: every data operation is OpBadState (the buffer comes back with it).
-    assert!(!ep_b.is_enabled());
-    assert_eq!(ep_b.fault(), Some(expect));
+    assert!(!ep_b.is_enabled(&db));
+    assert_eq!(ep_b.fault(&db), Some(expect));
     let (e, _) = ep_b
-        .recv(mr_b.alloc(BUF).unwrap(), OpContext(9))
+        .recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(9))
         .unwrap_err();
     assert_eq!(e, Error::OpBadState);
     let (e, _) = ep_b
-        .send(mr_b.alloc(BUF).unwrap(), 8, to_a[0], OpContext(9))
+        .send(&db, mr_b.alloc(&db, BUF).unwrap(), 8, to_a[0], OpContext(9))
         .unwrap_err();
     assert_eq!(e, Error::OpBadState);
-    assert_eq!(ep_b.inject(b"x", to_a[0]), Err(Error::OpBadState));
-    assert_eq!(ep_b.progress(), Err(Error::OpBadState));
-    assert_eq!(ep_b.rx_size_left(), Err(Error::OpBadState));
+    assert_eq!(ep_b.inject(&db, b"x", to_a[0]), Err(Error::OpBadState));
+    assert_eq!(ep_b.progress(&db), Err(Error::OpBadState));
+    assert_eq!(ep_b.rx_size_left(&db), Err(Error::OpBadState));
     let alias = ep_b.alias(BindFlags::RECV, Default::default()).unwrap();
     let (e, _) = alias
-        .recv(mr_b.alloc(BUF).unwrap(), OpContext(9))
+        .recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(9))
         .unwrap_err();
     assert_eq!(e, Error::OpBadState, "aliases share the endpoint's state");
     assert_eq!(
-        read_until(wire, &cq_b).err(),
+        read_until(wire, &db, &cq_b).err(),
         Some(Error::Again),
         "the transmit queue was discarded without a second report"
     );
 
     if expect == QueueFault::Removed {
         let gone = Error::Device(ringfab::hal::Error::DeviceRemoved);
-        assert_eq!(ep_b.enable(), Err(gone));
-        assert!(!ep_b.is_enabled());
-        assert_eq!(ep_b.enable(), Err(gone), "still gone, still a clear error");
+        assert_eq!(ep_b.enable(&db), Err(gone));
+        assert!(!ep_b.is_enabled(&db));
+        assert_eq!(
+            ep_b.enable(&db),
+            Err(gone),
+            "still gone, still a clear error"
+        );
         return;
     }
 
     // fi_enable brings it back; traffic flows both ways.
-    ep_b.enable().unwrap();
-    assert!(ep_b.is_enabled());
-    assert_eq!(ep_b.fault(), None);
+    ep_b.enable(&db).unwrap();
+    assert!(ep_b.is_enabled(&db));
+    assert_eq!(ep_b.fault(&db), None);
     assert_eq!(
-        ep_b.enable(),
+        ep_b.enable(&db),
         Err(Error::OpBadState),
         "enabled once is enough"
     );
-    let b = (&ep_b, &mr_b, &cq_b);
+    let b = (&db, &ep_b, &mr_b, &cq_b);
     message(wire, a, b, to_b[0], 24);
     message(wire, b, a, to_a[0], 28);
-    assert_eq!(mr_b.outstanding(), 0);
-    assert_eq!(cq_b.credits(), CQ_SIZE);
+    assert_eq!(mr_b.outstanding(&db), 0);
+    assert_eq!(cq_b.credits(&db), CQ_SIZE);
 }
 
 #[test]
@@ -326,30 +339,32 @@ fn a_scalable_endpoints_receive_context_is_disabled_and_reenabled_alone() {
     let cq_tx = db.open_cq::<Data>(&attr).unwrap();
     let av = db.open_av(&AvAttr::default()).unwrap();
     let mut sep = db.scalable_endpoint(&Default::default()).unwrap();
-    sep.bind_av(&av).unwrap();
+    sep.bind_av(&db, &av).unwrap();
     let ctx_attr = Default::default();
-    let mut rx = sep.rx_context(0, &ctx_attr).unwrap();
-    let mut tx = sep.tx_context(0, &ctx_attr).unwrap();
-    rx.bind_cq(&cq_rx, BindFlags::RECV).unwrap();
-    tx.bind_cq(&cq_tx, BindFlags::TRANSMIT).unwrap();
-    rx.enable().unwrap();
-    tx.enable().unwrap();
+    let mut rx = sep.rx_context(&db, 0, &ctx_attr).unwrap();
+    let mut tx = sep.tx_context(&db, 0, &ctx_attr).unwrap();
+    rx.bind_cq(&db, &cq_rx, BindFlags::RECV).unwrap();
+    tx.bind_cq(&db, &cq_tx, BindFlags::TRANSMIT).unwrap();
+    rx.enable(&db).unwrap();
+    tx.enable(&db).unwrap();
     let mr = db.register(memory(8 * BUF)).unwrap();
-    rx.recv(mr.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+    rx.recv(&db, mr.alloc(&db, BUF).unwrap(), OpContext(1))
+        .unwrap();
     p.b.inject_critical(CriticalFault::DisableQueue(ringfab_emu::Ring::Rx(0)));
-    assert_eq!(read_until(&p.wire, &cq_rx).err(), Some(Error::Avail));
+    assert_eq!(read_until(&p.wire, &db, &cq_rx).err(), Some(Error::Avail));
     let mut entry = ErrEntry::default();
-    cq_rx.readerr(&mut entry, None, 0).unwrap();
+    cq_rx.readerr(&db, &mut entry, None, 0).unwrap();
     assert_eq!(entry.prov_errno, 8);
-    assert!(!rx.is_enabled());
-    assert_eq!(mr.outstanding(), 0);
+    assert!(!rx.is_enabled(&db));
+    assert_eq!(mr.outstanding(&db), 0);
     assert!(
-        tx.is_enabled(),
+        tx.is_enabled(&db),
         "the transmit context has a queue of its own"
     );
-    rx.enable().unwrap();
-    rx.recv(mr.alloc(BUF).unwrap(), OpContext(2)).unwrap();
-    assert_eq!(rx.rx_size_left(), Ok(D - 1));
+    rx.enable(&db).unwrap();
+    rx.recv(&db, mr.alloc(&db, BUF).unwrap(), OpContext(2))
+        .unwrap();
+    assert_eq!(rx.rx_size_left(&db), Ok(D - 1));
 }
 
 /// A reader blocked in `sread` when the device is surprise-removed: no interrupt will ever come,
@@ -376,23 +391,24 @@ fn a_reader_blocked_in_sread_is_woken_when_the_device_is_removed() {
             ..EpAttr::default()
         })
         .unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep.bind_cq(&db, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
+    ep.bind_av(&db, &av).unwrap();
+    ep.enable(&db).unwrap();
     let mr = db.register(memory(4 * BUF)).unwrap();
     for i in 0..2 {
-        ep.recv(mr.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep.recv(&db, mr.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
 
     let got = std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let mut out = [DataEntry::default(); 4];
             let stall_period = WAIT_QUANTUM * STALL_POLLS;
-            cq.sread(&mut out, None, Some(stall_period * 3 / 4), &clock())
+            cq.sread(&db, &mut out, None, Some(stall_period * 3 / 4), &clock())
         });
         let start = Instant::now();
-        while cq.sleepers() < 1 {
+        while cq.sleepers(&db) < 1 {
             assert!(start.elapsed() < Duration::from_secs(10), "never blocked");
             std::thread::yield_now();
         }
@@ -405,12 +421,16 @@ fn a_reader_blocked_in_sread_is_woken_when_the_device_is_removed() {
         "woken by the fault, not by the timeout"
     );
     let mut e = ErrEntry::default();
-    cq.readerr(&mut e, None, 0).unwrap();
+    cq.readerr(&db, &mut e, None, 0).unwrap();
     assert_eq!(
         (e.err, e.prov_errno, e.op_context),
         (5, 8, EP_B_CONTEXT),
         "FI_EIO, the queue-fault kind, the endpoint's context"
     );
-    assert!(!ep.is_enabled() || ep.fault().is_some());
-    assert_eq!(mr.outstanding(), 0, "the pending receives were discarded");
+    assert!(!ep.is_enabled(&db) || ep.fault(&db).is_some());
+    assert_eq!(
+        mr.outstanding(&db),
+        0,
+        "the pending receives were discarded"
+    );
 }

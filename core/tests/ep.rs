@@ -54,36 +54,33 @@ fn domains<T: TestNic>(p: &Pair<T>) -> (Domain<'_, T::Nic, D>, Domain<'_, T::Nic
 
 /// One side's objects on `d`, for the tests that need a working pair: a CQ (`cq_attr`), an AV
 /// and an endpoint opened with `attr`, bound to the CQ with `bind` and to the AV, enabled.
-fn side<'d, 'n, N: Nic>(
-    d: &'d Domain<'n, N, D>,
+fn side<N: Nic>(
+    d: &Domain<'_, N, D>,
     attr: &EpAttr,
     bind: BindFlags,
-) -> (
-    CompletionQueue<'d, 'n, N, D, Data>,
-    AddressVector<'d, 'n, N, D>,
-    Endpoint<'d, 'n, N, D>,
-) {
+) -> (CompletionQueue<N, Data>, AddressVector, Endpoint) {
     let cq = d.open_cq::<Data>(&cq_attr()).unwrap();
     let av = d.open_av(&AvAttr::default()).unwrap();
     let mut ep = d.endpoint(attr).unwrap();
-    ep.bind_cq(&cq, bind).unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
+    ep.bind_cq(d, &cq, bind).unwrap();
+    ep.bind_av(d, &av).unwrap();
+    ep.enable(d).unwrap();
     (cq, av, ep)
 }
 
-/// Reads one completion of `cq` (driving the wire until there is one), with its source and
-/// buffer.
+/// Reads one completion of `cq`, of domain `d` (driving the wire until there is one), with its
+/// source and buffer.
 fn read_one<'d, N: Nic, F: ringfab::cq::entry::Format>(
     wire: &Wire,
-    cq: &CompletionQueue<'d, '_, N, D, F>,
+    d: &'d Domain<'_, N, D>,
+    cq: &CompletionQueue<N, F>,
 ) -> (F::Entry, FiAddr, Option<Buf<'d>>) {
     let mut e = [F::Entry::default(); 1];
     let mut src = [FiAddr::NOTAVAIL; 1];
     let mut bufs = [None];
     for _ in 0..100 {
         wire.run_until_idle();
-        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+        match cq.read_owned(d, &mut e, &mut src, &mut bufs) {
             Ok(1) => return (e[0], src[0], bufs[0].take()),
             Err(Error::Again) => continue,
             other => panic!("read_owned: {other:?}"),
@@ -105,32 +102,32 @@ fn a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back<T: T
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
-    for (ep, cq) in [(&mut ep_a, &cq_a), (&mut ep_b, &cq_b)] {
-        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    for (d, ep, cq) in [(&da, &mut ep_a, &cq_a), (&db, &mut ep_b, &cq_b)] {
+        ep.bind_cq(d, cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
     }
-    ep_a.bind_av(&av_a).unwrap();
-    ep_b.bind_av(&av_b).unwrap();
-    ep_a.enable().unwrap();
-    ep_b.enable().unwrap();
+    ep_a.bind_av(&da, &av_a).unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_a.enable(&da).unwrap();
+    ep_b.enable(&db).unwrap();
     assert_eq!(ep_b.name(), EpAddr { mac: MAC_B, ctx: 0 });
 
     let mut to_b = [FiAddr::NOTAVAIL];
-    assert_eq!(av_a.insert(&[ep_b.name()], &mut to_b), Ok(1));
+    assert_eq!(av_a.insert(&da, &[ep_b.name()], &mut to_b), Ok(1));
     let mut to_a = [FiAddr::NOTAVAIL];
-    assert_eq!(av_b.insert(&[ep_a.name()], &mut to_a), Ok(1));
+    assert_eq!(av_b.insert(&db, &[ep_a.name()], &mut to_a), Ok(1));
 
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
-    let rbuf = mr_b.alloc(BUF).unwrap();
+    let rbuf = mr_b.alloc(&db, BUF).unwrap();
     let rbuf_addr = rbuf.addr();
-    ep_b.recv(rbuf, OpContext(0xb0)).unwrap();
-    let mut sbuf = mr_a.alloc(BUF).unwrap();
+    ep_b.recv(&db, rbuf, OpContext(0xb0)).unwrap();
+    let mut sbuf = mr_a.alloc(&da, BUF).unwrap();
     payload(&mut sbuf, b"hello, ringfab");
-    ep_a.send(sbuf, 14, to_b[0], OpContext(0xa0)).unwrap();
-    assert_eq!(mr_a.outstanding(), 1, "the posted buffer still counts");
+    ep_a.send(&da, sbuf, 14, to_b[0], OpContext(0xa0)).unwrap();
+    assert_eq!(mr_a.outstanding(&da), 1, "the posted buffer still counts");
 
-    let (e, src, buf) = read_one(&p.wire, &cq_b);
+    let (e, src, buf) = read_one(&p.wire, &db, &cq_b);
     assert_eq!(e.op_context, OpContext(0xb0));
     assert_eq!(e.flags, CompletionFlags::RECV | CompletionFlags::MSG);
     assert_eq!(e.len, 14, "the payload length, not the padded frame");
@@ -141,19 +138,19 @@ fn a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back<T: T
     buf.read(HEADER_LEN, &mut got).unwrap();
     assert_eq!(&got, b"hello, ringfab");
 
-    let (e, src, sent) = read_one(&p.wire, &cq_a);
+    let (e, src, sent) = read_one(&p.wire, &da, &cq_a);
     assert_eq!(e.op_context, OpContext(0xa0));
     assert_eq!(e.flags, CompletionFlags::SEND | CompletionFlags::MSG);
     assert_eq!(src, FiAddr::NOTAVAIL, "a send has no source");
     assert!(sent.is_some(), "the send buffer comes back");
     drop((buf, sent));
-    assert_eq!(mr_a.outstanding(), 0);
-    assert_eq!(mr_b.outstanding(), 0);
+    assert_eq!(mr_a.outstanding(&da), 0);
+    assert_eq!(mr_b.outstanding(&db), 0);
 }
 
-fn insert<N: Nic>(av: &AddressVector<'_, '_, N, D>, addr: EpAddr) -> FiAddr {
+fn insert<N: Nic>(d: &Domain<'_, N, D>, av: &AddressVector, addr: EpAddr) -> FiAddr {
     let mut out = [FiAddr::NOTAVAIL];
-    assert_eq!(av.insert(&[addr], &mut out), Ok(1));
+    assert_eq!(av.insert(d, &[addr], &mut out), Ok(1));
     out[0]
 }
 
@@ -162,22 +159,23 @@ fn senddata_carries_remote_cq_data_to_the_receiver<T: TestNic>() {
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
-    let mut s = mr_a.alloc(BUF).unwrap();
-    payload(&mut s, &[7; 3]);
-    ep_a.senddata(s, 3, 0xfeed_f00d, to_b, OpContext(2))
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(1))
         .unwrap();
-    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    let mut s = mr_a.alloc(&da, BUF).unwrap();
+    payload(&mut s, &[7; 3]);
+    ep_a.senddata(&da, s, 3, 0xfeed_f00d, to_b, OpContext(2))
+        .unwrap();
+    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
     assert_eq!(e.len, 3);
     assert_eq!(e.data, 0xfeed_f00d);
     assert_eq!(
         e.flags,
         CompletionFlags::RECV | CompletionFlags::MSG | CompletionFlags::REMOTE_CQ_DATA
     );
-    let _ = read_one(&p.wire, &cq_a);
+    let _ = read_one(&p.wire, &da, &cq_a);
 }
 
 fn inject_copies_the_payload_and_reports_no_completion<T: TestNic>() {
@@ -185,15 +183,16 @@ fn inject_copies_the_payload_and_reports_no_completion<T: TestNic>() {
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_b = db.register(memory(4 * BUF)).unwrap();
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(1))
+        .unwrap();
     let mut scratch = *b"injected";
-    ep_a.inject(&scratch, to_b).unwrap();
+    ep_a.inject(&da, &scratch, to_b).unwrap();
     scratch.fill(0); // reusable at once: the bytes were copied
-    assert_eq!(ep_a.inject(&[0; 65], to_b), Err(Error::MsgSize));
+    assert_eq!(ep_a.inject(&da, &[0; 65], to_b), Err(Error::MsgSize));
     assert_eq!(ep_a.inject_size(), 64);
-    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
     assert_eq!(e.len, 8);
     let mut got = [0u8; 8];
     buf.unwrap().read(HEADER_LEN, &mut got).unwrap();
@@ -201,11 +200,11 @@ fn inject_copies_the_payload_and_reports_no_completion<T: TestNic>() {
     p.wire.run_until_idle();
     let mut none = [DataEntry::default(); 4];
     assert_eq!(
-        cq_a.read(&mut none),
+        cq_a.read(&da, &mut none),
         Err(Error::Again),
         "inject completes silently"
     );
-    assert_eq!(cq_a.credits(), 256, "and its credit is back");
+    assert_eq!(cq_a.credits(&da), 256, "and its credit is back");
 }
 
 /// `Endpoint::info` reports what the endpoint does: each figure is checked against the
@@ -217,7 +216,7 @@ fn info_reports_what_the_endpoint_does<T: TestNic>() {
     let (da, db) = domains(&p);
     let (cq_a, av_a, mut ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let info = ep_a.info();
+    let info = ep_a.info(&da);
     assert_eq!(info.ep.ep_type, EpType::Dgram);
     assert_eq!(
         (info.ep.protocol.ethertype, info.ep.protocol.header_len),
@@ -239,43 +238,51 @@ fn info_reports_what_the_endpoint_does<T: TestNic>() {
     assert_eq!((info.tx.size, info.rx.size), (D, D));
     assert_eq!(
         (info.tx.iov_limit, info.rx.iov_limit, info.tx.rma_iov_limit),
-        (ep_a.iov_limit(), 1, 0),
+        (ep_a.iov_limit(&da), 1, 0),
         "a gather send takes iov_limit buffers (sendv_gathers_several_buffers_into_one_message)"
     );
-    assert_eq!(ep_a.iov_limit(), ringfab::mr::IOV_MAX);
+    assert_eq!(ep_a.iov_limit(&da), ringfab::mr::IOV_MAX);
     assert_eq!(info.rx.total_buffered_recv, 0);
     assert_eq!(
         (info.tx.msg_order, info.rx.msg_order),
         (Order::None, Order::None)
     );
 
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     // max_msg_size and inject_size are exact edges.
     let max = info.ep.max_msg_size;
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(1))
+        .unwrap();
     let (e, buf) = ep_a
-        .send(mr_a.alloc(BUF).unwrap(), max + 1, to_b, OpContext(9))
+        .send(
+            &da,
+            mr_a.alloc(&da, BUF).unwrap(),
+            max + 1,
+            to_b,
+            OpContext(9),
+        )
         .unwrap_err();
     assert_eq!(e, Error::MsgSize);
     drop(buf);
-    ep_a.send(mr_a.alloc(BUF).unwrap(), max, to_b, OpContext(10))
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), max, to_b, OpContext(10))
         .unwrap();
-    let (got, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    let (got, _, _): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
     assert_eq!(got.len, max, "a message of max_msg_size arrives whole");
     assert_eq!(
-        ep_a.inject(&vec![0; info.tx.inject_size + 1], to_b),
+        ep_a.inject(&da, &vec![0; info.tx.inject_size + 1], to_b),
         Err(Error::MsgSize)
     );
     // comp_order: four sends complete in posting order where it says strict.
     for i in 0..4 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(20 + i))
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(20 + i))
             .unwrap();
     }
     for i in 0..4 {
         ep_a.sendmsg(
-            mr_a.alloc(BUF).unwrap(),
+            &da,
+            mr_a.alloc(&da, BUF).unwrap(),
             16,
             to_b,
             None,
@@ -290,7 +297,7 @@ fn info_reports_what_the_endpoint_does<T: TestNic>() {
     }
     let mut sends = Vec::new();
     while sends.len() < 5 {
-        let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_a);
+        let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &da, &cq_a);
         sends.push(e.op_context.0);
     }
     let mut sorted = sends.clone();
@@ -313,9 +320,9 @@ fn info_reports_what_the_endpoint_does<T: TestNic>() {
     // op_flags follow FI_SETOPSFLAG.
     ep_a.set_op_flags(BindFlags::TRANSMIT, OpFlags::COMPLETION)
         .unwrap();
-    assert_eq!(ep_a.info().tx.op_flags, OpFlags::COMPLETION);
+    assert_eq!(ep_a.info(&da).tx.op_flags, OpFlags::COMPLETION);
     assert_eq!(
-        ep_a.info().tx.op_flags,
+        ep_a.info(&da).tx.op_flags,
         ep_a.get_op_flags(BindFlags::TRANSMIT).unwrap()
     );
 }
@@ -325,31 +332,32 @@ fn fi_more_defers_the_doorbell_until_the_last_send_of_a_batch<T: TestNic>() {
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(40 * BUF)).unwrap();
     let mr_b = db.register(memory(40 * BUF)).unwrap();
     for i in 0..16 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
     for i in 0..15 {
-        let s = mr_a.alloc(BUF).unwrap();
-        ep_a.sendmsg(s, 8, to_b, None, OpContext(100 + i), OpFlags::MORE)
+        let s = mr_a.alloc(&da, BUF).unwrap();
+        ep_a.sendmsg(&da, s, 8, to_b, None, OpContext(100 + i), OpFlags::MORE)
             .unwrap();
     }
     p.wire.run_until_idle();
     let mut e = [DataEntry::default(); 16];
     assert_eq!(
-        cq_b.read(&mut e),
+        cq_b.read(&db, &mut e),
         Err(Error::Again),
         "nothing left before the doorbell"
     );
-    let s = mr_a.alloc(BUF).unwrap();
-    ep_a.send(s, 8, to_b, OpContext(115)).unwrap();
+    let s = mr_a.alloc(&da, BUF).unwrap();
+    ep_a.send(&da, s, 8, to_b, OpContext(115)).unwrap();
     p.wire.run_until_idle();
     let mut n = 0;
     while n < 16 {
         p.wire.run_until_idle();
-        n += cq_b.read(&mut e[n..]).unwrap_or(0);
+        n += cq_b.read(&db, &mut e[n..]).unwrap_or(0);
     }
     let ctxs: Vec<usize> = e.iter().map(|e| e.op_context.0).collect();
     assert_eq!(ctxs, (0..16).collect::<Vec<_>>(), "all 16, in order");
@@ -365,16 +373,18 @@ fn selective_completion_reports_only_what_asked_for_it<T: TestNic>() {
         BOTH | BindFlags::SELECTIVE_COMPLETION,
     );
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     for i in 0..2 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 4, to_b, OpContext(10))
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 4, to_b, OpContext(10))
         .unwrap();
     ep_a.sendmsg(
-        mr_a.alloc(BUF).unwrap(),
+        &da,
+        mr_a.alloc(&da, BUF).unwrap(),
         4,
         to_b,
         None,
@@ -382,17 +392,17 @@ fn selective_completion_reports_only_what_asked_for_it<T: TestNic>() {
         OpFlags::COMPLETION,
     )
     .unwrap();
-    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_a);
+    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &da, &cq_a);
     assert_eq!(
         e.op_context,
         OpContext(11),
         "only the send that asked completes"
     );
     let mut more = [DataEntry::default(); 2];
-    assert_eq!(cq_a.read(&mut more), Err(Error::Again));
-    assert_eq!(cq_a.credits(), 256);
+    assert_eq!(cq_a.read(&da, &mut more), Err(Error::Again));
+    assert_eq!(cq_a.credits(&da), 256);
     assert_eq!(
-        mr_a.outstanding(),
+        mr_a.outstanding(&da),
         0,
         "the silent send's buffer went back to its region"
     );
@@ -449,60 +459,63 @@ fn lifecycle_errors_follow_fi_endpoint<T: TestNic>() {
     let mut ep = d.endpoint(&EpAttr::default()).unwrap();
 
     // Data operations before enable.
-    let (e, b) = ep.recv(mr.alloc(BUF).unwrap(), OpContext(1)).unwrap_err();
+    let (e, b) = ep
+        .recv(&d, mr.alloc(&d, BUF).unwrap(), OpContext(1))
+        .unwrap_err();
     assert_eq!(e, Error::OpBadState);
-    let (e, b) = ep.send(b, 4, FiAddr(0), OpContext(1)).unwrap_err();
+    let (e, b) = ep.send(&d, b, 4, FiAddr(0), OpContext(1)).unwrap_err();
     assert_eq!(e, Error::OpBadState);
-    assert_eq!(ep.inject(&[1], FiAddr(0)), Err(Error::OpBadState));
-    assert_eq!(ep.tx_size_left(), Err(Error::OpBadState));
+    assert_eq!(ep.inject(&d, &[1], FiAddr(0)), Err(Error::OpBadState));
+    assert_eq!(ep.tx_size_left(&d), Err(Error::OpBadState));
 
     // Binding rules.
     assert_eq!(
         ep.bind_cq(
+            &d,
             &cq,
             BindFlags::TRANSMIT | BindFlags::from_bits_retain(1 << 3)
         ),
         Err(Error::BadFlags)
     );
     assert_eq!(
-        ep.bind_cq(&cq, BindFlags::SELECTIVE_COMPLETION),
+        ep.bind_cq(&d, &cq, BindFlags::SELECTIVE_COMPLETION),
         Err(Error::Inval)
     );
-    assert_eq!(ep.enable(), Err(Error::NoCq));
-    ep.bind_cq(&cq, BindFlags::TRANSMIT).unwrap();
+    assert_eq!(ep.enable(&d), Err(Error::NoCq));
+    ep.bind_cq(&d, &cq, BindFlags::TRANSMIT).unwrap();
     assert_eq!(
-        ep.bind_cq(&cq2, BindFlags::TRANSMIT),
+        ep.bind_cq(&d, &cq2, BindFlags::TRANSMIT),
         Err(Error::Inval),
         "duplicate"
     );
-    assert_eq!(ep.enable(), Err(Error::NoCq), "no receive CQ yet");
-    ep.bind_cq(&cq2, BindFlags::RECV).unwrap();
-    assert_eq!(ep.enable(), Err(Error::NoAv));
-    ep.bind_av(&av).unwrap();
-    assert_eq!(ep.bind_av(&av), Err(Error::Inval), "one AV only");
-    ep.enable().unwrap();
-    assert_eq!(ep.enable(), Err(Error::OpBadState));
-    assert_eq!(ep.bind_cq(&cq, BindFlags::RECV), Err(Error::OpBadState));
+    assert_eq!(ep.enable(&d), Err(Error::NoCq), "no receive CQ yet");
+    ep.bind_cq(&d, &cq2, BindFlags::RECV).unwrap();
+    assert_eq!(ep.enable(&d), Err(Error::NoAv));
+    ep.bind_av(&d, &av).unwrap();
+    assert_eq!(ep.bind_av(&d, &av), Err(Error::Inval), "one AV only");
+    ep.enable(&d).unwrap();
+    assert_eq!(ep.enable(&d), Err(Error::OpBadState));
+    assert_eq!(ep.bind_cq(&d, &cq, BindFlags::RECV), Err(Error::OpBadState));
 
     // Closing what the endpoint uses.
-    let (e, cq) = cq.close().unwrap_err();
+    let (e, cq) = cq.close(&d).unwrap_err();
     assert_eq!(e, Error::Busy);
-    let (e, av) = av.close().unwrap_err();
+    let (e, av) = av.close(&d).unwrap_err();
     assert_eq!(e, Error::Busy);
-    ep.recv(b, OpContext(2)).unwrap();
-    let (e, mr) = mr.close().unwrap_err();
+    ep.recv(&d, b, OpContext(2)).unwrap();
+    let (e, mr) = mr.close(&d).unwrap_err();
     assert_eq!(e, Error::Busy, "a posted buffer keeps its region");
 
     // Close discards the posted receive without a completion and frees everything.
-    ep.close();
+    ep.close(&d).map_err(|(e, _)| e).unwrap();
     let mut out = [DataEntry::default(); 2];
-    assert_eq!(cq2.read(&mut out), Err(Error::Again));
-    assert_eq!(cq2.credits(), 256);
-    assert_eq!(mr.outstanding(), 0);
-    assert!(mr.close().is_ok());
-    assert!(av.close().is_ok());
-    assert!(cq.close().is_ok());
-    assert!(cq2.close().is_ok());
+    assert_eq!(cq2.read(&d, &mut out), Err(Error::Again));
+    assert_eq!(cq2.credits(&d), 256);
+    assert_eq!(mr.outstanding(&d), 0);
+    assert!(mr.close(&d).is_ok());
+    assert!(av.close(&d).is_ok());
+    assert!(cq.close(&d).is_ok());
+    assert!(cq2.close(&d).is_ok());
 }
 
 fn a_closed_endpoint_gives_its_queues_back<T: TestNic>() {
@@ -512,22 +525,22 @@ fn a_closed_endpoint_gives_its_queues_back<T: TestNic>() {
     let av = d.open_av(&AvAttr::default()).unwrap();
     for _ in 0..3 {
         let mut ep = d.endpoint(&EpAttr::default()).unwrap();
-        ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        ep.bind_cq(&d, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        // Queue pair 0 is taken while it lives.
+        ep.bind_av(&d, &av).unwrap();
+        ep.enable(&d).unwrap();
+        // Queue pair 0 is taken while it is open.
         let mut other = d.endpoint(&EpAttr::default()).unwrap();
         other
-            .bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .bind_cq(&d, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        other.bind_av(&av).unwrap();
-        assert!(matches!(other.enable(), Err(Error::Device(_))));
-        drop(other);
-        ep.close();
+        other.bind_av(&d, &av).unwrap();
+        assert!(matches!(other.enable(&d), Err(Error::Device(_))));
+        other.close(&d).map_err(|(e, _)| e).unwrap();
+        ep.close(&d).map_err(|(e, _)| e).unwrap();
     }
     let mut e = [MsgEntry::default(); 1];
-    assert_eq!(cq.read(&mut e), Err(Error::Again));
+    assert_eq!(cq.read(&d, &mut e), Err(Error::Again));
 }
 
 /// fi_close may discard operations that already completed (provider choice): a receive the NIC
@@ -538,23 +551,24 @@ fn close_discards_completed_but_unread_operations<T: TestNic>() {
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 8, to_b, OpContext(2))
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(1))
+        .unwrap();
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 8, to_b, OpContext(2))
         .unwrap();
     p.wire.run_until_idle();
-    let credits = cq_b.credits();
-    ep_b.close();
+    let credits = cq_b.credits(&db);
+    ep_b.close(&db).map_err(|(e, _)| e).unwrap();
     let mut e = [DataEntry::default(); 2];
     assert_eq!(
-        cq_b.read(&mut e),
+        cq_b.read(&db, &mut e),
         Err(Error::Again),
         "discarded with the queue"
     );
-    assert_eq!(mr_b.outstanding(), 0, "the buffer is back in its region");
-    assert!(cq_b.credits() > credits, "and the credit");
+    assert_eq!(mr_b.outstanding(&db), 0, "the buffer is back in its region");
+    assert!(cq_b.credits(&db) > credits, "and the credit");
     let _ = cq_a;
 }
 
@@ -563,10 +577,10 @@ fn send_errors_hand_the_buffer_back_and_post_nothing<T: TestNic>() {
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr = da.register(memory(4 * BUF)).unwrap();
-    let buf = mr.alloc(BUF).unwrap();
-    let max = ep_a.max_msg_size();
+    let buf = mr.alloc(&da, BUF).unwrap();
+    let max = ep_a.max_msg_size(&da);
     let frame = p.nic_a.capabilities().max_frame_len.min(BUF);
     assert_eq!(
         max,
@@ -588,23 +602,28 @@ fn send_errors_hand_the_buffer_back_and_post_nothing<T: TestNic>() {
     let mut buf = buf;
     for (flags, data, len, dest, want) in cases {
         let (e, b) = ep_a
-            .sendmsg(buf, len, dest, data, OpContext(1), flags)
+            .sendmsg(&da, buf, len, dest, data, OpContext(1), flags)
             .unwrap_err();
         assert_eq!(e, want, "{flags:?} len {len}");
         buf = b;
     }
     // A buffer too short for header + payload.
-    let small = mr.alloc(40).unwrap();
-    let (e, _small) = ep_a.send(small, 20, to_b, OpContext(1)).unwrap_err();
+    let small = mr.alloc(&da, 40).unwrap();
+    let (e, _small) = ep_a.send(&da, small, 20, to_b, OpContext(1)).unwrap_err();
     assert_eq!(e, Error::Inval);
     // A receive buffer shorter than the queue's buffer size.
     let mr_b = db.register(memory(4 * BUF)).unwrap();
     let (e, _) = ep_b
-        .recv(mr_b.alloc(1024).unwrap(), OpContext(1))
+        .recv(&db, mr_b.alloc(&db, 1024).unwrap(), OpContext(1))
         .unwrap_err();
     assert_eq!(e, Error::Inval);
     let (e, _) = ep_b
-        .recvmsg(mr_b.alloc(BUF).unwrap(), OpContext(1), OpFlags::FENCE)
+        .recvmsg(
+            &db,
+            mr_b.alloc(&db, BUF).unwrap(),
+            OpContext(1),
+            OpFlags::FENCE,
+        )
         .unwrap_err();
     assert_eq!(
         e,
@@ -613,9 +632,13 @@ fn send_errors_hand_the_buffer_back_and_post_nothing<T: TestNic>() {
     );
     p.wire.run_until_idle();
     let mut out = [DataEntry::default(); 2];
-    assert_eq!(cq_a.read(&mut out), Err(Error::Again), "nothing was posted");
-    assert_eq!(cq_b.read(&mut out), Err(Error::Again));
-    assert_eq!(cq_a.credits(), 256);
+    assert_eq!(
+        cq_a.read(&da, &mut out),
+        Err(Error::Again),
+        "nothing was posted"
+    );
+    assert_eq!(cq_b.read(&db, &mut out), Err(Error::Again));
+    assert_eq!(cq_a.credits(&da), 256);
     drop(buf);
 }
 
@@ -624,11 +647,12 @@ fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     // One receive per junk frame: they arrive in one burst, before any is reposted.
     for i in 0..5 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
 
     // A raw path on A's queue 1 sends frames B's endpoint must refuse.
@@ -648,7 +672,7 @@ fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
         })
         .unwrap();
     let tx = raw.open_tx(1, TxConfig::default()).unwrap();
-    raw_cq.bind(&tx, BindFlags::TRANSMIT).unwrap();
+    raw_cq.bind(&raw, &tx, BindFlags::TRANSMIT).unwrap();
     let mem = p.nic_a.alloc_dma(8 * 256).unwrap();
     let good = Header {
         dst: MAC_B,
@@ -709,13 +733,13 @@ fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
     p.wire.run_until_idle();
     let mut out = [DataEntry::default(); 4];
     assert_eq!(
-        cq_b.read(&mut out),
+        cq_b.read(&db, &mut out),
         Err(Error::Again),
         "none of them is data"
     );
-    assert_eq!(ep_b.dropped_frames(), 5);
+    assert_eq!(ep_b.dropped_frames(&db), 5);
     assert_eq!(
-        ep_b.rx_size_left(),
+        ep_b.rx_size_left(&db),
         Ok(D - 5),
         "their buffers were posted again"
     );
@@ -724,19 +748,25 @@ fn frames_that_are_not_for_the_endpoint_never_reach_it<T: TestNic>() {
     // The same five receives still take real messages, in posting order.
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     for i in 0..5 {
-        ep_a.send(mr_a.alloc(BUF).unwrap(), 1, to_b, OpContext(50 + i))
-            .unwrap();
+        ep_a.send(
+            &da,
+            mr_a.alloc(&da, BUF).unwrap(),
+            1,
+            to_b,
+            OpContext(50 + i),
+        )
+        .unwrap();
     }
     let mut got = Vec::new();
     while got.len() < 5 {
         p.wire.run_until_idle();
-        if let Ok(n) = cq_b.read(&mut out) {
+        if let Ok(n) = cq_b.read(&db, &mut out) {
             got.extend(out[..n].iter().map(|e| e.op_context.0));
         }
     }
     assert_eq!(got, vec![0, 1, 2, 3, 4]);
     let mut drain = [MsgEntry::default(); 8];
-    while raw_cq.read(&mut drain).is_ok() {}
+    while raw_cq.read(&raw, &mut drain).is_ok() {}
     let _ = (cq_a, proto::ETHERTYPE);
 }
 
@@ -746,13 +776,14 @@ fn an_unknown_sender_reads_notavail_or_with_source_err_an_error_entry<T: TestNic
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 2, to_b, OpContext(2))
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(1))
         .unwrap();
-    let (e, src, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 2, to_b, OpContext(2))
+        .unwrap();
+    let (e, src, _): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
     assert_eq!(e.len, 2);
     assert_eq!(src, FiAddr::NOTAVAIL);
     let _ = cq_a;
@@ -767,20 +798,21 @@ fn source_err_turns_an_unknown_sender_into_eaddrnotavail_with_the_raw_address<T:
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, av_b, ep_b) = side(&db, &attr_b, BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
     for i in 0..2 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 2, to_b, OpContext(2))
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 2, to_b, OpContext(2))
         .unwrap();
     let mut out = [DataEntry::default(); 1];
     let mut src = [FiAddr(0)];
     let mut r = Err(Error::Again);
     for _ in 0..100 {
         p.wire.run_until_idle();
-        r = cq_b.readfrom(&mut out, &mut src);
+        r = cq_b.readfrom(&db, &mut out, &mut src);
         if r != Err(Error::Again) {
             break;
         }
@@ -788,7 +820,9 @@ fn source_err_turns_an_unknown_sender_into_eaddrnotavail_with_the_raw_address<T:
     assert_eq!(r, Err(Error::Avail));
     let mut err = ErrEntry::default();
     let mut data = [0u8; 16];
-    let (out_data, buf) = cq_b.readerr_owned(&mut err, Some(&mut data), 0).unwrap();
+    let (out_data, buf) = cq_b
+        .readerr_owned(&db, &mut err, Some(&mut data), 0)
+        .unwrap();
     assert_eq!(out_data, ringfab::cq::errdata::ErrDataOut::Copied(8));
     assert!(
         buf.is_some(),
@@ -801,10 +835,10 @@ fn source_err_turns_an_unknown_sender_into_eaddrnotavail_with_the_raw_address<T:
     assert_eq!(EpAddr::from_bytes(&data[..8]), Ok(ep_a.name()));
 
     // Once A is in B's AV, the next message from it is a success with its handle.
-    let to_a = insert(&av_b, ep_a.name());
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 2, to_b, OpContext(3))
+    let to_a = insert(&db, &av_b, ep_a.name());
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 2, to_b, OpContext(3))
         .unwrap();
-    let (e, src, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    let (e, src, _): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
     assert_eq!((e.op_context, src), (OpContext(1), to_a));
     let _ = cq_a;
 }
@@ -841,12 +875,13 @@ fn options_op_flags_and_size_left<T: TestNic>() {
         Err(Error::BadFlags)
     );
 
-    assert_eq!(ep_a.tx_size_left(), Ok(D));
+    assert_eq!(ep_a.tx_size_left(&da), Ok(D));
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     for i in 0..3 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
-    assert_eq!(ep_b.rx_size_left(), Ok(D - 3));
+    assert_eq!(ep_b.rx_size_left(&db), Ok(D - 3));
     let _ = (&da, &cq_a, &cq_b);
 }
 
@@ -861,22 +896,22 @@ fn registration_refuses_empty_memory_and_full_slabs_and_counts_buffers<T: TestNi
         Some(Error::Full(Capacity::Mrs)),
         "two slots"
     );
-    assert_eq!(m1.alloc(0).err(), Some(Error::Inval));
-    let a = m1.alloc(100).unwrap();
-    let b = m1.alloc(100).unwrap();
+    assert_eq!(m1.alloc(&d, 0).err(), Some(Error::Inval));
+    let a = m1.alloc(&d, 100).unwrap();
+    let b = m1.alloc(&d, 100).unwrap();
     assert_eq!(b.addr() - a.addr(), 128, "buffers start on cache lines");
     assert_eq!(b.iova().0 - a.iova().0, 128);
-    assert_eq!(m1.alloc(4096).err(), Some(Error::NoMem));
+    assert_eq!(m1.alloc(&d, 4096).err(), Some(Error::NoMem));
     // A buffer that fits a page is not carved across a page boundary (device addresses).
     let m3 = {
-        drop(_m2);
+        _m2.close(&d).map_err(|(e, _)| e).unwrap();
         d.register(memory(4 * 4096)).unwrap()
     };
-    let small = m3.alloc(100).unwrap();
-    let page = m3.alloc(4000).unwrap();
+    let small = m3.alloc(&d, 100).unwrap();
+    let page = m3.alloc(&d, 4000).unwrap();
     assert!(page.iova().0 % 4096 + 4000 <= 4096, "inside one page");
     assert!(page.iova().0 > small.iova().0);
-    let big = m3.alloc(5000).unwrap();
+    let big = m3.alloc(&d, 5000).unwrap();
     assert_eq!(big.len(), 5000, "larger buffers are carved as they come");
     drop((small, page, big));
     let mut a = a;
@@ -886,9 +921,9 @@ fn registration_refuses_empty_memory_and_full_slabs_and_counts_buffers<T: TestNi
     let mut back = [0u8; 100];
     a.read(0, &mut back).unwrap();
     assert!(back.iter().all(|&x| x == 0xab));
-    assert_eq!(m1.outstanding(), 2);
+    assert_eq!(m1.outstanding(&d), 2);
     drop((a, b));
-    assert!(m1.close().is_ok());
+    assert!(m1.close(&d).is_ok());
 }
 
 fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_message<
@@ -903,30 +938,38 @@ fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_me
     };
     let cq_b = db.open_cq::<Data>(&blocking).unwrap();
     let v = cq_b
-        .interrupt_vector()
+        .interrupt_vector(&db)
         .expect("a blocking CQ owns a vector");
     let irq = p.b.vector(v).unwrap();
     let av_a = da.open_av(&AvAttr::default()).unwrap();
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
-    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_a.bind_av(&av_a).unwrap();
-    ep_b.bind_av(&av_b).unwrap();
-    ep_a.enable().unwrap();
-    ep_b.enable().unwrap();
-    let to_b = insert(&av_a, ep_b.name());
-    let to_a = insert(&av_b, ep_a.name());
+    ep_a.bind_av(&da, &av_a).unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_a.enable(&da).unwrap();
+    ep_b.enable(&db).unwrap();
+    let to_b = insert(&da, &av_a, ep_b.name());
+    let to_a = insert(&db, &av_b, ep_a.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(7)).unwrap();
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(7))
+        .unwrap();
     let mut short = [FiAddr::NOTAVAIL; 1];
     let now = StdClock(std::time::Instant::now());
     assert_eq!(
-        cq_b.sreadfrom(&mut [DataEntry::default(); 2], &mut short, None, None, &now),
+        cq_b.sreadfrom(
+            &db,
+            &mut [DataEntry::default(); 2],
+            &mut short,
+            None,
+            None,
+            &now
+        ),
         Err(Error::Inval),
         "src shorter than out"
     );
@@ -936,6 +979,7 @@ fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_me
     // Nothing yet: a short sread times out with Again.
     assert_eq!(
         cq_b.sread(
+            &db,
             &mut out,
             None,
             Some(std::time::Duration::from_millis(20)),
@@ -949,11 +993,11 @@ fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_me
             let mut out = [DataEntry::default(); 4];
             let mut src = [FiAddr::NOTAVAIL; 4];
             let ten_s = Some(std::time::Duration::from_secs(10));
-            let got = cq_b.sreadfrom(&mut out, &mut src, None, ten_s, &clock);
+            let got = cq_b.sreadfrom(&db, &mut out, &mut src, None, ten_s, &clock);
             (got, out[0], src[0])
         });
         std::thread::sleep(std::time::Duration::from_millis(20));
-        ep_a.send(mr_a.alloc(BUF).unwrap(), 5, to_b, OpContext(1))
+        ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 5, to_b, OpContext(1))
             .unwrap();
         p.wire.run_until_idle();
         let (got, e, src) = reader.join().unwrap();
@@ -971,21 +1015,26 @@ fn an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_me
 /// What a CQ delivered: successes as `(context, len)`, errors as `(context, errno)`.
 type Drained = (Vec<(usize, usize)>, Vec<(usize, i32)>);
 
-/// Reads everything `cq` holds (driving the wire), errors taken with `readerr_owned`.
-fn drain_all<N: Nic>(wire: &Wire, cq: &mut CompletionQueue<'_, '_, N, D, Data>) -> Drained {
+/// Reads everything `cq` (of domain `d`) holds (driving the wire), errors taken with
+/// `readerr_owned`.
+fn drain_all<N: Nic>(
+    wire: &Wire,
+    d: &Domain<'_, N, D>,
+    cq: &mut CompletionQueue<N, Data>,
+) -> Drained {
     let (mut ok, mut err) = (Vec::new(), Vec::new());
     let mut idle = 0;
     while idle < 3 {
         wire.run_until_idle();
         let mut e = [DataEntry::default(); 8];
-        match cq.read(&mut e) {
+        match cq.read(d, &mut e) {
             Ok(n) => {
                 ok.extend(e[..n].iter().map(|e| (e.op_context.0, e.len)));
                 idle = 0;
             }
             Err(Error::Avail) => {
                 let mut entry = ErrEntry::default();
-                let (_, buf) = cq.readerr_owned(&mut entry, None, 0).unwrap();
+                let (_, buf) = cq.readerr_owned(d, &mut entry, None, 0).unwrap();
                 assert!(buf.is_some(), "an owned buffer comes back with its error");
                 err.push((entry.op_context.0, entry.err));
                 idle = 0;
@@ -1002,31 +1051,38 @@ fn cancel_completes_one_posted_receive_and_leaves_the_others_posted<T: TestNic>(
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     for i in 0..4 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
     assert_eq!(
-        ep_b.cancel(OpContext(99)),
+        ep_b.cancel(&db, OpContext(99)),
         Ok(false),
         "unknown: nothing changes"
     );
-    assert_eq!(ep_b.rx_size_left(), Ok(D - 4));
-    assert_eq!(ep_b.cancel(OpContext(2)), Ok(true));
+    assert_eq!(ep_b.rx_size_left(&db), Ok(D - 4));
+    assert_eq!(ep_b.cancel(&db, OpContext(2)), Ok(true));
     for i in 0..3 {
-        ep_a.send(mr_a.alloc(BUF).unwrap(), 10 + i, to_b, OpContext(50 + i))
-            .unwrap();
+        ep_a.send(
+            &da,
+            mr_a.alloc(&da, BUF).unwrap(),
+            10 + i,
+            to_b,
+            OpContext(50 + i),
+        )
+        .unwrap();
     }
-    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
     assert_eq!(err, vec![(2, 125)], "FI_ECANCELED, once");
     assert_eq!(
         ok,
         vec![(0, 10), (1, 11), (3, 12)],
         "the others, in order, once each"
     );
-    assert_eq!(mr_b.outstanding(), 0, "every buffer came back");
+    assert_eq!(mr_b.outstanding(&db), 0, "every buffer came back");
     let _ = cq_a;
 }
 
@@ -1035,26 +1091,27 @@ fn cancel_of_a_send_still_in_the_ring_reports_it_and_sends_the_rest<T: TestNic>(
     let (da, db) = domains(&p);
     let (mut cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     for i in 0..4 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
     // FI_MORE keeps all three in the ring, unseen by the NIC.
     for i in 0..3 {
-        let s = mr_a.alloc(BUF).unwrap();
-        ep_a.sendmsg(s, 20 + i, to_b, None, OpContext(70 + i), OpFlags::MORE)
+        let s = mr_a.alloc(&da, BUF).unwrap();
+        ep_a.sendmsg(&da, s, 20 + i, to_b, None, OpContext(70 + i), OpFlags::MORE)
             .unwrap();
     }
-    assert_eq!(ep_a.cancel(OpContext(71)), Ok(true));
-    let (ok, err) = drain_all(&p.wire, &mut cq_a);
+    assert_eq!(ep_a.cancel(&da, OpContext(71)), Ok(true));
+    let (ok, err) = drain_all(&p.wire, &da, &mut cq_a);
     assert_eq!(err, vec![(71, 125)]);
     assert_eq!(ok, vec![(70, 0), (72, 0)]);
-    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
     assert!(err.is_empty());
     assert_eq!(ok, vec![(0, 20), (1, 22)], "the canceled one never left");
-    assert_eq!(mr_a.outstanding(), 0);
+    assert_eq!(mr_a.outstanding(&da), 0);
 }
 
 fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once<T: TestNic>() {
@@ -1062,38 +1119,45 @@ fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once<T: Tes
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     for i in 0..4 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
     p.b.inject(ringfab_emu::DeviceFault::WithholdWriteback {
         ring: Some(ringfab_emu::Ring::Rx(0)),
         count: 1,
     });
     for i in 0..3 {
-        ep_a.send(mr_a.alloc(BUF).unwrap(), 30 + i, to_b, OpContext(80 + i))
-            .unwrap();
+        ep_a.send(
+            &da,
+            mr_a.alloc(&da, BUF).unwrap(),
+            30 + i,
+            to_b,
+            OpContext(80 + i),
+        )
+        .unwrap();
     }
     p.wire.run_until_idle();
     let in_order = p.nic_b.capabilities().in_order_completion;
     let mut e = [DataEntry::default(); 4];
     if in_order {
         assert_eq!(
-            cq_b.read(&mut e),
+            cq_b.read(&db, &mut e),
             Err(Error::Again),
             "in order: stuck behind the lost one"
         );
     } else {
         // Completion by id (virtio): the two after the lost one complete at once.
-        let (ok, err) = drain_all(&p.wire, &mut cq_b);
+        let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
         assert!(err.is_empty());
         assert_eq!(ok, vec![(1, 31), (2, 32)], "by id: not held up");
     }
     // The first receive's data arrived but its write-back never will: cancel reclaims it.
-    assert_eq!(ep_b.cancel(OpContext(0)), Ok(true));
-    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    assert_eq!(ep_b.cancel(&db, OpContext(0)), Ok(true));
+    let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
     assert_eq!(err, vec![(0, 125)]);
     if in_order {
         assert_eq!(
@@ -1105,12 +1169,12 @@ fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once<T: Tes
         assert!(ok.is_empty(), "each delivered once: {ok:?}");
     }
     // The fourth receive is still posted and takes the next message.
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 33, to_b, OpContext(83))
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 33, to_b, OpContext(83))
         .unwrap();
-    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
     assert!(err.is_empty());
     assert_eq!(ok, vec![(3, 33)]);
-    assert_eq!(mr_b.outstanding(), 0);
+    assert_eq!(mr_b.outstanding(&db), 0);
     let _ = cq_a;
 }
 
@@ -1118,7 +1182,7 @@ fn cancel_before_enable_is_opbadstate<T: TestNic>() {
     let p = pair_of::<T>();
     let d = domain(&p.nic_a);
     let ep = d.endpoint(&EpAttr::default()).unwrap();
-    assert_eq!(ep.cancel(OpContext(1)), Err(Error::OpBadState));
+    assert_eq!(ep.cancel(&d, OpContext(1)), Err(Error::OpBadState));
 }
 
 /// `sendv`: several owned buffers go out as one message, in order, behind a header from the
@@ -1130,13 +1194,13 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     let (da, db) = domains(&p);
     let (mut cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(16 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     let gather = |seed: u8| {
         let mut iov = Iov::new();
         for (k, len) in [5usize, 7, 9].into_iter().enumerate() {
-            let mut b = mr_a.alloc(64).unwrap();
+            let mut b = mr_a.alloc(&da, 64).unwrap();
             let bytes: Vec<u8> = (0..len).map(|j| seed + (k * 16 + j) as u8).collect();
             b.write(0, &bytes).unwrap();
             iov.push(b, len).unwrap();
@@ -1152,25 +1216,26 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     };
 
     // Refusals hand the whole list back.
-    let (e, back) = ep_a.sendv(Iov::new(), to_b, OpContext(1)).unwrap_err();
+    let (e, back) = ep_a.sendv(&da, Iov::new(), to_b, OpContext(1)).unwrap_err();
     assert_eq!((e, back.len()), (Error::Inval, 0), "an empty list");
     let mut full = gather(0);
-    let (e, extra) = full.push(mr_a.alloc(64).unwrap(), 1).unwrap_err();
+    let (e, extra) = full.push(mr_a.alloc(&da, 64).unwrap(), 1).unwrap_err();
     assert_eq!(e, Error::Inval, "no more than IOV_MAX");
     drop(extra);
-    let (e, back) = ep_a.sendv(full, FiAddr(99), OpContext(1)).unwrap_err();
+    let (e, back) = ep_a.sendv(&da, full, FiAddr(99), OpContext(1)).unwrap_err();
     assert_eq!(
         (e, back.len()),
         (Error::Inval, 3),
         "a destination not in the AV"
     );
     drop(back);
-    assert_eq!(mr_a.outstanding(), 0);
+    assert_eq!(mr_a.outstanding(&da), 0);
 
     // One gather send, received as one message.
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(10)).unwrap();
-    ep_a.sendv(gather(1), to_b, OpContext(11)).unwrap();
-    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(10))
+        .unwrap();
+    ep_a.sendv(&da, gather(1), to_b, OpContext(11)).unwrap();
+    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
     assert_eq!((e.op_context, e.len), (OpContext(10), 21));
     let mut got = [0u8; 21];
     buf.unwrap().read(HEADER_LEN, &mut got).unwrap();
@@ -1179,7 +1244,10 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     let mut out = [DataEntry::default(); 2];
     let mut src = [FiAddr::NOTAVAIL; 2];
     let mut iovs = [Iov::new(), Iov::new()];
-    assert_eq!(cq_a.read_owned_iov(&mut out, &mut src, &mut iovs), Ok(1));
+    assert_eq!(
+        cq_a.read_owned_iov(&da, &mut out, &mut src, &mut iovs),
+        Ok(1)
+    );
     assert_eq!(out[0].op_context, OpContext(11));
     assert_eq!(
         iovs[0].len(),
@@ -1188,15 +1256,17 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     );
     let [first, _] = iovs;
     drop(first);
-    assert_eq!(mr_a.outstanding(), 0);
+    assert_eq!(mr_a.outstanding(&da), 0);
 
     // Held in the ring with FI_MORE, then flushed by a cancel of the send behind it: posted
     // again whole (all its segments), and it arrives intact.
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(20)).unwrap();
-    ep_a.sendmsgv(gather(2), to_b, None, OpContext(21), OpFlags::MORE)
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(20))
+        .unwrap();
+    ep_a.sendmsgv(&da, gather(2), to_b, None, OpContext(21), OpFlags::MORE)
         .unwrap();
     ep_a.sendmsg(
-        mr_a.alloc(BUF).unwrap(),
+        &da,
+        mr_a.alloc(&da, BUF).unwrap(),
         4,
         to_b,
         None,
@@ -1204,27 +1274,27 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
         OpFlags::MORE,
     )
     .unwrap();
-    assert_eq!(ep_a.cancel(OpContext(22)), Ok(true));
-    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    assert_eq!(ep_a.cancel(&da, OpContext(22)), Ok(true));
+    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
     assert_eq!((e.op_context, e.len), (OpContext(20), 21));
     let mut got = [0u8; 21];
     buf.unwrap().read(HEADER_LEN, &mut got).unwrap();
     assert_eq!(got.to_vec(), expect(2));
-    let (ok, err) = drain_all(&p.wire, &mut cq_a);
+    let (ok, err) = drain_all(&p.wire, &da, &mut cq_a);
     assert_eq!((ok, err), (vec![(21, 0)], vec![(22, 125)]));
     assert_eq!(
-        mr_a.outstanding(),
+        mr_a.outstanding(&da),
         0,
         "read and readerr gave every buffer back"
     );
 
     // recvv: one buffer (the receive iov_limit), else Inval with the list back.
-    let (e, back) = ep_b.recvv(Iov::new(), OpContext(40)).unwrap_err();
+    let (e, back) = ep_b.recvv(&db, Iov::new(), OpContext(40)).unwrap_err();
     assert_eq!((e, back.len()), (Error::Inval, 0));
     let mut two = Iov::new();
-    two.push(mr_b.alloc(BUF).unwrap(), 0).unwrap();
-    two.push(mr_b.alloc(BUF).unwrap(), 0).unwrap();
-    let (e, back) = ep_b.recvv(two, OpContext(40)).unwrap_err();
+    two.push(mr_b.alloc(&db, BUF).unwrap(), 0).unwrap();
+    two.push(mr_b.alloc(&db, BUF).unwrap(), 0).unwrap();
+    let (e, back) = ep_b.recvv(&db, two, OpContext(40)).unwrap_err();
     assert_eq!(
         (e, back.len()),
         (Error::Inval, 2),
@@ -1232,20 +1302,20 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     );
     drop(back);
     let mut one = Iov::new();
-    one.push(mr_b.alloc(BUF).unwrap(), BUF).unwrap();
-    ep_b.recvv(one, OpContext(40)).unwrap();
-    ep_a.sendv(gather(4), to_b, OpContext(41)).unwrap();
-    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    one.push(mr_b.alloc(&db, BUF).unwrap(), BUF).unwrap();
+    ep_b.recvv(&db, one, OpContext(40)).unwrap();
+    ep_a.sendv(&da, gather(4), to_b, OpContext(41)).unwrap();
+    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
     assert_eq!((e.op_context, e.len), (OpContext(40), 21));
     drop(buf);
-    let _ = drain_all(&p.wire, &mut cq_a);
+    let _ = drain_all(&p.wire, &da, &mut cq_a);
 
     // Closing with a gather send in the ring gives all of its buffers back.
-    ep_a.sendmsgv(gather(3), to_b, None, OpContext(31), OpFlags::MORE)
+    ep_a.sendmsgv(&da, gather(3), to_b, None, OpContext(31), OpFlags::MORE)
         .unwrap();
-    assert_eq!(mr_a.outstanding(), 3);
-    ep_a.close();
-    assert_eq!(mr_a.outstanding(), 0);
+    assert_eq!(mr_a.outstanding(&da), 3);
+    ep_a.close(&da).map_err(|(e, _)| e).unwrap();
+    assert_eq!(mr_a.outstanding(&da), 0);
     let _ = &mut cq_b;
 }
 
@@ -1271,20 +1341,21 @@ fn byte_counters_count_payload_bytes_of_sends_and_receives<T: TestNic>() {
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
-    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
     ep_b.bind_cq(
+        &db,
         &cq_b,
         BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION,
     )
     .unwrap();
-    ep_a.bind_cntr(&sent, CntrBindFlags::SEND).unwrap();
-    ep_b.bind_cntr(&received, CntrBindFlags::RECV).unwrap();
-    ep_a.bind_av(&av_a).unwrap();
-    ep_b.bind_av(&av_b).unwrap();
-    ep_a.enable().unwrap();
-    ep_b.enable().unwrap();
-    let to_b = insert(&av_a, ep_b.name());
+    ep_a.bind_cntr(&da, &sent, CntrBindFlags::SEND).unwrap();
+    ep_b.bind_cntr(&db, &received, CntrBindFlags::RECV).unwrap();
+    ep_a.bind_av(&da, &av_a).unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_a.enable(&da).unwrap();
+    ep_b.enable(&db).unwrap();
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(5 * BUF)).unwrap();
     let mr_b = db.register(memory(5 * BUF)).unwrap();
     // 4 and 3 bytes make padded 60-byte frames; two of the four receives ask for no completion.
@@ -1295,22 +1366,22 @@ fn byte_counters_count_payload_bytes_of_sends_and_receives<T: TestNic>() {
         } else {
             OpFlags::empty()
         };
-        ep_b.recvmsg(mr_b.alloc(BUF).unwrap(), OpContext(i), flags)
+        ep_b.recvmsg(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i), flags)
             .unwrap();
-        ep_a.send(mr_a.alloc(BUF).unwrap(), len, to_b, OpContext(i))
+        ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), len, to_b, OpContext(i))
             .unwrap();
     }
     for _ in 0..lens.len() {
-        let _ = read_one(&p.wire, &cq_a);
+        let _ = read_one(&p.wire, &da, &cq_a);
     }
     assert_eq!(sent.read(), 37, "4 + 10 + 20 + 3 payload bytes sent");
     for want in [4, 20] {
-        let (e, _, _) = read_one(&p.wire, &cq_b);
+        let (e, _, _) = read_one(&p.wire, &db, &cq_b);
         assert_eq!(e.len, want, "the receives that asked report");
     }
     // The last, silent one is taken by the next read (progress happens in reads).
     let mut rest = [ringfab::cq::entry::DataEntry::default(); 1];
-    assert_eq!(cq_b.read(&mut rest), Err(Error::Again));
+    assert_eq!(cq_b.read(&db, &mut rest), Err(Error::Again));
     assert_eq!(
         received.read(),
         37,
@@ -1349,93 +1420,100 @@ fn counters_count_every_completion_by_class_also_without_cq_entries<T: TestNic>(
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
     // A: selective CQ (errors only) plus a counter for sends: the fi_endpoint NOTES pattern.
     let selective = BindFlags::TRANSMIT | BindFlags::RECV | BindFlags::SELECTIVE_COMPLETION;
-    ep_a.bind_cq(&cq_a, selective).unwrap();
-    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_a.bind_cq(&da, &cq_a, selective).unwrap();
+    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
 
     // Binding rules.
     let unknown = CntrBindFlags::SEND | CntrBindFlags::from_bits_retain(1 << 40);
-    assert_eq!(ep_a.bind_cntr(&sends, unknown), Err(Error::BadFlags));
+    assert_eq!(ep_a.bind_cntr(&da, &sends, unknown), Err(Error::BadFlags));
     for rma in [
         CntrBindFlags::READ,
         CntrBindFlags::WRITE,
         CntrBindFlags::REMOTE_READ,
         CntrBindFlags::REMOTE_WRITE,
     ] {
-        assert_eq!(ep_a.bind_cntr(&sends, rma), Err(Error::OpNotSupp));
+        assert_eq!(ep_a.bind_cntr(&da, &sends, rma), Err(Error::OpNotSupp));
     }
     assert_eq!(
-        ep_a.bind_cntr(&sends, CntrBindFlags::empty()),
+        ep_a.bind_cntr(&da, &sends, CntrBindFlags::empty()),
         Err(Error::Inval)
     );
     assert_eq!(
-        ep_a.bind_cntr(&stranger, CntrBindFlags::SEND),
+        ep_a.bind_cntr(&da, &stranger, CntrBindFlags::SEND),
         Err(Error::Domain)
     );
-    ep_a.bind_cntr(&sends, CntrBindFlags::SEND).unwrap();
+    ep_a.bind_cntr(&da, &sends, CntrBindFlags::SEND).unwrap();
     assert_eq!(
-        ep_a.bind_cntr(&sends, CntrBindFlags::SEND),
+        ep_a.bind_cntr(&da, &sends, CntrBindFlags::SEND),
         Err(Error::Inval),
         "one per class"
     );
-    ep_b.bind_cntr(&bytes, CntrBindFlags::RECV).unwrap();
-    ep_a.bind_av(&av_a).unwrap();
-    ep_b.bind_av(&av_b).unwrap();
-    ep_a.enable().unwrap();
-    ep_b.enable().unwrap();
+    ep_b.bind_cntr(&db, &bytes, CntrBindFlags::RECV).unwrap();
+    ep_a.bind_av(&da, &av_a).unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_a.enable(&da).unwrap();
+    ep_b.enable(&db).unwrap();
     assert_eq!(
-        ep_a.bind_cntr(&sends, CntrBindFlags::RECV),
+        ep_a.bind_cntr(&da, &sends, CntrBindFlags::RECV),
         Err(Error::OpBadState)
     );
 
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(16 * BUF)).unwrap();
     let mr_b = db.register(memory(16 * BUF)).unwrap();
     for i in 0..5 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
     for i in 0..5 {
-        ep_a.send(mr_a.alloc(BUF).unwrap(), 100 + i, to_b, OpContext(20 + i))
-            .unwrap();
+        ep_a.send(
+            &da,
+            mr_a.alloc(&da, BUF).unwrap(),
+            100 + i,
+            to_b,
+            OpContext(20 + i),
+        )
+        .unwrap();
     }
     p.wire.run_until_idle();
     // The sends asked for no CQ entry; the counter still sees them once progress is made.
     let clock = StdClock(std::time::Instant::now());
     sends
         .wait_with_progress(5, Some(std::time::Duration::from_secs(5)), &clock, || {
-            ep_a.progress().unwrap()
+            ep_a.progress(&da).unwrap()
         })
         .unwrap();
     assert_eq!((sends.read(), sends.readerr()), (5, 0));
     let mut e = [DataEntry::default(); 8];
     assert_eq!(
-        cq_a.read(&mut e),
+        cq_a.read(&da, &mut e),
         Err(Error::Again),
         "selective: no entries"
     );
     // B counts payload bytes of its receives as its CQ is read.
     let (ok, _) = {
         let mut cq_b = cq_b;
-        let r = drain_all(&p.wire, &mut cq_b);
+        let r = drain_all(&p.wire, &db, &mut cq_b);
         (r.0, cq_b)
     };
     assert_eq!(ok.len(), 5);
     assert_eq!(bytes.read(), (100..105).sum::<u64>());
 
     // A failure counts in the error value: a send canceled while FI_MORE held it back.
-    let s = mr_a.alloc(BUF).unwrap();
-    ep_a.sendmsg(s, 8, to_b, None, OpContext(9), OpFlags::MORE)
+    let s = mr_a.alloc(&da, BUF).unwrap();
+    ep_a.sendmsg(&da, s, 8, to_b, None, OpContext(9), OpFlags::MORE)
         .unwrap();
-    assert_eq!(ep_a.cancel(OpContext(9)), Ok(true));
+    assert_eq!(ep_a.cancel(&da, OpContext(9)), Ok(true));
     assert_eq!((sends.read(), sends.readerr()), (5, 1));
     let mut cq_a = cq_a;
     assert_eq!(
-        cq_a.read(&mut e),
+        cq_a.read(&da, &mut e),
         Err(Error::Avail),
         "errors are reported even when selective"
     );
     let mut err = ErrEntry::default();
-    cq_a.readerr(&mut err, None, 0).unwrap();
+    cq_a.readerr(&da, &mut err, None, 0).unwrap();
     assert_eq!((err.op_context, err.err), (OpContext(9), 125));
 }
 
@@ -1444,26 +1522,26 @@ fn a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last<T: T
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(16 * BUF)).unwrap();
     let mr_b = db.register(memory(16 * BUF)).unwrap();
     // Room for 4 messages; MIN_MULTI_RECV of 1.5 slots: released after the 3rd, when one
     // slot (2048 bytes < 3072) is left.
     let mut ep_b = ep_b;
     ep_b.setopt(EpOpt::MinMultiRecv, 3 * BUF / 2).unwrap();
-    let multi = mr_b.alloc(4 * BUF).unwrap();
+    let multi = mr_b.alloc(&db, 4 * BUF).unwrap();
     let base = multi.addr();
-    ep_b.recvmsg(multi, OpContext(5), OpFlags::MULTI_RECV)
+    ep_b.recvmsg(&db, multi, OpContext(5), OpFlags::MULTI_RECV)
         .unwrap();
-    assert_eq!(ep_b.rx_size_left(), Ok(D - 3), "three slots posted");
+    assert_eq!(ep_b.rx_size_left(&db), Ok(D - 3), "three slots posted");
     for i in 0..3 {
-        let mut s = mr_a.alloc(BUF).unwrap();
+        let mut s = mr_a.alloc(&da, BUF).unwrap();
         payload(&mut s, &[0x10 + i as u8; 40]);
-        ep_a.send(s, 40 + i, to_b, OpContext(60 + i)).unwrap();
+        ep_a.send(&da, s, 40 + i, to_b, OpContext(60 + i)).unwrap();
     }
     let mut got = Vec::new();
     for _ in 0..3 {
-        let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+        let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
         got.push((e.op_context, e.len, e.buf.0, e.flags, buf.is_some()));
     }
     let recv = CompletionFlags::RECV | CompletionFlags::MSG;
@@ -1482,7 +1560,7 @@ fn a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last<T: T
         ],
         "each completion points at its data; the last releases the buffer"
     );
-    assert_eq!(mr_b.outstanding(), 0);
+    assert_eq!(mr_b.outstanding(&db), 0);
     let _ = cq_a;
 }
 
@@ -1491,21 +1569,23 @@ fn canceling_a_multi_receive_buffer_releases_it_once<T: TestNic>() {
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(16 * BUF)).unwrap();
     ep_b.recvmsg(
-        mr_b.alloc(4 * BUF).unwrap(),
+        &db,
+        mr_b.alloc(&db, 4 * BUF).unwrap(),
         OpContext(5),
         OpFlags::MULTI_RECV,
     )
     .unwrap();
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(6)).unwrap();
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 9, to_b, OpContext(1))
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(6))
+        .unwrap();
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 9, to_b, OpContext(1))
         .unwrap();
     p.wire.run_until_idle();
-    assert_eq!(ep_b.cancel(OpContext(5)), Ok(true));
-    let (ok, err) = drain_all(&p.wire, &mut cq_b);
+    assert_eq!(ep_b.cancel(&db, OpContext(5)), Ok(true));
+    let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
     assert_eq!(ok, vec![(5, 9)], "the message that arrived is delivered");
     assert_eq!(
         err,
@@ -1513,11 +1593,11 @@ fn canceling_a_multi_receive_buffer_releases_it_once<T: TestNic>() {
         "one entry for the rest of the buffer, with it"
     );
     // The plain receive posted after it is still there.
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 7, to_b, OpContext(2))
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 7, to_b, OpContext(2))
         .unwrap();
-    let (ok, _) = drain_all(&p.wire, &mut cq_b);
+    let (ok, _) = drain_all(&p.wire, &db, &mut cq_b);
     assert_eq!(ok, vec![(6, 7)]);
-    assert_eq!(mr_b.outstanding(), 0);
+    assert_eq!(mr_b.outstanding(&db), 0);
     let _ = cq_a;
 }
 
@@ -1535,18 +1615,24 @@ fn multi_receive_slots_follow_min_multi_recv<T: TestNic>() {
         (4 * BUF, 4 * BUF + 100, 1),
     ] {
         ep_b.setopt(EpOpt::MinMultiRecv, min).unwrap();
-        let before = ep_b.rx_size_left().unwrap();
-        ep_b.recvmsg(mr_b.alloc(len).unwrap(), OpContext(1), OpFlags::MULTI_RECV)
-            .unwrap();
+        let before = ep_b.rx_size_left(&db).unwrap();
+        ep_b.recvmsg(
+            &db,
+            mr_b.alloc(&db, len).unwrap(),
+            OpContext(1),
+            OpFlags::MULTI_RECV,
+        )
+        .unwrap();
         assert_eq!(
-            before - ep_b.rx_size_left().unwrap(),
+            before - ep_b.rx_size_left(&db).unwrap(),
             slots,
             "min {min} len {len}"
         );
     }
     let (e, _) = ep_b
         .recvmsg(
-            mr_b.alloc(BUF - 1).unwrap(),
+            &db,
+            mr_b.alloc(&db, BUF - 1).unwrap(),
             OpContext(1),
             OpFlags::MULTI_RECV,
         )
@@ -1564,11 +1650,12 @@ fn an_alias_posts_on_the_same_queues_with_its_own_flags<T: TestNic>() {
         BOTH | BindFlags::SELECTIVE_COMPLETION,
     );
     let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     for i in 0..2 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
     }
     assert_eq!(
         ep_a.alias(BindFlags::TRANSMIT | BindFlags::RECV, OpFlags::empty())
@@ -1593,12 +1680,12 @@ fn an_alias_posts_on_the_same_queues_with_its_own_flags<T: TestNic>() {
         Ok(OpFlags::empty()),
         "inherited"
     );
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 3, to_b, OpContext(1))
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 3, to_b, OpContext(1))
         .unwrap();
     alias
-        .send(mr_a.alloc(BUF).unwrap(), 3, to_b, OpContext(2))
+        .send(&da, mr_a.alloc(&da, BUF).unwrap(), 3, to_b, OpContext(2))
         .unwrap();
-    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &cq_a);
+    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &da, &cq_a);
     assert_eq!(e.op_context, OpContext(2), "only the alias's send reports");
     assert_eq!(ep_a.get_op_flags(BindFlags::TRANSMIT), Ok(OpFlags::empty()));
     alias
@@ -1617,19 +1704,27 @@ fn a_broadcast_reaches_the_endpoint_with_fi_multicast<T: TestNic>() {
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (cq_b, av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let everyone = insert(
+        &da,
         &av_a,
         EpAddr {
             mac: MacAddr::BROADCAST,
             ctx: 0,
         },
     );
-    let to_a = insert(&av_b, ep_a.name());
+    let to_a = insert(&db, &av_b, ep_a.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(3)).unwrap();
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 6, everyone, OpContext(1))
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(3))
         .unwrap();
-    let (e, src, _): (DataEntry, _, _) = read_one(&p.wire, &cq_b);
+    ep_a.send(
+        &da,
+        mr_a.alloc(&da, BUF).unwrap(),
+        6,
+        everyone,
+        OpContext(1),
+    )
+    .unwrap();
+    let (e, src, _): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
     assert_eq!(
         e.flags,
         CompletionFlags::RECV | CompletionFlags::MSG | CompletionFlags::MULTICAST
@@ -1647,29 +1742,36 @@ fn a_message_longer_than_the_receive_buffers_fails_every_buffer_it_took_with_eio
     let (da, db) = domains(&p);
     let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &attr_b, BOTH);
-    let to_b = insert(&av_a, ep_b.name());
+    let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
     for i in 0..3 {
-        ep_b.recv(mr_b.alloc(1024).unwrap(), OpContext(i)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, 1024).unwrap(), OpContext(i))
+            .unwrap();
     }
     // 1400 + 30 bytes of header: the device splits the frame over two 1 KiB buffers (or, on
     // a NIC that does not split, refuses it whole).
     let expected = if T::SPLITS_LONG_FRAMES { 3 } else { 1 };
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 1400, to_b, OpContext(40))
-        .unwrap();
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 100, to_b, OpContext(41))
+    ep_a.send(
+        &da,
+        mr_a.alloc(&da, BUF).unwrap(),
+        1400,
+        to_b,
+        OpContext(40),
+    )
+    .unwrap();
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 100, to_b, OpContext(41))
         .unwrap();
     let mut errs = Vec::new();
     let mut ok = Vec::new();
     for _ in 0..100 {
         p.wire.run_until_idle();
         let mut e = [DataEntry::default(); 4];
-        match cq_b.read(&mut e) {
+        match cq_b.read(&db, &mut e) {
             Ok(n) => ok.extend(e[..n].iter().map(|e| (e.op_context.0, e.len))),
             Err(Error::Avail) => {
                 let mut entry = ErrEntry::default();
-                let (_, buf) = cq_b.readerr_owned(&mut entry, None, 0).unwrap();
+                let (_, buf) = cq_b.readerr_owned(&db, &mut entry, None, 0).unwrap();
                 assert!(buf.is_some());
                 errs.push((entry.op_context.0, entry.err, entry.prov_errno));
             }
@@ -1697,9 +1799,9 @@ fn a_message_longer_than_the_receive_buffers_fails_every_buffer_it_took_with_eio
             "the next message takes the first buffer"
         );
         for i in 1..3 {
-            assert_eq!(ep_b.cancel(OpContext(i)), Ok(true));
+            assert_eq!(ep_b.cancel(&db, OpContext(i)), Ok(true));
         }
-        let (ok, err) = drain_all(&p.wire, &mut cq_b);
+        let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
         assert!(ok.is_empty());
         assert_eq!(
             err,
@@ -1707,7 +1809,7 @@ fn a_message_longer_than_the_receive_buffers_fails_every_buffer_it_took_with_eio
             "the untouched buffers come back"
         );
     }
-    assert_eq!(mr_b.outstanding(), 0);
+    assert_eq!(mr_b.outstanding(&db), 0);
     let _ = cq_a;
 }
 

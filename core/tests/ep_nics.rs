@@ -25,12 +25,14 @@ use ringfab_virtio_net::VirtioNet;
 const D: usize = 64;
 const BUF: usize = 2048;
 
-/// Reads everything `cq` has (driving the wire): successes as (context, len, data, source,
-/// buffer, the entry's `buf` address), errors as (context, errno) with their buffers.
+/// Reads everything `cq` (of domain `d`) has (driving the wire): successes as (context, len,
+/// data, source, buffer, the entry's `buf` address), errors as (context, errno) with their
+/// buffers.
 #[allow(clippy::type_complexity, reason = "a test's tally")]
 fn drain<'d, N: Nic>(
     wire: &Wire,
-    cq: &mut CompletionQueue<'d, '_, N, D, Data>,
+    d: &'d Domain<'_, N, D>,
+    cq: &mut CompletionQueue<N, Data>,
 ) -> (
     Vec<(usize, usize, u64, FiAddr, Option<Buf<'d>>, usize)>,
     Vec<(usize, i32)>,
@@ -42,7 +44,7 @@ fn drain<'d, N: Nic>(
         let mut e = [DataEntry::default(); 8];
         let mut src = [FiAddr::NOTAVAIL; 8];
         let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
-        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+        match cq.read_owned(d, &mut e, &mut src, &mut bufs) {
             Ok(n) => {
                 idle = 0;
                 for k in 0..n {
@@ -59,7 +61,7 @@ fn drain<'d, N: Nic>(
             Err(Error::Avail) => {
                 idle = 0;
                 let mut entry = ErrEntry::default();
-                let (_, buf) = cq.readerr_owned(&mut entry, None, 0).unwrap();
+                let (_, buf) = cq.readerr_owned(d, &mut entry, None, 0).unwrap();
                 assert!(buf.is_some());
                 err.push((entry.op_context.0, entry.err));
             }
@@ -106,35 +108,39 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
         }
     );
     assert_eq!(
-        ep_a.max_msg_size(),
+        ep_a.max_msg_size(&da),
         nic_a.capabilities().max_frame_len.min(BUF) - offset
     );
-    assert_eq!(ep_a.info().ep.protocol.header_len, offset);
-    for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
-        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    assert_eq!(ep_a.info(&da).ep.protocol.header_len, offset);
+    for (d, ep, cq, av) in [
+        (&da, &mut ep_a, &cq_a, &av_a),
+        (&db, &mut ep_b, &cq_b, &av_b),
+    ] {
+        ep.bind_cq(d, cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        ep.bind_av(av).unwrap();
-        ep.enable().unwrap();
+        ep.bind_av(d, av).unwrap();
+        ep.enable(d).unwrap();
     }
     let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
-    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
-    av_b.insert(&[ep_a.name()], &mut to_a).unwrap();
+    av_a.insert(&da, &[ep_b.name()], &mut to_b).unwrap();
+    av_b.insert(&db, &[ep_a.name()], &mut to_a).unwrap();
     let mr_a = da.register(memory(40 * BUF)).unwrap();
     let mr_b = db.register(memory(40 * BUF)).unwrap();
 
     // 8 messages each way, with contents and remote CQ data.
-    for (from, to, mr_from, mr_to, dest, src) in [
-        (&ep_a, &ep_b, &mr_a, &mr_b, to_b[0], to_a[0]),
-        (&ep_b, &ep_a, &mr_b, &mr_a, to_a[0], to_b[0]),
+    for (d_from, d_to, from, to, mr_from, mr_to, dest, src) in [
+        (&da, &db, &ep_a, &ep_b, &mr_a, &mr_b, to_b[0], to_a[0]),
+        (&db, &da, &ep_b, &ep_a, &mr_b, &mr_a, to_a[0], to_b[0]),
     ] {
         for i in 0..8 {
-            to.recv(mr_to.alloc(BUF).unwrap(), OpContext(100 + i))
+            to.recv(d_to, mr_to.alloc(d_to, BUF).unwrap(), OpContext(100 + i))
                 .unwrap();
         }
         for i in 0..8u64 {
-            let mut buf = mr_from.alloc(BUF).unwrap();
+            let mut buf = mr_from.alloc(d_from, BUF).unwrap();
             buf.write(offset, &[i as u8; 16]).unwrap();
             from.senddata(
+                d_from,
                 buf,
                 16 + i as usize,
                 0xd00d + i,
@@ -148,7 +154,7 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
         } else {
             &mut cq_a
         };
-        let (got, err) = drain(wire, cq_to);
+        let (got, err) = drain(wire, d_to, cq_to);
         assert!(err.is_empty(), "{err:?}");
         let recvs: Vec<_> = got.iter().filter(|g| g.0 >= 100).collect();
         assert_eq!(recvs.len(), 8);
@@ -166,7 +172,7 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
         } else {
             &mut cq_b
         };
-        let (sent, err) = drain(wire, cq_from);
+        let (sent, err) = drain(wire, d_from, cq_from);
         assert!(err.is_empty());
         assert_eq!(
             sent.iter().filter(|g| g.0 < 100).count(),
@@ -176,12 +182,14 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
     }
 
     // A canceled receive: FI_ECANCELED with its buffer; the next receive still works.
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(7)).unwrap();
-    ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(8)).unwrap();
-    assert_eq!(ep_b.cancel(OpContext(7)), Ok(true));
-    ep_a.send(mr_a.alloc(BUF).unwrap(), 5, to_b[0], OpContext(9))
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(7))
         .unwrap();
-    let (ok, err) = drain(wire, &mut cq_b);
+    ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(8))
+        .unwrap();
+    assert_eq!(ep_b.cancel(&db, OpContext(7)), Ok(true));
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 5, to_b[0], OpContext(9))
+        .unwrap();
+    let (ok, err) = drain(wire, &db, &mut cq_b);
     assert_eq!(err, vec![(7, 125)]);
     assert_eq!(
         ok.iter().map(|g| (g.0, g.1)).collect::<Vec<_>>(),
@@ -190,18 +198,19 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
 
     // A multi-receive buffer of three slots takes three messages and comes back with the last.
     ep_b.setopt(EpOpt::MinMultiRecv, 1).unwrap();
-    let multi = mr_b.alloc(3 * BUF).unwrap();
+    let multi = mr_b.alloc(&db, 3 * BUF).unwrap();
     let slots: Vec<usize> = (0..3).map(|i| multi.addr() + i * BUF).collect();
-    ep_b.recvmsg(multi, OpContext(50), OpFlags::MULTI_RECV)
+    ep_b.recvmsg(&db, multi, OpContext(50), OpFlags::MULTI_RECV)
         .unwrap();
     for i in 0..3 {
-        let mut buf = mr_a.alloc(BUF).unwrap();
+        let mut buf = mr_a.alloc(&da, BUF).unwrap();
         buf.fill(offset, 10 + i, 0xa0 + i as u8).unwrap();
-        ep_a.send(buf, 10 + i, to_b[0], OpContext(60 + i)).unwrap();
+        ep_a.send(&da, buf, 10 + i, to_b[0], OpContext(60 + i))
+            .unwrap();
     }
     let mut got = Vec::new();
     for _ in 0..50 {
-        let (ok, err) = drain(wire, &mut cq_b);
+        let (ok, err) = drain(wire, &db, &mut cq_b);
         assert!(err.is_empty());
         got.extend(ok);
         if got.len() == 3 {
@@ -225,9 +234,9 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
             "buf {:#x} is no slot's payload",
             g.5
         );
-        // SAFETY: `g.5` points into the multi-receive buffer, in memory `mr_b` owns (`memory`)
-        // and keeps while it lives (to the end of this function), and the device has finished
-        // with it.
+        // SAFETY: `g.5` points into the multi-receive buffer, in the memory registered as `mr_b`
+        // (`memory`), which its region keeps until it is closed or `db` goes (neither before the
+        // end of this function), and the device has finished with it.
         let first = unsafe { *(g.5 as *const u8) };
         assert_eq!(first, 0xa0 + (g.1 - 10) as u8);
     }

@@ -108,22 +108,27 @@ fn a_ping_pong_on_the_data_path_allocates_nothing() {
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
-    for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
-        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    for (d, ep, cq, av) in [
+        (&da, &mut ep_a, &cq_a, &av_a),
+        (&db, &mut ep_b, &cq_b, &av_b),
+    ] {
+        ep.bind_cq(d, cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        ep.bind_av(av).unwrap();
-        ep.enable().unwrap();
+        ep.bind_av(d, av).unwrap();
+        ep.enable(d).unwrap();
     }
     let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
-    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
-    av_b.insert(&[ep_a.name()], &mut to_a).unwrap();
+    av_a.insert(&da, &[ep_b.name()], &mut to_b).unwrap();
+    av_b.insert(&db, &[ep_a.name()], &mut to_a).unwrap();
     let mr_a = da.register(vec![0u8; 16 * BUF]).unwrap();
     let mr_b = db.register(vec![0u8; 16 * BUF]).unwrap();
-    let mut pool_a: Vec<Buf<'_>> = (0..8).map(|_| mr_a.alloc(BUF).unwrap()).collect();
-    let mut pool_b: Vec<Buf<'_>> = (0..8).map(|_| mr_b.alloc(BUF).unwrap()).collect();
+    let mut pool_a: Vec<Buf<'_>> = (0..8).map(|_| mr_a.alloc(&da, BUF).unwrap()).collect();
+    let mut pool_b: Vec<Buf<'_>> = (0..8).map(|_| mr_b.alloc(&db, BUF).unwrap()).collect();
     for _ in 0..4 {
-        ep_a.recv(mr_a.alloc(BUF).unwrap(), OpContext(1)).unwrap();
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
+        ep_a.recv(&da, mr_a.alloc(&da, BUF).unwrap(), OpContext(1))
+            .unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(1))
+            .unwrap();
     }
     // Pools never grow past their capacity, so pushing back does not allocate either.
     pool_a.reserve(16);
@@ -133,15 +138,16 @@ fn a_ping_pong_on_the_data_path_allocates_nothing() {
     let mut round_trips = 0;
     for _ in 0..1000 {
         for (from, to) in [(0, 1), (1, 0)] {
-            let (eps, cqs, peers) = ([&ep_a, &ep_b], [&cq_a, &cq_b], [to_b[0], to_a[0]]);
+            let (doms, eps, cqs) = ([&da, &db], [&ep_a, &ep_b], [&cq_a, &cq_b]);
+            let peers = [to_b[0], to_a[0]];
             let pools = [&mut pool_a, &mut pool_b];
             let buf = pools[from].pop().expect("a send buffer");
-            watched(|| eps[from].send(buf, 64, peers[from], OpContext(2))).unwrap();
+            watched(|| eps[from].send(doms[from], buf, 64, peers[from], OpContext(2))).unwrap();
             let mut received = 0;
             while received == 0 {
                 wire.run_until_idle();
-                received += drain(cqs[to], eps[to], &mut *pools[to]);
-                drain(cqs[from], eps[from], &mut *pools[from]);
+                received += drain(doms[to], cqs[to], eps[to], &mut *pools[to]);
+                drain(doms[from], cqs[from], eps[from], &mut *pools[from]);
             }
         }
         round_trips += 1;
@@ -154,23 +160,24 @@ fn a_ping_pong_on_the_data_path_allocates_nothing() {
     );
 }
 
-/// Reads `cq` with allocations counted: receive buffers are posted again, send buffers go to
-/// `pool`. Returns the receives.
+/// Reads `cq` (of domain `d`) with allocations counted: receive buffers are posted again, send
+/// buffers go to `pool`. Returns the receives.
 fn drain<'d>(
-    cq: &ringfab::cq::CompletionQueue<'d, '_, Nic0, D, Msg>,
-    ep: &ringfab::ep::Endpoint<'d, '_, Nic0, D>,
+    d: &'d Domain<'_, Nic0, D>,
+    cq: &ringfab::cq::CompletionQueue<Nic0, Msg>,
+    ep: &ringfab::ep::Endpoint,
     pool: &mut Vec<Buf<'d>>,
 ) -> usize {
     let mut entries = [MsgEntry::default(); 8];
     let mut src = [FiAddr::NOTAVAIL; 8];
     let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
-    let n = watched(|| cq.read_owned(&mut entries, &mut src, &mut bufs)).unwrap_or(0);
+    let n = watched(|| cq.read_owned(d, &mut entries, &mut src, &mut bufs)).unwrap_or(0);
     let mut recvs = 0;
     for (e, b) in entries[..n].iter().zip(bufs.iter_mut()) {
         let b = b.take().expect("every operation was posted with a buffer");
         if e.flags.contains(CompletionFlags::RECV) {
             recvs += 1;
-            watched(|| ep.recv(b, OpContext(1))).unwrap();
+            watched(|| ep.recv(d, b, OpContext(1))).unwrap();
         } else {
             pool.push(b);
         }

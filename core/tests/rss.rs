@@ -85,12 +85,12 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut sep_a = da.scalable_endpoint(&udp_sep(CTX, false)).unwrap();
     let mut sep_b = db.scalable_endpoint(&udp_sep(CTX, true)).unwrap();
-    sep_a.bind_av(&av_a).unwrap();
-    sep_b.bind_av(&av_b).unwrap();
+    sep_a.bind_av(&da, &av_a).unwrap();
+    sep_b.bind_av(&db, &av_b).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
-    av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
+    av_a.insert(&da, &[sep_b.name(&db)], &mut to_b).unwrap();
     let mut to_a = [FiAddr::NOTAVAIL];
-    av_b.insert(&[sep_a.name()], &mut to_a).unwrap();
+    av_b.insert(&db, &[sep_a.name(&da)], &mut to_a).unwrap();
     let cqs_a: Vec<_> = (0..CTX)
         .map(|_| da.open_cq::<Msg>(&cq_attr()).unwrap())
         .collect();
@@ -99,17 +99,18 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
         .collect();
     let (mut txs, mut rxs) = (Vec::new(), Vec::new());
     for i in 0..CTX {
-        let mut tx = sep_a.tx_context(i, &CtxAttr::default()).unwrap();
-        tx.bind_cq(&cqs_a[usize::from(i)], BindFlags::TRANSMIT)
+        let mut tx = sep_a.tx_context(&da, i, &CtxAttr::default()).unwrap();
+        tx.bind_cq(&da, &cqs_a[usize::from(i)], BindFlags::TRANSMIT)
             .unwrap();
-        tx.enable().unwrap();
+        tx.enable(&da).unwrap();
         txs.push(tx);
-        let mut rx = sep_b.rx_context(i, &CtxAttr::default()).unwrap();
-        rx.bind_cq(&cqs_b[usize::from(i)], BindFlags::RECV).unwrap();
-        rx.enable().unwrap();
+        let mut rx = sep_b.rx_context(&db, i, &CtxAttr::default()).unwrap();
+        rx.bind_cq(&db, &cqs_b[usize::from(i)], BindFlags::RECV)
+            .unwrap();
+        rx.enable(&db).unwrap();
         assert_eq!(
             rx.name(),
-            sep_b.name(),
+            sep_b.name(&db),
             "RSS-fed contexts share one address"
         );
         rxs.push(rx);
@@ -118,7 +119,8 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
     let mr_b = db.register(memory(CTX as usize * 48 * BUF)).unwrap();
     for (i, rx) in rxs.iter().enumerate() {
         for _ in 0..40 {
-            rx.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+            rx.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+                .unwrap();
         }
     }
 
@@ -131,12 +133,13 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
     let landed: Mutex<HashMap<usize, usize>> = Mutex::new(HashMap::new());
     let per_context: Vec<AtomicUsize> = (0..CTX).map(|_| AtomicUsize::new(0)).collect();
     let pump = wire.spawn_pump(Duration::from_micros(50));
+    let (da, db) = (&da, &db);
     std::thread::scope(|s| {
         for (i, (tx, cq)) in txs.into_iter().zip(&cqs_a).enumerate() {
-            let pool: Vec<Buf<'_>> = (0..24).map(|_| mr_a.alloc(BUF).unwrap()).collect();
+            let pool: Vec<Buf<'_>> = (0..24).map(|_| mr_a.alloc(da, BUF).unwrap()).collect();
             let received = &received[i];
             let dest = to_b[0];
-            s.spawn(move || send_windowed(&tx, cq, pool, dest, i, MESSAGES, WINDOW, received));
+            s.spawn(move || send_windowed(da, &tx, cq, pool, dest, i, MESSAGES, WINDOW, received));
         }
         for (c, (rx, cq)) in rxs.into_iter().zip(&cqs_b).enumerate() {
             let (received, total, landed, mine) = (&received, &total, &landed, &per_context[c]);
@@ -148,7 +151,7 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
                 let deadline = Instant::now() + Duration::from_secs(60);
                 while total.load(Ordering::Acquire) < CTX as usize * MESSAGES {
                     assert!(Instant::now() < deadline, "context {c}: stalled");
-                    let n = match cq.read_owned(&mut e, &mut src, &mut bufs) {
+                    let n = match cq.read_owned(db, &mut e, &mut src, &mut bufs) {
                         Ok(n) => n,
                         Err(Error::Again) => {
                             std::thread::yield_now();
@@ -172,7 +175,7 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
                         received[flow].fetch_add(1, Ordering::AcqRel);
                         mine.fetch_add(1, Ordering::AcqRel);
                         total.fetch_add(1, Ordering::AcqRel);
-                        rx.recv(buf, OpContext(c)).unwrap();
+                        rx.recv(db, buf, OpContext(c)).unwrap();
                     }
                 }
             });
@@ -195,14 +198,10 @@ fn four_flows_spread_over_four_rss_fed_receive_contexts_each_whole_and_in_order(
 
 /// A domain's objects in the single-threaded RSS tests: its AV, `cqs` CQs (A's transmit
 /// contexts share one, B's receive contexts have one each) and a registered region.
-fn open_side<'d, 'n, N: Nic>(
-    d: &'d Domain<'n, N, D>,
+fn open_side<N: Nic>(
+    d: &Domain<'_, N, D>,
     cqs: usize,
-) -> (
-    AddressVector<'d, 'n, N, D>,
-    Vec<CompletionQueue<'d, 'n, N, D, Msg>>,
-    MemoryRegion<'d, 'n, N, D>,
-) {
+) -> (AddressVector, Vec<CompletionQueue<N, Msg>>, MemoryRegion) {
     let av = d.open_av(&AvAttr::default()).unwrap();
     let cqs = (0..cqs)
         .map(|_| d.open_cq::<Msg>(&cq_attr()).unwrap())
@@ -211,66 +210,70 @@ fn open_side<'d, 'n, N: Nic>(
     (av, cqs, mr)
 }
 
-/// Transmit contexts `0..n` of `sep`, bound to `cq` and enabled.
-fn tx_contexts<'e, 'd, 'n, N: Nic>(
-    sep: &'e ringfab::sep::ScalableEndpoint<'d, 'n, N, D>,
+/// Transmit contexts `0..n` of `sep` (of domain `d`), bound to `cq` and enabled.
+fn tx_contexts<'e, N: Nic>(
+    d: &Domain<'_, N, D>,
+    sep: &'e ringfab::sep::ScalableEndpoint,
     n: u16,
-    cq: &CompletionQueue<'_, 'n, N, D, Msg>,
-) -> Vec<Context<'e, 'd, 'n, N, D>> {
+    cq: &CompletionQueue<N, Msg>,
+) -> Vec<Context<'e>> {
     (0..n)
         .map(|i| {
-            let mut tx = sep.tx_context(i, &CtxAttr::default()).unwrap();
-            tx.bind_cq(cq, BindFlags::TRANSMIT).unwrap();
-            tx.enable().unwrap();
+            let mut tx = sep.tx_context(d, i, &CtxAttr::default()).unwrap();
+            tx.bind_cq(d, cq, BindFlags::TRANSMIT).unwrap();
+            tx.enable(d).unwrap();
             tx
         })
         .collect()
 }
 
-/// Enables receive context `c` and posts 8 receives to it from `mr`.
-fn listen<'d, N: Nic>(
-    rx: &mut Context<'_, 'd, '_, N, D>,
-    mr: &MemoryRegion<'d, '_, N, D>,
-    c: usize,
-) {
-    rx.enable().unwrap();
+/// Enables receive context `c` (of domain `d`) and posts 8 receives to it from `mr`.
+fn listen<N: Nic>(d: &Domain<'_, N, D>, rx: &mut Context<'_>, mr: &MemoryRegion, c: usize) {
+    rx.enable(d).unwrap();
     for _ in 0..8 {
-        rx.recv(mr.alloc(BUF).unwrap(), OpContext(c)).unwrap();
+        rx.recv(d, mr.alloc(d, BUF).unwrap(), OpContext(c)).unwrap();
     }
 }
 
 /// A receive context, or `None` once closed.
-type Slot<'c, 'd, 'n, N> = Option<Context<'c, 'd, 'n, N, D>>;
+type Slot<'c> = Option<Context<'c>>;
 
-/// Sends one tagged message from each of `txs` to `dest`, drives the wire, and returns for
-/// each flow the receive context that got it (the buffer goes back to that context).
-fn one_per_flow<'a, 'b, N: Nic>(
+/// Sends one tagged message from each of `txs` (of domain `da`, buffers from `mr`) to
+/// `dest`, drives the wire, and returns for each flow the receive context (of domain `db`)
+/// that got it (the buffer goes back to that context).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "two domains and their objects, spelled out"
+)]
+fn one_per_flow<N: Nic>(
     wire: &Wire,
-    txs: &[Context<'_, 'a, '_, N, D>],
-    rxs: &[Slot<'_, 'b, '_, N>],
-    cqs: &[CompletionQueue<'b, '_, N, D, Msg>],
-    mr: &ringfab::mr::MemoryRegion<'a, '_, N, D>,
+    da: &Domain<'_, N, D>,
+    txs: &[Context<'_>],
+    db: &Domain<'_, N, D>,
+    rxs: &[Slot<'_>],
+    cqs: &[CompletionQueue<N, Msg>],
+    mr: &MemoryRegion,
     dest: FiAddr,
 ) -> Vec<Option<usize>> {
     for (i, tx) in txs.iter().enumerate() {
-        let mut buf = mr.alloc(BUF).unwrap();
+        let mut buf = mr.alloc(da, BUF).unwrap();
         buf.write(tx.payload_offset(), &tag(i, 0)).unwrap();
-        tx.send(buf, 8, dest, OpContext(i)).unwrap();
+        tx.send(da, buf, 8, dest, OpContext(i)).unwrap();
     }
     wire.run_until_idle();
     let mut at = vec![None; txs.len()];
     for (c, cq) in cqs.iter().enumerate() {
         let mut e = [MsgEntry::default(); 8];
         let mut src = [FiAddr::NOTAVAIL; 8];
-        let mut bufs: [Option<Buf<'b>>; 8] = Default::default();
-        while let Ok(n) = cq.read_owned(&mut e, &mut src, &mut bufs) {
+        let mut bufs: [Option<Buf<'_>>; 8] = Default::default();
+        while let Ok(n) = cq.read_owned(db, &mut e, &mut src, &mut bufs) {
             for b in bufs[..n].iter_mut() {
                 let buf = b.take().unwrap();
                 let (flow, _) = untag(&buf);
                 assert_eq!(at[flow], None, "flow {flow} arrived twice");
                 at[flow] = Some(c);
                 let rx = rxs[c].as_ref().expect("a frame for a closed context");
-                rx.recv(buf, OpContext(c)).unwrap();
+                rx.recv(db, buf, OpContext(c)).unwrap();
             }
         }
     }
@@ -288,51 +291,56 @@ fn the_redirection_table_follows_the_enabled_receive_contexts_and_goes_with_the_
     let (av_a, cqs_a, mr_a) = open_side(&da, 1);
     let (av_b, cqs_b, mr_b) = open_side(&db, 4);
     let mut sep_a = da.scalable_endpoint(&udp_sep(CTX, false)).unwrap();
-    sep_a.bind_av(&av_a).unwrap();
-    let txs = tx_contexts(&sep_a, CTX, &cqs_a[0]);
+    sep_a.bind_av(&da, &av_a).unwrap();
+    let txs = tx_contexts(&da, &sep_a, CTX, &cqs_a[0]);
     {
         let mut sep_b = db.scalable_endpoint(&udp_sep(CTX, true)).unwrap();
-        sep_b.bind_av(&av_b).unwrap();
+        sep_b.bind_av(&db, &av_b).unwrap();
         let mut to_b = [FiAddr::NOTAVAIL];
-        av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
+        av_a.insert(&da, &[sep_b.name(&db)], &mut to_b).unwrap();
         let mut rxs: Vec<_> = (0..CTX)
             .map(|i| {
-                let mut rx = sep_b.rx_context(i, &CtxAttr::default()).unwrap();
-                rx.bind_cq(&cqs_b[usize::from(i)], BindFlags::RECV).unwrap();
+                let mut rx = sep_b.rx_context(&db, i, &CtxAttr::default()).unwrap();
+                rx.bind_cq(&db, &cqs_b[usize::from(i)], BindFlags::RECV)
+                    .unwrap();
                 Some(rx)
             })
             .collect();
         // Opened but not enabled, a context gets nothing; only context 2 enabled: every flow
         // reaches it.
-        listen(rxs[2].as_mut().unwrap(), &mr_b, 2);
-        let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
+        listen(&db, rxs[2].as_mut().unwrap(), &mr_b, 2);
+        let at = one_per_flow(&wire, &da, &txs, &db, &rxs, &cqs_b, &mr_a, to_b[0]);
         assert_eq!(at, vec![Some(2); 4]);
         // Contexts 0 and 2: every flow reaches one of them.
-        listen(rxs[0].as_mut().unwrap(), &mr_b, 0);
+        listen(&db, rxs[0].as_mut().unwrap(), &mr_b, 0);
         for _ in 0..3 {
-            let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
+            let at = one_per_flow(&wire, &da, &txs, &db, &rxs, &cqs_b, &mr_a, to_b[0]);
             assert!(at.iter().all(|c| matches!(c, Some(0) | Some(2))), "{at:?}");
         }
         // Context 2 closed: everything goes to 0.
-        rxs[2] = None;
-        let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
+        closed(rxs[2].take().unwrap().close(&db));
+        let at = one_per_flow(&wire, &da, &txs, &db, &rxs, &cqs_b, &mr_a, to_b[0]);
         assert_eq!(at, vec![Some(0); 4]);
         // While RSS is programmed the NIC refuses to steer by address.
         assert_eq!(
             nic_b.set_rx_queue_mac(1, Some(ringfab::proto::context_mac(MAC_B, 1))),
             Err(HalError::Unsupported)
         );
-        drop(rxs);
+        for rx in rxs.into_iter().flatten() {
+            closed(rx.close(&db));
+        }
+        closed(sep_b.close(&db));
     }
-    // The endpoint is gone and RSS with it: address steering (a named receive context) works.
+    // The endpoint is closed and RSS with it: address steering (a named receive context)
+    // works.
     let mut named = db
         .scalable_endpoint(&SepAttr {
             rx_ctx_cnt: 2,
             ..SepAttr::default()
         })
         .unwrap();
-    named.bind_av(&av_b).unwrap();
-    assert!(named.rx_context(1, &CtxAttr::default()).is_ok());
+    named.bind_av(&db, &av_b).unwrap();
+    assert!(named.rx_context(&db, 1, &CtxAttr::default()).is_ok());
 }
 
 #[test]
@@ -367,28 +375,29 @@ fn virtio_net_with_rss_feeds_the_enabled_receive_contexts() {
     };
     let mut sep_a = da.scalable_endpoint(&sender).unwrap();
     let mut sep_b = db.scalable_endpoint(&udp_sep(2, true)).unwrap();
-    sep_a.bind_av(&av_a).unwrap();
-    sep_b.bind_av(&av_b).unwrap();
+    sep_a.bind_av(&da, &av_a).unwrap();
+    sep_b.bind_av(&db, &av_b).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
-    av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
-    let txs = tx_contexts(&sep_a, 2, &cqs_a[0]);
+    av_a.insert(&da, &[sep_b.name(&db)], &mut to_b).unwrap();
+    let txs = tx_contexts(&da, &sep_a, 2, &cqs_a[0]);
     let mut rxs: Vec<_> = (0..2)
         .map(|i| {
-            let mut rx = sep_b.rx_context(i, &CtxAttr::default()).unwrap();
-            rx.bind_cq(&cqs_b[usize::from(i)], BindFlags::RECV).unwrap();
+            let mut rx = sep_b.rx_context(&db, i, &CtxAttr::default()).unwrap();
+            rx.bind_cq(&db, &cqs_b[usize::from(i)], BindFlags::RECV)
+                .unwrap();
             Some(rx)
         })
         .collect();
     for c in [1, 0] {
-        listen(rxs[c].as_mut().unwrap(), &mr_b, c);
+        listen(&db, rxs[c].as_mut().unwrap(), &mr_b, c);
         if c == 1 {
             // Only context 1 enabled: both flows reach it.
-            let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
+            let at = one_per_flow(&wire, &da, &txs, &db, &rxs, &cqs_b, &mr_a, to_b[0]);
             assert_eq!(at, vec![Some(1); 2]);
         }
     }
     for _ in 0..3 {
-        let at = one_per_flow(&wire, &txs, &rxs, &cqs_b, &mr_a, to_b[0]);
+        let at = one_per_flow(&wire, &da, &txs, &db, &rxs, &cqs_b, &mr_a, to_b[0]);
         assert!(at.iter().all(Option::is_some), "every flow arrives: {at:?}");
     }
 }
@@ -437,12 +446,14 @@ fn rss_needs_udp_encapsulation_a_nic_with_rss_and_no_address_steering() {
                 ..SepAttr::default()
             })
             .unwrap();
-        named.bind_av(&av).unwrap();
-        let _rx1 = named.rx_context(1, &CtxAttr::default()).unwrap();
+        named.bind_av(&d, &av).unwrap();
+        let rx1 = named.rx_context(&d, 1, &CtxAttr::default()).unwrap();
         assert_eq!(
             d.scalable_endpoint(&udp_sep(2, true)).err(),
             Some(Error::Device(HalError::Unsupported))
         );
+        closed(rx1.close(&d));
+        closed(named.close(&d));
     }
     assert!(
         d.scalable_endpoint(&udp_sep(2, true)).is_ok(),
@@ -468,6 +479,60 @@ fn rss_needs_udp_encapsulation_a_nic_with_rss_and_no_address_steering() {
         vd.scalable_endpoint(&udp_sep(2, true)).err(),
         Some(Error::OpNotSupp)
     );
+}
+
+/// A handle dropped without `close` leaves its object to the domain's end (module `domain`):
+/// what such objects set on the NIC beyond their queues — a receive context's own address,
+/// RSS — must go with the domain too, or the next user of the NIC inherits it (here: RSS is
+/// refused while the NIC steers by address).
+#[test]
+fn the_domain_s_end_withdraws_what_objects_left_open_set_on_the_nic() {
+    let wire = Wire::new();
+    let dev = device(MAC_A, &wire);
+    let nic = Igb::new(dev.platform()).unwrap();
+    let caps = Capacities {
+        queues: 8,
+        cqs: 1,
+        ..Capacities::DEFAULT
+    };
+    {
+        let d = Domain::<_, D>::with_capacities(&nic, &caps);
+        let av = d.open_av(&AvAttr::default()).unwrap();
+        let mut named = d
+            .scalable_endpoint(&SepAttr {
+                rx_ctx_cnt: 2,
+                ..SepAttr::default()
+            })
+            .unwrap();
+        named.bind_av(&d, &av).unwrap();
+        // Queue 1 has an address of its own now; the handles go without `close`, at the
+        // end of the block, with the domain.
+        let _rx1 = named.rx_context(&d, 1, &CtxAttr::default()).unwrap();
+    }
+    {
+        let d = Domain::<_, D>::with_capacities(&nic, &caps);
+        let mut fed = d
+            .scalable_endpoint(&udp_sep(2, true))
+            .expect("the address went with the domain, so the NIC takes RSS");
+        let av = d.open_av(&AvAttr::default()).unwrap();
+        fed.bind_av(&d, &av).unwrap();
+        let mut rx0 = fed.rx_context(&d, 0, &CtxAttr::default()).unwrap();
+        let cq = d.open_cq::<Msg>(&cq_attr()).unwrap();
+        rx0.bind_cq(&d, &cq, BindFlags::RECV).unwrap();
+        rx0.enable(&d).unwrap();
+        // RSS is on, and the handles go without `close` again, with the domain at the end of
+        // the block: the next domain must be able to steer by address.
+    }
+    let d = Domain::<_, D>::with_capacities(&nic, &caps);
+    let av = d.open_av(&AvAttr::default()).unwrap();
+    let mut named = d
+        .scalable_endpoint(&SepAttr {
+            rx_ctx_cnt: 2,
+            ..SepAttr::default()
+        })
+        .expect("RSS went with the domain");
+    named.bind_av(&d, &av).unwrap();
+    assert!(named.rx_context(&d, 1, &CtxAttr::default()).is_ok());
 }
 
 #[test]
@@ -501,8 +566,8 @@ fn shared_contexts_take_endpoints_of_their_own_encapsulation_only() {
         })
         .unwrap();
     let mut eth = d.endpoint(&EpAttr::default()).unwrap();
-    assert_eq!(eth.bind_stx(&stx), Err(Error::Inval));
-    assert_eq!(eth.bind_srx(&srx), Err(Error::Inval));
+    assert_eq!(eth.bind_stx(&d, &stx), Err(Error::Inval));
+    assert_eq!(eth.bind_srx(&d, &srx), Err(Error::Inval));
     let mut udp = d
         .endpoint(&EpAttr {
             rx_queue: 2,
@@ -510,8 +575,8 @@ fn shared_contexts_take_endpoints_of_their_own_encapsulation_only() {
             ..EpAttr::default()
         })
         .unwrap();
-    assert_eq!(udp.bind_stx(&stx), Ok(()));
-    assert_eq!(udp.bind_srx(&srx), Ok(()));
+    assert_eq!(udp.bind_stx(&d, &stx), Ok(()));
+    assert_eq!(udp.bind_srx(&d, &srx), Ok(()));
 }
 
 #[test]
@@ -547,57 +612,78 @@ fn a_frame_of_the_other_encapsulation_never_reaches_the_application() {
         })
         .unwrap();
     for ep in [&mut a_eth, &mut a_udp] {
-        ep.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+        ep.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        ep.bind_av(&av_a).unwrap();
-        ep.enable().unwrap();
+        ep.bind_av(&da, &av_a).unwrap();
+        ep.enable(&da).unwrap();
     }
-    b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+    b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    b.bind_av(&av_b).unwrap();
-    b.enable().unwrap();
+    b.bind_av(&db, &av_b).unwrap();
+    b.enable(&db).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
-    av_a.insert(&[b.name()], &mut to_b).unwrap();
+    av_a.insert(&da, &[b.name()], &mut to_b).unwrap();
     let mut to_a = [FiAddr::NOTAVAIL];
-    av_b.insert(&[a_eth.name()], &mut to_a).unwrap();
-    let read = |cq: &CompletionQueue<'_, '_, Igb0, D, Msg>| {
+    av_b.insert(&db, &[a_eth.name()], &mut to_a).unwrap();
+    let read = |d: &Domain<'_, Igb0, D>, cq: &CompletionQueue<Igb0, Msg>| {
         p.wire.run_until_idle();
         let mut got = Vec::new();
         let mut e = [MsgEntry::default(); 8];
-        while let Ok(n) = cq.read(&mut e) {
+        while let Ok(n) = cq.read(d, &mut e) {
             got.extend(e[..n].iter().map(|e| (e.op_context.0, e.len)));
         }
         got
     };
 
-    b.recv(mr_b.alloc(BUF).unwrap(), OpContext(1)).unwrap();
-    a_eth
-        .send(mr_a.alloc(BUF).unwrap(), 9, to_b[0], OpContext(10))
+    b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(1))
         .unwrap();
-    assert_eq!(read(&cq_a), vec![(10, 0)], "the send itself completes");
+    a_eth
+        .send(
+            &da,
+            mr_a.alloc(&da, BUF).unwrap(),
+            9,
+            to_b[0],
+            OpContext(10),
+        )
+        .unwrap();
+    assert_eq!(read(&da, &cq_a), vec![(10, 0)], "the send itself completes");
     assert_eq!(
-        read(&cq_b),
+        read(&db, &cq_b),
         vec![],
         "an Ethernet frame is no UDP endpoint's"
     );
-    assert_eq!(b.dropped_frames(), 1);
+    assert_eq!(b.dropped_frames(&db), 1);
     a_udp
-        .send(mr_a.alloc(BUF).unwrap(), 7, to_b[0], OpContext(11))
+        .send(
+            &da,
+            mr_a.alloc(&da, BUF).unwrap(),
+            7,
+            to_b[0],
+            OpContext(11),
+        )
         .unwrap();
-    assert_eq!(read(&cq_a), vec![(11, 0)]);
+    assert_eq!(read(&da, &cq_a), vec![(11, 0)]);
     assert_eq!(
-        read(&cq_b),
+        read(&db, &cq_b),
         vec![(1, 7)],
         "the same receive takes the UDP frame"
     );
 
     // And the other way: B's UDP frame to A's Ethernet endpoint (context 0).
-    a_eth.recv(mr_a.alloc(BUF).unwrap(), OpContext(2)).unwrap();
-    b.send(mr_b.alloc(BUF).unwrap(), 5, to_a[0], OpContext(12))
+    a_eth
+        .recv(&da, mr_a.alloc(&da, BUF).unwrap(), OpContext(2))
         .unwrap();
-    assert_eq!(read(&cq_b), vec![(12, 0)]);
-    assert_eq!(read(&cq_a), vec![]);
-    assert_eq!(a_eth.dropped_frames(), 1);
+    b.send(
+        &db,
+        mr_b.alloc(&db, BUF).unwrap(),
+        5,
+        to_a[0],
+        OpContext(12),
+    )
+    .unwrap();
+    assert_eq!(read(&db, &cq_b), vec![(12, 0)]);
+    assert_eq!(read(&da, &cq_a), vec![]);
+    assert_eq!(a_eth.dropped_frames(&da), 1);
 }
 
 #[test]
@@ -628,18 +714,18 @@ fn a_shared_receive_context_s_address_goes_with_its_queue_whoever_closes_it_last
             ..EpAttr::default()
         })
         .unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep.bind_cq(&d, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.bind_srx(&srx).unwrap();
-    ep.enable().unwrap();
-    // Dropped with an endpoint bound: the queue and its address stay, so no RSS.
-    drop(srx);
+    ep.bind_av(&d, &av).unwrap();
+    ep.bind_srx(&d, &srx).unwrap();
+    ep.enable(&d).unwrap();
+    // Released with an endpoint bound: the queue and its address stay, so no RSS.
+    srx.release(&d).unwrap();
     assert_eq!(
         d.scalable_endpoint(&udp_sep(2, true)).err(),
         Some(Error::Device(HalError::Unsupported))
     );
     // The last endpoint closes the queue, and the address goes with it.
-    drop(ep);
+    closed(ep.close(&d));
     assert!(d.scalable_endpoint(&udp_sep(2, true)).is_ok());
 }

@@ -81,12 +81,12 @@ fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() 
     };
     let mut sep_a = da.scalable_endpoint(&sep_attr).unwrap();
     let mut sep_b = db.scalable_endpoint(&sep_attr).unwrap();
-    sep_a.bind_av(&av_a).unwrap();
-    sep_b.bind_av(&av_b).unwrap();
+    sep_a.bind_av(&da, &av_a).unwrap();
+    sep_b.bind_av(&db, &av_b).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
-    av_a.insert(&[sep_b.name()], &mut to_b).unwrap();
+    av_a.insert(&da, &[sep_b.name(&db)], &mut to_b).unwrap();
     let mut to_a = [FiAddr::NOTAVAIL];
-    av_b.insert(&[sep_a.name()], &mut to_a).unwrap();
+    av_b.insert(&db, &[sep_a.name(&da)], &mut to_a).unwrap();
 
     let cqs_a: Vec<_> = (0..CTX)
         .map(|_| da.open_cq::<Msg>(&attr(256)).unwrap())
@@ -97,14 +97,15 @@ fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() 
     let mut txs = Vec::new();
     let mut rxs = Vec::new();
     for i in 0..CTX {
-        let mut tx = sep_a.tx_context(i, &CtxAttr::default()).unwrap();
-        tx.bind_cq(&cqs_a[usize::from(i)], BindFlags::TRANSMIT)
+        let mut tx = sep_a.tx_context(&da, i, &CtxAttr::default()).unwrap();
+        tx.bind_cq(&da, &cqs_a[usize::from(i)], BindFlags::TRANSMIT)
             .unwrap();
-        tx.enable().unwrap();
+        tx.enable(&da).unwrap();
         txs.push(tx);
-        let mut rx = sep_b.rx_context(i, &CtxAttr::default()).unwrap();
-        rx.bind_cq(&cqs_b[usize::from(i)], BindFlags::RECV).unwrap();
-        rx.enable().unwrap();
+        let mut rx = sep_b.rx_context(&db, i, &CtxAttr::default()).unwrap();
+        rx.bind_cq(&db, &cqs_b[usize::from(i)], BindFlags::RECV)
+            .unwrap();
+        rx.enable(&db).unwrap();
         assert_eq!(
             rx.name(),
             EpAddr {
@@ -124,16 +125,18 @@ fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() 
     // frame that finds no buffer.
     for (i, rx) in rxs.iter().enumerate() {
         for _ in 0..40 {
-            rx.recv(mr_b.alloc(BUF).unwrap(), OpContext(i)).unwrap();
+            rx.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+                .unwrap();
         }
     }
     let pump = wire.spawn_pump(Duration::from_micros(50));
+    let (da, db) = (&da, &db);
     std::thread::scope(|s| {
         for (i, (tx, cq)) in txs.into_iter().zip(&cqs_a).enumerate() {
-            let pool: Vec<Buf<'_>> = (0..24).map(|_| mr_a.alloc(BUF).unwrap()).collect();
+            let pool: Vec<Buf<'_>> = (0..24).map(|_| mr_a.alloc(da, BUF).unwrap()).collect();
             let received = &received[i];
             let dest = to_b[0].rx(i as u16, RX_BITS);
-            s.spawn(move || send_windowed(&tx, cq, pool, dest, i, MESSAGES, WINDOW, received));
+            s.spawn(move || send_windowed(da, &tx, cq, pool, dest, i, MESSAGES, WINDOW, received));
         }
         for (i, (rx, cq)) in rxs.into_iter().zip(&cqs_b).enumerate() {
             let received = &received[i];
@@ -145,7 +148,7 @@ fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() 
                 let deadline = Instant::now() + Duration::from_secs(60);
                 while (expect as usize) < MESSAGES {
                     assert!(Instant::now() < deadline, "rx {i}: stalled at {expect}");
-                    let n = match cq.read_owned(&mut e, &mut src, &mut bufs) {
+                    let n = match cq.read_owned(db, &mut e, &mut src, &mut bufs) {
                         Ok(n) => n,
                         Err(Error::Again) => {
                             std::thread::yield_now();
@@ -164,7 +167,7 @@ fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() 
                         assert_eq!(tag & 0xffff_ffff, expect, "rx {i}: lost or reordered");
                         expect += 1;
                         received.fetch_add(1, Ordering::AcqRel);
-                        rx.recv(buf, OpContext(i)).unwrap();
+                        rx.recv(db, buf, OpContext(i)).unwrap();
                     }
                 }
             });
@@ -213,33 +216,34 @@ fn context_rules_follow_fi_endpoint() {
         })
         .unwrap();
     assert_eq!(
-        sep.tx_context(0, &CtxAttr::default()).err(),
+        sep.tx_context(&d, 0, &CtxAttr::default()).err(),
         Some(Error::NoAv),
         "contexts need the AV bound first"
     );
     let av = d.open_av(&AvAttr::default()).unwrap();
-    sep.bind_av(&av).unwrap();
-    assert_eq!(sep.bind_av(&av), Err(Error::Inval));
+    sep.bind_av(&d, &av).unwrap();
+    assert_eq!(sep.bind_av(&d, &av), Err(Error::Inval));
     assert_eq!(
-        sep.rx_context(2, &CtxAttr::default()).err(),
+        sep.rx_context(&d, 2, &CtxAttr::default()).err(),
         Some(Error::Inval)
     );
-    let tx0 = sep.tx_context(0, &CtxAttr::default()).unwrap();
+    let tx0 = sep.tx_context(&d, 0, &CtxAttr::default()).unwrap();
     assert_eq!(
-        sep.tx_context(0, &CtxAttr::default()).err(),
+        sep.tx_context(&d, 0, &CtxAttr::default()).err(),
         Some(Error::Busy),
         "one context per index"
     );
     // A transmit context has no receive side.
-    assert_eq!(tx0.rx_size_left(), Err(Error::OpBadState));
-    drop(tx0);
-    let tx0 = sep.tx_context(0, &CtxAttr::default()).unwrap();
-    let rx1 = sep.rx_context(1, &CtxAttr::default()).unwrap();
+    assert_eq!(tx0.rx_size_left(&d), Err(Error::OpBadState));
+    closed(tx0.close(&d));
+    let tx0 = sep.tx_context(&d, 0, &CtxAttr::default()).unwrap();
+    let rx1 = sep.rx_context(&d, 1, &CtxAttr::default()).unwrap();
     assert_eq!(rx1.name().mac, context_mac(MAC_A, 1));
-    drop((tx0, rx1));
+    closed(tx0.close(&d));
+    closed(rx1.close(&d));
     // The queue's address went with the receive context: it can be given again.
-    let rx1 = sep.rx_context(1, &CtxAttr::default()).unwrap();
-    drop(rx1);
+    let rx1 = sep.rx_context(&d, 1, &CtxAttr::default()).unwrap();
+    closed(rx1.close(&d));
 
     // Per-context attributes: op flags checked as an endpoint's (a transmit context takes no
     // receive flag), the actual ones reported by `info`, the context's own context kept.
@@ -247,17 +251,17 @@ fn context_rules_follow_fi_endpoint() {
         op_flags: OpFlags::MULTI_RECV,
         ..CtxAttr::default()
     };
-    assert_eq!(sep.tx_context(0, &bad).err(), Some(Error::BadFlags));
+    assert_eq!(sep.tx_context(&d, 0, &bad).err(), Some(Error::BadFlags));
     let own = CtxAttr {
         op_flags: OpFlags::COMPLETION,
         context: OpContext(0xC0),
     };
-    let tx0 = sep.tx_context(0, &own).unwrap();
-    assert_eq!(tx0.info().tx.op_flags, OpFlags::COMPLETION);
+    let tx0 = sep.tx_context(&d, 0, &own).unwrap();
+    assert_eq!(tx0.info(&d).tx.op_flags, OpFlags::COMPLETION);
     assert_eq!(tx0.attr().context, OpContext(0xC0));
-    let rx0 = sep.rx_context(0, &CtxAttr::default()).unwrap();
+    let rx0 = sep.rx_context(&d, 0, &CtxAttr::default()).unwrap();
     assert_eq!(
-        rx0.info().rx.op_flags,
+        rx0.info(&d).rx.op_flags,
         OpFlags::empty(),
         "a sibling keeps its own (default) attributes"
     );

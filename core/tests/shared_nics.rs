@@ -28,10 +28,11 @@ const MESSAGES: usize = 200;
 /// Messages in flight per endpoint at most (a frame that finds no buffer is lost).
 const WINDOW: usize = 6;
 
-/// Every entry `cq` has now, as (context, len, first two payload bytes, read at `offset`);
-/// buffers to `back`.
+/// Every entry `cq` (of domain `d`) has now, as (context, len, first two payload bytes, read
+/// at `offset`); buffers to `back`.
 fn read_now<'d, N: Nic>(
-    cq: &CompletionQueue<'d, '_, N, D, Data>,
+    d: &'d Domain<'_, N, D>,
+    cq: &CompletionQueue<N, Data>,
     offset: usize,
     back: &mut Vec<Buf<'d>>,
 ) -> Vec<(usize, usize, [u8; 2])> {
@@ -40,7 +41,7 @@ fn read_now<'d, N: Nic>(
         let mut e = [DataEntry::default(); 8];
         let mut src = [FiAddr::NOTAVAIL; 8];
         let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
-        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+        match cq.read_owned(d, &mut e, &mut src, &mut bufs) {
             Ok(n) => {
                 for k in 0..n {
                     let mut head = [0u8; 2];
@@ -112,11 +113,11 @@ fn shared_contexts<T: TestNic>(encap: Encap) {
                 ..EpAttr::default()
             })
             .unwrap();
-        a.bind_cq(&cqs_a[i], BindFlags::TRANSMIT | BindFlags::RECV)
+        a.bind_cq(&da, &cqs_a[i], BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        a.bind_av(&av_a).unwrap();
-        a.bind_stx(&stx).unwrap();
-        a.enable().unwrap();
+        a.bind_av(&da, &av_a).unwrap();
+        a.bind_stx(&da, &stx).unwrap();
+        a.enable(&da).unwrap();
         eps_a.push(a);
         let mut b = db
             .endpoint(&EpAttr {
@@ -126,25 +127,26 @@ fn shared_contexts<T: TestNic>(encap: Encap) {
                 ..EpAttr::default()
             })
             .unwrap();
-        b.bind_cq(&cqs_b[i], BindFlags::TRANSMIT | BindFlags::RECV)
+        b.bind_cq(&db, &cqs_b[i], BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        b.bind_av(&av_b).unwrap();
-        b.bind_srx(&srx).unwrap();
-        b.enable().unwrap();
+        b.bind_av(&db, &av_b).unwrap();
+        b.bind_srx(&db, &srx).unwrap();
+        b.enable(&db).unwrap();
         eps_b.push(b);
     }
     let names_b: Vec<_> = eps_b.iter().map(|e| e.name()).collect();
     let mut to_b = [FiAddr::NOTAVAIL; EPS];
-    av_a.insert(&names_b, &mut to_b).unwrap();
+    av_a.insert(&da, &names_b, &mut to_b).unwrap();
     let mr_a = da.register(memory((EPS * (WINDOW + 2) + 4) * BUF)).unwrap();
     let mr_b = db.register(memory(24 * BUF)).unwrap();
     for _ in 0..20 {
-        srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(0)).unwrap();
+        srx.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(0))
+            .unwrap();
     }
     let offset = encap.header_len();
     assert_eq!(eps_a[0].payload_offset(), offset);
     let mut pool: Vec<Buf<'_>> = (0..EPS * (WINDOW + 2))
-        .map(|_| mr_a.alloc(BUF).unwrap())
+        .map(|_| mr_a.alloc(&da, BUF).unwrap())
         .collect();
 
     let (mut sent, mut done, mut received) = ([0usize; EPS], [0usize; EPS], [0usize; EPS]);
@@ -159,7 +161,7 @@ fn shared_contexts<T: TestNic>(encap: Encap) {
             while sent[i] < MESSAGES && sent[i] - received[i] < WINDOW {
                 let Some(mut buf) = pool.pop() else { break };
                 buf.write(offset, &[i as u8, sent[i] as u8]).unwrap();
-                match eps_a[i].send(buf, 2, to_b[i], OpContext(i * 1000 + sent[i])) {
+                match eps_a[i].send(&da, buf, 2, to_b[i], OpContext(i * 1000 + sent[i])) {
                     Ok(()) => sent[i] += 1,
                     Err((Error::Again, buf)) => {
                         pool.push(buf);
@@ -171,14 +173,14 @@ fn shared_contexts<T: TestNic>(encap: Encap) {
         }
         p.wire.run_until_idle();
         for i in 0..EPS {
-            for (c, _, _) in read_now(&cqs_a[i], offset, &mut pool) {
+            for (c, _, _) in read_now(&da, &cqs_a[i], offset, &mut pool) {
                 assert_eq!(c, i * 1000 + done[i], "A CQ {i}: its own, in posting order");
                 done[i] += 1;
             }
         }
         for i in 0..EPS {
             let mut back = Vec::new();
-            for (_, len, head) in read_now(&cqs_b[i], offset, &mut back) {
+            for (_, len, head) in read_now(&db, &cqs_b[i], offset, &mut back) {
                 assert_eq!(
                     (len, head),
                     (2, [i as u8, received[i] as u8]),
@@ -187,12 +189,15 @@ fn shared_contexts<T: TestNic>(encap: Encap) {
                 received[i] += 1;
             }
             for b in back {
-                srx.recv(b, OpContext(0)).unwrap();
+                srx.recv(&db, b, OpContext(0)).unwrap();
             }
         }
     }
-    for cq in cqs_a.iter().chain(&cqs_b) {
-        assert_eq!(cq.credits(), 64);
+    for cq in &cqs_a {
+        assert_eq!(cq.credits(&da), 64);
+    }
+    for cq in &cqs_b {
+        assert_eq!(cq.credits(&db), 64);
     }
 }
 

@@ -20,7 +20,7 @@ const D: usize = 64;
 const BUF: usize = 2048;
 const EPS: usize = 4;
 
-type Cq<'d, 'n> = CompletionQueue<'d, 'n, Igb0, D, Data>;
+type Cq = CompletionQueue<Igb0, Data>;
 
 fn cq_attr() -> CqAttr {
     CqAttr {
@@ -29,16 +29,16 @@ fn cq_attr() -> CqAttr {
     }
 }
 
-/// Every entry `cq` has now (driving the wire first), as (first two payload bytes, len,
-/// source); each buffer dropped (back to its region).
-fn drain(wire: &Wire, cq: &Cq<'_, '_>) -> Vec<([u8; 2], usize, FiAddr)> {
+/// Every entry `cq` (of domain `d`) has now (driving the wire first), as (first two payload
+/// bytes, len, source); each buffer dropped (back to its region).
+fn drain(wire: &Wire, d: &Domain<'_, Igb0, D>, cq: &Cq) -> Vec<([u8; 2], usize, FiAddr)> {
     wire.run_until_idle();
     let mut got = Vec::new();
     loop {
         let mut e = [DataEntry::default(); 4];
         let mut src = [FiAddr::NOTAVAIL; 4];
         let mut bufs = [None, None, None, None];
-        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+        match cq.read_owned(d, &mut e, &mut src, &mut bufs) {
             Ok(n) => {
                 for k in 0..n {
                     let buf = bufs[k].take().expect("the receive buffer comes back");
@@ -77,7 +77,7 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
     let (da, db) = two_domains::<D>(&p, 1, EPS);
     let db = db.with_counters(&counters);
     let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
-    let cqs: Vec<Cq<'_, '_>> = (0..EPS)
+    let cqs: Vec<Cq> = (0..EPS)
         .map(|_| db.open_cq::<Data>(&cq_attr()).unwrap())
         .collect();
     let av_a = da.open_av(&AvAttr::default()).unwrap();
@@ -86,10 +86,10 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
     assert_eq!(srx.mac(), MAC_B, "queue 0: the station address");
 
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_a.bind_av(&av_a).unwrap();
-    ep_a.enable().unwrap();
+    ep_a.bind_av(&da, &av_a).unwrap();
+    ep_a.enable(&da).unwrap();
     let mut eps = Vec::new();
     for (i, cq) in cqs.iter().enumerate() {
         let mut ep = db
@@ -104,16 +104,16 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
         } else {
             BindFlags::TRANSMIT | BindFlags::RECV
         };
-        ep.bind_cq(cq, bind).unwrap();
-        ep.bind_av(&av_b).unwrap();
-        ep.bind_srx(&srx).unwrap();
+        ep.bind_cq(&db, cq, bind).unwrap();
+        ep.bind_av(&db, &av_b).unwrap();
+        ep.bind_srx(&db, &srx).unwrap();
         if i == 1 {
-            ep.bind_cntr(&counter, CntrBindFlags::RECV).unwrap();
+            ep.bind_cntr(&db, &counter, CntrBindFlags::RECV).unwrap();
         }
         if i == 2 {
-            ep.bind_cntr(&bytes, CntrBindFlags::RECV).unwrap();
+            ep.bind_cntr(&db, &bytes, CntrBindFlags::RECV).unwrap();
         }
-        ep.enable().unwrap();
+        ep.enable(&db).unwrap();
         assert_eq!(
             ep.name(),
             EpAddr {
@@ -123,12 +123,12 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
         );
         eps.push(ep);
     }
-    assert_eq!(srx.endpoints(), EPS);
+    assert_eq!(srx.endpoints(&db), EPS);
     let mr_a = da.register(memory(48 * BUF)).unwrap();
     let mr_b = db.register(memory(48 * BUF)).unwrap();
     assert_eq!(
         eps[0]
-            .recv(mr_b.alloc(BUF).unwrap(), OpContext(0))
+            .recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(0))
             .map_err(|e| e.0),
         Err(Error::OpNotSupp),
         "receives are posted to the shared context"
@@ -139,27 +139,27 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
         ctx: 99,
     }); // bound to nobody
     let mut to = [FiAddr::NOTAVAIL; EPS + 1];
-    av_a.insert(&names, &mut to).unwrap();
+    av_a.insert(&da, &names, &mut to).unwrap();
     let mut from_a = [FiAddr::NOTAVAIL];
-    av_b.insert(&[ep_a.name()], &mut from_a).unwrap();
+    av_b.insert(&db, &[ep_a.name()], &mut from_a).unwrap();
     for n in 0..44 {
-        srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(1000 + n))
+        srx.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(1000 + n))
             .unwrap();
     }
     for k in 0..10u8 {
         for (i, &dest) in to[..EPS].iter().enumerate() {
-            let mut buf = mr_a.alloc(BUF).unwrap();
+            let mut buf = mr_a.alloc(&da, BUF).unwrap();
             buf.write(HEADER_LEN, &[i as u8, k]).unwrap();
-            ep_a.send(buf, 2, dest, OpContext(0)).unwrap();
+            ep_a.send(&da, buf, 2, dest, OpContext(0)).unwrap();
         }
         if k < 2 {
-            ep_a.send(mr_a.alloc(BUF).unwrap(), 2, to[EPS], OpContext(0))
+            ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 2, to[EPS], OpContext(0))
                 .unwrap();
         }
     }
     // CQ 3 reads first: it takes the shared ring and holds the others' receives for them.
     for i in [3, 2, 0, 1] {
-        let got = drain(&p.wire, &cqs[i]);
+        let got = drain(&p.wire, &db, &cqs[i]);
         let want: Vec<([u8; 2], usize, FiAddr)> = if i == 1 {
             Vec::new() // selective, nothing asked for
         } else {
@@ -181,15 +181,15 @@ fn four_endpoints_receive_through_one_shared_context_each_on_its_own_cq() {
         "endpoint 2's payload bytes: not the padded frames"
     );
     for cq in &cqs {
-        assert_eq!(cq.credits(), 64, "every credit back");
+        assert_eq!(cq.credits(&db), 64, "every credit back");
     }
     assert!(
-        eps[0].dropped_frames() >= 2,
+        eps[0].dropped_frames(&db) >= 2,
         "the frames for nobody were dropped"
     );
-    assert_eq!(mr_b.outstanding(), 4, "the four receives still posted");
-    assert_eq!(srx.rx_size_left(), Ok(D - 4));
-    let _ = drain(&p.wire, &cq_a);
+    assert_eq!(mr_b.outstanding(&db), 4, "the four receives still posted");
+    assert_eq!(srx.rx_size_left(&db), Ok(D - 4));
+    let _ = drain(&p.wire, &da, &cq_a);
 }
 
 #[test]
@@ -203,10 +203,10 @@ fn an_endpoint_leaving_gives_its_unread_receives_back_to_the_shared_context() {
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let srx = db.srx_context(&SrxAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_a.bind_av(&av_a).unwrap();
-    ep_a.enable().unwrap();
+    ep_a.bind_av(&da, &av_a).unwrap();
+    ep_a.enable(&da).unwrap();
     let mut eps = Vec::new();
     for (i, cq) in [&cq0, &cq1].into_iter().enumerate() {
         let mut ep = db
@@ -216,44 +216,45 @@ fn an_endpoint_leaving_gives_its_unread_receives_back_to_the_shared_context() {
                 ..EpAttr::default()
             })
             .unwrap();
-        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        ep.bind_cq(&db, cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        ep.bind_av(&av_b).unwrap();
-        ep.bind_srx(&srx).unwrap();
-        ep.enable().unwrap();
+        ep.bind_av(&db, &av_b).unwrap();
+        ep.bind_srx(&db, &srx).unwrap();
+        ep.enable(&db).unwrap();
         eps.push(ep);
     }
     let names: Vec<EpAddr> = eps.iter().map(|e| e.name()).collect();
     let mut to = [FiAddr::NOTAVAIL; 2];
-    av_a.insert(&names, &mut to).unwrap();
+    av_a.insert(&da, &names, &mut to).unwrap();
     let mr_a = da.register(memory(16 * BUF)).unwrap();
     let mr_b = db.register(memory(16 * BUF)).unwrap();
     for n in 0..4 {
-        srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(n)).unwrap();
+        srx.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(n))
+            .unwrap();
     }
     // Three messages for endpoint 1, held for its CQ (read by endpoint 0's first).
     for k in 0..3u8 {
-        let mut buf = mr_a.alloc(BUF).unwrap();
+        let mut buf = mr_a.alloc(&da, BUF).unwrap();
         buf.write(HEADER_LEN, &[1, k]).unwrap();
-        ep_a.send(buf, 2, to[1], OpContext(0)).unwrap();
+        ep_a.send(&da, buf, 2, to[1], OpContext(0)).unwrap();
     }
-    assert_eq!(drain(&p.wire, &cq0), []);
-    assert_eq!(srx.rx_size_left(), Ok(D - 4));
+    assert_eq!(drain(&p.wire, &db, &cq0), []);
+    assert_eq!(srx.rx_size_left(&db), Ok(D - 4));
     // Endpoint 1 leaves unread: its three buffers go back to the context's pool, and
     // endpoint 0 can receive into them.
     let ep1 = eps.pop().unwrap();
-    ep1.close();
-    assert_eq!(srx.endpoints(), 1);
-    assert_eq!(mr_b.outstanding(), 4, "nothing lost, nothing handed out");
+    closed(ep1.close(&db));
+    assert_eq!(srx.endpoints(&db), 1);
+    assert_eq!(mr_b.outstanding(&db), 4, "nothing lost, nothing handed out");
     for k in 0..4u8 {
-        let mut buf = mr_a.alloc(BUF).unwrap();
+        let mut buf = mr_a.alloc(&da, BUF).unwrap();
         buf.write(HEADER_LEN, &[0, k]).unwrap();
-        ep_a.send(buf, 2, to[0], OpContext(0)).unwrap();
+        ep_a.send(&da, buf, 2, to[0], OpContext(0)).unwrap();
     }
-    let got: Vec<[u8; 2]> = drain(&p.wire, &cq0).into_iter().map(|g| g.0).collect();
+    let got: Vec<[u8; 2]> = drain(&p.wire, &db, &cq0).into_iter().map(|g| g.0).collect();
     assert_eq!(got, [[0, 0], [0, 1], [0, 2], [0, 3]]);
-    assert_eq!(cq1.credits(), 64);
-    let _ = drain(&p.wire, &cq_a);
+    assert_eq!(cq1.credits(&db), 64);
+    let _ = drain(&p.wire, &da, &cq_a);
 }
 
 #[test]
@@ -293,56 +294,56 @@ fn bind_and_close_rules_follow_fi_endpoint() {
     };
     let mut wants_more = make(0, 1, OpFlags::COMPLETION);
     assert_eq!(
-        wants_more.bind_srx(&srx),
+        wants_more.bind_srx(&db, &srx),
         Err(Error::BadFlags),
         "a subset of its flags"
     );
-    drop(wants_more);
+    closed(wants_more.close(&db));
 
     let mut ep = make(0, 1, OpFlags::empty());
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep.bind_cq(&db, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.bind_srx(&srx).unwrap();
+    ep.bind_av(&db, &av).unwrap();
+    ep.bind_srx(&db, &srx).unwrap();
     assert_eq!(
-        ep.bind_srx(&srx),
+        ep.bind_srx(&db, &srx),
         Err(Error::Inval),
         "one shared receive context"
     );
-    ep.enable().unwrap();
-    assert_eq!(ep.bind_srx(&srx), Err(Error::OpBadState));
+    ep.enable(&db).unwrap();
+    assert_eq!(ep.bind_srx(&db, &srx), Err(Error::OpBadState));
 
     // Another AV, or the same context number: refused at enable.
     let mut other = make(1, 2, OpFlags::empty());
     other
-        .bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .bind_cq(&db, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    other.bind_av(&other_av).unwrap();
-    other.bind_srx(&srx).unwrap();
+    other.bind_av(&db, &other_av).unwrap();
+    other.bind_srx(&db, &srx).unwrap();
     assert_eq!(
-        other.enable(),
+        other.enable(&db),
         Err(Error::Inval),
         "endpoints of one context share one AV"
     );
-    drop(other);
+    closed(other.close(&db));
     let mut twin = make(1, 1, OpFlags::empty());
-    twin.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    twin.bind_cq(&db, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    twin.bind_av(&av).unwrap();
-    twin.bind_srx(&srx).unwrap();
+    twin.bind_av(&db, &av).unwrap();
+    twin.bind_srx(&db, &srx).unwrap();
     assert_eq!(
-        twin.enable(),
+        twin.enable(&db),
         Err(Error::Inval),
         "context numbers are unique on a context"
     );
-    drop(twin);
+    closed(twin.close(&db));
 
-    let srx = match srx.close() {
+    let srx = match srx.close(&db) {
         Err((Error::Busy, srx)) => srx,
         other => panic!("close while bound: {:?}", other.map_err(|e| e.0)),
     };
-    drop(ep);
-    srx.close().map_err(|e| e.0).unwrap();
+    closed(ep.close(&db));
+    srx.close(&db).map_err(|e| e.0).unwrap();
     assert!(
         db.srx_context(&SrxAttr::default()).is_ok(),
         "the queue was given back"
@@ -367,30 +368,32 @@ fn a_blocked_sread_finds_a_message_received_through_a_shared_context() {
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let srx = db.srx_context(&SrxAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_a.bind_av(&av_a).unwrap();
-    ep_a.enable().unwrap();
+    ep_a.bind_av(&da, &av_a).unwrap();
+    ep_a.enable(&da).unwrap();
     let mut ep_b = db
         .endpoint(&EpAttr {
             rx_queue: 3,
             ..EpAttr::default()
         })
         .unwrap();
-    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_b.bind_av(&av_b).unwrap();
-    ep_b.bind_srx(&srx).unwrap();
-    ep_b.enable().unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_b.bind_srx(&db, &srx).unwrap();
+    ep_b.enable(&db).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
-    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    av_a.insert(&da, &[ep_b.name()], &mut to_b).unwrap();
     let mr_a = da.register(memory(2 * BUF)).unwrap();
     let mr_b = db.register(memory(2 * BUF)).unwrap();
-    srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(5)).unwrap();
+    srx.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(5))
+        .unwrap();
     let got = std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let mut out = [DataEntry::default(); 1];
             let r = cq_b.sread(
+                &db,
                 &mut out,
                 None,
                 Some(std::time::Duration::from_secs(20)),
@@ -399,16 +402,16 @@ fn a_blocked_sread_finds_a_message_received_through_a_shared_context() {
             (r, out[0])
         });
         let start = std::time::Instant::now();
-        while cq_b.sleepers() < 1 {
+        while cq_b.sleepers(&db) < 1 {
             assert!(
                 start.elapsed() < std::time::Duration::from_secs(10),
                 "never blocked"
             );
             std::thread::yield_now();
         }
-        let mut buf = mr_a.alloc(BUF).unwrap();
+        let mut buf = mr_a.alloc(&da, BUF).unwrap();
         buf.write(HEADER_LEN, &[7, 7]).unwrap();
-        ep_a.send(buf, 2, to_b[0], OpContext(0)).unwrap();
+        ep_a.send(&da, buf, 2, to_b[0], OpContext(0)).unwrap();
         p.wire.run_until_idle();
         reader.join().unwrap()
     });
@@ -429,42 +432,47 @@ fn cancel_hands_a_waiting_receive_back_and_leaves_the_others_posted() {
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let srx = db.srx_context(&SrxAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    ep_a.bind_cq(&cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_a.bind_av(&av_a).unwrap();
-    ep_a.enable().unwrap();
+    ep_a.bind_av(&da, &av_a).unwrap();
+    ep_a.enable(&da).unwrap();
     let mut ep_b = db
         .endpoint(&EpAttr {
             rx_queue: 2,
             ..EpAttr::default()
         })
         .unwrap();
-    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_b.bind_av(&av_b).unwrap();
-    ep_b.bind_srx(&srx).unwrap();
-    ep_b.enable().unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_b.bind_srx(&db, &srx).unwrap();
+    ep_b.enable(&db).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
-    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    av_a.insert(&da, &[ep_b.name()], &mut to_b).unwrap();
     let mr_a = da.register(memory(4 * BUF)).unwrap();
     let mr_b = db.register(memory(4 * BUF)).unwrap();
     for c in 1..=3 {
-        srx.recv(mr_b.alloc(BUF).unwrap(), OpContext(c)).unwrap();
+        srx.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(c))
+            .unwrap();
     }
-    let back = srx.cancel(OpContext(2)).unwrap();
+    let back = srx.cancel(&db, OpContext(2)).unwrap();
     assert!(back.is_some(), "the waiting receive's buffer comes back");
-    assert_eq!(srx.cancel(OpContext(2)).unwrap().map(|_| ()), None, "once");
-    assert_eq!(srx.cancel(OpContext(9)).unwrap().map(|_| ()), None);
+    assert_eq!(
+        srx.cancel(&db, OpContext(2)).unwrap().map(|_| ()),
+        None,
+        "once"
+    );
+    assert_eq!(srx.cancel(&db, OpContext(9)).unwrap().map(|_| ()), None);
     drop(back);
-    assert_eq!(mr_b.outstanding(), 2);
+    assert_eq!(mr_b.outstanding(&db), 2);
     for k in 0..2u8 {
-        let mut buf = mr_a.alloc(BUF).unwrap();
+        let mut buf = mr_a.alloc(&da, BUF).unwrap();
         buf.write(HEADER_LEN, &[9, k]).unwrap();
-        ep_a.send(buf, 2, to_b[0], OpContext(0)).unwrap();
+        ep_a.send(&da, buf, 2, to_b[0], OpContext(0)).unwrap();
     }
     p.wire.run_until_idle();
     let mut out = [DataEntry::default(); 4];
-    assert_eq!(cq_b.read(&mut out), Ok(2));
+    assert_eq!(cq_b.read(&db, &mut out), Ok(2));
     let contexts: Vec<usize> = out[..2].iter().map(|e| e.op_context.0).collect();
     assert_eq!(
         contexts,
@@ -472,7 +480,7 @@ fn cancel_hands_a_waiting_receive_back_and_leaves_the_others_posted() {
         "the two left took the messages, in posting order"
     );
     assert_eq!(
-        mr_b.outstanding(),
+        mr_b.outstanding(&db),
         0,
         "read hands their buffers back to the region"
     );

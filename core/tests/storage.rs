@@ -47,12 +47,13 @@ fn each_used_up_table_is_an_error_that_names_it() {
     // An endpoint takes a transmit and a receive queue when it is enabled: the storage's two.
     let mut ep = d.endpoint(&EpAttr::default()).unwrap();
     ep.bind_cq(
+        &d,
         &_cq,
         ringfab::flags::BindFlags::TRANSMIT | ringfab::flags::BindFlags::RECV,
     )
     .unwrap();
-    ep.bind_av(&_av).unwrap();
-    ep.enable().unwrap();
+    ep.bind_av(&d, &_av).unwrap();
+    ep.enable(&d).unwrap();
     let mut second = d
         .endpoint(&EpAttr {
             tx_queue: 1,
@@ -62,12 +63,13 @@ fn each_used_up_table_is_an_error_that_names_it() {
         .unwrap();
     second
         .bind_cq(
+            &d,
             &_cq,
             ringfab::flags::BindFlags::TRANSMIT | ringfab::flags::BindFlags::RECV,
         )
         .unwrap();
-    second.bind_av(&_av).unwrap();
-    assert_eq!(second.enable(), Err(Error::Full(Capacity::Queues)));
+    second.bind_av(&d, &_av).unwrap();
+    assert_eq!(second.enable(&d), Err(Error::Full(Capacity::Queues)));
 
     // fi_errno: a table used up is FI_ENOMEM, and the message says which table.
     let full = Error::Full(Capacity::Cqs);
@@ -95,10 +97,10 @@ fn sizes_beyond_a_table_are_errors_that_name_it() {
             ..CqAttr::default()
         })
         .unwrap();
-    drop(cq);
+    cq.close(&d).map_err(|(e, _)| e).unwrap();
     let cq = d.open_cq::<Msg>(&CqAttr::default()).unwrap();
     assert_eq!(cq.attr().size(), 16);
-    assert_eq!(cq.credits(), 16);
+    assert_eq!(cq.credits(&d), 16);
     // av_entries is 4.
     assert_eq!(
         d.open_av(&AvAttr {
@@ -117,7 +119,7 @@ fn sizes_beyond_a_table_are_errors_that_name_it() {
     let addr = ringfab::av::EpAddr::default();
     let mut out = [ringfab::av::FiAddr::NOTAVAIL; 3];
     // "fi_av_insert ... the number of addresses successfully inserted": two fit in a count of 2.
-    assert_eq!(av.insert(&[addr; 3], &mut out), Ok(2));
+    assert_eq!(av.insert(&d, &[addr; 3], &mut out), Ok(2));
     assert_eq!(out[2], ringfab::av::FiAddr::NOTAVAIL);
 }
 
@@ -129,9 +131,9 @@ fn closed_objects_give_their_tables_back() {
         let cq = d.open_cq::<Data>(&CqAttr::default()).unwrap();
         let av = d.open_av(&AvAttr::default()).unwrap();
         let mr = d.register(memory(4096)).unwrap();
-        assert!(cq.close().is_ok());
-        assert!(av.close().is_ok());
-        assert!(mr.close().is_ok());
+        assert!(cq.close(&d).is_ok());
+        assert!(av.close(&d).is_ok());
+        assert!(mr.close(&d).is_ok());
     }
 }
 
@@ -142,13 +144,17 @@ fn the_cq_format_is_stated_once() {
     // Left unspecified, the attribute takes the format of the type.
     let cq = d.open_cq::<Msg>(&CqAttr::default()).unwrap();
     assert_eq!(cq.attr().format(), CqFormat::Msg);
-    drop(cq);
+    cq.close(&d).map_err(|(e, _)| e).unwrap();
     // Saying it again is fine; saying another is refused.
     let same = CqAttr {
         format: CqFormat::Msg,
         ..CqAttr::default()
     };
-    drop(d.open_cq::<Msg>(&same).unwrap());
+    d.open_cq::<Msg>(&same)
+        .unwrap()
+        .close(&d)
+        .map_err(|(e, _)| e)
+        .unwrap();
     let other = CqAttr {
         format: CqFormat::Data,
         ..CqAttr::default()

@@ -21,7 +21,7 @@ const D: usize = 64;
 const BUF: usize = 2048;
 const EPS: usize = 4;
 
-type Cq<'d, 'n> = CompletionQueue<'d, 'n, Igb0, D, Data>;
+type Cq = CompletionQueue<Igb0, Data>;
 
 fn cq_attr() -> CqAttr {
     CqAttr {
@@ -30,13 +30,13 @@ fn cq_attr() -> CqAttr {
     }
 }
 
-/// Every entry `cq` has now (driving the wire first), as (context, len).
-fn drain(wire: &Wire, cq: &Cq<'_, '_>) -> Vec<(usize, usize)> {
+/// Every entry `cq` (of domain `d`) has now (driving the wire first), as (context, len).
+fn drain(wire: &Wire, d: &Domain<'_, Igb0, D>, cq: &Cq) -> Vec<(usize, usize)> {
     wire.run_until_idle();
     let mut got = Vec::new();
     let mut out = [DataEntry::default(); 8];
     loop {
-        match cq.read(&mut out) {
+        match cq.read(d, &mut out) {
             Ok(n) => got.extend(out[..n].iter().map(|e| (e.op_context.0, e.len))),
             Err(Error::Again) => return got,
             Err(e) => panic!("read: {e}"),
@@ -44,11 +44,13 @@ fn drain(wire: &Wire, cq: &Cq<'_, '_>) -> Vec<(usize, usize)> {
     }
 }
 
-/// Receives on B until `n` messages came, each as (first payload byte, second, source).
-fn receive<'n>(
+/// Receives on B (domain `d`) until `n` messages came, each as (first payload byte, second,
+/// source).
+fn receive(
     wire: &Wire,
-    cq: &Cq<'_, 'n>,
-    ep: &Endpoint<'_, 'n, Igb0, D>,
+    d: &Domain<'_, Igb0, D>,
+    cq: &Cq,
+    ep: &Endpoint,
     n: usize,
 ) -> Vec<(u8, u8, FiAddr)> {
     let mut got = Vec::new();
@@ -57,13 +59,13 @@ fn receive<'n>(
         let mut e = [DataEntry::default(); 1];
         let mut src = [FiAddr::NOTAVAIL; 1];
         let mut bufs = [None];
-        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+        match cq.read_owned(d, &mut e, &mut src, &mut bufs) {
             Ok(1) => {
                 let buf = bufs[0].take().expect("the receive buffer");
                 let mut b = [0u8; 2];
                 buf.read(HEADER_LEN, &mut b).unwrap();
                 got.push((b[0], b[1], src[0]));
-                ep.recv(buf, OpContext(0)).unwrap();
+                ep.recv(d, buf, OpContext(0)).unwrap();
                 if got.len() == n {
                     break;
                 }
@@ -89,7 +91,7 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
     let counters = [&counter];
     let (da, db) = two_domains::<D>(&p, EPS, 1);
     let da = da.with_counters(&counters);
-    let cqs: Vec<Cq<'_, '_>> = (0..EPS)
+    let cqs: Vec<Cq> = (0..EPS)
         .map(|_| da.open_cq::<Data>(&cq_attr()).unwrap())
         .collect();
     let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
@@ -111,42 +113,43 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
         } else {
             BindFlags::TRANSMIT | BindFlags::RECV
         };
-        ep.bind_cq(cq, bind).unwrap();
-        ep.bind_av(&av_a).unwrap();
-        ep.bind_stx(&stx).unwrap();
+        ep.bind_cq(&da, cq, bind).unwrap();
+        ep.bind_av(&da, &av_a).unwrap();
+        ep.bind_stx(&da, &stx).unwrap();
         if i == 1 {
-            ep.bind_cntr(&counter, CntrBindFlags::SEND).unwrap();
+            ep.bind_cntr(&da, &counter, CntrBindFlags::SEND).unwrap();
         }
-        ep.enable().unwrap();
+        ep.enable(&da).unwrap();
         eps.push(ep);
     }
-    assert_eq!(stx.endpoints(), EPS);
+    assert_eq!(stx.endpoints(&da), EPS);
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
-    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_b.bind_av(&av_b).unwrap();
-    ep_b.enable().unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_b.enable(&db).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
-    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    av_a.insert(&da, &[ep_b.name()], &mut to_b).unwrap();
     let names: Vec<_> = eps.iter().map(|e| e.name()).collect();
     let mut from = [FiAddr::NOTAVAIL; EPS];
-    av_b.insert(&names, &mut from).unwrap();
+    av_b.insert(&db, &names, &mut from).unwrap();
     let mr_a = da.register(memory(48 * BUF)).unwrap();
     let mr_b = db.register(memory(48 * BUF)).unwrap();
     for _ in 0..40 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(0)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(0))
+            .unwrap();
     }
 
     // Ten sends per endpoint, interleaved on the one queue.
     for k in 0..10u8 {
         for (i, ep) in eps.iter().enumerate() {
-            let mut buf = mr_a.alloc(BUF).unwrap();
+            let mut buf = mr_a.alloc(&da, BUF).unwrap();
             buf.write(HEADER_LEN, &[i as u8, k]).unwrap();
-            ep.send(buf, 2, to_b[0], OpContext(i * 100 + usize::from(k)))
+            ep.send(&da, buf, 2, to_b[0], OpContext(i * 100 + usize::from(k)))
                 .unwrap();
         }
     }
-    let got = receive(&p.wire, &cq_b, &ep_b, 40);
+    let got = receive(&p.wire, &db, &cq_b, &ep_b, 40);
     assert_eq!(got.len(), 40, "every frame arrives");
     for (i, &addr) in from.iter().enumerate() {
         let seq: Vec<u8> = got
@@ -166,7 +169,7 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
 
     // CQ 3 reads first: it polls the shared ring and leaves the others' completions held.
     for i in [3, 2, 0, 1] {
-        let got = drain(&p.wire, &cqs[i]);
+        let got = drain(&p.wire, &da, &cqs[i]);
         let want: Vec<(usize, usize)> = if i == 1 {
             Vec::new() // selective, nothing asked for
         } else {
@@ -175,7 +178,7 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
         assert_eq!(got, want, "CQ {i}: its own completions, in posting order");
     }
     for cq in &cqs {
-        assert_eq!(cq.credits(), 64, "every credit back to its own CQ");
+        assert_eq!(cq.credits(&da), 64, "every credit back to its own CQ");
     }
     assert_eq!(
         counter.read(),
@@ -183,7 +186,7 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
         "endpoint 1's sends counted, no CQ entries"
     );
     assert_eq!(
-        mr_a.outstanding(),
+        mr_a.outstanding(&da),
         0,
         "every send buffer back to its region"
     );
@@ -193,7 +196,7 @@ fn four_endpoints_send_through_one_queue_each_reading_its_own_completions_in_ord
 fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
     let p = pair();
     let (da, db) = two_domains::<D>(&p, EPS, 1);
-    let cqs: Vec<Cq<'_, '_>> = (0..EPS)
+    let cqs: Vec<Cq> = (0..EPS)
         .map(|_| da.open_cq::<Data>(&cq_attr()).unwrap())
         .collect();
     let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
@@ -214,35 +217,37 @@ fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
                 ..EpAttr::default()
             })
             .unwrap();
-        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        ep.bind_cq(&da, cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        ep.bind_av(&av_a).unwrap();
-        ep.bind_stx(&stx).unwrap();
-        ep.enable().unwrap();
+        ep.bind_av(&da, &av_a).unwrap();
+        ep.bind_stx(&da, &stx).unwrap();
+        ep.enable(&da).unwrap();
         eps.push(ep);
     }
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
-    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_b.bind_av(&av_b).unwrap();
-    ep_b.enable().unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_b.enable(&db).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
-    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    av_a.insert(&da, &[ep_b.name()], &mut to_b).unwrap();
     let names: Vec<_> = eps.iter().map(|e| e.name()).collect();
     let mut from = [FiAddr::NOTAVAIL; EPS];
-    av_b.insert(&names, &mut from).unwrap();
+    av_b.insert(&db, &names, &mut from).unwrap();
     let mr_a = da.register(memory(24 * BUF)).unwrap();
     let mr_b = db.register(memory(24 * BUF)).unwrap();
     for _ in 0..16 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(0)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(0))
+            .unwrap();
     }
 
     // Three sends each, all held back by FI_MORE: in the ring, not yet handed to the device.
     for k in 0..3u8 {
         for (i, ep) in eps.iter().enumerate() {
-            let mut buf = mr_a.alloc(BUF).unwrap();
+            let mut buf = mr_a.alloc(&da, BUF).unwrap();
             buf.write(HEADER_LEN, &[i as u8, k]).unwrap();
             ep.sendmsg(
+                &da,
                 buf,
                 2,
                 to_b[0],
@@ -253,18 +258,18 @@ fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
             .unwrap();
         }
     }
-    assert_eq!(mr_a.outstanding(), 12);
+    assert_eq!(mr_a.outstanding(&da), 12);
     // Endpoint 2 closes: its three sends are discarded, the other nine stay queued.
     let ep2 = eps.remove(2);
-    ep2.close();
-    assert_eq!(mr_a.outstanding(), 9, "endpoint 2's buffers are back");
-    assert_eq!(cqs[2].credits(), 64, "and its CQ's credits");
-    assert_eq!(stx.endpoints(), 3);
+    closed(ep2.close(&da));
+    assert_eq!(mr_a.outstanding(&da), 9, "endpoint 2's buffers are back");
+    assert_eq!(cqs[2].credits(&da), 64, "and its CQ's credits");
+    assert_eq!(stx.endpoints(&da), 3);
     // One more send without FI_MORE rings the doorbell for all.
-    let mut buf = mr_a.alloc(BUF).unwrap();
+    let mut buf = mr_a.alloc(&da, BUF).unwrap();
     buf.write(HEADER_LEN, &[0, 3]).unwrap();
-    eps[0].send(buf, 2, to_b[0], OpContext(3)).unwrap();
-    let got = receive(&p.wire, &cq_b, &ep_b, 10);
+    eps[0].send(&da, buf, 2, to_b[0], OpContext(3)).unwrap();
+    let got = receive(&p.wire, &db, &cq_b, &ep_b, 10);
     assert_eq!(got.len(), 10);
     assert!(
         got.iter().all(|g| g.0 != 2),
@@ -278,15 +283,18 @@ fn closing_one_endpoint_discards_only_its_sends_and_the_others_go_out() {
         (3, vec![300, 301, 302]),
         (0, vec![0, 1, 2, 3]),
     ] {
-        let got: Vec<usize> = drain(&p.wire, &cqs[i]).into_iter().map(|g| g.0).collect();
+        let got: Vec<usize> = drain(&p.wire, &da, &cqs[i])
+            .into_iter()
+            .map(|g| g.0)
+            .collect();
         assert_eq!(got, want, "CQ {i}");
     }
     assert_eq!(
-        drain(&p.wire, &cqs[2]),
+        drain(&p.wire, &da, &cqs[2]),
         [],
         "no entry for what close discarded"
     );
-    assert_eq!(mr_a.outstanding(), 0);
+    assert_eq!(mr_a.outstanding(&da), 0);
 }
 
 #[test]
@@ -316,9 +324,9 @@ fn bind_and_close_rules_follow_fi_endpoint() {
     );
     let stx = da.stx_context(&StxAttr::default()).unwrap();
     let mut ep = da.endpoint(&EpAttr::default()).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep.bind_cq(&da, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep.bind_av(&av).unwrap();
+    ep.bind_av(&da, &av).unwrap();
 
     // Endpoints use a subset of the shared context's attributes.
     let mut wants_more = da
@@ -328,43 +336,43 @@ fn bind_and_close_rules_follow_fi_endpoint() {
             ..EpAttr::default()
         })
         .unwrap();
-    assert_eq!(wants_more.bind_stx(&stx), Err(Error::BadFlags));
-    drop(wants_more);
+    assert_eq!(wants_more.bind_stx(&da, &stx), Err(Error::BadFlags));
+    closed(wants_more.close(&da));
 
-    ep.bind_stx(&stx).unwrap();
+    ep.bind_stx(&da, &stx).unwrap();
     assert_eq!(
-        ep.bind_stx(&stx),
+        ep.bind_stx(&da, &stx),
         Err(Error::Inval),
         "one shared context per endpoint"
     );
-    let stx = match stx.close() {
+    let stx = match stx.close(&da) {
         Err((Error::Busy, stx)) => stx,
         other => panic!("close while bound: {:?}", other.map_err(|e| e.0)),
     };
-    ep.enable().unwrap();
+    ep.enable(&da).unwrap();
     assert_eq!(
-        ep.bind_stx(&stx),
+        ep.bind_stx(&da, &stx),
         Err(Error::OpBadState),
         "bind before enable"
     );
     // The shared queue, not the endpoint's own (queue 0 is free for someone else).
     assert!(da.open_tx(5, ringfab::hal::TxConfig::default()).is_ok());
-    drop(ep);
-    assert_eq!(stx.endpoints(), 0);
-    stx.close().map_err(|e| e.0).unwrap();
+    closed(ep.close(&da));
+    assert_eq!(stx.endpoints(&da), 0);
+    stx.close(&da).map_err(|e| e.0).unwrap();
     // The queue was given back.
     let again = da.stx_context(&StxAttr::default()).unwrap();
 
-    // Dropped while an endpoint is bound: the queue stays until the endpoint leaves.
+    // Released while an endpoint is bound: the queue stays until the endpoint leaves.
     let mut ep = da.endpoint(&EpAttr::default()).unwrap();
-    ep.bind_cq(&cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep.bind_cq(&da, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.bind_stx(&again).unwrap();
-    ep.enable().unwrap();
-    drop(again);
-    assert!(ep.tx_size_left().unwrap() > 0, "still usable");
-    drop(ep);
+    ep.bind_av(&da, &av).unwrap();
+    ep.bind_stx(&da, &again).unwrap();
+    ep.enable(&da).unwrap();
+    again.release(&da).unwrap();
+    assert!(ep.tx_size_left(&da).unwrap() > 0, "still usable");
+    closed(ep.close(&da));
     assert!(
         da.stx_context(&StxAttr::default()).is_ok(),
         "the last endpoint closed the queue"
@@ -393,59 +401,60 @@ fn cancel_and_inject_on_a_shared_queue_touch_only_the_acting_endpoint() {
                 ..EpAttr::default()
             })
             .unwrap();
-        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        ep.bind_cq(&da, cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        ep.bind_av(&av_a).unwrap();
-        ep.bind_stx(&stx).unwrap();
-        ep.enable().unwrap();
+        ep.bind_av(&da, &av_a).unwrap();
+        ep.bind_stx(&da, &stx).unwrap();
+        ep.enable(&da).unwrap();
         eps.push(ep);
     }
     let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
-    ep_b.bind_cq(&cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
-    ep_b.bind_av(&av_b).unwrap();
-    ep_b.enable().unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_b.enable(&db).unwrap();
     let mut to_b = [FiAddr::NOTAVAIL];
-    av_a.insert(&[ep_b.name()], &mut to_b).unwrap();
+    av_a.insert(&da, &[ep_b.name()], &mut to_b).unwrap();
     let names: Vec<_> = eps.iter().map(|e| e.name()).collect();
     let mut from = [FiAddr::NOTAVAIL; 2];
-    av_b.insert(&names, &mut from).unwrap();
+    av_b.insert(&db, &names, &mut from).unwrap();
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     let mr_b = db.register(memory(8 * BUF)).unwrap();
     for _ in 0..4 {
-        ep_b.recv(mr_b.alloc(BUF).unwrap(), OpContext(0)).unwrap();
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(0))
+            .unwrap();
     }
     // The same context on both endpoints, both held back in the ring by FI_MORE; endpoint
     // 1's first, so that a cancel matching on the context alone would take it.
     for (i, ep) in eps.iter().enumerate().rev() {
-        let mut buf = mr_a.alloc(BUF).unwrap();
+        let mut buf = mr_a.alloc(&da, BUF).unwrap();
         buf.write(HEADER_LEN, &[i as u8, 0]).unwrap();
-        ep.sendmsg(buf, 2, to_b[0], None, OpContext(7), OpFlags::MORE)
+        ep.sendmsg(&da, buf, 2, to_b[0], None, OpContext(7), OpFlags::MORE)
             .unwrap();
     }
-    assert_eq!(eps[0].cancel(OpContext(7)), Ok(true));
-    assert_eq!(eps[0].cancel(OpContext(7)), Ok(false), "once");
+    assert_eq!(eps[0].cancel(&da, OpContext(7)), Ok(true));
+    assert_eq!(eps[0].cancel(&da, OpContext(7)), Ok(false), "once");
     let mut out = [DataEntry::default(); 2];
-    assert_eq!(cq0.read(&mut out), Err(Error::Avail));
+    assert_eq!(cq0.read(&da, &mut out), Err(Error::Avail));
     let mut err = ringfab::cq::entry::ErrEntry::default();
-    let (_, buf) = cq0.readerr_owned(&mut err, None, 0).unwrap();
+    let (_, buf) = cq0.readerr_owned(&da, &mut err, None, 0).unwrap();
     assert_eq!((err.op_context, err.err), (OpContext(7), 125), "ECANCELED");
     assert!(buf.is_some(), "the canceled send's buffer comes back");
     drop(buf);
     // Endpoint 1's send and an inject of endpoint 0 go out (the inject rings the doorbell).
-    eps[0].inject(&[0, 9], to_b[0]).unwrap();
-    let got = receive(&p.wire, &cq_b, &ep_b, 2);
+    eps[0].inject(&da, &[0, 9], to_b[0]).unwrap();
+    let got = receive(&p.wire, &db, &cq_b, &ep_b, 2);
     let mut firsts: Vec<(u8, u8)> = got.iter().map(|g| (g.0, g.1)).collect();
     firsts.sort_unstable();
     assert_eq!(firsts, [(0, 9), (1, 0)]);
     assert_eq!(
-        drain(&p.wire, &cq1),
+        drain(&p.wire, &da, &cq1),
         [(7, 0)],
         "endpoint 1's own completion"
     );
-    assert_eq!(drain(&p.wire, &cq0), [], "the inject reports nothing");
-    assert_eq!((cq0.credits(), cq1.credits()), (64, 64));
-    assert_eq!(mr_a.outstanding(), 0);
+    assert_eq!(drain(&p.wire, &da, &cq0), [], "the inject reports nothing");
+    assert_eq!((cq0.credits(&da), cq1.credits(&da)), (64, 64));
+    assert_eq!(mr_a.outstanding(&da), 0);
 }
 
 /// A device reset under a shared queue disables every endpoint on it: one FI_EIO entry, on
@@ -477,20 +486,25 @@ fn a_critical_fault_of_the_shared_queue_disables_every_endpoint_on_it() {
                 ..EpAttr::default()
             })
             .unwrap();
-        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        ep.bind_cq(&da, cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .unwrap();
-        ep.bind_av(&av_a).unwrap();
-        ep.bind_stx(&stx).unwrap();
-        ep.enable().unwrap();
+        ep.bind_av(&da, &av_a).unwrap();
+        ep.bind_stx(&da, &stx).unwrap();
+        ep.enable(&da).unwrap();
         eps.push(ep);
     }
     let mut to_b = [FiAddr::NOTAVAIL];
-    av_a.insert(&[ringfab::av::EpAddr { mac: MAC_B, ctx: 0 }], &mut to_b)
-        .unwrap();
+    av_a.insert(
+        &da,
+        &[ringfab::av::EpAddr { mac: MAC_B, ctx: 0 }],
+        &mut to_b,
+    )
+    .unwrap();
     let mr_a = da.register(memory(8 * BUF)).unwrap();
     for ep in &eps {
         ep.sendmsg(
-            mr_a.alloc(BUF).unwrap(),
+            &da,
+            mr_a.alloc(&da, BUF).unwrap(),
             2,
             to_b[0],
             None,
@@ -503,21 +517,21 @@ fn a_critical_fault_of_the_shared_queue_disables_every_endpoint_on_it() {
     let mut out = [DataEntry::default(); 1];
     let mut r = Err(Error::Again);
     for _ in 0..4 * ringfab::hal::queue::STALL_POLLS {
-        r = cq0.read(&mut out);
+        r = cq0.read(&da, &mut out);
         if r != Err(Error::Again) {
             break;
         }
     }
     assert_eq!(r, Err(Error::Avail));
     let mut err = ringfab::cq::entry::ErrEntry::default();
-    cq0.readerr(&mut err, None, 0).unwrap();
+    cq0.readerr(&da, &mut err, None, 0).unwrap();
     assert_eq!((err.err, err.prov_errno), (5, 8), "FI_EIO, a queue fault");
-    assert_eq!(mr_a.outstanding(), 0, "both endpoints' sends discarded");
-    assert_eq!((cq0.credits(), cq1.credits()), (64, 64));
+    assert_eq!(mr_a.outstanding(&da), 0, "both endpoints' sends discarded");
+    assert_eq!((cq0.credits(&da), cq1.credits(&da)), (64, 64));
     for ep in &mut eps {
-        assert!(ep.fault().is_some());
+        assert!(ep.fault(&da).is_some());
         assert_eq!(
-            ep.enable(),
+            ep.enable(&da),
             Err(Error::OpBadState),
             "the shared context must be reopened"
         );

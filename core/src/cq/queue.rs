@@ -489,12 +489,14 @@ impl CqSlot {
     }
 }
 
-/// An open completion queue of format `F` (`fid_cq`): an index into the domain's CQ slab.
+/// An open completion queue of format `F` (`fid_cq`): an index into its domain's CQ table,
+/// the attributes it was opened with, the `err_data` buffer `readerr` lends, and its wait
+/// handle. Its methods take the domain it was opened in (another domain's is `Domain`).
 ///
-/// Dropping the handle closes the CQ if no path is bound to it; a bound CQ stays open (its
-/// paths keep reporting into it) — use [`close`](Self::close) to be told.
-pub struct CompletionQueue<'d, 'n, N: Nic + 'n, const D: usize, F: Format> {
-    pub(super) domain: &'d Domain<'n, N, D>,
+/// Dropping the handle leaves the CQ open until the domain goes (its queues may still report
+/// into it); [`close`](Self::close) closes it.
+pub struct CompletionQueue<N: Nic, F: Format> {
+    pub(super) domain: u32,
     pub(super) index: usize,
     pub(super) attr: ResolvedCqAttr,
     /// The provider-owned `err_data` buffer of `readerr` (fi_cq(3), err_data_size 0).
@@ -504,10 +506,23 @@ pub struct CompletionQueue<'d, 'n, N: Nic + 'n, const D: usize, F: Format> {
     _format: PhantomData<F>,
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, D, F> {
-    pub(super) fn new(domain: &'d Domain<'n, N, D>, index: usize, attr: ResolvedCqAttr) -> Self {
+impl<N: Nic, F: Format> fmt::Debug for CompletionQueue<N, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompletionQueue")
+            .field("index", &self.index)
+            .field("attr", &self.attr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<N: Nic, F: Format> CompletionQueue<N, F> {
+    pub(super) fn new<const D: usize>(
+        domain: &Domain<'_, N, D>,
+        index: usize,
+        attr: ResolvedCqAttr,
+    ) -> Self {
         CompletionQueue {
-            domain,
+            domain: domain.id(),
             index,
             attr,
             err_buf: [0; ERR_DATA_MAX],
@@ -516,8 +531,15 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
         }
     }
 
-    pub(super) fn slot(&self) -> &'d CqSlot {
-        &self.domain.cqs()[self.index]
+    /// The CQ's slot in `dom`; a slot that is never open (so every operation finds the CQ
+    /// closed) for a domain the CQ is not of.
+    pub(super) fn slot<'d, const D: usize>(&self, dom: &'d Domain<'_, N, D>) -> &'d CqSlot {
+        /// What a handle of another domain finds.
+        static NONE: CqSlot = CqSlot::EMPTY;
+        if dom.id() != self.domain {
+            return &NONE;
+        }
+        dom.cqs().get(self.index).unwrap_or(&NONE)
     }
 
     /// The attributes the CQ was opened with, as resolved (size, format, …).
@@ -525,24 +547,24 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
         &self.attr
     }
 
-    /// The CQ's index in the domain's CQ slab.
+    /// The CQ's index in the domain's CQ table.
     pub fn index(&self) -> usize {
         self.index
     }
 
-    /// Whether the CQ belongs to `domain`.
-    pub(crate) fn in_domain(&self, domain: &Domain<'n, N, D>) -> bool {
-        core::ptr::eq(self.domain, domain)
+    /// The id of the domain the CQ belongs to.
+    pub(crate) fn domain_id(&self) -> u32 {
+        self.domain
     }
 
     /// Whether the CQ is in the overrun state.
-    pub fn is_overrun(&self) -> bool {
-        self.slot().overrun.load(Ordering::Acquire)
+    pub fn is_overrun<'d, 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) -> bool {
+        self.slot(dom).overrun.load(Ordering::Acquire)
     }
 
     /// Completions the CQ can still promise: its size minus what it owes.
-    pub fn credits(&self) -> usize {
-        self.slot().credits.load(Ordering::Acquire)
+    pub fn credits<'d, 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) -> usize {
+        self.slot(dom).credits.load(Ordering::Acquire)
     }
 
     /// Binds `path` (`fi_ep_bind` with a CQ, one direction).
@@ -562,9 +584,15 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     /// path is already bound (libfabric's util answers a duplicate binding the same way), or if
     /// the CQ blocks on vector `v` and the path's queue has no interrupt or the driver reports
     /// it steered to another vector.
-    pub fn bind(&self, path: &Path<'_, 'n, N, D>, flags: BindFlags) -> Result {
-        let vector = self.interrupt_vector();
-        self.with_path(path, |pslot, st| {
+    pub fn bind<'n, const D: usize>(
+        &self,
+        dom: &Domain<'n, N, D>,
+        path: &Path<'_, 'n, N, D>,
+        flags: BindFlags,
+    ) -> Result {
+        dom.check(self.domain)?;
+        let vector = self.interrupt_vector(dom);
+        self.with_path(dom, path, |pslot, st| {
             let dir = if st.is_tx() {
                 BindFlags::TRANSMIT
             } else {
@@ -581,7 +609,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
             }
             st.set_binding(Some(self.index), flags);
             pslot.cq.store(self.index, Ordering::Release);
-            self.slot().binds.fetch_add(1, Ordering::AcqRel);
+            self.slot(dom).binds.fetch_add(1, Ordering::AcqRel);
             Ok(())
         })
     }
@@ -591,8 +619,13 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     /// # Errors
     /// `Inval` if it is not bound to this CQ; `Busy` while operations posted on it are
     /// outstanding (their completions are owed to this CQ).
-    pub fn unbind(&self, path: &Path<'_, 'n, N, D>) -> Result {
-        self.with_path(path, |pslot, st| {
+    pub fn unbind<'n, const D: usize>(
+        &self,
+        dom: &Domain<'n, N, D>,
+        path: &Path<'_, 'n, N, D>,
+    ) -> Result {
+        dom.check(self.domain)?;
+        self.with_path(dom, path, |pslot, st| {
             if st.cq != Some(self.index) {
                 return Err(Error::Inval);
             }
@@ -601,22 +634,23 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
             }
             st.set_binding(None, BindFlags::empty());
             pslot.cq.store(NO_CQ, Ordering::Release);
-            self.slot().binds.fetch_sub(1, Ordering::AcqRel);
+            self.slot(dom).binds.fetch_sub(1, Ordering::AcqRel);
             Ok(())
         })
     }
 
     /// Runs `f` on `path`'s slot and open state under the path lock: what `bind` and `unbind`
     /// share. `Domain` for a path of another domain, `Inval` for a path no longer open.
-    fn with_path(
+    fn with_path<'d, 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         path: &Path<'_, 'n, N, D>,
         f: impl FnOnce(&PathSlot<'n, N, D>, &mut PathState<'n, N, D>) -> Result,
     ) -> Result {
-        if !core::ptr::eq(path.domain, self.domain) {
+        if !core::ptr::eq(path.domain, dom) {
             return Err(Error::Domain);
         }
-        let pslot = &self.domain.paths()[path.index];
+        let pslot = &dom.paths()[path.index];
         let mut guard = pslot.state.lock();
         let Some(st) = guard.as_mut() else {
             return Err(Error::Inval);
@@ -633,11 +667,38 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
         reason = "fi_close's Busy hands the handle back (as the issue asks); without an \
                   allocator there is no box to put it in, and close is not on the data path"
     )]
-    pub fn close(self) -> core::result::Result<(), (Error, Self)> {
-        if self.slot().binds.load(Ordering::Acquire) > 0 {
+    pub fn close<const D: usize>(
+        self,
+        dom: &Domain<'_, N, D>,
+    ) -> core::result::Result<(), (Error, Self)> {
+        if let Err(e) = dom.check(self.domain) {
+            return Err((e, self));
+        }
+        let slot = self.slot(dom);
+        if slot.binds.load(Ordering::Acquire) > 0 {
             return Err((Error::Busy, self));
         }
-        drop(self);
+        // Queued completions are lost with the slot, as fi_close says; the owned buffers they
+        // carried go back to their regions.
+        let mut guard = slot.state.lock();
+        if let Some(st) = guard.as_mut() {
+            let mut aux = st.aux(dom.aux_row(self.index));
+            while let Some(item) = aux.front() {
+                let c = match item {
+                    AuxItem::Ok(c) => c,
+                    AuxItem::Err(e) => e.completion,
+                };
+                release(dom.mrs(), c.owned);
+                for raw in c.extra {
+                    release(dom.mrs(), raw);
+                }
+                aux.pop();
+            }
+        }
+        *guard = None;
+        slot.credits.store(0, Ordering::Release);
+        slot.vector.store(NO_VECTOR, Ordering::SeqCst);
+        slot.set.store(NO_SET, Ordering::Release);
         Ok(())
     }
 
@@ -651,14 +712,21 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     /// `Again` when nothing is queued; `Avail` when an error is at the head (take it with
     /// [`readerr`](Self::readerr)); `Overrun` once an overrun CQ has delivered everything it
     /// held, on every call after.
-    pub fn read(&self, out: &mut [F::Entry]) -> Result<usize> {
-        self.read_into(&mut Delivery {
-            out,
-            src: None,
-            bufs: None,
-            iovs: None,
-            mrs: self.domain.mrs(),
-        })
+    pub fn read<'d, 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        out: &mut [F::Entry],
+    ) -> Result<usize> {
+        self.read_into(
+            dom,
+            &mut Delivery {
+                out,
+                src: None,
+                bufs: None,
+                iovs: None,
+                mrs: dom.mrs(),
+            },
+        )
     }
 
     /// [`read`](Self::read) that also reports each entry's source (`fi_cq_readfrom`):
@@ -667,17 +735,25 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     ///
     /// # Errors
     /// As `read`; `Inval` if `src` is shorter than `out`.
-    pub fn readfrom(&self, out: &mut [F::Entry], src: &mut [FiAddr]) -> Result<usize> {
+    pub fn readfrom<'d, 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        out: &mut [F::Entry],
+        src: &mut [FiAddr],
+    ) -> Result<usize> {
         if src.len() < out.len() {
             return Err(Error::Inval);
         }
-        self.read_into(&mut Delivery {
-            out,
-            src: Some(src),
-            bufs: None,
-            iovs: None,
-            mrs: self.domain.mrs(),
-        })
+        self.read_into(
+            dom,
+            &mut Delivery {
+                out,
+                src: Some(src),
+                bufs: None,
+                iovs: None,
+                mrs: dom.mrs(),
+            },
+        )
     }
 
     /// [`readfrom`](Self::readfrom) that also hands back the owned [`Buf`] each operation was
@@ -687,8 +763,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     ///
     /// # Errors
     /// As `read`; `Inval` if `src` or `bufs` is shorter than `out`.
-    pub fn read_owned(
+    pub fn read_owned<'d, 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         out: &mut [F::Entry],
         src: &mut [FiAddr],
         bufs: &mut [Option<Buf<'d>>],
@@ -696,13 +773,16 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
         if src.len() < out.len() || bufs.len() < out.len() {
             return Err(Error::Inval);
         }
-        self.read_into(&mut Delivery {
-            out,
-            src: Some(src),
-            bufs: Some(bufs),
-            iovs: None,
-            mrs: self.domain.mrs(),
-        })
+        self.read_into(
+            dom,
+            &mut Delivery {
+                out,
+                src: Some(src),
+                bufs: Some(bufs),
+                iovs: None,
+                mrs: dom.mrs(),
+            },
+        )
     }
 
     /// [`read_owned`](Self::read_owned) that hands back *every* buffer of each entry:
@@ -712,8 +792,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     ///
     /// # Errors
     /// As `read`; `Inval` if `src` or `iovs` is shorter than `out`.
-    pub fn read_owned_iov(
+    pub fn read_owned_iov<'d, 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         out: &mut [F::Entry],
         src: &mut [FiAddr],
         iovs: &mut [Iov<'d>],
@@ -721,17 +802,25 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
         if src.len() < out.len() || iovs.len() < out.len() {
             return Err(Error::Inval);
         }
-        self.read_into(&mut Delivery {
-            out,
-            src: Some(src),
-            bufs: None,
-            iovs: Some(iovs),
-            mrs: self.domain.mrs(),
-        })
+        self.read_into(
+            dom,
+            &mut Delivery {
+                out,
+                src: Some(src),
+                bufs: None,
+                iovs: Some(iovs),
+                mrs: dom.mrs(),
+            },
+        )
     }
 
-    fn read_into(&self, d: &mut Delivery<'_, 'd, F, N>) -> Result<usize> {
-        read_delivered(self.domain, self.index, d)
+    fn read_into<'d, 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        d: &mut Delivery<'_, 'd, F, N>,
+    ) -> Result<usize> {
+        dom.check(self.domain)?;
+        read_delivered(dom, self.index, d)
     }
 
     /// Takes the error completion at the head of the CQ (`fi_cq_readerr`) into `entry`,
@@ -746,13 +835,14 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     /// # Errors
     /// `BadFlags` for non-zero `flags` (none is defined); `Again` unless an error is at the head
     /// (successes before it are `read` first); `Overrun` on an overrun CQ with nothing queued.
-    pub fn readerr<'b>(
+    pub fn readerr<'b, 'd, 'n, const D: usize>(
         &'b mut self,
+        dom: &'d Domain<'n, N, D>,
         entry: &mut ErrEntry,
         err_data: Option<&mut [u8]>,
         flags: u64,
     ) -> Result<ErrDataOut<'b>> {
-        self.readerr_owned(entry, err_data, flags)
+        self.readerr_owned(dom, entry, err_data, flags)
             .map(|(out, _buf)| out)
     }
 
@@ -761,15 +851,16 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     ///
     /// # Errors
     /// As `readerr`.
-    pub fn readerr_owned<'b>(
+    pub fn readerr_owned<'b, 'd, 'n, const D: usize>(
         &'b mut self,
+        dom: &'d Domain<'n, N, D>,
         entry: &mut ErrEntry,
         err_data: Option<&mut [u8]>,
         flags: u64,
     ) -> Result<(ErrDataOut<'b>, Option<Buf<'d>>)> {
         // A gather send's further buffers, which this call has no place for, go back to
         // their regions.
-        self.readerr_owned_iov(entry, err_data, flags)
+        self.readerr_owned_iov(dom, entry, err_data, flags)
             .map(|(out, iov)| (out, iov.into_bufs().next()))
     }
 
@@ -778,8 +869,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     ///
     /// # Errors
     /// As `readerr`.
-    pub fn readerr_owned_iov<'b>(
+    pub fn readerr_owned_iov<'b, 'd, 'n, const D: usize>(
         &'b mut self,
+        dom: &'d Domain<'n, N, D>,
         entry: &mut ErrEntry,
         err_data: Option<&mut [u8]>,
         flags: u64,
@@ -787,8 +879,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
         if flags != 0 {
             return Err(Error::BadFlags);
         }
-        let slot = self.slot();
-        let row = self.domain.aux_row(self.index);
+        dom.check(self.domain)?;
+        let slot = self.slot(dom);
+        let row = dom.aux_row(self.index);
         let rec = {
             let mut guard = slot.state.lock();
             let Some(st) = guard.as_mut() else {
@@ -816,7 +909,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
             }
             (None, _, _) => (ProvError::NONE, 0),
         };
-        let mrs = self.domain.mrs();
+        let mrs = dom.mrs();
         let buf = Iov::from_bufs(
             core::iter::once(rec.completion.owned)
                 .chain(rec.completion.extra)
@@ -849,15 +942,24 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     ///
     /// # Errors
     /// Only what `out` returns.
-    pub fn strerror(
+    pub fn strerror<'d, 'n, const D: usize>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         err: Option<Error>,
         prov_errno: i32,
         err_data: &[u8],
         out: &mut impl fmt::Write,
     ) -> fmt::Result {
-        let nic = self.domain.nic();
-        strerror::strerror(err, prov_errno, err_data, |b| nic.rx_error_name(b), out)
+        // Another domain's NIC may name its error bits otherwise: without this CQ's domain,
+        // no names (the numbers are printed as they are).
+        let nic = (dom.id() == self.domain).then(|| dom.nic());
+        strerror::strerror(
+            err,
+            prov_errno,
+            err_data,
+            |b| nic.and_then(|n| n.rx_error_name(b)),
+            out,
+        )
     }
 
     /// Queues a software error entry that no posted operation reserved a credit for (an
@@ -867,8 +969,14 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     /// # Errors
     /// `Overrun` if this entry overran the CQ (or it already was).
     #[doc(hidden)]
-    pub fn report_uncredited(&self, context: OpContext, err: Error) -> Result {
-        let slot = self.slot();
+    pub fn report_uncredited<'d, 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        context: OpContext,
+        err: Error,
+    ) -> Result {
+        dom.check(self.domain)?;
+        let slot = self.slot(dom);
         let mut guard = slot.state.lock();
         let Some(st) = guard.as_mut() else {
             return Err(Error::OpBadState);
@@ -894,40 +1002,11 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
             olen: 0,
             prov: None,
         };
-        st.push_credited(self.domain.aux_row(self.index), slot, AuxItem::Err(rec));
+        st.push_credited(dom.aux_row(self.index), slot, AuxItem::Err(rec));
         drop(guard);
         // A software insertion raises no interrupt: wake a blocked reader by hand.
-        self.notify_sleepers();
+        self.notify_sleepers(dom);
         Ok(())
-    }
-}
-
-impl<N: Nic, const D: usize, F: Format> Drop for CompletionQueue<'_, '_, N, D, F> {
-    fn drop(&mut self) {
-        let slot = self.slot();
-        if slot.binds.load(Ordering::Acquire) == 0 {
-            // Queued completions are lost with the slot, as fi_close says; the owned buffers
-            // they carried go back to their regions.
-            let mut guard = slot.state.lock();
-            if let Some(st) = guard.as_mut() {
-                let mut aux = st.aux(self.domain.aux_row(self.index));
-                while let Some(item) = aux.front() {
-                    let c = match item {
-                        AuxItem::Ok(c) => c,
-                        AuxItem::Err(e) => e.completion,
-                    };
-                    release(self.domain.mrs(), c.owned);
-                    for raw in c.extra {
-                        release(self.domain.mrs(), raw);
-                    }
-                    aux.pop();
-                }
-            }
-            *guard = None;
-            slot.credits.store(0, Ordering::Release);
-            slot.vector.store(NO_VECTOR, Ordering::SeqCst);
-            slot.set.store(NO_SET, Ordering::Release);
-        }
     }
 }
 

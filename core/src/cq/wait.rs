@@ -36,6 +36,7 @@
 //! to check their devices, so that a device that died under it (no interrupt comes) wakes it
 //! with the `FI_EIO` entry within about 100 ms.
 
+use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use core::time::Duration;
 
@@ -219,10 +220,10 @@ fn claim_vector<N: Nic, const D: usize>(
     None
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, D, F> {
+impl<N: Nic, F: Format> CompletionQueue<N, F> {
     /// `fi_cq_open`: [`Domain::open_cq`], and [`WaitSet::open_cq`] with `set`.
-    pub(crate) fn open(
-        domain: &'d Domain<'n, N, D>,
+    pub(crate) fn open<const D: usize>(
+        domain: &Domain<'_, N, D>,
         attr: &CqAttr,
         set: Option<WaitSetId>,
     ) -> Result<Self> {
@@ -259,8 +260,28 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
             }
         }
         let index = index.ok_or(Error::Full(Capacity::Cqs))?;
-        // From here on, dropping `cq` on an error frees the slot (and its vector) again.
         let mut cq = CompletionQueue::new(domain, index, resolved);
+        // From here on, an error closes the slot (and frees its vector) again.
+        match cq.take_wait(domain, set) {
+            Ok(()) => Ok(cq),
+            Err(e) => {
+                let _ = cq.close(domain);
+                Err(e)
+            }
+        }
+    }
+
+    /// What `open` does once the CQ has its slot: the wait handle its wait object needs, and
+    /// its wait set.
+    fn take_wait<const D: usize>(
+        &mut self,
+        domain: &Domain<'_, N, D>,
+        set: Option<WaitSetId>,
+    ) -> Result {
+        let cq = self;
+        let resolved = cq.attr;
+        let index = cq.index;
+        let in_set = set.is_some();
         if resolved.needs_wait_handle() || in_set {
             let handle = claim_vector(domain, index, resolved.affinity())
                 .map(|v| domain.nic().irq(v).map_err(Error::from));
@@ -268,7 +289,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
                 Some(Ok(w)) => cq.wait = Some(w),
                 // `FI_WAIT_UNSPEC` leaves the mechanism to ringfab: spin, as `Yield`.
                 Some(Err(_)) | None if resolved.wait_obj() == WaitObj::Unspec => {
-                    cq.slot().vector.store(NO_VECTOR, Ordering::SeqCst);
+                    cq.slot(domain).vector.store(NO_VECTOR, Ordering::SeqCst);
                 }
                 Some(Err(e)) => return Err(e),
                 None => return Err(Error::Full(Capacity::Vectors)),
@@ -280,16 +301,19 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
             return Err(Error::NoSys);
         }
         if let Some(id) = set {
-            cq.slot().set.store(id.0, Ordering::Release);
+            cq.slot(domain).set.store(id.0, Ordering::Release);
         }
-        Ok(cq)
+        Ok(())
     }
 
     /// The MSI-X vector the CQ blocks on, if it holds one: open the queues to bind to it with
     /// `TxConfig::with_vector(v)` / `RxConfig::with_vector(v)`. `None` for `FI_WAIT_NONE`,
     /// `FI_WAIT_YIELD`, and an `FI_WAIT_UNSPEC` CQ that found no free vector.
-    pub fn interrupt_vector(&self) -> Option<u16> {
-        u16::try_from(self.slot().vector.load(Ordering::SeqCst)).ok()
+    pub fn interrupt_vector<'d, 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> Option<u16> {
+        u16::try_from(self.slot(dom).vector.load(Ordering::SeqCst)).ok()
     }
 
     /// Blocking read (`fi_cq_sread`): as [`read`](Self::read), but waits until there is
@@ -311,8 +335,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     /// * `NoSys` on a CQ opened with `FI_WAIT_NONE` or `FI_WAIT_SET` (invalid, fi_cq(3)).
     /// * `Again` when the timeout passed, or the CQ was signalled, with nothing read.
     /// * `Avail` and `Overrun` as `read` gives them, when nothing was read before.
-    pub fn sread<C: Clock + ?Sized>(
+    pub fn sread<'d, 'n, const D: usize, C: Clock + ?Sized>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         out: &mut [F::Entry],
         cond: Option<usize>,
         timeout: Option<Duration>,
@@ -323,9 +348,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
             src: None,
             bufs: None,
             iovs: None,
-            mrs: self.domain.mrs(),
+            mrs: dom.mrs(),
         };
-        self.sread_into(&mut d, cond, timeout, clock)
+        self.sread_into(dom, &mut d, cond, timeout, clock)
     }
 
     /// Blocking [`readfrom`](Self::readfrom) (`fi_cq_sreadfrom`): as [`sread`](Self::sread),
@@ -333,8 +358,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     ///
     /// # Errors
     /// As `sread`; `Inval` if `src` is shorter than `out`.
-    pub fn sreadfrom<C: Clock + ?Sized>(
+    pub fn sreadfrom<'d, 'n, const D: usize, C: Clock + ?Sized>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         out: &mut [F::Entry],
         src: &mut [FiAddr],
         cond: Option<usize>,
@@ -349,18 +375,20 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
             src: Some(src),
             bufs: None,
             iovs: None,
-            mrs: self.domain.mrs(),
+            mrs: dom.mrs(),
         };
-        self.sread_into(&mut d, cond, timeout, clock)
+        self.sread_into(dom, &mut d, cond, timeout, clock)
     }
 
-    fn sread_into<C: Clock + ?Sized>(
+    fn sread_into<'d, 'n, const D: usize, C: Clock + ?Sized>(
         &self,
+        dom: &'d Domain<'n, N, D>,
         d: &mut Delivery<'_, 'd, F, N>,
         cond: Option<usize>,
         timeout: Option<Duration>,
         clock: &C,
     ) -> Result<usize> {
+        dom.check(self.domain)?;
         if !self.attr.sread_allowed() {
             return Err(Error::NoSys);
         }
@@ -370,7 +398,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
             WaitCond::None => 1,
         };
         let handle = self.wait.as_ref();
-        let reg = Registration::enter(self.domain, self.index);
+        let reg = Registration::enter(dom, self.index);
         let mut filled = 0;
         let mut empty_wakes = 0u32;
         let mut first = true;
@@ -378,16 +406,16 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
         let done = block_until(handle, timeout, clock, |consumed| {
             if handle.is_some() {
                 // Idempotent: only the first arm of a queue touches the device.
-                arm_paths(self.domain, self.index, true);
+                arm_paths(dom, self.index, true);
             }
             if !core::mem::take(&mut first) && !consumed {
                 empty_wakes += 1;
                 if empty_wakes % DEVICE_CHECK_QUANTA == 0 {
-                    check_devices(self.domain, self.index);
+                    check_devices(dom, self.index);
                 }
             }
             let base = filled;
-            let got = read_delivered(self.domain, self.index, &mut d.from(base));
+            let got = read_delivered(dom, self.index, &mut d.from(base));
             match got {
                 Ok(n) => {
                     filled += n;
@@ -417,12 +445,13 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     ///
     /// # Errors
     /// `NoSys` on a CQ opened with `FI_WAIT_NONE` (fi_cq(3): only with a wait object).
-    pub fn signal(&self) -> Result {
+    pub fn signal<'d, 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) -> Result {
+        dom.check(self.domain)?;
         if !self.attr.signal_allowed() {
             return Err(Error::NoSys);
         }
         {
-            let mut s = self.slot().sleepers.lock();
+            let mut s = self.slot(dom).sleepers.lock();
             s.signals = s.signals.wrapping_add(1);
             if s.waiters == 0 {
                 s.pending = true;
@@ -444,15 +473,16 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     /// # Errors
     /// `Again` when something is queued (an error or overrun too): read it before blocking.
     /// `NoSys` on a CQ without a wait object (`FI_WAIT_NONE`).
-    pub fn trywait(&self) -> Result {
+    pub fn trywait<'d, 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) -> Result {
+        dom.check(self.domain)?;
         if !self.attr.signal_allowed() {
             return Err(Error::NoSys);
         }
         if let Some(w) = &self.wait {
             w.drain();
-            arm_paths(self.domain, self.index, true);
+            arm_paths(dom, self.index, true);
         }
-        match read_raw::<N, D, F>(self.domain, self.index, &mut []) {
+        match read_raw::<N, D, F>(dom, self.index, &mut []) {
             Err(Error::Again) => Ok(()),
             _ => Err(Error::Again),
         }
@@ -461,14 +491,14 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, F: Format> CompletionQueue<'d, 'n, N, 
     /// Threads registered as blocked on the CQ right now (`sread` callers, and the waiter of
     /// its wait set): lets a test wait until a reader really blocks.
     #[doc(hidden)]
-    pub fn sleepers(&self) -> u32 {
-        self.slot().sleepers.lock().waiters
+    pub fn sleepers<'d, 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) -> u32 {
+        self.slot(dom).sleepers.lock().waiters
     }
 
     /// Wakes a blocked reader after a software insertion (which raises no interrupt).
-    pub(super) fn notify_sleepers(&self) {
+    pub(super) fn notify_sleepers<'d, 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) {
         if let Some(w) = &self.wait {
-            if self.slot().sleepers.lock().waiters > 0 {
+            if self.slot(dom).sleepers.lock().waiters > 0 {
                 w.notify();
             }
         }
@@ -523,8 +553,9 @@ impl<S: hal::WaitSet> Wait for AsWait<'_, S> {
 /// returns once any member has something to read (or an error) or was
 /// [signalled](CompletionQueue::signal); the application then reads the members. One thread
 /// waits on a set at a time. A set covers one domain (libfabric's span a fabric).
-pub struct WaitSet<'d, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>> {
-    domain: &'d Domain<'n, N, D>,
+pub struct WaitSet<N: Nic, S: hal::WaitSet<Wait = N::Wait>> {
+    domain: u32,
+    _nic: PhantomData<fn() -> N>,
     set: S,
     id: WaitSetId,
     /// Bit `v`: vector `v`'s handle is a member of `set`.
@@ -533,13 +564,12 @@ pub struct WaitSet<'d, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N
     waiting: AtomicBool,
 }
 
-impl<'d, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
-    WaitSet<'d, 'n, N, D, S>
-{
+impl<N: Nic, S: hal::WaitSet<Wait = N::Wait>> WaitSet<N, S> {
     /// Opens a wait set over `domain`'s CQs on the platform's `set` (`fi_wait_open`).
-    pub fn new(domain: &'d Domain<'n, N, D>, set: S) -> Self {
+    pub fn new<const D: usize>(domain: &Domain<'_, N, D>, set: S) -> Self {
         WaitSet {
-            domain,
+            domain: domain.id(),
+            _nic: PhantomData,
             set,
             id: WaitSetId(NEXT_SET.fetch_add(1, Ordering::Relaxed)),
             members: Mutex::new(0),
@@ -565,20 +595,30 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
     /// # Errors
     /// As `open_cq`; `Inval` if `attr` does not name this set; `NoMem` when no vector is free;
     /// `Device(_)` if the platform cannot watch one more handle.
-    pub fn open_cq<F: Format>(&self, attr: &CqAttr) -> Result<CompletionQueue<'d, 'n, N, D, F>> {
-        let cq = CompletionQueue::open(self.domain, attr, Some(self.id))?;
-        if let (Some(w), Some(v)) = (cq.wait.as_ref(), cq.interrupt_vector()) {
-            self.set.add(w)?;
+    pub fn open_cq<F: Format, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        attr: &CqAttr,
+    ) -> Result<CompletionQueue<N, F>> {
+        dom.check(self.domain)?;
+        let cq = CompletionQueue::open(dom, attr, Some(self.id))?;
+        if let (Some(w), Some(v)) = (cq.wait.as_ref(), cq.interrupt_vector(dom)) {
+            if let Err(e) = self.set.add(w) {
+                let _ = cq.close(dom);
+                return Err(e.into());
+            }
             *self.members.lock() |= 1u64.checked_shl(u32::from(v)).unwrap_or(0);
         }
         Ok(cq)
     }
 
     /// The CQ slots of the domain in this set.
-    fn member_slots(&self) -> impl Iterator<Item = usize> + 'd {
+    fn member_slots<'d, 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> impl Iterator<Item = usize> + 'd {
         let id = self.id.0;
-        self.domain
-            .cqs()
+        dom.cqs()
             .iter()
             .enumerate()
             .filter(move |(_, s)| s.set.load(Ordering::Acquire) == id)
@@ -587,16 +627,16 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
 
     /// Takes out of the platform set the vectors no member holds any more (members closed
     /// since), so a vector reused by another CQ does not wake this set.
-    fn forget_closed(&self) {
+    fn forget_closed<'d, 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) {
         let mut held = 0u64;
-        for i in self.member_slots() {
-            let v = self.domain.cqs()[i].vector.load(Ordering::SeqCst);
+        for i in self.member_slots(dom) {
+            let v = dom.cqs()[i].vector.load(Ordering::SeqCst);
             held |= 1u64.checked_shl(v).unwrap_or(0);
         }
         let mut members = self.members.lock();
         let stale = *members & !held;
         for v in (0..64u16).filter(|v| stale & (1 << v) != 0) {
-            if let Ok(w) = self.domain.nic().irq(v) {
+            if let Ok(w) = dom.nic().irq(v) {
                 self.set.remove(&w);
             }
         }
@@ -611,16 +651,22 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
     /// # Errors
     /// `TimedOut` (`FI_ETIMEDOUT`, as `fi_wait`) when the timeout passed first; `Busy` if
     /// another thread is waiting on the set.
-    pub fn wait<C: Clock + ?Sized>(&self, timeout: Option<Duration>, clock: &C) -> Result {
+    pub fn wait<'d, 'n, const D: usize, C: Clock + ?Sized>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        timeout: Option<Duration>,
+        clock: &C,
+    ) -> Result {
+        dom.check(self.domain)?;
         if self.waiting.swap(true, Ordering::AcqRel) {
             return Err(Error::Busy);
         }
-        self.forget_closed();
-        let guard = SetWaiting(self);
+        self.forget_closed(dom);
+        let guard = SetWaiting(self, dom);
         let done = block_until(Some(&AsWait(&self.set)), timeout, clock, |_| {
             let mut ready = false;
-            for i in self.member_slots() {
-                let slot = &self.domain.cqs()[i];
+            for i in self.member_slots(dom) {
+                let slot = &dom.cqs()[i];
                 let signaled = {
                     let mut s = slot.sleepers.lock();
                     if !s.set_entered {
@@ -631,12 +677,12 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
                     core::mem::take(&mut s.pending) || s.signals != s.set_signals
                 };
                 if slot.vector.load(Ordering::SeqCst) != NO_VECTOR {
-                    arm_paths(self.domain, i, true);
+                    arm_paths(dom, i, true);
                 }
                 // A read of nothing: `Ok(0)` if anything is queued (an error too), without
                 // taking it; `Overrun` is news as well.
                 let queued = !matches!(
-                    read_raw::<N, D, Context>(self.domain, i, &mut []),
+                    read_raw::<N, D, Context>(dom, i, &mut []),
                     Err(Error::Again | Error::OpBadState)
                 );
                 ready |= signaled || queued;
@@ -650,31 +696,30 @@ impl<'d, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>
 
 /// A wait on a set, undone on every exit: every member it registered with is left.
 struct SetWaiting<'w, 'd, 'n, N: Nic + 'n, const D: usize, S: hal::WaitSet<Wait = N::Wait>>(
-    &'w WaitSet<'d, 'n, N, D, S>,
+    &'w WaitSet<N, S>,
+    &'d Domain<'n, N, D>,
 );
 
 impl<N: Nic, const D: usize, S: hal::WaitSet<Wait = N::Wait>> Drop
     for SetWaiting<'_, '_, '_, N, D, S>
 {
     fn drop(&mut self) {
-        let set = self.0;
+        let (set, dom) = (self.0, self.1);
         // A member closed during the wait no longer names the set, and is skipped: its slot
         // starts with fresh sleepers when it is opened again.
-        for i in set.member_slots() {
-            let slot = &set.domain.cqs()[i];
+        for i in set.member_slots(dom) {
+            let slot = &dom.cqs()[i];
             let mut s = slot.sleepers.lock();
             if s.set_entered {
                 s.set_entered = false;
-                leave(set.domain, i, &mut s);
+                leave(dom, i, &mut s);
             }
         }
         set.waiting.store(false, Ordering::Release);
     }
 }
 
-impl<N: Nic, const D: usize, S: hal::WaitSet<Wait = N::Wait>> core::fmt::Debug
-    for WaitSet<'_, '_, N, D, S>
-{
+impl<N: Nic, S: hal::WaitSet<Wait = N::Wait>> core::fmt::Debug for WaitSet<N, S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("WaitSet")
             .field("id", &self.id)

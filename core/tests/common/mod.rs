@@ -248,6 +248,16 @@ macro_rules! on_every_nic {
 )]
 pub(crate) use on_every_nic;
 
+/// Unwraps what a handle's `close(&d)` returned: panics with the error (the handle it hands
+/// back is dropped, left to the domain's end). The handles are not `Debug`, so `unwrap` is
+/// not there for them.
+#[track_caller]
+pub(crate) fn closed<T>(r: Result<(), (ringfab::Error, T)>) {
+    if let Err((e, _)) = r {
+        panic!("close: {e}");
+    }
+}
+
 /// Memory for a registration to own.
 pub(crate) fn memory(len: usize) -> Vec<u8> {
     vec![0u8; len]
@@ -289,15 +299,16 @@ pub(crate) fn two_domains<const D: usize>(
     )
 }
 
-/// The sending side of the threaded context tests: `messages` messages from `tx` to `dest`,
-/// each carrying `(flow << 32) | seq` as its 8 payload bytes, never more than `window` ahead
-/// of `received` (DGRAM has no flow control: a frame that finds no receive buffer is lost),
-/// buffers taken from `pool` and given back by `cq`'s completions. Panics after 60 s without
-/// finishing.
+/// The sending side of the threaded context tests: `messages` messages from `tx` (of domain
+/// `dom`) to `dest`, each carrying `(flow << 32) | seq` as its 8 payload bytes, never more than
+/// `window` ahead of `received` (DGRAM has no flow control: a frame that finds no receive
+/// buffer is lost), buffers taken from `pool` and given back by `cq`'s completions. Panics
+/// after 60 s without finishing.
 #[allow(clippy::too_many_arguments, reason = "a test's sender, spelled out")]
 pub(crate) fn send_windowed<'d, N: Nic, const D: usize>(
-    tx: &ringfab::ep::Endpoint<'d, '_, N, D>,
-    cq: &ringfab::cq::CompletionQueue<'d, '_, N, D, ringfab::cq::entry::Msg>,
+    dom: &'d Domain<'_, N, D>,
+    tx: &ringfab::ep::Endpoint,
+    cq: &ringfab::cq::CompletionQueue<N, ringfab::cq::entry::Msg>,
     mut pool: Vec<ringfab::mr::Buf<'d>>,
     dest: ringfab::av::FiAddr,
     flow: usize,
@@ -314,7 +325,7 @@ pub(crate) fn send_windowed<'d, N: Nic, const D: usize>(
     let deadline = Instant::now() + Duration::from_secs(60);
     while sent < messages {
         assert!(Instant::now() < deadline, "flow {flow}: stalled at {sent}");
-        if let Ok(n) = cq.read_owned(&mut e, &mut src, &mut bufs) {
+        if let Ok(n) = cq.read_owned(dom, &mut e, &mut src, &mut bufs) {
             pool.extend(bufs[..n].iter_mut().map(|b| b.take().unwrap()));
         }
         if sent >= received.load(std::sync::atomic::Ordering::Acquire) + window {
@@ -327,7 +338,7 @@ pub(crate) fn send_windowed<'d, N: Nic, const D: usize>(
         };
         let tag = ((flow as u64) << 32) | sent as u64;
         buf.write(tx.payload_offset(), &tag.to_le_bytes()).unwrap();
-        match tx.send(buf, 8, dest, OpContext(sent)) {
+        match tx.send(dom, buf, 8, dest, OpContext(sent)) {
             Ok(()) => sent += 1,
             Err((ringfab::Error::Again, b)) => pool.push(b),
             Err((err, _)) => panic!("flow {flow}: {err}"),

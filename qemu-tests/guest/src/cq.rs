@@ -30,7 +30,8 @@ const CAPS: Capacities = Capacities {
 /// Everything the CQ gives until `want` entries (successes and errors) arrived or patience
 /// ran out.
 fn drain(
-    cq: &mut ringfab::cq::CompletionQueue<'_, '_, Nic, DEPTH, Msg>,
+    dom: &Domain<'_, Nic, DEPTH>,
+    cq: &mut ringfab::cq::CompletionQueue<Nic, Msg>,
     want: usize,
 ) -> Result<Vec<Result<MsgEntry, ErrEntry>>, String> {
     let mut all = Vec::new();
@@ -43,11 +44,11 @@ fn drain(
                 all.len()
             ));
         }
-        match cq.read(&mut buf) {
+        match cq.read(dom, &mut buf) {
             Ok(n) => all.extend(buf[..n].iter().copied().map(Ok)),
             Err(Error::Avail) => {
                 let mut e = ErrEntry::default();
-                cq.readerr(&mut e, None, 0)
+                cq.readerr(dom, &mut e, None, 0)
                     .map_err(|e| format!("readerr: {e}"))?;
                 all.push(Err(e));
             }
@@ -77,9 +78,10 @@ pub(crate) fn reads_completions_from_real_rings(ctx: &mut Ctx) -> Outcome {
     let rx = dom_b
         .open_rx(0, RxConfig::new(BUF as u32))
         .map_err(err("open_rx"))?;
-    cq_a.bind(&tx, BindFlags::TRANSMIT)
+    cq_a.bind(&dom_a, &tx, BindFlags::TRANSMIT)
         .map_err(err("bind TX"))?;
-    cq_b.bind(&rx, BindFlags::RECV).map_err(err("bind RX"))?;
+    cq_b.bind(&dom_b, &rx, BindFlags::RECV)
+        .map_err(err("bind RX"))?;
 
     let rx_mem = b
         .platform()
@@ -129,8 +131,8 @@ pub(crate) fn reads_completions_from_real_rings(ctx: &mut Ctx) -> Outcome {
         return Err("posting the sends".into());
     }
 
-    let sent = drain(&mut cq_a, LENS.len())?;
-    let got = drain(&mut cq_b, LENS.len())?;
+    let sent = drain(&dom_a, &mut cq_a, LENS.len())?;
+    let got = drain(&dom_b, &mut cq_b, LENS.len())?;
     for (i, e) in sent.iter().enumerate() {
         match e {
             Ok(e)
@@ -161,15 +163,15 @@ pub(crate) fn reads_completions_from_real_rings(ctx: &mut Ctx) -> Outcome {
             return Err(format!("received frame {i} differs from what was sent"));
         }
     }
-    if (cq_a.credits(), cq_b.credits()) != (16, 16) {
+    if (cq_a.credits(&dom_a), cq_b.credits(&dom_b)) != (16, 16) {
         return Err(format!(
             "credits not all back: A {}, B {}",
-            cq_a.credits(),
-            cq_b.credits()
+            cq_a.credits(&dom_a),
+            cq_b.credits(&dom_b)
         ));
     }
-    cq_a.unbind(&tx).map_err(err("unbind TX"))?;
-    cq_b.unbind(&rx).map_err(err("unbind RX"))?;
+    cq_a.unbind(&dom_a, &tx).map_err(err("unbind TX"))?;
+    cq_b.unbind(&dom_b, &rx).map_err(err("unbind RX"))?;
     Ok(format!(
         "{} sends and {} receives read from the rings in MSG format (contexts, flags, lengths, \
          data checked), the short receive as FI_ETRUNC via readerr (len {SHORT}, olen {}), \
@@ -195,7 +197,7 @@ pub(crate) fn cancel_flushes_a_real_queue(ctx: &mut Ctx) -> Outcome {
     let rx = dom
         .open_rx(0, RxConfig::new(BUF as u32))
         .map_err(err("open_rx"))?;
-    cq.bind(&rx, BindFlags::RECV).map_err(err("bind"))?;
+    cq.bind(&dom, &rx, BindFlags::RECV).map_err(err("bind"))?;
     let mem = b
         .platform()
         .alloc_dma_region(8 * BUF)
@@ -221,9 +223,9 @@ pub(crate) fn cancel_flushes_a_real_queue(ctx: &mut Ctx) -> Outcome {
     post(0..4)?;
     sender.send(1)?;
     // The one frame must have landed before the cancel, or it would be canceled too.
-    let first = drain(&mut cq, 1)?;
+    let first = drain(&dom, &mut cq, 1)?;
     rx.cancel_all();
-    let rest = drain(&mut cq, 3)?;
+    let rest = drain(&dom, &mut cq, 3)?;
     match first.as_slice() {
         [Ok(e)] if e.op_context == OpContext(0) => {}
         other => return Err(format!("the filled receive: {other:?}")),
@@ -239,14 +241,14 @@ pub(crate) fn cancel_flushes_a_real_queue(ctx: &mut Ctx) -> Outcome {
     }
     post(4..5)?;
     sender.send(2)?;
-    match drain(&mut cq, 1)?.as_slice() {
+    match drain(&dom, &mut cq, 1)?.as_slice() {
         [Ok(e)] if e.op_context == OpContext(4) && e.len == sender.len => {}
         other => return Err(format!("receive after the restart: {other:?}")),
     }
-    if cq.credits() != 16 {
-        return Err(format!("{} credits of 16 back", cq.credits()));
+    if cq.credits(&dom) != 16 {
+        return Err(format!("{} credits of 16 back", cq.credits(&dom)));
     }
-    cq.unbind(&rx).map_err(err("unbind"))?;
+    cq.unbind(&dom, &rx).map_err(err("unbind"))?;
     Ok(
         "1 receive completed, 3 canceled with FI_ECANCELED from the flushed queue, the \
         restarted queue received the next frame; all credits back"

@@ -51,18 +51,18 @@ const EP_CAPS: Capacities = Capacities {
 };
 
 type Dom<'n> = Domain<'n, Nic, DEPTH>;
-type Cq<'d, 'n> = CompletionQueue<'d, 'n, Nic, DEPTH, Data>;
+type Cq = CompletionQueue<Nic, Data>;
 /// One completion: entry, source address, buffer.
 type Got<'d> = (DataEntry, FiAddr, Option<Buf<'d>>);
 
 /// The next completion of `cq`, waiting at most [`PATIENCE`].
-fn read_one<'d>(cq: &Cq<'d, '_>) -> Result<Got<'d>, String> {
+fn read_one<'d>(dom: &'d Dom<'_>, cq: &Cq) -> Result<Got<'d>, String> {
     let mut e = [DataEntry::default(); 1];
     let mut src = [FiAddr::NOTAVAIL; 1];
     let mut bufs = [None];
     let start = Instant::now();
     loop {
-        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+        match cq.read_owned(dom, &mut e, &mut src, &mut bufs) {
             Ok(1) => return Ok((e[0], src[0], bufs[0].take())),
             Err(Error::Again) if start.elapsed() < PATIENCE => std::hint::spin_loop(),
             other => return Err(format!("read_owned: {other:?}")),
@@ -89,18 +89,18 @@ pub(crate) fn messages(ctx: &mut Ctx) -> Outcome {
     let av_b = db.open_av(&AvAttr::default()).map_err(e("AV B"))?;
     let mut ep_a = da.endpoint(&EpAttr::default()).map_err(e("endpoint A"))?;
     let mut ep_b = db.endpoint(&EpAttr::default()).map_err(e("endpoint B"))?;
-    for (ep, cq) in [(&mut ep_a, &cq_a), (&mut ep_b, &cq_b)] {
-        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    for (d, ep, cq) in [(&da, &mut ep_a, &cq_a), (&db, &mut ep_b, &cq_b)] {
+        ep.bind_cq(d, cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .map_err(e("bind_cq"))?;
     }
-    ep_a.bind_av(&av_a).map_err(e("bind_av A"))?;
-    ep_b.bind_av(&av_b).map_err(e("bind_av B"))?;
-    ep_a.enable().map_err(e("enable A"))?;
-    ep_b.enable().map_err(e("enable B"))?;
+    ep_a.bind_av(&da, &av_a).map_err(e("bind_av A"))?;
+    ep_b.bind_av(&db, &av_b).map_err(e("bind_av B"))?;
+    ep_a.enable(&da).map_err(e("enable A"))?;
+    ep_b.enable(&db).map_err(e("enable B"))?;
     let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
-    av_a.insert(&[ep_b.name()], &mut to_b)
+    av_a.insert(&da, &[ep_b.name()], &mut to_b)
         .map_err(e("AV insert on A"))?;
-    av_b.insert(&[ep_a.name()], &mut to_a)
+    av_b.insert(&db, &[ep_a.name()], &mut to_a)
         .map_err(e("AV insert on B"))?;
     let mr_a = da
         .register(memory(4 * BUF)?)
@@ -109,27 +109,35 @@ pub(crate) fn messages(ctx: &mut Ctx) -> Outcome {
         .register(memory(4 * BUF)?)
         .map_err(e("registering B's memory"))?;
     for i in 0..3 {
-        let buf = mr_b.alloc(BUF).map_err(e("a receive buffer"))?;
-        ep_b.recv(buf, OpContext(10 + i))
+        let buf = mr_b.alloc(&db, BUF).map_err(e("a receive buffer"))?;
+        ep_b.recv(&db, buf, OpContext(10 + i))
             .map_err(|(err, _)| format!("recv: {err}"))?;
     }
 
     let (stats_a, stats_b) = (nic_a.stats(), nic_b.stats());
     let messages: [&[u8]; 3] = [b"hello over VFIO", b"with data", b"injected"];
-    let mut s = mr_a.alloc(BUF).map_err(e("a send buffer"))?;
+    let mut s = mr_a.alloc(&da, BUF).map_err(e("a send buffer"))?;
     s.write(HEADER_LEN, messages[0]).map_err(e("filling"))?;
-    ep_a.send(s, messages[0].len(), to_b[0], OpContext(20))
+    ep_a.send(&da, s, messages[0].len(), to_b[0], OpContext(20))
         .map_err(|(err, _)| format!("send: {err}"))?;
-    let mut s = mr_a.alloc(BUF).map_err(e("a send buffer"))?;
+    let mut s = mr_a.alloc(&da, BUF).map_err(e("a send buffer"))?;
     s.write(HEADER_LEN, messages[1]).map_err(e("filling"))?;
-    ep_a.senddata(s, messages[1].len(), 0xfeed_f00d, to_b[0], OpContext(21))
-        .map_err(|(err, _)| format!("senddata: {err}"))?;
-    ep_a.inject(messages[2], to_b[0]).map_err(e("inject"))?;
+    ep_a.senddata(
+        &da,
+        s,
+        messages[1].len(),
+        0xfeed_f00d,
+        to_b[0],
+        OpContext(21),
+    )
+    .map_err(|(err, _)| format!("senddata: {err}"))?;
+    ep_a.inject(&da, messages[2], to_b[0])
+        .map_err(e("inject"))?;
 
     let recv = CompletionFlags::RECV | CompletionFlags::MSG;
     let mut seen = Vec::new();
     for _ in 0..messages.len() {
-        let (entry, src, buf) = match read_one(&cq_b) {
+        let (entry, src, buf) = match read_one(&db, &cq_b) {
             Ok(got) => got,
             Err(why) => {
                 seen.push(why);
@@ -177,13 +185,13 @@ pub(crate) fn messages(ctx: &mut Ctx) -> Outcome {
         // its doorbell again (QEMU holds frames for a NIC that could not take them until
         // that NIC writes RDT).
         let mut sends = Vec::new();
-        while let Ok((entry, _, _)) = read_one(&cq_a) {
+        while let Ok((entry, _, _)) = read_one(&da, &cq_a) {
             sends.push(format!("ctx {} {:?}", entry.op_context.0, entry.flags));
         }
-        let buf = mr_b.alloc(BUF).map_err(e("a receive buffer"))?;
-        ep_b.recv(buf, OpContext(13))
+        let buf = mr_b.alloc(&db, BUF).map_err(e("a receive buffer"))?;
+        ep_b.recv(&db, buf, OpContext(13))
             .map_err(|(err, _)| format!("recv: {err}"))?;
-        let late = read_one(&cq_b).map(|(entry, _, buf)| {
+        let late = read_one(&db, &cq_b).map(|(entry, _, buf)| {
             let mut got = vec![0u8; entry.len.min(64)];
             if let Some(buf) = &buf {
                 let _ = buf.read(HEADER_LEN, &mut got);
@@ -201,13 +209,13 @@ pub(crate) fn messages(ctx: &mut Ctx) -> Outcome {
             "B received: [{}]; B's endpoint dropped {} frames; during the test A sent {} and B \
              received {} frames (device statistics)",
             seen.join("; "),
-            ep_b.dropped_frames(),
+            ep_b.dropped_frames(&db),
             nic_a.stats().tx_packets - stats_a.tx_packets,
             nic_b.stats().rx_packets - stats_b.rx_packets,
         ));
     }
     for i in 0..2 {
-        let (entry, _, buf) = read_one(&cq_a)?;
+        let (entry, _, buf) = read_one(&da, &cq_a)?;
         if entry.op_context != OpContext(20 + i)
             || entry.flags != CompletionFlags::SEND | CompletionFlags::MSG
             || buf.is_none()
@@ -216,7 +224,7 @@ pub(crate) fn messages(ctx: &mut Ctx) -> Outcome {
         }
     }
     let mut more = [DataEntry::default(); 2];
-    match cq_a.read(&mut more) {
+    match cq_a.read(&da, &mut more) {
         Err(Error::Again) => {}
         other => return Err(format!("the inject reported a completion: {other:?}")),
     }
@@ -244,9 +252,9 @@ fn cq_attr() -> CqAttr {
 }
 
 /// Inserts `addr` into `av`: its handle.
-fn insert(av: &AddressVector<'_, '_, Nic, DEPTH>, addr: EpAddr) -> Result<FiAddr, String> {
+fn insert(dom: &Dom<'_>, av: &AddressVector, addr: EpAddr) -> Result<FiAddr, String> {
     let mut out = [FiAddr::NOTAVAIL];
-    match av.insert(&[addr], &mut out) {
+    match av.insert(dom, &[addr], &mut out) {
         Ok(1) => Ok(out[0]),
         other => Err(format!("AV insert of {addr:?}: {other:?}")),
     }
@@ -261,17 +269,16 @@ fn domains(ctx: &Ctx) -> Result<(Dom<'_>, Dom<'_>), String> {
     ))
 }
 
-/// What [`endpoints`] opens on the two domains. Destructured in this order, the endpoints
-/// drop before the AVs and CQs they are bound to.
-struct Endpoints<'d, 'n, F: Format> {
+/// What [`endpoints`] opens on the two domains. They stay open until their domains drop.
+struct Endpoints<F: Format> {
     /// A's CQ, in DATA format.
-    cq_a: Cq<'d, 'n>,
+    cq_a: Cq,
     /// B's CQ, in format `F`.
-    cq_b: CompletionQueue<'d, 'n, Nic, DEPTH, F>,
-    av_a: AddressVector<'d, 'n, Nic, DEPTH>,
-    av_b: AddressVector<'d, 'n, Nic, DEPTH>,
-    ep_a: Endpoint<'d, 'n, Nic, DEPTH>,
-    ep_b: Endpoint<'d, 'n, Nic, DEPTH>,
+    cq_b: CompletionQueue<Nic, F>,
+    av_a: AddressVector,
+    av_b: AddressVector,
+    ep_a: Endpoint,
+    ep_b: Endpoint,
     /// B's address in A's AV.
     to_b: FiAddr,
     /// A's address in B's AV.
@@ -281,11 +288,11 @@ struct Endpoints<'d, 'n, F: Format> {
 /// One endpoint on each domain, A's CQ in DATA format and B's in format `F` (both bound for
 /// both directions), B's endpoint opened with `attr_b`, both enabled, each side's AV holding
 /// the other's address.
-fn endpoints<'d, 'n, F: Format>(
-    da: &'d Dom<'n>,
-    db: &'d Dom<'n>,
+fn endpoints<F: Format>(
+    da: &Dom<'_>,
+    db: &Dom<'_>,
     attr_b: &EpAttr,
-) -> Result<Endpoints<'d, 'n, F>, String> {
+) -> Result<Endpoints<F>, String> {
     let cq_a = da.open_cq::<Data>(&cq_attr()).map_err(fail("CQ A"))?;
     let cq_b = db.open_cq::<F>(&cq_attr()).map_err(fail("CQ B"))?;
     let av_a = da.open_av(&AvAttr::default()).map_err(fail("AV A"))?;
@@ -295,14 +302,14 @@ fn endpoints<'d, 'n, F: Format>(
         .map_err(fail("endpoint A"))?;
     let mut ep_b = db.endpoint(attr_b).map_err(fail("endpoint B"))?;
     let both = BindFlags::TRANSMIT | BindFlags::RECV;
-    ep_a.bind_cq(&cq_a, both).map_err(fail("bind_cq A"))?;
-    ep_b.bind_cq(&cq_b, both).map_err(fail("bind_cq B"))?;
-    ep_a.bind_av(&av_a).map_err(fail("bind_av A"))?;
-    ep_b.bind_av(&av_b).map_err(fail("bind_av B"))?;
-    ep_a.enable().map_err(fail("enable A"))?;
-    ep_b.enable().map_err(fail("enable B"))?;
-    let to_b = insert(&av_a, ep_b.name())?;
-    let to_a = insert(&av_b, ep_a.name())?;
+    ep_a.bind_cq(da, &cq_a, both).map_err(fail("bind_cq A"))?;
+    ep_b.bind_cq(db, &cq_b, both).map_err(fail("bind_cq B"))?;
+    ep_a.bind_av(da, &av_a).map_err(fail("bind_av A"))?;
+    ep_b.bind_av(db, &av_b).map_err(fail("bind_av B"))?;
+    ep_a.enable(da).map_err(fail("enable A"))?;
+    ep_b.enable(db).map_err(fail("enable B"))?;
+    let to_b = insert(da, &av_a, ep_b.name())?;
+    let to_a = insert(db, &av_b, ep_a.name())?;
     Ok(Endpoints {
         cq_a,
         cq_b,
@@ -344,7 +351,8 @@ impl<E: std::fmt::Debug> std::fmt::Debug for Done<'_, E> {
 /// The next `want` completions of `cq`, successes and errors in the order the CQ gives them,
 /// waiting at most [`PATIENCE`]; then checks that nothing more arrives for [`QUIET`].
 fn collect<'d, F: Format>(
-    cq: &mut CompletionQueue<'d, '_, Nic, DEPTH, F>,
+    dom: &'d Dom<'_>,
+    cq: &mut CompletionQueue<Nic, F>,
     want: usize,
 ) -> Result<Vec<Done<'d, F::Entry>>, String> {
     let mut all = Vec::new();
@@ -354,12 +362,12 @@ fn collect<'d, F: Format>(
         let mut e = [F::Entry::default(); 1];
         let mut src = [FiAddr::NOTAVAIL; 1];
         let mut bufs = [None];
-        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+        match cq.read_owned(dom, &mut e, &mut src, &mut bufs) {
             Ok(_) => all.push(Done::Ok(e[0], src[0], bufs[0].take())),
             Err(Error::Avail) => {
                 let mut entry = ErrEntry::default();
                 let (_, buf) = cq
-                    .readerr_owned(&mut entry, None, 0)
+                    .readerr_owned(dom, &mut entry, None, 0)
                     .map_err(fail("readerr_owned"))?;
                 all.push(Done::Err(entry, buf));
             }
@@ -422,8 +430,8 @@ const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Waits until A's CQ gave the send completions of `contexts`, in order, each `Ok` with its
 /// buffer.
-fn sends_done(cq: &mut Cq<'_, '_>, contexts: &[usize]) -> Result<(), String> {
-    let got = collect(cq, contexts.len())?;
+fn sends_done(dom: &Dom<'_>, cq: &mut Cq, contexts: &[usize]) -> Result<(), String> {
+    let got = collect(dom, cq, contexts.len())?;
     for (done, &want) in got.iter().zip(contexts) {
         match done {
             Done::Ok(e, _, Some(_))
@@ -436,16 +444,17 @@ fn sends_done(cq: &mut Cq<'_, '_>, contexts: &[usize]) -> Result<(), String> {
 }
 
 /// A message with `payload` from `ep` in a fresh buffer of `mr`.
-fn send_bytes<'d>(
-    ep: &Endpoint<'d, '_, Nic, DEPTH>,
-    mr: &MemoryRegion<'d, '_, Nic, DEPTH>,
+fn send_bytes(
+    dom: &Dom<'_>,
+    ep: &Endpoint,
+    mr: &MemoryRegion,
     payload: &[u8],
     dest: FiAddr,
     context: usize,
 ) -> Result<(), String> {
-    let mut s = mr.alloc(BUF).map_err(fail("a send buffer"))?;
+    let mut s = mr.alloc(dom, BUF).map_err(fail("a send buffer"))?;
     s.write(HEADER_LEN, payload).map_err(fail("filling"))?;
-    ep.send(s, payload.len(), dest, OpContext(context))
+    ep.send(dom, s, payload.len(), dest, OpContext(context))
         .map_err(|(err, _)| format!("send {context}: {err}"))
 }
 
@@ -545,18 +554,18 @@ where
     let mr_a = da.register(memory(4 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(4 * BUF)?).map_err(fail("MR B"))?;
     for i in 0..2 {
-        let buf = mr_b.alloc(BUF).map_err(fail("a receive buffer"))?;
-        ep_b.recv(buf, OpContext(10 + i))
+        let buf = mr_b.alloc(&db, BUF).map_err(fail("a receive buffer"))?;
+        ep_b.recv(&db, buf, OpContext(10 + i))
             .map_err(|(err, _)| format!("recv: {err}"))?;
     }
     let name = format!("{:?}", F::FORMAT);
     let data = 0xda7a_0000 + F::FORMAT.raw() as u64;
-    send_bytes(&ep_a, &mr_a, name.as_bytes(), to_b, 20)?;
-    let mut s = mr_a.alloc(BUF).map_err(fail("a send buffer"))?;
+    send_bytes(&da, &ep_a, &mr_a, name.as_bytes(), to_b, 20)?;
+    let mut s = mr_a.alloc(&da, BUF).map_err(fail("a send buffer"))?;
     s.write(HEADER_LEN, b"with data").map_err(fail("filling"))?;
-    ep_a.senddata(s, 9, data, to_b, OpContext(21))
+    ep_a.senddata(&da, s, 9, data, to_b, OpContext(21))
         .map_err(|(err, _)| format!("senddata: {err}"))?;
-    let got = collect(&mut cq_b, 2)?;
+    let got = collect(&db, &mut cq_b, 2)?;
     let recv = CompletionFlags::RECV | CompletionFlags::MSG;
     let want: [(&[u8], CompletionFlags, u64); 2] = [
         (name.as_bytes(), recv, 0),
@@ -591,13 +600,13 @@ where
             ));
         }
     }
-    sends_done(&mut cq_a, &[20, 21])?;
+    sends_done(&da, &mut cq_a, &[20, 21])?;
     drop(got);
-    if (mr_a.outstanding(), mr_b.outstanding()) != (0, 0) {
+    if (mr_a.outstanding(&da), mr_b.outstanding(&db)) != (0, 0) {
         return Err(format!(
             "{name}: buffers not back: A {}, B {}",
-            mr_a.outstanding(),
-            mr_b.outstanding()
+            mr_a.outstanding(&da),
+            mr_b.outstanding(&db)
         ));
     }
     Ok(match F::FORMAT {
@@ -640,14 +649,14 @@ pub(crate) fn send_errors(ctx: &mut Ctx) -> Outcome {
     } = endpoints::<Data>(&da, &db, &EpAttr::default())?;
     let mr_a = da.register(memory(4 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(4 * BUF)?).map_err(fail("MR B"))?;
-    let max = ep_a.max_msg_size();
+    let max = ep_a.max_msg_size(&da);
     let frame = nic_a.capabilities().max_frame_len.min(BUF);
     if max != frame - HEADER_LEN {
         return Err(format!("max_msg_size {max}, frame {frame}"));
     }
     let (tx_left, rx_left) = (
-        ep_a.tx_size_left().map_err(fail("tx_size_left"))?,
-        ep_b.rx_size_left().map_err(fail("rx_size_left"))?,
+        ep_a.tx_size_left(&da).map_err(fail("tx_size_left"))?,
+        ep_b.rx_size_left(&db).map_err(fail("rx_size_left"))?,
     );
     let cases: [(OpFlags, usize, FiAddr, Error); 7] = [
         (OpFlags::DELIVERY_COMPLETE, 4, to_b, Error::BadFlags),
@@ -658,19 +667,19 @@ pub(crate) fn send_errors(ctx: &mut Ctx) -> Outcome {
         (OpFlags::empty(), max + 1, to_b, Error::MsgSize),
         (OpFlags::empty(), 4, FiAddr(5), Error::Inval),
     ];
-    let mut buf = mr_a.alloc(BUF).map_err(fail("a send buffer"))?;
+    let mut buf = mr_a.alloc(&da, BUF).map_err(fail("a send buffer"))?;
     buf.write(HEADER_LEN, b"refused, then sent")
         .map_err(fail("filling"))?;
     let addr = buf.addr();
     for (flags, len, dest, want) in cases {
-        match ep_a.sendmsg(buf, len, dest, None, OpContext(1), flags) {
+        match ep_a.sendmsg(&da, buf, len, dest, None, OpContext(1), flags) {
             Err((e, b)) if e == want && b.addr() == addr => buf = b,
             Err((e, _)) => return Err(format!("{flags:?} len {len}: {e}, not {want}")),
             Ok(()) => return Err(format!("{flags:?} len {len} was posted")),
         }
     }
-    let small = mr_a.alloc(40).map_err(fail("a small buffer"))?;
-    match ep_a.send(small, 20, to_b, OpContext(1)) {
+    let small = mr_a.alloc(&da, 40).map_err(fail("a small buffer"))?;
+    match ep_a.send(&da, small, 20, to_b, OpContext(1)) {
         Err((Error::Inval, _)) => {}
         other => {
             return Err(format!(
@@ -678,7 +687,11 @@ pub(crate) fn send_errors(ctx: &mut Ctx) -> Outcome {
             ))
         }
     }
-    match ep_b.recv(mr_b.alloc(1024).map_err(fail("alloc"))?, OpContext(1)) {
+    match ep_b.recv(
+        &db,
+        mr_b.alloc(&db, 1024).map_err(fail("alloc"))?,
+        OpContext(1),
+    ) {
         Err((Error::Inval, _)) => {}
         other => {
             return Err(format!(
@@ -686,8 +699,8 @@ pub(crate) fn send_errors(ctx: &mut Ctx) -> Outcome {
             ))
         }
     }
-    let rbuf = mr_b.alloc(BUF).map_err(fail("alloc"))?;
-    let rbuf = match ep_b.recvmsg(rbuf, OpContext(1), OpFlags::FENCE) {
+    let rbuf = mr_b.alloc(&db, BUF).map_err(fail("alloc"))?;
+    let rbuf = match ep_b.recvmsg(&db, rbuf, OpContext(1), OpFlags::FENCE) {
         Err((Error::BadFlags, b)) => b,
         other => {
             return Err(format!(
@@ -696,27 +709,30 @@ pub(crate) fn send_errors(ctx: &mut Ctx) -> Outcome {
             ))
         }
     };
-    if ep_a.tx_size_left() != Ok(tx_left) || ep_b.rx_size_left() != Ok(rx_left) {
+    if ep_a.tx_size_left(&da) != Ok(tx_left) || ep_b.rx_size_left(&db) != Ok(rx_left) {
         return Err(format!(
             "something was posted: tx_size_left {:?} (was {tx_left}), rx_size_left {:?} (was \
              {rx_left})",
-            ep_a.tx_size_left(),
-            ep_b.rx_size_left()
+            ep_a.tx_size_left(&da),
+            ep_b.rx_size_left(&db)
         ));
     }
     // The short buffer was dropped with its error; the handed-back one is still out.
-    if mr_a.outstanding() != 1 {
-        return Err(format!("{} of A's buffers out, not 1", mr_a.outstanding()));
+    if mr_a.outstanding(&da) != 1 {
+        return Err(format!(
+            "{} of A's buffers out, not 1",
+            mr_a.outstanding(&da)
+        ));
     }
     // Nothing reached either ring: no completion on either side.
-    if let Some(done) = collect(&mut cq_a, 0)?.first() {
+    if let Some(done) = collect(&da, &mut cq_a, 0)?.first() {
         return Err(format!("A's CQ: {done:?}"));
     }
-    ep_b.recv(rbuf, OpContext(30))
+    ep_b.recv(&db, rbuf, OpContext(30))
         .map_err(|(err, _)| format!("recv: {err}"))?;
-    ep_a.send(buf, 18, to_b, OpContext(31))
+    ep_a.send(&da, buf, 18, to_b, OpContext(31))
         .map_err(|(err, _)| format!("the handed-back buffer: {err}"))?;
-    let got = collect(&mut cq_b, 1)?;
+    let got = collect(&db, &mut cq_b, 1)?;
     match got.as_slice() {
         [Done::Ok(e, _, Some(b))] if e.op_context == OpContext(30) && e.len == 18 => {
             let mut p = [0; 18];
@@ -727,7 +743,7 @@ pub(crate) fn send_errors(ctx: &mut Ctx) -> Outcome {
         }
         other => return Err(format!("B's CQ: {other:?}")),
     }
-    sends_done(&mut cq_a, &[31])?;
+    sends_done(&da, &mut cq_a, &[31])?;
     Ok(format!(
         "7 sends refused with their buffer handed back (FI_DELIVERY/MATCH/COMMIT_COMPLETE, \
          FI_FENCE, FI_REMOTE_CQ_DATA: FI_EBADFLAGS; {} bytes: FI_EMSGSIZE; unknown address: \
@@ -756,32 +772,42 @@ pub(crate) fn cancel_recv(ctx: &mut Ctx) -> Outcome {
     let mr_a = da.register(memory(8 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(8 * BUF)?).map_err(fail("MR B"))?;
     for i in 0..4 {
-        let buf = mr_b.alloc(BUF).map_err(fail("a receive buffer"))?;
-        ep_b.recv(buf, OpContext(i))
+        let buf = mr_b.alloc(&db, BUF).map_err(fail("a receive buffer"))?;
+        ep_b.recv(&db, buf, OpContext(i))
             .map_err(|(err, _)| format!("recv: {err}"))?;
     }
-    if ep_b.cancel(OpContext(99)) != Ok(false) {
+    if ep_b.cancel(&db, OpContext(99)) != Ok(false) {
         return Err("cancel of an unknown context found something".into());
     }
-    if ep_b.rx_size_left() != Ok(DEPTH - 4) {
-        return Err(format!("rx_size_left {:?}", ep_b.rx_size_left()));
+    if ep_b.rx_size_left(&db) != Ok(DEPTH - 4) {
+        return Err(format!("rx_size_left {:?}", ep_b.rx_size_left(&db)));
     }
-    if ep_b.cancel(OpContext(2)) != Ok(true) {
+    if ep_b.cancel(&db, OpContext(2)) != Ok(true) {
         return Err("cancel of receive 2 found nothing".into());
     }
     for i in 0..3 {
-        send_bytes(&ep_a, &mr_a, &[0x40 + i as u8; 12][..10 + i], to_b, 50 + i)?;
+        send_bytes(
+            &da,
+            &ep_a,
+            &mr_a,
+            &[0x40 + i as u8; 12][..10 + i],
+            to_b,
+            50 + i,
+        )?;
     }
-    let got = collect(&mut cq_b, 4)?;
+    let got = collect(&db, &mut cq_b, 4)?;
     let canceled = Error::Canceled.errno();
     let (ok, err) = split(&got)?;
     if ok != [(0, 10), (1, 11), (3, 12)] || err != [(2, canceled)] {
         return Err(format!("B's CQ gave {got:?}"));
     }
-    sends_done(&mut cq_a, &[50, 51, 52])?;
+    sends_done(&da, &mut cq_a, &[50, 51, 52])?;
     drop(got);
-    if mr_b.outstanding() != 0 {
-        return Err(format!("{} receive buffers not back", mr_b.outstanding()));
+    if mr_b.outstanding(&db) != 0 {
+        return Err(format!(
+            "{} receive buffers not back",
+            mr_b.outstanding(&db)
+        ));
     }
     Ok(format!(
         "receive 2 of 4 canceled: FI_ECANCELED ({canceled}) with its buffer; receives 0, 1, 3 \
@@ -807,28 +833,28 @@ pub(crate) fn cancel_send(ctx: &mut Ctx) -> Outcome {
     let mr_a = da.register(memory(8 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(8 * BUF)?).map_err(fail("MR B"))?;
     for i in 0..4 {
-        let buf = mr_b.alloc(BUF).map_err(fail("a receive buffer"))?;
-        ep_b.recv(buf, OpContext(i))
+        let buf = mr_b.alloc(&db, BUF).map_err(fail("a receive buffer"))?;
+        ep_b.recv(&db, buf, OpContext(i))
             .map_err(|(err, _)| format!("recv: {err}"))?;
     }
     for i in 0..3 {
-        let mut s = mr_a.alloc(BUF).map_err(fail("a send buffer"))?;
+        let mut s = mr_a.alloc(&da, BUF).map_err(fail("a send buffer"))?;
         s.write(HEADER_LEN, &[0x70 + i as u8; 22])
             .map_err(fail("filling"))?;
-        ep_a.sendmsg(s, 20 + i, to_b, None, OpContext(70 + i), OpFlags::MORE)
+        ep_a.sendmsg(&da, s, 20 + i, to_b, None, OpContext(70 + i), OpFlags::MORE)
             .map_err(|(err, _)| format!("sendmsg: {err}"))?;
     }
-    if ep_a.cancel(OpContext(71)) != Ok(true) {
+    if ep_a.cancel(&da, OpContext(71)) != Ok(true) {
         return Err("cancel of send 71 found nothing".into());
     }
     let canceled = Error::Canceled.errno();
-    let sent = collect(&mut cq_a, 3)?;
+    let sent = collect(&da, &mut cq_a, 3)?;
     let (ok, err) = split(&sent)?;
     if ok != [(70, 0), (72, 0)] || err != [(71, canceled)] {
         return Err(format!("A's CQ gave {sent:?}"));
     }
     drop(sent);
-    let got = collect(&mut cq_b, 2)?;
+    let got = collect(&db, &mut cq_b, 2)?;
     let mut first = Vec::new();
     for d in &got {
         if let Done::Ok(_, _, Some(b)) = d {
@@ -842,8 +868,8 @@ pub(crate) fn cancel_send(ctx: &mut Ctx) -> Outcome {
         return Err(format!("B's CQ gave {got:?}, payloads {first:x?}"));
     }
     drop(got);
-    if mr_a.outstanding() != 0 {
-        return Err(format!("{} send buffers not back", mr_a.outstanding()));
+    if mr_a.outstanding(&da) != 0 {
+        return Err(format!("{} send buffers not back", mr_a.outstanding(&da)));
     }
     Ok(format!(
         "three sends with FI_MORE held in the ring, the middle one canceled: FI_ECANCELED \
@@ -875,21 +901,21 @@ pub(crate) fn oversized_message(ctx: &mut Ctx) -> Outcome {
     let mr_a = da.register(memory(4 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(4 * BUF)?).map_err(fail("MR B"))?;
     for i in 0..3 {
-        let buf = mr_b.alloc(1024).map_err(fail("a receive buffer"))?;
-        ep_b.recv(buf, OpContext(i))
+        let buf = mr_b.alloc(&db, 1024).map_err(fail("a receive buffer"))?;
+        ep_b.recv(&db, buf, OpContext(i))
             .map_err(|(err, _)| format!("recv: {err}"))?;
     }
     let long = 1400;
-    send_bytes(&ep_a, &mr_a, &vec![0x55; long], to_b, 40)?;
-    send_bytes(&ep_a, &mr_a, &[0x66; 100], to_b, 41)?;
-    let got = collect(&mut cq_b, 3)?;
+    send_bytes(&da, &ep_a, &mr_a, &vec![0x55; long], to_b, 40)?;
+    send_bytes(&da, &ep_a, &mr_a, &[0x66; 100], to_b, 41)?;
+    let got = collect(&db, &mut cq_b, 3)?;
     let fragment = ProvError::RxFragment.kind();
     let mut why = String::new();
     for (i, d) in got.iter().enumerate() {
         let ok = match d {
             Done::Err(e, Some(_)) if i < 2 => {
                 let mut text = String::new();
-                let _ = cq_b.strerror(None, e.prov_errno, &[], &mut text);
+                let _ = cq_b.strerror(&db, None, e.prov_errno, &[], &mut text);
                 why = text;
                 e.op_context == OpContext(i)
                     && e.err == Error::Io.errno()
@@ -902,10 +928,13 @@ pub(crate) fn oversized_message(ctx: &mut Ctx) -> Outcome {
             return Err(format!("B's CQ gave {got:?}"));
         }
     }
-    sends_done(&mut cq_a, &[40, 41])?;
+    sends_done(&da, &mut cq_a, &[40, 41])?;
     drop(got);
-    if mr_b.outstanding() != 0 {
-        return Err(format!("{} receive buffers not back", mr_b.outstanding()));
+    if mr_b.outstanding(&db) != 0 {
+        return Err(format!(
+            "{} receive buffers not back",
+            mr_b.outstanding(&db)
+        ));
     }
     Ok(format!(
         "a {long}-byte message to 1 KiB receive buffers: both buffers it took failed with \
@@ -934,21 +963,28 @@ pub(crate) fn multi_recv(ctx: &mut Ctx) -> Outcome {
     ep_b.setopt(EpOpt::MinMultiRecv, 3 * BUF / 2)
         .map_err(fail("MIN_MULTI_RECV"))?;
     let multi = mr_b
-        .alloc(4 * BUF)
+        .alloc(&db, 4 * BUF)
         .map_err(fail("the multi-receive buffer"))?;
     let base = multi.addr();
-    ep_b.recvmsg(multi, OpContext(5), OpFlags::MULTI_RECV)
+    ep_b.recvmsg(&db, multi, OpContext(5), OpFlags::MULTI_RECV)
         .map_err(|(err, _)| format!("recvmsg: {err}"))?;
-    if ep_b.rx_size_left() != Ok(DEPTH - 3) {
+    if ep_b.rx_size_left(&db) != Ok(DEPTH - 3) {
         return Err(format!(
             "rx_size_left {:?}: not three slots posted",
-            ep_b.rx_size_left()
+            ep_b.rx_size_left(&db)
         ));
     }
     for i in 0..3 {
-        send_bytes(&ep_a, &mr_a, &[0x10 + i as u8; 42][..40 + i], to_b, 60 + i)?;
+        send_bytes(
+            &da,
+            &ep_a,
+            &mr_a,
+            &[0x10 + i as u8; 42][..40 + i],
+            to_b,
+            60 + i,
+        )?;
     }
-    let got = collect(&mut cq_b, 3)?;
+    let got = collect(&db, &mut cq_b, 3)?;
     let recv = CompletionFlags::RECV | CompletionFlags::MSG;
     let mut whole = None;
     for (i, d) in got.into_iter().enumerate() {
@@ -989,9 +1025,9 @@ pub(crate) fn multi_recv(ctx: &mut Ctx) -> Outcome {
             return Err(format!("message {i} is not where its completion points"));
         }
     }
-    sends_done(&mut cq_a, &[60, 61, 62])?;
+    sends_done(&da, &mut cq_a, &[60, 61, 62])?;
     drop(whole);
-    if mr_b.outstanding() != 0 {
+    if mr_b.outstanding(&db) != 0 {
         return Err("the multi-receive buffer is still out".into());
     }
     Ok(format!(
@@ -1023,21 +1059,21 @@ pub(crate) fn multi_recv_cancel(ctx: &mut Ctx) -> Outcome {
     let mr_a = da.register(memory(8 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(8 * BUF)?).map_err(fail("MR B"))?;
     let multi = mr_b
-        .alloc(4 * BUF)
+        .alloc(&db, 4 * BUF)
         .map_err(fail("the multi-receive buffer"))?;
-    ep_b.recvmsg(multi, OpContext(5), OpFlags::MULTI_RECV)
+    ep_b.recvmsg(&db, multi, OpContext(5), OpFlags::MULTI_RECV)
         .map_err(|(err, _)| format!("recvmsg: {err}"))?;
-    let buf = mr_b.alloc(BUF).map_err(fail("a receive buffer"))?;
-    ep_b.recv(buf, OpContext(6))
+    let buf = mr_b.alloc(&db, BUF).map_err(fail("a receive buffer"))?;
+    ep_b.recv(&db, buf, OpContext(6))
         .map_err(|(err, _)| format!("recv: {err}"))?;
-    send_bytes(&ep_a, &mr_a, &[1; 9], to_b, 1)?;
+    send_bytes(&da, &ep_a, &mr_a, &[1; 9], to_b, 1)?;
     // QEMU delivers a frame to the hub's other port while it processes the transmit
     // descriptor: once A's completion is there, B's ring holds the message.
-    sends_done(&mut cq_a, &[1])?;
-    if ep_b.cancel(OpContext(5)) != Ok(true) {
+    sends_done(&da, &mut cq_a, &[1])?;
+    if ep_b.cancel(&db, OpContext(5)) != Ok(true) {
         return Err("cancel of the multi-receive buffer found nothing".into());
     }
-    let got = collect(&mut cq_b, 2)?;
+    let got = collect(&db, &mut cq_b, 2)?;
     let canceled = Error::Canceled.errno();
     let (ok, err) = split(&got)?;
     if ok != [(5, 9)] || err != [(5, canceled)] {
@@ -1048,14 +1084,17 @@ pub(crate) fn multi_recv_cancel(ctx: &mut Ctx) -> Outcome {
         return Err(format!("the buffer did not come back: {got:?}"));
     }
     drop(got);
-    send_bytes(&ep_a, &mr_a, &[2; 7], to_b, 2)?;
-    match collect(&mut cq_b, 1)?.as_slice() {
+    send_bytes(&da, &ep_a, &mr_a, &[2; 7], to_b, 2)?;
+    match collect(&db, &mut cq_b, 1)?.as_slice() {
         [Done::Ok(e, _, Some(_))] if e.op_context == OpContext(6) && e.len == 7 => {}
         other => return Err(format!("the receive after it: {other:?}")),
     }
-    sends_done(&mut cq_a, &[2])?;
-    if mr_b.outstanding() != 0 {
-        return Err(format!("{} receive buffers not back", mr_b.outstanding()));
+    sends_done(&da, &mut cq_a, &[2])?;
+    if mr_b.outstanding(&db) != 0 {
+        return Err(format!(
+            "{} receive buffers not back",
+            mr_b.outstanding(&db)
+        ));
     }
     Ok(format!(
         "the multi-receive buffer canceled after one message: the message delivered, one \

@@ -114,12 +114,12 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
     let mut sep_b = db
         .scalable_endpoint(&SepAttr { rss, ..sep_attr })
         .map_err(fail("SEP B"))?;
-    sep_a.bind_av(&av_a).map_err(fail("bind_av A"))?;
-    sep_b.bind_av(&av_b).map_err(fail("bind_av B"))?;
+    sep_a.bind_av(&da, &av_a).map_err(fail("bind_av A"))?;
+    sep_b.bind_av(&db, &av_b).map_err(fail("bind_av B"))?;
     let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
-    av_a.insert(&[sep_b.name()], &mut to_b)
+    av_a.insert(&da, &[sep_b.name(&db)], &mut to_b)
         .map_err(fail("AV insert on A"))?;
-    av_b.insert(&[sep_a.name()], &mut to_a)
+    av_b.insert(&db, &[sep_a.name(&da)], &mut to_a)
         .map_err(fail("AV insert on B"))?;
     let (to_b, to_a) = (to_b[0], to_a[0]);
 
@@ -135,20 +135,20 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
     for i in 0..CTX {
         let k = usize::from(i);
         let mut tx = sep_a
-            .tx_context(i, &CtxAttr::default())
+            .tx_context(&da, i, &CtxAttr::default())
             .map_err(fail("tx_context"))?;
-        tx.bind_cq(&cqs_a[k], BindFlags::TRANSMIT)
+        tx.bind_cq(&da, &cqs_a[k], BindFlags::TRANSMIT)
             .map_err(fail("bind tx"))?;
-        tx.enable().map_err(fail("enable tx"))?;
+        tx.enable(&da).map_err(fail("enable tx"))?;
         txs.push(tx);
         let mut rx = sep_b
-            .rx_context(i, &CtxAttr::default())
+            .rx_context(&db, i, &CtxAttr::default())
             .map_err(fail("rx_context"))?;
-        rx.bind_cq(&cqs_b[k], BindFlags::RECV)
+        rx.bind_cq(&db, &cqs_b[k], BindFlags::RECV)
             .map_err(fail("bind rx"))?;
-        rx.enable().map_err(fail("enable rx"))?;
+        rx.enable(&db).map_err(fail("enable rx"))?;
         let name = if rss {
-            sep_b.name()
+            sep_b.name(&db)
         } else {
             EpAddr {
                 mac: context_mac(caps.mac, i),
@@ -169,8 +169,8 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
     // Every receive context has its buffers posted before anything is sent.
     for (i, rx) in rxs.iter().enumerate() {
         for _ in 0..POSTED {
-            let buf = mr_b.alloc(BUF).map_err(fail("a receive buffer"))?;
-            rx.recv(buf, OpContext(i))
+            let buf = mr_b.alloc(&db, BUF).map_err(fail("a receive buffer"))?;
+            rx.recv(&db, buf, OpContext(i))
                 .map_err(|(err, _)| format!("recv: {err}"))?;
         }
     }
@@ -178,7 +178,7 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
     for _ in 0..CTX {
         let mut pool = Vec::new();
         for _ in 0..24 {
-            pool.push(mr_a.alloc(BUF).map_err(fail("a send buffer"))?);
+            pool.push(mr_a.alloc(&da, BUF).map_err(fail("a send buffer"))?);
         }
         pools.push(pool);
     }
@@ -194,8 +194,8 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
     let start = Instant::now();
     let outcomes: Vec<Result<(), String>> = std::thread::scope(|s| {
         let mut handles = Vec::new();
-        for (i, ((tx, cq), mut pool)) in txs.into_iter().zip(&cqs_a).zip(pools).enumerate() {
-            let received = &received[i];
+        for (i, ((tx, cq), mut pool)) in txs.iter().zip(&cqs_a).zip(pools).enumerate() {
+            let (d, received) = (&da, &received[i]);
             let dest = if rss {
                 to_b
             } else {
@@ -216,7 +216,7 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
                             received.load(Ordering::Acquire)
                         ));
                     }
-                    match cq.read_owned(&mut e, &mut src, &mut bufs) {
+                    match cq.read_owned(d, &mut e, &mut src, &mut bufs) {
                         Ok(n) => {
                             for (k, b) in bufs[..n].iter_mut().enumerate() {
                                 if e[k].flags != CompletionFlags::SEND | CompletionFlags::MSG {
@@ -240,7 +240,7 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
                     let tag = ((i as u64) << 32) | sent as u64;
                     buf.write(tx.payload_offset(), &tag.to_le_bytes())
                         .map_err(|err| format!("tx {i}: {err}"))?;
-                    match tx.send(buf, 8, dest, OpContext(sent)) {
+                    match tx.send(d, buf, 8, dest, OpContext(sent)) {
                         Ok(()) => {
                             sent += 1;
                             progress = Instant::now();
@@ -252,8 +252,8 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
                 Ok(())
             }));
         }
-        for (i, (rx, cq)) in rxs.into_iter().zip(&cqs_b).enumerate() {
-            let (received, mine, all, landed) = (&received, &taken[i], &all, &landed);
+        for (i, (rx, cq)) in rxs.iter().zip(&cqs_b).enumerate() {
+            let (d, received, mine, all, landed) = (&db, &received, &taken[i], &all, &landed);
             handles.push(s.spawn(move || -> Result<(), String> {
                 let mut e = [MsgEntry::default(); 8];
                 let mut src = [FiAddr::NOTAVAIL; 8];
@@ -269,7 +269,7 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
                             all.load(Ordering::Acquire)
                         ));
                     }
-                    let n = match cq.read_owned(&mut e, &mut src, &mut bufs) {
+                    let n = match cq.read_owned(d, &mut e, &mut src, &mut bufs) {
                         Ok(n) => n,
                         Err(Error::Again) => {
                             std::thread::yield_now();
@@ -309,7 +309,7 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
                         received[flow as usize].fetch_add(1, Ordering::AcqRel);
                         mine.fetch_add(1, Ordering::AcqRel);
                         all.fetch_add(1, Ordering::AcqRel);
-                        rx.recv(buf, OpContext(i))
+                        rx.recv(d, buf, OpContext(i))
                             .map_err(|(err, _)| format!("rx {i}: recv: {err}"))?;
                     }
                 }
@@ -325,6 +325,22 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
             .collect()
     });
     let elapsed = start.elapsed();
+    // Closing the contexts takes B's context addresses and RSS table back off the NIC (the
+    // next test finds it as it was); the scalable endpoints go after their contexts.
+    for tx in txs {
+        tx.close(&da)
+            .map_err(|(err, _)| format!("closing a tx context: {err}"))?;
+    }
+    for rx in rxs {
+        rx.close(&db)
+            .map_err(|(err, _)| format!("closing an rx context: {err}"))?;
+    }
+    sep_a
+        .close(&da)
+        .map_err(|(err, _)| format!("closing SEP A: {err}"))?;
+    sep_b
+        .close(&db)
+        .map_err(|(err, _)| format!("closing SEP B: {err}"))?;
     let errors: Vec<String> = outcomes.into_iter().filter_map(Result::err).collect();
     let (sa, sb) = (nic_a.stats(), nic_b.stats());
     let (sent, got, missed) = (

@@ -26,12 +26,13 @@ const MESSAGES: usize = 300;
 /// Messages in flight per endpoint at most (a frame that finds no buffer is lost).
 const WINDOW: usize = 8;
 
-type Cq<'d, 'n> = CompletionQueue<'d, 'n, Nic, DEPTH, Data>;
+type Cq = CompletionQueue<Nic, Data>;
 
 /// Reads what `cq` has now, as (context, len, first two payload bytes); receive buffers are
 /// handed to `give_back`.
 fn read_now<'d>(
-    cq: &Cq<'d, '_>,
+    dom: &'d Domain<'_, Nic, DEPTH>,
+    cq: &Cq,
     mut give_back: impl FnMut(ringfab::mr::Buf<'d>),
 ) -> Result<Vec<(usize, usize, [u8; 2])>, String> {
     let mut got = Vec::new();
@@ -39,7 +40,7 @@ fn read_now<'d>(
         let mut e = [DataEntry::default(); 8];
         let mut src = [FiAddr::NOTAVAIL; 8];
         let mut bufs: [Option<ringfab::mr::Buf<'d>>; 8] = Default::default();
-        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+        match cq.read_owned(dom, &mut e, &mut src, &mut bufs) {
             Ok(n) => {
                 for k in 0..n {
                     let mut head = [0u8; 2];
@@ -97,11 +98,11 @@ pub(crate) fn shared_contexts(ctx: &mut Ctx) -> Outcome {
                 ..EpAttr::default()
             })
             .map_err(fail("endpoint A"))?;
-        a.bind_cq(&cqs_a[i], BindFlags::TRANSMIT | BindFlags::RECV)
+        a.bind_cq(&da, &cqs_a[i], BindFlags::TRANSMIT | BindFlags::RECV)
             .map_err(fail("bind CQ A"))?;
-        a.bind_av(&av_a).map_err(fail("bind AV A"))?;
-        a.bind_stx(&stx).map_err(fail("bind stx"))?;
-        a.enable().map_err(fail("enable A"))?;
+        a.bind_av(&da, &av_a).map_err(fail("bind AV A"))?;
+        a.bind_stx(&da, &stx).map_err(fail("bind stx"))?;
+        a.enable(&da).map_err(fail("enable A"))?;
         eps_a.push(a);
         let mut b = db
             .endpoint(&EpAttr {
@@ -110,32 +111,32 @@ pub(crate) fn shared_contexts(ctx: &mut Ctx) -> Outcome {
                 ..EpAttr::default()
             })
             .map_err(fail("endpoint B"))?;
-        b.bind_cq(&cqs_b[i], BindFlags::TRANSMIT | BindFlags::RECV)
+        b.bind_cq(&db, &cqs_b[i], BindFlags::TRANSMIT | BindFlags::RECV)
             .map_err(fail("bind CQ B"))?;
-        b.bind_av(&av_b).map_err(fail("bind AV B"))?;
-        b.bind_srx(&srx).map_err(fail("bind srx"))?;
-        b.enable().map_err(fail("enable B"))?;
+        b.bind_av(&db, &av_b).map_err(fail("bind AV B"))?;
+        b.bind_srx(&db, &srx).map_err(fail("bind srx"))?;
+        b.enable(&db).map_err(fail("enable B"))?;
         eps_b.push(b);
     }
     let names_b: Vec<_> = eps_b.iter().map(|e| e.name()).collect();
     let names_a: Vec<_> = eps_a.iter().map(|e| e.name()).collect();
     let mut to_b = [FiAddr::NOTAVAIL; EPS];
     let mut from_a = [FiAddr::NOTAVAIL; EPS];
-    av_a.insert(&names_b, &mut to_b)
+    av_a.insert(&da, &names_b, &mut to_b)
         .map_err(fail("AV insert A"))?;
-    av_b.insert(&names_a, &mut from_a)
+    av_b.insert(&db, &names_a, &mut from_a)
         .map_err(fail("AV insert B"))?;
     let mr_a = da
         .register(memory(EPS * (WINDOW + 4) * BUF)?)
         .map_err(fail("MR A"))?;
     let mr_b = db.register(memory(48 * BUF)?).map_err(fail("MR B"))?;
     for _ in 0..40 {
-        let b = mr_b.alloc(BUF).map_err(fail("receive buffer"))?;
-        srx.recv(b, OpContext(0))
+        let b = mr_b.alloc(&db, BUF).map_err(fail("receive buffer"))?;
+        srx.recv(&db, b, OpContext(0))
             .map_err(|(e, _)| format!("srx recv: {e}"))?;
     }
     let mut pool: Vec<_> = (0..EPS * (WINDOW + 2))
-        .map(|_| mr_a.alloc(BUF))
+        .map(|_| mr_a.alloc(&da, BUF))
         .collect::<Result<_, _>>()
         .map_err(fail("send buffer"))?;
 
@@ -152,7 +153,7 @@ pub(crate) fn shared_contexts(ctx: &mut Ctx) -> Outcome {
                 let Some(mut buf) = pool.pop() else { break };
                 buf.write(HEADER_LEN, &[i as u8, sent[i] as u8])
                     .map_err(fail("write"))?;
-                match eps_a[i].send(buf, 2, to_b[i], OpContext(i * 1000 + sent[i])) {
+                match eps_a[i].send(&da, buf, 2, to_b[i], OpContext(i * 1000 + sent[i])) {
                     Ok(()) => sent[i] += 1,
                     Err((Error::Again, buf)) => {
                         pool.push(buf);
@@ -164,7 +165,7 @@ pub(crate) fn shared_contexts(ctx: &mut Ctx) -> Outcome {
         }
         // A's CQs: each its own completions, in posting order (buffers back to the pool).
         for i in 0..EPS {
-            for (c, _, _) in read_now(&cqs_a[i], |b| pool.push(b))? {
+            for (c, _, _) in read_now(&da, &cqs_a[i], |b| pool.push(b))? {
                 if c != i * 1000 + sent_done[i] {
                     return Err(format!(
                         "A CQ {i}: completion {c}, expected {}",
@@ -177,7 +178,7 @@ pub(crate) fn shared_contexts(ctx: &mut Ctx) -> Outcome {
         // B's CQs: each its own sender's messages, in order (buffers back to the context).
         for i in 0..EPS {
             let mut back = Vec::new();
-            for (_, len, head) in read_now(&cqs_b[i], |b| back.push(b))? {
+            for (_, len, head) in read_now(&db, &cqs_b[i], |b| back.push(b))? {
                 let want = [i as u8, received[i] as u8];
                 if len != 2 || head != want {
                     return Err(format!(
@@ -187,7 +188,7 @@ pub(crate) fn shared_contexts(ctx: &mut Ctx) -> Outcome {
                 received[i] += 1;
             }
             for b in back {
-                srx.recv(b, OpContext(0))
+                srx.recv(&db, b, OpContext(0))
                     .map_err(|(e, _)| format!("srx recv again: {e}"))?;
             }
         }

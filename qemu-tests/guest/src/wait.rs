@@ -27,7 +27,7 @@ impl Clock for StdClock {
     }
 }
 
-type Cq<'d, 'n, N> = CompletionQueue<'d, 'n, N, DEPTH, Msg>;
+type Cq<N> = CompletionQueue<N, Msg>;
 
 fn err(what: &'static str) -> impl Fn(Error) -> String {
     move |e| format!("{what}: {e}")
@@ -44,17 +44,17 @@ fn msg_attr(wait_obj: WaitObj) -> CqAttr {
 /// Opens receive queue 0 steered to `cq`'s vector, binds it and posts `n` receives.
 fn bound_rx<'d, 'n, N: HalNic>(
     dom: &'d Domain<'n, N, DEPTH>,
-    cq: &Cq<'d, 'n, N>,
+    cq: &Cq<N>,
     mem: &N::Dma,
     n: usize,
 ) -> Result<Path<'d, 'n, N, DEPTH>, String> {
     let v = cq
-        .interrupt_vector()
+        .interrupt_vector(dom)
         .ok_or("the CQ holds no MSI-X vector")?;
     let rx = dom
         .open_rx(0, RxConfig::new(BUF as u32).with_vector(v))
         .map_err(err("open_rx"))?;
-    cq.bind(&rx, BindFlags::RECV).map_err(err("bind RX"))?;
+    cq.bind(dom, &rx, BindFlags::RECV).map_err(err("bind RX"))?;
     let posts: Vec<RecvPost> = (0..n)
         .map(|i| RecvPost {
             buf: RxBuffer {
@@ -73,9 +73,9 @@ fn bound_rx<'d, 'n, N: HalNic>(
 }
 
 /// Waits until `cq` has a sleeper, then a little longer for it to reach the block.
-fn until_blocked<N: HalNic>(cq: &Cq<'_, '_, N>) -> Result<(), String> {
+fn until_blocked<N: HalNic>(dom: &Domain<'_, N, DEPTH>, cq: &Cq<N>) -> Result<(), String> {
     let start = Instant::now();
-    while cq.sleepers() == 0 {
+    while cq.sleepers(dom) == 0 {
         if start.elapsed() > PATIENCE {
             return Err("the reader never blocked".into());
         }
@@ -114,7 +114,9 @@ pub(crate) fn sread_wakes_on_msix_on<N: HalNic<Wait = EventFdWait>>(a: &N, b: &N
     if !kind.to_string_lossy().contains("eventfd") {
         return Err(format!("GetWait gave fd {fd}, which is {}", kind.display()));
     }
-    let v = cq.interrupt_vector().ok_or("the FD CQ holds no vector")?;
+    let v = cq
+        .interrupt_vector(&dom)
+        .ok_or("the FD CQ holds no vector")?;
     let mem = b.alloc_dma(4 * BUF).map_err(|e| e.to_string())?;
     let rx = bound_rx(&dom, &cq, &mem, 4)?;
     let clock = StdClock(Instant::now());
@@ -122,7 +124,7 @@ pub(crate) fn sread_wakes_on_msix_on<N: HalNic<Wait = EventFdWait>>(a: &N, b: &N
 
     let t = Duration::from_millis(200);
     let start = Instant::now();
-    match cq.sread(&mut out, None, Some(t), &clock) {
+    match cq.sread(&dom, &mut out, None, Some(t), &clock) {
         Err(Error::Again) if start.elapsed() >= t => {}
         other => {
             return Err(format!(
@@ -134,10 +136,10 @@ pub(crate) fn sread_wakes_on_msix_on<N: HalNic<Wait = EventFdWait>>(a: &N, b: &N
     let mut sender = sender(a, b, 1)?;
     let (got, latency) = thread::scope(|s| {
         let reader = s.spawn(|| {
-            let got = cq.sread(&mut out, None, Some(Duration::from_secs(5)), &clock);
+            let got = cq.sread(&dom, &mut out, None, Some(Duration::from_secs(5)), &clock);
             (got, Instant::now(), out)
         });
-        until_blocked(&cq)?;
+        until_blocked(&dom, &cq)?;
         let sent = Instant::now();
         sender.send(7)?;
         let (got, woke, out) = reader.join().map_err(|_| "the reader panicked")?;
@@ -147,7 +149,7 @@ pub(crate) fn sread_wakes_on_msix_on<N: HalNic<Wait = EventFdWait>>(a: &N, b: &N
         (Ok(1), out) if out[0].op_context == OpContext(0) && out[0].len == sender.len => {}
         other => return Err(format!("the blocked sread returned {other:?}")),
     }
-    cq.unbind(&rx).map_err(err("unbind")).ok();
+    cq.unbind(&dom, &rx).map_err(err("unbind")).ok();
     Ok(format!(
         "FD CQ on MSI-X vector {v} (GetWait: eventfd {fd}); sread timed out after ≥ 200 ms with \
          nothing; a blocked sread woke {:.1} ms after A began sending and returned the frame",
@@ -196,9 +198,13 @@ pub(crate) fn wait_set_over_two_vectors_on<N: HalNic<Wait = EventFdWait>>(a: &N,
         wait_set: Some(set.id()),
         ..msg_attr(WaitObj::Set)
     };
-    let rx_cq = set.open_cq::<Msg>(&in_set).map_err(err("open_cq RX"))?;
-    let tx_cq = set.open_cq::<Msg>(&in_set).map_err(err("open_cq TX"))?;
-    let (vr, vt) = (rx_cq.interrupt_vector(), tx_cq.interrupt_vector());
+    let rx_cq = set
+        .open_cq::<Msg, DEPTH>(&dom, &in_set)
+        .map_err(err("open_cq RX"))?;
+    let tx_cq = set
+        .open_cq::<Msg, DEPTH>(&dom, &in_set)
+        .map_err(err("open_cq TX"))?;
+    let (vr, vt) = (rx_cq.interrupt_vector(&dom), tx_cq.interrupt_vector(&dom));
     let (Some(vr), Some(vt)) = (vr, vt) else {
         return Err(format!("vectors {vr:?} / {vt:?}"));
     };
@@ -211,15 +217,15 @@ pub(crate) fn wait_set_over_two_vectors_on<N: HalNic<Wait = EventFdWait>>(a: &N,
         .open_tx(0, TxConfig::with_vector(vt))
         .map_err(err("open_tx"))?;
     tx_cq
-        .bind(&tx, BindFlags::TRANSMIT)
+        .bind(&dom, &tx, BindFlags::TRANSMIT)
         .map_err(err("bind TX"))?;
     let clock = StdClock(Instant::now());
     let mut out = [MsgEntry::default(); 4];
-    let wait = || set.wait(Some(Duration::from_secs(5)), &clock);
+    let wait = || set.wait(&dom, Some(Duration::from_secs(5)), &clock);
 
     let t = Duration::from_millis(100);
     let start = Instant::now();
-    match set.wait(Some(t), &clock) {
+    match set.wait(&dom, Some(t), &clock) {
         Err(Error::TimedOut) if start.elapsed() >= t => {}
         other => {
             return Err(format!(
@@ -230,7 +236,7 @@ pub(crate) fn wait_set_over_two_vectors_on<N: HalNic<Wait = EventFdWait>>(a: &N,
     }
     let mut sender = sender(a, b, 1)?;
     woken("receive", wait, || sender.send(1))?;
-    if rx_cq.read(&mut out) != Ok(1) || tx_cq.read(&mut out) != Err(Error::Again) {
+    if rx_cq.read(&dom, &mut out) != Ok(1) || tx_cq.read(&dom, &mut out) != Err(Error::Again) {
         return Err("after the receive interrupt: not exactly one receive entry".into());
     }
     // To an address no NIC has: a frame to A would wait for A's next receive buffers (QEMU
@@ -254,13 +260,13 @@ pub(crate) fn wait_set_over_two_vectors_on<N: HalNic<Wait = EventFdWait>>(a: &N,
             other => Err(format!("post_sends: {other:?}")),
         }
     })?;
-    match tx_cq.read(&mut out) {
+    match tx_cq.read(&dom, &mut out) {
         Ok(1) if out[0].op_context == OpContext(100) => {}
         other => return Err(format!("after the send interrupt: {other:?}")),
     }
-    woken("signal", wait, || tx_cq.signal().map_err(err("signal")))?;
-    rx_cq.unbind(&rx).ok();
-    tx_cq.unbind(&tx).ok();
+    woken("signal", wait, || tx_cq.signal(&dom).map_err(err("signal")))?;
+    rx_cq.unbind(&dom, &rx).ok();
+    tx_cq.unbind(&dom, &tx).ok();
     Ok(format!(
         "epoll set over the RX CQ (vector {vr}) and TX CQ (vector {vt}) of B: timed out idle, \
          woke on a receive interrupt, on a send-completion interrupt, and on signal"

@@ -31,7 +31,8 @@ type Drained<'d> = (Vec<Got<'d>>, Vec<(usize, i32)>);
 
 /// Reads `cq` until `want` completions (successes and errors) have come, then for [`QUIET`].
 fn drain<'d, N: Nic>(
-    cq: &mut CompletionQueue<'d, '_, N, DEPTH, Data>,
+    dom: &'d Domain<'_, N, DEPTH>,
+    cq: &mut CompletionQueue<N, Data>,
     want: usize,
 ) -> Result<Drained<'d>, String> {
     let (mut ok, mut err) = (Vec::new(), Vec::new());
@@ -41,7 +42,7 @@ fn drain<'d, N: Nic>(
         let mut e = [DataEntry::default(); 8];
         let mut src = [FiAddr::NOTAVAIL; 8];
         let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
-        match cq.read_owned(&mut e, &mut src, &mut bufs) {
+        match cq.read_owned(dom, &mut e, &mut src, &mut bufs) {
             Ok(n) => {
                 for k in 0..n {
                     ok.push((
@@ -56,7 +57,7 @@ fn drain<'d, N: Nic>(
             Err(Error::Avail) => {
                 let mut entry = ErrEntry::default();
                 let (_, buf) = cq
-                    .readerr_owned(&mut entry, None, 0)
+                    .readerr_owned(dom, &mut entry, None, 0)
                     .map_err(|e| format!("readerr: {e}"))?;
                 if buf.is_none() {
                     return Err(format!("error entry {entry:?} without its buffer"));
@@ -104,37 +105,42 @@ pub(crate) fn run<N: Nic>(nic_a: &N, nic_b: &N) -> Outcome {
     let av_b = db.open_av(&AvAttr::default()).map_err(e("AV B"))?;
     let mut ep_a = da.endpoint(&EpAttr::default()).map_err(e("endpoint A"))?;
     let mut ep_b = db.endpoint(&EpAttr::default()).map_err(e("endpoint B"))?;
-    for (ep, cq, av) in [(&mut ep_a, &cq_a, &av_a), (&mut ep_b, &cq_b, &av_b)] {
-        ep.bind_cq(cq, BindFlags::TRANSMIT | BindFlags::RECV)
+    for (d, ep, cq, av) in [
+        (&da, &mut ep_a, &cq_a, &av_a),
+        (&db, &mut ep_b, &cq_b, &av_b),
+    ] {
+        ep.bind_cq(d, cq, BindFlags::TRANSMIT | BindFlags::RECV)
             .map_err(e("bind_cq"))?;
-        ep.bind_av(av).map_err(e("bind_av"))?;
-        ep.enable().map_err(e("enable"))?;
+        ep.bind_av(d, av).map_err(e("bind_av"))?;
+        ep.enable(d).map_err(e("enable"))?;
     }
     let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
-    av_a.insert(&[ep_b.name()], &mut to_b)
+    av_a.insert(&da, &[ep_b.name()], &mut to_b)
         .map_err(e("AV insert on A"))?;
-    av_b.insert(&[ep_a.name()], &mut to_a)
+    av_b.insert(&db, &[ep_a.name()], &mut to_a)
         .map_err(e("AV insert on B"))?;
     let mr_a = da.register(memory(40 * BUF)?).map_err(e("registering A"))?;
     let mr_b = db.register(memory(40 * BUF)?).map_err(e("registering B"))?;
 
     // 8 messages each way, with contents and remote CQ data.
     for (dir, a_to_b) in [("A → B", true), ("B → A", false)] {
+        let (d_from, d_to) = if a_to_b { (&da, &db) } else { (&db, &da) };
         let (from, to, mr_from, mr_to, dest, src) = if a_to_b {
             (&ep_a, &ep_b, &mr_a, &mr_b, to_b[0], to_a[0])
         } else {
             (&ep_b, &ep_a, &mr_b, &mr_a, to_a[0], to_b[0])
         };
         for i in 0..8 {
-            let buf = mr_to.alloc(BUF).map_err(e("a receive buffer"))?;
-            to.recv(buf, OpContext(100 + i))
+            let buf = mr_to.alloc(d_to, BUF).map_err(e("a receive buffer"))?;
+            to.recv(d_to, buf, OpContext(100 + i))
                 .map_err(|(err, _)| format!("recv: {err}"))?;
         }
         for i in 0..8u64 {
-            let mut buf = mr_from.alloc(BUF).map_err(e("a send buffer"))?;
+            let mut buf = mr_from.alloc(d_from, BUF).map_err(e("a send buffer"))?;
             buf.write(HEADER_LEN, &[i as u8; 16])
                 .map_err(e("filling"))?;
             from.senddata(
+                d_from,
                 buf,
                 16 + i as usize,
                 0xd00d + i,
@@ -148,7 +154,7 @@ pub(crate) fn run<N: Nic>(nic_a: &N, nic_b: &N) -> Outcome {
         } else {
             (&mut cq_a, &mut cq_b)
         };
-        let (got, err) = drain(cq_to, 8)?;
+        let (got, err) = drain(d_to, cq_to, 8)?;
         if !err.is_empty() {
             return Err(format!("{dir}: receive errors {err:?}"));
         }
@@ -174,7 +180,7 @@ pub(crate) fn run<N: Nic>(nic_a: &N, nic_b: &N) -> Outcome {
                 return Err(format!("{dir}: message {k} carries {b:02x?}"));
             }
         }
-        let (sent, err) = drain(cq_from, 8)?;
+        let (sent, err) = drain(d_from, cq_from, 8)?;
         if !err.is_empty() || sent.iter().filter(|g| g.0 < 100).count() != 8 {
             return Err(format!(
                 "{dir}: send completions {:?}, errors {err:?}",
@@ -185,36 +191,38 @@ pub(crate) fn run<N: Nic>(nic_a: &N, nic_b: &N) -> Outcome {
 
     // A canceled receive: FI_ECANCELED with its buffer; the next receive still works.
     for c in [7, 8] {
-        let buf = mr_b.alloc(BUF).map_err(e("a receive buffer"))?;
-        ep_b.recv(buf, OpContext(c))
+        let buf = mr_b.alloc(&db, BUF).map_err(e("a receive buffer"))?;
+        ep_b.recv(&db, buf, OpContext(c))
             .map_err(|(err, _)| format!("recv: {err}"))?;
     }
-    if ep_b.cancel(OpContext(7)) != Ok(true) {
+    if ep_b.cancel(&db, OpContext(7)) != Ok(true) {
         return Err("cancel of receive 7 found nothing".into());
     }
-    let buf = mr_a.alloc(BUF).map_err(e("a send buffer"))?;
-    ep_a.send(buf, 5, to_b[0], OpContext(9))
+    let buf = mr_a.alloc(&da, BUF).map_err(e("a send buffer"))?;
+    ep_a.send(&da, buf, 5, to_b[0], OpContext(9))
         .map_err(|(err, _)| format!("send: {err}"))?;
-    let (ok, err) = drain(&mut cq_b, 2)?;
+    let (ok, err) = drain(&db, &mut cq_b, 2)?;
     let ok: Vec<(usize, usize)> = ok.iter().map(|g| (g.0, g.1)).collect();
     if err != [(7, 125)] || ok != [(8, 5)] {
         return Err(format!(
             "cancel: errors {err:?} (want [(7, ECANCELED)]), completions {ok:?} (want [(8, 5)])"
         ));
     }
-    drain(&mut cq_a, 1)?;
+    drain(&da, &mut cq_a, 1)?;
 
     // A multi-receive buffer of three slots takes three messages, released with the last.
     ep_b.setopt(EpOpt::MinMultiRecv, 1).map_err(e("setopt"))?;
-    let buf = mr_b.alloc(3 * BUF).map_err(e("a multi-receive buffer"))?;
-    ep_b.recvmsg(buf, OpContext(50), OpFlags::MULTI_RECV)
+    let buf = mr_b
+        .alloc(&db, 3 * BUF)
+        .map_err(e("a multi-receive buffer"))?;
+    ep_b.recvmsg(&db, buf, OpContext(50), OpFlags::MULTI_RECV)
         .map_err(|(err, _)| format!("recvmsg: {err}"))?;
     for i in 0..3 {
-        let buf = mr_a.alloc(BUF).map_err(e("a send buffer"))?;
-        ep_a.send(buf, 10 + i, to_b[0], OpContext(60 + i))
+        let buf = mr_a.alloc(&da, BUF).map_err(e("a send buffer"))?;
+        ep_a.send(&da, buf, 10 + i, to_b[0], OpContext(60 + i))
             .map_err(|(err, _)| format!("send: {err}"))?;
     }
-    let (got, err) = drain(&mut cq_b, 3)?;
+    let (got, err) = drain(&db, &mut cq_b, 3)?;
     let mut lens: Vec<usize> = got.iter().map(|g| g.1).collect();
     lens.sort_unstable();
     let released = got.iter().filter(|g| g.4.is_some()).count();
@@ -223,7 +231,7 @@ pub(crate) fn run<N: Nic>(nic_a: &N, nic_b: &N) -> Outcome {
             "multi-receive: lengths {lens:?}, {released} buffers released, errors {err:?}"
         ));
     }
-    drain(&mut cq_a, 3)?;
+    drain(&da, &mut cq_a, 3)?;
     Ok(
         "8 messages each way with payload, remote CQ data and source; a canceled receive \
          FI_ECANCELED with its buffer and the next one filled; a 3-slot multi-receive buffer \
