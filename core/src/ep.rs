@@ -244,6 +244,52 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         ep.check_op_flags()?;
         Ok(ep)
     }
+
+    /// An enabled endpoint with a completion queue of format `F` for both directions and an
+    /// address vector of its own: what most programs set up first (fabtests'
+    /// `ft_init_fabric` does the same). It is [`open_cq`](Self::open_cq) with `cq`,
+    /// [`open_av`](Self::open_av) with the default attributes, [`endpoint`](Self::endpoint)
+    /// with `attr`, [`Endpoint::bind_cq`] with `TRANSMIT | RECV`, [`Endpoint::bind_av`] and
+    /// [`Endpoint::enable`].
+    ///
+    /// # Errors
+    /// What those return; nothing stays open then.
+    pub fn ready_endpoint<F: Format>(
+        &self,
+        attr: &EpAttr,
+        cq: &crate::cq::CqAttr,
+    ) -> Result<(Endpoint, CompletionQueue<N, F>, AddressVector)> {
+        let cq = self.open_cq::<F>(cq)?;
+        let av = match self.open_av(&crate::av::AvAttr::default()) {
+            Ok(av) => av,
+            Err(e) => {
+                let _ = cq.close(self);
+                return Err(e);
+            }
+        };
+        let ep = self.endpoint(attr).and_then(|mut ep| {
+            let set_up = ep
+                .bind_cq(self, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
+                .and_then(|()| ep.bind_av(self, &av))
+                .and_then(|()| ep.enable(self));
+            match set_up {
+                Ok(()) => Ok(ep),
+                Err(e) => {
+                    // Unbinds the CQ and the AV, so that they close below.
+                    let _ = ep.close(self);
+                    Err(e)
+                }
+            }
+        });
+        match ep {
+            Ok(ep) => Ok((ep, cq, av)),
+            Err(e) => {
+                let _ = av.close(self);
+                let _ = cq.close(self);
+                Err(e)
+            }
+        }
+    }
 }
 
 impl Endpoint {

@@ -14,8 +14,8 @@
 //! an endpoint on each; B posts a receive, A sends, B reads the completion.
 //!
 //! ```
-//! use ringfab::{av::AvAttr, cq::CqAttr, cq::entry::{Msg, MsgEntry, OpContext}};
-//! use ringfab::{domain::Domain, ep::EpAttr, flags::BindFlags};
+//! use ringfab::cq::{entry::{Msg, MsgEntry, OpContext}, CqAttr};
+//! use ringfab::{av::FiAddr, domain::Domain, ep::EpAttr};
 //! # use ringfab::hal::MacAddr;
 //! # let wire = ringfab_emu::Wire::new();
 //! # let dev = |last| {
@@ -29,15 +29,9 @@
 //! # let nic_a = ringfab_igb::Igb::new(dev_a.platform())?;
 //! # let nic_b = ringfab_igb::Igb::new(dev_b.platform())?;
 //! let (a, b) = (Domain::new(&nic_a), Domain::new(&nic_b));
-//! let (cq_a, cq_b) = (a.open_cq::<Msg>(&CqAttr::default())?, b.open_cq::<Msg>(&CqAttr::default())?);
-//! let (av_a, av_b) = (a.open_av(&AvAttr::default())?, b.open_av(&AvAttr::default())?);
-//! let (mut ep_a, mut ep_b) = (a.endpoint(&EpAttr::default())?, b.endpoint(&EpAttr::default())?);
-//! for (d, ep, cq, av) in [(&a, &mut ep_a, &cq_a, &av_a), (&b, &mut ep_b, &cq_b, &av_b)] {
-//!     ep.bind_cq(d, cq, BindFlags::TRANSMIT | BindFlags::RECV)?;
-//!     ep.bind_av(d, av)?;
-//!     ep.enable(d)?;
-//! }
-//! let mut peer = [ringfab::av::FiAddr::NOTAVAIL];
+//! let (ep_a, _, av_a) = a.ready_endpoint::<Msg>(&EpAttr::default(), &CqAttr::default())?;
+//! let (ep_b, cq_b, _) = b.ready_endpoint::<Msg>(&EpAttr::default(), &CqAttr::default())?;
+//! let mut peer = [FiAddr::NOTAVAIL];
 //! av_a.insert(&a, &[ep_b.name()], &mut peer)?;
 //!
 //! let mr = b.register(vec![0u8; 4096])?;

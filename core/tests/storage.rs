@@ -215,3 +215,30 @@ fn a_storage_serves_one_domain() {
     );
     assert_eq!(d.max_cq_size(), 16);
 }
+
+#[test]
+fn a_ready_endpoint_is_enabled_and_a_failed_one_leaves_nothing_open() {
+    let p = pair();
+    let d = Domain::<_, D>::with_capacities(&p.nic_a, &ONE);
+    let (ep, cq, av) = d
+        .ready_endpoint::<Msg>(&EpAttr::default(), &CqAttr::default())
+        .unwrap();
+    assert!(ep.is_enabled(&d));
+    // The CQ and the AV are bound: closing them is fi_close's Busy until the endpoint goes.
+    let (cq, av) = (cq.close(&d).unwrap_err().1, av.close(&d).unwrap_err().1);
+    ep.close(&d).unwrap();
+    cq.close(&d).unwrap();
+    av.close(&d).unwrap();
+
+    // One hardware queue: the endpoint cannot be enabled, and the CQ and AV it opened are
+    // closed again (the domain has one of each).
+    let one_queue = Capacities { queues: 1, ..ONE };
+    let d = Domain::<_, D>::with_capacities(&p.nic_b, &one_queue);
+    assert_eq!(
+        d.ready_endpoint::<Msg>(&EpAttr::default(), &CqAttr::default())
+            .err(),
+        Some(Error::Full(Capacity::Queues))
+    );
+    assert!(d.open_cq::<Msg>(&CqAttr::default()).is_ok());
+    assert!(d.open_av(&AvAttr::default()).is_ok());
+}
