@@ -1,0 +1,386 @@
+//! Sends: `fi_send`, `fi_senddata`, `fi_sendmsg`, gather sends (`fi_sendv`) and `fi_inject`,
+//! with the checks and the header every one of them shares.
+
+use crate::av::FiAddr;
+use crate::cq::entry::OpContext;
+use crate::cq::queue::CqRef;
+use crate::domain::Domain;
+use crate::flags::OpFlags;
+use crate::hal::{DmaRegion, Nic, TxSegment};
+use crate::mr::{Buf, Iov, RawBuf};
+use crate::path::{Poster, NO_MR};
+use crate::proto::{self, Header, MAX_HEADER_LEN};
+use crate::{Error, Result};
+
+use super::*;
+
+impl Endpoint {
+    /// Sends `len` payload bytes of `buf` (written at [`payload_offset`](Self::payload_offset))
+    /// to `dest` (`fi_send`), with the endpoint's default transmit flags. The buffer comes back
+    /// with the completion ([`CompletionQueue::read_owned`]), or with the error.
+    ///
+    /// # Errors
+    /// See [`sendmsg`](Self::sendmsg).
+    pub fn send<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        buf: Buf<'d>,
+        len: usize,
+        dest: FiAddr,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
+        self.sendmsg(dom, buf, len, dest, None, context, self.attr.tx_op_flags)
+    }
+
+    /// [`send`](Self::send) with remote CQ data (`fi_senddata`): the receiver's completion
+    /// carries `data` with `FI_REMOTE_CQ_DATA`.
+    ///
+    /// # Errors
+    /// See [`sendmsg`](Self::sendmsg).
+    pub fn senddata<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        buf: Buf<'d>,
+        len: usize,
+        data: u64,
+        dest: FiAddr,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
+        let flags = self.attr.tx_op_flags | OpFlags::REMOTE_CQ_DATA;
+        self.sendmsg(dom, buf, len, dest, Some(data), context, flags)
+    }
+
+    /// Sends with explicit flags (`fi_sendmsg`). `FI_MORE` defers the doorbell to a later call
+    /// without it — the way to send a batch with one doorbell; a call that fails rings it
+    /// too, so deferred posts never wait for a call that may not come. `data` is sent with
+    /// `FI_REMOTE_CQ_DATA` (which must then be in `flags`).
+    ///
+    /// # Errors
+    /// The buffer comes back with the error, and nothing was posted:
+    /// `OpBadState` before [`enable`](Self::enable); `BadFlags` for flags a DGRAM endpoint
+    /// cannot honour (`FI_DELIVERY_COMPLETE`, `FI_MATCH_COMPLETE`, `FI_COMMIT_COMPLETE`,
+    /// `FI_FENCE`, unknown bits) or `REMOTE_CQ_DATA` without data; `MsgSize` for a payload
+    /// over [`max_msg_size`](Self::max_msg_size); `Inval` for a buffer too short for header
+    /// and payload or a destination not in the AV; `Again` when the ring, the op table or the
+    /// CQ's credits are full (retry after reading completions).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "fi_sendmsg's message fields, its flags, and the domain the endpoint is in"
+    )]
+    pub fn sendmsg<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        mut buf: Buf<'d>,
+        len: usize,
+        dest: FiAddr,
+        data: Option<u64>,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
+        let header = match self.check_send(dom, len, dest, data, flags) {
+            Ok(h) => h,
+            Err(e) => return Err((e, buf)),
+        };
+        let Some(segment) = buf.tx_segment(self.payload_offset() + len) else {
+            return Err((Error::Inval, buf));
+        };
+        let mut bytes = [0u8; MAX_HEADER_LEN];
+        if let Err(e) = buf.write(0, header.emit(self.attr.encap, &mut bytes)) {
+            return Err((e, buf));
+        }
+        let r = self.post_tx(dom, &[segment], buf.raw(), context, flags);
+        buf.posted(r)
+    }
+
+    /// Buffers a gather send may have: [`IOV_MAX`](crate::mr::IOV_MAX), or fewer where the
+    /// NIC takes fewer segments per frame (one goes to ringfab's header).
+    pub fn iov_limit<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> usize {
+        crate::mr::IOV_MAX.min(dom.nic().capabilities().max_tx_segments.saturating_sub(1))
+    }
+
+    /// Sends the buffers of `iov` as one message, in order (`fi_sendv`), with the endpoint's
+    /// default transmit flags: each contributes the bytes [`Iov::push`] said, from its start.
+    /// ringfab's header goes out of the endpoint's own bounce memory in front of them, so
+    /// nothing is copied. The buffers come back together with the completion
+    /// ([`CompletionQueue::read_owned_iov`]), or with the error.
+    ///
+    /// # Errors
+    /// See [`sendmsgv`](Self::sendmsgv).
+    #[allow(
+        clippy::result_large_err,
+        reason = "decision 6: the buffers come back with the error; no allocator to box them"
+    )]
+    pub fn sendv<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        iov: Iov<'d>,
+        dest: FiAddr,
+        context: OpContext,
+    ) -> core::result::Result<(), (Error, Iov<'d>)> {
+        self.sendmsgv(dom, iov, dest, None, context, self.attr.tx_op_flags)
+    }
+
+    /// [`sendv`](Self::sendv) with explicit flags and remote CQ data (`fi_sendmsg` with an
+    /// iov).
+    ///
+    /// # Errors
+    /// The buffers come back with the error and nothing was posted: `Inval` for an empty
+    /// list, more buffers than [`iov_limit`](Self::iov_limit), or an empty buffer; `Again`
+    /// when the path's gather records, the ring, the op table or the CQ's credits are full;
+    /// otherwise as [`sendmsg`](Self::sendmsg).
+    #[allow(
+        clippy::result_large_err,
+        reason = "decision 6: the buffers come back with the error; no allocator to box them"
+    )]
+    pub fn sendmsgv<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        iov: Iov<'d>,
+        dest: FiAddr,
+        data: Option<u64>,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> core::result::Result<(), (Error, Iov<'d>)> {
+        let n = iov.len();
+        if n == 0 || n > self.iov_limit(dom) || (0..n).any(|i| iov.get(i).is_some_and(|b| b.1 == 0))
+        {
+            return Err((Error::Inval, iov));
+        }
+        let header = match self.check_send(dom, iov.total(), dest, data, flags) {
+            Ok(h) => h,
+            Err(e) => return Err((e, iov)),
+        };
+        let Some(tx) = self.tx_path(dom) else {
+            return Err((Error::OpBadState, iov));
+        };
+        let cq = match self.cq_slot(dom, self.tx_cq) {
+            Ok(cq) => cq,
+            Err(e) => return Err((e, iov)),
+        };
+        let mut bytes = [0u8; MAX_HEADER_LEN];
+        let bytes = header.emit(self.attr.encap, &mut bytes);
+        let mut segs = [TxSegment {
+            iova: crate::hal::Iova(0),
+            len: 0,
+        }; crate::mr::IOV_MAX + 1];
+        let mut raws = [None; crate::mr::IOV_MAX];
+        for i in 0..n {
+            let Some((b, len)) = iov.get(i) else {
+                return Err((Error::Inval, iov));
+            };
+            let Some(seg) = b.tx_segment(len) else {
+                return Err((Error::Inval, iov));
+            };
+            segs[i + 1] = seg;
+            raws[i] = Some(b.raw());
+        }
+        let r = tx.with_state(|st| {
+            // The header goes out of the bounce slot of the op-table slot the post takes, as
+            // an inject's frame does: free exactly as long as that slot is.
+            let slot = st.next_slot().ok_or(Error::Again)?;
+            let offset = slot * INJECT_SLOT;
+            let bounce = st.bounce.as_ref().ok_or(Error::OpBadState)?;
+            bounce.write_bytes(offset, bytes);
+            segs[0] = TxSegment {
+                iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
+                len: bytes.len() as u16,
+            };
+            let first = raws[0].ok_or(Error::Inval)?;
+            let mut extra = [None; crate::mr::IOV_MAX - 1];
+            extra.copy_from_slice(&raws[1..]);
+            let r = st.post_send_iov(
+                &cq,
+                &segs[..n + 1],
+                first,
+                extra,
+                context,
+                flags,
+                self.poster(),
+            );
+            if !flags.contains(OpFlags::MORE) || r.is_err() {
+                st.doorbell();
+            }
+            r
+        });
+        iov.posted(r)
+    }
+
+    /// Sends `payload` without a buffer of the application's (`fi_inject`): it is copied into
+    /// one of the endpoint's bounce buffers, so `payload` may be reused at once, and no
+    /// completion is generated for success (an error still reaches the CQ, with a NULL
+    /// context).
+    ///
+    /// # Errors
+    /// `MsgSize` over [`inject_size`](Self::inject_size); otherwise as
+    /// [`sendmsg`](Self::sendmsg).
+    pub fn inject<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        payload: &[u8],
+        dest: FiAddr,
+    ) -> Result {
+        self.inject_inner(dom, payload, None, dest)
+    }
+
+    /// [`inject`](Self::inject) with remote CQ data (`fi_injectdata`).
+    ///
+    /// # Errors
+    /// As [`inject`](Self::inject).
+    pub fn injectdata<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        payload: &[u8],
+        data: u64,
+        dest: FiAddr,
+    ) -> Result {
+        self.inject_inner(dom, payload, Some(data), dest)
+    }
+
+    pub(super) fn inject_inner<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        payload: &[u8],
+        data: Option<u64>,
+        dest: FiAddr,
+    ) -> Result {
+        if payload.len() > INJECT_SIZE {
+            return Err(Error::MsgSize);
+        }
+        let flags = if data.is_some() {
+            OpFlags::REMOTE_CQ_DATA
+        } else {
+            OpFlags::empty()
+        };
+        let header = self.check_send(dom, payload.len(), dest, data, flags)?;
+        let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
+        let mut bytes = [0u8; MAX_HEADER_LEN];
+        let bytes = header.emit(self.attr.encap, &mut bytes);
+        let cq = self.cq_slot(dom, self.tx_cq)?;
+        tx.with_state(|st| {
+            // The bounce slot belongs to the op-table slot the post will take: it is free
+            // exactly as long as that slot is.
+            let slot = st.next_slot().ok_or(Error::Again)?;
+            let offset = slot * INJECT_SLOT;
+            let bounce = st.bounce.as_ref().ok_or(Error::OpBadState)?;
+            bounce.write_bytes(offset, bytes);
+            bounce.write_bytes(offset + bytes.len(), payload);
+            let len = bytes.len() + payload.len();
+            let segment = TxSegment {
+                iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
+                len: len as u16,
+            };
+            let raw = RawBuf {
+                cpu: 0,
+                iova: segment.iova,
+                len: len as u32,
+                mr: NO_MR,
+            };
+            // No operation context of the application's: an error reports the endpoint's.
+            st.post_send_with(
+                &cq,
+                &[segment],
+                raw,
+                self.attr.context,
+                false,
+                self.poster(),
+            )?;
+            st.doorbell();
+            Ok(())
+        })
+    }
+
+    /// Checks a send and builds its header.
+    pub(super) fn check_send<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        len: usize,
+        dest: FiAddr,
+        data: Option<u64>,
+        flags: OpFlags,
+    ) -> Result<Header> {
+        self.usable(dom)?;
+        if !TX_FLAGS_OK.contains(flags) || flags.contains(OpFlags::REMOTE_CQ_DATA) != data.is_some()
+        {
+            return Err(Error::BadFlags);
+        }
+        if len > self.max_msg_size(dom) {
+            return Err(Error::MsgSize);
+        }
+        let av = self.av.and_then(|i| dom.avs().get(i)).ok_or(Error::NoAv)?;
+        let (peer, rx) = av.lookup(dest).ok_or(Error::Inval)?;
+        let (dst, dst_ctx) = if peer.mac.is_multicast() {
+            (peer.mac, proto::ANY_CTX)
+        } else if rx > 0 {
+            // A named receive context of a scalable endpoint (`fi_rx_addr`).
+            (proto::context_mac(peer.mac, rx), rx)
+        } else {
+            (peer.mac, peer.ctx)
+        };
+        Ok(Header {
+            dst,
+            src: self.source.mac,
+            dst_ctx,
+            src_ctx: self.source.ctx,
+            payload_len: len as u16,
+            data,
+            flow: proto::flow(self.attr.tx_queue, self.source.ctx),
+        })
+    }
+
+    /// Who posts, on a shared transmit path: `None` on the endpoint's own queue.
+    pub(super) fn poster(&self) -> Option<Poster> {
+        self.stx?;
+        let b = self.tx_cq?;
+        Some(Poster {
+            cq: b.cq,
+            bind: b.flags,
+            owner: self.owner,
+            cntr: self.tx_cntr,
+        })
+    }
+
+    /// What polling one of the endpoint's paths on behalf of `binding`'s CQ needs (the CQ
+    /// exists: `cq_slot` was asked first).
+    pub(super) fn poll_ctx<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        binding: Option<CqBinding>,
+    ) -> crate::path::PollCtx<'d, N> {
+        let mut ctx = dom.poll_ctx(binding.map_or(0, |b| b.cq));
+        ctx.owner = self.owner;
+        ctx
+    }
+
+    pub(super) fn cq_slot<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        binding: Option<CqBinding>,
+    ) -> Result<CqRef<'d>> {
+        let b = binding.ok_or(Error::NoCq)?;
+        dom.cq(b.cq).ok_or(Error::NoCq)
+    }
+
+    pub(super) fn post_tx<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        segments: &[TxSegment],
+        raw: RawBuf,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> Result {
+        let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
+        let cq = self.cq_slot(dom, self.tx_cq)?;
+        tx.with_state(|st| {
+            let r = st.post_send(&cq, segments, raw, context, flags, self.poster());
+            // A refused post rings too: earlier FI_MORE posts must not wait for a call that
+            // may never come.
+            if !flags.contains(OpFlags::MORE) || r.is_err() {
+                st.doorbell();
+            }
+            r
+        })
+    }
+}
