@@ -5,6 +5,41 @@ use core::fmt;
 /// `Result` with ringfab's [`Error`].
 pub type Result<T = ()> = core::result::Result<T, Error>;
 
+/// Which fixed capacity of a domain an open or a registration found used up.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum Capacity {
+    /// `Capacities::queues`: hardware queues (endpoints, contexts, shared contexts).
+    Queues,
+    /// `Capacities::cqs`: completion queues.
+    Cqs,
+    /// `Capacities::cq_size`: a CQ asked for more entries than an aux queue holds.
+    CqSize,
+    /// `Capacities::mrs`: memory registrations.
+    Mrs,
+    /// `Capacities::avs`: address vectors.
+    Avs,
+    /// `Capacities::av_entries`: addresses in one address vector.
+    AvEntries,
+    /// The NIC's interrupt vectors (a blocking CQ takes one of its own).
+    Vectors,
+}
+
+impl Capacity {
+    /// The name of the capacity (or NIC resource) that bounds it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Capacity::Queues => "queues (hardware queues)",
+            Capacity::Cqs => "cqs (completion queues)",
+            Capacity::CqSize => "cq_size (entries of one completion queue)",
+            Capacity::Mrs => "mrs (memory registrations)",
+            Capacity::Avs => "avs (address vectors)",
+            Capacity::AvEntries => "av_entries (addresses of one address vector)",
+            Capacity::Vectors => "the NIC's interrupt vectors",
+        }
+    }
+}
+
 /// A ringfab failure, named after the libfabric error it reports.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[non_exhaustive]
@@ -23,9 +58,9 @@ pub enum Error {
     Busy,
     /// `FI_ENOMEM`: out of memory (a DMA allocation the platform refused).
     NoMem,
-    /// `FI_ENOMEM`: a fixed capacity of the domain's [`Storage`](crate::storage::Storage) is
-    /// used up; the [`Capacity`](crate::storage::Capacity) says which.
-    Full(crate::storage::Capacity),
+    /// `FI_ENOMEM`: a fixed capacity of the domain's tables ([`crate::storage`]) is used up;
+    /// the [`Capacity`] says which.
+    Full(Capacity),
     /// `FI_EOVERRUN`: the queue overran; entries were lost.
     Overrun,
     /// `FI_ECANCELED`: the operation was cancelled.
@@ -148,6 +183,6 @@ mod tests {
         assert_eq!(Error::TimedOut.errno(), 110);
         assert_eq!(Error::NoData.errno(), 61);
         assert_eq!(Error::Device(ringfab_hal::Error::ResetTimeout).errno(), 5);
-        assert_eq!(Error::Full(crate::storage::Capacity::Cqs).errno(), 12);
+        assert_eq!(Error::Full(Capacity::Cqs).errno(), 12);
     }
 }

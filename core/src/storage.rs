@@ -31,40 +31,7 @@ use crate::hal::Nic;
 use crate::mr::MrSlot;
 use crate::path::PathSlot;
 
-/// Which fixed capacity of a domain an open or a registration found used up.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[non_exhaustive]
-pub enum Capacity {
-    /// [`Capacities::queues`]: hardware queues (endpoints, contexts, shared contexts).
-    Queues,
-    /// [`Capacities::cqs`]: completion queues.
-    Cqs,
-    /// [`Capacities::cq_size`]: a CQ asked for more entries than an aux queue holds.
-    CqSize,
-    /// [`Capacities::mrs`]: memory registrations.
-    Mrs,
-    /// [`Capacities::avs`]: address vectors.
-    Avs,
-    /// [`Capacities::av_entries`]: addresses in one address vector.
-    AvEntries,
-    /// The NIC's interrupt vectors (a blocking CQ takes one of its own).
-    Vectors,
-}
-
-impl Capacity {
-    /// The name of the capacity (or NIC resource) that bounds it.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Capacity::Queues => "queues (hardware queues)",
-            Capacity::Cqs => "cqs (completion queues)",
-            Capacity::CqSize => "cq_size (entries of one completion queue)",
-            Capacity::Mrs => "mrs (memory registrations)",
-            Capacity::Avs => "avs (address vectors)",
-            Capacity::AvEntries => "av_entries (addresses of one address vector)",
-            Capacity::Vectors => "the NIC's interrupt vectors",
-        }
-    }
-}
+pub use crate::error::Capacity;
 
 /// How many of each object a domain can hold at once. The defaults suit a few endpoints per
 /// NIC; the memory they take is mostly op tables (one entry per ring slot, per hardware queue)
