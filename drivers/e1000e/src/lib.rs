@@ -1097,14 +1097,18 @@ impl<P: Platform, const N: usize> RxQueue for E1000eRx<'_, P, N> {
         n
     }
 
-    #[inline]
+    // Always inlined: the closure is core's read loop, whose captures stay in registers only
+    // while no call it reaches is left out of line.
+    #[inline(always)]
     fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
         let n = self.ring.poll_each(max, f);
         self.q.after_poll(n == 0 && self.ring.pending() != 0);
         n
     }
 
-    #[inline]
+    // Always inlined: the closure is core's read loop, whose captures stay in registers only
+    // while no call it reaches is left out of line.
+    #[inline(always)]
     fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
         let n = self.ring.poll_each_unhashed(max, f);
         self.q.after_poll(n == 0 && self.ring.pending() != 0);
