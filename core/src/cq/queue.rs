@@ -54,7 +54,9 @@ use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags};
 use crate::hal::Nic;
 use crate::mr::{owner_of, Buf, Iov, MrSlot, RawBuf};
-use crate::path::{release, ErrRecord, Outcome, Path, PathSlot, PathState, Plain, Sink, NO_CQ};
+use crate::path::{
+    release, ErrRecord, Outcome, Path, PathSlot, PathState, Plain, Sink, Window, NO_CQ,
+};
 use crate::storage::Capacity;
 use crate::{Error, Result};
 
@@ -157,16 +159,27 @@ struct ReadSink<'x, 'o, 's, F: Format, N: Nic> {
     slot: &'x CqSlot<'s>,
 }
 
-impl<F: Format, N: Nic> Sink for ReadSink<'_, '_, '_, F, N> {
+impl<'s, F: Format, N: Nic> Sink<'s> for ReadSink<'_, '_, 's, F, N> {
     type Entry = F::Entry;
 
     #[inline(always)]
-    fn window(&mut self) -> &mut [F::Entry] {
-        if self.stopped {
-            return &mut [];
+    fn window(&mut self) -> Window<'_, 's, F::Entry> {
+        // Entries `n..cap` (`cap` is `out.len()`, and `readfrom`/`read_owned` checked that
+        // the sources and buffers are as long); none once an error is queued.
+        let (n, end) = (self.n, if self.stopped { self.n } else { self.cap });
+        let d = &mut *self.d;
+        Window {
+            entries: d.out.get_mut(n..end).unwrap_or_default(),
+            src: d
+                .src
+                .as_deref_mut()
+                .map(|s| s.get_mut(n..end).unwrap_or_default()),
+            bufs: d
+                .bufs
+                .as_deref_mut()
+                .map(|b| b.get_mut(n..end).unwrap_or_default()),
+            whole: d.iovs.is_none(),
         }
-        let cap = self.cap.min(self.d.out.len());
-        self.d.out.get_mut(self.n..cap).unwrap_or_default()
     }
 
     #[inline(always)]
@@ -181,6 +194,12 @@ impl<F: Format, N: Nic> Sink for ReadSink<'_, '_, '_, F, N> {
             self.n += k;
             self.delivered += k;
         }
+    }
+
+    #[inline(always)]
+    fn commit_filled(&mut self, k: usize) {
+        self.n += k;
+        self.delivered += k;
     }
 
     #[inline(always)]
