@@ -1280,7 +1280,7 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Endpoint<'d, 's, 'n, N, D> {
                 return Err(Error::Inval);
             }
             let accepted = dev_len.min(raw.len) - header;
-            let r = st.post_recv(cq, raw, accepted, context, flags);
+            let r = st.post_recv_one(cq, raw, accepted, context, flags);
             if !flags.contains(OpFlags::MORE) || r.is_err() {
                 st.doorbell();
             }

@@ -149,6 +149,27 @@ impl LaneKey {
     }
 }
 
+/// The lane of a receive of `buf` that accepts `len` bytes, posted alone (no multi-receive
+/// group), whose success is reported if `report` ([`Lane::Recv`], [`Lane::OwnedRecv`]).
+#[inline(always)]
+fn recv_lane(report: bool, buf: &RawBuf, len: u32) -> LaneKey {
+    let accepts_all_but_a_header =
+        || (proto::MAX_HEADER_LEN..=len as usize + proto::HEADER_LEN).contains(&(buf.len as usize));
+    if !report {
+        LaneKey::GENERAL
+    } else if buf.mr == NO_MR {
+        if len == buf.len {
+            LaneKey::of(Lane::Recv, NO_MR)
+        } else {
+            LaneKey::GENERAL
+        }
+    } else if buf.cpu != 0 && accepts_all_but_a_header() {
+        LaneKey::of(Lane::OwnedRecv, buf.mr)
+    } else {
+        LaneKey::GENERAL
+    }
+}
+
 impl Lane {
     /// The lane of a plain completion of `kind` on the raw layer.
     const fn plain(kind: OpKind) -> Lane {
@@ -338,6 +359,16 @@ impl Op {
         (self.buf.mr != NO_MR).then_some(self.buf)
     }
 
+    /// The fast lane a success of this operation may take ([`Lane`]).
+    fn lane(&self) -> LaneKey {
+        match self.kind {
+            _ if self.group != NO_GROUP => LaneKey::GENERAL,
+            OpKind::Recv => recv_lane(self.report, &self.buf, self.len),
+            OpKind::Send if self.report && self.buf.mr == NO_MR => LaneKey::of(Lane::Send, NO_MR),
+            _ => LaneKey::GENERAL,
+        }
+    }
+
     /// Marks the slot free (only `kind` and `plain` say so; the rest is overwritten by the
     /// next commit).
     #[inline(always)]
@@ -392,32 +423,22 @@ impl<const D: usize> OpTable<D> {
             .then_some(slot)
     }
 
+    /// Commits `op` into `slot`, its lane decided here ([`Lane`]).
     fn commit(&mut self, slot: usize, op: Op) {
-        let requested = op.report && op.group == NO_GROUP;
-        let plain = if !requested {
-            Lane::General
-        } else if op.buf.mr == NO_MR {
-            if op.kind != OpKind::Recv || op.len == op.buf.len {
-                Lane::plain(op.kind)
-            } else {
-                Lane::General
-            }
-        } else if op.kind == OpKind::Recv
-            && op.buf.cpu != 0
-            && op.buf.len as usize >= proto::MAX_HEADER_LEN
-            && op.buf.len as usize <= op.len as usize + proto::HEADER_LEN
-        {
-            Lane::OwnedRecv
-        } else {
-            Lane::General
-        };
-        self.ops[slot] = Op {
-            plain: match plain {
-                Lane::General => LaneKey::GENERAL,
-                lane => LaneKey::of(lane, op.buf.mr),
+        self.commit_as(
+            slot,
+            Op {
+                plain: op.lane(),
+                ..op
             },
-            ..op
-        };
+        );
+    }
+
+    /// Commits `op` into `slot` with the lane its poster decided (`op.plain`, as
+    /// [`Op::lane`] would).
+    #[inline(always)]
+    fn commit_as(&mut self, slot: usize, op: Op) {
+        self.ops[slot] = op;
         self.tail = self.tail.wrapping_add(1);
         self.live += 1;
     }
@@ -3296,8 +3317,26 @@ fn post_one_send<N: Nic, const D: usize>(
 }
 
 impl<N: Nic, const D: usize> PathState<'_, N, D> {
+    /// [`post_recv`](Self::post_recv) out of line, for a caller that posts one receive per
+    /// call (an endpoint's `recvmsg`): inlined there, it pushes the ring's own `push` and the
+    /// op table's `commit` out of line instead, which costs more.
+    #[inline(never)]
+    pub(crate) fn post_recv_one(
+        &mut self,
+        cq: &CqSlot<'_>,
+        buf: RawBuf,
+        len: u32,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> Result {
+        self.post_recv(cq, buf, len, context, flags)
+    }
+
     /// Posts one receive of `buf` (the whole buffer goes to the NIC; `len` bytes of it are
     /// accepted), reserving a CQ credit; nothing is left taken on failure. No doorbell.
+    /// Always inlined, into the raw layer's batch loop and into
+    /// [`post_recv_one`](Self::post_recv_one).
+    #[inline(always)]
     pub(crate) fn post_recv(
         &mut self,
         cq: &CqSlot<'_>,
@@ -3322,7 +3361,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
             cq.release_credit();
             return Err(push_error(e));
         }
-        self.table.commit(
+        self.table.commit_as(
             slot,
             Op {
                 kind: OpKind::Recv,
@@ -3331,7 +3370,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 len,
                 report,
                 group: NO_GROUP,
-                plain: LaneKey::GENERAL, // commit decides
+                plain: recv_lane(report, &buf, len),
                 ..Op::FREE
             },
         );
