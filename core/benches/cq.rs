@@ -19,6 +19,9 @@
 //!   with the last, then read the batch back with `read_owned`: an application's receive loop,
 //!   everything timed, per message.
 //!
+//! The endpoint's sends report to a CQ of their own (as libfabric's fabtests bind them);
+//! `--one-cq` binds them to the receive CQ, whose read then polls the idle transmit queue too.
+//!
 //! `--layer raw` measures the raw layer instead — a receive path opened without an endpoint
 //! (`Domain::open_rx`), whole frames into DMA memory posted with `Path::post_recvs`, read with
 //! `cq.read` — in the modes `read` and `cycle`.
@@ -29,7 +32,7 @@
 //!
 //! `cargo bench -p ringfab --bench cq [-- --entries N] [-- --batch B]
 //! [-- --mode read|read-owned|cycle] [-- --format msg|data] [-- --nic igb|e1000e|virtio-net]
-//! [-- --layer endpoint|raw]`
+//! [-- --layer endpoint|raw] [-- --one-cq]`
 
 use std::hint::black_box;
 use std::ptr::NonNull;
@@ -87,6 +90,8 @@ impl Mode {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Layer {
     Endpoint,
+    /// The endpoint with its sends on the receive CQ (`--one-cq`).
+    OneCq,
     Raw,
 }
 
@@ -112,6 +117,7 @@ fn main() {
         fail(format!("--batch must be between 1 and {MAX_BATCH}"));
     }
     let layer = match value("--layer").as_deref() {
+        None | Some("endpoint") if args.iter().any(|a| a == "--one-cq") => Layer::OneCq,
         None | Some("endpoint") => Layer::Endpoint,
         Some("raw") => Layer::Raw,
         Some(l) => fail(format!("unknown --layer {l} (endpoint, raw)")),
@@ -120,7 +126,7 @@ fn main() {
         None if layer == Layer::Raw => vec![Mode::Read, Mode::Cycle],
         None => vec![Mode::Read, Mode::ReadOwned, Mode::Cycle],
         Some("read") => vec![Mode::Read],
-        Some("read-owned") if layer == Layer::Endpoint => vec![Mode::ReadOwned],
+        Some("read-owned") if layer != Layer::Raw => vec![Mode::ReadOwned],
         Some("cycle") => vec![Mode::Cycle],
         Some(m) => fail(format!(
             "unknown --mode {m} (read, read-owned, cycle; raw: read, cycle)"
@@ -139,6 +145,7 @@ fn main() {
 
     let what = match layer {
         Layer::Endpoint => "endpoint receives into registered memory",
+        Layer::OneCq => "endpoint receives into registered memory, sends on the same CQ",
         Layer::Raw => "raw layer (Path::post_recvs, no endpoint)",
     };
     println!("CQ on the null device ({nic} driver), {what}, {entries} entries per figure");
@@ -200,7 +207,8 @@ fn on_nic<F: Format>(nic: &str, layer: Layer, mode: Mode, entries: usize, batch:
 
 fn run<N: Nic, F: Format>(nic: N, layer: Layer, mode: Mode, entries: usize, batch: usize) -> f64 {
     match layer {
-        Layer::Endpoint => run_endpoint::<N, F>(&nic, mode, entries, batch),
+        Layer::Endpoint => run_endpoint::<N, F>(&nic, mode, entries, batch, false),
+        Layer::OneCq => run_endpoint::<N, F>(&nic, mode, entries, batch, true),
         Layer::Raw => run_raw::<N, F>(&nic, mode, entries, batch),
     }
 }
@@ -244,7 +252,13 @@ impl Frames {
 
 /// Sets up an endpoint on `nic` (one CQ of format `F` for both directions, an AV holding
 /// [`PEER`]) and runs one measurement; ns per entry.
-fn run_endpoint<N: Nic, F: Format>(nic: &N, mode: Mode, entries: usize, batch: usize) -> f64 {
+fn run_endpoint<N: Nic, F: Format>(
+    nic: &N,
+    mode: Mode,
+    entries: usize,
+    batch: usize,
+    one_cq: bool,
+) -> f64 {
     let name = EpAddr {
         mac: nic.capabilities().mac,
         ctx: 0,
@@ -272,14 +286,15 @@ fn run_endpoint<N: Nic, F: Format>(nic: &N, mode: Mode, entries: usize, batch: u
         })
         .expect("endpoint");
     // Sends report to a CQ of their own, as libfabric's fabtests set endpoints up: the
-    // receive CQ's read polls the receive queue alone.
+    // receive CQ's read polls the receive queue alone. With `--one-cq` they share the receive
+    // CQ, whose read then also polls the (empty) transmit queue every other call.
     let tx_cq = domain
         .open_cq::<F>(&CqAttr {
             size: 16,
             ..CqAttr::default()
         })
         .expect("open the send CQ");
-    ep.bind_cq(&tx_cq, BindFlags::TRANSMIT)
+    ep.bind_cq(if one_cq { &cq } else { &tx_cq }, BindFlags::TRANSMIT)
         .expect("bind the send CQ");
     ep.bind_cq(&cq, BindFlags::RECV).expect("bind CQ");
     ep.bind_av(&av).expect("bind AV");

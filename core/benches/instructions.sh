@@ -11,14 +11,17 @@
 #                last, read them back with `read_owned`) per message, minus the device's own
 #                `complete_rx`; also split into post and read.
 #
-# With --raw, the raw layer instead (`Path::post_recvs`, `cq.read`): read and cycle.
+# With --raw, the raw layer instead (`Path::post_recvs`, `cq.read`): read and cycle. With
+# --one-cq, the endpoint's sends report to its receive CQ (the benchmark's `--one-cq`).
 #
-#   core/benches/instructions.sh [--raw] [igb|e1000e|virtio-net …]   (default: igb; needs valgrind)
+#   core/benches/instructions.sh [--raw|--one-cq] [igb|e1000e|virtio-net …]
+#   (default: igb; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-layer=endpoint
+layer=endpoint extra=()
 if [ "${1:-}" = --raw ]; then layer=raw; shift; fi
+if [ "${1:-}" = --one-cq ]; then extra=(--one-cq); shift; fi
 nics=("$@")
 [ ${#nics[@]} -gt 0 ] || nics=(igb)
 bin=$(cargo bench -p ringfab --bench cq --no-run --message-format=json 2>/dev/null |
@@ -41,11 +44,11 @@ per() { # per-entry cost in profiles $1.$small / $1.$large of function $2 minus 
 profile() { # profile $1 of mode $2 at batch $3 on NIC $4
   for n in $small $large; do
     valgrind --tool=callgrind --callgrind-out-file="$1.$n" "$bin" --layer "$layer" --nic "$4" \
-      --mode "$2" --format msg --batch "$3" --entries "$n" >/dev/null 2>&1
+      --mode "$2" --format msg --batch "$3" --entries "$n" "${extra[@]}" >/dev/null 2>&1
   done
 }
 for nic in "${nics[@]}"; do
-  echo "$nic ($layer)"
+  echo "$nic ($layer${extra:+, one CQ})"
   if [ "$layer" = raw ]; then
     printf '%-6s %12s %14s %13s %13s\n' batch "read/entry" "cycle/op" "(post/op" "read/op)"
   else
