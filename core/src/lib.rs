@@ -1,11 +1,13 @@
 //! ringfab: libfabric's completion-queue and endpoint semantics on NIC descriptor rings.
 //!
 //! What exists: the error model every object returns, completion counters ([`cntr`],
-//! `fi_cntr`), and the first slice of the hard completion queue — a [`domain::Domain`] over one
-//! NIC with caller-provided slabs, [`path`]s (one hardware queue and its op table each), and
-//! [`cq::CompletionQueue`] reading completions straight from the bound rings. Endpoints come
-//! next; until then [`path::Path`] carries a stand-in poster. Everything is built on the
-//! [`ringfab_hal`] contract and never names a driver or a platform.
+//! `fi_cntr`), the hard completion queue — a [`domain::Domain`] over one NIC with one storage,
+//! [`path`]s (one hardware queue and its op table each), and [`cq::CompletionQueue`] reading
+//! completions straight from the bound rings — memory registration ([`mr`]), address vectors
+//! ([`av`]) and DGRAM endpoints ([`ep`], with scalable endpoints and shared contexts) on
+//! ringfab's frame format ([`proto`]). Below endpoints, a path can be used raw (whole frames,
+//! [`path`]'s "The raw layer"). Everything is built on the [`ringfab_hal`] contract and never
+//! names a driver or a platform.
 #![no_std]
 
 #[cfg(feature = "alloc")]

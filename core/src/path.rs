@@ -63,8 +63,16 @@
 //! endpoint's own queue. An endpoint that leaves puts the receives its frames filled, unread,
 //! back into the ring: they are the context's buffers.
 //!
-//! This module also holds the stand-in poster ([`Path::post_recvs`], [`Path::post_sends`]) used
-//! until endpoints exist; endpoints will post through the same op table.
+//! # The raw layer
+//!
+//! A path opened without an endpoint ([`Domain::open_rx`], [`Domain::open_tx`]) and bound to a
+//! CQ ([`CompletionQueue::bind`](crate::cq::CompletionQueue::bind)) is the layer below
+//! endpoints: whole Ethernet frames in DMA memory the application keeps, posted in batches with
+//! [`Path::post_recvs`] and [`Path::post_sends`] (one lock and one doorbell per batch), read
+//! through the same CQ — credits, order, errors, selective completion and `cancel_all` as for
+//! an endpoint, but no header, no addressing, no owned buffers: an entry carries the context
+//! and, for a receive, the frame's length. It is what the CQ was first built and tested on;
+//! endpoints post through the same op table.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
@@ -3029,7 +3037,7 @@ pub struct SendPost<'a> {
     pub flags: OpFlags,
 }
 
-/// Send flags the stand-in poster accepts: the completion levels a DGRAM transmit can honour
+/// Send flags the raw layer accepts: the completion levels a DGRAM transmit can honour
 /// (docs/architecture.md, "Completion levels").
 const SEND_FLAGS_OK: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::INJECT_COMPLETE)
@@ -3066,30 +3074,69 @@ impl<'d, 's, 'n, N: Nic + 'n, const D: usize> Path<'d, 's, 'n, N, D> {
         Ok(())
     }
 
-    /// Posts receive buffers, in order, and rings the doorbell once for all of them. The
-    /// stand-in for `Endpoint::recv` until endpoints exist.
+    /// Posts receive buffers, in order, and rings the doorbell once for all of them: the raw
+    /// layer's receive ([module documentation](self), "The raw layer"). Each completion's
+    /// entry carries the post's context and the frame's length (Ethernet header included, FCS
+    /// not).
     ///
-    /// Each receive reserves a credit of the bound CQ (so its completion can never be lost);
-    /// posting stops at the first one that cannot be posted, with the op slot and credit it
-    /// took released again.
+    /// The buffers are device addresses: memory the device may write (from
+    /// [`Nic::alloc_dma`], or registered), which the application
+    /// keeps and does not use while the receive is posted — core never touches it. Each
+    /// receive reserves a credit of the bound CQ (so its completion can never be lost); posting
+    /// stops at the first one that cannot be posted, with the op slot and credit it took
+    /// released again.
+    ///
+    /// ```
+    /// use ringfab::cq::{entry::{Msg, MsgEntry, OpContext}, CqAttr};
+    /// use ringfab::domain::Domain;
+    /// use ringfab::flags::{BindFlags, OpFlags};
+    /// use ringfab::hal::{DmaRegion, Nic, RxBuffer, RxConfig};
+    /// use ringfab::path::RecvPost;
+    /// use ringfab::Storage;
+    /// use ringfab_emu::{null::NullPlatform, Igb82576};
+    ///
+    /// // The do-nothing 82576: it completes every buffer with a 64-byte frame at the doorbell.
+    /// let nic = ringfab_igb::Igb::new(NullPlatform::<Igb82576>::new()).unwrap();
+    /// let mut storage = Storage::<_, 64, 1, 1, 64>::boxed();
+    /// let domain = Domain::new(&nic, &mut storage);
+    /// let cq = domain.open_cq::<Msg>(&CqAttr { size: 64, ..CqAttr::default() })?;
+    /// let rx = domain.open_rx(0, RxConfig::new(2048))?;
+    /// cq.bind(&rx, BindFlags::RECV)?;
+    /// let mem = nic.alloc_dma(4 * 2048)?;
+    /// let posts: Vec<RecvPost> = (0..4)
+    ///     .map(|i| RecvPost {
+    ///         buf: RxBuffer { iova: mem.iova().checked_add(i * 2048).unwrap(), len: 2048 },
+    ///         len: 2048,
+    ///         context: OpContext(i as usize),
+    ///         flags: OpFlags::empty(),
+    ///     })
+    ///     .collect();
+    /// assert_eq!(rx.post_recvs(&posts), Ok(4));
+    /// let mut out = [MsgEntry::default(); 8];
+    /// assert_eq!(cq.read(&mut out), Ok(4));
+    /// assert_eq!((out[3].op_context, out[3].len), (OpContext(3), 64));
+    /// # cq.unbind(&rx)?;
+    /// # Ok::<(), ringfab::Error>(())
+    /// ```
     ///
     /// # Errors
     /// Only when not even the first could be posted: `Again` (no CQ credit, ring or op table
     /// full), `NoCq` (not bound), `OpBadState` (the CQ is overrun, or this is a transmit path),
     /// `Inval` (`len` above the buffer, or a buffer below the queue's size), `BadFlags`.
     /// Otherwise `Ok(n)`, the number posted (the caller retries the rest).
-    #[doc(hidden)]
     pub fn post_recvs(&self, posts: &[RecvPost]) -> Result<usize> {
         self.post_batch(posts, post_one_recv)
     }
 
-    /// Posts sends, in order, with one doorbell. As [`post_recvs`](Self::post_recvs), for a
-    /// transmit path; the stand-in for `Endpoint::send`.
+    /// Posts sends, in order, with one doorbell: the raw layer's send. As
+    /// [`post_recvs`](Self::post_recvs), for a transmit path; each [`SendPost`] names a whole
+    /// frame (Ethernet header included) in device memory the application keeps until its
+    /// completion (an entry with the post's context; none for a success not asked for under
+    /// `FI_SELECTIVE_COMPLETION`).
     ///
     /// # Errors
     /// As `post_recvs`; `MsgSize` for a frame the device cannot send, `Inval` for a bad
     /// segment list.
-    #[doc(hidden)]
     pub fn post_sends(&self, posts: &[SendPost<'_>]) -> Result<usize> {
         self.post_batch(posts, post_one_send)
     }
