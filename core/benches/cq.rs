@@ -1,53 +1,98 @@
 //! Completion-queue benchmark (not a test: it asserts only that every completion arrives).
 //!
-//! A real driver under a core [`Domain`], on the do-nothing device of `ringfab_emu::null` (a
-//! device of the driver's NIC that completes every buffer the moment its doorbell is rung), one
-//! receive path bound to one CQ. `--nic igb` (the default), `e1000e` or `virtio-net`. Receives are posted through the stand-in poster
-//! (`Path::post_recvs`, one doorbell per call), so what is measured is core plus the driver.
+//! What an application reaches: an endpoint on a real driver under a core [`Domain`], on the
+//! do-nothing device of `ringfab_emu::null` (a device of the driver's NIC that completes every
+//! buffer the moment its doorbell is rung, with a 64-byte frame), receives posted with
+//! `Endpoint::recvmsg` into owned buffers of registered memory, read from the endpoint's CQ.
+//! The null device writes no frame data: each buffer holds, from the start, the ringfab header
+//! a peer in the endpoint's address vector would have sent (a 34-byte payload), so every
+//! completion goes through the header check and the source lookup as a real one does.
+//! `--nic igb` (the default), `e1000e` or `virtio-net`.
 //!
-//! * **read**: post [`ROUND`] receives (not timed; the null device completes them in the
-//!   doorbell), then time only `cq.read` in batches of 1, 16 or 64 entries until all are read.
-//!   ns per entry.
-//! * **cycle**: post a batch of receives (doorbell inside the poster, the device completes them),
-//!   then read the whole batch back; ns per operation, everything timed.
+//! * **read**: post [`ROUND`] receives (not timed; the device completes them at the doorbell),
+//!   then time only `cq.read` with room for 1, 16 or 64 entries per call until all are read.
+//!   `read` drops each owned buffer (its region counts it back); the next round posts buffers
+//!   carved afresh from the same memory, registered again.
+//! * **read-owned**: the same with `cq.read_owned`, which hands back the buffers, in bulk, with
+//!   each entry's source.
+//! * **cycle**: post a batch of receives (the buffers the last read handed back), the doorbell
+//!   with the last, then read the batch back with `read_owned`: an application's receive loop,
+//!   everything timed, per message.
 //!
-//! The timed work is in `#[inline(never)]` functions — `cq_read_all` (the reads),
-//! `cq_post_batch` (the poster) and `cq_cycle` (both) — so that callgrind can attribute it;
+//! The endpoint's sends report to a CQ of their own (as libfabric's fabtests bind them);
+//! `--one-cq` binds them to the receive CQ, whose read then polls the idle transmit queue too.
+//!
+//! `--layer raw` measures the raw layer instead — a receive path opened without an endpoint
+//! (`Domain::open_rx`), whole frames into DMA memory posted with `Path::post_recvs`, read with
+//! `cq.read` — in the modes `read` and `cycle`.
+//!
+//! The timed work is in `#[inline(never)]` functions — `cq_read_all`, `cq_read_owned_all`,
+//! `cq_post_batch` and `cq_cycle` — so that callgrind can attribute it;
 //! `core/benches/instructions.sh` counts instructions per entry that way.
 //!
-//! `cargo bench -p ringfab --bench cq [-- --entries N] [-- --batch B] [-- --mode read|cycle]
-//! [-- --format msg|data] [-- --nic igb|e1000e|virtio-net]`
+//! `cargo bench -p ringfab --bench cq [-- --entries N] [-- --batch B]
+//! [-- --mode read|read-owned|cycle] [-- --format msg|data] [-- --nic igb|e1000e|virtio-net]
+//! [-- --layer endpoint|raw] [-- --one-cq]`
 
 use std::hint::black_box;
+use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
+use ringfab::av::{AvAttr, EpAddr, FiAddr};
 use ringfab::cq::entry::{Data, Format, Msg, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, OpFlags};
-use ringfab::hal::{DmaRegion, Iova, Nic, RxBuffer, RxConfig};
+use ringfab::hal::{DmaRegion, Iova, MacAddr, Nic, RxBuffer, RxConfig};
+use ringfab::mr::{Buf, MemoryRegion, PAGE};
 use ringfab::path::{Path, RecvPost};
+use ringfab::proto::{Encap, Header, HEADER_LEN, MAX_HEADER_LEN};
 use ringfab::{Capacities, Error};
 use ringfab_e1000e::E1000e;
-use ringfab_emu::null::NullPlatform;
+use ringfab_emu::null::{NullPlatform, RX_FRAME_LEN};
 use ringfab_emu::{E1000e82574, Igb82576, VirtioNetPci};
 use ringfab_igb::Igb;
 use ringfab_virtio_net::VirtioNet;
 
-/// Ring depth of the receive path (and size of its op table).
+/// Ring depth of the receive queue (and size of its op table).
 const D: usize = 256;
-/// Receives posted before each timed drain in the read measurement: a multiple of every batch,
+/// Receives posted before each timed drain in the read measurements: a multiple of every batch,
 /// below the ring's capacity.
 const ROUND: usize = 192;
-/// Receive buffer size (the null device writes nothing into the buffers).
+/// Receive buffer size (the endpoint's `rx_buf_len` and every buffer's length).
 const SLOT: usize = 2048;
 const BATCHES: [usize; 3] = [1, 16, 64];
 const MAX_BATCH: usize = 64;
+/// The peer whose frames the buffers hold: the AV's first entry.
+const PEER: EpAddr = EpAddr {
+    mac: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
+    ctx: 3,
+};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Read,
+    ReadOwned,
     Cycle,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Read => "read",
+            Mode::ReadOwned => "read_owned",
+            Mode::Cycle => "post → complete → read_owned",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layer {
+    Endpoint,
+    /// The endpoint with its sends on the receive CQ (`--one-cq`).
+    OneCq,
+    Raw,
 }
 
 fn main() {
@@ -58,6 +103,10 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
+    let fail = |what: String| -> ! {
+        eprintln!("cq: {what}");
+        std::process::exit(2);
+    };
     let entries: usize = value("--entries")
         .and_then(|v| v.parse().ok())
         .unwrap_or(4_000_000);
@@ -65,55 +114,59 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .map_or(BATCHES.to_vec(), |b| vec![b]);
     if batches.iter().any(|&b| b == 0 || b > MAX_BATCH) {
-        eprintln!("cq: --batch must be between 1 and {MAX_BATCH}");
-        std::process::exit(2);
+        fail(format!("--batch must be between 1 and {MAX_BATCH}"));
     }
+    let layer = match value("--layer").as_deref() {
+        None | Some("endpoint") if args.iter().any(|a| a == "--one-cq") => Layer::OneCq,
+        None | Some("endpoint") => Layer::Endpoint,
+        Some("raw") => Layer::Raw,
+        Some(l) => fail(format!("unknown --layer {l} (endpoint, raw)")),
+    };
     let modes = match value("--mode").as_deref() {
-        None => vec![Mode::Read, Mode::Cycle],
+        None if layer == Layer::Raw => vec![Mode::Read, Mode::Cycle],
+        None => vec![Mode::Read, Mode::ReadOwned, Mode::Cycle],
         Some("read") => vec![Mode::Read],
+        Some("read-owned") if layer != Layer::Raw => vec![Mode::ReadOwned],
         Some("cycle") => vec![Mode::Cycle],
-        Some(m) => {
-            eprintln!("cq: unknown --mode {m} (read, cycle)");
-            std::process::exit(2);
-        }
+        Some(m) => fail(format!(
+            "unknown --mode {m} (read, read-owned, cycle; raw: read, cycle)"
+        )),
     };
     let formats: Vec<&str> = match value("--format").as_deref() {
         None => vec!["msg", "data"],
         Some("msg") => vec!["msg"],
         Some("data") => vec!["data"],
-        Some(f) => {
-            eprintln!("cq: unknown --format {f} (msg, data)");
-            std::process::exit(2);
-        }
+        Some(f) => fail(format!("unknown --format {f} (msg, data)")),
     };
-
     let nic = value("--nic").unwrap_or_else(|| "igb".into());
     if !["igb", "e1000e", "virtio-net"].contains(&nic.as_str()) {
-        eprintln!("cq: unknown --nic {nic} (igb, e1000e, virtio-net)");
-        std::process::exit(2);
+        fail(format!("unknown --nic {nic} (igb, e1000e, virtio-net)"));
     }
 
+    let what = match layer {
+        Layer::Endpoint => "endpoint receives into registered memory",
+        Layer::OneCq => "endpoint receives into registered memory, sends on the same CQ",
+        Layer::Raw => "raw layer (Path::post_recvs, no endpoint)",
+    };
+    println!("CQ on the null device ({nic} driver), {what}, {entries} entries per figure");
     println!(
-        "CQ on the null device ({nic} driver), receive completions, {entries} entries per figure"
-    );
-    println!(
-        "{:<38} {:>6} {:>5} {:>12} {:>10}",
+        "{:<30} {:>6} {:>5} {:>12} {:>10}",
         "measurement", "format", "batch", "Mentries/s", "ns/entry"
     );
     for &mode in &modes {
         for &format in &formats {
             for &batch in &batches {
                 let ns = match format {
-                    "msg" => on_nic::<Msg>(&nic, mode, entries, batch),
-                    _ => on_nic::<Data>(&nic, mode, entries, batch),
+                    "msg" => on_nic::<Msg>(&nic, layer, mode, entries, batch),
+                    _ => on_nic::<Data>(&nic, layer, mode, entries, batch),
                 };
-                let what = match mode {
-                    Mode::Read => "read (completed descriptors → entries)",
-                    Mode::Cycle => "post → complete → read",
+                let name = match (layer, mode) {
+                    (Layer::Raw, Mode::Cycle) => "post → complete → read",
+                    _ => mode.name(),
                 };
                 println!(
-                    "{:<38} {:>6} {:>5} {:>12.2} {:>10.2}",
-                    what,
+                    "{:<30} {:>6} {:>5} {:>12.2} {:>10.2}",
+                    name,
                     format,
                     batch,
                     1e3 / ns,
@@ -125,23 +178,26 @@ fn main() {
 }
 
 /// Brings `nic`'s driver up on its null device and runs one measurement; ns per entry.
-fn on_nic<F: Format>(nic: &str, mode: Mode, entries: usize, batch: usize) -> f64 {
+fn on_nic<F: Format>(nic: &str, layer: Layer, mode: Mode, entries: usize, batch: usize) -> f64 {
     let up = "bring-up on the null device";
     match nic {
         "e1000e" => run::<_, F>(
             E1000e::new(NullPlatform::<E1000e82574>::new()).expect(up),
+            layer,
             mode,
             entries,
             batch,
         ),
         "virtio-net" => run::<_, F>(
             VirtioNet::new(NullPlatform::<VirtioNetPci>::new()).expect(up),
+            layer,
             mode,
             entries,
             batch,
         ),
         _ => run::<_, F>(
             Igb::new(NullPlatform::<Igb82576>::new()).expect(up),
+            layer,
             mode,
             entries,
             batch,
@@ -149,77 +205,216 @@ fn on_nic<F: Format>(nic: &str, mode: Mode, entries: usize, batch: usize) -> f64
     }
 }
 
-/// Sets up a domain on `nic`, a receive path and a CQ of format `F`, and runs one measurement;
-/// ns per entry.
-fn run<N: Nic, F: Format>(nic: N, mode: Mode, entries: usize, batch: usize) -> f64 {
-    let mem = nic.alloc_dma(SLOT * D).expect("buffers");
-    // One hardware queue, one CQ of D entries.
-    let caps = Capacities {
-        queues: 1,
-        cqs: 1,
-        cq_size: D,
-        ..Capacities::DEFAULT
-    };
-    let domain = Domain::<_, D>::with_capacities(&nic, &caps);
-    let attr = CqAttr {
-        size: D,
-        ..CqAttr::default()
-    };
-    let cq = domain.open_cq::<F>(&attr).expect("open CQ");
-    let rx = domain
-        .open_rx(0, RxConfig::new(SLOT as u32))
-        .expect("open RX path");
-    cq.bind(&domain, &rx, BindFlags::RECV).expect("bind");
+fn run<N: Nic, F: Format>(nic: N, layer: Layer, mode: Mode, entries: usize, batch: usize) -> f64 {
+    match layer {
+        Layer::Endpoint => run_endpoint::<N, F>(&nic, mode, entries, batch, false),
+        Layer::OneCq => run_endpoint::<N, F>(&nic, mode, entries, batch, true),
+        Layer::Raw => run_raw::<N, F>(&nic, mode, entries, batch),
+    }
+}
 
-    // Posts are built once, as an application keeps its buffers: the loop should cost what core
-    // and the driver cost, not what building the posts costs.
-    let posts: Vec<RecvPost> = (0..ROUND)
-        .map(|i| RecvPost {
-            buf: RxBuffer {
-                iova: at(&mem, i * SLOT),
-                len: SLOT as u32,
-            },
-            len: SLOT as u32,
-            context: OpContext(i),
-            flags: OpFlags::empty(),
+/// The buffers' memory, owned here so that every round can register it again: a read that
+/// drops its buffers gives nothing back to post, and regions are carved once, front to back.
+/// Each buffer holds a ringfab frame from [`PEER`] to `to` (the null device writes no data).
+struct Frames(Box<[u8]>);
+
+impl Frames {
+    fn new(to: EpAddr) -> Frames {
+        let mut mem = vec![0u8; ROUND * SLOT + PAGE].into_boxed_slice();
+        let header = Header {
+            dst: to.mac,
+            src: PEER.mac,
+            dst_ctx: to.ctx,
+            src_ctx: PEER.ctx,
+            payload_len: (RX_FRAME_LEN as usize - HEADER_LEN) as u16,
+            data: None,
+            flow: 0,
+        };
+        let mut bytes = [0u8; MAX_HEADER_LEN];
+        let frame = header.emit(Encap::Ethernet, &mut bytes);
+        // Buffers are carved front to back, none straddling a page: from a page-aligned start,
+        // `SLOT` apart.
+        let skip = mem.as_ptr().align_offset(PAGE);
+        for i in 0..ROUND {
+            let at = skip + i * SLOT;
+            mem[at..at + frame.len()].copy_from_slice(frame);
+        }
+        Frames(mem)
+    }
+
+    /// The aligned part of the memory, where the frames are.
+    fn region(&mut self) -> (NonNull<u8>, usize) {
+        let skip = self.0.as_ptr().align_offset(PAGE);
+        let ptr = NonNull::new(self.0[skip..].as_mut_ptr()).expect("a boxed slice");
+        (ptr, ROUND * SLOT)
+    }
+}
+
+/// Sets up an endpoint on `nic` (one CQ of format `F` for both directions, an AV holding
+/// [`PEER`]) and runs one measurement; ns per entry.
+fn run_endpoint<N: Nic, F: Format>(
+    nic: &N,
+    mode: Mode,
+    entries: usize,
+    batch: usize,
+    one_cq: bool,
+) -> f64 {
+    let name = EpAddr {
+        mac: nic.capabilities().mac,
+        ctx: 0,
+    };
+    // Declared before the domain: it outlives the domain and every queue that could name it
+    // (`register_raw`'s promise below).
+    let mut frames = Frames::new(name);
+    // Two hardware queues, a CQ of D entries for receives and one for sends, one region at a
+    // time, one AV.
+    let caps = Capacities {
+        queues: 2,
+        cqs: 2,
+        cq_size: D,
+        mrs: 2,
+        avs: 1,
+        av_entries: 8,
+    };
+    let domain = Domain::<_, D>::with_capacities(nic, &caps);
+    let cq = domain
+        .open_cq::<F>(&CqAttr {
+            size: D,
+            ..CqAttr::default()
         })
-        .collect();
+        .expect("open CQ");
+    let av = domain.open_av(&AvAttr::default()).expect("open AV");
+    let mut peer = [FiAddr::NOTAVAIL];
+    assert_eq!(av.insert(&domain, &[PEER], &mut peer), Ok(1));
+    let mut ep = domain
+        .endpoint(&EpAttr {
+            rx_buf_len: SLOT as u32,
+            ..EpAttr::default()
+        })
+        .expect("endpoint");
+    // Sends report to a CQ of their own, as libfabric's fabtests set endpoints up: the
+    // receive CQ's read polls the receive queue alone. With `--one-cq` they share the receive
+    // CQ, whose read then also polls the (empty) transmit queue every other call.
+    let tx_cq = domain
+        .open_cq::<F>(&CqAttr {
+            size: 16,
+            ..CqAttr::default()
+        })
+        .expect("open the send CQ");
+    ep.bind_cq(
+        &domain,
+        if one_cq { &cq } else { &tx_cq },
+        BindFlags::TRANSMIT,
+    )
+    .expect("bind the send CQ");
+    ep.bind_cq(&domain, &cq, BindFlags::RECV).expect("bind CQ");
+    ep.bind_av(&domain, &av).expect("bind AV");
+    ep.enable(&domain).expect("enable");
+    assert_eq!(ep.name(), name);
+
+    let (ptr, len) = frames.region();
+    // SAFETY: `frames` lives until after `domain` (declared before it), so the memory stays
+    // valid until the domain's paths and regions are closed; from here on the bench touches it
+    // only through the region's buffers.
+    let register = || unsafe { domain.register_raw(ptr, len) }.expect("register");
     let mut out = [F::Entry::default(); MAX_BATCH];
+    let mut src = [FiAddr::NOTAVAIL; ROUND];
+    let mut pool: Vec<Option<Buf<'_>>> = (0..ROUND).map(|_| None).collect();
 
     let ns = match mode {
         Mode::Read => {
             let mut timed = Duration::ZERO;
             let mut done = 0;
             while done < entries {
-                cq_post_batch(&rx, &posts);
+                // A region per round: `read` drops the buffers, so the memory is carved again
+                // (the last round's region closed first).
+                let mr = register();
+                carve(&domain, &mr, &mut pool);
+                cq_post_batch(&domain, &ep, &mut pool);
                 let start = Instant::now();
                 cq_read_all(&domain, &cq, &mut out[..batch], ROUND);
                 timed += start.elapsed();
                 done += ROUND;
+                assert_eq!(mr.outstanding(&domain), 0, "read dropped every buffer");
+                if let Err((e, _)) = mr.close(&domain) {
+                    panic!("cq: closing the round's region failed: {e}");
+                }
             }
             timed.as_nanos() as f64 / done as f64
         }
+        Mode::ReadOwned => {
+            let mr = register();
+            carve(&domain, &mr, &mut pool);
+            let mut timed = Duration::ZERO;
+            let mut done = 0;
+            while done < entries {
+                cq_post_batch(&domain, &ep, &mut pool);
+                let start = Instant::now();
+                cq_read_owned_all(&domain, &cq, &mut out[..batch], &mut src, &mut pool);
+                timed += start.elapsed();
+                done += ROUND;
+            }
+            assert!(src.iter().all(|&a| a == peer[0]), "FI_SOURCE: the peer");
+            timed.as_nanos() as f64 / done as f64
+        }
         Mode::Cycle => {
+            let mr = register();
+            carve(&domain, &mr, &mut pool[..batch]);
             let start = Instant::now();
             let mut done = 0;
             while done < entries {
-                cq_cycle(&domain, &rx, &cq, &posts[..batch], &mut out[..batch]);
+                cq_cycle(
+                    &domain,
+                    &ep,
+                    &cq,
+                    &mut out[..batch],
+                    &mut src[..batch],
+                    &mut pool[..batch],
+                );
                 done += batch;
             }
             start.elapsed().as_nanos() as f64 / done as f64
         }
     };
-    cq.unbind(&domain, &rx)
-        .expect("unbind: nothing outstanding");
+    drop(pool);
+    if let Err((e, _)) = ep.close(&domain) {
+        panic!("cq: closing the endpoint failed: {e}");
+    }
     ns
 }
 
-/// Posts every receive in `posts` with one `post_recvs` call (one doorbell; the null device
-/// completes them all in it — its own cost is its `complete_rx`, to be subtracted).
+/// Fills `pool` with buffers carved from `mr` (of `domain`).
+fn carve<'d, N: Nic>(
+    domain: &'d Domain<'_, N, D>,
+    mr: &MemoryRegion,
+    pool: &mut [Option<Buf<'d>>],
+) {
+    for b in pool.iter_mut() {
+        *b = Some(mr.alloc(domain, SLOT).expect("room for a round"));
+    }
+}
+
+/// Posts a receive of every buffer in `pool` (taking them), the doorbell with the last
+/// (`FI_MORE` before it); the null device completes them all in it — its own cost is its
+/// `complete_rx`, to be subtracted.
 #[inline(never)]
-fn cq_post_batch<N: Nic>(rx: &Path<'_, '_, N, D>, posts: &[RecvPost]) {
-    let n = rx.post_recvs(posts).expect("post receives");
-    assert_eq!(n, posts.len(), "every receive posted");
+fn cq_post_batch<'d, N: Nic>(
+    domain: &'d Domain<'_, N, D>,
+    ep: &Endpoint,
+    pool: &mut [Option<Buf<'d>>],
+) {
+    let last = pool.len() - 1;
+    for (i, b) in pool.iter_mut().enumerate() {
+        let buf = b.take().expect("a buffer to post");
+        let flags = if i == last {
+            OpFlags::empty()
+        } else {
+            OpFlags::MORE
+        };
+        if let Err((e, _)) = ep.recvmsg(domain, buf, OpContext(i + 1), flags) {
+            panic!("cq: recv failed: {e}");
+        }
+    }
 }
 
 /// Reads `total` entries from `cq`, `out.len()` at a time, as an application's completion loop
@@ -243,16 +438,131 @@ fn cq_read_all<N: Nic, F: Format>(
     }
 }
 
-/// One post → complete → read cycle of `posts.len()` receives.
+/// Reads `pool.len()` entries from `cq` with `read_owned`, `out.len()` at a time, each
+/// entry's buffer into `pool` and its source into `src`.
 #[inline(never)]
-fn cq_cycle<N: Nic, F: Format>(
+fn cq_read_owned_all<'d, N: Nic, F: Format>(
+    domain: &'d Domain<'_, N, D>,
+    cq: &CompletionQueue<N, F>,
+    out: &mut [F::Entry],
+    src: &mut [FiAddr],
+    pool: &mut [Option<Buf<'d>>],
+) {
+    let total = pool.len();
+    let mut got = 0;
+    while got < total {
+        let want = out.len().min(total - got);
+        match cq.read_owned(
+            domain,
+            &mut out[..want],
+            &mut src[got..got + want],
+            &mut pool[got..got + want],
+        ) {
+            Ok(n) => got += n,
+            Err(Error::Again) => panic!("cq: {got} of {total} entries read, then Again"),
+            Err(e) => panic!("cq: read_owned failed: {e}"),
+        }
+        black_box(&out[..want]);
+    }
+}
+
+/// One post → complete → read cycle of `pool.len()` receives: post every buffer of `pool`,
+/// read them back into it.
+#[inline(never)]
+fn cq_cycle<'d, N: Nic, F: Format>(
+    domain: &'d Domain<'_, N, D>,
+    ep: &Endpoint,
+    cq: &CompletionQueue<N, F>,
+    out: &mut [F::Entry],
+    src: &mut [FiAddr],
+    pool: &mut [Option<Buf<'d>>],
+) {
+    cq_post_batch(domain, ep, pool);
+    cq_read_owned_all(domain, cq, out, src, pool);
+}
+
+/// The raw layer: a receive path bound to a CQ of format `F`, whole frames into DMA memory.
+fn run_raw<N: Nic, F: Format>(nic: &N, mode: Mode, entries: usize, batch: usize) -> f64 {
+    let mem = nic.alloc_dma(SLOT * D).expect("buffers");
+    // One hardware queue, one CQ of D entries.
+    let caps = Capacities {
+        queues: 1,
+        cqs: 1,
+        cq_size: D,
+        ..Capacities::DEFAULT
+    };
+    let domain = Domain::<_, D>::with_capacities(nic, &caps);
+    let cq = domain
+        .open_cq::<F>(&CqAttr {
+            size: D,
+            ..CqAttr::default()
+        })
+        .expect("open CQ");
+    let rx = domain
+        .open_rx(0, RxConfig::new(SLOT as u32))
+        .expect("open RX path");
+    cq.bind(&domain, &rx, BindFlags::RECV).expect("bind");
+
+    // Posts are built once, as an application keeps its buffers: the loop should cost what core
+    // and the driver cost, not what building the posts costs.
+    let posts: Vec<RecvPost> = (0..ROUND)
+        .map(|i| RecvPost {
+            buf: RxBuffer {
+                iova: at(&mem, i * SLOT),
+                len: SLOT as u32,
+            },
+            len: SLOT as u32,
+            context: OpContext(i),
+            flags: OpFlags::empty(),
+        })
+        .collect();
+    let mut out = [F::Entry::default(); MAX_BATCH];
+
+    let ns = match mode {
+        Mode::Cycle => {
+            let start = Instant::now();
+            let mut done = 0;
+            while done < entries {
+                cq_raw_cycle(&domain, &rx, &cq, &posts[..batch], &mut out[..batch]);
+                done += batch;
+            }
+            start.elapsed().as_nanos() as f64 / done as f64
+        }
+        _ => {
+            let mut timed = Duration::ZERO;
+            let mut done = 0;
+            while done < entries {
+                cq_raw_post_batch(&rx, &posts);
+                let start = Instant::now();
+                cq_read_all(&domain, &cq, &mut out[..batch], ROUND);
+                timed += start.elapsed();
+                done += ROUND;
+            }
+            timed.as_nanos() as f64 / done as f64
+        }
+    };
+    cq.unbind(&domain, &rx)
+        .expect("unbind: nothing outstanding");
+    ns
+}
+
+/// Posts every receive in `posts` with one `post_recvs` call (one doorbell).
+#[inline(never)]
+fn cq_raw_post_batch<N: Nic>(rx: &Path<'_, '_, N, D>, posts: &[RecvPost]) {
+    let n = rx.post_recvs(posts).expect("post receives");
+    assert_eq!(n, posts.len(), "every receive posted");
+}
+
+/// One post → complete → read cycle of `posts.len()` receives on the raw layer.
+#[inline(never)]
+fn cq_raw_cycle<N: Nic, F: Format>(
     domain: &Domain<'_, N, D>,
     rx: &Path<'_, '_, N, D>,
     cq: &CompletionQueue<N, F>,
     posts: &[RecvPost],
     out: &mut [F::Entry],
 ) {
-    cq_post_batch(rx, posts);
+    cq_raw_post_batch(rx, posts);
     cq_read_all(domain, cq, out, posts.len());
 }
 

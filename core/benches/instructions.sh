@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# Instructions per entry of the hard CQ on a driver, at batch 1, 16 and 64, measured by
+# Instructions per entry of the CQ read on an endpoint, at batch 1, 16 and 64, measured by
 # callgrind against the NIC's do-nothing device (`ringfab_emu::null`), Msg format. As
 # drivers/suite/benches/instructions.sh: each figure runs the benchmark twice with different entry
 # counts and divides the difference, which cancels bring-up and start-up.
 #
-#   read  — inclusive cost of `cq_read_all` (every `cq.read` call and the loop around it) per entry,
-#           with the receives already complete;
-#   cycle — inclusive cost of `cq_cycle` (post a batch, doorbell, read it back) per operation,
-#           minus the device's own `complete_rx`; also split into post and read.
+#   read       — inclusive cost of `cq_read_all` (every `cq.read` call and the loop around it)
+#                per entry, with the receives already complete;
+#   read_owned — the same for `cq_read_owned_all` (`cq.read_owned`: sources and buffers back);
+#   cycle      — inclusive cost of `cq_cycle` (post a batch of receives, the doorbell with the
+#                last, read them back with `read_owned`) per message, minus the device's own
+#                `complete_rx`; also split into post and read.
 #
-#   core/benches/instructions.sh [igb|e1000e|virtio-net …]   (default: igb; needs valgrind)
+# With --raw, the raw layer instead (`Path::post_recvs`, `cq.read`): read and cycle. With
+# --one-cq, the endpoint's sends report to its receive CQ (the benchmark's `--one-cq`).
+#
+#   core/benches/instructions.sh [--raw|--one-cq] [igb|e1000e|virtio-net …]
+#   (default: igb; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+layer=endpoint extra=()
+if [ "${1:-}" = --raw ]; then layer=raw; shift; fi
+if [ "${1:-}" = --one-cq ]; then extra=(--one-cq); shift; fi
 nics=("$@")
 [ ${#nics[@]} -gt 0 ] || nics=(igb)
 bin=$(cargo bench -p ringfab --bench cq --no-run --message-format=json 2>/dev/null |
@@ -25,27 +34,43 @@ trap 'rm -rf "$out"' EXIT
 incl() { # inclusive instruction count of the function whose name contains $2, from profile $1
   callgrind_annotate --inclusive=yes "$1" 2>/dev/null | awk -v f="$2" 'index($0, f) && $0 !~ /\[/ {next} index($0, f) {gsub(",", "", $1); print $1; exit}'
 }
-small=76800 large=153600 # multiples of 192 (the read measurement's round) and of every batch
+small=76800 large=153600 # multiples of 192 (the read measurements' round) and of every batch
 per() { # per-entry cost in profiles $1.$small / $1.$large of function $2 minus function $3 (optional)
   local a b c=0 d=0
   a=$(incl "$1.$large" "::$2"); b=$(incl "$1.$small" "::$2")
   if [ -n "${3:-}" ]; then c=$(incl "$1.$large" "::$3"); d=$(incl "$1.$small" "::$3"); fi
   python3 -c "print(f'{(($a-$b)-(${c:-0}-${d:-0}))/($large-$small):.1f}')"
 }
+profile() { # profile $1 of mode $2 at batch $3 on NIC $4
+  for n in $small $large; do
+    valgrind --tool=callgrind --callgrind-out-file="$1.$n" "$bin" --layer "$layer" --nic "$4" \
+      --mode "$2" --format msg --batch "$3" --entries "$n" "${extra[@]}" >/dev/null 2>&1
+  done
+}
 for nic in "${nics[@]}"; do
-  echo "$nic"
-  printf '%-6s %12s %14s %13s %13s\n' batch "read/entry" "cycle/op" "(post/op" "read/op)"
+  echo "$nic ($layer${extra:+, one CQ})"
+  if [ "$layer" = raw ]; then
+    printf '%-6s %12s %14s %13s %13s\n' batch "read/entry" "cycle/op" "(post/op" "read/op)"
+  else
+    printf '%-6s %12s %16s %14s %13s %13s\n' batch "read/entry" "read_owned/entry" "cycle/msg" "(post/msg" "read/msg)"
+  fi
   for batch in 1 16 64; do
-    for mode in read cycle; do
-      for n in $small $large; do
-        valgrind --tool=callgrind --callgrind-out-file="$out/$mode.$batch.$n" "$bin" --nic "$nic" \
-          --mode "$mode" --format msg --batch "$batch" --entries "$n" >/dev/null 2>&1
-      done
-    done
-    printf '%-6s %12s %14s %13s %13s\n' "$batch" \
-      "$(per "$out/read.$batch" cq_read_all)" \
-      "$(per "$out/cycle.$batch" cq_cycle complete_rx)" \
-      "$(per "$out/cycle.$batch" cq_post_batch complete_rx)" \
-      "$(per "$out/cycle.$batch" cq_read_all)"
+    profile "$out/read.$batch" read "$batch" "$nic"
+    profile "$out/cycle.$batch" cycle "$batch" "$nic"
+    if [ "$layer" = raw ]; then
+      printf '%-6s %12s %14s %13s %13s\n' "$batch" \
+        "$(per "$out/read.$batch" cq_read_all)" \
+        "$(per "$out/cycle.$batch" cq_raw_cycle complete_rx)" \
+        "$(per "$out/cycle.$batch" cq_raw_post_batch complete_rx)" \
+        "$(per "$out/cycle.$batch" cq_read_all)"
+    else
+      profile "$out/owned.$batch" read-owned "$batch" "$nic"
+      printf '%-6s %12s %16s %14s %13s %13s\n' "$batch" \
+        "$(per "$out/read.$batch" cq_read_all)" \
+        "$(per "$out/owned.$batch" cq_read_owned_all)" \
+        "$(per "$out/cycle.$batch" cq_cycle complete_rx)" \
+        "$(per "$out/cycle.$batch" cq_post_batch complete_rx)" \
+        "$(per "$out/cycle.$batch" cq_read_owned_all)"
+    fi
   done
 done

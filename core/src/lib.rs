@@ -6,9 +6,9 @@
 //! contexts ([`sep`]), shared transmit and receive contexts ([`stx`], [`srx`]), memory
 //! registration ([`mr`]), address vectors ([`av`]) and counters ([`cntr`]); [`proto`] is the
 //! frame format, [`info`] what an endpoint reports of itself, [`path`] the hardware queue under
-//! every one of them. Everything is built on the [`ringfab_hal`] contract and never names a
-//! driver or a platform. `docs/semantics.md` maps every normative sentence of fi_cq(3) and
-//! fi_endpoint(3) to the behaviour and the test.
+//! every one of them (usable raw, whole frames: [`path`]'s "The raw layer"). Everything is built
+//! on the [`ringfab_hal`] contract and never names a driver or a platform. `docs/semantics.md`
+//! maps every normative sentence of fi_cq(3) and fi_endpoint(3) to the behaviour and the test.
 //!
 //! The smallest program: two NICs on one wire (here two emulated 82576 with the igb driver),
 //! an endpoint on each; B posts a receive, A sends, B reads the completion.

@@ -523,6 +523,15 @@ impl Drop for Buf<'_> {
     }
 }
 
+/// Drops `n` posted buffers of the region whose count is `owner` without rebuilding them:
+/// what dropping each of them (`Buf::from_raw(raw, owner)`, then `Drop`) does, in one atomic
+/// subtraction — for a read that does not hand buffers back.
+pub(crate) fn forget_posted(owner: &AtomicUsize, n: usize) {
+    if n > 0 {
+        owner.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
 /// The count a posted buffer of region `mr` returns to, for [`Buf::from_raw`].
 pub(crate) fn owner_of<N: Nic>(mrs: &[MrSlot<N>], mr: u16) -> Option<&AtomicUsize> {
     mrs.get(usize::from(mr)).map(|s| &s.outstanding)

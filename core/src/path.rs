@@ -63,14 +63,22 @@
 //! endpoint's own queue. An endpoint that leaves puts the receives its frames filled, unread,
 //! back into the ring: they are the context's buffers.
 //!
-//! This module also holds the stand-in poster ([`Path::post_recvs`], [`Path::post_sends`]) used
-//! until endpoints exist; endpoints will post through the same op table.
+//! # The raw layer
+//!
+//! A path opened without an endpoint ([`Domain::open_rx`], [`Domain::open_tx`]) and bound to a
+//! CQ ([`CompletionQueue::bind`](crate::cq::CompletionQueue::bind)) is the layer below
+//! endpoints: whole Ethernet frames in DMA memory the application keeps, posted in batches with
+//! [`Path::post_recvs`] and [`Path::post_sends`] (one lock and one doorbell per batch), read
+//! through the same CQ — credits, order, errors, selective completion and `cancel_all` as for
+//! an endpoint, but no header, no addressing, no owned buffers: an entry carries the context
+//! and, for a receive, the frame's length. It is what the CQ was first built and tested on;
+//! endpoints post through the same op table.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
-use crate::av::{AvTables, EpAddr};
+use crate::av::{AvRef, AvTables, EpAddr, FiAddr};
 use crate::cntr::Counter;
 use crate::cq::entry::{BufAddr, Completion, OpContext};
 use crate::cq::queue::CqSlot;
@@ -82,7 +90,7 @@ use crate::hal::{
     Iova, Nic, PushError, QueueFault, Report, RxBuffer, RxCompletion, RxError, RxQueue, Token,
     TxCompletion, TxError, TxQueue, TxSegment,
 };
-use crate::mr::{owner_of, Buf, MrSlot, RawBuf, IOV_MAX};
+use crate::mr::{forget_posted, owner_of, Buf, MrSlot, RawBuf, IOV_MAX};
 use crate::proto::{self, Encap, Header};
 use crate::{Error, Result};
 
@@ -112,8 +120,83 @@ enum OpKind {
     Recv,
 }
 
+/// The fast lane a success of a live operation may take, decided once, when it is posted
+/// ([`OpTable::commit`]), so that a lane tests one field per completion ([`LaneKey`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+enum Lane {
+    /// None: the general lane decides (also every free slot).
+    General,
+    /// A [`Plain`] send: requested, no owned buffer.
+    Send,
+    /// A [`Plain`] receive of the raw layer: requested, no multi-receive group, no owned
+    /// buffer, and the whole DMA buffer accepted — so the driver's own check of the frame
+    /// length against the buffer (the `RxCompletion::len` contract) is the only one needed.
+    Recv,
+    /// An endpoint's receive into an owned [`Buf`]: requested, no multi-receive group, a CPU
+    /// address, at least [`proto::MAX_HEADER_LEN`] bytes (so the header can be read in place)
+    /// and all of it accepted but an Ethernet-encapsulated header (so a payload that fits the
+    /// frame the driver checked against the buffer fits what was accepted: no `FI_ETRUNC`).
+    /// The framed lane ([`fast_lane_framed`]) checks ringfab's header itself. A buffer longer
+    /// than the queue's buffer size (of which the endpoint accepts only the queue's) takes
+    /// the general lane.
+    OwnedRecv,
+}
+
+/// [`Op::plain`]: the operation's [`Lane`] in the low byte and its buffer's region above it, so
+/// that a lane tests "live, mine, and (framed lane) of the region this poll hands back" in one
+/// comparison. The raw layer's operations have no region ([`NO_MR`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct LaneKey(u32);
+
+impl LaneKey {
+    /// No fast lane (and every free slot).
+    const GENERAL: LaneKey = LaneKey(Lane::General as u32);
+
+    const fn of(lane: Lane, mr: u16) -> LaneKey {
+        LaneKey(lane as u32 | (mr as u32) << 8)
+    }
+}
+
+/// The lane of a receive of `buf` that accepts `len` bytes, posted alone (no multi-receive
+/// group), whose success is reported if `report` ([`Lane::Recv`], [`Lane::OwnedRecv`]).
+#[inline(always)]
+fn recv_lane(report: bool, buf: &RawBuf, len: u32) -> LaneKey {
+    let accepts_all_but_a_header =
+        || (proto::MAX_HEADER_LEN..=len as usize + proto::HEADER_LEN).contains(&(buf.len as usize));
+    if !report {
+        LaneKey::GENERAL
+    } else if buf.mr == NO_MR {
+        if len == buf.len {
+            LaneKey::of(Lane::Recv, NO_MR)
+        } else {
+            LaneKey::GENERAL
+        }
+    } else if buf.cpu != 0 && accepts_all_but_a_header() {
+        LaneKey::of(Lane::OwnedRecv, buf.mr)
+    } else {
+        LaneKey::GENERAL
+    }
+}
+
+impl Lane {
+    /// The lane of a plain completion of `kind` on the raw layer.
+    const fn plain(kind: OpKind) -> Lane {
+        match kind {
+            OpKind::Send => Lane::Send,
+            OpKind::Recv => Lane::Recv,
+            OpKind::Free => Lane::General,
+        }
+    }
+}
+
 /// One posted operation: what the completion needs to be written without asking anyone.
+///
+/// Aligned to a cache line, which makes its size 64 (it is 48): the read path's lanes find an
+/// operation at `slot << 6` rather than `slot * 48` (a shift instead of two instructions per
+/// entry), and no operation straddles two lines.
 #[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
 pub(crate) struct Op {
     kind: OpKind,
     context: OpContext,
@@ -127,13 +210,11 @@ pub(crate) struct Op {
     report: bool,
     /// The multi-receive group the operation is a slot of, or [`NO_GROUP`].
     group: u8,
-    /// `kind` if a success of this operation is a [`Plain`] completion (requested, no
-    /// multi-receive group, no owned buffer and, for a receive, the whole DMA buffer accepted —
-    /// so the driver's own check of the frame length against the buffer, the
-    /// `RxCompletion::len` contract, is the only one needed); `Free` otherwise, and whenever
-    /// the slot is free. Set by [`OpTable::commit`], cleared with `kind` ([`Op::free`]): one
-    /// byte the read path's fast lane tests for "live, of this kind, plain".
-    plain: OpKind,
+    /// Which of the read path's fast lanes a success of this operation may take ([`Lane`],
+    /// with the buffer's region: [`LaneKey`]); [`LaneKey::GENERAL`] whenever the slot is free.
+    /// Set by [`OpTable::commit`], cleared with `kind` ([`Op::free`]): what a fast lane tests
+    /// for "live, of this kind, mine".
+    plain: LaneKey,
     /// On a shared path ([`PathState::shared`]): the CQ the operation reports to, the
     /// endpoint that posted it (its owner number on the shared context) and its counter
     /// ([`NO_CNTR`] for none). Unused elsewhere (the path's binding says).
@@ -276,7 +357,7 @@ impl Op {
         len: 0,
         report: false,
         group: NO_GROUP,
-        plain: OpKind::Free,
+        plain: LaneKey::GENERAL,
         cq: 0,
         owner: 0,
         cntr: NO_CNTR,
@@ -287,12 +368,22 @@ impl Op {
         (self.buf.mr != NO_MR).then_some(self.buf)
     }
 
+    /// The fast lane a success of this operation may take ([`Lane`]).
+    fn lane(&self) -> LaneKey {
+        match self.kind {
+            _ if self.group != NO_GROUP => LaneKey::GENERAL,
+            OpKind::Recv => recv_lane(self.report, &self.buf, self.len),
+            OpKind::Send if self.report && self.buf.mr == NO_MR => LaneKey::of(Lane::Send, NO_MR),
+            _ => LaneKey::GENERAL,
+        }
+    }
+
     /// Marks the slot free (only `kind` and `plain` say so; the rest is overwritten by the
     /// next commit).
     #[inline(always)]
     fn free(&mut self) {
         self.kind = OpKind::Free;
-        self.plain = OpKind::Free;
+        self.plain = LaneKey::GENERAL;
     }
 }
 
@@ -341,15 +432,22 @@ impl<const D: usize> OpTable<D> {
             .then_some(slot)
     }
 
+    /// Commits `op` into `slot`, its lane decided here ([`Lane`]).
     fn commit(&mut self, slot: usize, op: Op) {
-        let plain = op.report
-            && op.group == NO_GROUP
-            && op.buf.mr == NO_MR
-            && (op.kind != OpKind::Recv || op.len == op.buf.len);
-        self.ops[slot] = Op {
-            plain: if plain { op.kind } else { OpKind::Free },
-            ..op
-        };
+        self.commit_as(
+            slot,
+            Op {
+                plain: op.lane(),
+                ..op
+            },
+        );
+    }
+
+    /// Commits `op` into `slot` with the lane its poster decided (`op.plain`, as
+    /// [`Op::lane`] would).
+    #[inline(always)]
+    fn commit_as(&mut self, slot: usize, op: Op) {
+        self.ops[slot] = op;
         self.tail = self.tail.wrapping_add(1);
         self.live += 1;
     }
@@ -415,7 +513,7 @@ impl<const D: usize> OpTable<D> {
     fn plain_op(&mut self, token: Token, kind: OpKind, ok: bool) -> Option<&mut Op> {
         let slot = usize::try_from(token.0).ok().filter(|&s| s < D)?;
         let op = &mut self.ops[slot];
-        (ok && op.plain == kind).then_some(op)
+        (ok && op.plain == LaneKey::of(Lane::plain(kind), NO_MR)).then_some(op)
     }
 
     /// Marks the live operation of `slot` finished with `status`, for its own CQ's read.
@@ -496,33 +594,62 @@ pub(crate) enum Outcome<'a> {
 
 /// Where [`PathState::poll`] hands what it completes.
 ///
-/// The reader's array is open to the poll as a *window*: plain successes found in the
-/// driver's loop are written there directly ([`write`](Self::write)) and accepted with
-/// [`commit`](Self::commit) — no intermediate record, no call per entry. Everything else goes
-/// through [`plain`](Self::plain) (runs of plain successes found off the fast path) and
-/// [`outcome`](Self::outcome), which return `true` to stop after the current chunk.
-pub(crate) trait Sink {
+/// The reader's array is open to the poll as a *window* ([`Window`]): successes found in the
+/// driver's loop are written there directly ([`write`](Self::write), and on an endpoint's path
+/// their sources and buffers beside them) and accepted with [`commit`](Self::commit) or
+/// [`commit_filled`](Self::commit_filled) — no intermediate record, no call per entry.
+/// Everything else goes through [`plain`](Self::plain) (runs of plain successes found off the
+/// fast path) and [`outcome`](Self::outcome), which return `true` to stop after the current
+/// chunk. `'s` is the storage's lifetime: the owned buffers a window hands back borrow it.
+pub(crate) trait Sink<'s> {
     /// What a plain success becomes in the reader's array.
     type Entry;
     /// The entries the poll may write directly, the reader's next free ones (empty when the
-    /// reader takes none that way).
-    fn window(&mut self) -> &mut [Self::Entry];
+    /// reader takes none that way), with the reader's arrays of sources and buffers.
+    fn window(&mut self) -> Window<'_, 's, Self::Entry>;
     /// Writes plain success `p` as `entry`.
     fn write(entry: &mut Self::Entry, p: Plain);
-    /// Accepts the first `k` entries of the window, written with [`write`](Self::write).
+    /// Accepts the first `k` entries of the window, written with [`write`](Self::write); they
+    /// have no source and no buffer.
     fn commit(&mut self, k: usize);
+    /// Accepts the first `k` entries of the window, written with [`write`](Self::write), whose
+    /// sources and buffers (where the window has them) the poll wrote too.
+    fn commit_filled(&mut self, k: usize);
     /// A run of plain successes, in order.
     fn plain(&mut self, run: &[Plain]) -> bool;
     /// Any other outcome.
     fn outcome(&mut self, o: Outcome<'_>) -> bool;
 }
 
+/// The part of a reader's arrays a poll may write directly (see [`Sink`]): `entries`, and
+/// beside them the entries' sources (`readfrom`) and owned buffers (`read_owned`) when the
+/// reader takes them. `whole` is false when the reader wants something a window cannot hold
+/// (every buffer of a gather send): then only entries without any buffer may be written.
+pub(crate) struct Window<'w, 's, E> {
+    pub(crate) entries: &'w mut [E],
+    pub(crate) src: Option<&'w mut [FiAddr]>,
+    pub(crate) bufs: Option<&'w mut [Option<Buf<'s>>]>,
+    pub(crate) whole: bool,
+}
+
+impl<E> Window<'_, '_, E> {
+    /// A window the poll writes nothing into.
+    pub(crate) fn closed() -> Self {
+        Window {
+            entries: &mut [],
+            src: None,
+            bufs: None,
+            whole: false,
+        }
+    }
+}
+
 /// A closure is a sink without a window.
-impl<T: FnMut(Outcome<'_>) -> bool> Sink for T {
+impl<'s, T: FnMut(Outcome<'_>) -> bool> Sink<'s> for T {
     type Entry = Plain;
 
-    fn window(&mut self) -> &mut [Plain] {
-        &mut []
+    fn window(&mut self) -> Window<'_, 's, Plain> {
+        Window::closed()
     }
 
     fn write(entry: &mut Plain, p: Plain) {
@@ -530,6 +657,8 @@ impl<T: FnMut(Outcome<'_>) -> bool> Sink for T {
     }
 
     fn commit(&mut self, _k: usize) {}
+
+    fn commit_filled(&mut self, _k: usize) {}
 
     #[inline(always)]
     fn plain(&mut self, run: &[Plain]) -> bool {
@@ -876,10 +1005,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// frames that are not for this endpoint are posted again. `sink` returns `true` to stop
     /// after the current chunk (an error was queued). Returns the number of outcomes given to
     /// `sink`.
-    pub(crate) fn poll<S: Sink>(
+    pub(crate) fn poll<'s, S: Sink<'s>>(
         &mut self,
         budget: usize,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'s, N>,
         sink: &mut S,
     ) -> usize {
         if self.shared {
@@ -891,22 +1020,57 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let mut tally = Tally::default();
         let header = self.header_len();
         let unframed = self.framing.is_none();
+        // The framed lane serves endpoints on the Ethernet encapsulation without
+        // `FI_SOURCE_ERR` (whose unknown senders turn successes into errors: the general
+        // lane decides those); `framed` is what the lane compares a header with.
+        let framed = self
+            .framing
+            .filter(|f| f.encap == Encap::Ethernet && !f.source_err)
+            .map(|f| FramedLane::expect(f.local.ctx));
         while given < budget && !stop {
             let want = (budget - given).min(CHUNK);
             let got = match &mut self.queue {
                 Queue::Rx(q) => {
-                    // The fast lane, inside the driver's loop (`fast_lane`); what it does not
-                    // take waits in `rx_scratch` for the general lane below.
-                    let win = sink.window();
-                    let room = if unframed { win.len().min(want) } else { 0 };
+                    // A fast lane, inside the driver's loop (`fast_lane` on the raw layer,
+                    // `fast_lane_framed` on an endpoint's path); what it does not take waits
+                    // in `rx_scratch` for the general lane below.
+                    let mut win = sink.window();
                     let (head, table, scratch) =
                         (self.table.head, &mut self.table, &mut self.rx_scratch);
-                    // The byte count only where a counter may want it: one add less per entry
-                    // (and a register more for the driver's loop) shows in the time.
-                    let (got, next, kept, bytes) = if self.cntr.is_some() {
-                        fast_lane::<N, D, S, true>(q, table, scratch, &mut win[..room], want)
-                    } else {
-                        fast_lane::<N, D, S, false>(q, table, scratch, &mut win[..room], want)
+                    let counted = self.cntr.is_some();
+                    let framed_lane = match framed {
+                        Some(expect) if win.whole => {
+                            FramedLane::new(expect, table.ops[head % D].buf.mr, ctx.mrs)
+                        }
+                        _ => None,
+                    };
+                    let (got, next, kept, bytes, filled) = match framed_lane {
+                        Some(lane) => {
+                            let (got, next, kept, bytes) =
+                                lane.poll::<N, D, S>(q, table, scratch, &mut win, want, counted);
+                            let direct = next.wrapping_sub(head);
+                            let framing = self.framing.as_ref();
+                            let av = framing.and_then(|f| f.av).and_then(|i| ctx.avs.get(i));
+                            lane.settle(table, head, &mut win, direct, av);
+                            (got, next, kept, bytes, true)
+                        }
+                        None => {
+                            let room = if unframed {
+                                win.entries.len().min(want)
+                            } else {
+                                0
+                            };
+                            let entries = &mut win.entries[..room];
+                            // The byte count only where a counter may want it: one add less
+                            // per entry (and a register more for the driver's loop) shows in
+                            // the time.
+                            let (got, next, kept, bytes) = if counted {
+                                fast_lane::<N, D, S, true>(q, table, scratch, entries, want)
+                            } else {
+                                fast_lane::<N, D, S, false>(q, table, scratch, entries, want)
+                            };
+                            (got, next, kept, bytes, false)
+                        }
                     };
                     let got = got.min(want);
                     // The slots taken were `head`, `head + 1`, …, `next - 1`: all freed.
@@ -915,7 +1079,11 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     table.head = next;
                     tally.ok += direct as u64;
                     tally.bytes += bytes;
-                    sink.commit(direct);
+                    if filled {
+                        sink.commit_filled(direct);
+                    } else {
+                        sink.commit(direct);
+                    }
                     given += direct;
 
                     let mut i = 0;
@@ -1460,7 +1628,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 len,
                 report,
                 group: NO_GROUP,
-                plain: OpKind::Free, // commit decides (unused: no fast lane here)
+                plain: LaneKey::GENERAL, // commit decides (unused: no fast lane here)
                 owner: NO_OWNER,
                 ..Op::FREE
             },
@@ -2279,7 +2447,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     // hands the buffer back.
                     report: true,
                     group: gi as u8,
-                    plain: OpKind::Free, // commit decides
+                    plain: LaneKey::GENERAL, // commit decides
                     ..Op::FREE
                 },
             );
@@ -2365,16 +2533,18 @@ impl Iterator for TokenIter<'_> {
     }
 }
 
-/// The payload bytes of a send (`FI_CNTR_EVENTS_BYTES` counts user bytes): the frame less
-/// ringfab's header on an endpoint's path, the whole frame on a raw one.
-/// The read's fast lane, inside the driver's loop (`RxQueue::poll_each`): a plain success
-/// for the next slot in order is written straight into `win`, the reader's next free entries.
+/// The raw layer's fast lane, inside the driver's loop (`RxQueue::poll_each`): a plain
+/// success for the next slot in order is written straight into `win`, the reader's next free
+/// entries.
 /// The first completion that is anything else, and every one after it (order!), is kept in
 /// `scratch` for the general lane. Returns the completions the driver gave, the wrapping slot
 /// count after the last one taken (`head` + taken), the number kept and, with `BYTES`, the
 /// bytes taken (0 without: no counter can want them).
-#[inline(always)]
-fn fast_lane<N: Nic, const D: usize, S: Sink, const BYTES: bool>(
+///
+/// Never inlined, as [`fast_lane_framed`]: a function of its own keeps its loop's registers
+/// whatever the rest of `poll` becomes.
+#[inline(never)]
+fn fast_lane<'s, N: Nic, const D: usize, S: Sink<'s>, const BYTES: bool>(
     q: &mut N::Rx<'_, D>,
     table: &mut OpTable<D>,
     scratch: &mut [RxCompletion; CHUNK],
@@ -2394,7 +2564,7 @@ fn fast_lane<N: Nic, const D: usize, S: Sink, const BYTES: bool>(
     let got = q.poll_each_unhashed(want, &mut |c| {
         if free.len() > 0 && c.token.0 == (next % D) as u64 {
             let op = &mut table.ops[next % D];
-            if c.status.is_ok() && op.plain == OpKind::Recv {
+            if c.status.is_ok() && op.plain == LaneKey::of(Lane::Recv, NO_MR) {
                 op.free();
                 if let Some(entry) = free.next() {
                     S::write(
@@ -2423,6 +2593,264 @@ fn fast_lane<N: Nic, const D: usize, S: Sink, const BYTES: bool>(
     (got, next, kept as usize, bytes)
 }
 
+/// The framed lane of one poll: an endpoint's receives into owned buffers, on the Ethernet
+/// encapsulation, read with `read`, `readfrom` or `read_owned` (docs/architecture.md, "The
+/// hard CQ read path"). What it compares a header with, and the region of the buffers it takes.
+#[derive(Clone, Copy)]
+struct FramedLane<'s> {
+    /// Bytes 12..18 of a frame for this endpoint as a little-endian number: ringfab's
+    /// EtherType, its version, no flags (no remote CQ data), the endpoint's context.
+    expect: u64,
+    /// `LaneKey::of(Lane::OwnedRecv, mr)`: what an operation the lane takes has as `plain`.
+    /// `mr` is the region of the buffers the lane takes in this poll, the oldest operation's.
+    /// A buffer of another region ends the lane for the rest of the poll (the general lane
+    /// takes it), so that the buffers a `read` drops go back to their region in one atomic
+    /// subtraction, and a `read_owned` finds the region's count (`owner`) without a lookup per
+    /// entry.
+    key: LaneKey,
+    owner: &'s AtomicUsize,
+}
+
+/// The low 48 bits of a `u64`: a MAC address read as a little-endian number.
+const MAC_MASK: u64 = (1 << 48) - 1;
+
+impl<'s> FramedLane<'s> {
+    /// What bytes 12..18 of a frame for context `ctx` hold (see [`FramedLane::expect`]).
+    fn expect(ctx: u16) -> u64 {
+        let [e0, e1] = proto::ETHERTYPE.to_be_bytes();
+        let [c0, c1] = ctx.to_be_bytes();
+        u64::from_le_bytes([e0, e1, proto::VERSION, 0, c0, c1, 0, 0])
+    }
+
+    /// The lane for buffers of region `mr`, if it is one of `mrs`.
+    fn new<N: Nic>(expect: u64, mr: u16, mrs: &'s [MrSlot<N>]) -> Option<Self> {
+        owner_of(mrs, mr).map(|owner| FramedLane {
+            expect,
+            key: LaneKey::of(Lane::OwnedRecv, mr),
+            owner,
+        })
+    }
+
+    /// Runs the lane over one poll of `q`, writing entries into `win`; the rest as
+    /// [`fast_lane`]. Compiled with and without the byte count (`counted`), so that a path
+    /// without a counter does not pay for it.
+    #[inline(always)]
+    fn poll<N: Nic, const D: usize, S: Sink<'s>>(
+        self,
+        q: &mut N::Rx<'_, D>,
+        table: &mut OpTable<D>,
+        scratch: &mut [RxCompletion; CHUNK],
+        win: &mut Window<'_, 's, S::Entry>,
+        want: usize,
+        counted: bool,
+    ) -> (usize, usize, usize, u64) {
+        let mut room = win.entries.len().min(want);
+        if let Some(src) = &win.src {
+            room = room.min(src.len());
+        }
+        if let Some(bufs) = &win.bufs {
+            room = room.min(bufs.len());
+        }
+        let entries = &mut win.entries[..room];
+        if counted {
+            fast_lane_framed::<N, D, S, true>(q, table, scratch, entries, self, want)
+        } else {
+            fast_lane_framed::<N, D, S, false>(q, table, scratch, entries, self, want)
+        }
+    }
+
+    /// After the lane took the `direct` operations from slot `head` on into `win`'s entries:
+    /// their sources and buffers, where the reader takes them — each source a handle of `av`
+    /// (one lookup per run of frames from the same sender), each buffer rebuilt from its slot
+    /// — and the buffers the reader does not take go back to their region in one subtraction.
+    /// A second pass over what the lane took, so that the lane's loop is the same for every
+    /// reader (a loop that also wrote sources and buffers ran short of registers). It reads
+    /// the freed slots, which nothing has reused yet: it runs before the general lane, the
+    /// only thing that posts during a poll.
+    #[inline(always)]
+    fn settle<const D: usize, E>(
+        self,
+        table: &OpTable<D>,
+        head: usize,
+        win: &mut Window<'_, 's, E>,
+        direct: usize,
+        av: Option<AvRef<'_>>,
+    ) {
+        if direct == 0 {
+            return;
+        }
+        let taken = |i: usize| &table.ops[head.wrapping_add(i) % D].buf;
+        if let Some(src) = win.src.as_deref_mut() {
+            // The sender of a frame is looked up once per run of frames from it: within one
+            // read, as the table stood when that sender's first frame was looked up. A key of
+            // all ones is the address no table holds (av.rs: it marks a free entry).
+            let (mut last_key, mut last) = (u64::MAX, FiAddr::NOTAVAIL);
+            for (i, a) in src[..direct].iter_mut().enumerate() {
+                // SAFETY: as in the lane: the operation's buffer is registered memory of at
+                // least `MAX_HEADER_LEN` bytes, written by the device before its completion
+                // was observed, and still the operation's (handed back or dropped below).
+                let key = unsafe { FramedHead::source(taken(i).cpu) };
+                if key != last_key {
+                    (last_key, last) = (key, resolve_source(key, av));
+                }
+                *a = last;
+            }
+        }
+        match win.bufs.as_deref_mut() {
+            Some(bufs) => {
+                for (i, b) in bufs[..direct].iter_mut().enumerate() {
+                    *b = Some(Buf::from_raw(*taken(i), self.owner));
+                }
+            }
+            None => forget_posted(self.owner, direct),
+        }
+    }
+}
+
+/// The handle of the sender whose raw address is `key` ([`FramedHead::source`]) in `av`, or
+/// `FI_ADDR_NOTAVAIL`: what the general lane finds for the same frame.
+#[cold]
+fn resolve_source(key: u64, av: Option<AvRef<'_>>) -> FiAddr {
+    let b = key.to_le_bytes();
+    let raw = EpAddr {
+        mac: crate::hal::MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]),
+        ctx: u16::from_be_bytes([b[6], b[7]]),
+    };
+    av.and_then(|av| av.reverse(raw))
+        .unwrap_or(FiAddr::NOTAVAIL)
+}
+
+/// The part of a received frame's header the framed lane reads, in place: the first byte of
+/// the Ethernet destination, bytes 10..18 (the end of the source MAC, EtherType, ringfab's
+/// version, flags and destination context) and the payload length.
+struct FramedHead {
+    dst0: u8,
+    w10: u64,
+    payload_len: u16,
+}
+
+impl FramedHead {
+    /// Reads the header of the frame in the buffer at `cpu`.
+    ///
+    /// # Safety
+    /// `cpu` is the address of a buffer of at least 22 bytes of registered memory that the
+    /// device has finished writing (its completion was observed with acquire ordering), owned
+    /// by the operation being completed.
+    #[inline(always)]
+    unsafe fn read(cpu: usize) -> FramedHead {
+        let at = |offset: usize| (cpu + offset) as *const u8;
+        // SAFETY: every read lies inside the buffer's first 22 bytes (the caller's promise);
+        // unaligned reads of plain integers through raw pointers, no reference into memory a
+        // device can write (DESIGN.md decision 5), as `parse_header`'s copy.
+        unsafe {
+            FramedHead {
+                dst0: at(0).read(),
+                w10: u64::from_le(at(10).cast::<u64>().read_unaligned()),
+                payload_len: u16::from_be(at(20).cast::<u16>().read_unaligned()),
+            }
+        }
+    }
+
+    /// The sender's raw address in the frame at `cpu`, as an opaque key: the source MAC in
+    /// bytes 0..6 and the source context (big-endian) in bytes 6..8 of its little-endian form.
+    ///
+    /// # Safety
+    /// As [`read`](Self::read).
+    #[inline(always)]
+    unsafe fn source(cpu: usize) -> u64 {
+        let at = |offset: usize| (cpu + offset) as *const u8;
+        // SAFETY: as in `read`: bytes 6..14 and 18..20 of the buffer.
+        let (mac, ctx) = unsafe {
+            (
+                u64::from_le(at(6).cast::<u64>().read_unaligned()) & MAC_MASK,
+                u64::from(u16::from_le(at(18).cast::<u16>().read_unaligned())),
+            )
+        };
+        mac | ctx << 48
+    }
+
+    /// The payload length, if the frame is a plain success for the endpoint that expects
+    /// `expect` ([`FramedLane::expect`]): ringfab's EtherType, version and context, no flags
+    /// (remote CQ data takes the general lane), a unicast destination (a group frame carries
+    /// `FI_MULTICAST`) and a payload inside the frame's `frame_len` bytes (so inside what a
+    /// [`Lane::OwnedRecv`] operation accepted). Exactly the frames `rx_outcome` completes
+    /// `Done` with nothing but a context, flags and a length (and the source it finds the same
+    /// way).
+    #[inline(always)]
+    fn payload(&self, expect: u64, frame_len: u32) -> Option<u32> {
+        let len = u32::from(self.payload_len);
+        // A shift, not a mask: a 64-bit mask would need one more register in a loop that has
+        // none to spare.
+        (self.w10 >> 16 == expect
+            && len + proto::HEADER_LEN as u32 <= frame_len
+            && self.dst0 & 1 == 0)
+            .then_some(len)
+    }
+}
+
+/// The framed lane, inside the driver's loop: an endpoint's receive of the next slot in order
+/// whose operation is [`Lane::OwnedRecv`] of the lane's region and whose frame is a plain
+/// success ([`FramedHead::payload`]) is written straight into `entries` and its slot freed
+/// (its source and buffer follow in [`FramedLane::settle`]). The first completion that is
+/// anything else, and every one after it, is kept in `scratch` for the general lane. Returns
+/// as [`fast_lane`].
+///
+/// Never inlined: a function of its own is register-allocated on its own, so that what the
+/// rest of `poll` does (the general lane, [`FramedLane::settle`]) does not push the loop's
+/// values out of registers. The driver's loop and the closure are inlined into it.
+#[inline(never)]
+fn fast_lane_framed<'s, N: Nic, const D: usize, S: Sink<'s>, const BYTES: bool>(
+    q: &mut N::Rx<'_, D>,
+    table: &mut OpTable<D>,
+    scratch: &mut [RxCompletion; CHUNK],
+    entries: &mut [S::Entry],
+    lane: FramedLane<'s>,
+    want: usize,
+) -> (usize, usize, usize, u64) {
+    let (mut kept, mut bytes) = (0u32, 0u64);
+    // Entries not yet written; emptied when the first completion is kept (order!).
+    let mut free = entries.iter_mut();
+    let mut next = table.head;
+    let got = q.poll_each_unhashed(want, &mut |c| {
+        if free.len() > 0 && c.token.0 == (next % D) as u64 {
+            let op = &mut table.ops[next % D];
+            if c.status.is_ok() && op.plain == lane.key {
+                // SAFETY: a `Lane::OwnedRecv` operation owns a registered buffer of at least
+                // `MAX_HEADER_LEN` bytes at `buf.cpu` (decided at posting); the driver reported
+                // it `Ok`, having observed its write-back with acquire ordering.
+                let h = unsafe { FramedHead::read(op.buf.cpu) };
+                if let Some(len) = h.payload(lane.expect, c.len) {
+                    if let Some(entry) = free.next() {
+                        S::write(
+                            entry,
+                            Plain {
+                                context: op.context,
+                                flags: RECV_FLAGS,
+                                len: len as usize,
+                            },
+                        );
+                    }
+                    op.free();
+                    if BYTES {
+                        bytes += u64::from(len);
+                    }
+                    next = next.wrapping_add(1);
+                    return;
+                }
+            }
+        }
+        free = [].iter_mut();
+        // More than `want` would be a driver bug; `got` ignores them as well.
+        if let Some(slot) = scratch.get_mut(kept as usize) {
+            *slot = *c;
+            kept += 1;
+        }
+    });
+    (got, next, kept as usize, bytes)
+}
+
+/// The payload bytes of a send (`FI_CNTR_EVENTS_BYTES` counts user bytes): the frame less
+/// ringfab's header on an endpoint's path, the whole frame on a raw one.
 fn tx_payload(header: usize, frame_len: u32) -> usize {
     (frame_len as usize).saturating_sub(header)
 }
@@ -2627,7 +3055,7 @@ pub struct SendPost<'a> {
     pub flags: OpFlags,
 }
 
-/// Send flags the stand-in poster accepts: the completion levels a DGRAM transmit can honour
+/// Send flags the raw layer accepts: the completion levels a DGRAM transmit can honour
 /// (docs/architecture.md, "Completion levels").
 const SEND_FLAGS_OK: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::INJECT_COMPLETE)
@@ -2667,30 +3095,69 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
         Ok(())
     }
 
-    /// Posts receive buffers, in order, and rings the doorbell once for all of them. The
-    /// stand-in for `Endpoint::recv` until endpoints exist.
+    /// Posts receive buffers, in order, and rings the doorbell once for all of them: the raw
+    /// layer's receive ([module documentation](self), "The raw layer"). Each completion's
+    /// entry carries the post's context and the frame's length (Ethernet header included, FCS
+    /// not).
     ///
-    /// Each receive reserves a credit of the bound CQ (so its completion can never be lost);
-    /// posting stops at the first one that cannot be posted, with the op slot and credit it
-    /// took released again.
+    /// The buffers are device addresses: memory the device may write (from
+    /// [`Nic::alloc_dma`], or registered), which the application
+    /// keeps and does not use while the receive is posted — core never touches it. Each
+    /// receive reserves a credit of the bound CQ (so its completion can never be lost); posting
+    /// stops at the first one that cannot be posted, with the op slot and credit it took
+    /// released again.
+    ///
+    /// ```
+    /// use ringfab::cq::{entry::{Msg, MsgEntry, OpContext}, CqAttr};
+    /// use ringfab::domain::Domain;
+    /// use ringfab::flags::{BindFlags, OpFlags};
+    /// use ringfab::hal::{DmaRegion, Nic, RxBuffer, RxConfig};
+    /// use ringfab::path::RecvPost;
+    /// use ringfab::Capacities;
+    /// use ringfab_emu::{null::NullPlatform, Igb82576};
+    ///
+    /// // The do-nothing 82576: it completes every buffer with a 64-byte frame at the doorbell.
+    /// let nic = ringfab_igb::Igb::new(NullPlatform::<Igb82576>::new()).unwrap();
+    /// let caps = Capacities { queues: 1, cqs: 1, cq_size: 64, ..Capacities::DEFAULT };
+    /// let domain = Domain::<_, 64>::with_capacities(&nic, &caps);
+    /// let cq = domain.open_cq::<Msg>(&CqAttr { size: 64, ..CqAttr::default() })?;
+    /// let rx = domain.open_rx(0, RxConfig::new(2048))?;
+    /// cq.bind(&domain, &rx, BindFlags::RECV)?;
+    /// let mem = nic.alloc_dma(4 * 2048)?;
+    /// let posts: Vec<RecvPost> = (0..4)
+    ///     .map(|i| RecvPost {
+    ///         buf: RxBuffer { iova: mem.iova().checked_add(i * 2048).unwrap(), len: 2048 },
+    ///         len: 2048,
+    ///         context: OpContext(i as usize),
+    ///         flags: OpFlags::empty(),
+    ///     })
+    ///     .collect();
+    /// assert_eq!(rx.post_recvs(&posts), Ok(4));
+    /// let mut out = [MsgEntry::default(); 8];
+    /// assert_eq!(cq.read(&domain, &mut out), Ok(4));
+    /// assert_eq!((out[3].op_context, out[3].len), (OpContext(3), 64));
+    /// # cq.unbind(&domain, &rx)?;
+    /// # Ok::<(), ringfab::Error>(())
+    /// ```
     ///
     /// # Errors
     /// Only when not even the first could be posted: `Again` (no CQ credit, ring or op table
     /// full), `NoCq` (not bound), `OpBadState` (the CQ is overrun, or this is a transmit path),
     /// `Inval` (`len` above the buffer, or a buffer below the queue's size), `BadFlags`.
     /// Otherwise `Ok(n)`, the number posted (the caller retries the rest).
-    #[doc(hidden)]
     pub fn post_recvs(&self, posts: &[RecvPost]) -> Result<usize> {
         self.post_batch(posts, post_one_recv)
     }
 
-    /// Posts sends, in order, with one doorbell. As [`post_recvs`](Self::post_recvs), for a
-    /// transmit path; the stand-in for `Endpoint::send`.
+    /// Posts sends, in order, with one doorbell: the raw layer's send. As
+    /// [`post_recvs`](Self::post_recvs), for a transmit path; each [`SendPost`] names a whole
+    /// frame (Ethernet header included) in device memory the application keeps until its
+    /// completion (an entry with the post's context; none for a success not asked for under
+    /// `FI_SELECTIVE_COMPLETION`).
     ///
     /// # Errors
     /// As `post_recvs`; `MsgSize` for a frame the device cannot send, `Inval` for a bad
     /// segment list.
-    #[doc(hidden)]
     pub fn post_sends(&self, posts: &[SendPost<'_>]) -> Result<usize> {
         self.post_batch(posts, post_one_send)
     }
@@ -2931,8 +3398,26 @@ fn post_one_send<N: Nic, const D: usize>(
 }
 
 impl<N: Nic, const D: usize> PathState<'_, N, D> {
+    /// [`post_recv`](Self::post_recv) out of line, for a caller that posts one receive per
+    /// call (an endpoint's `recvmsg`): inlined there, it pushes the ring's own `push` and the
+    /// op table's `commit` out of line instead, which costs more.
+    #[inline(never)]
+    pub(crate) fn post_recv_one(
+        &mut self,
+        cq: &CqSlot,
+        buf: RawBuf,
+        len: u32,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> Result {
+        self.post_recv(cq, buf, len, context, flags)
+    }
+
     /// Posts one receive of `buf` (the whole buffer goes to the NIC; `len` bytes of it are
     /// accepted), reserving a CQ credit; nothing is left taken on failure. No doorbell.
+    /// Always inlined, into the raw layer's batch loop and into
+    /// [`post_recv_one`](Self::post_recv_one).
+    #[inline(always)]
     pub(crate) fn post_recv(
         &mut self,
         cq: &CqSlot,
@@ -2957,7 +3442,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
             cq.release_credit();
             return Err(push_error(e));
         }
-        self.table.commit(
+        self.table.commit_as(
             slot,
             Op {
                 kind: OpKind::Recv,
@@ -2966,7 +3451,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 len,
                 report,
                 group: NO_GROUP,
-                plain: OpKind::Free, // commit decides
+                plain: recv_lane(report, &buf, len),
                 ..Op::FREE
             },
         );
@@ -3038,7 +3523,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 len: frame,
                 report,
                 group: NO_GROUP,
-                plain: OpKind::Free, // commit decides
+                plain: LaneKey::GENERAL, // commit decides
                 cq: cq_index,
                 owner,
                 cntr,

@@ -53,7 +53,9 @@ use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags};
 use crate::hal::Nic;
 use crate::mr::{owner_of, Buf, Iov, MrSlot, RawBuf};
-use crate::path::{release, ErrRecord, Outcome, Path, PathSlot, PathState, Plain, Sink, NO_CQ};
+use crate::path::{
+    release, ErrRecord, Outcome, Path, PathSlot, PathState, Plain, Sink, Window, NO_CQ,
+};
 use crate::storage::Capacity;
 use crate::{Error, Result};
 
@@ -158,16 +160,27 @@ struct ReadSink<'x, 'o, 's, F: Format, N: Nic> {
     slot: &'x CqSlot,
 }
 
-impl<F: Format, N: Nic> Sink for ReadSink<'_, '_, '_, F, N> {
+impl<'s, F: Format, N: Nic> Sink<'s> for ReadSink<'_, '_, 's, F, N> {
     type Entry = F::Entry;
 
     #[inline(always)]
-    fn window(&mut self) -> &mut [F::Entry] {
-        if self.stopped {
-            return &mut [];
+    fn window(&mut self) -> Window<'_, 's, F::Entry> {
+        // Entries `n..cap` (`cap` is `out.len()`, and `readfrom`/`read_owned` checked that
+        // the sources and buffers are as long); none once an error is queued.
+        let (n, end) = (self.n, if self.stopped { self.n } else { self.cap });
+        let d = &mut *self.d;
+        Window {
+            entries: d.out.get_mut(n..end).unwrap_or_default(),
+            src: d
+                .src
+                .as_deref_mut()
+                .map(|s| s.get_mut(n..end).unwrap_or_default()),
+            bufs: d
+                .bufs
+                .as_deref_mut()
+                .map(|b| b.get_mut(n..end).unwrap_or_default()),
+            whole: d.iovs.is_none(),
         }
-        let cap = self.cap.min(self.d.out.len());
-        self.d.out.get_mut(self.n..cap).unwrap_or_default()
     }
 
     #[inline(always)]
@@ -182,6 +195,12 @@ impl<F: Format, N: Nic> Sink for ReadSink<'_, '_, '_, F, N> {
             self.n += k;
             self.delivered += k;
         }
+    }
+
+    #[inline(always)]
+    fn commit_filled(&mut self, k: usize) {
+        self.n += k;
+        self.delivered += k;
     }
 
     #[inline(always)]
@@ -1037,7 +1056,7 @@ pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
 /// owned buffers).
 #[inline(always)]
 pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
-    domain: &Domain<'_, N, D>,
+    domain: &'s Domain<'_, N, D>,
     index: usize,
     d: &mut Delivery<'_, 's, F, N>,
 ) -> Result<usize> {

@@ -550,7 +550,9 @@ impl<H: QueueHw, const N: usize> RxQueue for IntelRx<H, N> {
         n
     }
 
-    #[inline]
+    // Always inlined: the closure is core's read loop, whose captures stay in registers only
+    // while no call it reaches is left out of line.
+    #[inline(always)]
     fn poll_each(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
         let n = self.ring.poll_each(max, f);
         self.q
@@ -558,7 +560,9 @@ impl<H: QueueHw, const N: usize> RxQueue for IntelRx<H, N> {
         n
     }
 
-    #[inline]
+    // Always inlined: the closure is core's read loop, whose captures stay in registers only
+    // while no call it reaches is left out of line.
+    #[inline(always)]
     fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
         let n = self.ring.poll_each_unhashed(max, f);
         self.q

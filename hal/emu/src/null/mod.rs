@@ -6,8 +6,9 @@
 //! markers as the emulated devices: [`Igb82576`], [`E1000e82574`](crate::E1000e82574),
 //! [`VirtioNetPci`](crate::VirtioNetPci)); `NullPlatform` alone is the 82576. What the kinds
 //! share is here: DMA memory is host memory with IOVA == CPU address (there is no IOMMU, which is
-//! fine for a benchmark of trusted code), there are no interrupts and no mappings of caller
-//! memory. Each kind has its own register file:
+//! fine for a benchmark of trusted code), caller memory is "mapped" the same way (so registered
+//! memory and endpoints work), and there are no interrupts. Each kind has its own register
+//! file:
 //!
 //! * **Intel** ([`NullRegs`], igb and e1000e): registers are a flat array; reads return what was
 //!   written, except the few bits bring-up waits on (RST self-clears, MDIC is always ready, the
@@ -118,15 +119,20 @@ impl Drop for HostDma {
     }
 }
 
-/// A null device maps nothing (`map_dma` always fails); this type only names the mapping.
-pub struct NoMapping;
+/// Caller memory "mapped" for a null device: IOVA == CPU address, as its DMA memory, so that
+/// core's memory registration (and with it endpoints and their owned buffers) runs on a null
+/// device. Nothing is pinned or translated; dropping it does nothing.
+pub struct HostMapping {
+    iova: Iova,
+    len: usize,
+}
 
-impl DmaMapping for NoMapping {
+impl DmaMapping for HostMapping {
     fn iova(&self) -> Iova {
-        Iova(0)
+        self.iova
     }
     fn len(&self) -> usize {
-        0
+        self.len
     }
 }
 
@@ -145,11 +151,13 @@ impl Wait for NoWait {
 }
 
 // SAFETY: a benchmark platform for trusted code: the "device" touches only rings the driver
-// programmed, and DMA memory is plain host memory it owns.
+// programmed (it never writes a buffer, mapped or not), and DMA memory is plain host memory it
+// owns. There is no IOMMU to make a wrong address fault, which the trait asks for: a null
+// device is for benchmarks of code the tests have already proven, never for tests.
 unsafe impl<K: NullKind> Platform for NullPlatform<K> {
     type Mmio = K::Mmio;
     type Dma = HostDma;
-    type Mapping = NoMapping;
+    type Mapping = HostMapping;
     type Wait = NoWait;
 
     fn bar(&self, index: u8) -> Result<Self::Mmio> {
@@ -172,8 +180,11 @@ unsafe impl<K: NullKind> Platform for NullPlatform<K> {
         let ptr = NonNull::new(ptr).ok_or(ringfab_hal::Error::DmaAlloc { len })?;
         Ok(HostDma { ptr, layout })
     }
-    unsafe fn map_dma(&self, _cpu: NonNull<u8>, len: usize) -> Result<NoMapping> {
-        Err(ringfab_hal::Error::DmaMap { len })
+    unsafe fn map_dma(&self, cpu: NonNull<u8>, len: usize) -> Result<HostMapping> {
+        Ok(HostMapping {
+            iova: Iova(cpu.as_ptr() as u64),
+            len,
+        })
     }
     fn delay(&self, _duration: Duration) {}
     fn irq_vectors(&self) -> u16 {
