@@ -21,7 +21,7 @@ use crate::av::AvTables;
 use crate::cntr::Counter;
 use crate::cq::attr::CqLimits;
 use crate::cq::entry::Format;
-use crate::cq::queue::{AuxCell, CompletionQueue, CqRef, CqSlot};
+use crate::cq::queue::{AuxCell, AuxRow, CompletionQueue, CqRef, CqSlot};
 use crate::hal::{MacAddr, Nic, RssConfig, RssHashes, RssSaved, RxConfig, TxConfig};
 use crate::mr::MrSlot;
 use crate::path::{Path, PathSlot, PathState, PollCtx};
@@ -184,6 +184,15 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// CQ `index` with its aux-queue cells, if the domain has a CQ slot of that index.
     pub(crate) fn cq(&self, index: usize) -> Option<CqRef<'_>> {
         Some(CqRef::new(self.cqs().get(index)?, self.aux_row(index)))
+    }
+
+    /// Where CQ `index`'s aux-queue cells are (sliced when needed).
+    pub(crate) fn aux_cells(&self, index: usize) -> AuxRow<'_> {
+        AuxRow {
+            cells: &self.tables.aux,
+            index,
+            size: self.tables.cq_size,
+        }
     }
 
     /// CQ `index`'s aux-queue cells.

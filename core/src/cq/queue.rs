@@ -155,9 +155,29 @@ struct ReadSink<'x, 'o, 's, F: Format, N: Nic> {
     /// An error was queued.
     stopped: bool,
     st: &'x mut CqState,
-    /// The CQ's aux-queue cells.
-    row: &'x [AuxCell],
+    /// The CQ's aux-queue cells, found when something has to be queued (rare).
+    row: AuxRow<'x>,
     slot: &'x CqSlot,
+}
+
+/// Where a CQ's aux-queue cells are, without the slicing until they are needed.
+#[derive(Clone, Copy)]
+pub(crate) struct AuxRow<'a> {
+    /// Every CQ's cells.
+    pub(crate) cells: &'a [AuxCell],
+    /// The CQ's index, and the cells per CQ.
+    pub(crate) index: usize,
+    pub(crate) size: usize,
+}
+
+impl<'a> AuxRow<'a> {
+    /// The CQ's cells.
+    pub(crate) fn get(self) -> &'a [AuxCell] {
+        self.cells
+            .get(self.index * self.size..)
+            .and_then(|r| r.get(..self.size))
+            .unwrap_or_default()
+    }
 }
 
 impl<'s, F: Format, N: Nic> Sink<'s> for ReadSink<'_, '_, 's, F, N> {
@@ -212,7 +232,7 @@ impl<'s, F: Format, N: Nic> Sink<'s> for ReadSink<'_, '_, 's, F, N> {
         self.delivered += direct;
         for p in &run[direct..] {
             self.st
-                .push_credited(self.row, self.slot, AuxItem::Ok(p.completion()));
+                .push_credited(self.row.get(), self.slot, AuxItem::Ok(p.completion()));
         }
         self.stopped
     }
@@ -226,9 +246,12 @@ impl<'s, F: Format, N: Nic> Sink<'s> for ReadSink<'_, '_, 's, F, N> {
                 self.delivered += 1;
                 self.n += 1;
             }
-            Outcome::Done(c) => self.st.push_credited(self.row, self.slot, AuxItem::Ok(*c)),
+            Outcome::Done(c) => self
+                .st
+                .push_credited(self.row.get(), self.slot, AuxItem::Ok(*c)),
             Outcome::Failed(e) => {
-                self.st.push_credited(self.row, self.slot, AuxItem::Err(*e));
+                self.st
+                    .push_credited(self.row.get(), self.slot, AuxItem::Err(*e));
                 self.stopped = true;
             }
         }
@@ -266,6 +289,7 @@ struct Aux<'a> {
 }
 
 impl Aux<'_> {
+    #[inline]
     fn front(&self) -> Option<AuxItem> {
         if self.ring.len == 0 {
             return None;
@@ -273,6 +297,7 @@ impl Aux<'_> {
         *self.row[self.ring.head].0.lock()
     }
 
+    #[inline]
     fn pop(&mut self) {
         if self.ring.len > 0 {
             *self.row[self.ring.head].0.lock() = None;
@@ -281,6 +306,7 @@ impl Aux<'_> {
         }
     }
 
+    #[inline]
     fn len(&self) -> usize {
         self.ring.len
     }
@@ -306,6 +332,7 @@ struct CqState {
 
 impl CqState {
     /// The aux queue over `row`, the CQ's cells.
+    #[inline]
     fn aux<'a>(&'a mut self, row: &'a [AuxCell]) -> Aux<'a> {
         Aux {
             ring: &mut self.ring,
@@ -1062,11 +1089,14 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
 ) -> Result<usize> {
     let cap = d.out.len();
     let slot = &domain.cqs()[index];
-    let row = domain.aux_row(index);
     let mut guard = slot.state.lock();
     let Some(st) = guard.as_mut() else {
         return Err(Error::OpBadState);
     };
+    // The aux queue's cells are looked up only when it holds something (rare on a read);
+    // the sink looks them up itself if it has to queue.
+    let cells = domain.aux_cells(index);
+    let row = if st.ring.len > 0 { cells.get() } else { &[] };
 
     let mut n = 0;
     while n < cap {
@@ -1089,18 +1119,20 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
     }
 
     let paths = domain.paths();
-    let start = st.next;
-    st.next = if paths.is_empty() {
-        0
+    let ctx = domain.poll_ctx(index);
+    // Round-robin from `start`, wrapping by comparison rather than by division.
+    let start = if st.next < paths.len() { st.next } else { 0 };
+    st.next = if start + 1 < paths.len() {
+        start + 1
     } else {
-        (start + 1) % paths.len()
+        0
     };
     let mut stopped = false;
-    for k in 0..paths.len() {
+    let (later, earlier) = paths.split_at(start);
+    for pslot in earlier.iter().chain(later) {
         if stopped || (cap != 0 && n == cap) {
             break;
         }
-        let pslot = &paths[(start + k) % paths.len()];
         if !pslot.serves(index) {
             continue;
         }
@@ -1120,10 +1152,10 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
             delivered: 0,
             stopped,
             st: &mut *st,
-            row,
+            row: cells,
             slot,
         };
-        ps.poll(budget, &domain.poll_ctx(index), &mut sink);
+        ps.poll(budget, &ctx, &mut sink);
         // Credits of delivered entries go back once per queue, not once per entry: one atomic
         // add instead of many.
         slot.release_credits(sink.delivered);
