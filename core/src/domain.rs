@@ -20,8 +20,10 @@
 use crate::av::AvTables;
 use crate::cntr::Counter;
 use crate::cq::attr::CqLimits;
+use crate::cq::aux::{AuxCell, AuxRow};
 use crate::cq::entry::Format;
-use crate::cq::queue::{AuxCell, AuxRow, CompletionQueue, CqRef, CqSlot};
+use crate::cq::queue::CompletionQueue;
+use crate::cq::slot::{CqRef, CqSlot};
 use crate::hal::{MacAddr, Nic, RssConfig, RssHashes, RssSaved, RxConfig, TxConfig};
 use crate::mr::MrSlot;
 use crate::path::{Path, PathSlot, PathState, PollCtx};

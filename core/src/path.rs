@@ -81,7 +81,7 @@ use spin::Mutex;
 use crate::av::{AvRef, AvTables, EpAddr, FiAddr};
 use crate::cntr::Counter;
 use crate::cq::entry::{BufAddr, Completion, OpContext};
-use crate::cq::queue::CqSlot;
+use crate::cq::slot::CqSlot;
 use crate::cq::strerror::ProvError;
 use crate::domain::Domain;
 use crate::flags::{BindFlags, CompletionFlags, OpFlags};

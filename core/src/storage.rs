@@ -26,7 +26,8 @@ use core::ops::Deref;
 use spin::Mutex;
 
 use crate::av::{AvEntry, AvSlot};
-use crate::cq::queue::{AuxCell, CqSlot};
+use crate::cq::aux::AuxCell;
+use crate::cq::slot::CqSlot;
 use crate::hal::Nic;
 use crate::mr::MrSlot;
 use crate::path::PathSlot;

@@ -14,14 +14,19 @@
 //! * [`strerror`]: ringfab's `prov_errno`/`err_data` encoding and `fi_cq_strerror`.
 //!
 //! * [`queue`]: the queue itself, [`CompletionQueue`]: `read`, `readerr`, `strerror`, binding,
-//!   credits, overrun and close.
+//!   credits, overrun and close. Under it, private to this module: `read.rs`, the read loop
+//!   every read shares; `aux.rs`, the aux queue; `slot.rs`, a CQ's slot in the domain's table
+//!   (its state, credits, bindings, overrun).
 //! * [`wait`]: blocking — `sread`, `signal`, `control(GetWait)`, wait objects, one MSI-X
 //!   vector per CQ, and [`WaitSet`].
 
 pub mod attr;
+pub(crate) mod aux;
 pub mod entry;
 pub mod errdata;
 pub mod queue;
+mod read;
+pub(crate) mod slot;
 pub mod strerror;
 pub mod wait;
 

@@ -44,7 +44,8 @@ use spin::Mutex;
 
 use super::attr::{CqAttr, CqLimits, WaitCond, WaitObj, WaitSetId};
 use super::entry::{Context, CqFormat, Format};
-use super::queue::{read_delivered, read_raw, CompletionQueue, Delivery};
+use super::queue::CompletionQueue;
+use super::read::{read_delivered, read_raw, Delivery};
 use crate::av::FiAddr;
 use crate::cntr::{block_until, Clock};
 use crate::domain::Domain;

@@ -2,7 +2,7 @@
 //! `fi_getopt`/`fi_setopt`, and the default operation flags (`FI_GETOPSFLAG`/`FI_SETOPSFLAG`).
 
 use crate::cq::entry::OpContext;
-use crate::cq::queue::CqSlot;
+use crate::cq::slot::CqSlot;
 use crate::domain::Domain;
 use crate::flags::{BindFlags, OpFlags};
 use crate::hal::{Nic, Wait};

@@ -3,7 +3,7 @@
 
 use crate::av::FiAddr;
 use crate::cq::entry::OpContext;
-use crate::cq::queue::CqRef;
+use crate::cq::slot::CqRef;
 use crate::domain::Domain;
 use crate::flags::OpFlags;
 use crate::hal::{DmaRegion, Nic, TxSegment};

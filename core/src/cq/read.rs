@@ -1,0 +1,315 @@
+//! The read loop every CQ read shares ([`read_delivered`]; [`read_raw`] is it by slot index,
+//! for `sread` and wait sets): the aux queue first, then each bound path polled round-robin,
+//! in the order [`queue`](super::queue)'s "The read path" gives. [`Delivery`] is where a read
+//! puts what it delivers (entries, and optionally sources and owned buffers); [`ReadSink`] is
+//! what the polled paths write into — straight into the caller's array, or behind an error
+//! onto the aux queue.
+//!
+//! This is the data path, generic over the format and the NIC: the loop and what it runs per
+//! entry are `#[inline(always)]` (the sink's `outcome`, `#[inline]`), so `read::<F>` compiles
+//! to one loop in the caller's crate.
+
+use core::sync::atomic::Ordering;
+
+use super::aux::{AuxItem, AuxRow};
+use super::entry::{Completion, Format};
+use super::slot::{CqSlot, CqState};
+use crate::av::FiAddr;
+use crate::domain::Domain;
+use crate::hal::Nic;
+use crate::mr::{owner_of, Buf, Iov, MrSlot, RawBuf};
+use crate::path::{Outcome, Plain, Sink, Window};
+use crate::{Error, Result};
+
+/// Where `read` puts what it delivers: the entries, and optionally their sources and owned
+/// buffers.
+pub(super) struct Delivery<'o, 's, F: Format, N: Nic> {
+    pub(super) out: &'o mut [F::Entry],
+    pub(super) src: Option<&'o mut [FiAddr]>,
+    pub(super) bufs: Option<&'o mut [Option<Buf<'s>>]>,
+    /// Every buffer of each entry (a gather send's several), for `read_owned_iov`.
+    pub(super) iovs: Option<&'o mut [Iov<'s>]>,
+    pub(super) mrs: &'s [MrSlot<N>],
+}
+
+impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
+    /// The same delivery from entry `base` on (what a blocking read that already holds `base`
+    /// entries reads into next).
+    pub(super) fn from(&mut self, base: usize) -> Delivery<'_, 's, F, N> {
+        Delivery {
+            out: &mut self.out[base..],
+            src: self.src.as_deref_mut().map(|s| &mut s[base..]),
+            bufs: self.bufs.as_deref_mut().map(|b| &mut b[base..]),
+            iovs: self.iovs.as_deref_mut().map(|b| &mut b[base..]),
+            mrs: self.mrs,
+        }
+    }
+
+    /// Writes plain completions `run` as entries `n..`.
+    #[inline(always)]
+    fn put_plains(&mut self, n: usize, run: &[Plain]) {
+        for (e, p) in self.out[n..n + run.len()].iter_mut().zip(run) {
+            *e = F::plain(p.context, p.flags, p.len);
+        }
+        self.fill_plain_extras(n, run.len());
+    }
+
+    /// What plain entries `n..n + k` have beside the entry: no source, no owned buffer.
+    #[inline(always)]
+    fn fill_plain_extras(&mut self, n: usize, k: usize) {
+        if let Some(src) = self.src.as_deref_mut() {
+            src[n..n + k].fill(FiAddr::NOTAVAIL);
+        }
+        if let Some(bufs) = self.bufs.as_deref_mut() {
+            for b in &mut bufs[n..n + k] {
+                *b = None;
+            }
+        }
+        if let Some(iovs) = self.iovs.as_deref_mut() {
+            for b in &mut iovs[n..n + k] {
+                *b = Iov::new();
+            }
+        }
+    }
+
+    /// Writes completion `c` as entry `n`.
+    #[inline(always)]
+    fn put(&mut self, n: usize, c: &Completion) {
+        self.out[n] = F::fill(c);
+        if let Some(src) = self.src.as_deref_mut() {
+            src[n] = c.src.unwrap_or(FiAddr::NOTAVAIL);
+        }
+        let mrs = self.mrs;
+        let owned = move |raw: Option<RawBuf>| {
+            raw.and_then(|raw| owner_of(mrs, raw.mr).map(|o| Buf::from_raw(raw, o)))
+        };
+        if let Some(iovs) = self.iovs.as_deref_mut() {
+            iovs[n] = Iov::from_bufs(core::iter::once(c.owned).chain(c.extra).filter_map(owned));
+        } else {
+            // Buffers nobody takes go back to their regions' counts (the handle drops).
+            if let Some(bufs) = self.bufs.as_deref_mut() {
+                bufs[n] = owned(c.owned);
+            } else {
+                drop(owned(c.owned));
+            }
+            c.extra.into_iter().for_each(|raw| drop(owned(raw)));
+        }
+    }
+}
+
+/// What a read hands the paths it polls: entries go straight into the caller's array while
+/// there is room and no error has been queued; after an error (which stops the read) or
+/// beyond `cap` they go to the aux queue, so nothing overtakes the error and nothing is lost.
+struct ReadSink<'x, 'o, 's, F: Format, N: Nic> {
+    d: &'x mut Delivery<'o, 's, F, N>,
+    /// Entries in `d` so far.
+    n: usize,
+    cap: usize,
+    /// Entries this sink put in `d` (their credits go back after the poll).
+    delivered: usize,
+    /// An error was queued.
+    stopped: bool,
+    st: &'x mut CqState,
+    /// The CQ's aux-queue cells, found when something has to be queued (rare).
+    row: AuxRow<'x>,
+    slot: &'x CqSlot,
+}
+
+impl<'s, F: Format, N: Nic> Sink<'s> for ReadSink<'_, '_, 's, F, N> {
+    type Entry = F::Entry;
+
+    #[inline(always)]
+    fn window(&mut self) -> Window<'_, 's, F::Entry> {
+        // Entries `n..cap` (`cap` is `out.len()`, and `readfrom`/`read_owned` checked that
+        // the sources and buffers are as long); none once an error is queued.
+        let (n, end) = (self.n, if self.stopped { self.n } else { self.cap });
+        let d = &mut *self.d;
+        Window {
+            entries: d.out.get_mut(n..end).unwrap_or_default(),
+            src: d
+                .src
+                .as_deref_mut()
+                .map(|s| s.get_mut(n..end).unwrap_or_default()),
+            bufs: d
+                .bufs
+                .as_deref_mut()
+                .map(|b| b.get_mut(n..end).unwrap_or_default()),
+            whole: d.iovs.is_none(),
+        }
+    }
+
+    #[inline(always)]
+    fn write(entry: &mut F::Entry, p: Plain) {
+        *entry = F::plain(p.context, p.flags, p.len);
+    }
+
+    #[inline(always)]
+    fn commit(&mut self, k: usize) {
+        if k > 0 {
+            self.d.fill_plain_extras(self.n, k);
+            self.n += k;
+            self.delivered += k;
+        }
+    }
+
+    #[inline(always)]
+    fn commit_filled(&mut self, k: usize) {
+        self.n += k;
+        self.delivered += k;
+    }
+
+    #[inline(always)]
+    fn plain(&mut self, run: &[Plain]) -> bool {
+        let room = if self.stopped { 0 } else { self.cap - self.n };
+        let direct = room.min(run.len());
+        self.d.put_plains(self.n, &run[..direct]);
+        self.n += direct;
+        self.delivered += direct;
+        for p in &run[direct..] {
+            self.st
+                .push_credited(self.row.get(), self.slot, AuxItem::Ok(p.completion()));
+        }
+        self.stopped
+    }
+
+    #[inline]
+    fn outcome(&mut self, o: Outcome<'_>) -> bool {
+        match o {
+            Outcome::Plain(p) => return self.plain(&[p]),
+            Outcome::Done(c) if !self.stopped && self.n < self.cap => {
+                self.d.put(self.n, c);
+                self.delivered += 1;
+                self.n += 1;
+            }
+            Outcome::Done(c) => self
+                .st
+                .push_credited(self.row.get(), self.slot, AuxItem::Ok(*c)),
+            Outcome::Failed(e) => {
+                self.st
+                    .push_credited(self.row.get(), self.slot, AuxItem::Err(*e));
+                self.stopped = true;
+            }
+        }
+        self.stopped
+    }
+}
+
+/// `read` of CQ `index`, as a function of the slot rather than of a handle: what `read`,
+/// `sread` and a wait set share. An empty `out` is how waiting checks for "anything queued"
+/// without taking it; the format then does not matter (a wait set checks CQs of any format as
+/// `Context`). Kept exactly the shape `read` had, so `read::<F>` compiles to the same loop.
+#[inline(always)]
+pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
+    domain: &Domain<'_, N, D>,
+    index: usize,
+    out: &mut [F::Entry],
+) -> Result<usize> {
+    read_delivered(
+        domain,
+        index,
+        &mut Delivery::<'_, '_, F, N> {
+            out,
+            src: None,
+            bufs: None,
+            iovs: None,
+            mrs: domain.mrs(),
+        },
+    )
+}
+
+/// The read loop every read shares, delivering into `d` (entries, and optionally sources and
+/// owned buffers).
+#[inline(always)]
+pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
+    domain: &'s Domain<'_, N, D>,
+    index: usize,
+    d: &mut Delivery<'_, 's, F, N>,
+) -> Result<usize> {
+    let cap = d.out.len();
+    let slot = &domain.cqs()[index];
+    let mut guard = slot.state.lock();
+    let Some(st) = guard.as_mut() else {
+        return Err(Error::OpBadState);
+    };
+    // The aux queue's cells are looked up only when it holds something (rare on a read);
+    // the sink looks them up itself if it has to queue.
+    let cells = domain.aux_cells(index);
+    let row = if st.ring.len > 0 { cells.get() } else { &[] };
+
+    let mut n = 0;
+    while n < cap {
+        let mut aux = st.aux(row);
+        match aux.front() {
+            Some(AuxItem::Ok(c)) => {
+                d.put(n, &c);
+                aux.pop();
+                slot.release_credit();
+                n += 1;
+            }
+            Some(AuxItem::Err(_)) if n == 0 => return Err(Error::Avail),
+            Some(AuxItem::Err(_)) => return Ok(n),
+            None => break,
+        }
+    }
+    // Hardware is polled only behind an empty aux queue, so nothing overtakes what it holds.
+    if st.aux(row).len() > 0 {
+        return Ok(n);
+    }
+
+    let paths = domain.paths();
+    let ctx = domain.poll_ctx(index);
+    // Round-robin from `start`, wrapping by comparison rather than by division.
+    let start = if st.next < paths.len() { st.next } else { 0 };
+    st.next = if start + 1 < paths.len() {
+        start + 1
+    } else {
+        0
+    };
+    let mut stopped = false;
+    let (later, earlier) = paths.split_at(start);
+    for pslot in earlier.iter().chain(later) {
+        if stopped || (cap != 0 && n == cap) {
+            break;
+        }
+        if !pslot.serves(index) {
+            continue;
+        }
+        let mut pguard = pslot.state.lock();
+        let Some(ps) = pguard.as_mut() else {
+            continue;
+        };
+        if !ps.serves(index) {
+            continue;
+        }
+        // `cap` 0 still takes one completion per queue, into the aux queue.
+        let budget = if cap == 0 { 1 } else { cap - n };
+        let mut sink = ReadSink {
+            d: &mut *d,
+            n,
+            cap,
+            delivered: 0,
+            stopped,
+            st: &mut *st,
+            row: cells,
+            slot,
+        };
+        ps.poll(budget, &ctx, &mut sink);
+        // Credits of delivered entries go back once per queue, not once per entry: one atomic
+        // add instead of many.
+        slot.release_credits(sink.delivered);
+        (n, stopped) = (sink.n, sink.stopped);
+        pslot.publish_fault(ps);
+    }
+
+    let queued = st.aux(row).len();
+    if n > 0 || (cap == 0 && queued > 0) {
+        Ok(n)
+    } else if queued > 0 {
+        // Nothing delivered and something queued: an error is at the head.
+        Err(Error::Avail)
+    } else if slot.overrun.load(Ordering::Acquire) {
+        Err(Error::Overrun)
+    } else {
+        Err(Error::Again)
+    }
+}
