@@ -1,0 +1,266 @@
+//! Paths: one hardware queue and the table of the operations posted on it.
+//!
+//! A *path* is one transmit or receive queue of the NIC (`N::Tx<'n, D>` / `N::Rx<'n, D>`) plus
+//! the core's op table, `[Op; D]`, indexed by the [`Token`] the driver carries: the token *is*
+//! the slot index, so a completion finds its operation without a search. Slots are handed out
+//! in ring order (`tail`), and `head` follows the oldest operation still outstanding. The driver
+//! returns every token exactly once, so a slot is free again when its completion is taken; on a
+//! device that completes out of order a freed slot in the middle waits until `head` passes it
+//! (posting returns `Again` meanwhile), which costs capacity, never correctness.
+//!
+//! A path is guarded by one `spin::Mutex`, taken once per CQ read and once per posting batch
+//! (the slot in `PathSlot`). The CQ a path reports to is also kept in an atomic outside the
+//! lock so that a CQ's read can skip paths bound elsewhere without locking them.
+//!
+//! # Selective completion in hardware
+//!
+//! An operation that needs no successful completion (`FI_SELECTIVE_COMPLETION` bind without
+//! `FI_COMPLETION`) is pushed with [`Report::ErrorsOnly`] when the device completes in order
+//! ([`Capabilities::in_order_completion`](crate::hal::Capabilities::in_order_completion)): the
+//! driver then reclaims it silently, and the core learns that it is done only from the driver's
+//! [`pending`](crate::hal::Queue::pending) count. After each poll, the oldest live operations beyond that
+//! count are the silently reclaimed ones (in order, every such frame is older than any frame the
+//! driver still holds), and their CQ credits are released. On an out-of-order device that
+//! inference is unsound, so every frame is pushed with [`Report::Always`] and the unrequested
+//! successes are dropped in software.
+//!
+//! # Critical faults
+//!
+//! A driver reports a queue the device no longer honours — removed, reset, queue disabled,
+//! needs reset — as a sticky [`QueueFault`] ([`TxQueue::fault`](crate::hal::Queue::fault)), found by its own stall check
+//! inside `poll`. A poll that comes back short asks for it (a field read, once per poll, never
+//! per completion); the first time it is there the path *fails* (`PathState::fail`): every
+//! outstanding operation is discarded without a completion (credits released, owned buffers
+//! returned to their regions), one error entry reports the fault on the bound CQ, and every
+//! later post returns `OpBadState`. The fault is published in the slot
+//! (`PathSlot::fault`) for the endpoint, which reads it without the path lock.
+//!
+//! # Shared paths
+//!
+//! A shared transmit context (`crate::stx`) is one path carrying the sends of several
+//! endpoints, each reporting to its own CQ. Every operation records its CQ, its counter and
+//! its endpoint's owner number; each of those CQs polls the path (`PathSlot::cq_mask`). A
+//! read takes the reader's *held* operations first, oldest first — finished operations
+//! another CQ's read found and left in their op-table slots (`OpTable::held`) — then polls the
+//! ring, holding what belongs to other CQs. So each endpoint's completions keep their order,
+//! no read takes another CQ's lock, and nothing needs more room than the ring's depth.
+//! Successes nobody asked for are settled at once (credit back to the operation's own CQ),
+//! counters count each operation when it is found, whoever finds it, and every frame is pushed
+//! `Report::Always` (the silent-reclaim inference assumes one CQ). The read's fast lane is
+//! off on a shared path. Closing one endpoint flushes the queue, discards that endpoint's
+//! operations and posts the others back into their slots (`discard_owner`); `cancel` does
+//! the same for one operation of the acting endpoint (`cancel_shared`).
+//!
+//! # Shared receive contexts
+//!
+//! A shared receive context (`crate::srx`) is a shared path whose receives the application
+//! posts to the context; which endpoint a frame is for — and so its CQ — is known only from
+//! the frame's header. Such a receive holds no CQ credit while posted; when its frame arrives
+//! it is routed (its owner and CQ recorded in its slot) and takes a credit of that CQ when the
+//! CQ's read delivers it — a CQ with no free credit leaves it held, so nothing is lost and
+//! nothing overruns. A frame for no bound endpoint, or one the device reports bad (its header
+//! cannot be trusted), is dropped and its buffer posted again, as a foreign frame is on an
+//! endpoint's own queue. An endpoint that leaves puts the receives its frames filled, unread,
+//! back into the ring: they are the context's buffers.
+//!
+//! # The raw layer
+//!
+//! A path opened without an endpoint ([`Domain::open_rx`], [`Domain::open_tx`]) and bound to a
+//! CQ ([`CompletionQueue::bind`](crate::cq::CompletionQueue::bind)) is the layer below
+//! endpoints: whole Ethernet frames in DMA memory the application keeps, posted in batches with
+//! [`Path::post_recvs`] and [`Path::post_sends`] (one lock and one doorbell per batch), read
+//! through the same CQ — credits, order, errors, selective completion and `cancel_all` as for
+//! an endpoint, but no header, no addressing, no owned buffers: an entry carries the context
+//! and, for a receive, the frame's length. It is what the CQ was first built and tested on;
+//! endpoints post through the same op table.
+//!
+//! [`Token`]: crate::hal::Token
+//! [`Report::ErrorsOnly`]: crate::hal::Report::ErrorsOnly
+//! [`Report::Always`]: crate::hal::Report::Always
+
+// The code, one job per file. The types whose methods are generic code not inlined into every
+// caller — `PathState`, `OpTable`, `PathSlot`, `Path`, `SharedPath`, `Tally`, `FramedLane` — and
+// the generic function `release` are defined here in `mod.rs`, whatever file implements them:
+// rustc compiles a generic function in the codegen unit of the module that defines it (for a
+// method, of the module that defines its type), and LLVM optimises across functions — inlining,
+// fitting a callee to its one caller — within a codegen unit far more than across them. Defined
+// in one module, the read's and the post's functions (`PathState::poll`, the lanes, `OpTable`'s,
+// `PathState::post_recv_one`, `Path::with_state`) are compiled together, as when the path was one
+// file; split by module, the CQ read cost 2 instructions more per entry and posting a receive 11
+// more (core/benches/instructions.sh). For the same reason the lanes and the raw layer's per-post
+// functions are associated functions (`PathState::fast_lane`, `FramedLane::fast_lane_framed`,
+// `Path::post_one_recv`), not free ones.
+mod cancel; // `fi_cancel` on a path of one endpoint
+mod fast_lane; // the raw layer's fast lane
+mod fault; // critical faults; discarding operations
+mod framed; // the framed lane (an endpoint's receives)
+mod gather; // the gather pool (`Endpoint::sendv`)
+mod handle; // the `Path` handle
+mod header; // reading ringfab's header out of a received buffer
+mod multi; // multi-receive buffers
+mod op; // the op table
+mod poll; // `PathState::poll` and its general lane
+mod post; // posting one receive or send
+mod raw; // the raw layer (`Path::post_recvs`, `Path::post_sends`)
+mod shared; // shared transmit paths; `SharedPath`
+mod sink; // what a poll hands its reader
+mod slot; // `PathSlot`, a path's slot in the domain's table
+mod srx; // shared receive contexts
+mod state; // `PathState`'s queue, framing and accessors
+mod verdict; // what one completion becomes (the general lane)
+
+pub use raw::{RecvPost, SendPost};
+
+pub(crate) use op::NO_MR;
+pub(crate) use post::Poster;
+pub(crate) use sink::{ErrRecord, Outcome, Plain, Sink, Window};
+pub(crate) use slot::NO_CQ;
+pub(crate) use srx::SrxEp;
+pub(crate) use state::{Framing, PollCtx, Queue};
+
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
+
+use spin::Mutex;
+
+use self::gather::{IovRec, IOV_POOL};
+use self::multi::{Group, MAX_GROUPS};
+use self::op::{Held, LaneKey, Op};
+use self::srx::SRX_MAX;
+use self::state::CHUNK;
+use crate::domain::Domain;
+use crate::flags::BindFlags;
+use crate::hal::{Nic, QueueFault, RxCompletion, TxCompletion};
+use crate::mr::{owner_of, Buf, MrSlot, RawBuf};
+
+/// An open path: its queue, its op table and its binding.
+pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
+    pub(crate) queue: Queue<'n, N, D>,
+    table: OpTable<D>,
+    /// The CQ this path reports to.
+    pub(crate) cq: Option<usize>,
+    /// The bind flags (`SELECTIVE_COMPLETION` matters).
+    bind: BindFlags,
+    /// Whether unrequested transmit successes may be left to the hardware (in-order device).
+    hw_selective: bool,
+    /// Set by an endpoint: frames carry ringfab's header.
+    pub(crate) framing: Option<Framing>,
+    /// Frames received and dropped because they were not well-formed ringfab frames for this
+    /// endpoint (their buffers were posted again).
+    pub(crate) dropped: u64,
+    /// The counter (an index into the domain's counters) this path's completions count into.
+    pub(crate) cntr: Option<usize>,
+    /// Multi-receive buffers posted on this path.
+    groups: [Group; MAX_GROUPS],
+    /// The critical fault that failed the path (module documentation, "Critical faults").
+    pub(crate) fault: Option<QueueFault>,
+    /// Where the driver's `poll` writes completions: kept here, not on the stack, so that a
+    /// poll does not zero a fresh array each time (whatever is in it is overwritten first).
+    rx_scratch: [RxCompletion; CHUNK],
+    tx_scratch: [TxCompletion; CHUNK],
+    /// Where the fast path puts a run of plain successes for the sink (likewise reused).
+    plains: [Plain; CHUNK],
+    /// A shared context's path: operations of several endpoints, each reporting to its own
+    /// CQ (module documentation, "Shared paths").
+    pub(crate) shared: bool,
+    /// A shared *receive* context's path: the endpoints bound to it, by owner number. Its
+    /// receives hold no CQ credit until their endpoint is known (from the frame).
+    pub(crate) srx: [Option<SrxEp>; SRX_MAX],
+    /// Gather sends in flight (`Op::iov`).
+    iov: [IovRec; IOV_POOL],
+    /// A transmit path of endpoints: one inject bounce slot per op-table slot (an inject's
+    /// frame, a gather send's header), free exactly as long as that slot is. Declared after
+    /// `queue`, so it is freed only once the queue that could read it has stopped — and it
+    /// lives with the path, not with an endpoint handle that could be dropped first.
+    pub(crate) bounce: Option<N::Dma>,
+}
+
+/// The op table of a path of depth `D`: slots handed out in ring order.
+struct OpTable<const D: usize> {
+    ops: [Op; D],
+    /// On a shared path: the status of a finished operation that belongs to another CQ than
+    /// the one whose read found it, kept until that CQ reads (its slot stays live).
+    held: [Option<Held>; D],
+    /// Slots with a `held` status: 0 lets a read skip the walk over the live span.
+    holding: usize,
+    /// Oldest slot still live (a wrapping count; the slot is `head % D`).
+    head: usize,
+    /// Next slot to hand out.
+    tail: usize,
+    /// Live slots.
+    live: usize,
+}
+
+/// What one poll completed, for the path's counter: added once per poll, not per operation.
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    bytes: u64,
+    err: u64,
+}
+
+/// The framed lane of one poll: an endpoint's receives into owned buffers, on the Ethernet
+/// encapsulation, read with `read`, `readfrom` or `read_owned` (docs/architecture.md, "The
+/// hard CQ read path"). What it compares a header with, and the region of the buffers it takes.
+#[derive(Clone, Copy)]
+struct FramedLane<'s> {
+    /// Bytes 12..18 of a frame for this endpoint as a little-endian number: ringfab's
+    /// EtherType, its version, no flags (no remote CQ data), the endpoint's context.
+    expect: u64,
+    /// `LaneKey::of(Lane::OwnedRecv, mr)`: what an operation the lane takes has as `plain`.
+    /// `mr` is the region of the buffers the lane takes in this poll, the oldest operation's.
+    /// A buffer of another region ends the lane for the rest of the poll (the general lane
+    /// takes it), so that the buffers a `read` drops go back to their region in one atomic
+    /// subtraction, and a `read_owned` finds the region's count (`owner`) without a lookup per
+    /// entry.
+    key: LaneKey,
+    owner: &'s AtomicUsize,
+}
+
+/// A handle to one open path of a [`Domain`]: an index and the domain it lives in.
+///
+/// Dropping the handle closes the path if it is bound to no CQ (the driver stops the hardware
+/// queue); a bound path stays open, as its CQ still counts it.
+pub struct Path<'d, 'n, N: Nic + 'n, const D: usize> {
+    pub(crate) domain: &'d Domain<'n, N, D>,
+    pub(crate) index: usize,
+    /// Whether dropping this handle may close the path: the handle `open_tx`/`open_rx` gave;
+    /// not a view made from an index an endpoint or context keeps ([`Path::at`]).
+    pub(crate) closes: bool,
+}
+
+/// One slot of the domain's hardware-queue table (in its [`Storage`](crate::storage::Storage)).
+pub(crate) struct PathSlot<'n, N: Nic + 'n, const D: usize> {
+    pub(crate) state: Mutex<Option<PathState<'n, N, D>>>,
+    /// The bound CQ's index, or [`NO_CQ`]; written under the lock, read without it.
+    pub(crate) cq: AtomicUsize,
+    /// The path state's `fault` as its [`QueueFault::code`] (0: none), published for readers
+    /// that do not take the lock (an endpoint checking whether it is still enabled).
+    fault: AtomicU8,
+    /// A shared path: bit `i` set when CQ `i` (< 64) may find work in it.
+    pub(crate) cq_mask: AtomicU64,
+    /// A shared path: the owner numbers of the endpoints bound to it, one bit each.
+    pub(crate) owners: AtomicU32,
+    /// A shared path whose context was dropped while endpoints were bound: the last one to
+    /// leave closes it.
+    pub(crate) orphaned: AtomicBool,
+}
+
+/// The queue of a shared context (`crate::stx`, `crate::srx`): what both kinds share — the
+/// endpoints bound to it (owner numbers in the slot), and the rule that a context dropped
+/// while endpoints are bound leaves the queue to the last of them to close.
+#[derive(Debug)]
+pub(crate) struct SharedPath {
+    /// The id of the domain the queue is in.
+    pub(crate) domain: u32,
+    /// Its path slot index.
+    pub(crate) index: usize,
+}
+
+/// Returns an owned buffer that will not reach the application to its region's count.
+pub(crate) fn release<N: Nic>(mrs: &[MrSlot<N>], owned: Option<RawBuf>) {
+    if let Some(raw) = owned {
+        if let Some(owner) = owner_of(mrs, raw.mr) {
+            drop(Buf::from_raw(raw, owner));
+        }
+    }
+}

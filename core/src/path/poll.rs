@@ -1,0 +1,290 @@
+//! The CQ read's work on one path, [`PathState::poll`](super::PathState::poll): the fast lanes
+//! inside the driver's loop (`fast_lane.rs`, `framed.rs`), then the general lane over what they
+//! left; after it, the silent reclaim of selective completion in hardware ([`path`](super)'s
+//! "Selective completion in hardware"), and the [`Tally`] a poll adds to the path's counter.
+
+use super::multi::{settle, NO_GROUP};
+use super::op::OpKind;
+use super::sink::{Outcome, Sink};
+use super::state::{PollCtx, Queue, CHUNK};
+use super::verdict::{canceled_recv, rx_outcome, tx_outcome, tx_payload, Verdict};
+use super::{release, FramedLane, PathState, Tally};
+use crate::hal::Queue as _;
+use crate::hal::{Nic, RxQueue, Token, TxQueue};
+use crate::proto::Encap;
+
+impl Tally {
+    pub(super) fn success(&mut self, len: usize) {
+        self.ok += 1;
+        self.bytes += len as u64;
+    }
+
+    /// Adds the tally to counter `cntr` of the domain, if the path has one.
+    pub(super) fn apply<N: Nic>(&self, ctx: &PollCtx<'_, N>, cntr: Option<usize>) {
+        let Some(c) = cntr.and_then(|i| ctx.cntrs.get(i)) else {
+            return;
+        };
+        if self.ok > 0 {
+            c.complete_ok(self.ok, self.bytes);
+        }
+        if self.err > 0 {
+            c.complete_err(self.err);
+        }
+    }
+}
+
+impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
+    /// Polls the hardware queue for at most `budget` completions that produce an entry,
+    /// turning each into an [`Outcome`] for `sink`, in the order the driver gives them.
+    /// Successes nobody asked for release their credit here and never reach `sink`; received
+    /// frames that are not for this endpoint are posted again. `sink` returns `true` to stop
+    /// after the current chunk (an error was queued). Returns the number of outcomes given to
+    /// `sink`.
+    pub(crate) fn poll<'s, S: Sink<'s>>(
+        &mut self,
+        budget: usize,
+        ctx: &PollCtx<'s, N>,
+        sink: &mut S,
+    ) -> usize {
+        if self.shared {
+            return self.poll_shared(budget, ctx, &mut |o| sink.outcome(o));
+        }
+        let mut given = 0;
+        let mut stop = false;
+        let mut reposted = false;
+        let mut tally = Tally::default();
+        let header = self.header_len();
+        let unframed = self.framing.is_none();
+        // The framed lane serves endpoints on the Ethernet encapsulation without
+        // `FI_SOURCE_ERR` (whose unknown senders turn successes into errors: the general
+        // lane decides those); `framed` is what the lane compares a header with.
+        let framed = self
+            .framing
+            .filter(|f| f.encap == Encap::Ethernet && !f.source_err)
+            .map(|f| FramedLane::expect(f.local.ctx));
+        while given < budget && !stop {
+            let want = (budget - given).min(CHUNK);
+            let got = match &mut self.queue {
+                Queue::Rx(q) => {
+                    // A fast lane, inside the driver's loop (`fast_lane` on the raw layer,
+                    // `fast_lane_framed` on an endpoint's path); what it does not take waits
+                    // in `rx_scratch` for the general lane below.
+                    let mut win = sink.window();
+                    let (head, table, scratch) =
+                        (self.table.head, &mut self.table, &mut self.rx_scratch);
+                    let counted = self.cntr.is_some();
+                    let framed_lane = match framed {
+                        Some(expect) if win.whole => {
+                            FramedLane::new(expect, table.ops[head % D].buf.mr, ctx.mrs)
+                        }
+                        _ => None,
+                    };
+                    let (got, next, kept, bytes, filled) = match framed_lane {
+                        Some(lane) => {
+                            let (got, next, kept, bytes) =
+                                lane.poll::<N, D, S>(q, table, scratch, &mut win, want, counted);
+                            let direct = next.wrapping_sub(head);
+                            let framing = self.framing.as_ref();
+                            let av = framing.and_then(|f| f.av).and_then(|i| ctx.avs.get(i));
+                            lane.settle(table, head, &mut win, direct, av);
+                            (got, next, kept, bytes, true)
+                        }
+                        None => {
+                            let room = if unframed {
+                                win.entries.len().min(want)
+                            } else {
+                                0
+                            };
+                            let entries = &mut win.entries[..room];
+                            // The byte count only where a counter may want it: one add less
+                            // per entry (and a register more for the driver's loop) shows in
+                            // the time.
+                            let (got, next, kept, bytes) = if counted {
+                                Self::fast_lane::<S, true>(q, table, scratch, entries, want)
+                            } else {
+                                Self::fast_lane::<S, false>(q, table, scratch, entries, want)
+                            };
+                            (got, next, kept, bytes, false)
+                        }
+                    };
+                    let got = got.min(want);
+                    // The slots taken were `head`, `head + 1`, …, `next - 1`: all freed.
+                    let direct = next.wrapping_sub(head);
+                    table.live -= direct;
+                    table.head = next;
+                    tally.ok += direct as u64;
+                    tally.bytes += bytes;
+                    if filled {
+                        sink.commit_filled(direct);
+                    } else {
+                        sink.commit(direct);
+                    }
+                    given += direct;
+
+                    let mut i = 0;
+                    while i < kept {
+                        // A run of plain successes on an unframed path goes to the sink in one
+                        // call, straight from the op table.
+                        if unframed {
+                            let k = self.table.take_plain(
+                                &self.rx_scratch[i..kept],
+                                header,
+                                &mut self.plains,
+                                &mut tally,
+                            );
+                            if k > 0 {
+                                given += k;
+                                stop |= sink.plain(&self.plains[..k]);
+                                i += k;
+                                continue;
+                            }
+                        }
+                        let c = &self.rx_scratch[i];
+                        i += 1;
+                        let Some(op) = self.table.take(c.token, OpKind::Recv) else {
+                            continue;
+                        };
+                        let mut verdict = rx_outcome(self.framing.as_ref(), &op, c, ctx.avs);
+                        match &mut verdict {
+                            Verdict::Done(done) => {
+                                if op.group != NO_GROUP {
+                                    settle(&mut self.groups, header, &op, done);
+                                }
+                                tally.success(done.len);
+                                given += 1;
+                                stop |= sink.outcome(Outcome::Done(done));
+                            }
+                            Verdict::Failed(rec) => {
+                                if op.group != NO_GROUP {
+                                    settle(&mut self.groups, header, &op, &mut rec.completion);
+                                }
+                                tally.err += 1;
+                                given += 1;
+                                stop |= sink.outcome(Outcome::Failed(rec));
+                            }
+                            Verdict::Silent(payload) => {
+                                tally.success(*payload);
+                                ctx.cq.release_credit();
+                                release(ctx.mrs, op.owned());
+                            }
+                            Verdict::Repost => {
+                                self.dropped += 1;
+                                // The buffer goes back to the ring as a fresh post that keeps
+                                // the operation's credit; the slot `take` just freed is there.
+                                match self.table.next_free() {
+                                    Some(slot)
+                                        if q.push(op.buf.rx(), Token(slot as u64)).is_ok() =>
+                                    {
+                                        self.table.commit(slot, op);
+                                        reposted = true;
+                                    }
+                                    // Cannot happen (a slot and a descriptor were just
+                                    // freed); should it, the operation completes canceled
+                                    // rather than vanish.
+                                    _ => {
+                                        let mut rec = canceled_recv(&op);
+                                        settle(&mut self.groups, header, &op, &mut rec.completion);
+                                        tally.err += 1;
+                                        given += 1;
+                                        stop |= sink.outcome(Outcome::Failed(&rec));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    got
+                }
+                Queue::Tx(q) => {
+                    let got = q.poll(&mut self.tx_scratch[..want]).min(want);
+                    let mut i = 0;
+                    while i < got {
+                        // Fast path: a run of plain successes in one call to the sink.
+                        let k = self.table.take_plain(
+                            &self.tx_scratch[i..got],
+                            header,
+                            &mut self.plains,
+                            &mut tally,
+                        );
+                        if k > 0 {
+                            given += k;
+                            stop |= sink.plain(&self.plains[..k]);
+                            i += k;
+                            continue;
+                        }
+                        let c = &self.tx_scratch[i];
+                        i += 1;
+                        let Some(op) = self.table.take(c.token, OpKind::Send) else {
+                            continue;
+                        };
+                        let payload = tx_payload(header, op.len);
+                        let mut verdict = tx_outcome(&op, c);
+                        self.attach_extras(&op, &mut verdict, ctx.mrs);
+                        match &verdict {
+                            Verdict::Done(done) => {
+                                tally.success(payload);
+                                given += 1;
+                                stop |= sink.outcome(Outcome::Done(done));
+                            }
+                            Verdict::Failed(rec) => {
+                                tally.err += 1;
+                                given += 1;
+                                stop |= sink.outcome(Outcome::Failed(rec));
+                            }
+                            Verdict::Silent(_) | Verdict::Repost => {
+                                tally.success(payload);
+                                ctx.cq.release_credit();
+                                release(ctx.mrs, op.owned());
+                            }
+                        }
+                    }
+                    got
+                }
+            };
+            self.table.advance_head();
+            if got < want {
+                // A short poll is where a driver's stall check may have found a critical
+                // fault: one field read per poll, nothing per completion.
+                given += self.fail_if_faulted(ctx, &mut |o| {
+                    sink.outcome(o);
+                });
+                break;
+            }
+        }
+        if reposted {
+            if let Queue::Rx(q) = &mut self.queue {
+                q.doorbell();
+            }
+        }
+        self.reclaim_silent(ctx, &mut tally);
+        tally.apply(ctx, self.cntr);
+        given
+    }
+
+    /// Releases the credits of transmits the driver reclaimed without reporting them (see
+    /// the module documentation).
+    fn reclaim_silent(&mut self, ctx: &PollCtx<'_, N>, tally: &mut Tally) {
+        let Queue::Tx(q) = &self.queue else {
+            return;
+        };
+        if !self.hw_selective {
+            return;
+        }
+        let pending = q.pending();
+        while self.table.live > pending {
+            let Some((slot, op)) = self.table.oldest() else {
+                break;
+            };
+            // A reported frame is never reclaimed silently; if the oldest is one, the counts
+            // disagree for a reason this inference does not know: stop rather than guess.
+            if op.report {
+                break;
+            }
+            if self.table.take(Token(slot as u64), OpKind::Send).is_some() {
+                ctx.cq.release_credit();
+                release(ctx.mrs, op.owned());
+                self.release_extras(&op, ctx.mrs);
+                tally.success(tx_payload(self.header_len(), op.len));
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Posting one operation: a receive ([`PathState::post_recv`](super::PathState::post_recv)) or a
+//! send ([`PathState::post_send`](super::PathState::post_send)), each reserving a CQ credit and an
+//! op-table slot and pushing to the driver, without the doorbell. Endpoints, contexts and the raw
+//! layer all post through these; [`Poster`] names the endpoint on a shared path.
+
+use super::gather::NO_IOV;
+use super::multi::NO_GROUP;
+use super::op::{recv_lane, LaneKey, Op, OpKind, NO_CNTR};
+use super::state::Queue;
+use super::PathState;
+use crate::cq::entry::OpContext;
+use crate::cq::slot::CqSlot;
+use crate::flags::{BindFlags, OpFlags};
+use crate::hal::{Nic, PushError, Report, RxQueue, Token, TxQueue, TxSegment};
+use crate::mr::RawBuf;
+use crate::{Error, Result};
+
+/// Who posts an operation on a shared path: the CQ it reports to, the endpoint's bind flags,
+/// owner number and counter. ([`PathState::post_send`] on an ordinary path takes them from
+/// the path's binding.)
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Poster {
+    pub(crate) cq: usize,
+    pub(crate) bind: BindFlags,
+    pub(crate) owner: u8,
+    pub(crate) cntr: Option<usize>,
+}
+
+pub(super) fn push_error(e: PushError) -> Error {
+    match e {
+        PushError::Full { .. } => Error::Again,
+        PushError::FrameLength { .. } => Error::MsgSize,
+        PushError::Stopped | PushError::Fault(_) => Error::OpBadState,
+        _ => Error::Inval,
+    }
+}
+
+impl<N: Nic, const D: usize> PathState<'_, N, D> {
+    /// [`post_recv`](Self::post_recv) out of line, for a caller that posts one receive per
+    /// call (an endpoint's `recvmsg`): inlined there, it pushes the ring's own `push` and the
+    /// op table's `commit` out of line instead, which costs more.
+    #[inline(never)]
+    pub(crate) fn post_recv_one(
+        &mut self,
+        cq: &CqSlot,
+        buf: RawBuf,
+        len: u32,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> Result {
+        self.post_recv(cq, buf, len, context, flags)
+    }
+
+    /// Posts one receive of `buf` (the whole buffer goes to the NIC; `len` bytes of it are
+    /// accepted), reserving a CQ credit; nothing is left taken on failure. No doorbell.
+    /// Always inlined, into the raw layer's batch loop and into
+    /// [`post_recv_one`](Self::post_recv_one).
+    #[inline(always)]
+    pub(crate) fn post_recv(
+        &mut self,
+        cq: &CqSlot,
+        buf: RawBuf,
+        len: u32,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> Result {
+        let report = flags.needs_completion(self.bind);
+        let Queue::Rx(q) = &mut self.queue else {
+            return Err(Error::OpBadState);
+        };
+        if self.fault.is_some() {
+            return Err(Error::OpBadState);
+        }
+        cq.reserve_credit()?;
+        let Some(slot) = self.table.next_free() else {
+            cq.release_credit();
+            return Err(Error::Again);
+        };
+        if let Err(e) = q.push(buf.rx(), Token(slot as u64)) {
+            cq.release_credit();
+            return Err(push_error(e));
+        }
+        self.table.commit_as(
+            slot,
+            Op {
+                kind: OpKind::Recv,
+                context,
+                buf,
+                len,
+                report,
+                group: NO_GROUP,
+                plain: recv_lane(report, &buf, len),
+                ..Op::FREE
+            },
+        );
+        Ok(())
+    }
+
+    /// Posts one send of `segments` (`buf` names the first, and the owned buffer if any),
+    /// reserving a CQ credit; nothing is left taken on failure. No doorbell.
+    pub(crate) fn post_send(
+        &mut self,
+        cq: &CqSlot,
+        segments: &[TxSegment],
+        buf: RawBuf,
+        context: OpContext,
+        flags: OpFlags,
+        who: Option<Poster>,
+    ) -> Result {
+        let report = flags.needs_completion(who.map_or(self.bind, |w| w.bind));
+        self.post_send_with(cq, segments, buf, context, report, who)
+    }
+
+    /// [`post_send`](Self::post_send) with the success report decided by the caller (an
+    /// inject reports none, whatever the binding). `who` is the posting endpoint on a shared
+    /// path (required there), `None` elsewhere.
+    pub(crate) fn post_send_with(
+        &mut self,
+        cq: &CqSlot,
+        segments: &[TxSegment],
+        buf: RawBuf,
+        context: OpContext,
+        report: bool,
+        who: Option<Poster>,
+    ) -> Result {
+        if self.shared != who.is_some() {
+            return Err(Error::OpBadState);
+        }
+        let hw = if report || !self.hw_selective {
+            Report::Always
+        } else {
+            Report::ErrorsOnly
+        };
+        let Queue::Tx(q) = &mut self.queue else {
+            return Err(Error::OpBadState);
+        };
+        if self.fault.is_some() {
+            return Err(Error::OpBadState);
+        }
+        cq.reserve_credit()?;
+        let Some(slot) = self.table.next_free() else {
+            cq.release_credit();
+            return Err(Error::Again);
+        };
+        if let Err(e) = q.push(segments, Token(slot as u64), hw) {
+            cq.release_credit();
+            return Err(push_error(e));
+        }
+        let (cq_index, owner, cntr) = who.map_or((0, 0, NO_CNTR), |w| {
+            // Shared contexts take CQs and counters below 64 (checked when binding).
+            (w.cq as u8, w.owner, w.cntr.map_or(NO_CNTR, |c| c as u8))
+        });
+        // The frame's length (what counts as bytes sent), not the buffer's.
+        let frame: u32 = segments.iter().map(|s| u32::from(s.len)).sum();
+        self.table.commit(
+            slot,
+            Op {
+                kind: OpKind::Send,
+                context,
+                buf,
+                len: frame,
+                report,
+                group: NO_GROUP,
+                plain: LaneKey::GENERAL, // commit decides
+                cq: cq_index,
+                owner,
+                cntr,
+                iov: NO_IOV,
+            },
+        );
+        Ok(())
+    }
+
+    /// The op-table slot the next post will take (inject's bounce buffer is indexed by it).
+    pub(crate) fn next_slot(&self) -> Option<usize> {
+        self.table.next_free()
+    }
+}

@@ -1,0 +1,374 @@
+//! Shared receive contexts (`fi_srx_context`; [`path`](super)'s "Shared receive contexts"):
+//! receives posted without a credit, routed to their endpoint by the frame's header and held for
+//! that endpoint's CQ; an endpoint bound to one ([`SrxEp`]); cancel, and an endpoint leaving.
+
+use super::header::parse_header;
+use super::multi::NO_GROUP;
+use super::op::{Held, LaneKey, Op, OpKind};
+use super::post::push_error;
+use super::sink::Outcome;
+use super::state::{Framing, PollCtx, Queue, CHUNK, NO_RX};
+use super::verdict::{rx_outcome, Verdict};
+use super::{release, OpTable, PathState};
+use crate::av::EpAddr;
+use crate::cq::entry::OpContext;
+use crate::hal::Queue as _;
+use crate::hal::{Nic, RxCompletion, RxError, RxQueue, Token};
+use crate::mr::{MrSlot, RawBuf};
+use crate::proto;
+use crate::{Error, Result};
+
+/// Endpoints one shared context takes (owner numbers are bits of a `u32`).
+pub(crate) const SRX_MAX: usize = crate::stx::MAX_SHARED_ENDPOINTS;
+
+/// `Op::owner` of a shared receive not yet routed to an endpoint.
+const NO_OWNER: u8 = u8::MAX;
+
+/// An endpoint bound to a shared receive context, as the read path routes frames to it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct SrxEp {
+    /// Its address (the context's receive address, its own context number).
+    pub(crate) local: EpAddr,
+    /// Its CQ and counter (`NO_CNTR` for none).
+    pub(crate) cq: u8,
+    pub(crate) cntr: u8,
+    /// Its binding is `FI_SELECTIVE_COMPLETION`.
+    pub(crate) selective: bool,
+    pub(crate) source_err: bool,
+    pub(crate) context: OpContext,
+}
+
+/// Shared receive contexts (`fi_srx_context`, `crate::srx`): the application posts receives to
+/// the context; the endpoint a frame is for — and so its CQ — is known only from the frame's
+/// header. A receive therefore holds no CQ credit while posted; when its frame arrives it is
+/// routed (`Op::owner`, `Op::cq` set), and it takes a credit of that CQ when that CQ's read
+/// delivers it (a CQ without a free credit leaves it held: nothing is lost, nothing overruns).
+/// A frame for no bound endpoint, or one the device reports bad (whose header cannot be
+/// trusted), goes back into the ring as a foreign frame does on an endpoint's own queue.
+impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
+    /// Posts one receive on a shared receive context (no credit, no doorbell).
+    pub(crate) fn post_recv_srx(
+        &mut self,
+        buf: RawBuf,
+        len: u32,
+        context: OpContext,
+        report: bool,
+    ) -> Result {
+        let Queue::Rx(q) = &mut self.queue else {
+            return Err(Error::OpBadState);
+        };
+        if self.fault.is_some() {
+            return Err(Error::OpBadState);
+        }
+        let Some(slot) = self.table.next_free() else {
+            return Err(Error::Again);
+        };
+        q.push(buf.rx(), Token(slot as u64)).map_err(push_error)?;
+        self.table.commit(
+            slot,
+            Op {
+                kind: OpKind::Recv,
+                context,
+                buf,
+                len,
+                report,
+                group: NO_GROUP,
+                plain: LaneKey::GENERAL, // commit decides (unused: no fast lane here)
+                owner: NO_OWNER,
+                ..Op::FREE
+            },
+        );
+        Ok(())
+    }
+
+    /// The endpoint a received frame is for, if one is bound: its owner number.
+    fn route_srx(&self, op: &Op, c: &RxCompletion) -> Option<u8> {
+        if c.status.is_err() {
+            return None;
+        }
+        let h = parse_header(self.header_encap(), op, c.len).ok()?;
+        self.srx.iter().enumerate().find_map(|(o, e)| {
+            let e = e.as_ref()?;
+            (h.dst_ctx == e.local.ctx || h.dst_ctx == proto::ANY_CTX).then_some(o as u8)
+        })
+    }
+
+    /// Puts the receive of `slot` back into the ring (its frame was for nobody).
+    fn repost_srx(&mut self, slot: usize, ctx: &PollCtx<'_, N>) -> bool {
+        let Some(op) = self.table.take(Token(slot as u64), OpKind::Recv) else {
+            return false;
+        };
+        self.dropped += 1;
+        let next = self.table.next_free();
+        let pushed = match (&mut self.queue, next) {
+            (Queue::Rx(q), Some(next)) => q.push(op.buf.rx(), Token(next as u64)).is_ok(),
+            _ => false,
+        };
+        if let (true, Some(next)) = (pushed, next) {
+            self.table.commit(
+                next,
+                Op {
+                    owner: NO_OWNER,
+                    ..op
+                },
+            );
+        }
+        if !pushed {
+            // Cannot happen (a slot and a descriptor were just freed); should it, the buffer
+            // goes back to its region rather than vanish.
+            release(ctx.mrs, op.owned());
+        }
+        pushed
+    }
+
+    /// `poll` of a shared receive context's path on behalf of CQ `ctx.reader`.
+    pub(super) fn poll_srx(
+        &mut self,
+        budget: usize,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome<'_>) -> bool,
+    ) -> usize {
+        let mut given = 0;
+        let (head, span) = (self.table.head, self.table.live_span());
+        let span = if self.table.holding > 0 { span } else { 0 };
+        for k in 0..span {
+            let slot = (head + k) % D;
+            let op = self.table.ops[slot];
+            let Some(Held::Rx { len, status }) = self.table.held[slot] else {
+                continue;
+            };
+            if op.kind != OpKind::Recv || usize::from(op.cq) != ctx.reader {
+                continue;
+            }
+            // Newer completions must not overtake the held ones still to deliver.
+            if given >= budget || ctx.cq.reserve_credit().is_err() {
+                return given;
+            }
+            self.table.take(Token(slot as u64), OpKind::Recv);
+            let (n, stop) = self.deliver_srx(&op, len, status, ctx, sink);
+            given += n;
+            if stop {
+                return given;
+            }
+        }
+        let mut reposted = false;
+        while given < budget {
+            let want = (budget - given).min(CHUNK);
+            let got = match &mut self.queue {
+                Queue::Rx(q) => q.poll(&mut self.rx_scratch[..want]).min(want),
+                Queue::Tx(_) => 0,
+            };
+            let mut stop = false;
+            for i in 0..got {
+                let c = self.rx_scratch[i];
+                let Some((slot, op)) = self.unheld_op(c.token, OpKind::Recv) else {
+                    continue;
+                };
+                let Some(owner) = self.route_srx(&op, &c) else {
+                    reposted |= self.repost_srx(slot, ctx);
+                    continue;
+                };
+                let Some(ep) = self.srx[usize::from(owner)] else {
+                    continue;
+                };
+                self.table.ops[slot].owner = owner;
+                self.table.ops[slot].cq = ep.cq;
+                self.table.ops[slot].cntr = ep.cntr;
+                let op = self.table.ops[slot];
+                if usize::from(ep.cq) == ctx.reader && !stop && ctx.cq.reserve_credit().is_ok() {
+                    self.table.take(c.token, OpKind::Recv);
+                    let (n, s) = self.deliver_srx(&op, c.len, c.status, ctx, sink);
+                    given += n;
+                    stop |= s;
+                } else {
+                    self.table.hold(
+                        slot,
+                        Held::Rx {
+                            len: c.len,
+                            status: c.status,
+                        },
+                    );
+                }
+            }
+            if stop {
+                break;
+            }
+            if got < want {
+                given += self.fail_if_faulted(ctx, &mut |o| {
+                    sink(o);
+                });
+                break;
+            }
+        }
+        if reposted {
+            self.doorbell();
+        }
+        given
+    }
+
+    /// Hands a routed receive of the reader's to `sink` (its slot taken, a credit of the
+    /// reader's CQ reserved for it): the completion as its endpoint's own queue would have
+    /// made it. Returns the entries given and whether the read stops.
+    fn deliver_srx(
+        &mut self,
+        op: &Op,
+        len: u32,
+        status: core::result::Result<(), RxError>,
+        ctx: &PollCtx<'_, N>,
+        sink: &mut dyn FnMut(Outcome<'_>) -> bool,
+    ) -> (usize, bool) {
+        let Some(ep) = self.srx.get(usize::from(op.owner)).copied().flatten() else {
+            // Its endpoint left meanwhile (it reposts its held receives when it does).
+            ctx.cq.release_credit();
+            release(ctx.mrs, op.owned());
+            return (0, false);
+        };
+        let framing = Framing {
+            local: ep.local,
+            av: self.framing.and_then(|f| f.av),
+            source_err: ep.source_err,
+            context: ep.context,
+            encap: self.header_encap(),
+        };
+        let c = RxCompletion {
+            token: Token(0),
+            len,
+            status,
+            rss: None,
+        };
+        // Whether a success is reported is the endpoint's binding's business (known only
+        // now): selective, it takes the receive's FI_COMPLETION; otherwise always.
+        let op = Op {
+            report: !ep.selective || op.report,
+            ..*op
+        };
+        let verdict = rx_outcome(Some(&framing), &op, &c, ctx.avs);
+        if let Some(cn) = ctx.cntrs.get(usize::from(ep.cntr)) {
+            // The payload, as the endpoint's own queue counts it (not the padded frame).
+            match &verdict {
+                Verdict::Done(done) => cn.complete_ok(1, done.len as u64),
+                Verdict::Silent(payload) => cn.complete_ok(1, *payload as u64),
+                Verdict::Failed(_) => cn.complete_err(1),
+                Verdict::Repost => {}
+            }
+        }
+        match &verdict {
+            Verdict::Done(done) => (1, sink(Outcome::Done(done))),
+            Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
+            _ => {
+                ctx.cq.release_credit();
+                release(ctx.mrs, op.owned());
+                (0, false)
+            }
+        }
+    }
+
+    /// Cancels the receive posted to a shared receive context with `target` as its context, if
+    /// one is still waiting for a frame: the queue is flushed, that receive taken out and its
+    /// buffer returned (a shared receive context has no CQ to report it on); receives the
+    /// device had filled are routed to their endpoints (held for their CQs) and the rest
+    /// posted again in their slots, oldest first. `None` if no such receive waits.
+    pub(crate) fn cancel_srx(&mut self, target: OpContext, mrs: &[MrSlot<N>]) -> Option<RawBuf> {
+        let waiting = |t: &OpTable<D>| {
+            (0..t.live_span()).any(|k| {
+                let slot = (t.head + k) % D;
+                let op = t.ops[slot];
+                op.kind == OpKind::Recv
+                    && op.owner == NO_OWNER
+                    && op.context == target
+                    && t.held[slot].is_none()
+            })
+        };
+        if !waiting(&self.table) {
+            return None;
+        }
+        if let Queue::Rx(q) = &mut self.queue {
+            q.flush();
+        }
+        let mut canceled = None;
+        let mut rx = [NO_RX; CHUNK];
+        loop {
+            let got = match &mut self.queue {
+                Queue::Rx(q) => q.poll(&mut rx).min(CHUNK),
+                Queue::Tx(_) => 0,
+            };
+            if got == 0 {
+                break;
+            }
+            for c in &rx[..got] {
+                let Some((slot, op)) = self.unheld_op(c.token, OpKind::Recv) else {
+                    continue;
+                };
+                if c.status == Err(RxError::Flushed) {
+                    if canceled.is_none() && op.context == target {
+                        self.table.take(c.token, OpKind::Recv);
+                        canceled = Some(op.buf);
+                    }
+                    continue; // the others are posted again below
+                }
+                match self
+                    .route_srx(&op, c)
+                    .and_then(|o| Some((o, self.srx[usize::from(o)]?)))
+                {
+                    Some((owner, ep)) => {
+                        let held = &mut self.table.ops[slot];
+                        (held.owner, held.cq, held.cntr) = (owner, ep.cq, ep.cntr);
+                        self.table.hold(
+                            slot,
+                            Held::Rx {
+                                len: c.len,
+                                status: c.status,
+                            },
+                        );
+                    }
+                    // A frame for nobody, or a bad one: its buffer waits again, below.
+                    None => self.dropped += 1,
+                }
+            }
+        }
+        let (head, span) = (self.table.head, self.table.live_span());
+        for k in 0..span {
+            let slot = (head + k) % D;
+            let op = self.table.ops[slot];
+            if op.kind != OpKind::Recv || self.table.held[slot].is_some() {
+                continue;
+            }
+            let pushed = match &mut self.queue {
+                Queue::Rx(q) => q.push(op.buf.rx(), Token(slot as u64)).is_ok(),
+                Queue::Tx(_) => false,
+            };
+            if !pushed {
+                // Cannot happen (the flush emptied the ring); should it, the buffer goes back
+                // to its region rather than vanish.
+                self.table.take(Token(slot as u64), OpKind::Recv);
+                release(mrs, op.owned());
+            }
+        }
+        self.doorbell();
+        canceled
+    }
+
+    /// An endpoint leaves a shared receive context: the receives its frames filled and that
+    /// its CQ has not read go back into the ring (they are the context's buffers), and it is
+    /// no longer routed to.
+    pub(crate) fn leave_srx(&mut self, owner: u8, ctx: &PollCtx<'_, N>) {
+        if let Some(e) = self.srx.get_mut(usize::from(owner)) {
+            *e = None;
+        }
+        let (head, span) = (self.table.head, self.table.live_span());
+        let mut reposted = false;
+        for k in 0..span {
+            let slot = (head + k) % D;
+            let op = self.table.ops[slot];
+            if op.kind == OpKind::Recv
+                && op.owner == owner
+                && matches!(self.table.held[slot], Some(Held::Rx { .. }))
+            {
+                reposted |= self.repost_srx(slot, ctx);
+            }
+        }
+        if reposted {
+            self.doorbell();
+        }
+    }
+}

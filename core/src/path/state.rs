@@ -1,0 +1,175 @@
+//! An open path's state, [`PathState`] (defined in `mod.rs` with the path's other types): what its
+//! hardware queue is ([`Queue`]), how an endpoint's path frames ([`Framing`]), what every poll
+//! needs of the domain ([`PollCtx`]), the size of a poll's chunk ([`CHUNK`]), and the state's
+//! constructors and accessors — binding, interrupts, free slots, the doorbell.
+
+use super::gather::{IovRec, IOV_POOL};
+use super::multi::{Group, MAX_GROUPS};
+use super::op::Op;
+use super::sink::Plain;
+use super::srx::SRX_MAX;
+use super::{OpTable, PathState};
+use crate::av::{AvTables, EpAddr};
+use crate::cntr::Counter;
+use crate::cq::entry::OpContext;
+use crate::cq::slot::CqSlot;
+use crate::flags::BindFlags;
+use crate::hal::Queue as _;
+use crate::hal::{Nic, RxCompletion, Token, TxCompletion};
+use crate::mr::MrSlot;
+use crate::proto::Encap;
+
+/// Completions asked of the driver per `poll` call: a stack array, small enough to stay in
+/// cache, large enough to amortise the call.
+pub(super) const CHUNK: usize = 64;
+
+pub(super) const NO_RX: RxCompletion = RxCompletion {
+    token: Token(u64::MAX),
+    len: 0,
+    status: Ok(()),
+    rss: None,
+};
+
+pub(super) const NO_TX: TxCompletion = TxCompletion {
+    token: Token(u64::MAX),
+    status: Ok(()),
+};
+
+/// The hardware queue of a path.
+pub(crate) enum Queue<'n, N: Nic + 'n, const D: usize> {
+    Tx(N::Tx<'n, D>),
+    Rx(N::Rx<'n, D>),
+}
+
+/// How an endpoint's path frames and filters (ringfab's header, [`proto`](crate::proto)). Paths
+/// opened without an endpoint carry whole Ethernet frames and filter nothing.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Framing {
+    /// The endpoint's own address: source of what it sends, destination it accepts.
+    pub(crate) local: EpAddr,
+    /// The address vector `FI_SOURCE` resolves senders through.
+    pub(crate) av: Option<usize>,
+    /// `FI_SOURCE_ERR`: a receive from a sender not in the AV completes in error.
+    pub(crate) source_err: bool,
+    /// The endpoint's context, for error entries that belong to no operation (a critical
+    /// fault of the queue).
+    pub(crate) context: OpContext,
+    /// How ringfab's header travels (every endpoint of a shared path uses the same).
+    pub(crate) encap: Encap,
+}
+
+/// Context every `poll` of a path needs from its domain.
+pub(crate) struct PollCtx<'a, N: Nic> {
+    pub(crate) cq: &'a CqSlot,
+    /// `cq`'s index in the domain, and the owner number of the endpoint acting (a cancel or
+    /// close on a shared path); 0 elsewhere.
+    pub(crate) reader: usize,
+    pub(crate) owner: u8,
+    /// Every CQ of the domain: on a shared path credits go back to the operation's own CQ.
+    pub(crate) cqs: &'a [CqSlot],
+    pub(crate) avs: AvTables<'a>,
+    pub(crate) mrs: &'a [MrSlot<N>],
+    pub(crate) cntrs: &'a [&'a Counter<N::Wait>],
+}
+
+impl<N: Nic> Clone for PollCtx<'_, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<N: Nic> Copy for PollCtx<'_, N> {}
+
+impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
+    /// Bytes of ringfab's header before the payload on this path: 0 on a raw (unframed) one.
+    pub(super) fn header_len(&self) -> usize {
+        self.framing.map_or(0, |f| f.encap.header_len())
+    }
+
+    /// The encapsulation of a framed path (the Ethernet one on a raw path, which parses no header).
+    pub(super) fn header_encap(&self) -> Encap {
+        self.framing.map_or(Encap::Ethernet, |f| f.encap)
+    }
+
+    pub(crate) fn new_tx(q: N::Tx<'n, D>, in_order: bool) -> Self {
+        Self::new(Queue::Tx(q), in_order)
+    }
+
+    pub(crate) fn new_rx(q: N::Rx<'n, D>, in_order: bool) -> Self {
+        Self::new(Queue::Rx(q), in_order)
+    }
+
+    fn new(queue: Queue<'n, N, D>, in_order: bool) -> Self {
+        PathState {
+            queue,
+            table: OpTable::new(),
+            cq: None,
+            bind: BindFlags::empty(),
+            hw_selective: in_order,
+            framing: None,
+            dropped: 0,
+            cntr: None,
+            groups: [Group {
+                remaining: 0,
+                owned: Op::FREE.buf,
+            }; MAX_GROUPS],
+            fault: None,
+            rx_scratch: [NO_RX; CHUNK],
+            tx_scratch: [NO_TX; CHUNK],
+            plains: [Plain::NONE; CHUNK],
+            shared: false,
+            srx: [None; SRX_MAX],
+            iov: [IovRec::FREE; IOV_POOL],
+            bounce: None,
+        }
+    }
+
+    pub(crate) fn is_tx(&self) -> bool {
+        matches!(self.queue, Queue::Tx(_))
+    }
+
+    /// Whether CQ `index` reads this path: the one it is bound to, or any on a shared path.
+    pub(crate) fn serves(&self, index: usize) -> bool {
+        self.cq == Some(index) || self.shared
+    }
+
+    /// Operations posted and not yet completed.
+    pub(crate) fn live(&self) -> usize {
+        self.table.live
+    }
+
+    /// Op-table slots free for posting (what `tx_size_left`/`rx_size_left` report; the ring
+    /// has at least as many free descriptors for single-segment frames).
+    pub(crate) fn free_slots(&self) -> usize {
+        D - self.table.tail.wrapping_sub(self.table.head)
+    }
+
+    /// Whether the queue has an interrupt, and the vector it is steered to if the driver says.
+    pub(crate) fn interrupt_steering(&self) -> (bool, Option<u16>) {
+        match &self.queue {
+            Queue::Tx(q) => (q.interrupt().is_some(), q.interrupt_vector()),
+            Queue::Rx(q) => (q.interrupt().is_some(), q.interrupt_vector()),
+        }
+    }
+
+    /// Arms (unmasks) or disarms the queue's interrupt; nothing without one.
+    pub(crate) fn set_interrupt(&mut self, armed: bool) {
+        match &mut self.queue {
+            Queue::Tx(q) => q.set_interrupt(armed),
+            Queue::Rx(q) => q.set_interrupt(armed),
+        }
+    }
+
+    pub(crate) fn set_binding(&mut self, cq: Option<usize>, bind: BindFlags) {
+        self.cq = cq;
+        self.bind = bind;
+    }
+
+    /// Rings the queue's doorbell.
+    pub(crate) fn doorbell(&mut self) {
+        match &mut self.queue {
+            Queue::Tx(q) => q.doorbell(),
+            Queue::Rx(q) => q.doorbell(),
+        }
+    }
+}
