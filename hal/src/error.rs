@@ -1,5 +1,6 @@
-//! Errors of the control path ([`Error`]), of posting on the data path ([`PushError`]), and the
-//! critical device conditions that stop a queue ([`QueueFault`]).
+//! Errors of the control path ([`Error`]), of posting on the data path ([`PushError`]), of an
+//! access outside a span of mapped memory ([`OutOfSpan`]), and the critical device conditions
+//! that stop a queue ([`QueueFault`]).
 //!
 //! Every variant names the operation that failed and carries the values that explain why, so that
 //! a caller several layers up can still tell the user what to change. No strings: this is `no_std`.
@@ -243,6 +244,30 @@ impl fmt::Display for PushError {
 }
 
 impl core::error::Error for PushError {}
+
+/// An access through a [`DmaSpan`](crate::DmaSpan) that would reach outside it: nothing was read
+/// or written.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct OutOfSpan {
+    /// Offset of the first byte asked for.
+    pub offset: usize,
+    /// Bytes asked for.
+    pub len: usize,
+    /// Length of the span.
+    pub span: usize,
+}
+
+impl fmt::Display for OutOfSpan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let OutOfSpan { offset, len, span } = *self;
+        write!(
+            f,
+            "{len} bytes at offset {offset} reach outside a span of {span} bytes"
+        )
+    }
+}
+
+impl core::error::Error for OutOfSpan {}
 
 /// A critical condition of the device that stops a queue for good: the ring the driver set up
 /// is no longer the device's, so nothing pushed on it will complete. The queue records it

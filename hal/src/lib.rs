@@ -4,8 +4,9 @@
 //!
 //! * **Platform side** ([`platform`]): what a driver needs from the machine — register access by BAR
 //!   offset ([`Mmio`]), DMA-coherent memory ([`DmaRegion`]), mapping caller memory for DMA
-//!   ([`DmaMapping`], the basis of memory registration), PCI configuration space, and interrupt
-//!   vectors that deliver to a [`Wait`] handle. VFIO implements it on Linux, `ringfab-emu` in tests.
+//!   ([`DmaMapping`], the basis of memory registration) and reaching it from the CPU ([`span`]:
+//!   [`DmaSpan`]), PCI configuration space, and interrupt vectors that deliver to a [`Wait`]
+//!   handle. VFIO implements it on Linux, `ringfab-emu` in tests.
 //! * **Device side** ([`nic`] for the control path, [`queue`] for the data path): what core needs from
 //!   a NIC driver — capabilities, reset, link, queues, RSS, statistics; then batch push of frames and
 //!   buffers with a [`Token`] each, one doorbell per batch, and poll of completed tokens.
@@ -13,7 +14,9 @@
 //! What the layer guarantees, whatever the device does:
 //!
 //! * no reference (`&`/`&mut`) ever points into memory a device can write: registers and
-//!   descriptors are reached through raw pointers with volatile access ([`DmaRegion`]'s accessors);
+//!   descriptors are reached through raw pointers with volatile access ([`DmaRegion`]'s accessors),
+//!   mapped caller memory through bounds-checked copies that keep the pointer's provenance
+//!   ([`DmaSpan`]);
 //! * a full ring refuses at push time ([`PushError::Full`]), never later;
 //! * every pushed token comes back exactly once from `poll` — completed, failed, or
 //!   [flushed](queue::Queue::flush) — and a value the device wrote that makes no sense becomes an
@@ -32,10 +35,11 @@ pub mod error;
 pub mod nic;
 pub mod platform;
 pub mod queue;
+pub mod span;
 pub mod wait;
 
 pub use addr::{Iova, MacAddr};
-pub use error::{Error, PushError, QueueFault, Result};
+pub use error::{Error, OutOfSpan, PushError, QueueFault, Result};
 pub use nic::{
     Capabilities, Link, Nic, Offloads, RssCaps, RssConfig, RssHashes, RssSaved, RxConfig, RxMode,
     Stats, TxConfig,
@@ -45,4 +49,5 @@ pub use queue::{
     Queue, Report, RssHashKind, RssInfo, RxBuffer, RxCompletion, RxError, RxQueue, Token,
     TxCompletion, TxError, TxQueue, TxSegment,
 };
+pub use span::{DmaHead, DmaSpan};
 pub use wait::{RawWait, Wait, WaitOutcome, WaitSet};

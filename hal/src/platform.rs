@@ -6,7 +6,8 @@
 //!
 //! Nothing here hands out a reference into memory the device can write. Registers are reached by
 //! offset through [`Mmio`]; DMA memory through the bounds-checked volatile accessors of
-//! [`DmaRegion`]. That is where this crate's unsafety lives, once, documented below.
+//! [`DmaRegion`]. That is where this crate's unsafety lives, once, documented below — with
+//! [`DmaSpan`](crate::DmaSpan) (`span.rs`), the CPU's checked view of mapped caller memory.
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
