@@ -27,8 +27,11 @@
 //! # Access without references
 //!
 //! The device can write registered memory, so [`Buf`] offers copies ([`Buf::write`],
-//! [`Buf::read`]) through raw pointers rather than `&[u8]` into it; [`Buf::as_slice`] exists for
-//! zero-copy readers, as an `unsafe` promise that the device is done with the buffer.
+//! [`Buf::read`], [`Buf::fill`]) rather than `&[u8]` into it. They go through the hal's checked
+//! accessor for mapped memory ([`DmaSpan`]): bounds-checked, and through
+//! the pointer the memory was registered with, so the address keeps its provenance — core
+//! never turns an integer back into a pointer. [`Buf::as_slice`] exists for zero-copy readers,
+//! as an `unsafe` promise that the device is done with the buffer.
 //!
 //! # Lifetime of a region
 //!
@@ -42,7 +45,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Mutex;
 
 use crate::domain::Domain;
-use crate::hal::{DmaMapping, Iova, Nic, TxSegment};
+use crate::hal::{DmaMapping, DmaSpan, Iova, Nic, TxSegment};
 use crate::storage::Capacity;
 use crate::{Error, Result};
 
@@ -108,9 +111,8 @@ impl Drop for OwnedMemory {
 struct MrState<M> {
     /// Keeps the device's view of the memory alive; dropping it unmaps.
     mapping: M,
-    /// Address of the first byte (a number: the slot must be `Sync`).
-    cpu: usize,
-    len: usize,
+    /// The memory, as the CPU reaches it (its pointer keeps its provenance).
+    span: DmaSpan,
     /// Bytes handed out so far by [`MemoryRegion::alloc`].
     used: usize,
     /// The memory, when the region owns it.
@@ -226,8 +228,10 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             slot.outstanding.store(0, Ordering::Release);
             *guard = Some(MrState {
                 mapping,
-                cpu: cpu.as_ptr() as usize,
-                len,
+                // SAFETY: the caller's promise: the memory stays valid while mapped and is
+                // reached only through this region's buffers, each carved once and touched only
+                // by whoever owns it (the application, or core after its completion).
+                span: unsafe { DmaSpan::new(cpu, len) },
                 used: 0,
                 #[cfg(feature = "alloc")]
                 owned,
@@ -267,7 +271,7 @@ impl MemoryRegion {
     pub fn len<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> usize {
         self.slot(dom)
             .ok()
-            .and_then(|s| s.state.lock().as_ref().map(|st| st.len))
+            .and_then(|s| s.state.lock().as_ref().map(|st| st.span.len()))
             .unwrap_or(0)
     }
 
@@ -315,15 +319,12 @@ impl MemoryRegion {
             at = at.next_multiple_of(PAGE);
         }
         let start = at - iova;
-        let end = start.checked_add(len).ok_or(Error::NoMem)?;
-        if end > st.len {
-            return Err(Error::NoMem);
-        }
-        st.used = end;
+        let span = st.span.sub(start, len).ok_or(Error::NoMem)?;
+        st.used = start + len;
         slot.outstanding.fetch_add(1, Ordering::AcqRel);
         Ok(Buf {
             raw: RawBuf {
-                cpu: st.cpu + start,
+                span,
                 iova: Iova(st.mapping.iova().0 + start as u64),
                 len: len32,
                 mr: self.index as u16,
@@ -363,10 +364,13 @@ impl MemoryRegion {
 }
 
 /// A buffer's identity without its ownership: what an op table keeps while the buffer is
-/// posted (see [`Buf::into_raw`]).
+/// posted (see [`Buf::into_raw`]). Its span is touched only by whoever owns the buffer: the
+/// application through its [`Buf`], or core once the buffer's completion has been observed.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct RawBuf {
-    pub(crate) cpu: usize,
+    /// The bytes, as the CPU reaches them: [`DmaSpan::EMPTY`] for a buffer core never touches
+    /// (the raw layer's, an inject bounce slot).
+    pub(crate) span: DmaSpan,
     pub(crate) iova: Iova,
     pub(crate) len: u32,
     pub(crate) mr: u16,
@@ -411,7 +415,7 @@ impl<'s> Buf<'s> {
 
     /// Address of the first byte in the application's address space.
     pub fn addr(&self) -> usize {
-        self.raw.cpu
+        self.raw.span.addr()
     }
 
     /// Copies `src` into the buffer at `offset`.
@@ -419,13 +423,11 @@ impl<'s> Buf<'s> {
     /// # Errors
     /// `Inval` if `offset + src.len()` passes the end.
     pub fn write(&mut self, offset: usize, src: &[u8]) -> Result {
-        self.check(offset, src.len())?;
-        // SAFETY: the range is inside the buffer (checked), which is registered memory valid
-        // for the region's life; the buffer is owned here, so the device is not writing it.
-        unsafe {
-            core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr(offset), src.len());
-        }
-        Ok(())
+        // The buffer is owned here, so the device is not writing it.
+        self.raw
+            .span
+            .write_bytes(offset, src)
+            .map_err(|_| Error::Inval)
     }
 
     /// Copies bytes from the buffer at `offset` into `dst`.
@@ -433,13 +435,12 @@ impl<'s> Buf<'s> {
     /// # Errors
     /// `Inval` if `offset + dst.len()` passes the end.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
-        self.check(offset, dst.len())?;
-        // SAFETY: as in `write`; the copy reads what the device wrote before the completion
-        // that handed the buffer back was observed (with acquire ordering, by the driver).
-        unsafe {
-            core::ptr::copy_nonoverlapping(self.ptr(offset), dst.as_mut_ptr(), dst.len());
-        }
-        Ok(())
+        // What the device wrote was observed (with acquire ordering, by the driver) before the
+        // completion that handed the buffer back.
+        self.raw
+            .span
+            .read_bytes(offset, dst)
+            .map_err(|_| Error::Inval)
     }
 
     /// Fills `len` bytes at `offset` with `byte`.
@@ -447,10 +448,10 @@ impl<'s> Buf<'s> {
     /// # Errors
     /// `Inval` if the range passes the end.
     pub fn fill(&mut self, offset: usize, len: usize, byte: u8) -> Result {
-        self.check(offset, len)?;
-        // SAFETY: as in `write`.
-        unsafe { core::ptr::write_bytes(self.ptr(offset), byte, len) };
-        Ok(())
+        self.raw
+            .span
+            .fill(offset, len, byte)
+            .map_err(|_| Error::Inval)
     }
 
     /// The buffer's bytes, without a copy.
@@ -462,18 +463,7 @@ impl<'s> Buf<'s> {
     pub unsafe fn as_slice(&self) -> &[u8] {
         // SAFETY: the memory is valid for `len` bytes (registered); the caller promises that
         // nothing writes it while the borrow lives.
-        unsafe { core::slice::from_raw_parts(self.raw.cpu as *const u8, self.len()) }
-    }
-
-    fn check(&self, offset: usize, len: usize) -> Result {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len() => Ok(()),
-            _ => Err(Error::Inval),
-        }
-    }
-
-    fn ptr(&self, offset: usize) -> *mut u8 {
-        (self.raw.cpu + offset) as *mut u8
+        unsafe { core::slice::from_raw_parts(self.raw.span.as_ptr().as_ptr(), self.raw.span.len()) }
     }
 
     /// The first `len` bytes as one transmit segment (`len` ≤ the buffer, ≤ `u16::MAX`).

@@ -273,7 +273,7 @@ impl Endpoint {
                 len: len as u16,
             };
             let raw = RawBuf {
-                cpu: 0,
+                span: crate::hal::DmaSpan::EMPTY,
                 iova: segment.iova,
                 len: len as u32,
                 mr: NO_MR,

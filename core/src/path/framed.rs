@@ -78,17 +78,16 @@ impl<'s> FramedLane<'s> {
         if direct == 0 {
             return;
         }
-        let taken = |i: usize| &table.ops[head.wrapping_add(i) % D].buf;
+        let taken = |i: usize| &table.ops[head.wrapping_add(i) % D];
         if let Some(src) = win.src.as_deref_mut() {
             // The sender of a frame is looked up once per run of frames from it: within one
             // read, as the table stood when that sender's first frame was looked up. A key of
             // all ones is the address no table holds (av.rs: it marks a free entry).
             let (mut last_key, mut last) = (u64::MAX, FiAddr::NOTAVAIL);
             for (i, a) in src[..direct].iter_mut().enumerate() {
-                // SAFETY: as in the lane: the operation's buffer is registered memory of at
-                // least `MAX_HEADER_LEN` bytes, written by the device before its completion
-                // was observed, and still the operation's (handed back or dropped below).
-                let key = unsafe { FramedHead::source(taken(i).cpu) };
+                // The operation's buffer, written by the device before its completion was
+                // observed, is still the operation's (handed back or dropped below).
+                let key = FramedHead::source(taken(i).head);
                 if key != last_key {
                     (last_key, last) = (key, resolve_source(key, av));
                 }
@@ -98,7 +97,7 @@ impl<'s> FramedLane<'s> {
         match win.bufs.as_deref_mut() {
             Some(bufs) => {
                 for (i, b) in bufs[..direct].iter_mut().enumerate() {
-                    *b = Some(Buf::from_raw(*taken(i), self.owner));
+                    *b = Some(Buf::from_raw(taken(i).buf, self.owner));
                 }
             }
             None => forget_posted(self.owner, direct),
@@ -132,10 +131,10 @@ impl<'s> FramedLane<'s> {
             if free.len() > 0 && c.token.0 == (next % D) as u64 {
                 let op = &mut table.ops[next % D];
                 if c.status.is_ok() && op.plain == lane.key {
-                    // SAFETY: a `Lane::OwnedRecv` operation owns a registered buffer of at least
-                    // `MAX_HEADER_LEN` bytes at `buf.cpu` (decided at posting); the driver reported
-                    // it `Ok`, having observed its write-back with acquire ordering.
-                    let h = unsafe { FramedHead::read(op.buf.cpu) };
+                    // A `Lane::OwnedRecv` operation owns a registered buffer whose head was taken
+                    // at posting; the driver reported it `Ok`, having observed its write-back
+                    // with acquire ordering.
+                    let h = FramedHead::read(op.head);
                     if let Some(len) = h.payload(lane.expect, c.len) {
                         if let Some(entry) = free.next() {
                             S::write(

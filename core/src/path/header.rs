@@ -2,7 +2,7 @@
 //! header (the general lane, a shared receive context's routing); [`FramedHead`] reads, in place,
 //! the few fields the framed lane compares.
 
-use super::op::Op;
+use super::op::{FrameHead, Op};
 use crate::proto::{self, Encap, Header};
 
 /// The low 48 bits of a `u64`: a MAC address read as a little-endian number.
@@ -18,43 +18,24 @@ pub(super) struct FramedHead {
 }
 
 impl FramedHead {
-    /// Reads the header of the frame in the buffer at `cpu`.
-    ///
-    /// # Safety
-    /// `cpu` is the address of a buffer of at least 22 bytes of registered memory that the
-    /// device has finished writing (its completion was observed with acquire ordering), owned
-    /// by the operation being completed.
+    /// Reads the header of the frame whose buffer starts with `head`, which the device has
+    /// finished writing (its completion was observed with acquire ordering) and the operation
+    /// being completed owns.
     #[inline(always)]
-    pub(super) unsafe fn read(cpu: usize) -> FramedHead {
-        let at = |offset: usize| (cpu + offset) as *const u8;
-        // SAFETY: every read lies inside the buffer's first 22 bytes (the caller's promise);
-        // unaligned reads of plain integers through raw pointers, no reference into memory a
-        // device can write (DESIGN.md decision 5), as `parse_header`'s copy.
-        unsafe {
-            FramedHead {
-                dst0: at(0).read(),
-                w10: u64::from_le(at(10).cast::<u64>().read_unaligned()),
-                payload_len: u16::from_be(at(20).cast::<u16>().read_unaligned()),
-            }
+    pub(super) fn read(head: FrameHead) -> FramedHead {
+        FramedHead {
+            dst0: head.read_u8::<0>(),
+            w10: head.read_u64_le::<10>(),
+            payload_len: head.read_u16_be::<20>(),
         }
     }
 
-    /// The sender's raw address in the frame at `cpu`, as an opaque key: the source MAC in
-    /// bytes 0..6 and the source context (big-endian) in bytes 6..8 of its little-endian form.
-    ///
-    /// # Safety
-    /// As [`read`](Self::read).
+    /// The sender's raw address in the frame whose buffer starts with `head`, as an opaque
+    /// key: the source MAC in bytes 0..6 and the source context (big-endian) in bytes 6..8 of
+    /// its little-endian form. As [`read`](Self::read).
     #[inline(always)]
-    pub(super) unsafe fn source(cpu: usize) -> u64 {
-        let at = |offset: usize| (cpu + offset) as *const u8;
-        // SAFETY: as in `read`: bytes 6..14 and 18..20 of the buffer.
-        let (mac, ctx) = unsafe {
-            (
-                u64::from_le(at(6).cast::<u64>().read_unaligned()) & MAC_MASK,
-                u64::from(u16::from_le(at(18).cast::<u16>().read_unaligned())),
-            )
-        };
-        mac | ctx << 48
+    pub(super) fn source(head: FrameHead) -> u64 {
+        head.read_u64_le::<6>() & MAC_MASK | u64::from(head.read_u16_le::<18>()) << 48
     }
 
     /// The payload length, if the frame is a plain success for the endpoint that expects
@@ -87,19 +68,15 @@ pub(super) fn parse_header(
     op: &Op,
     frame_len: u32,
 ) -> core::result::Result<Header, ()> {
-    if op.buf.cpu == 0 {
-        return Err(());
-    }
     let mut bytes = [0u8; proto::MAX_HEADER_LEN];
     let n = (frame_len as usize)
         .min(encap.header_len())
-        .min(op.buf.len as usize);
-    // SAFETY: `op.buf` is registered memory of at least `op.buf.len` bytes that this operation
-    // owns (an owned `Buf`, or the raw poster's promise); the device has finished writing it —
-    // the driver observed its write-back with acquire ordering before reporting the token.
-    // `n` stays inside the buffer and inside `bytes`.
-    unsafe {
-        core::ptr::copy_nonoverlapping(op.buf.cpu as *const u8, bytes.as_mut_ptr(), n);
+        .min(op.buf.span.len());
+    // The operation owns the buffer, and the device has finished writing it: the driver
+    // observed its write-back with acquire ordering before reporting the token. A buffer
+    // without a CPU address (empty span) has no header to read.
+    if n == 0 || op.buf.span.read_bytes(0, &mut bytes[..n]).is_err() {
+        return Err(());
     }
     Header::parse(encap, &bytes[..n], frame_len as usize).map_err(|_| ())
 }

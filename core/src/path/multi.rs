@@ -9,7 +9,7 @@ use super::PathState;
 use crate::cq::entry::{BufAddr, Completion, OpContext};
 use crate::cq::slot::CqSlot;
 use crate::flags::CompletionFlags;
-use crate::hal::{Iova, Nic, RxQueue, Token};
+use crate::hal::{DmaSpan, Iova, Nic, RxQueue, Token};
 use crate::mr::RawBuf;
 use crate::{Error, Result};
 
@@ -80,7 +80,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         for i in 0..slots {
             let offset = u64::from(i) * u64::from(slot_len);
             let buf = RawBuf {
-                cpu: owned.cpu + offset as usize,
+                // A slot outside the buffer cannot be (`slots * slot_len` is what the endpoint
+                // carved it into); if it were, the slot's frame would be dropped as unreadable.
+                span: owned
+                    .span
+                    .sub(offset as usize, slot_len as usize)
+                    .unwrap_or(DmaSpan::EMPTY),
                 iova: Iova(owned.iova.0 + offset),
                 len: slot_len,
                 mr: NO_MR,
@@ -154,8 +159,8 @@ pub(super) fn settle(groups: &mut [Group], header: usize, op: &Op, c: &mut Compl
     if exit == GroupExit::None {
         return;
     }
-    if op.buf.cpu != 0 {
-        c.buf = BufAddr(op.buf.cpu + header);
+    if !op.buf.span.is_empty() {
+        c.buf = BufAddr(op.buf.span.addr() + header);
     }
     if let GroupExit::Last(raw) = exit {
         c.flags |= CompletionFlags::MULTI_RECV;

@@ -11,7 +11,9 @@ use super::verdict::{tx_payload, RECV_FLAGS, SEND_FLAGS};
 use super::{OpTable, Tally};
 use crate::cq::entry::OpContext;
 use crate::flags::CompletionFlags;
-use crate::hal::{Iova, RxBuffer, RxCompletion, RxError, Token, TxCompletion, TxError};
+use crate::hal::{
+    DmaHead, DmaSpan, Iova, RxBuffer, RxCompletion, RxError, Token, TxCompletion, TxError,
+};
 use crate::mr::RawBuf;
 use crate::proto;
 
@@ -61,24 +63,37 @@ impl LaneKey {
     }
 }
 
+/// Bytes at the start of a received frame that the framed lane reads in place
+/// (`FramedHead`): up to the end of ringfab's payload length.
+const FRAMED_HEAD: usize = 22;
+
+/// The start of an operation's buffer, as the framed lane reads it: its length checked once,
+/// when the operation is posted ([`recv_lane`]), so that the lane's reads carry no check.
+pub(super) type FrameHead = DmaHead<FRAMED_HEAD>;
+
+/// [`Op::head`] of an operation the framed lane does not take: zeros, readable but never
+/// read (the lane reads the head only of a [`Lane::OwnedRecv`] operation).
+pub(super) const NO_HEAD: FrameHead = DmaHead::from_static(&[0; FRAMED_HEAD]);
+
 /// The lane of a receive of `buf` that accepts `len` bytes, posted alone (no multi-receive
-/// group), whose success is reported if `report` ([`Lane::Recv`], [`Lane::OwnedRecv`]).
+/// group), whose success is reported if `report` ([`Lane::Recv`], [`Lane::OwnedRecv`]); and
+/// for [`Lane::OwnedRecv`] the head of its buffer ([`Op::head`]).
 #[inline(always)]
-pub(super) fn recv_lane(report: bool, buf: &RawBuf, len: u32) -> LaneKey {
+pub(super) fn recv_lane(report: bool, buf: &RawBuf, len: u32) -> (LaneKey, FrameHead) {
     let accepts_all_but_a_header =
         || (proto::MAX_HEADER_LEN..=len as usize + proto::HEADER_LEN).contains(&(buf.len as usize));
     if !report {
-        LaneKey::GENERAL
+        (LaneKey::GENERAL, NO_HEAD)
     } else if buf.mr == NO_MR {
         if len == buf.len {
-            LaneKey::of(Lane::Recv, NO_MR)
+            (LaneKey::of(Lane::Recv, NO_MR), NO_HEAD)
         } else {
-            LaneKey::GENERAL
+            (LaneKey::GENERAL, NO_HEAD)
         }
-    } else if buf.cpu != 0 && accepts_all_but_a_header() {
-        LaneKey::of(Lane::OwnedRecv, buf.mr)
+    } else if let Some(head) = buf.span.head().filter(|_| accepts_all_but_a_header()) {
+        (LaneKey::of(Lane::OwnedRecv, buf.mr), head)
     } else {
-        LaneKey::GENERAL
+        (LaneKey::GENERAL, NO_HEAD)
     }
 }
 
@@ -104,8 +119,9 @@ pub(crate) struct Op {
     pub(super) kind: OpKind,
     pub(super) context: OpContext,
     /// The buffer: for a receive the whole DMA buffer, for a send the frame's first segment.
-    /// `buf.mr` is [`NO_MR`] unless it is an owned [`Buf`](crate::mr::Buf) to hand back; `buf.cpu`
-    /// is 0 when the poster gave no CPU address (only unframed paths accept that).
+    /// `buf.mr` is [`NO_MR`] unless it is an owned [`Buf`](crate::mr::Buf) to hand back;
+    /// `buf.span` is empty when the poster gave no CPU address (only unframed paths accept
+    /// that).
     pub(super) buf: RawBuf,
     /// Posted length: for a receive, the bytes the application accepts (≤ the DMA buffer).
     pub(super) len: u32,
@@ -118,6 +134,9 @@ pub(crate) struct Op {
     /// Set by [`OpTable::commit`], cleared with `kind` ([`Op::free`]): what a fast lane tests
     /// for "live, of this kind, mine".
     pub(super) plain: LaneKey,
+    /// For a [`Lane::OwnedRecv`] operation its buffer's first bytes, where the framed lane
+    /// reads the frame's header (`FramedHead`); [`NO_HEAD`] otherwise. Set with `plain`.
+    pub(super) head: FrameHead,
     /// On a shared path ([`PathState::shared`](super::PathState::shared)): the CQ the operation
     /// reports to, the endpoint that posted it (its owner number on the shared context) and its
     /// counter ([`NO_CNTR`] for none). Unused elsewhere (the path's binding says).
@@ -127,6 +146,9 @@ pub(crate) struct Op {
     /// A gather send's record in the path's pool (`PathState::iov`), or [`NO_IOV`].
     pub(super) iov: u8,
 }
+
+// An operation is one cache line (see `Op`): the lanes find a slot with a shift.
+const _: () = assert!(core::mem::size_of::<Op>() == 64);
 
 /// `Op::cntr` of an operation counted by no counter.
 pub(super) const NO_CNTR: u8 = u8::MAX;
@@ -139,7 +161,7 @@ impl Op {
         kind: OpKind::Free,
         context: OpContext::NULL,
         buf: RawBuf {
-            cpu: 0,
+            span: DmaSpan::EMPTY,
             iova: Iova(0),
             len: 0,
             mr: NO_MR,
@@ -148,6 +170,7 @@ impl Op {
         report: false,
         group: NO_GROUP,
         plain: LaneKey::GENERAL,
+        head: NO_HEAD,
         cq: 0,
         owner: 0,
         cntr: NO_CNTR,
@@ -158,13 +181,16 @@ impl Op {
         (self.buf.mr != NO_MR).then_some(self.buf)
     }
 
-    /// The fast lane a success of this operation may take ([`Lane`]).
-    fn lane(&self) -> LaneKey {
+    /// The fast lane a success of this operation may take ([`Lane`]), and the head the framed
+    /// lane reads ([`Op::head`]).
+    fn lane(&self) -> (LaneKey, FrameHead) {
         match self.kind {
-            _ if self.group != NO_GROUP => LaneKey::GENERAL,
+            _ if self.group != NO_GROUP => (LaneKey::GENERAL, NO_HEAD),
             OpKind::Recv => recv_lane(self.report, &self.buf, self.len),
-            OpKind::Send if self.report && self.buf.mr == NO_MR => LaneKey::of(Lane::Send, NO_MR),
-            _ => LaneKey::GENERAL,
+            OpKind::Send if self.report && self.buf.mr == NO_MR => {
+                (LaneKey::of(Lane::Send, NO_MR), NO_HEAD)
+            }
+            _ => (LaneKey::GENERAL, NO_HEAD),
         }
     }
 
@@ -208,17 +234,12 @@ impl<const D: usize> OpTable<D> {
 
     /// Commits `op` into `slot`, its lane decided here ([`Lane`]).
     pub(super) fn commit(&mut self, slot: usize, op: Op) {
-        self.commit_as(
-            slot,
-            Op {
-                plain: op.lane(),
-                ..op
-            },
-        );
+        let (plain, head) = op.lane();
+        self.commit_as(slot, Op { plain, head, ..op });
     }
 
-    /// Commits `op` into `slot` with the lane its poster decided (`op.plain`, as
-    /// [`Op::lane`] would).
+    /// Commits `op` into `slot` with the lane its poster decided (`op.plain` and `op.head`,
+    /// as [`Op::lane`] would).
     #[inline(always)]
     pub(super) fn commit_as(&mut self, slot: usize, op: Op) {
         self.ops[slot] = op;

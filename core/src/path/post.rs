@@ -5,7 +5,7 @@
 
 use super::gather::NO_IOV;
 use super::multi::NO_GROUP;
-use super::op::{recv_lane, LaneKey, Op, OpKind, NO_CNTR};
+use super::op::{recv_lane, LaneKey, Op, OpKind, NO_CNTR, NO_HEAD};
 use super::state::Queue;
 use super::PathState;
 use crate::cq::entry::OpContext;
@@ -80,6 +80,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
             cq.release_credit();
             return Err(push_error(e));
         }
+        let (plain, head) = recv_lane(report, &buf, len);
         self.table.commit_as(
             slot,
             Op {
@@ -89,7 +90,8 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 len,
                 report,
                 group: NO_GROUP,
-                plain: recv_lane(report, &buf, len),
+                plain,
+                head,
                 ..Op::FREE
             },
         );
@@ -162,6 +164,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 report,
                 group: NO_GROUP,
                 plain: LaneKey::GENERAL, // commit decides
+                head: NO_HEAD,
                 cq: cq_index,
                 owner,
                 cntr,

@@ -9,7 +9,7 @@ use crate::cq::entry::OpContext;
 use crate::cq::slot::CqSlot;
 use crate::flags::OpFlags;
 use crate::hal::Queue as _;
-use crate::hal::{Iova, Nic, RxBuffer, TxSegment};
+use crate::hal::{DmaSpan, Iova, Nic, RxBuffer, TxSegment};
 use crate::mr::RawBuf;
 use crate::{Error, Result};
 
@@ -154,7 +154,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
             return Err(Error::Inval);
         }
         let raw = RawBuf {
-            cpu: 0,
+            span: DmaSpan::EMPTY,
             iova: p.buf.iova,
             len: p.buf.len,
             mr: NO_MR,
@@ -168,7 +168,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
         }
         let first = p.segments.first().map_or(Iova(0), |s| s.iova);
         let raw = RawBuf {
-            cpu: 0,
+            span: DmaSpan::EMPTY,
             iova: first,
             len: p.segments.iter().map(|s| u32::from(s.len)).sum(),
             mr: NO_MR,
