@@ -44,6 +44,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![no_std]
+// One module may use `unsafe`: `raw`, where core trusts what a caller or the allocator promises
+// (registered memory that stays put, a zero-copy view of a buffer, C's error entry). Everything
+// else reaches memory through the hal's checked accessors.
+#![deny(unsafe_code)]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
@@ -59,6 +63,7 @@ pub mod info;
 pub mod mr;
 pub mod path;
 pub mod proto;
+mod raw;
 pub mod sep;
 pub mod srx;
 pub mod storage;

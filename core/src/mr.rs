@@ -39,13 +39,13 @@
 //! alive — held by the application or posted — so the mapping (and its IOVA range) can never be
 //! released under a descriptor that still names it.
 
-use core::ptr::NonNull;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use spin::Mutex;
 
 use crate::domain::Domain;
 use crate::hal::{DmaMapping, DmaSpan, Iova, Nic, TxSegment};
+use crate::raw::{Mappable, Registered};
 use crate::storage::Capacity;
 use crate::{Error, Result};
 
@@ -87,41 +87,12 @@ impl From<alloc::vec::Vec<u8>> for Memory {
     }
 }
 
-/// Owned registered memory, held as a pointer from `Box::into_raw` (not as a `Box`, whose
-/// moves would assert uniqueness over memory the region's buffers point into); freed on drop.
-#[cfg(feature = "alloc")]
-struct OwnedMemory(NonNull<[u8]>);
-
-// SAFETY: the memory is a plain byte allocation owned by this value; which thread frees it does
-// not matter.
-#[cfg(feature = "alloc")]
-unsafe impl Send for OwnedMemory {}
-
-#[cfg(feature = "alloc")]
-impl Drop for OwnedMemory {
-    fn drop(&mut self) {
-        // SAFETY: the pointer came from `Box::into_raw` in `Domain::register` and is freed only
-        // here, once; the mapping (declared before this field in `MrState`) is already gone, so
-        // no descriptor can name the memory any more.
-        drop(unsafe { alloc::boxed::Box::from_raw(self.0.as_ptr()) });
-    }
-}
-
-/// A registered region as its slot keeps it. Fields drop in order: unmap, then free.
+/// A registered region as its slot keeps it.
 struct MrState<M> {
-    /// Keeps the device's view of the memory alive; dropping it unmaps.
-    mapping: M,
-    /// The memory, as the CPU reaches it (its pointer keeps its provenance).
-    span: DmaSpan,
+    /// The mapping and the memory (unmapped, then freed, when dropped).
+    mem: Registered<M>,
     /// Bytes handed out so far by [`MemoryRegion::alloc`].
     used: usize,
-    /// The memory, when the region owns it.
-    #[cfg(feature = "alloc")]
-    #[allow(
-        dead_code,
-        reason = "held for its drop: frees the memory after the mapping is gone"
-    )]
-    owned: Option<OwnedMemory>,
 }
 
 /// One slot of the domain's memory-registration table (in its
@@ -160,62 +131,17 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// `Inval` for empty memory; `Full(Mrs)` when every MR slot is taken; `Device(_)` when the
     /// platform refuses the mapping (owned memory is freed then).
     pub fn register(&self, mem: impl Into<Memory>) -> Result<MemoryRegion> {
-        match mem.into() {
-            Memory::Static(mem) => {
-                let len = mem.len();
-                let cpu = NonNull::new(mem.as_mut_ptr()).ok_or(Error::Inval)?;
-                // SAFETY: `mem` is borrowed mutably for ever and its reference is dropped here,
-                // so the memory stays valid and nothing else references it while it is mapped.
-                unsafe { self.register_raw(cpu, len) }
-            }
+        self.map(match mem.into() {
+            Memory::Static(mem) => Mappable::forever(mem),
             #[cfg(feature = "alloc")]
-            Memory::Owned(mem) => {
-                let len = mem.len();
-                let owned = OwnedMemory(NonNull::from(alloc::boxed::Box::leak(mem)));
-                let cpu = owned.0.cast::<u8>();
-                // SAFETY: `owned` holds the allocation and moves into the region's slot with
-                // the mapping (or is freed here if mapping fails, when nothing maps it); the
-                // slot frees it only after the mapping is dropped (`MrState`'s field order), so
-                // the memory stays valid while mapped and only the region's buffers reach it.
-                unsafe { self.map(cpu, len, Some(owned)) }
-            }
-        }
+            Memory::Owned(mem) => Mappable::owned(mem),
+        })
     }
 
-    /// Registers `len` bytes at `cpu`, like [`register`](Self::register), for memory that does
-    /// not live for ever (a C caller's buffer, a test's stack array).
-    ///
-    /// # Errors
-    /// As [`register`](Self::register).
-    ///
-    /// # Safety
-    /// `cpu..cpu+len` must stay valid, and be accessed only through the [`Buf`]s of this region,
-    /// until the domain's paths are closed and the region is closed — that is, until no
-    /// descriptor of the NIC can name it any more.
-    pub unsafe fn register_raw(&self, cpu: NonNull<u8>, len: usize) -> Result<MemoryRegion> {
-        // SAFETY: the caller's promise is `map`'s.
-        unsafe {
-            self.map(
-                cpu,
-                len,
-                #[cfg(feature = "alloc")]
-                None,
-            )
-        }
-    }
-
-    /// What `register` and `register_raw` share: maps `cpu..cpu+len` into a free slot, which
-    /// keeps `owned` (the memory itself, when the region owns it) until after it unmaps.
-    ///
-    /// # Safety
-    /// As [`register_raw`](Self::register_raw).
-    unsafe fn map(
-        &self,
-        cpu: NonNull<u8>,
-        len: usize,
-        #[cfg(feature = "alloc")] owned: Option<OwnedMemory>,
-    ) -> Result<MemoryRegion> {
-        if len == 0 {
+    /// What `register` and `register_raw` share: maps `mem` into a free slot, which keeps it
+    /// (and frees memory the region owns) until the region is closed.
+    pub(crate) fn map(&self, mem: Mappable) -> Result<MemoryRegion> {
+        if mem.len() == 0 {
             return Err(Error::Inval);
         }
         for (index, slot) in self.mrs().iter().enumerate() {
@@ -223,19 +149,9 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             if guard.is_some() {
                 continue;
             }
-            // SAFETY: the caller's promise above is `map_dma`'s contract.
-            let mapping = unsafe { self.nic().map_dma(cpu, len) }?;
+            let mem = Registered::map(self.nic(), mem)?;
             slot.outstanding.store(0, Ordering::Release);
-            *guard = Some(MrState {
-                mapping,
-                // SAFETY: the caller's promise: the memory stays valid while mapped and is
-                // reached only through this region's buffers, each carved once and touched only
-                // by whoever owns it (the application, or core after its completion).
-                span: unsafe { DmaSpan::new(cpu, len) },
-                used: 0,
-                #[cfg(feature = "alloc")]
-                owned,
-            });
+            *guard = Some(MrState { mem, used: 0 });
             return Ok(MemoryRegion {
                 domain: self.id(),
                 index,
@@ -271,7 +187,7 @@ impl MemoryRegion {
     pub fn len<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> usize {
         self.slot(dom)
             .ok()
-            .and_then(|s| s.state.lock().as_ref().map(|st| st.span.len()))
+            .and_then(|s| s.state.lock().as_ref().map(|st| st.mem.span().len()))
             .unwrap_or(0)
     }
 
@@ -284,7 +200,7 @@ impl MemoryRegion {
             .state
             .lock()
             .as_ref()
-            .map(|st| st.mapping.iova())
+            .map(|st| st.mem.mapping().iova())
             .ok_or(Error::OpBadState)
     }
 
@@ -313,19 +229,19 @@ impl MemoryRegion {
         // in IOVA need not be adjacent in memory, and QEMU's igb and e1000e silently drop a
         // transmit buffer that crosses into a page that is not (docs/qemu-tests.md). Larger
         // buffers cannot avoid it; see docs/architecture.md.
-        let iova = st.mapping.iova().0 as usize;
+        let iova = st.mem.mapping().iova().0 as usize;
         let mut at = (iova + st.used).next_multiple_of(BUF_ALIGN);
         if len <= PAGE && at % PAGE + len > PAGE {
             at = at.next_multiple_of(PAGE);
         }
         let start = at - iova;
-        let span = st.span.sub(start, len).ok_or(Error::NoMem)?;
+        let span = st.mem.span().sub(start, len).ok_or(Error::NoMem)?;
         st.used = start + len;
         slot.outstanding.fetch_add(1, Ordering::AcqRel);
         Ok(Buf {
             raw: RawBuf {
                 span,
-                iova: Iova(st.mapping.iova().0 + start as u64),
+                iova: Iova(st.mem.mapping().iova().0 + start as u64),
                 len: len32,
                 mr: self.index as u16,
             },
@@ -452,18 +368,6 @@ impl<'s> Buf<'s> {
             .span
             .fill(offset, len, byte)
             .map_err(|_| Error::Inval)
-    }
-
-    /// The buffer's bytes, without a copy.
-    ///
-    /// # Safety
-    /// The device must not write the buffer while the slice lives. That holds for an owned
-    /// buffer of a well-behaved device; a device that writes memory it was never handed (a
-    /// stale descriptor) would break it, which is why the copying accessors exist.
-    pub unsafe fn as_slice(&self) -> &[u8] {
-        // SAFETY: the memory is valid for `len` bytes (registered); the caller promises that
-        // nothing writes it while the borrow lives.
-        unsafe { core::slice::from_raw_parts(self.raw.span.as_ptr().as_ptr(), self.raw.span.len()) }
     }
 
     /// The first `len` bytes as one transmit segment (`len` ≤ the buffer, ≤ `u16::MAX`).

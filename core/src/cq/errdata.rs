@@ -15,11 +15,10 @@
 //! `err_data` to `NULL` and `err_data_size` to 0, as libfabric's util CQ leaves them.
 //!
 //! [`deliver_err_data`] is the rule as a safe function; [`write_err_entry_raw`] applies it to a C
-//! caller's `struct fi_cq_err_entry` of whichever size the caller's API version has.
+//! caller's `struct fi_cq_err_entry` of whichever size the caller's API version has (an `unsafe`
+//! function, defined with core's other promises in `raw.rs`).
 
-use core::ptr::{self, addr_of};
-
-use super::entry::{BufAddr, ErrEntry, ErrEntryAbi};
+pub use crate::raw::write_err_entry_raw;
 
 /// Bytes of error data a CQ can hold for the provider-owned path: enough for ringfab's largest
 /// error data — a raw source address (Ethernet + IPv4/UDP + context) for `FI_EADDRNOTAVAIL`,
@@ -62,87 +61,9 @@ pub fn deliver_err_data<'p>(
     }
 }
 
-/// Writes error entry `entry` into a C caller's `struct fi_cq_err_entry` at `dst`, delivering
-/// `data` as `err_data` by the rules of [`deliver_err_data`].
-///
-/// Reads the caller's `err_data` and `err_data_size` first (only for
-/// [`ErrEntryAbi::V1_5`] and later; before 1.5 the caller cannot supply a buffer), then writes
-/// exactly `abi.size()` bytes: every field of `entry` that layout has, with `err_data` and
-/// `err_data_size` replaced by where the data went. `entry`'s own `err_data`/`err_data_size`
-/// are ignored. Nothing past `abi.size()` is touched, so a 72- or 80-byte caller buffer is safe.
-///
-/// A caller that passes `err_data_size` > 0 with a `NULL` `err_data` is treated as passing
-/// no buffer (size 0).
-///
-/// # Safety
-/// * `dst` must be valid for reads and writes of `abi.size()` bytes (no alignment needed).
-/// * If the caller's `err_data_size` (API ≥ 1.5) is non-zero and its `err_data` non-`NULL`,
-///   `err_data` must be valid for writes of `err_data_size` bytes and must not overlap `dst`,
-///   `data` or `cq_buf`.
-/// * After return, the caller's `err_data` may point into `cq_buf`; that pointer is valid only
-///   while `cq_buf` is neither moved nor written — the CQ keeps it until its next read call.
-pub unsafe fn write_err_entry_raw(
-    dst: *mut ErrEntry,
-    abi: ErrEntryAbi,
-    entry: &ErrEntry,
-    data: &[u8],
-    cq_buf: &mut [u8; ERR_DATA_MAX],
-) {
-    let (user_ptr, user_size) = if abi.has_err_data_size() {
-        // SAFETY: `dst` is valid for reads of `abi.size()` bytes, which for V1_5 and later
-        // includes `err_data` (offset 64) and `err_data_size` (offset 72); read_unaligned needs
-        // no alignment.
-        unsafe {
-            (
-                ptr::read_unaligned(addr_of!((*dst).err_data)),
-                ptr::read_unaligned(addr_of!((*dst).err_data_size)),
-            )
-        }
-    } else {
-        (BufAddr::NULL, 0)
-    };
-
-    let caller = if user_size > 0 && !user_ptr.is_null() {
-        // SAFETY: the caller guarantees that a non-NULL `err_data` with non-zero size is
-        // writable for `err_data_size` bytes and overlaps nothing else used here.
-        Some(unsafe { core::slice::from_raw_parts_mut(user_ptr.0 as *mut u8, user_size) })
-    } else {
-        None
-    };
-
-    let mut out = *entry;
-    match deliver_err_data(data, caller, cq_buf) {
-        ErrDataOut::Copied(n) => {
-            out.err_data = user_ptr;
-            out.err_data_size = n;
-        }
-        ErrDataOut::Provider(s) => {
-            out.err_data = if s.is_empty() {
-                BufAddr::NULL
-            } else {
-                BufAddr(s.as_ptr() as usize)
-            };
-            out.err_data_size = s.len();
-        }
-    }
-
-    // SAFETY: `out` is a live local of size_of::<ErrEntry>() >= abi.size() bytes; `dst` is
-    // valid for writes of abi.size() bytes and cannot overlap a local. A byte copy needs no
-    // alignment.
-    unsafe {
-        ptr::copy_nonoverlapping(
-            ptr::from_ref(&out).cast::<u8>(),
-            dst.cast::<u8>(),
-            abi.size(),
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cq::entry::OpContext;
-    use core::mem::size_of;
 
     const DATA: [u8; 6] = [0x02, 0x00, 0x5e, 0x10, 0x20, 0x30];
 
@@ -211,141 +132,5 @@ mod tests {
         let big = [7u8; ERR_DATA_MAX + 10];
         let out = deliver_err_data(&big, None, &mut cq);
         assert_eq!(out, ErrDataOut::Provider(&[7u8; ERR_DATA_MAX]));
-    }
-
-    fn sample() -> ErrEntry {
-        ErrEntry {
-            op_context: OpContext(0x1234),
-            len: 60,
-            err: 99,
-            prov_errno: 7,
-            src_addr: 42,
-            ..ErrEntry::default()
-        }
-    }
-
-    /// A C caller's buffer: room for the largest entry plus a canary tail.
-    #[repr(C, align(8))]
-    struct CBuf([u8; 96]);
-
-    impl CBuf {
-        fn with_input(err_data: usize, err_data_size: usize) -> CBuf {
-            let mut b = CBuf([0xcc; 96]);
-            b.0[64..72].copy_from_slice(&err_data.to_ne_bytes());
-            b.0[72..80].copy_from_slice(&err_data_size.to_ne_bytes());
-            b
-        }
-        fn usize_at(&self, off: usize) -> usize {
-            usize::from_ne_bytes(self.0[off..off + 8].try_into().unwrap())
-        }
-    }
-
-    #[test]
-    fn raw_entry_with_caller_buffer_copies_into_it() {
-        let mut user = [0u8; 4];
-        let mut c = CBuf::with_input(user.as_mut_ptr() as usize, user.len());
-        let mut cq = [0u8; ERR_DATA_MAX];
-        // SAFETY: `c` holds 96 bytes >= 88; `user` is a live 4-byte buffer apart from the rest.
-        unsafe {
-            write_err_entry_raw(
-                c.0.as_mut_ptr().cast(),
-                ErrEntryAbi::V1_20,
-                &sample(),
-                &DATA,
-                &mut cq,
-            );
-        }
-        assert_eq!(user, DATA[..4]);
-        assert_eq!(
-            c.usize_at(64),
-            user.as_ptr() as usize,
-            "err_data stays the caller's"
-        );
-        assert_eq!(c.usize_at(72), 4, "err_data_size = bytes copied");
-        assert_eq!(c.usize_at(80), 42, "src_addr written for API >= 1.20");
-        assert_eq!(c.usize_at(0), 0x1234);
-        assert_eq!(&c.0[88..], &[0xcc; 8], "nothing past the entry");
-    }
-
-    #[test]
-    fn raw_entry_with_size_zero_points_at_the_cq_buffer() {
-        let mut c = CBuf::with_input(0xdead_0000, 0);
-        let mut cq = [0u8; ERR_DATA_MAX];
-        // SAFETY: `c` holds 96 bytes >= 80; size 0 means the caller's pointer is not used.
-        unsafe {
-            write_err_entry_raw(
-                c.0.as_mut_ptr().cast(),
-                ErrEntryAbi::V1_5,
-                &sample(),
-                &DATA,
-                &mut cq,
-            );
-        }
-        assert_eq!(c.usize_at(64), cq.as_ptr() as usize);
-        assert_eq!(c.usize_at(72), DATA.len());
-        assert_eq!(&cq[..6], &DATA);
-        assert_eq!(
-            &c.0[80..],
-            &[0xcc; 16],
-            "an 80-byte caller gets no src_addr"
-        );
-    }
-
-    #[test]
-    fn raw_entry_before_api_1_5_ignores_the_caller_pointer_and_writes_72_bytes() {
-        let mut user = [0u8; 8];
-        let mut c = CBuf::with_input(user.as_mut_ptr() as usize, 0xcccc_cccc_cccc_cccc);
-        let mut cq = [0u8; ERR_DATA_MAX];
-        // SAFETY: `c` holds 96 bytes >= 72; before 1.5 the caller's pointer is never written.
-        unsafe {
-            write_err_entry_raw(
-                c.0.as_mut_ptr().cast(),
-                ErrEntryAbi::V1_0,
-                &sample(),
-                &DATA,
-                &mut cq,
-            );
-        }
-        assert_eq!(user, [0; 8]);
-        assert_eq!(c.usize_at(64), cq.as_ptr() as usize);
-        assert_eq!(&c.0[72..], &[0xcc; 24], "no err_data_size before API 1.5");
-        assert_eq!(ErrEntryAbi::V1_0.size(), 72);
-        assert_eq!(size_of::<ErrEntry>(), 88);
-    }
-
-    #[test]
-    fn raw_entry_without_error_data_gives_null_and_zero() {
-        let mut c = CBuf::with_input(0, 0);
-        let mut cq = [0u8; ERR_DATA_MAX];
-        // SAFETY: `c` holds 96 bytes >= 88; no caller buffer.
-        unsafe {
-            write_err_entry_raw(
-                c.0.as_mut_ptr().cast(),
-                ErrEntryAbi::V1_20,
-                &sample(),
-                &[],
-                &mut cq,
-            );
-        }
-        assert_eq!(c.usize_at(64), 0);
-        assert_eq!(c.usize_at(72), 0);
-    }
-
-    #[test]
-    fn raw_entry_with_size_but_null_pointer_uses_the_cq_buffer() {
-        let mut c = CBuf::with_input(0, 16);
-        let mut cq = [0u8; ERR_DATA_MAX];
-        // SAFETY: `c` holds 96 bytes >= 88; the NULL caller pointer is never dereferenced.
-        unsafe {
-            write_err_entry_raw(
-                c.0.as_mut_ptr().cast(),
-                ErrEntryAbi::V1_20,
-                &sample(),
-                &DATA,
-                &mut cq,
-            );
-        }
-        assert_eq!(c.usize_at(64), cq.as_ptr() as usize);
-        assert_eq!(c.usize_at(72), 6);
     }
 }
