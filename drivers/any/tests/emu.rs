@@ -1,7 +1,8 @@
 //! `AnyNic` on the three emulated NICs — the driver picked by PCI ID, every call reaching it —
 //! and on null devices whose PCI ID no driver (or another driver than the registers') claims.
+use std::sync::Arc;
 
-use ringfab_emu::null::{NullKind, NullPlatform};
+use ringfab_emu::null::{DmaTable, NullKind, NullPlatform};
 use ringfab_emu::{
     EmuE1000e, EmuIgb, EmuNic, EmuPlatform, EmuVirtioNet, Igb82576, Kind, ModelConfig,
     VirtioNetModelConfig, Wire,
@@ -177,8 +178,8 @@ struct WithId<const ID: u32>;
 impl<const ID: u32> NullKind for WithId<ID> {
     type Mmio = <Igb82576 as NullKind>::Mmio;
     const BAR: u8 = 0;
-    fn regs() -> Self::Mmio {
-        Igb82576::regs()
+    fn regs(dma: Arc<DmaTable>) -> Self::Mmio {
+        Igb82576::regs(dma)
     }
     fn config_read32(offset: u16) -> u32 {
         if offset == 0 {

@@ -5,10 +5,11 @@
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use ringfab_hal::Mmio;
 
-use super::{NullKind, RX_FRAME_LEN};
+use super::{DmaTable, NullKind, RX_FRAME_LEN};
 use crate::{E1000e82574, Igb82576};
 
 /// Size of the register BAR (both NICs' BAR 0 is 128 KiB).
@@ -57,10 +58,10 @@ impl IntelLayout for E1000e82574 {
 }
 
 impl NullKind for Igb82576 {
-    type Mmio = &'static NullRegs<Igb82576>;
+    type Mmio = NullRegs<Igb82576>;
     const BAR: u8 = 0;
-    fn regs() -> Self::Mmio {
-        NullRegs::leaked()
+    fn regs(dma: Arc<DmaTable>) -> Self::Mmio {
+        NullRegs::new(dma)
     }
     fn config_read32(offset: u16) -> u32 {
         id_only::<Self>(offset)
@@ -68,10 +69,10 @@ impl NullKind for Igb82576 {
 }
 
 impl NullKind for E1000e82574 {
-    type Mmio = &'static NullRegs<E1000e82574>;
+    type Mmio = NullRegs<E1000e82574>;
     const BAR: u8 = 0;
-    fn regs() -> Self::Mmio {
-        NullRegs::leaked()
+    fn regs(dma: Arc<DmaTable>) -> Self::Mmio {
+        NullRegs::new(dma)
     }
     fn config_read32(offset: u16) -> u32 {
         id_only::<Self>(offset)
@@ -86,30 +87,47 @@ fn id_only<L: IntelLayout>(offset: u16) -> u32 {
     }
 }
 
-/// An Intel null device's register file (BAR 0); its tail writes complete descriptors.
+/// An Intel null device's register file (BAR 0), shared by its handles (the platform's and
+/// the driver's); its tail writes complete descriptors.
 pub struct NullRegs<L: IntelLayout = Igb82576> {
-    words: Vec<AtomicU32>,
+    file: Arc<IntelFile>,
     // `fn() -> L`: the layout is only a name, and the register file is Send and Sync whatever L is.
     layout: PhantomData<fn() -> L>,
 }
 
-impl<L: IntelLayout> NullRegs<L> {
-    fn leaked() -> &'static Self {
-        let words = (0..BAR0 / 4).map(|_| AtomicU32::new(0)).collect();
-        Box::leak(Box::new(NullRegs {
-            words,
+/// What the handles of one [`NullRegs`] share.
+struct IntelFile {
+    words: Vec<AtomicU32>,
+    /// Where the rings the driver programs are.
+    dma: Arc<DmaTable>,
+}
+
+impl<L: IntelLayout> Clone for NullRegs<L> {
+    fn clone(&self) -> Self {
+        NullRegs {
+            file: self.file.clone(),
             layout: PhantomData,
-        }))
+        }
+    }
+}
+
+impl<L: IntelLayout> NullRegs<L> {
+    fn new(dma: Arc<DmaTable>) -> Self {
+        let words = (0..BAR0 / 4).map(|_| AtomicU32::new(0)).collect();
+        NullRegs {
+            file: Arc::new(IntelFile { words, dma }),
+            layout: PhantomData,
+        }
     }
 
     #[inline]
     fn get(&self, offset: usize) -> u32 {
-        self.words[offset / 4].load(Ordering::Relaxed)
+        self.file.words[offset / 4].load(Ordering::Relaxed)
     }
 
     #[inline]
     fn set(&self, offset: usize, value: u32) {
-        self.words[offset / 4].store(value, Ordering::Relaxed);
+        self.file.words[offset / 4].store(value, Ordering::Relaxed);
     }
 
     /// Completes transmit descriptors up to `tail` (the device's cost, for the profiler).
@@ -130,14 +148,20 @@ impl<L: IntelLayout> NullRegs<L> {
     /// second word, DD bit 32.
     #[inline(always)]
     fn complete(&self, base: usize, tail: u32, rx: bool) {
-        let ring =
-            (u64::from(self.get(base + BAH)) << 32 | u64::from(self.get(base + BAL))) as usize;
+        let iova = u64::from(self.get(base + BAH)) << 32 | u64::from(self.get(base + BAL));
         let n = (self.get(base + LEN) / 16).max(1);
+        // A ring outside the platform's DMA memory is not the device's to write.
+        let Some(ring) = self.file.dma.find(iova, 16 * n as usize) else {
+            return;
+        };
         let mut head = self.get(base + HEAD) % n;
         while head != tail % n {
-            let desc = (ring + 16 * head as usize) as *mut u64;
-            // SAFETY: `desc` is descriptor `head` of a ring the driver allocated from this
-            // platform (IOVA == CPU address) and programmed into BAL/BAH/LEN; `head < n`.
+            // SAFETY: descriptor `head < n` of the `n` the table found inside one live
+            // allocation of this platform, which the driver programmed into BAL/BAH/LEN.
+            let desc = unsafe { ring.as_ptr().add(16 * head as usize).cast::<u64>() };
+            // SAFETY: an aligned (the ring is 16-byte aligned) descriptor inside the ring, which
+            // the driver reaches only with volatile accesses and not while the device runs (it
+            // runs inside the driver's doorbell).
             unsafe {
                 let w1 = desc.add(1);
                 if rx {
@@ -153,7 +177,7 @@ impl<L: IntelLayout> NullRegs<L> {
     }
 }
 
-impl<L: IntelLayout> Mmio for &'static NullRegs<L> {
+impl<L: IntelLayout> Mmio for NullRegs<L> {
     #[inline]
     fn read32(&self, offset: usize) -> u32 {
         if offset % 4 != 0 || offset >= BAR0 {

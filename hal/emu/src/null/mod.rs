@@ -7,8 +7,11 @@
 //! [`VirtioNetPci`](crate::VirtioNetPci)); `NullPlatform` alone is the 82576. What the kinds
 //! share is here: DMA memory is host memory with IOVA == CPU address (there is no IOMMU, which is
 //! fine for a benchmark of trusted code), caller memory is "mapped" the same way (so registered
-//! memory and endpoints work), and there are no interrupts. Each kind has its own register
-//! file:
+//! memory and endpoints work), and there are no interrupts. The device finds the rings the
+//! driver programmed through the platform's [`DmaTable`] — the pointers it allocated, with
+//! their provenance, never an IOVA cast back to a pointer — so that Miri can check a null
+//! device's accesses under strict provenance as well as the driver's and core's (core's
+//! `tests/miri.rs`). Each kind has its own register file:
 //!
 //! * **Intel** ([`NullRegs`], igb and e1000e): registers are a flat array; reads return what was
 //!   written, except the few bits bring-up waits on (RST self-clears, MDIC is always ready, the
@@ -47,6 +50,7 @@ pub use virtio::NullVirtioRegs;
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ringfab_hal::{DmaMapping, DmaRegion, Iova, Mmio, Platform, Result, Wait, WaitOutcome};
@@ -59,13 +63,13 @@ pub const RX_FRAME_LEN: u32 = 64;
 /// A kind of NIC a null device can be: its register file and its identity in PCI configuration
 /// space. Implemented by the emulated devices' markers.
 pub trait NullKind: 'static {
-    /// The handle on the register file that [`Platform::bar`] gives out.
-    type Mmio: Mmio + Copy;
+    /// The handle on the register file that [`Platform::bar`] gives out (a clone of the
+    /// platform's: the register file lives while any handle does).
+    type Mmio: Mmio + Clone;
     /// The memory BAR the register file is.
     const BAR: u8;
-    /// A new register file at reset; it is leaked on purpose (a benchmark process makes a
-    /// handful).
-    fn regs() -> Self::Mmio;
+    /// A new register file at reset, whose device reaches the DMA memory in `dma`.
+    fn regs(dma: Arc<DmaTable>) -> Self::Mmio;
     /// The configuration space dword at `offset` (4-byte aligned).
     fn config_read32(offset: u16) -> u32;
 }
@@ -74,12 +78,60 @@ pub trait NullKind: 'static {
 /// (`Igb::new(NullPlatform::<Igb82576>::new())`).
 pub struct NullPlatform<K: NullKind = Igb82576> {
     regs: K::Mmio,
+    /// The DMA memory handed out, which the device reaches through it.
+    dma: Arc<DmaTable>,
 }
 
 impl<K: NullKind> NullPlatform<K> {
     /// A new null device, link up, registers at reset.
     pub fn new() -> Self {
-        NullPlatform { regs: K::regs() }
+        let dma = Arc::new(DmaTable {
+            regions: Mutex::new(Vec::new()),
+        });
+        NullPlatform {
+            regs: K::regs(dma.clone()),
+            dma,
+        }
+    }
+}
+
+/// The DMA memory a null device's platform has handed out ([`Platform::alloc_dma`]): how the
+/// device turns an address the driver programmed into a pointer to that memory. IOVA == CPU
+/// address, but the pointer is the allocation's own, with its provenance; an address outside
+/// every allocation finds nothing. One lock and a short scan per lookup, on a doorbell: the
+/// device's cost, which the benchmarks subtract (`complete_rx`, `complete_tx`).
+pub struct DmaTable {
+    /// Live allocations, oldest first.
+    regions: Mutex<Vec<Region>>,
+}
+
+/// One allocation of a [`DmaTable`].
+struct Region {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a region names memory its `HostDma` owns; the table hands its pointer only to the
+// device, which accesses it under the platform's contract (the rings the driver programmed),
+// whichever thread rings the doorbell.
+unsafe impl Send for Region {}
+
+impl DmaTable {
+    fn regions(&self) -> std::sync::MutexGuard<'_, Vec<Region>> {
+        // A panic while the lock is held cannot leave the list half-changed.
+        self.regions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A pointer to the `len` bytes at `iova`, if one allocation holds them all.
+    pub fn find(&self, iova: u64, len: usize) -> Option<NonNull<u8>> {
+        let iova = usize::try_from(iova).ok()?;
+        self.regions().iter().find_map(|r| {
+            let off = iova.checked_sub(r.ptr.as_ptr().addr())?;
+            (off.checked_add(len)? <= r.len).then(|| {
+                // Inside the allocation: a pointer derived from its own.
+                NonNull::new(r.ptr.as_ptr().wrapping_add(off)).expect("inside an allocation")
+            })
+        })
     }
 }
 
@@ -93,6 +145,8 @@ impl<K: NullKind> Default for NullPlatform<K> {
 pub struct HostDma {
     ptr: NonNull<u8>,
     layout: Layout,
+    /// The platform's table, which lists it until it is freed.
+    dma: Arc<DmaTable>,
 }
 
 // SAFETY: the memory is owned by this value alone.
@@ -105,7 +159,7 @@ unsafe impl DmaRegion for HostDma {
         self.ptr
     }
     fn iova(&self) -> Iova {
-        Iova(self.ptr.as_ptr() as u64)
+        Iova(self.ptr.as_ptr().addr() as u64)
     }
     fn len(&self) -> usize {
         self.layout.size()
@@ -114,7 +168,8 @@ unsafe impl DmaRegion for HostDma {
 
 impl Drop for HostDma {
     fn drop(&mut self) {
-        // SAFETY: allocated in `alloc_dma` with this layout.
+        self.dma.regions().retain(|r| r.ptr != self.ptr);
+        // SAFETY: allocated in `alloc_dma` with this layout; the device can no longer find it.
         unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
@@ -162,7 +217,7 @@ unsafe impl<K: NullKind> Platform for NullPlatform<K> {
 
     fn bar(&self, index: u8) -> Result<Self::Mmio> {
         if index == K::BAR {
-            Ok(self.regs)
+            Ok(self.regs.clone())
         } else {
             Err(ringfab_hal::Error::BarUnavailable { index })
         }
@@ -178,11 +233,16 @@ unsafe impl<K: NullKind> Platform for NullPlatform<K> {
         // SAFETY: `layout` has a non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).ok_or(ringfab_hal::Error::DmaAlloc { len })?;
-        Ok(HostDma { ptr, layout })
+        self.dma.regions().push(Region { ptr, len: size });
+        Ok(HostDma {
+            ptr,
+            layout,
+            dma: self.dma.clone(),
+        })
     }
     unsafe fn map_dma(&self, cpu: NonNull<u8>, len: usize) -> Result<HostMapping> {
         Ok(HostMapping {
-            iova: Iova(cpu.as_ptr() as u64),
+            iova: Iova(cpu.as_ptr().addr() as u64),
             len,
         })
     }

@@ -17,10 +17,11 @@
 //! doorbell (§2.7.10).
 
 use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::Arc;
 
 use ringfab_hal::Mmio;
 
-use super::{NullKind, RX_FRAME_LEN};
+use super::{DmaTable, NullKind, RX_FRAME_LEN};
 use crate::virtio::{DEVICE_VIRTIO_NET, MODERN_BAR, MODERN_BAR_LEN, QUEUE_SIZE, VENDOR_VIRTIO};
 use crate::VirtioNetPci;
 
@@ -66,14 +67,17 @@ const FEATURES: [u32; 2] = [1 << 5 | 1 << 28 | EVENT_IDX, 1 | 1 << 1 | 1 << 8];
 const MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x00, 0x00, 0x01];
 
 impl NullKind for VirtioNetPci {
-    type Mmio = &'static NullVirtioRegs;
+    type Mmio = NullVirtioRegs;
     const BAR: u8 = MODERN_BAR;
-    fn regs() -> Self::Mmio {
-        let regs = Box::leak(Box::new(NullVirtioRegs {
-            common: Default::default(),
-            guest_features: Default::default(),
-            queues: Default::default(),
-        }));
+    fn regs(dma: Arc<DmaTable>) -> Self::Mmio {
+        let regs = NullVirtioRegs {
+            file: Arc::new(VirtioFile {
+                dma,
+                common: Default::default(),
+                guest_features: Default::default(),
+                queues: Default::default(),
+            }),
+        };
         regs.reset();
         regs
     }
@@ -115,8 +119,17 @@ struct Queue {
     next: AtomicU32,
 }
 
-/// A virtio-net null device's register file (BAR 4); its notifications complete buffers.
+/// A virtio-net null device's register file (BAR 4), shared by its handles (the platform's
+/// and the driver's); its notifications complete buffers.
+#[derive(Clone)]
 pub struct NullVirtioRegs {
+    file: Arc<VirtioFile>,
+}
+
+/// What the handles of one [`NullVirtioRegs`] share.
+struct VirtioFile {
+    /// Where the virtqueues the driver programs are.
+    dma: Arc<DmaTable>,
     /// Common configuration dwords 0x00–0x14.
     common: [AtomicU32; QUEUE_FIRST / 4],
     /// The driver's feature words, by `driver_feature_select`.
@@ -127,20 +140,22 @@ pub struct NullVirtioRegs {
 impl NullVirtioRegs {
     #[inline]
     fn word(&self, offset: usize) -> u32 {
-        self.common[offset / 4].load(Ordering::Relaxed)
+        self.file.common[offset / 4].load(Ordering::Relaxed)
     }
 
     /// The queue `queue_select` names, if any.
     fn selected(&self) -> Option<&Queue> {
-        self.queues.get((self.word(STATUS_QSEL) >> 16) as usize)
+        self.file
+            .queues
+            .get((self.word(STATUS_QSEL) >> 16) as usize)
     }
 
     /// Device reset (status 0, §4.1.4.3.1): every queue reset.
     fn reset(&self) {
-        for q in &self.queues {
+        for q in &self.file.queues {
             Self::reset_queue(q);
         }
-        for w in &self.guest_features {
+        for w in &self.file.guest_features {
             w.store(0, Ordering::Relaxed);
         }
     }
@@ -169,43 +184,51 @@ impl NullVirtioRegs {
     /// Uses every buffer made available on `vq` since the last call, with length `len`.
     #[inline(always)]
     fn complete(&self, vq: usize, len: u32) {
-        let q = &self.queues[vq];
+        let q = &self.file.queues[vq];
         let reg = |off: usize| q.regs[(off - QUEUE_FIRST) / 4].load(Ordering::Relaxed);
-        let addr = |off: usize| (u64::from(reg(off + 4)) << 32 | u64::from(reg(off))) as usize;
+        let addr = |off: usize| u64::from(reg(off + 4)) << 32 | u64::from(reg(off));
         let n = (reg(QUEUE_FIRST) & 0xffff).max(1) as usize;
-        let (avail, used) = (addr(QUEUE_DRIVER), addr(QUEUE_DEVICE));
-        if reg(QUEUE_ENABLE) & 0xffff == 0 || avail == 0 || used == 0 {
+        if reg(QUEUE_ENABLE) & 0xffff == 0 {
             return;
         }
+        // §2.7: the driver area is flags, idx, ring[n], used_event; the device area flags, idx,
+        // ring[n] of 8 bytes, avail_event. Areas outside the platform's DMA memory are not the
+        // device's to touch.
+        let (Some(avail), Some(used)) = (
+            self.file.dma.find(addr(QUEUE_DRIVER), 6 + 2 * n),
+            self.file.dma.find(addr(QUEUE_DEVICE), 6 + 8 * n),
+        ) else {
+            return;
+        };
+        let (avail, used) = (avail.as_ptr(), used.as_ptr());
         let mut i = q.next.load(Ordering::Relaxed) as u16;
         // SAFETY: `avail` and `used` are the driver and device areas of a virtqueue of `n`
-        // entries that the driver allocated from this platform (IOVA == CPU address) and
-        // programmed; every offset below is inside them (§2.7: avail is flags, idx, ring[n],
-        // used_event; used is flags, idx, ring[n] of 8 bytes, avail_event) and aligned.
+        // entries, each found whole inside one live allocation of this platform; every offset
+        // below is inside them (see above) and aligned (the areas are 2- and 4-aligned, §2.7).
         unsafe {
-            let avail_idx = ((avail + 2) as *const u16).read_volatile();
+            let avail_idx = avail.add(2).cast::<u16>().read_volatile();
             // The ring entries after the index that covers them (§2.7.13.3, device side).
             fence(Ordering::Acquire);
             while i != avail_idx {
                 let slot = usize::from(i) % n;
-                let id = ((avail + 4 + 2 * slot) as *const u16).read_volatile();
-                let elem = (used + 4 + 8 * slot) as *mut u32;
+                let id = avail.add(4 + 2 * slot).cast::<u16>().read_volatile();
+                let elem = used.add(4 + 8 * slot).cast::<u32>();
                 elem.write_volatile(u32::from(id));
                 elem.add(1).write_volatile(len);
                 i = i.wrapping_add(1);
             }
             // The elements before the index the driver reads them by (§2.7.8).
             fence(Ordering::Release);
-            ((used + 2) as *mut u16).write_volatile(i);
-            if self.guest_features[0].load(Ordering::Relaxed) & EVENT_IDX != 0 {
-                ((used + 4 + 8 * n) as *mut u16).write_volatile(i);
+            used.add(2).cast::<u16>().write_volatile(i);
+            if self.file.guest_features[0].load(Ordering::Relaxed) & EVENT_IDX != 0 {
+                used.add(4 + 8 * n).cast::<u16>().write_volatile(i);
             }
         }
         q.next.store(u32::from(i), Ordering::Relaxed);
     }
 }
 
-impl Mmio for &'static NullVirtioRegs {
+impl Mmio for NullVirtioRegs {
     fn read32(&self, offset: usize) -> u32 {
         if offset % 4 != 0 || offset >= MODERN_BAR_LEN {
             return u32::MAX;
@@ -217,7 +240,8 @@ impl Mmio for &'static NullVirtioRegs {
             }
             GF => {
                 let sel = self.word(GFSELECT) as usize;
-                self.guest_features
+                self.file
+                    .guest_features
                     .get(sel)
                     .map_or(0, |w| w.load(Ordering::Relaxed))
             }
@@ -246,16 +270,16 @@ impl Mmio for &'static NullVirtioRegs {
         }
         match offset {
             DFSELECT | GFSELECT | MSIX_NUMQ => {
-                self.common[offset / 4].store(value, Ordering::Relaxed);
+                self.file.common[offset / 4].store(value, Ordering::Relaxed);
             }
             GF => {
                 let sel = self.word(GFSELECT) as usize;
-                if let Some(w) = self.guest_features.get(sel) {
+                if let Some(w) = self.file.guest_features.get(sel) {
                     w.store(value, Ordering::Relaxed);
                 }
             }
             STATUS_QSEL => {
-                let old = self.common[STATUS_QSEL / 4].swap(value, Ordering::Relaxed);
+                let old = self.file.common[STATUS_QSEL / 4].swap(value, Ordering::Relaxed);
                 if value & 0xff == 0 && old & 0xff != 0 {
                     self.reset();
                 }
