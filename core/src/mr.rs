@@ -28,10 +28,11 @@
 //!
 //! The device can write registered memory, so [`Buf`] offers copies ([`Buf::write`],
 //! [`Buf::read`], [`Buf::fill`]) rather than `&[u8]` into it. They go through the hal's checked
-//! accessor for mapped memory ([`DmaSpan`]): bounds-checked, and through
-//! the pointer the memory was registered with, so the address keeps its provenance — core
-//! never turns an integer back into a pointer. [`Buf::as_slice`] exists for zero-copy readers,
-//! as an `unsafe` promise that the device is done with the buffer.
+//! accessor for mapped memory ([`DmaSpan`]): bounds-checked, and through the pointer the memory
+//! was registered with, so the address keeps its provenance — core never turns an integer back
+//! into a pointer. [`Buf::as_slice`] exists for zero-copy readers, as an `unsafe` promise that
+//! the device is done with the buffer. What registering trusts, and that promise, live in
+//! core's one `unsafe` module (`raw.rs`).
 //!
 //! # Lifetime of a region
 //!

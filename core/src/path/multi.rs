@@ -81,7 +81,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             let offset = u64::from(i) * u64::from(slot_len);
             let buf = RawBuf {
                 // A slot outside the buffer cannot be (`slots * slot_len` is what the endpoint
-                // carved it into); if it were, the slot's frame would be dropped as unreadable.
+                // carved it into); if it were, it would have no CPU address, and its frames
+                // would never parse (each posted again, never seen).
                 span: owned
                     .span
                     .sub(offset as usize, slot_len as usize)
