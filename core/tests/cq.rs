@@ -16,10 +16,7 @@ use ringfab::cq::strerror::SliceWriter;
 use ringfab::cq::{CompletionQueue, CqAttr, CqFormat};
 use ringfab::domain::Domain;
 use ringfab::flags::{BindFlags, CompletionFlags, CqFlags, OpFlags};
-use ringfab::hal::{
-    DmaRegion, Iova, Nic, Platform, Queue, Report, RxBuffer, RxConfig, Token, TxConfig, TxQueue,
-    TxSegment,
-};
+use ringfab::hal::{DmaRegion, Iova, Nic, Platform, RxBuffer, RxConfig, TxConfig, TxSegment};
 use ringfab::path::{Path, RecvPost, SendPost};
 use ringfab::{cntr::WaitObj, Capacities, Capacity, Error};
 use ringfab_emu::{CorruptMode, DeviceFault, EmuDma, WireFault};
@@ -85,45 +82,8 @@ fn recv(mem: &EmuDma, seq: u64) -> RecvPost {
     }
 }
 
-/// Sends raw frames from A's transmit queue 1 with the driver alone (for tests about B's CQ),
-/// and runs the wire.
-struct RawSender<'n, T: TestNic> {
-    tx: <T::Nic as Nic>::Tx<'n, 64>,
-    mem: EmuDma,
-    next: u64,
-}
-
-impl<'n, T: TestNic> RawSender<'n, T> {
-    fn new(p: &'n Pair<T>) -> Self {
-        RawSender {
-            tx: p.nic_a.open_tx::<64>(1, TxConfig::default()).unwrap(),
-            mem: p.a.platform().alloc_dma(BUF * SLOTS).unwrap(),
-            next: 0,
-        }
-    }
-
-    fn send(&mut self, p: &Pair<T>, frames: &[Vec<u8>]) {
-        for f in frames {
-            let off = (self.next as usize % SLOTS) * BUF;
-            write_bytes(&self.mem, off, f);
-            let seg = TxSegment {
-                iova: Iova(self.mem.iova().0 + off as u64),
-                len: f.len() as u16,
-            };
-            self.tx
-                .push(&[seg], Token(self.next), Report::Always)
-                .unwrap();
-            self.next += 1;
-        }
-        self.tx.doorbell();
-        p.wire.run_until_idle();
-        let mut out = [ringfab::hal::TxCompletion {
-            token: Token(0),
-            status: Ok(()),
-        }; 64];
-        while self.tx.poll(&mut out) > 0 {}
-    }
-
+impl<T: TestNic> RawSender<'_, T> {
+    /// Sends the frames `frame` makes of `seqs` ([`RawSender::send`]).
     fn send_seq(&mut self, p: &Pair<T>, seqs: core::ops::Range<u64>) {
         let frames: Vec<_> = seqs.map(frame).collect();
         self.send(p, &frames);

@@ -18,13 +18,11 @@ use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
-use ringfab::hal::{
-    DmaRegion, Iova, MacAddr, Nic, Platform, Queue, Report, Token, TxConfig, TxQueue, TxSegment,
-};
+use ringfab::hal::{MacAddr, Nic};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::{Encap, Header, ANY_CTX, HEADER_LEN, MAX_HEADER_LEN};
 use ringfab::{Capacities, Error};
-use ringfab_emu::{DeviceFault, EmuDma, Ring};
+use ringfab_emu::{DeviceFault, Ring};
 
 const D: usize = 64;
 const BUF: usize = 2048;
@@ -44,47 +42,6 @@ fn domain<N: Nic>(nic: &N) -> Domain<'_, N, D> {
             av_entries: 8,
         },
     )
-}
-
-/// A's sender: a transmit queue of A's driver, outside any domain, which puts frames on the
-/// wire as given.
-struct Sender<'n, T: TestNic> {
-    tx: <T::Nic as Nic>::Tx<'n, 64>,
-    mem: EmuDma,
-    next: u64,
-}
-
-impl<'n, T: TestNic> Sender<'n, T> {
-    fn new(p: &'n Pair<T>) -> Self {
-        Sender {
-            tx: p.nic_a.open_tx::<64>(1, TxConfig::default()).unwrap(),
-            mem: p.a.platform().alloc_dma(BUF * 64).unwrap(),
-            next: 0,
-        }
-    }
-
-    /// Sends `frames` in one burst and lets the wire deliver them.
-    fn send(&mut self, p: &Pair<T>, frames: &[Vec<u8>]) {
-        for f in frames {
-            let off = (self.next as usize % 64) * BUF;
-            self.mem.write_bytes(off, f);
-            let seg = TxSegment {
-                iova: Iova(self.mem.iova().0 + off as u64),
-                len: f.len() as u16,
-            };
-            self.tx
-                .push(&[seg], Token(self.next), Report::Always)
-                .unwrap();
-            self.next += 1;
-        }
-        self.tx.doorbell();
-        p.wire.run_until_idle();
-        let mut out = [ringfab::hal::TxCompletion {
-            token: Token(0),
-            status: Ok(()),
-        }; 64];
-        while self.tx.poll(&mut out) > 0 {}
-    }
 }
 
 /// The sender the AV of B knows (A's station address, context 0), and one it does not.
@@ -301,7 +258,7 @@ fn every_kind_of_frame_interleaved_completes_in_order_with_its_own_fields<T: Tes
     let db = domain(&p.nic_b);
     let mut b = endpoint_b(&db, &EpAttr::default());
     let mr = db.register(memory(6 * 40 * BUF + BUF)).unwrap();
-    let mut sender = Sender::new(&p);
+    let mut sender = RawSender::new(&p);
     let to = b.ep.name();
     let pattern = [
         Kind::Good,
@@ -433,7 +390,7 @@ fn buffers_of_two_regions_alternating_complete_in_order_and_go_back_to_their_reg
         db.register(memory(128 * BUF)).unwrap(),
         db.register(memory(128 * BUF)).unwrap(),
     ];
-    let mut sender = Sender::new(&p);
+    let mut sender = RawSender::new(&p);
     let to = b.ep.name();
     for (round, reader) in [Reader::Read, Reader::ReadOwned].into_iter().enumerate() {
         let base = round * 100;
@@ -478,7 +435,7 @@ fn a_long_buffer_completes_and_a_payload_beyond_what_was_accepted_is_etrunc_with
     let db = domain(&p.nic_b);
     let mut b = endpoint_b(&db, &EpAttr::default());
     let mr = db.register(memory(16 * BUF)).unwrap();
-    let mut sender = Sender::new(&p);
+    let mut sender = RawSender::new(&p);
     let to = b.ep.name();
     let accepted = BUF - HEADER_LEN;
 
@@ -548,7 +505,7 @@ fn plain_receives_around_a_multi_receive_buffer_keep_order_and_the_slots_their_f
     let db = domain(&p.nic_b);
     let mut b = endpoint_b(&db, &EpAttr::default());
     let mr = db.register(memory(16 * BUF)).unwrap();
-    let mut sender = Sender::new(&p);
+    let mut sender = RawSender::new(&p);
     let to = b.ep.name();
     b.ep.recv(&db, mr.alloc(&db, BUF).unwrap(), OpContext(1))
         .unwrap();
@@ -606,7 +563,7 @@ fn with_source_err_known_senders_succeed_and_an_unknown_one_is_eaddrnotavail_in_
     };
     let mut b = endpoint_b(&db, &attr);
     let mr = db.register(memory(16 * BUF)).unwrap();
-    let mut sender = Sender::new(&p);
+    let mut sender = RawSender::new(&p);
     let to = b.ep.name();
     for i in 0..5 {
         b.ep.recv(&db, mr.alloc(&db, BUF).unwrap(), OpContext(i))
@@ -645,7 +602,7 @@ fn out_of_order_endpoint_receives_on_virtio_each_complete_once_with_their_own_bu
     let db = domain(&p.nic_b);
     let mut b = endpoint_b(&db, &EpAttr::default());
     let mr = db.register(memory(64 * BUF)).unwrap();
-    let mut sender = Sender::new(&p);
+    let mut sender = RawSender::new(&p);
     let to = b.ep.name();
     p.b.inject(DeviceFault::CompleteOutOfOrder {
         ring: Some(Ring::Rx(0)),

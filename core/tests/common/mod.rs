@@ -345,3 +345,53 @@ pub(crate) fn send_windowed<'d, N: Nic, const D: usize>(
         }
     }
 }
+
+/// Frame slots of a [`RawSender`]'s memory, and their size: one per transmit descriptor.
+const RAW_SLOTS: usize = 64;
+const RAW_SLOT_LEN: usize = 2048;
+
+/// Sends raw frames from A's transmit queue 1 with the driver alone, outside any domain (for
+/// tests about what B's CQ makes of frames), and runs the wire.
+pub(crate) struct RawSender<'n, T: TestNic> {
+    tx: <T::Nic as Nic>::Tx<'n, 64>,
+    mem: ringfab_emu::EmuDma,
+    next: u64,
+}
+
+impl<'n, T: TestNic> RawSender<'n, T> {
+    pub(crate) fn new(p: &'n Pair<T>) -> Self {
+        RawSender {
+            tx: p
+                .nic_a
+                .open_tx::<64>(1, ringfab::hal::TxConfig::default())
+                .unwrap(),
+            mem: p.a.platform().alloc_dma(RAW_SLOT_LEN * RAW_SLOTS).unwrap(),
+            next: 0,
+        }
+    }
+
+    /// Sends `frames` (each at most 2 KiB) in one burst, lets the wire deliver them, and takes
+    /// the transmit completions back.
+    pub(crate) fn send(&mut self, p: &Pair<T>, frames: &[Vec<u8>]) {
+        use ringfab::hal::{DmaRegion, Iova, Queue, Report, Token, TxQueue, TxSegment};
+        for f in frames {
+            let off = (self.next as usize % RAW_SLOTS) * RAW_SLOT_LEN;
+            self.mem.write_bytes(off, f);
+            let seg = TxSegment {
+                iova: Iova(self.mem.iova().0 + off as u64),
+                len: f.len() as u16,
+            };
+            self.tx
+                .push(&[seg], Token(self.next), Report::Always)
+                .unwrap();
+            self.next += 1;
+        }
+        self.tx.doorbell();
+        p.wire.run_until_idle();
+        let mut out = [ringfab::hal::TxCompletion {
+            token: Token(0),
+            status: Ok(()),
+        }; 64];
+        while self.tx.poll(&mut out) > 0 {}
+    }
+}
