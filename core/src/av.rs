@@ -386,6 +386,25 @@ impl AddressVector {
         Ok(inserted)
     }
 
+    /// Inserts one address (`fi_av_insert` with a count of 1) and returns its handle: an
+    /// [`EpAddr`], or anything that names one (`&Endpoint` gives the endpoint's own address,
+    /// as `fi_getname` would).
+    ///
+    /// # Errors
+    /// `Full(AvEntries)` when the table has no free entry; what [`insert`](Self::insert)
+    /// returns otherwise.
+    pub fn insert_one<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        addr: impl Into<EpAddr>,
+    ) -> Result<FiAddr> {
+        let mut out = [FiAddr::NOTAVAIL];
+        match self.insert(dom, &[addr.into()], &mut out)? {
+            1 => Ok(out[0]),
+            _ => Err(Error::Full(Capacity::AvEntries)),
+        }
+    }
+
     /// Removes `handles` (`fi_av_remove`). Either all are removed or none.
     ///
     /// # Errors

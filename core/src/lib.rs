@@ -11,11 +11,12 @@
 //! maps every normative sentence of fi_cq(3) and fi_endpoint(3) to the behaviour and the test.
 //!
 //! The smallest program: two NICs on one wire (here two emulated 82576 with the igb driver),
-//! an endpoint on each; B posts a receive, A sends, B reads the completion.
+//! an endpoint on each ([`Node`]: a domain with one endpoint ready); B posts a receive, A
+//! sends, B reads the completion. Eight calls.
 //!
 //! ```
-//! use ringfab::cq::{entry::{Msg, MsgEntry, OpContext}, CqAttr};
-//! use ringfab::{av::FiAddr, domain::Domain, ep::EpAttr};
+//! use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
+//! use ringfab::Node;
 //! # use ringfab::hal::MacAddr;
 //! # let wire = ringfab_emu::Wire::new();
 //! # let dev = |last| {
@@ -28,18 +29,16 @@
 //! # let (dev_a, dev_b) = (dev(0xa), dev(0xb));
 //! # let nic_a = ringfab_igb::Igb::new(dev_a.platform())?;
 //! # let nic_b = ringfab_igb::Igb::new(dev_b.platform())?;
-//! let (a, b) = (Domain::new(&nic_a), Domain::new(&nic_b));
-//! let (ep_a, _, av_a) = a.ready_endpoint::<Msg>(&EpAttr::default(), &CqAttr::default())?;
-//! let (ep_b, cq_b, _) = b.ready_endpoint::<Msg>(&EpAttr::default(), &CqAttr::default())?;
-//! let mut peer = [FiAddr::NOTAVAIL];
-//! av_a.insert(&a, &[ep_b.name()], &mut peer)?;
+//! let a = Node::<_, Msg>::open(&nic_a)?; // domain, CQ, AV and endpoint, bound and enabled
+//! let b = Node::<_, Msg>::open(&nic_b)?;
+//! let peer = a.av.insert_one(&a.domain, &b.ep)?;
 //!
-//! let mr = b.register(vec![0u8; 4096])?;
-//! ep_b.recv(&b, mr.alloc(&b, 2048)?, OpContext(7)).map_err(|(e, _)| e)?;
-//! ep_a.inject(&a, b"hello", peer[0])?;
+//! let mr = b.domain.register(vec![0u8; 4096])?;
+//! b.ep.recv(&b.domain, mr.alloc(&b.domain, 2048)?, OpContext(7)).map_err(|(e, _)| e)?;
+//! a.ep.inject(&a.domain, b"hello", peer)?;
 //! wire.run_until_idle(); // the emulated wire carries frames when asked; a real one needs no call
 //! let mut done = [MsgEntry::default(); 1];
-//! assert_eq!(cq_b.read(&b, &mut done)?, 1);
+//! assert_eq!(b.cq.read(&b.domain, &mut done)?, 1);
 //! assert_eq!((done[0].op_context, done[0].len), (OpContext(7), 5));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -61,6 +60,7 @@ pub mod error;
 pub mod flags;
 pub mod info;
 pub mod mr;
+pub mod node;
 pub mod path;
 pub mod proto;
 mod raw;
@@ -71,5 +71,6 @@ pub mod stx;
 
 pub use cntr::{Clock, Counter, CounterAttr, CounterEvents, WaitObj};
 pub use error::{Error, Result};
+pub use node::Node;
 pub use ringfab_hal as hal;
 pub use storage::{Capacities, Capacity, Storage};

@@ -242,3 +242,86 @@ fn a_ready_endpoint_is_enabled_and_a_failed_one_leaves_nothing_open() {
     assert!(d.open_cq::<Msg>(&CqAttr::default()).is_ok());
     assert!(d.open_av(&AvAttr::default()).is_ok());
 }
+
+#[test]
+fn a_node_is_a_domain_with_one_ready_endpoint() {
+    use ringfab::cq::entry::{MsgEntry, OpContext};
+    use ringfab::Node;
+    let p = pair();
+    let a = Node::<_, Msg>::open(&p.nic_a).unwrap();
+    let b = Node::<_, Msg>::open(&p.nic_b).unwrap();
+    assert!(a.ep.is_enabled(&a.domain) && b.ep.is_enabled(&b.domain));
+    // Its CQ and AV are the endpoint's: bound, so closing them is fi_close's Busy.
+    let Node { domain, ep, cq, av } = a;
+    let (cq, av) = (
+        cq.close(&domain).unwrap_err().1,
+        av.close(&domain).unwrap_err().1,
+    );
+    let a = Node { domain, ep, cq, av };
+
+    let peer = a.av.insert_one(&a.domain, &b.ep).unwrap();
+    let mr = b.domain.register(memory(4096)).unwrap();
+    b.ep.recv(&b.domain, mr.alloc(&b.domain, 2048).unwrap(), OpContext(7))
+        .unwrap();
+    a.ep.inject(&a.domain, b"hello", peer).unwrap();
+    p.wire.run_until_idle();
+    let mut done = [MsgEntry::default(); 1];
+    assert_eq!(b.cq.read(&b.domain, &mut done), Ok(1));
+    assert_eq!((done[0].op_context, done[0].len), (OpContext(7), 5));
+}
+
+#[test]
+fn a_node_on_a_given_domain_and_a_failed_node() {
+    use ringfab::Node;
+    let p = pair();
+    // On a domain made elsewhere (a storage of its own, counters): its capacities hold.
+    let d = Domain::<_, D>::with_capacities(&p.nic_a, &ONE);
+    let node = Node::<_, Msg, D>::on(d, &EpAttr::default(), &CqAttr::default()).unwrap();
+    assert_eq!(
+        node.domain.open_cq::<Msg>(&CqAttr::default()).err(),
+        Some(Error::Full(Capacity::Cqs))
+    );
+    // What ready_endpoint refuses, a node refuses: a CQ size above `CqLimits::max_size` is
+    // `Inval` (cq/attr.rs's rule 3).
+    let too_big = CqAttr {
+        size: 1 << 20,
+        ..CqAttr::default()
+    };
+    let refused = Node::<_, Msg>::open_with(&p.nic_b, &EpAttr::default(), &too_big);
+    assert_eq!(refused.err(), Some(Error::Inval));
+    // With the defaults it opens on the same NIC afterwards: nothing was left behind.
+    assert!(Node::<_, Msg>::open(&p.nic_b).is_ok());
+}
+
+#[test]
+fn insert_one_gives_a_handle_or_says_which_table_is_full() {
+    let p = pair();
+    let d = Domain::<_, D>::with_capacities(&p.nic_a, &ONE);
+    let other = Domain::<_, D>::with_capacities(&p.nic_b, &ONE);
+    let av = d.open_av(&AvAttr::default()).unwrap();
+    let addr = |ctx| ringfab::av::EpAddr {
+        mac: common::MAC_B,
+        ctx,
+    };
+    // "fi_av_insert … fi_addr: … the lowest free table entries": 0, 1, 2, 3 (ONE has four).
+    for i in 0..4 {
+        assert_eq!(
+            av.insert_one(&d, addr(i)),
+            Ok(ringfab::av::FiAddr(u64::from(i)))
+        );
+    }
+    assert_eq!(
+        av.insert_one(&d, addr(4)),
+        Err(Error::Full(Capacity::AvEntries))
+    );
+    // Nothing changed: the entries are the four first addresses.
+    assert_eq!(av.lookup(&d, ringfab::av::FiAddr(3)), Ok(addr(3)));
+    // The one address that cannot be stored, and another domain's AV.
+    av.remove(&d, &[ringfab::av::FiAddr(0)]).unwrap();
+    let broadcast = ringfab::av::EpAddr {
+        mac: ringfab::hal::MacAddr([0xff; 6]),
+        ctx: 0xffff,
+    };
+    assert_eq!(av.insert_one(&d, broadcast), Err(Error::Inval));
+    assert_eq!(av.insert_one(&other, addr(0)), Err(Error::Domain));
+}

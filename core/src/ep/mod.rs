@@ -285,6 +285,14 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     }
 }
 
+/// An endpoint names its own address, so that it can be given wherever one is taken
+/// ([`AddressVector::insert_one`](crate::av::AddressVector::insert_one)).
+impl From<&Endpoint> for EpAddr {
+    fn from(ep: &Endpoint) -> EpAddr {
+        ep.name()
+    }
+}
+
 mod alias;
 mod control;
 mod recv;
