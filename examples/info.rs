@@ -39,7 +39,7 @@ fn describe<N: Nic>(name: &str, nic: &N) -> Result<(), String> {
         ..CqAttr::default()
     };
     let cq = domain
-        .open_cq::<ringfab::cq::entry::Msg>(&attr)
+        .open_cq::<ringfab::entry::Msg>(&attr)
         .map_err(|e| format!("{name}: opening a CQ: {e}"))?;
     let av = domain
         .open_av(&AvAttr {

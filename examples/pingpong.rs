@@ -25,9 +25,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use ringfab::av::{AvAttr, FiAddr};
-use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};

@@ -39,9 +39,9 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use ringfab::av::{AvAttr, EpAddr, FiAddr};
-use ringfab::cq::entry::{Data, Format, Msg, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{Data, Format, Msg, OpContext};
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, OpFlags};
 use ringfab::hal::{DmaRegion, Iova, MacAddr, Nic, RxBuffer, RxConfig};
@@ -264,7 +264,7 @@ fn run_endpoint<N: Nic, F: Format>(
         ctx: 0,
     };
     // Declared before the domain: it outlives the domain and every queue that could name it
-    // (`register_raw`'s promise below).
+    // (`Memory::from_raw_parts`'s promise below).
     let mut frames = Frames::new(name);
     // Two hardware queues, a CQ of D entries for receives and one for sends, one region at a
     // time, one AV.
@@ -313,10 +313,13 @@ fn run_endpoint<N: Nic, F: Format>(
     assert_eq!(ep.name(), name);
 
     let (ptr, len) = frames.region();
-    // SAFETY: `frames` lives until after `domain` (declared before it), so the memory stays
-    // valid until the domain's paths and regions are closed; from here on the bench touches it
-    // only through the region's buffers.
-    let register = || unsafe { domain.register_raw(ptr, len) }.expect("register");
+    let register = || {
+        // SAFETY: `frames` lives until after `domain` (declared before it), so the memory
+        // stays valid until the domain's paths and regions are closed; from here on the bench
+        // touches it only through the region's buffers.
+        let mem = unsafe { ringfab::mr::Memory::from_raw_parts(ptr, len) };
+        domain.register(mem).expect("register")
+    };
     let mut out = [F::Entry::default(); MAX_BATCH];
     let mut src = [FiAddr::NOTAVAIL; ROUND];
     let mut pool: Vec<Option<Buf<'_>>> = (0..ROUND).map(|_| None).collect();

@@ -17,13 +17,13 @@
 //! # let _ = domain; }
 //! ```
 
-use crate::av::AvTables;
+use crate::addr::AvTables;
 use crate::cntr::Counter;
 use crate::cq::attr::CqLimits;
 use crate::cq::aux::{AuxCell, AuxRow};
-use crate::cq::entry::Format;
 use crate::cq::queue::CompletionQueue;
 use crate::cq::slot::{CqRef, CqSlot};
+use crate::entry::Format;
 use crate::hal::{MacAddr, Nic, RssConfig, RssHashes, RssSaved, RxConfig, TxConfig};
 use crate::mr::MrSlot;
 use crate::path::{Path, PathSlot, PathState, PollCtx};
@@ -211,6 +211,11 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         &self.tables.mrs
     }
 
+    /// Live buffers of each registration, at the region's index (`crate::buf::owner_of`).
+    pub(crate) fn owners(&self) -> &[core::sync::atomic::AtomicUsize] {
+        &self.tables.owners
+    }
+
     pub(crate) fn avs(&self) -> AvTables<'_> {
         AvTables {
             slots: &self.tables.avs,
@@ -231,7 +236,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             owner: 0,
             cqs: self.cqs(),
             avs: self.avs(),
-            mrs: self.mrs(),
+            owners: self.owners(),
             cntrs: self.cntrs,
         }
     }

@@ -517,7 +517,7 @@ mod tests {
 
     #[test]
     fn debug_names_the_flags() {
-        use crate::cq::strerror::SliceWriter;
+        use crate::strerror::SliceWriter;
         use core::fmt::Write;
         let mut buf = [0u8; 128];
         let mut out = SliceWriter::new(&mut buf);

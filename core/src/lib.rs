@@ -15,7 +15,7 @@
 //! sends, B reads the completion. Eight calls.
 //!
 //! ```
-//! use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
+//! use ringfab::entry::{Msg, MsgEntry, OpContext};
 //! use ringfab::Node;
 //! # use ringfab::hal::MacAddr;
 //! # let wire = ringfab_emu::Wire::new();
@@ -51,11 +51,15 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+mod addr;
 pub mod av;
+mod buf;
 pub mod cntr;
 pub mod cq;
 pub mod domain;
+pub mod entry;
 pub mod ep;
+pub mod errdata;
 pub mod error;
 pub mod flags;
 pub mod info;
@@ -67,6 +71,7 @@ mod raw;
 pub mod sep;
 pub mod srx;
 pub mod storage;
+pub mod strerror;
 pub mod stx;
 
 pub use cntr::{Clock, Counter, CounterAttr, CounterEvents, WaitObj};

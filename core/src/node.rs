@@ -8,7 +8,7 @@
 //! on the same domain without rewriting what it has.
 //!
 //! ```
-//! # use ringfab::cq::entry::Msg;
+//! # use ringfab::entry::Msg;
 //! # fn f<N: ringfab::hal::Nic>(nic: &N) -> ringfab::Result {
 //! let node = ringfab::Node::<_, Msg>::open(nic)?;
 //! let second = node.domain.ready_endpoint::<Msg>(&Default::default(), &Default::default())?;
@@ -16,10 +16,10 @@
 //! ```
 
 use crate::av::AddressVector;
-use crate::cq::entry::Format;
 use crate::cq::queue::CompletionQueue;
 use crate::cq::CqAttr;
 use crate::domain::Domain;
+use crate::entry::Format;
 use crate::ep::{Endpoint, EpAttr};
 use crate::hal::Nic;
 use crate::Result;

@@ -20,7 +20,7 @@
 //!   it can rebuild with another value.
 //! * *Contexts* name endpoints on a NIC: the destination context picks the receiving endpoint
 //!   (or receive context), the source context lets the receiver name the sender
-//!   ([`EpAddr`](crate::av::EpAddr): source MAC + source context).
+//!   ([`EpAddr`](crate::addr::EpAddr): source MAC + source context).
 //! * The payload length is explicit because Ethernet pads short frames to 60 bytes: the receiver
 //!   must not report the padding as data.
 //! * Flag bit 0 says the remote CQ data field is valid (`FI_REMOTE_CQ_DATA`).

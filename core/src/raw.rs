@@ -9,11 +9,11 @@
 //! * **Registered memory stays put while the NIC can reach it.** Mapping memory for the device
 //!   ([`Nic::map_dma`]) and making the CPU's [`DmaSpan`] of it are sound only if the memory
 //!   lives, and is touched only through the region's buffers, until the mapping is gone.
-//!   [`Mappable`] holds that promise: for memory that lives for ever (`&'static mut [u8]`) and
+//!   [`Memory`] holds that promise: for memory that lives for ever (`&'static mut [u8]`) and
 //!   memory the region owns (a `Box<[u8]>` from the allocator, freed by [`OwnedMemory`] only
 //!   after the unmapping) it is kept by construction here; for
-//!   [`Domain::register_raw`](crate::domain::Domain::register_raw) it is the caller's. A
-//!   [`Registered`] region drops its mapping before its memory.
+//!   [`Memory::from_raw_parts`] it is the caller's. A [`Registered`] region drops its mapping
+//!   before its memory.
 //! * **A zero-copy view of a buffer** ([`Buf::as_slice`]): a reference into memory a device
 //!   can write, sound only while the device does not — the caller's promise.
 //! * **C's `struct fi_cq_err_entry`** ([`write_err_entry_raw`]): a caller's raw pointer to an
@@ -25,7 +25,7 @@
 //! without overlap ([`MemoryRegion::alloc`](crate::mr::MemoryRegion::alloc)); a [`Buf`] is
 //! neither `Copy` nor `Clone`, and copies and fills through `&mut`; its span travels in the
 //! crate-private `RawBuf` only while the buffer is posted, and is read there only after the
-//! buffer's completion has been observed (`path.rs`), before the buffer is handed back.
+//! buffer's completion has been observed (the engine, `crate::path`), before the buffer is handed back.
 #![allow(
     unsafe_code,
     reason = "core's one module of promises it cannot check (see the module documentation)"
@@ -34,12 +34,10 @@
 use core::mem::offset_of;
 use core::ptr::{self, addr_of, NonNull};
 
-use crate::cq::entry::{BufAddr, ErrEntry, ErrEntryAbi};
-use crate::cq::errdata::{deliver_err_data, ErrDataOut, ERR_DATA_MAX};
-use crate::domain::Domain;
+use crate::buf::Buf;
+use crate::entry::{BufAddr, ErrEntry, ErrEntryAbi};
+use crate::errdata::{deliver_err_data, ErrDataOut, ERR_DATA_MAX};
 use crate::hal::{self, DmaSpan, Nic};
-use crate::mr::{Buf, MemoryRegion};
-use crate::Result;
 
 /// Owned registered memory, held as a pointer from `Box::into_raw` (not as a `Box`, whose
 /// moves would assert uniqueness over memory the region's buffers point into); freed on drop.
@@ -54,16 +52,26 @@ unsafe impl Send for OwnedMemory {}
 #[cfg(feature = "alloc")]
 impl Drop for OwnedMemory {
     fn drop(&mut self) {
-        // SAFETY: the pointer came from `Box::into_raw` in `Mappable::owned` and is freed only
+        // SAFETY: the pointer came from `Box::into_raw` in `Memory::from(Box<[u8]>)` and is freed only
         // here, once. A `Registered` region drops its mapping before this field, so no
         // descriptor can name the memory any more.
         drop(unsafe { alloc::boxed::Box::from_raw(self.0.as_ptr()) });
     }
 }
 
-/// Memory that may be mapped for the NIC: `len` bytes at `ptr` that stay valid, and are touched
-/// only through the region's buffers, until the [`Registered`] region made of it is dropped.
-pub(crate) struct Mappable {
+/// Memory to register ([`Domain::register`](crate::domain::Domain::register)): `len` bytes
+/// that stay valid, and are touched only through the region's buffers, until the region made
+/// of it is closed and no descriptor can name them. Three kinds keep that promise:
+///
+/// * memory that lives for ever — `&'static mut [u8]` (a `static` on bare metal): by
+///   construction;
+/// * memory the region owns — `Vec<u8>` or `Box<[u8]>` (the `alloc` feature): by construction,
+///   freed only after the mapping is gone;
+/// * memory lent by a caller who promises it — [`Memory::from_raw_parts`] (a C caller's buffer,
+///   a test's array).
+///
+/// See [`crate::mr`]'s "What the safe registration takes".
+pub struct Memory {
     ptr: NonNull<u8>,
     len: usize,
     /// The memory itself, when the region owns it.
@@ -71,11 +79,21 @@ pub(crate) struct Mappable {
     owned: Option<OwnedMemory>,
 }
 
-impl Mappable {
+impl core::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut d = f.debug_struct("Memory");
+        d.field("len", &self.len);
+        #[cfg(feature = "alloc")]
+        d.field("owned", &self.owned.is_some());
+        d.finish()
+    }
+}
+
+impl From<&'static mut [u8]> for Memory {
     /// Memory that lives for ever.
-    pub(crate) fn forever(mem: &'static mut [u8]) -> Mappable {
+    fn from(mem: &'static mut [u8]) -> Memory {
         let len = mem.len();
-        Mappable {
+        Memory {
             // The unique borrow ends here, for ever: nothing but the region reaches the memory.
             ptr: NonNull::from(mem).cast(),
             len,
@@ -83,26 +101,40 @@ impl Mappable {
             owned: None,
         }
     }
+}
 
+#[cfg(feature = "alloc")]
+impl From<alloc::boxed::Box<[u8]>> for Memory {
     /// Memory the region will own (and free after unmapping it).
-    #[cfg(feature = "alloc")]
-    pub(crate) fn owned(mem: alloc::boxed::Box<[u8]>) -> Mappable {
+    fn from(mem: alloc::boxed::Box<[u8]>) -> Memory {
         let len = mem.len();
         let owned = OwnedMemory(NonNull::from(alloc::boxed::Box::leak(mem)));
-        Mappable {
+        Memory {
             ptr: owned.0.cast(),
             len,
             owned: Some(owned),
         }
     }
+}
 
-    /// Memory a caller lends.
+#[cfg(feature = "alloc")]
+impl From<alloc::vec::Vec<u8>> for Memory {
+    /// Memory the region will own, as a `Box<[u8]>`.
+    fn from(mem: alloc::vec::Vec<u8>) -> Memory {
+        Memory::from(mem.into_boxed_slice())
+    }
+}
+
+impl Memory {
+    /// `len` bytes at `ptr`, lent: memory that does not live for ever and that the region does
+    /// not own (a C caller's buffer, a test's stack array).
     ///
     /// # Safety
-    /// As [`Domain::register_raw`]: the memory stays valid, and is accessed only through the
-    /// region's buffers, until no descriptor of the NIC can name it any more.
-    unsafe fn lent(ptr: NonNull<u8>, len: usize) -> Mappable {
-        Mappable {
+    /// `ptr..ptr+len` must stay valid, and be accessed only through the [`Buf`]s of the region
+    /// it is registered as, until the domain's paths are closed and the region is closed — that
+    /// is, until no descriptor of the NIC can name it any more.
+    pub unsafe fn from_raw_parts(ptr: NonNull<u8>, len: usize) -> Memory {
+        Memory {
             ptr,
             len,
             #[cfg(feature = "alloc")]
@@ -111,8 +143,13 @@ impl Mappable {
     }
 
     /// Bytes of memory.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Whether there is none (registering it is `Inval`).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -138,10 +175,10 @@ impl<M> Registered<M> {
     ///
     /// # Errors
     /// The platform's refusal ([`Nic::map_dma`]).
-    pub(crate) fn map<N: Nic<Mapping = M>>(nic: &N, mem: Mappable) -> hal::Result<Registered<M>> {
-        // SAFETY: `Mappable`'s invariant is `map_dma`'s contract: the memory stays valid and
+    pub(crate) fn map<N: Nic<Mapping = M>>(nic: &N, mem: Memory) -> hal::Result<Registered<M>> {
+        // SAFETY: `Memory`'s invariant is `map_dma`'s contract: the memory stays valid and
         // unreferenced until the mapping drops — for ever, or until `owned` (declared after
-        // `mapping`, so dropped after it) frees it, or as `register_raw`'s caller promised.
+        // `mapping`, so dropped after it) frees it, or as `from_raw_parts`'s caller promised.
         let mapping = unsafe { nic.map_dma(mem.ptr, mem.len) }?;
         Ok(Registered {
             mapping,
@@ -162,23 +199,6 @@ impl<M> Registered<M> {
     /// The CPU's span of the whole region.
     pub(crate) fn span(&self) -> DmaSpan {
         self.span
-    }
-}
-
-impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
-    /// Registers `len` bytes at `cpu`, like [`register`](Self::register), for memory that does
-    /// not live for ever (a C caller's buffer, a test's stack array).
-    ///
-    /// # Errors
-    /// As [`register`](Self::register).
-    ///
-    /// # Safety
-    /// `cpu..cpu+len` must stay valid, and be accessed only through the [`Buf`]s of this region,
-    /// until the domain's paths are closed and the region is closed — that is, until no
-    /// descriptor of the NIC can name it any more.
-    pub unsafe fn register_raw(&self, cpu: NonNull<u8>, len: usize) -> Result<MemoryRegion> {
-        // SAFETY: the caller's promise is `Mappable::lent`'s.
-        self.map(unsafe { Mappable::lent(cpu, len) })
     }
 }
 
@@ -288,7 +308,7 @@ pub unsafe fn write_err_entry_raw(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cq::entry::OpContext;
+    use crate::entry::OpContext;
     use core::mem::size_of;
 
     const DATA: [u8; 6] = [0x02, 0x00, 0x5e, 0x10, 0x20, 0x30];

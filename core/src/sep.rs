@@ -12,7 +12,7 @@
 //! context *k* listens on its own MAC address, [`proto::context_mac`] of the station address,
 //! and the NIC steers frames to that address to queue *k*
 //! ([`Nic::set_rx_queue_mac`] — VMDq on the 82576). A sender
-//! names context *k* with [`FiAddr::rx`](crate::av::FiAddr::rx) (`fi_rx_addr`) on an AV opened
+//! names context *k* with [`FiAddr::rx`](crate::addr::FiAddr::rx) (`fi_rx_addr`) on an AV opened
 //! with `rx_ctx_bits` (`FI_NAMED_RX_CTX`); a handle without context bits reaches context 0.
 //! That is why more than one named receive context needs a NIC that steers by address
 //! ([`Capabilities::rx_mac_queues`](crate::hal::Capabilities::rx_mac_queues)): frames on
@@ -21,7 +21,7 @@
 //! # Receive contexts fed by RSS
 //!
 //! With [`SepAttr::rss`] the receive contexts are not named (no `FI_NAMED_RX_CTX`: a handle made
-//! with [`FiAddr::rx`](crate::av::FiAddr::rx) reaches no context): the NIC's RSS picks one per
+//! with [`FiAddr::rx`](crate::addr::FiAddr::rx) reaches no context): the NIC's RSS picks one per
 //! flow. This needs frames RSS can hash, so every context uses the [`Encap::Udp`] encapsulation
 //! (ringfab's header inside IPv4/UDP), and so must the peers that send to it. All receive contexts
 //! then listen on the scalable endpoint's own address (station MAC, context 0), and the redirection
@@ -52,9 +52,10 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use spin::Mutex;
 
-use crate::av::{AddressVector, EpAddr};
-use crate::cq::entry::OpContext;
+use crate::addr::EpAddr;
+use crate::av::AddressVector;
 use crate::domain::Domain;
+use crate::entry::OpContext;
 use crate::ep::{Endpoint, EpAttr, EpType};
 use crate::flags::OpFlags;
 use crate::hal::{Nic, RssConfig, RssHashes, RssSaved};

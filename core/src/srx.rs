@@ -23,12 +23,12 @@
 //! context cannot block on an interrupt for it (its queue has none — a blocked `sread` finds its
 //! completions by the 10 ms polling of its wait).
 
-use crate::av::EpAddr;
-use crate::cq::entry::OpContext;
+use crate::addr::EpAddr;
+use crate::buf::{owner_of, Buf};
 use crate::domain::Domain;
+use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::{MacAddr, Nic, RxConfig, RxQueue};
-use crate::mr::{owner_of, Buf};
 use crate::path::{Framing, Queue, SharedPath};
 use crate::proto::{self, Encap};
 use crate::{Error, Result};
@@ -199,12 +199,12 @@ impl SharedRxContext {
         dom: &'d Domain<'_, N, D>,
         context: OpContext,
     ) -> Result<Option<Buf<'d>>> {
-        let mrs = dom.mrs();
+        let owners = dom.owners();
         let raw = self
             .queue
             .path(dom)?
-            .with_state(|st| Ok(st.cancel_srx(context, mrs)))?;
-        Ok(raw.and_then(|raw| owner_of(mrs, raw.mr).map(|o| Buf::from_raw(raw, o))))
+            .with_state(|st| Ok(st.cancel_srx(context, owners)))?;
+        Ok(raw.and_then(|raw| owner_of(owners, raw.mr).map(|o| Buf::from_raw(raw, o))))
     }
 
     /// Receives that can be posted now (`fi_rx_size_left` on the context).

@@ -22,10 +22,11 @@
 //! `mem::forget` leaks its memory with it.
 
 use core::ops::Deref;
+use core::sync::atomic::AtomicUsize;
 
 use spin::Mutex;
 
-use crate::av::{AvEntry, AvSlot};
+use crate::addr::{AvEntry, AvSlot};
 use crate::cq::aux::AuxCell;
 use crate::cq::slot::CqSlot;
 use crate::hal::Nic;
@@ -114,6 +115,8 @@ pub(crate) struct Tables<'n, N: Nic + 'n, const D: usize> {
     pub(crate) av_entries: Table<'n, AvEntry>,
     pub(crate) av_size: usize,
     pub(crate) mrs: Table<'n, MrSlot<N>>,
+    /// Live buffers of each registration (`crate::buf`'s owners), at the region's index.
+    pub(crate) owners: Table<'n, AtomicUsize>,
 }
 
 #[cfg(feature = "alloc")]
@@ -129,6 +132,7 @@ impl<'n, N: Nic + 'n, const D: usize> Tables<'n, N, D> {
             av_entries: Table::owned(caps.avs * caps.av_entries, || AvEntry::EMPTY),
             av_size: caps.av_entries,
             mrs: Table::owned(caps.mrs, || MrSlot::EMPTY),
+            owners: Table::owned(caps.mrs, || AtomicUsize::new(0)),
         }
     }
 }
@@ -155,6 +159,7 @@ pub struct Storage<
     avs: [AvSlot; AVS],
     av_entries: [[AvEntry; AV_ENTRIES]; AVS],
     mrs: [MrSlot<N>; MRS],
+    owners: [AtomicUsize; MRS],
     /// Whether a domain has it (a storage serves one domain).
     lent: Mutex<bool>,
 }
@@ -180,6 +185,7 @@ impl<
             avs: [const { AvSlot::EMPTY }; AVS],
             av_entries: [const { [const { AvEntry::EMPTY }; AV_ENTRIES] }; AVS],
             mrs: [const { MrSlot::EMPTY }; MRS],
+            owners: [const { AtomicUsize::new(0) }; MRS],
             lent: Mutex::new(false),
         }
     }
@@ -212,6 +218,7 @@ impl<
             av_entries: Table::Lent(self.av_entries.as_flattened()),
             av_size: AV_ENTRIES,
             mrs: Table::Lent(&self.mrs),
+            owners: Table::Lent(&self.owners),
         })
     }
 }

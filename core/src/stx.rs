@@ -67,13 +67,13 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         let path = self.open_tx(attr.tx_queue, TxConfig::default())?;
         let station = self.nic().capabilities().mac;
         path.make_shared(Framing {
-            local: crate::av::EpAddr {
+            local: crate::addr::EpAddr {
                 mac: station,
                 ctx: 0,
             },
             av: None,
             source_err: false,
-            context: crate::cq::entry::OpContext::NULL,
+            context: crate::entry::OpContext::NULL,
             encap: attr.encap,
         });
         Ok(SharedTxContext {

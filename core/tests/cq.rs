@@ -7,17 +7,17 @@
 mod common;
 use common::*;
 use ringfab::av::FiAddr;
-use ringfab::cq::entry::{
+use ringfab::cq::{CompletionQueue, CqAttr, CqFormat};
+use ringfab::domain::Domain;
+use ringfab::entry::{
     BufAddr, ContextEntry, Data, DataEntry, ErrEntry, Format, Msg, MsgEntry, OpContext,
     TaggedEntry, ADDR_NOTAVAIL,
 };
-use ringfab::cq::errdata::ErrDataOut;
-use ringfab::cq::strerror::SliceWriter;
-use ringfab::cq::{CompletionQueue, CqAttr, CqFormat};
-use ringfab::domain::Domain;
+use ringfab::errdata::ErrDataOut;
 use ringfab::flags::{BindFlags, CompletionFlags, CqFlags, OpFlags};
 use ringfab::hal::{DmaRegion, Iova, Nic, Platform, RxBuffer, RxConfig, TxConfig, TxSegment};
 use ringfab::path::{Path, RecvPost, SendPost};
+use ringfab::strerror::SliceWriter;
 use ringfab::{cntr::WaitObj, Capacities, Capacity, Error};
 use ringfab_emu::{CorruptMode, DeviceFault, EmuDma, WireFault};
 
@@ -301,7 +301,7 @@ fn send_frames<T: TestNic>(
 }
 
 fn context_format_reads_the_context_of_sends_and_receives<T: TestNic>() {
-    sends_and_receives_read_correctly_in::<T, ringfab::cq::entry::Context>();
+    sends_and_receives_read_correctly_in::<T, ringfab::entry::Context>();
 }
 
 fn msg_format_reads_context_flags_and_receive_len<T: TestNic>() {
@@ -313,7 +313,7 @@ fn data_format_adds_null_buf_and_zero_data<T: TestNic>() {
 }
 
 fn tagged_format_adds_zero_tag<T: TestNic>() {
-    sends_and_receives_read_correctly_in::<T, ringfab::cq::entry::Tagged>();
+    sends_and_receives_read_correctly_in::<T, ringfab::entry::Tagged>();
 }
 
 // ---- order and exactly-once under faults ----
@@ -1025,17 +1025,17 @@ fn invalid_attributes_at_open_return_the_specs_errors<T: TestNic>() {
         assert_eq!(open_result::<T, Msg>(&p, 16, &attr), Err(want), "{what}");
     }
     assert_eq!(
-        open_result::<T, ringfab::cq::entry::Context>(&p, 1025, &CqAttr::default()),
+        open_result::<T, ringfab::entry::Context>(&p, 1025, &CqAttr::default()),
         Ok(1024),
         "size 0 means the default 1024 entries"
     );
     assert_eq!(
-        open_result::<T, ringfab::cq::entry::Context>(&p, 16, &CqAttr::default()),
+        open_result::<T, ringfab::entry::Context>(&p, 16, &CqAttr::default()),
         Ok(16),
         "…or the domain's cq_size where that is smaller"
     );
     assert_eq!(
-        open_result::<T, ringfab::cq::entry::Context>(&p, 1024, &CqAttr::default()),
+        open_result::<T, ringfab::entry::Context>(&p, 1024, &CqAttr::default()),
         Ok(1024),
         "UNSPEC is the context format"
     );

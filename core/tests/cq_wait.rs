@@ -10,9 +10,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ringfab::cntr::{timeout_from_ms, WaitObj};
-use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr, CqControl, WaitCond, WaitSet};
 use ringfab::domain::Domain;
+use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::flags::{BindFlags, CqFlags, OpFlags};
 use ringfab::hal::{
     DmaRegion, Iova, MacAddr, Nic, Platform, Queue, RawWait, Report, RxBuffer, RxConfig, Token,

@@ -8,16 +8,16 @@ mod common;
 use common::*;
 use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cntr::{WaitObj, WAIT_QUANTUM};
-use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
-use ringfab::cq::strerror::ProvError;
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{Data, DataEntry, ErrEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags};
 use ringfab::hal::queue::STALL_POLLS;
 use ringfab::hal::{Nic, QueueFault};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::HEADER_LEN;
+use ringfab::strerror::ProvError;
 use ringfab::{Capacities, Error};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{

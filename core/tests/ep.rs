@@ -7,9 +7,9 @@
 mod common;
 use common::*;
 use ringfab::av::{AddressVector, AvAttr, EpAddr, FiAddr};
-use ringfab::cq::entry::{Data, DataEntry, ErrEntry, Msg, MsgEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{Data, DataEntry, ErrEntry, Msg, MsgEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr, EpOpt, EpType};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{DmaRegion, MacAddr, Nic, TxConfig, TxSegment};
@@ -70,7 +70,7 @@ fn side<N: Nic>(
 
 /// Reads one completion of `cq`, of domain `d` (driving the wire until there is one), with its
 /// source and buffer.
-fn read_one<'d, N: Nic, F: ringfab::cq::entry::Format>(
+fn read_one<'d, N: Nic, F: ringfab::entry::Format>(
     wire: &Wire,
     d: &'d Domain<'_, N, D>,
     cq: &CompletionQueue<N, F>,
@@ -823,7 +823,7 @@ fn source_err_turns_an_unknown_sender_into_eaddrnotavail_with_the_raw_address<T:
     let (out_data, buf) = cq_b
         .readerr_owned(&db, &mut err, Some(&mut data), 0)
         .unwrap();
-    assert_eq!(out_data, ringfab::cq::errdata::ErrDataOut::Copied(8));
+    assert_eq!(out_data, ringfab::errdata::ErrDataOut::Copied(8));
     assert!(
         buf.is_some(),
         "the receive buffer comes back with the error"
@@ -1380,7 +1380,7 @@ fn byte_counters_count_payload_bytes_of_sends_and_receives<T: TestNic>() {
         assert_eq!(e.len, want, "the receives that asked report");
     }
     // The last, silent one is taken by the next read (progress happens in reads).
-    let mut rest = [ringfab::cq::entry::DataEntry::default(); 1];
+    let mut rest = [ringfab::entry::DataEntry::default(); 1];
     assert_eq!(cq_b.read(&db, &mut rest), Err(Error::Again));
     assert_eq!(
         received.read(),
@@ -1781,7 +1781,7 @@ fn a_message_longer_than_the_receive_buffers_fails_every_buffer_it_took_with_eio
         }
     }
     if T::SPLITS_LONG_FRAMES {
-        let fragment = ringfab::cq::strerror::ProvError::RxFragment.kind();
+        let fragment = ringfab::strerror::ProvError::RxFragment.kind();
         assert_eq!(
             errs,
             vec![

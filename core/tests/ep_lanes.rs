@@ -13,9 +13,9 @@
 mod common;
 use common::*;
 use ringfab::av::{AddressVector, AvAttr, EpAddr, FiAddr};
-use ringfab::cq::entry::{DataEntry, ErrEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{DataEntry, ErrEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};
@@ -113,8 +113,8 @@ fn frame(kind: Kind, to: EpAddr, len: usize, fill: u8) -> Vec<u8> {
 /// B: a CQ (Data format, so `buf` and `data` are seen), an AV that knows [`KNOWN`], and an
 /// endpoint whose sends report elsewhere, enabled.
 struct B<N: Nic> {
-    cq: CompletionQueue<N, ringfab::cq::entry::Data>,
-    _tx_cq: CompletionQueue<N, ringfab::cq::entry::Data>,
+    cq: CompletionQueue<N, ringfab::entry::Data>,
+    _tx_cq: CompletionQueue<N, ringfab::entry::Data>,
     av: AddressVector,
     ep: Endpoint,
     known: FiAddr,

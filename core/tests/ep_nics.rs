@@ -8,9 +8,9 @@
 mod common;
 use common::*;
 use ringfab::av::{AvAttr, FiAddr};
-use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{Data, DataEntry, ErrEntry, OpContext};
 use ringfab::ep::{EpAttr, EpOpt};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};

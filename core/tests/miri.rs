@@ -22,9 +22,9 @@ use std::ptr::{addr_of_mut, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ringfab::av::{AvAttr, EpAddr, FiAddr};
-use ringfab::cq::entry::{Data, DataEntry, Msg, OpContext};
 use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
+use ringfab::entry::{Data, DataEntry, Msg, OpContext};
 use ringfab::ep::EpAttr;
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};
@@ -137,8 +137,12 @@ fn receives_complete<N: Nic>(nic: &N) {
     let mut lent_mem = vec![0u8; REGION];
     // SAFETY: `lent_mem` is dropped after `domain` (declared after it: see the end of the
     // test) and touched only through the region's buffers meanwhile.
-    let lent =
-        unsafe { domain.register_raw(NonNull::from(&mut lent_mem[..]).cast(), REGION) }.unwrap();
+    let lent_ptr = NonNull::from(&mut lent_mem[..]).cast();
+    let lent = domain
+        // SAFETY: as above: `lent_mem` outlives the domain and is reached only through the
+        // region's buffers.
+        .register(unsafe { ringfab::mr::Memory::from_raw_parts(lent_ptr, REGION) })
+        .unwrap();
     let forever = domain.register(forever()).unwrap();
     let alloc = |from: &ringfab::mr::MemoryRegion| from.alloc(&domain, SLOT).unwrap();
     let post = |mut buf: Buf<'_>, header: Header, context: usize| {

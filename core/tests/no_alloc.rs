@@ -8,9 +8,9 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ringfab::av::{AvAttr, FiAddr};
-use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
 use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
+use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::ep::EpAttr;
 use ringfab::flags::{BindFlags, CompletionFlags};
 use ringfab::hal::MacAddr;

@@ -13,9 +13,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ringfab::av::{AddressVector, AvAttr, FiAddr};
-use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::flags::BindFlags;
 use ringfab::hal::{Error as HalError, Nic};
 use ringfab::mr::{Buf, MemoryRegion};

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ringfab::av::{AvAttr, EpAddr, FiAddr};
-use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
 use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
+use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};
 use ringfab::mr::Buf;

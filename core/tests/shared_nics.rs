@@ -7,9 +7,9 @@
 mod common;
 use common::*;
 use ringfab::av::{AvAttr, FiAddr};
-use ringfab::cq::entry::{Data, DataEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{Data, DataEntry, OpContext};
 use ringfab::ep::EpAttr;
 use ringfab::flags::BindFlags;
 use ringfab::hal::Nic;

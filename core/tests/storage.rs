@@ -6,9 +6,9 @@ mod common;
 
 use common::{memory, pair, Igb0};
 use ringfab::av::AvAttr;
-use ringfab::cq::entry::{Data, Msg};
 use ringfab::cq::{CqAttr, CqFormat};
 use ringfab::domain::Domain;
+use ringfab::entry::{Data, Msg};
 use ringfab::ep::EpAttr;
 use ringfab::{Capacities, Capacity, Error, Storage};
 
@@ -245,7 +245,7 @@ fn a_ready_endpoint_is_enabled_and_a_failed_one_leaves_nothing_open() {
 
 #[test]
 fn a_node_is_a_domain_with_one_ready_endpoint() {
-    use ringfab::cq::entry::{MsgEntry, OpContext};
+    use ringfab::entry::{MsgEntry, OpContext};
     use ringfab::Node;
     let p = pair();
     let a = Node::<_, Msg>::open(&p.nic_a).unwrap();

@@ -6,9 +6,9 @@ mod common;
 use common::*;
 use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cntr::{Counter, CounterAttr, WaitObj};
-use ringfab::cq::entry::{Data, DataEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{Data, DataEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
 use ringfab::hal::Nic;
@@ -436,7 +436,7 @@ fn cancel_and_inject_on_a_shared_queue_touch_only_the_acting_endpoint() {
     assert_eq!(eps[0].cancel(&da, OpContext(7)), Ok(false), "once");
     let mut out = [DataEntry::default(); 2];
     assert_eq!(cq0.read(&da, &mut out), Err(Error::Avail));
-    let mut err = ringfab::cq::entry::ErrEntry::default();
+    let mut err = ringfab::entry::ErrEntry::default();
     let (_, buf) = cq0.readerr_owned(&da, &mut err, None, 0).unwrap();
     assert_eq!((err.op_context, err.err), (OpContext(7), 125), "ECANCELED");
     assert!(buf.is_some(), "the canceled send's buffer comes back");
@@ -523,7 +523,7 @@ fn a_critical_fault_of_the_shared_queue_disables_every_endpoint_on_it() {
         }
     }
     assert_eq!(r, Err(Error::Avail));
-    let mut err = ringfab::cq::entry::ErrEntry::default();
+    let mut err = ringfab::entry::ErrEntry::default();
     cq0.readerr(&da, &mut err, None, 0).unwrap();
     assert_eq!((err.err, err.prov_errno), (5, 8), "FI_EIO, a queue fault");
     assert_eq!(mr_a.outstanding(&da), 0, "both endpoints' sends discarded");

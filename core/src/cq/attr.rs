@@ -32,8 +32,8 @@
 //! which says what is wrong, and valid-but-unimplemented wait objects with `FI_ENOSYS`, as its
 //! counters do, so an application can fall back to another wait object.
 
-use super::entry::CqFormat;
 pub use crate::cntr::WaitObj;
+use crate::entry::CqFormat;
 use crate::flags::CqFlags;
 use crate::{Error, Result};
 

@@ -9,7 +9,7 @@
 
 use spin::Mutex;
 
-use super::entry::Completion;
+use crate::entry::Completion;
 use crate::path::ErrRecord;
 
 /// What an aux-queue slot holds: a completion polled but not yet delivered, or an error.

@@ -51,18 +51,18 @@ use core::sync::atomic::Ordering;
 
 use super::attr::ResolvedCqAttr;
 use super::aux::AuxItem;
-use super::entry::{BufAddr, Completion, ErrEntry, Format, OpContext, ADDR_NOTAVAIL};
-use super::errdata::{deliver_err_data, ErrDataOut, ERR_DATA_MAX};
 use super::read::{read_delivered, Delivery};
 use super::slot::CqSlot;
-use super::strerror::{self, ProvError};
 use super::wait::{NO_SET, NO_VECTOR};
-use crate::av::{EpAddr, FiAddr};
+use crate::addr::{EpAddr, FiAddr};
+use crate::buf::{owner_of, Buf, Iov};
 use crate::domain::Domain;
+use crate::entry::{BufAddr, Completion, ErrEntry, Format, OpContext, ADDR_NOTAVAIL};
+use crate::errdata::{deliver_err_data, ErrDataOut, ERR_DATA_MAX};
 use crate::flags::{BindFlags, CompletionFlags};
 use crate::hal::Nic;
-use crate::mr::{owner_of, Buf, Iov};
 use crate::path::{release, ErrRecord, Path, PathSlot, PathState, NO_CQ};
+use crate::strerror::{self, ProvError};
 use crate::{Error, Result};
 
 /// An open completion queue of format `F` (`fid_cq`): an index into its domain's CQ table,
@@ -264,9 +264,9 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
                     AuxItem::Ok(c) => c,
                     AuxItem::Err(e) => e.completion,
                 };
-                release(dom.mrs(), c.owned);
+                release(dom.owners(), c.owned);
                 for raw in c.extra {
-                    release(dom.mrs(), raw);
+                    release(dom.owners(), raw);
                 }
                 aux.pop();
             }
@@ -300,7 +300,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
                 src: None,
                 bufs: None,
                 iovs: None,
-                mrs: dom.mrs(),
+                owners: dom.owners(),
             },
         )
     }
@@ -327,7 +327,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
                 src: Some(src),
                 bufs: None,
                 iovs: None,
-                mrs: dom.mrs(),
+                owners: dom.owners(),
             },
         )
     }
@@ -356,7 +356,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
                 src: Some(src),
                 bufs: Some(bufs),
                 iovs: None,
-                mrs: dom.mrs(),
+                owners: dom.owners(),
             },
         )
     }
@@ -385,7 +385,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
                 src: Some(src),
                 bufs: None,
                 iovs: Some(iovs),
-                mrs: dom.mrs(),
+                owners: dom.owners(),
             },
         )
     }
@@ -393,7 +393,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
     fn read_into<'d, 'n, const D: usize>(
         &self,
         dom: &'d Domain<'n, N, D>,
-        d: &mut Delivery<'_, 'd, F, N>,
+        d: &mut Delivery<'_, 'd, F>,
     ) -> Result<usize> {
         dom.check(self.domain)?;
         read_delivered(dom, self.index, d)
@@ -485,12 +485,12 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
             }
             (None, _, _) => (ProvError::NONE, 0),
         };
-        let mrs = dom.mrs();
+        let owners = dom.owners();
         let buf = Iov::from_bufs(
             core::iter::once(rec.completion.owned)
                 .chain(rec.completion.extra)
                 .filter_map(|raw| {
-                    raw.and_then(|raw| owner_of(mrs, raw.mr).map(|o| Buf::from_raw(raw, o)))
+                    raw.and_then(|raw| owner_of(owners, raw.mr).map(|o| Buf::from_raw(raw, o)))
                 }),
         );
         let caller_ptr = err_data

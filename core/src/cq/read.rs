@@ -9,39 +9,39 @@
 //! entry are `#[inline(always)]` (the sink's `outcome`, `#[inline]`), so `read::<F>` compiles
 //! to one loop in the caller's crate.
 
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::aux::{AuxItem, AuxRow};
-use super::entry::{Completion, Format};
 use super::slot::{CqSlot, CqState};
-use crate::av::FiAddr;
+use crate::addr::FiAddr;
+use crate::buf::{owner_of, Buf, Iov, RawBuf};
 use crate::domain::Domain;
+use crate::entry::{Completion, Format};
 use crate::hal::Nic;
-use crate::mr::{owner_of, Buf, Iov, MrSlot, RawBuf};
 use crate::path::{Outcome, Plain, Sink, Window};
 use crate::{Error, Result};
 
 /// Where `read` puts what it delivers: the entries, and optionally their sources and owned
 /// buffers.
-pub(super) struct Delivery<'o, 's, F: Format, N: Nic> {
+pub(super) struct Delivery<'o, 's, F: Format> {
     pub(super) out: &'o mut [F::Entry],
     pub(super) src: Option<&'o mut [FiAddr]>,
     pub(super) bufs: Option<&'o mut [Option<Buf<'s>>]>,
     /// Every buffer of each entry (a gather send's several), for `read_owned_iov`.
     pub(super) iovs: Option<&'o mut [Iov<'s>]>,
-    pub(super) mrs: &'s [MrSlot<N>],
+    pub(super) owners: &'s [AtomicUsize],
 }
 
-impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
+impl<'s, F: Format> Delivery<'_, 's, F> {
     /// The same delivery from entry `base` on (what a blocking read that already holds `base`
     /// entries reads into next).
-    pub(super) fn from(&mut self, base: usize) -> Delivery<'_, 's, F, N> {
+    pub(super) fn from(&mut self, base: usize) -> Delivery<'_, 's, F> {
         Delivery {
             out: &mut self.out[base..],
             src: self.src.as_deref_mut().map(|s| &mut s[base..]),
             bufs: self.bufs.as_deref_mut().map(|b| &mut b[base..]),
             iovs: self.iovs.as_deref_mut().map(|b| &mut b[base..]),
-            mrs: self.mrs,
+            owners: self.owners,
         }
     }
 
@@ -79,9 +79,9 @@ impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
         if let Some(src) = self.src.as_deref_mut() {
             src[n] = c.src.unwrap_or(FiAddr::NOTAVAIL);
         }
-        let mrs = self.mrs;
+        let owners = self.owners;
         let owned = move |raw: Option<RawBuf>| {
-            raw.and_then(|raw| owner_of(mrs, raw.mr).map(|o| Buf::from_raw(raw, o)))
+            raw.and_then(|raw| owner_of(owners, raw.mr).map(|o| Buf::from_raw(raw, o)))
         };
         if let Some(iovs) = self.iovs.as_deref_mut() {
             iovs[n] = Iov::from_bufs(core::iter::once(c.owned).chain(c.extra).filter_map(owned));
@@ -100,8 +100,8 @@ impl<'s, F: Format, N: Nic> Delivery<'_, 's, F, N> {
 /// What a read hands the paths it polls: entries go straight into the caller's array while
 /// there is room and no error has been queued; after an error (which stops the read) or
 /// beyond `cap` they go to the aux queue, so nothing overtakes the error and nothing is lost.
-struct ReadSink<'x, 'o, 's, F: Format, N: Nic> {
-    d: &'x mut Delivery<'o, 's, F, N>,
+struct ReadSink<'x, 'o, 's, F: Format> {
+    d: &'x mut Delivery<'o, 's, F>,
     /// Entries in `d` so far.
     n: usize,
     cap: usize,
@@ -115,7 +115,7 @@ struct ReadSink<'x, 'o, 's, F: Format, N: Nic> {
     slot: &'x CqSlot,
 }
 
-impl<'s, F: Format, N: Nic> Sink<'s> for ReadSink<'_, '_, 's, F, N> {
+impl<'s, F: Format> Sink<'s> for ReadSink<'_, '_, 's, F> {
     type Entry = F::Entry;
 
     #[inline(always)]
@@ -207,12 +207,12 @@ pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
     read_delivered(
         domain,
         index,
-        &mut Delivery::<'_, '_, F, N> {
+        &mut Delivery::<'_, '_, F> {
             out,
             src: None,
             bufs: None,
             iovs: None,
-            mrs: domain.mrs(),
+            owners: domain.owners(),
         },
     )
 }
@@ -223,7 +223,7 @@ pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
 pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
     domain: &'s Domain<'_, N, D>,
     index: usize,
-    d: &mut Delivery<'_, 's, F, N>,
+    d: &mut Delivery<'_, 's, F>,
 ) -> Result<usize> {
     let cap = d.out.len();
     let slot = &domain.cqs()[index];

@@ -43,12 +43,12 @@ use core::time::Duration;
 use spin::Mutex;
 
 use super::attr::{CqAttr, CqLimits, WaitCond, WaitObj, WaitSetId};
-use super::entry::{Context, CqFormat, Format};
 use super::queue::CompletionQueue;
 use super::read::{read_delivered, read_raw, Delivery};
-use crate::av::FiAddr;
+use crate::addr::FiAddr;
 use crate::cntr::{block_until, Clock};
 use crate::domain::Domain;
+use crate::entry::{Context, CqFormat, Format};
 use crate::hal::{self, Nic, RawWait, Wait, WaitOutcome};
 use crate::storage::Capacity;
 use crate::{Error, Result};
@@ -349,7 +349,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
             src: None,
             bufs: None,
             iovs: None,
-            mrs: dom.mrs(),
+            owners: dom.owners(),
         };
         self.sread_into(dom, &mut d, cond, timeout, clock)
     }
@@ -376,7 +376,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
             src: Some(src),
             bufs: None,
             iovs: None,
-            mrs: dom.mrs(),
+            owners: dom.owners(),
         };
         self.sread_into(dom, &mut d, cond, timeout, clock)
     }
@@ -384,7 +384,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
     fn sread_into<'d, 'n, const D: usize, C: Clock + ?Sized>(
         &self,
         dom: &'d Domain<'n, N, D>,
-        d: &mut Delivery<'_, 'd, F, N>,
+        d: &mut Delivery<'_, 'd, F>,
         cond: Option<usize>,
         timeout: Option<Duration>,
         clock: &C,

@@ -1,11 +1,11 @@
 //! Aliases of an endpoint (`fi_ep_alias`), and the op-flag rules they share with it.
 
-use crate::av::FiAddr;
-use crate::cq::entry::OpContext;
+use crate::addr::FiAddr;
+use crate::buf::Buf;
 use crate::domain::Domain;
+use crate::entry::OpContext;
 use crate::flags::{BindFlags, OpFlags};
 use crate::hal::Nic;
-use crate::mr::Buf;
 use crate::{Error, Result};
 
 use super::*;

@@ -1,9 +1,9 @@
 //! What an endpoint answers besides data: `fi_cancel`, the `size_left` calls, dropped frames,
 //! `fi_getopt`/`fi_setopt`, and the default operation flags (`FI_GETOPSFLAG`/`FI_SETOPSFLAG`).
 
-use crate::cq::entry::OpContext;
 use crate::cq::slot::CqSlot;
 use crate::domain::Domain;
+use crate::entry::OpContext;
 use crate::flags::{BindFlags, OpFlags};
 use crate::hal::{Nic, Wait};
 use crate::path::Path;

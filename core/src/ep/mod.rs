@@ -52,10 +52,11 @@
 //! `FI_MATCH_COMPLETE`, `FI_COMMIT_COMPLETE` and `FI_FENCE` need an acknowledgement a DGRAM
 //! endpoint does not have: posting with them returns `BadFlags`.
 
-use crate::av::{AddressVector, EpAddr};
-use crate::cq::entry::{Format, OpContext};
+use crate::addr::EpAddr;
+use crate::av::AddressVector;
 use crate::cq::queue::CompletionQueue;
 use crate::domain::Domain;
+use crate::entry::{Format, OpContext};
 use crate::flags::{BindFlags, OpFlags};
 use crate::hal::Nic;
 use crate::proto::{Encap, MAX_HEADER_LEN};

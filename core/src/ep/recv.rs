@@ -1,10 +1,10 @@
 //! Receives: `fi_recv`, `fi_recvv`, `fi_recvmsg`, multi-receive buffers.
 
-use crate::cq::entry::OpContext;
+use crate::buf::{Buf, Iov};
 use crate::domain::Domain;
+use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::{Nic, RxQueue};
-use crate::mr::{Buf, Iov};
 use crate::path::Queue;
 use crate::{Error, Result};
 

@@ -1,13 +1,13 @@
 //! Sends: `fi_send`, `fi_senddata`, `fi_sendmsg`, gather sends (`fi_sendv`) and `fi_inject`,
 //! with the checks and the header every one of them shares.
 
-use crate::av::FiAddr;
-use crate::cq::entry::OpContext;
+use crate::addr::FiAddr;
+use crate::buf::{Buf, Iov, RawBuf};
 use crate::cq::slot::CqRef;
 use crate::domain::Domain;
+use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::{DmaRegion, Nic, TxSegment};
-use crate::mr::{Buf, Iov, RawBuf};
 use crate::path::{Poster, NO_MR};
 use crate::proto::{self, Header, MAX_HEADER_LEN};
 use crate::{Error, Result};
@@ -92,13 +92,13 @@ impl Endpoint {
         buf.posted(r)
     }
 
-    /// Buffers a gather send may have: [`IOV_MAX`](crate::mr::IOV_MAX), or fewer where the
+    /// Buffers a gather send may have: [`IOV_MAX`](crate::buf::IOV_MAX), or fewer where the
     /// NIC takes fewer segments per frame (one goes to ringfab's header).
     pub fn iov_limit<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
         dom: &'d Domain<'n, N, D>,
     ) -> usize {
-        crate::mr::IOV_MAX.min(dom.nic().capabilities().max_tx_segments.saturating_sub(1))
+        crate::buf::IOV_MAX.min(dom.nic().capabilities().max_tx_segments.saturating_sub(1))
     }
 
     /// Sends the buffers of `iov` as one message, in order (`fi_sendv`), with the endpoint's
@@ -165,8 +165,8 @@ impl Endpoint {
         let mut segs = [TxSegment {
             iova: crate::hal::Iova(0),
             len: 0,
-        }; crate::mr::IOV_MAX + 1];
-        let mut raws = [None; crate::mr::IOV_MAX];
+        }; crate::buf::IOV_MAX + 1];
+        let mut raws = [None; crate::buf::IOV_MAX];
         for i in 0..n {
             let Some((b, len)) = iov.get(i) else {
                 return Err((Error::Inval, iov));
@@ -189,7 +189,7 @@ impl Endpoint {
                 len: bytes.len() as u16,
             };
             let first = raws[0].ok_or(Error::Inval)?;
-            let mut extra = [None; crate::mr::IOV_MAX - 1];
+            let mut extra = [None; crate::buf::IOV_MAX - 1];
             extra.copy_from_slice(&raws[1..]);
             let r = st.post_send_iov(
                 &cq,

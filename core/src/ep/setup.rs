@@ -1,11 +1,12 @@
 //! An endpoint's life: its state and bindings (`fi_ep_bind`), `fi_enable` and critical
 //! faults, `fi_close`, and what it reports of itself.
 
-use crate::av::{AddressVector, EpAddr};
+use crate::addr::EpAddr;
+use crate::av::AddressVector;
 use crate::cntr::Counter;
-use crate::cq::entry::Format;
 use crate::cq::queue::CompletionQueue;
 use crate::domain::Domain;
+use crate::entry::Format;
 use crate::flags::{BindFlags, CntrBindFlags};
 use crate::hal::{Nic, QueueFault, RxConfig, TxConfig};
 use crate::info::{EndpointAttr, EpInfo, Order, Protocol, RxAttr, TxAttr};

@@ -10,10 +10,10 @@ use super::verdict::{
     canceled_recv, completion_flags, rx_outcome, tx_outcome, tx_payload, Verdict,
 };
 use super::{release, OpTable, PathState, Tally};
-use crate::cq::entry::{Completion, OpContext};
-use crate::cq::strerror::ProvError;
+use crate::entry::{Completion, OpContext};
 use crate::hal::Queue as _;
 use crate::hal::{Nic, Report, RxError, RxQueue, Token, TxError, TxQueue};
+use crate::strerror::ProvError;
 use crate::Error;
 
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
@@ -157,7 +157,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 if self.table.take(token, kind).is_none() {
                     continue;
                 }
-                self.attach_extras(&op, &mut verdict, ctx.mrs);
+                self.attach_extras(&op, &mut verdict, ctx.owners);
                 let bytes = if kind == OpKind::Send {
                     tx_payload(header, op.len)
                 } else {
@@ -185,7 +185,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             bytes
                         });
                         ctx.cq.release_credit();
-                        release(ctx.mrs, op.owned());
+                        release(ctx.owners, op.owned());
                     }
                     Verdict::Repost => {}
                 }

@@ -10,10 +10,10 @@ use super::sink::{ErrRecord, Outcome};
 use super::state::{PollCtx, Queue, CHUNK, NO_RX, NO_TX};
 use super::verdict::completion_flags;
 use super::{release, PathState};
-use crate::cq::entry::{Completion, OpContext};
-use crate::cq::strerror::ProvError;
+use crate::entry::{Completion, OpContext};
 use crate::hal::Queue as _;
 use crate::hal::{Nic, QueueFault, RxCompletion, RxQueue, Token, TxCompletion, TxQueue};
+use crate::strerror::ProvError;
 use crate::Error;
 
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
@@ -146,10 +146,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         if !(self.shared && op.kind == OpKind::Recv) {
             self.op_cq(op, ctx).release_credit();
         }
-        self.release_extras(op, ctx.mrs);
-        release(ctx.mrs, op.owned());
+        self.release_extras(op, ctx.owners);
+        release(ctx.owners, op.owned());
         if let GroupExit::Last(raw) = leave_group(&mut self.groups, op) {
-            release(ctx.mrs, Some(raw));
+            release(ctx.owners, Some(raw));
         }
     }
 }

@@ -2,15 +2,17 @@
 //! array inside the driver's loop ([`FramedLane`]: what it compares a header with, its loop, and
 //! the second pass that fills in sources and buffers).
 
+use core::sync::atomic::AtomicUsize;
+
 use super::header::FramedHead;
 use super::op::{Lane, LaneKey};
 use super::sink::{Plain, Sink, Window};
 use super::state::CHUNK;
 use super::verdict::RECV_FLAGS;
 use super::{FramedLane, OpTable};
-use crate::av::{AvRef, EpAddr, FiAddr};
+use crate::addr::{AvRef, EpAddr, FiAddr};
+use crate::buf::{forget_posted, owner_of, Buf};
 use crate::hal::{Nic, RxCompletion, RxQueue};
-use crate::mr::{forget_posted, owner_of, Buf, MrSlot};
 use crate::proto;
 
 impl<'s> FramedLane<'s> {
@@ -22,8 +24,8 @@ impl<'s> FramedLane<'s> {
     }
 
     /// The lane for buffers of region `mr`, if it is one of `mrs`.
-    pub(super) fn new<N: Nic>(expect: u64, mr: u16, mrs: &'s [MrSlot<N>]) -> Option<Self> {
-        owner_of(mrs, mr).map(|owner| FramedLane {
+    pub(super) fn new(expect: u64, mr: u16, owners: &'s [AtomicUsize]) -> Option<Self> {
+        owner_of(owners, mr).map(|owner| FramedLane {
             expect,
             key: LaneKey::of(Lane::OwnedRecv, mr),
             owner,

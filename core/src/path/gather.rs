@@ -2,15 +2,17 @@
 //! small per-path pool ([`IovRec`]) until the send completes, and what its completion, discard or
 //! repost does with them.
 
+use core::sync::atomic::AtomicUsize;
+
 use super::op::{Op, OpKind};
 use super::post::Poster;
 use super::verdict::Verdict;
 use super::{release, PathState};
-use crate::cq::entry::OpContext;
+use crate::buf::{RawBuf, IOV_MAX};
 use crate::cq::slot::CqSlot;
+use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::{Iova, Nic, TxSegment};
-use crate::mr::{MrSlot, RawBuf, IOV_MAX};
 use crate::{Error, Result};
 
 /// `Op::iov` of an operation that is not a gather send.
@@ -98,23 +100,23 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 
     /// Gives a finished send's further buffers to its outcome's completion, or back to their
     /// regions when the outcome reaches nobody.
-    pub(super) fn attach_extras(&mut self, op: &Op, verdict: &mut Verdict, mrs: &[MrSlot<N>]) {
+    pub(super) fn attach_extras(&mut self, op: &Op, verdict: &mut Verdict, owners: &[AtomicUsize]) {
         let extra = self.take_extras(op);
         match verdict {
             Verdict::Done(c) => c.extra = extra,
             Verdict::Failed(rec) => rec.completion.extra = extra,
             Verdict::Silent(_) | Verdict::Repost => {
                 for raw in extra {
-                    release(mrs, raw);
+                    release(owners, raw);
                 }
             }
         }
     }
 
     /// Gives an operation's further buffers back to their regions (it is discarded).
-    pub(super) fn release_extras(&mut self, op: &Op, mrs: &[MrSlot<N>]) {
+    pub(super) fn release_extras(&mut self, op: &Op, owners: &[AtomicUsize]) {
         for raw in self.take_extras(op) {
-            release(mrs, raw);
+            release(owners, raw);
         }
     }
 

@@ -127,10 +127,10 @@ use self::multi::{Group, MAX_GROUPS};
 use self::op::{Held, LaneKey, Op};
 use self::srx::SRX_MAX;
 use self::state::CHUNK;
+use crate::buf::{owner_of, Buf, RawBuf};
 use crate::domain::Domain;
 use crate::flags::BindFlags;
 use crate::hal::{Nic, QueueFault, RxCompletion, TxCompletion};
-use crate::mr::{owner_of, Buf, MrSlot, RawBuf};
 
 /// An open path: its queue, its op table and its binding.
 pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
@@ -257,9 +257,9 @@ pub(crate) struct SharedPath {
 }
 
 /// Returns an owned buffer that will not reach the application to its region's count.
-pub(crate) fn release<N: Nic>(mrs: &[MrSlot<N>], owned: Option<RawBuf>) {
+pub(crate) fn release(owners: &[AtomicUsize], owned: Option<RawBuf>) {
     if let Some(raw) = owned {
-        if let Some(owner) = owner_of(mrs, raw.mr) {
+        if let Some(owner) = owner_of(owners, raw.mr) {
             drop(Buf::from_raw(raw, owner));
         }
     }

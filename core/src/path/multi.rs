@@ -6,11 +6,11 @@
 use super::op::{LaneKey, Op, OpKind, NO_MR};
 use super::state::Queue;
 use super::PathState;
-use crate::cq::entry::{BufAddr, Completion, OpContext};
+use crate::buf::RawBuf;
 use crate::cq::slot::CqSlot;
+use crate::entry::{BufAddr, Completion, OpContext};
 use crate::flags::CompletionFlags;
 use crate::hal::{DmaSpan, Iova, Nic, RxQueue, Token};
-use crate::mr::RawBuf;
 use crate::{Error, Result};
 
 /// `Op::group` of an operation that is not part of a multi-receive buffer.

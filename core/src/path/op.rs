@@ -9,12 +9,12 @@ use super::sink::Plain;
 use super::state::CHUNK;
 use super::verdict::{tx_payload, RECV_FLAGS, SEND_FLAGS};
 use super::{OpTable, Tally};
-use crate::cq::entry::OpContext;
+use crate::buf::RawBuf;
+use crate::entry::OpContext;
 use crate::flags::CompletionFlags;
 use crate::hal::{
     DmaHead, DmaSpan, Iova, RxBuffer, RxCompletion, RxError, Token, TxCompletion, TxError,
 };
-use crate::mr::RawBuf;
 use crate::proto;
 
 /// What an op-table slot holds.

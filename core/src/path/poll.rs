@@ -75,7 +75,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     let counted = self.cntr.is_some();
                     let framed_lane = match framed {
                         Some(expect) if win.whole => {
-                            FramedLane::new(expect, table.ops[head % D].buf.mr, ctx.mrs)
+                            FramedLane::new(expect, table.ops[head % D].buf.mr, ctx.owners)
                         }
                         _ => None,
                     };
@@ -165,7 +165,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             Verdict::Silent(payload) => {
                                 tally.success(*payload);
                                 ctx.cq.release_credit();
-                                release(ctx.mrs, op.owned());
+                                release(ctx.owners, op.owned());
                             }
                             Verdict::Repost => {
                                 self.dropped += 1;
@@ -218,7 +218,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         };
                         let payload = tx_payload(header, op.len);
                         let mut verdict = tx_outcome(&op, c);
-                        self.attach_extras(&op, &mut verdict, ctx.mrs);
+                        self.attach_extras(&op, &mut verdict, ctx.owners);
                         match &verdict {
                             Verdict::Done(done) => {
                                 tally.success(payload);
@@ -233,7 +233,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             Verdict::Silent(_) | Verdict::Repost => {
                                 tally.success(payload);
                                 ctx.cq.release_credit();
-                                release(ctx.mrs, op.owned());
+                                release(ctx.owners, op.owned());
                             }
                         }
                     }
@@ -281,8 +281,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             }
             if self.table.take(Token(slot as u64), OpKind::Send).is_some() {
                 ctx.cq.release_credit();
-                release(ctx.mrs, op.owned());
-                self.release_extras(&op, ctx.mrs);
+                release(ctx.owners, op.owned());
+                self.release_extras(&op, ctx.owners);
                 tally.success(tx_payload(self.header_len(), op.len));
             }
         }

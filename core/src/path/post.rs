@@ -8,11 +8,11 @@ use super::multi::NO_GROUP;
 use super::op::{recv_lane, LaneKey, Op, OpKind, NO_CNTR, NO_HEAD};
 use super::state::Queue;
 use super::PathState;
-use crate::cq::entry::OpContext;
+use crate::buf::RawBuf;
 use crate::cq::slot::CqSlot;
+use crate::entry::OpContext;
 use crate::flags::{BindFlags, OpFlags};
 use crate::hal::{Nic, PushError, Report, RxQueue, Token, TxQueue, TxSegment};
-use crate::mr::RawBuf;
 use crate::{Error, Result};
 
 /// Who posts an operation on a shared path: the CQ it reports to, the endpoint's bind flags,

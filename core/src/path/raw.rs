@@ -5,12 +5,12 @@
 use super::op::NO_MR;
 use super::state::Queue;
 use super::{Path, PathState};
-use crate::cq::entry::OpContext;
+use crate::buf::RawBuf;
 use crate::cq::slot::CqSlot;
+use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::Queue as _;
 use crate::hal::{DmaSpan, Iova, Nic, RxBuffer, TxSegment};
-use crate::mr::RawBuf;
 use crate::{Error, Result};
 
 /// A receive to post: a buffer the NIC may fill, how much of it the application accepts, and
@@ -60,7 +60,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
     /// released again.
     ///
     /// ```
-    /// use ringfab::cq::{entry::{Msg, MsgEntry, OpContext}, CqAttr};
+    /// use ringfab::{cq::CqAttr, entry::{Msg, MsgEntry, OpContext}};
     /// use ringfab::domain::Domain;
     /// use ringfab::flags::{BindFlags, OpFlags};
     /// use ringfab::hal::{DmaRegion, Nic, RxBuffer, RxConfig};

@@ -9,12 +9,12 @@ use super::sink::{ErrRecord, Outcome};
 use super::state::{PollCtx, Queue, CHUNK, NO_TX};
 use super::verdict::{tx_outcome, tx_payload, Verdict, SEND_FLAGS};
 use super::{release, Path, PathState, SharedPath};
-use crate::cq::entry::{Completion, OpContext};
 use crate::cq::slot::CqSlot;
-use crate::cq::strerror::ProvError;
 use crate::domain::Domain;
+use crate::entry::{Completion, OpContext};
 use crate::hal::Queue as _;
 use crate::hal::{Nic, Report, Token, TxCompletion, TxError, TxQueue};
+use crate::strerror::ProvError;
 use crate::{Error, Result};
 
 impl SharedPath {
@@ -153,8 +153,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 if c.status.is_ok() && !op.report {
                     self.table.take(c.token, OpKind::Send);
                     self.op_cq(&op, ctx).release_credit();
-                    release(ctx.mrs, op.owned());
-                    self.release_extras(&op, ctx.mrs);
+                    release(ctx.owners, op.owned());
+                    self.release_extras(&op, ctx.owners);
                 } else if usize::from(op.cq) != ctx.reader || stop {
                     // Another CQ's, or behind an error this read stops at: kept in its slot.
                     self.table.hold(slot, Held::Tx(c.status));
@@ -192,13 +192,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             status,
         };
         let mut verdict = tx_outcome(op, &c);
-        self.attach_extras(op, &mut verdict, ctx.mrs);
+        self.attach_extras(op, &mut verdict, ctx.owners);
         match &verdict {
             Verdict::Done(done) => (1, sink(Outcome::Done(done))),
             Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
             Verdict::Silent(_) | Verdict::Repost => {
                 self.op_cq(op, ctx).release_credit();
-                release(ctx.mrs, op.owned());
+                release(ctx.owners, op.owned());
                 (0, false)
             }
         }
@@ -324,8 +324,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         if c.status.is_ok() && !op.report {
                             self.table.take(c.token, OpKind::Send);
                             self.op_cq(&op, ctx).release_credit();
-                            release(ctx.mrs, op.owned());
-                            self.release_extras(&op, ctx.mrs);
+                            release(ctx.owners, op.owned());
+                            self.release_extras(&op, ctx.owners);
                         } else if usize::from(op.cq) == ctx.reader {
                             self.table.take(c.token, OpKind::Send);
                             let (_, _) = self.deliver_shared(&op, c.status, ctx, &mut |o| {

@@ -2,11 +2,11 @@
 //! the fast lanes, and the [`Outcome`] of everything else — a [`Plain`] success, a whole
 //! completion, or an [`ErrRecord`].
 
-use crate::av::FiAddr;
-use crate::cq::entry::{Completion, OpContext};
-use crate::cq::strerror::ProvError;
+use crate::addr::FiAddr;
+use crate::buf::Buf;
+use crate::entry::{Completion, OpContext};
 use crate::flags::CompletionFlags;
-use crate::mr::Buf;
+use crate::strerror::ProvError;
 use crate::Error;
 
 /// An error completion on its way to the application, with everything `readerr` reports.

@@ -2,6 +2,8 @@
 //! receives posted without a credit, routed to their endpoint by the frame's header and held for
 //! that endpoint's CQ; an endpoint bound to one ([`SrxEp`]); cancel, and an endpoint leaving.
 
+use core::sync::atomic::AtomicUsize;
+
 use super::header::parse_header;
 use super::multi::NO_GROUP;
 use super::op::{Held, LaneKey, Op, OpKind};
@@ -10,11 +12,11 @@ use super::sink::Outcome;
 use super::state::{Framing, PollCtx, Queue, CHUNK, NO_RX};
 use super::verdict::{rx_outcome, Verdict};
 use super::{release, OpTable, PathState};
-use crate::av::EpAddr;
-use crate::cq::entry::OpContext;
+use crate::addr::EpAddr;
+use crate::buf::RawBuf;
+use crate::entry::OpContext;
 use crate::hal::Queue as _;
 use crate::hal::{Nic, RxCompletion, RxError, RxQueue, Token};
-use crate::mr::{MrSlot, RawBuf};
 use crate::proto;
 use crate::{Error, Result};
 
@@ -116,7 +118,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         if !pushed {
             // Cannot happen (a slot and a descriptor were just freed); should it, the buffer
             // goes back to its region rather than vanish.
-            release(ctx.mrs, op.owned());
+            release(ctx.owners, op.owned());
         }
         pushed
     }
@@ -220,7 +222,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let Some(ep) = self.srx.get(usize::from(op.owner)).copied().flatten() else {
             // Its endpoint left meanwhile (it reposts its held receives when it does).
             ctx.cq.release_credit();
-            release(ctx.mrs, op.owned());
+            release(ctx.owners, op.owned());
             return (0, false);
         };
         let framing = Framing {
@@ -257,7 +259,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
             _ => {
                 ctx.cq.release_credit();
-                release(ctx.mrs, op.owned());
+                release(ctx.owners, op.owned());
                 (0, false)
             }
         }
@@ -268,7 +270,11 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// buffer returned (a shared receive context has no CQ to report it on); receives the
     /// device had filled are routed to their endpoints (held for their CQs) and the rest
     /// posted again in their slots, oldest first. `None` if no such receive waits.
-    pub(crate) fn cancel_srx(&mut self, target: OpContext, mrs: &[MrSlot<N>]) -> Option<RawBuf> {
+    pub(crate) fn cancel_srx(
+        &mut self,
+        target: OpContext,
+        owners: &[AtomicUsize],
+    ) -> Option<RawBuf> {
         let waiting = |t: &OpTable<D>| {
             (0..t.live_span()).any(|k| {
                 let slot = (t.head + k) % D;
@@ -341,7 +347,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 // Cannot happen (the flush emptied the ring); should it, the buffer goes back
                 // to its region rather than vanish.
                 self.table.take(Token(slot as u64), OpKind::Recv);
-                release(mrs, op.owned());
+                release(owners, op.owned());
             }
         }
         self.doorbell();

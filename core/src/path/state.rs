@@ -3,20 +3,21 @@
 //! needs of the domain ([`PollCtx`]), the size of a poll's chunk ([`CHUNK`]), and the state's
 //! constructors and accessors — binding, interrupts, free slots, the doorbell.
 
+use core::sync::atomic::AtomicUsize;
+
 use super::gather::{IovRec, IOV_POOL};
 use super::multi::{Group, MAX_GROUPS};
 use super::op::Op;
 use super::sink::Plain;
 use super::srx::SRX_MAX;
 use super::{OpTable, PathState};
-use crate::av::{AvTables, EpAddr};
+use crate::addr::{AvTables, EpAddr};
 use crate::cntr::Counter;
-use crate::cq::entry::OpContext;
 use crate::cq::slot::CqSlot;
+use crate::entry::OpContext;
 use crate::flags::BindFlags;
 use crate::hal::Queue as _;
 use crate::hal::{Nic, RxCompletion, Token, TxCompletion};
-use crate::mr::MrSlot;
 use crate::proto::Encap;
 
 /// Completions asked of the driver per `poll` call: a stack array, small enough to stay in
@@ -68,7 +69,7 @@ pub(crate) struct PollCtx<'a, N: Nic> {
     /// Every CQ of the domain: on a shared path credits go back to the operation's own CQ.
     pub(crate) cqs: &'a [CqSlot],
     pub(crate) avs: AvTables<'a>,
-    pub(crate) mrs: &'a [MrSlot<N>],
+    pub(crate) owners: &'a [AtomicUsize],
     pub(crate) cntrs: &'a [&'a Counter<N::Wait>],
 }
 

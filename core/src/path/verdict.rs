@@ -6,12 +6,12 @@ use super::header::parse_header;
 use super::op::{Op, OpKind};
 use super::sink::ErrRecord;
 use super::state::Framing;
-use crate::av::{AvTables, EpAddr};
-use crate::cq::entry::{BufAddr, Completion};
-use crate::cq::strerror::ProvError;
+use crate::addr::{AvTables, EpAddr};
+use crate::entry::{BufAddr, Completion};
 use crate::flags::CompletionFlags;
 use crate::hal::{RxCompletion, RxError, TxCompletion, TxError};
 use crate::proto::{self, Header};
+use crate::strerror::ProvError;
 use crate::Error;
 
 /// What one hardware completion becomes, before it is handed on.

@@ -308,7 +308,7 @@ pub(crate) fn two_domains<const D: usize>(
 pub(crate) fn send_windowed<'d, N: Nic, const D: usize>(
     dom: &'d Domain<'_, N, D>,
     tx: &ringfab::ep::Endpoint,
-    cq: &ringfab::cq::CompletionQueue<N, ringfab::cq::entry::Msg>,
+    cq: &ringfab::cq::CompletionQueue<N, ringfab::entry::Msg>,
     mut pool: Vec<ringfab::mr::Buf<'d>>,
     dest: ringfab::av::FiAddr,
     flow: usize,
@@ -317,7 +317,7 @@ pub(crate) fn send_windowed<'d, N: Nic, const D: usize>(
     received: &std::sync::atomic::AtomicUsize,
 ) {
     use ringfab::av::FiAddr;
-    use ringfab::cq::entry::{MsgEntry, OpContext};
+    use ringfab::entry::{MsgEntry, OpContext};
     let mut sent = 0;
     let mut e = [MsgEntry::default(); 8];
     let mut src = [FiAddr::NOTAVAIL; 8];

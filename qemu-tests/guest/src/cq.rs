@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
-use ringfab::cq::entry::{ErrEntry, Msg, MsgEntry, OpContext};
 use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
+use ringfab::entry::{ErrEntry, Msg, MsgEntry, OpContext};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{DmaRegion, Nic as _, RxBuffer, RxConfig, TxConfig, TxSegment};
 use ringfab::path::{RecvPost, SendPost};

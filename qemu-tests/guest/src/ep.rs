@@ -4,18 +4,18 @@
 use std::time::Instant;
 
 use ringfab::av::{AddressVector, AvAttr, EpAddr, FiAddr};
-use ringfab::cq::entry::{
+use ringfab::cq::{CompletionQueue, CqAttr, CqFormat};
+use ringfab::domain::Domain;
+use ringfab::entry::{
     BufAddr, Context, ContextEntry, Data, DataEntry, ErrEntry, Format, Msg, MsgEntry, OpContext,
     Tagged, TaggedEntry,
 };
-use ringfab::cq::strerror::ProvError;
-use ringfab::cq::{CompletionQueue, CqAttr, CqFormat};
-use ringfab::domain::Domain;
 use ringfab::ep::{Endpoint, EpAttr, EpOpt};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::Nic as _;
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::HEADER_LEN;
+use ringfab::strerror::ProvError;
 use ringfab::{Capacities, Error};
 
 use crate::guest::{Ctx, Nic, Outcome};

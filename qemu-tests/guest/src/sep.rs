@@ -9,9 +9,9 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use ringfab::av::{AvAttr, EpAddr, FiAddr};
-use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
 use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
+use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::flags::{BindFlags, CompletionFlags};
 use ringfab::hal::Nic;
 use ringfab::mr::Buf;

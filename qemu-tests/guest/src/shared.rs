@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use ringfab::av::{AvAttr, FiAddr};
-use ringfab::cq::entry::{Data, DataEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{Data, DataEntry, OpContext};
 use ringfab::ep::EpAttr;
 use ringfab::flags::BindFlags;
 use ringfab::proto::HEADER_LEN;

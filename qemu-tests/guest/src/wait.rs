@@ -5,9 +5,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ringfab::cntr::{Clock, WaitObj};
-use ringfab::cq::entry::{Msg, MsgEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr, CqControl, WaitSet};
 use ringfab::domain::Domain;
+use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::flags::{BindFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic as HalNic, RawWait, RxBuffer, RxConfig, TxConfig, TxSegment};
 use ringfab::path::{Path, RecvPost, SendPost};

@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use ringfab::av::{AvAttr, FiAddr};
-use ringfab::cq::entry::{Data, DataEntry, ErrEntry, OpContext};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
+use ringfab::entry::{Data, DataEntry, ErrEntry, OpContext};
 use ringfab::ep::{EpAttr, EpOpt};
 use ringfab::flags::{BindFlags, OpFlags};
 use ringfab::hal::Nic;

@@ -119,7 +119,7 @@ pub struct TaggedEntry {
 /// An application built against older headers passes a shorter buffer: 80 bytes for API
 /// 1.5 – 1.19 (no `src_addr`), 72 bytes before 1.5 (no `err_data_size` either). Whoever writes
 /// into a C caller's buffer must write only [`ErrEntryAbi::size`] bytes for the caller's version —
-/// see [`errdata::write_err_entry_raw`](super::errdata::write_err_entry_raw).
+/// see [`write_err_entry_raw`](crate::cq::write_err_entry_raw).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(C)]
 pub struct ErrEntry {
@@ -315,13 +315,13 @@ pub struct Completion {
     /// Tag.
     pub tag: u64,
     /// The sender's raw address, for a framed receive (`FI_SOURCE`).
-    pub(crate) src_raw: Option<crate::av::EpAddr>,
+    pub(crate) src_raw: Option<crate::addr::EpAddr>,
     /// The sender's handle in the endpoint's address vector, when it is there.
-    pub(crate) src: Option<crate::av::FiAddr>,
+    pub(crate) src: Option<crate::addr::FiAddr>,
     /// The owned buffer the operation was posted with, on its way back to the application.
-    pub(crate) owned: Option<crate::mr::RawBuf>,
+    pub(crate) owned: Option<crate::buf::RawBuf>,
     /// A gather send's further buffers (`Endpoint::sendv`), on their way back with `owned`.
-    pub(crate) extra: [Option<crate::mr::RawBuf>; crate::mr::IOV_MAX - 1],
+    pub(crate) extra: [Option<crate::buf::RawBuf>; crate::buf::IOV_MAX - 1],
 }
 
 mod sealed {

@@ -14,11 +14,10 @@
 //! With no error data at all, the first path reports 0 bytes copied and the second sets
 //! `err_data` to `NULL` and `err_data_size` to 0, as libfabric's util CQ leaves them.
 //!
-//! [`deliver_err_data`] is the rule as a safe function; [`write_err_entry_raw`] applies it to a C
+//! [`deliver_err_data`] is the rule as a safe function;
+//! [`write_err_entry_raw`](crate::cq::write_err_entry_raw) applies it to a C
 //! caller's `struct fi_cq_err_entry` of whichever size the caller's API version has (an `unsafe`
 //! function, defined with core's other promises in `raw.rs`).
-
-pub use crate::raw::write_err_entry_raw;
 
 /// Bytes of error data a CQ can hold for the provider-owned path: enough for ringfab's largest
 /// error data — a raw source address (Ethernet + IPv4/UDP + context) for `FI_EADDRNOTAVAIL`,
