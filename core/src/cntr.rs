@@ -78,6 +78,7 @@ use core::time::Duration;
 
 use ringfab_hal::{Wait, WaitOutcome};
 
+use crate::path::{Count, Counters};
 use crate::{Error, Result};
 
 /// A monotonic time source for [`Counter::wait`]'s timeout.
@@ -377,10 +378,6 @@ impl<W: Wait> Counter<W> {
     /// Crate-internal (`pub(crate)`), not `#[doc(hidden)] pub`: the completion path that calls it
     /// lives in this crate, and applications already have [`add`](Self::add); a hidden public
     /// item would still be API that semver and the C ABI would have to carry.
-    #[allow(
-        dead_code,
-        reason = "called by the CQ/endpoint completion path; tests call it now"
-    )]
     pub(crate) fn complete_ok(&self, ops: u64, bytes: u64) {
         match self.attr.events {
             CounterEvents::Completions => self.add(ops),
@@ -391,10 +388,6 @@ impl<W: Wait> Counter<W> {
     /// Counts `ops` operations that completed in error: one each, whatever
     /// [`CounterAttr::events`] says (`fi_cntr(3)`: the transfer size is not applied to the
     /// error field). `pub(crate)` for the reason given on [`complete_ok`](Self::complete_ok).
-    #[allow(
-        dead_code,
-        reason = "called by the CQ/endpoint completion path; tests call it now"
-    )]
     pub(crate) fn complete_err(&self, ops: u64) {
         self.adderr(ops);
     }
@@ -516,6 +509,25 @@ impl<'a> Registered<'a> {
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, SeqCst);
+    }
+}
+
+/// The engine counts through [`Count`] (it never names a counter).
+impl<W: Wait> Count for Counter<W> {
+    fn complete_ok(&self, ops: u64, bytes: u64) {
+        Counter::complete_ok(self, ops, bytes);
+    }
+
+    fn complete_err(&self, ops: u64) {
+        Counter::complete_err(self, ops);
+    }
+}
+
+/// A domain's counters ([`Domain::with_counters`](crate::domain::Domain::with_counters)) as the
+/// engine reaches them.
+impl<W: Wait> Counters for &[&Counter<W>] {
+    fn counter(&self, index: usize) -> Option<&dyn Count> {
+        self.get(index).map(|c| *c as &dyn Count)
     }
 }
 

@@ -26,7 +26,7 @@ use crate::cq::slot::{CqRef, CqSlot};
 use crate::entry::Format;
 use crate::hal::{MacAddr, Nic, RssConfig, RssHashes, RssSaved, RxConfig, TxConfig};
 use crate::mr::MrSlot;
-use crate::path::{Path, PathSlot, PathState, PollCtx};
+use crate::path::{Credits, Path, PathSlot, PathState, PollCtx};
 #[cfg(feature = "alloc")]
 use crate::storage::Capacities;
 use crate::storage::{Capacity, Storage, Tables};
@@ -183,9 +183,19 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         &self.tables.cqs
     }
 
+    /// Every CQ's credits, at the CQ's index.
+    pub(crate) fn credits(&self) -> &[Credits] {
+        &self.tables.credits
+    }
+
     /// CQ `index` with its aux-queue cells, if the domain has a CQ slot of that index.
+    #[inline]
     pub(crate) fn cq(&self, index: usize) -> Option<CqRef<'_>> {
-        Some(CqRef::new(self.cqs().get(index)?, self.aux_row(index)))
+        Some(CqRef::new(
+            self.cqs().get(index)?,
+            self.aux_cells(index),
+            self.credits().get(index)?,
+        ))
     }
 
     /// Where CQ `index`'s aux-queue cells are (sliced when needed).
@@ -229,15 +239,15 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     }
 
     /// What polling a path on behalf of CQ `index` needs from the domain.
-    pub(crate) fn poll_ctx(&self, index: usize) -> PollCtx<'_, N> {
+    pub(crate) fn poll_ctx(&self, index: usize) -> PollCtx<'_> {
         PollCtx {
-            cq: &self.cqs()[index],
+            cq: &self.credits()[index],
             reader: index,
             owner: 0,
-            cqs: self.cqs(),
+            credits: self.credits(),
             avs: self.avs(),
             owners: self.owners(),
-            cntrs: self.cntrs,
+            cntrs: &self.cntrs,
         }
     }
 

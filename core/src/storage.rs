@@ -31,7 +31,7 @@ use crate::cq::aux::AuxCell;
 use crate::cq::slot::CqSlot;
 use crate::hal::Nic;
 use crate::mr::MrSlot;
-use crate::path::PathSlot;
+use crate::path::{Credits, PathSlot};
 
 pub use crate::error::Capacity;
 
@@ -107,6 +107,8 @@ impl<T> Table<'_, T> {
 pub(crate) struct Tables<'n, N: Nic + 'n, const D: usize> {
     pub(crate) paths: Table<'n, PathSlot<'n, N, D>>,
     pub(crate) cqs: Table<'n, CqSlot>,
+    /// Each CQ's credits, at its index (the engine's view of a CQ).
+    pub(crate) credits: Table<'n, Credits>,
     /// Every CQ's aux queue, `cq_size` cells each, CQ `i`'s at `i * cq_size`.
     pub(crate) aux: Table<'n, AuxCell>,
     pub(crate) cq_size: usize,
@@ -126,6 +128,7 @@ impl<'n, N: Nic + 'n, const D: usize> Tables<'n, N, D> {
         Tables {
             paths: Table::owned(caps.queues, || PathSlot::EMPTY),
             cqs: Table::owned(caps.cqs, || CqSlot::EMPTY),
+            credits: Table::owned(caps.cqs, || Credits::EMPTY),
             aux: Table::owned(caps.cqs * caps.cq_size, || AuxCell::EMPTY),
             cq_size: caps.cq_size,
             avs: Table::owned(caps.avs, || AvSlot::EMPTY),
@@ -155,6 +158,7 @@ pub struct Storage<
     // Declaration order is drop order: queues stop before memory is unmapped and freed.
     paths: [PathSlot<'n, N, D>; QUEUES],
     cqs: [CqSlot; CQS],
+    credits: [Credits; CQS],
     aux: [[AuxCell; CQ_SIZE]; CQS],
     avs: [AvSlot; AVS],
     av_entries: [[AvEntry; AV_ENTRIES]; AVS],
@@ -181,6 +185,7 @@ impl<
         Storage {
             paths: [const { PathSlot::EMPTY }; QUEUES],
             cqs: [const { CqSlot::EMPTY }; CQS],
+            credits: [const { Credits::EMPTY }; CQS],
             aux: [const { [const { AuxCell::EMPTY }; CQ_SIZE] }; CQS],
             avs: [const { AvSlot::EMPTY }; AVS],
             av_entries: [const { [const { AvEntry::EMPTY }; AV_ENTRIES] }; AVS],
@@ -212,6 +217,7 @@ impl<
         Some(Tables {
             paths: Table::Lent(&self.paths),
             cqs: Table::Lent(&self.cqs),
+            credits: Table::Lent(&self.credits),
             aux: Table::Lent(self.aux.as_flattened()),
             cq_size: CQ_SIZE,
             avs: Table::Lent(&self.avs),

@@ -30,8 +30,8 @@ use crate::hal::{Nic, TxConfig};
 use crate::path::{Framing, SharedPath};
 use crate::{Error, Result};
 
-/// Endpoints a shared transmit context takes (owner numbers are bits of a `u32`).
-pub const MAX_SHARED_ENDPOINTS: usize = 32;
+/// Endpoints a shared transmit or receive context takes (owner numbers are bits of a `u32`).
+pub const MAX_SHARED_ENDPOINTS: usize = crate::path::MAX_SHARED;
 
 /// Attributes of a shared transmit context (the `fi_tx_attr` of `fi_stx_context`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]

@@ -61,7 +61,7 @@ use crate::entry::{BufAddr, Completion, ErrEntry, Format, OpContext, ADDR_NOTAVA
 use crate::errdata::{deliver_err_data, ErrDataOut, ERR_DATA_MAX};
 use crate::flags::{BindFlags, CompletionFlags};
 use crate::hal::Nic;
-use crate::path::{release, ErrRecord, Path, PathSlot, PathState, NO_CQ};
+use crate::path::{release, Credits, ErrRecord, Path, PathSlot, PathState, NO_CQ};
 use crate::strerror::{self, ProvError};
 use crate::{Error, Result};
 
@@ -118,6 +118,16 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
         dom.cqs().get(self.index).unwrap_or(&NONE)
     }
 
+    /// The CQ's credits in `dom` (none, for a domain the CQ is not of).
+    pub(super) fn credit<'d, const D: usize>(&self, dom: &'d Domain<'_, N, D>) -> &'d Credits {
+        /// What a handle of another domain finds.
+        static NONE: Credits = Credits::EMPTY;
+        if dom.id() != self.domain {
+            return &NONE;
+        }
+        dom.credits().get(self.index).unwrap_or(&NONE)
+    }
+
     /// The attributes the CQ was opened with, as resolved (size, format, …).
     pub fn attr(&self) -> &ResolvedCqAttr {
         &self.attr
@@ -135,12 +145,12 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
 
     /// Whether the CQ is in the overrun state.
     pub fn is_overrun<'d, 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) -> bool {
-        self.slot(dom).overrun.load(Ordering::Acquire)
+        self.credit(dom).is_overrun()
     }
 
     /// Completions the CQ can still promise: its size minus what it owes.
     pub fn credits<'d, 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) -> usize {
-        self.slot(dom).credits.load(Ordering::Acquire)
+        self.credit(dom).credits()
     }
 
     /// Binds `path` (`fi_ep_bind` with a CQ, one direction).
@@ -272,7 +282,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
             }
         }
         *guard = None;
-        slot.credits.store(0, Ordering::Release);
+        self.credit(dom).close();
         slot.vector.store(NO_VECTOR, Ordering::SeqCst);
         slot.set.store(NO_SET, Ordering::Release);
         Ok(())
@@ -467,10 +477,10 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
             match aux.front() {
                 Some(AuxItem::Err(rec)) => {
                     aux.pop();
-                    slot.release_credit();
+                    self.credit(dom).release_credit();
                     rec
                 }
-                None if slot.overrun.load(Ordering::Acquire) => return Err(Error::Overrun),
+                None if self.credit(dom).is_overrun() => return Err(Error::Overrun),
                 _ => return Err(Error::Again),
             }
         };
@@ -557,15 +567,12 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
         let Some(st) = guard.as_mut() else {
             return Err(Error::OpBadState);
         };
-        if slot.overrun.load(Ordering::Acquire) {
+        let credits = self.credit(dom);
+        if credits.is_overrun() {
             return Err(Error::Overrun);
         }
-        if slot
-            .credits
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(1))
-            .is_err()
-        {
-            slot.overrun.store(true, Ordering::Release);
+        if !credits.take() {
+            credits.mark_overrun();
             return Err(Error::Overrun);
         }
         let rec = ErrRecord {
@@ -578,7 +585,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
             olen: 0,
             prov: None,
         };
-        st.push_credited(dom.aux_row(self.index), slot, AuxItem::Err(rec));
+        st.push_credited(dom.aux_row(self.index), credits, AuxItem::Err(rec));
         drop(guard);
         // A software insertion raises no interrupt: wake a blocked reader by hand.
         self.notify_sleepers(dom);

@@ -9,16 +9,16 @@
 //! entry are `#[inline(always)]` (the sink's `outcome`, `#[inline]`), so `read::<F>` compiles
 //! to one loop in the caller's crate.
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::AtomicUsize;
 
 use super::aux::{AuxItem, AuxRow};
-use super::slot::{CqSlot, CqState};
+use super::slot::CqState;
 use crate::addr::FiAddr;
 use crate::buf::{owner_of, Buf, Iov, RawBuf};
 use crate::domain::Domain;
 use crate::entry::{Completion, Format};
 use crate::hal::Nic;
-use crate::path::{Outcome, Plain, Sink, Window};
+use crate::path::{Credits, Outcome, Plain, Sink, Window};
 use crate::{Error, Result};
 
 /// Where `read` puts what it delivers: the entries, and optionally their sources and owned
@@ -112,7 +112,7 @@ struct ReadSink<'x, 'o, 's, F: Format> {
     st: &'x mut CqState,
     /// The CQ's aux-queue cells, found when something has to be queued (rare).
     row: AuxRow<'x>,
-    slot: &'x CqSlot,
+    credits: &'x Credits,
 }
 
 impl<'s, F: Format> Sink<'s> for ReadSink<'_, '_, 's, F> {
@@ -167,7 +167,7 @@ impl<'s, F: Format> Sink<'s> for ReadSink<'_, '_, 's, F> {
         self.delivered += direct;
         for p in &run[direct..] {
             self.st
-                .push_credited(self.row.get(), self.slot, AuxItem::Ok(p.completion()));
+                .push_credited(self.row.get(), self.credits, AuxItem::Ok(p.completion()));
         }
         self.stopped
     }
@@ -181,12 +181,13 @@ impl<'s, F: Format> Sink<'s> for ReadSink<'_, '_, 's, F> {
                 self.delivered += 1;
                 self.n += 1;
             }
-            Outcome::Done(c) => self
-                .st
-                .push_credited(self.row.get(), self.slot, AuxItem::Ok(*c)),
+            Outcome::Done(c) => {
+                self.st
+                    .push_credited(self.row.get(), self.credits, AuxItem::Ok(*c))
+            }
             Outcome::Failed(e) => {
                 self.st
-                    .push_credited(self.row.get(), self.slot, AuxItem::Err(*e));
+                    .push_credited(self.row.get(), self.credits, AuxItem::Err(*e));
                 self.stopped = true;
             }
         }
@@ -227,6 +228,8 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
 ) -> Result<usize> {
     let cap = d.out.len();
     let slot = &domain.cqs()[index];
+    let ctx = domain.poll_ctx(index);
+    let credits = ctx.cq;
     let mut guard = slot.state.lock();
     let Some(st) = guard.as_mut() else {
         return Err(Error::OpBadState);
@@ -243,7 +246,7 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
             Some(AuxItem::Ok(c)) => {
                 d.put(n, &c);
                 aux.pop();
-                slot.release_credit();
+                credits.release_credit();
                 n += 1;
             }
             Some(AuxItem::Err(_)) if n == 0 => return Err(Error::Avail),
@@ -257,7 +260,6 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
     }
 
     let paths = domain.paths();
-    let ctx = domain.poll_ctx(index);
     // Round-robin from `start`, wrapping by comparison rather than by division.
     let start = if st.next < paths.len() { st.next } else { 0 };
     st.next = if start + 1 < paths.len() {
@@ -291,12 +293,12 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
             stopped,
             st: &mut *st,
             row: cells,
-            slot,
+            credits,
         };
         ps.poll(budget, &ctx, &mut sink);
         // Credits of delivered entries go back once per queue, not once per entry: one atomic
         // add instead of many.
-        slot.release_credits(sink.delivered);
+        credits.release_credits(sink.delivered);
         (n, stopped) = (sink.n, sink.stopped);
         pslot.publish_fault(ps);
     }
@@ -307,7 +309,7 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
     } else if queued > 0 {
         // Nothing delivered and something queued: an error is at the head.
         Err(Error::Avail)
-    } else if slot.overrun.load(Ordering::Acquire) {
+    } else if credits.is_overrun() {
         Err(Error::Overrun)
     } else {
         Err(Error::Again)

@@ -5,25 +5,21 @@
 //! cells, what paths and endpoints work with. The rules credits keep are
 //! [`queue`](super::queue)'s "Credits and overrun".
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
-use super::aux::{Aux, AuxCell, AuxItem, AuxRing};
+use super::aux::{Aux, AuxCell, AuxItem, AuxRing, AuxRow};
 use super::wait::{Sleepers, NO_SET, NO_VECTOR};
-use crate::path::Outcome;
+use crate::path::{Credits, Outcome};
 use crate::storage::Capacity;
 use crate::{Error, Result};
 
 /// One slot of the domain's CQ table ([`crate::storage`]).
 pub(crate) struct CqSlot {
     pub(super) state: Mutex<Option<CqState>>,
-    /// Completions the CQ can still promise (size − owed).
-    pub(super) credits: AtomicUsize,
     /// Paths bound to it.
     pub(super) binds: AtomicUsize,
-    /// Sticky overrun state.
-    pub(super) overrun: AtomicBool,
     /// The MSI-X vector the CQ holds ([`NO_VECTOR`] for none): the queues bound to it are
     /// steered there, and its wait handle is that vector's.
     pub(super) vector: AtomicU32,
@@ -41,9 +37,7 @@ impl CqSlot {
     )]
     pub(crate) const EMPTY: Self = CqSlot {
         state: Mutex::new(None),
-        credits: AtomicUsize::new(0),
         binds: AtomicUsize::new(0),
-        overrun: AtomicBool::new(false),
         vector: AtomicU32::new(NO_VECTOR),
         set: AtomicU32::new(NO_SET),
         sleepers: Mutex::new(Sleepers::NEW),
@@ -54,7 +48,7 @@ impl CqSlot {
     ///
     /// # Errors
     /// `Ok(false)` if the slot is in use; `Full(CqSize)` if `size` is more than `cells`.
-    pub(crate) fn try_open(&self, size: usize, cells: usize) -> Result<bool> {
+    pub(crate) fn try_open(&self, credits: &Credits, size: usize, cells: usize) -> Result<bool> {
         let mut guard = self.state.lock();
         if guard.is_some() {
             return Ok(false);
@@ -62,9 +56,8 @@ impl CqSlot {
         if size > cells {
             return Err(Error::Full(Capacity::CqSize));
         }
-        self.credits.store(size, Ordering::Release);
+        credits.open(size);
         self.binds.store(0, Ordering::Release);
-        self.overrun.store(false, Ordering::Release);
         self.vector.store(NO_VECTOR, Ordering::SeqCst);
         self.set.store(NO_SET, Ordering::Release);
         *self.sleepers.lock() = Sleepers::NEW;
@@ -79,73 +72,27 @@ impl CqSlot {
         Ok(true)
     }
 
-    /// Reserves the credit of one operation about to be posted.
-    ///
-    /// # Errors
-    /// `OpBadState` if the CQ is overrun (fatal: it reports nothing new); `Again` if it already
-    /// owes as many completions as it can hold.
-    pub(crate) fn reserve_credit(&self) -> Result {
-        if self.overrun.load(Ordering::Acquire) {
-            return Err(Error::OpBadState);
-        }
-        self.credits
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(1))
-            .map(|_| ())
-            .map_err(|_| Error::Again)
-    }
-
-    /// Reserves the credit of an entry no operation was posted for (a critical-fault report,
-    /// crate::path's "Critical faults"). Without a free credit the entry cannot be queued
-    /// without breaking the promise made to posted operations: the CQ is declared overrun
-    /// (fi_cq(3): a queue that lost an entry) and `false` returned.
-    pub(crate) fn reserve_report_credit(&self) -> bool {
-        let ok = self
-            .credits
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(1))
-            .is_ok();
-        if !ok {
-            self.overrun.store(true, Ordering::Release);
-        }
-        ok
-    }
-
-    /// Gives back the credit of a completion delivered (or of a post that failed).
-    pub(crate) fn release_credit(&self) {
-        self.credits.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Gives back `n` credits at once.
-    pub(crate) fn release_credits(&self, n: usize) {
-        if n > 0 {
-            self.credits.fetch_add(n, Ordering::AcqRel);
-        }
-    }
-
-    /// Completions the CQ can still promise.
-    pub(crate) fn credits(&self) -> usize {
-        self.credits.load(Ordering::Acquire)
-    }
-
     /// Runs `f` with a sink that queues outcomes on the CQ's aux queue, in the order given,
     /// under the CQ lock — what an endpoint's cancel uses to report what it reclaimed. The CQ
     /// lock is taken before any path lock, the order `read` takes them in.
     ///
     /// `row` is the CQ's aux-queue cells
-    /// ([`Domain::aux_row`](crate::domain::Domain::aux_row)).
+    /// ([`Domain::aux_row`](crate::domain::Domain::aux_row)), `credits` its credits.
     ///
     /// # Errors
     /// `OpBadState` if the CQ is closed.
     pub(crate) fn with_sink<T>(
         &self,
         row: &[AuxCell],
+        credits: &Credits,
         f: impl FnOnce(&mut dyn FnMut(Outcome<'_>)) -> T,
     ) -> Result<T> {
         let mut guard = self.state.lock();
         let st = guard.as_mut().ok_or(Error::OpBadState)?;
         let mut sink = |o: Outcome<'_>| match o {
-            Outcome::Plain(p) => st.push_credited(row, self, AuxItem::Ok(p.completion())),
-            Outcome::Done(c) => st.push_credited(row, self, AuxItem::Ok(*c)),
-            Outcome::Failed(e) => st.push_credited(row, self, AuxItem::Err(*e)),
+            Outcome::Plain(p) => st.push_credited(row, credits, AuxItem::Ok(p.completion())),
+            Outcome::Done(c) => st.push_credited(row, credits, AuxItem::Ok(*c)),
+            Outcome::Failed(e) => st.push_credited(row, credits, AuxItem::Err(*e)),
         };
         Ok(f(&mut sink))
     }
@@ -191,10 +138,10 @@ impl CqState {
     /// Queues a credited entry. Credits make this infallible; should the invariant ever break,
     /// the entry is not dropped silently: the CQ is declared overrun, as fi_cq(3) asks of a
     /// queue that lost a completion.
-    pub(super) fn push_credited(&mut self, row: &[AuxCell], slot: &CqSlot, item: AuxItem) {
+    pub(super) fn push_credited(&mut self, row: &[AuxCell], credits: &Credits, item: AuxItem) {
         if !self.aux(row).push(item) {
-            slot.release_credit();
-            slot.overrun.store(true, Ordering::Release);
+            credits.release_credit();
+            credits.mark_overrun();
         }
     }
 }
@@ -203,12 +150,16 @@ impl CqState {
 #[derive(Clone, Copy)]
 pub(crate) struct CqRef<'a> {
     slot: &'a CqSlot,
-    row: &'a [AuxCell],
+    /// The CQ's aux-queue cells, sliced only when something is queued (rare: a cancel, a fault).
+    row: AuxRow<'a>,
+    /// The CQ's credits, what the engine takes.
+    pub(crate) credits: &'a Credits,
 }
 
 impl<'a> CqRef<'a> {
-    pub(crate) fn new(slot: &'a CqSlot, row: &'a [AuxCell]) -> Self {
-        CqRef { slot, row }
+    #[inline]
+    pub(crate) fn new(slot: &'a CqSlot, row: AuxRow<'a>, credits: &'a Credits) -> Self {
+        CqRef { slot, row, credits }
     }
 
     /// [`CqSlot::with_sink`] over this CQ's cells.
@@ -216,7 +167,7 @@ impl<'a> CqRef<'a> {
         &self,
         f: impl FnOnce(&mut dyn FnMut(Outcome<'_>)) -> T,
     ) -> Result<T> {
-        self.slot.with_sink(self.row, f)
+        self.slot.with_sink(self.row.get(), self.credits, f)
     }
 }
 

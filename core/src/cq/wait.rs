@@ -254,8 +254,8 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
             return Err(Error::Inval);
         }
         let mut index = None;
-        for (i, slot) in domain.cqs().iter().enumerate() {
-            if slot.try_open(resolved.size(), domain.max_cq_size())? {
+        for (i, (slot, credits)) in domain.cqs().iter().zip(domain.credits()).enumerate() {
+            if slot.try_open(credits, resolved.size(), domain.max_cq_size())? {
                 index = Some(i);
                 break;
             }

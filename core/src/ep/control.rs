@@ -95,7 +95,7 @@ impl Endpoint {
     ) -> Result<usize> {
         self.usable(dom)?;
         let path = path.ok_or(Error::OpBadState)?;
-        let credits = self.cq_slot(dom, b)?.credits();
+        let credits = self.cq_slot(dom, b)?.credits.credits();
         path.with_state(|st| Ok(st.free_slots().min(credits)))
     }
 

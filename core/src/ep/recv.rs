@@ -111,7 +111,7 @@ impl Endpoint {
                     return Err(Error::Inval);
                 }
                 let accepted = dev_len - header;
-                let r = st.post_multi_recv(&cq, raw, dev_len, slots, accepted, context);
+                let r = st.post_multi_recv(cq.credits, raw, dev_len, slots, accepted, context);
                 if !flags.contains(OpFlags::MORE) || r.is_err() {
                     st.doorbell();
                 }
@@ -121,7 +121,7 @@ impl Endpoint {
                 return Err(Error::Inval);
             }
             let accepted = dev_len.min(raw.len) - header;
-            let r = st.post_recv_one(&cq, raw, accepted, context, flags);
+            let r = st.post_recv_one(cq.credits, raw, accepted, context, flags);
             if !flags.contains(OpFlags::MORE) || r.is_err() {
                 st.doorbell();
             }

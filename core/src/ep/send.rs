@@ -192,7 +192,7 @@ impl Endpoint {
             let mut extra = [None; crate::buf::IOV_MAX - 1];
             extra.copy_from_slice(&raws[1..]);
             let r = st.post_send_iov(
-                &cq,
+                cq.credits,
                 &segs[..n + 1],
                 first,
                 extra,
@@ -280,7 +280,7 @@ impl Endpoint {
             };
             // No operation context of the application's: an error reports the endpoint's.
             st.post_send_with(
-                &cq,
+                cq.credits,
                 &[segment],
                 raw,
                 self.attr.context,
@@ -348,7 +348,7 @@ impl Endpoint {
         &self,
         dom: &'d Domain<'n, N, D>,
         binding: Option<CqBinding>,
-    ) -> crate::path::PollCtx<'d, N> {
+    ) -> crate::path::PollCtx<'d> {
         let mut ctx = dom.poll_ctx(binding.map_or(0, |b| b.cq));
         ctx.owner = self.owner;
         ctx
@@ -374,7 +374,7 @@ impl Endpoint {
         let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
         let cq = self.cq_slot(dom, self.tx_cq)?;
         tx.with_state(|st| {
-            let r = st.post_send(&cq, segments, raw, context, flags, self.poster());
+            let r = st.post_send(cq.credits, segments, raw, context, flags, self.poster());
             // A refused post rings too: earlier FI_MORE posts must not wait for a call that
             // may never come.
             if !flags.contains(OpFlags::MORE) || r.is_err() {

@@ -33,7 +33,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     pub(crate) fn cancel(
         &mut self,
         target: OpContext,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>),
     ) -> bool {
         if self.shared {
@@ -48,7 +48,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     fn cancel_inner(
         &mut self,
         target: OpContext,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>),
         tally: &mut Tally,
     ) -> bool {

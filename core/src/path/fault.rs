@@ -31,7 +31,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     #[inline]
     pub(super) fn fail_if_faulted(
         &mut self,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>),
     ) -> usize {
         match (self.fault, self.queue_fault()) {
@@ -62,7 +62,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     pub(crate) fn fail(
         &mut self,
         fault: QueueFault,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'_>,
         report: bool,
         sink: &mut dyn FnMut(Outcome<'_>),
     ) -> usize {
@@ -97,7 +97,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// Discards every outstanding operation without a completion (endpoint close): the queue
     /// is flushed, every token comes back, credits are released and owned buffers returned to
     /// their regions.
-    pub(crate) fn discard_all(&mut self, ctx: &PollCtx<'_, N>) {
+    pub(crate) fn discard_all(&mut self, ctx: &PollCtx<'_>) {
         match &mut self.queue {
             Queue::Tx(q) => q.flush(),
             Queue::Rx(q) => q.flush(),
@@ -141,7 +141,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// Forgets receive `op` without a completion (close), releasing a multi-receive buffer
     /// with its last slot.
-    pub(super) fn discard(&mut self, op: &Op, ctx: &PollCtx<'_, N>) {
+    pub(super) fn discard(&mut self, op: &Op, ctx: &PollCtx<'_>) {
         // A shared receive context's receives hold no credit (module documentation).
         if !(self.shared && op.kind == OpKind::Recv) {
             self.op_cq(op, ctx).release_credit();

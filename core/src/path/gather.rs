@@ -7,9 +7,9 @@ use core::sync::atomic::AtomicUsize;
 use super::op::{Op, OpKind};
 use super::post::Poster;
 use super::verdict::Verdict;
+use super::Credits;
 use super::{release, PathState};
 use crate::buf::{RawBuf, IOV_MAX};
-use crate::cq::slot::CqSlot;
 use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::{Iova, Nic, TxSegment};
@@ -59,7 +59,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     )]
     pub(crate) fn post_send_iov(
         &mut self,
-        cq: &CqSlot,
+        cq: &Credits,
         segments: &[TxSegment],
         buf: RawBuf,
         extra: [Option<RawBuf>; IOV_MAX - 1],

@@ -6,8 +6,8 @@ use core::sync::atomic::Ordering;
 
 use super::slot::NO_CQ;
 use super::state::{Framing, Queue};
+use super::Credits;
 use super::{Path, PathSlot, PathState};
-use crate::cq::slot::CqSlot;
 use crate::domain::Domain;
 use crate::flags::BindFlags;
 use crate::hal::Queue as _;
@@ -133,7 +133,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
         if let Some(st) = guard.as_mut() {
             // Nothing can be left (every endpoint discarded its own on leaving); the belt to
             // those braces releases credits to whichever CQs they belong to.
-            if st.live() > 0 && !self.domain.cqs().is_empty() {
+            if st.live() > 0 && !self.domain.credits().is_empty() {
                 st.discard_all(&self.domain.poll_ctx(0));
             }
             // A shared receive context on a queue above 0 was given its own address.
@@ -169,9 +169,9 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
         *guard = None;
     }
 
-    pub(super) fn bound_cq(&self, st: &PathState<'n, N, D>) -> Result<&'d CqSlot> {
+    pub(super) fn bound_cq(&self, st: &PathState<'n, N, D>) -> Result<&'d Credits> {
         let index = st.cq.ok_or(Error::NoCq)?;
-        self.domain.cqs().get(index).ok_or(Error::NoCq)
+        self.domain.credits().get(index).ok_or(Error::NoCq)
     }
 }
 

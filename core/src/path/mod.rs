@@ -91,6 +91,7 @@
 // functions are associated functions (`PathState::fast_lane`, `FramedLane::fast_lane_framed`,
 // `Path::post_one_recv`), not free ones.
 mod cancel; // `fi_cancel` on a path of one endpoint
+mod credit; // what the engine takes from a CQ (credits) and a counter (counts)
 mod fast_lane; // the raw layer's fast lane
 mod fault; // critical faults; discarding operations
 mod framed; // the framed lane (an endpoint's receives)
@@ -111,11 +112,12 @@ mod verdict; // what one completion becomes (the general lane)
 
 pub use raw::{RecvPost, SendPost};
 
+pub(crate) use credit::{Count, Counters, Credits};
 pub(crate) use op::NO_MR;
 pub(crate) use post::Poster;
 pub(crate) use sink::{ErrRecord, Outcome, Plain, Sink, Window};
 pub(crate) use slot::NO_CQ;
-pub(crate) use srx::SrxEp;
+pub(crate) use srx::{SrxEp, SRX_MAX as MAX_SHARED};
 pub(crate) use state::{Framing, PollCtx, Queue};
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};

@@ -5,9 +5,9 @@
 
 use super::op::{LaneKey, Op, OpKind, NO_MR};
 use super::state::Queue;
+use super::Credits;
 use super::PathState;
 use crate::buf::RawBuf;
-use crate::cq::slot::CqSlot;
 use crate::entry::{BufAddr, Completion, OpContext};
 use crate::flags::CompletionFlags;
 use crate::hal::{DmaSpan, Iova, Nic, RxQueue, Token};
@@ -46,7 +46,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// credits are checked and reserved before the first descriptor is written. No doorbell.
     pub(crate) fn post_multi_recv(
         &mut self,
-        cq: &CqSlot,
+        cq: &Credits,
         owned: RawBuf,
         slot_len: u32,
         slots: u32,

@@ -20,8 +20,17 @@ impl Tally {
     }
 
     /// Adds the tally to counter `cntr` of the domain, if the path has one.
-    pub(super) fn apply<N: Nic>(&self, ctx: &PollCtx<'_, N>, cntr: Option<usize>) {
-        let Some(c) = cntr.and_then(|i| ctx.cntrs.get(i)) else {
+    #[inline(always)]
+    pub(super) fn apply(&self, ctx: &PollCtx<'_>, cntr: Option<usize>) {
+        if let Some(index) = cntr {
+            self.apply_to(ctx, index);
+        }
+    }
+
+    /// [`apply`](Self::apply) for a path that has a counter (out of line: most have none).
+    #[inline(never)]
+    fn apply_to(&self, ctx: &PollCtx<'_>, index: usize) {
+        let Some(c) = ctx.cntrs.counter(index) else {
             return;
         };
         if self.ok > 0 {
@@ -43,7 +52,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     pub(crate) fn poll<'s, S: Sink<'s>>(
         &mut self,
         budget: usize,
-        ctx: &PollCtx<'s, N>,
+        ctx: &PollCtx<'s>,
         sink: &mut S,
     ) -> usize {
         if self.shared {
@@ -261,14 +270,20 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     }
 
     /// Releases the credits of transmits the driver reclaimed without reporting them (see
-    /// the module documentation).
-    fn reclaim_silent(&mut self, ctx: &PollCtx<'_, N>, tally: &mut Tally) {
+    /// the module documentation). The test is inline (a receive queue never has any); the
+    /// work is not.
+    #[inline(always)]
+    fn reclaim_silent(&mut self, ctx: &PollCtx<'_>, tally: &mut Tally) {
+        if self.hw_selective && matches!(self.queue, Queue::Tx(_)) {
+            self.reclaim_silent_tx(ctx, tally);
+        }
+    }
+
+    #[inline(never)]
+    fn reclaim_silent_tx(&mut self, ctx: &PollCtx<'_>, tally: &mut Tally) {
         let Queue::Tx(q) = &self.queue else {
             return;
         };
-        if !self.hw_selective {
-            return;
-        }
         let pending = q.pending();
         while self.table.live > pending {
             let Some((slot, op)) = self.table.oldest() else {

@@ -7,9 +7,9 @@ use super::gather::NO_IOV;
 use super::multi::NO_GROUP;
 use super::op::{recv_lane, LaneKey, Op, OpKind, NO_CNTR, NO_HEAD};
 use super::state::Queue;
+use super::Credits;
 use super::PathState;
 use crate::buf::RawBuf;
-use crate::cq::slot::CqSlot;
 use crate::entry::OpContext;
 use crate::flags::{BindFlags, OpFlags};
 use crate::hal::{Nic, PushError, Report, RxQueue, Token, TxQueue, TxSegment};
@@ -42,7 +42,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     #[inline(never)]
     pub(crate) fn post_recv_one(
         &mut self,
-        cq: &CqSlot,
+        cq: &Credits,
         buf: RawBuf,
         len: u32,
         context: OpContext,
@@ -58,7 +58,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     #[inline(always)]
     pub(crate) fn post_recv(
         &mut self,
-        cq: &CqSlot,
+        cq: &Credits,
         buf: RawBuf,
         len: u32,
         context: OpContext,
@@ -102,7 +102,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// reserving a CQ credit; nothing is left taken on failure. No doorbell.
     pub(crate) fn post_send(
         &mut self,
-        cq: &CqSlot,
+        cq: &Credits,
         segments: &[TxSegment],
         buf: RawBuf,
         context: OpContext,
@@ -118,7 +118,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// path (required there), `None` elsewhere.
     pub(crate) fn post_send_with(
         &mut self,
-        cq: &CqSlot,
+        cq: &Credits,
         segments: &[TxSegment],
         buf: RawBuf,
         context: OpContext,

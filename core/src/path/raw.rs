@@ -4,9 +4,9 @@
 
 use super::op::NO_MR;
 use super::state::Queue;
+use super::Credits;
 use super::{Path, PathState};
 use crate::buf::RawBuf;
-use crate::cq::slot::CqSlot;
 use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::Queue as _;
@@ -120,7 +120,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
     fn post_batch<P>(
         &self,
         posts: &[P],
-        post_one: impl Fn(&mut PathState<'n, N, D>, &CqSlot, &P) -> Result,
+        post_one: impl Fn(&mut PathState<'n, N, D>, &Credits, &P) -> Result,
     ) -> Result<usize> {
         let mut guard = self.slot().state.lock();
         let Some(st) = guard.as_mut() else {
@@ -146,7 +146,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
         }
     }
 
-    fn post_one_recv(st: &mut PathState<'_, N, D>, cq: &CqSlot, p: &RecvPost) -> Result {
+    fn post_one_recv(st: &mut PathState<'_, N, D>, cq: &Credits, p: &RecvPost) -> Result {
         if p.flags.unknown() != 0 || !OpFlags::COMPLETION.contains(p.flags) {
             return Err(Error::BadFlags);
         }
@@ -162,7 +162,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
         st.post_recv(cq, raw, p.len, p.context, p.flags)
     }
 
-    fn post_one_send(st: &mut PathState<'_, N, D>, cq: &CqSlot, p: &SendPost<'_>) -> Result {
+    fn post_one_send(st: &mut PathState<'_, N, D>, cq: &Credits, p: &SendPost<'_>) -> Result {
         if !SEND_FLAGS_OK.contains(p.flags) {
             return Err(Error::BadFlags);
         }

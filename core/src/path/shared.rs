@@ -8,8 +8,8 @@ use super::op::{Held, Op, OpKind};
 use super::sink::{ErrRecord, Outcome};
 use super::state::{PollCtx, Queue, CHUNK, NO_TX};
 use super::verdict::{tx_outcome, tx_payload, Verdict, SEND_FLAGS};
+use super::Credits;
 use super::{release, Path, PathState, SharedPath};
-use crate::cq::slot::CqSlot;
 use crate::domain::Domain;
 use crate::entry::{Completion, OpContext};
 use crate::hal::Queue as _;
@@ -81,17 +81,17 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     }
 
     /// The CQ an operation's credit belongs to.
-    pub(super) fn op_cq<'c>(&self, op: &Op, ctx: &PollCtx<'c, N>) -> &'c CqSlot {
+    pub(super) fn op_cq<'c>(&self, op: &Op, ctx: &PollCtx<'c>) -> &'c Credits {
         if self.shared {
-            ctx.cqs.get(usize::from(op.cq)).unwrap_or(ctx.cq)
+            ctx.credits.get(usize::from(op.cq)).unwrap_or(ctx.cq)
         } else {
             ctx.cq
         }
     }
 
     /// Counts a shared path's operation on its endpoint's counter.
-    fn count_shared(&self, op: &Op, ok: bool, ctx: &PollCtx<'_, N>) {
-        let Some(c) = ctx.cntrs.get(usize::from(op.cntr)) else {
+    fn count_shared(&self, op: &Op, ok: bool, ctx: &PollCtx<'_>) {
+        let Some(c) = ctx.cntrs.counter(usize::from(op.cntr)) else {
             return;
         };
         if ok {
@@ -108,7 +108,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     pub(super) fn poll_shared(
         &mut self,
         budget: usize,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>) -> bool,
     ) -> usize {
         if !self.is_tx() {
@@ -184,7 +184,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         &mut self,
         op: &Op,
         status: core::result::Result<(), TxError>,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>) -> bool,
     ) -> (usize, bool) {
         let c = TxCompletion {
@@ -208,7 +208,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     pub(super) fn cancel_shared(
         &mut self,
         target: OpContext,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>),
     ) -> bool {
         let pending = (0..self.table.live_span()).any(|k| {
@@ -237,7 +237,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// Closing one endpoint of a shared path: its operations — finished and held, or still in
     /// the ring — are discarded without completions (credits back to its CQ, buffers to their
     /// regions); every other endpoint's go on as if nothing happened.
-    pub(crate) fn discard_owner(&mut self, owner: u8, ctx: &PollCtx<'_, N>) {
+    pub(crate) fn discard_owner(&mut self, owner: u8, ctx: &PollCtx<'_>) {
         let (head, span) = (self.table.head, self.table.live_span());
         let mut in_ring = false;
         for k in 0..span {
@@ -275,7 +275,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// the acting CQ if they are its, else are held for theirs.
     fn flush_shared(
         &mut self,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>),
         mut pick: impl FnMut(&Op, bool) -> Settle,
     ) {

@@ -20,8 +20,9 @@ use crate::hal::{Nic, RxCompletion, RxError, RxQueue, Token};
 use crate::proto;
 use crate::{Error, Result};
 
-/// Endpoints one shared context takes (owner numbers are bits of a `u32`).
-pub(crate) const SRX_MAX: usize = crate::stx::MAX_SHARED_ENDPOINTS;
+/// Endpoints one shared context takes (owner numbers are bits of a `u32`): shared transmit and
+/// receive contexts alike (`crate::stx::MAX_SHARED_ENDPOINTS` is this).
+pub(crate) const SRX_MAX: usize = 32;
 
 /// `Op::owner` of a shared receive not yet routed to an endpoint.
 const NO_OWNER: u8 = u8::MAX;
@@ -96,7 +97,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     }
 
     /// Puts the receive of `slot` back into the ring (its frame was for nobody).
-    fn repost_srx(&mut self, slot: usize, ctx: &PollCtx<'_, N>) -> bool {
+    fn repost_srx(&mut self, slot: usize, ctx: &PollCtx<'_>) -> bool {
         let Some(op) = self.table.take(Token(slot as u64), OpKind::Recv) else {
             return false;
         };
@@ -127,7 +128,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     pub(super) fn poll_srx(
         &mut self,
         budget: usize,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>) -> bool,
     ) -> usize {
         let mut given = 0;
@@ -216,7 +217,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         op: &Op,
         len: u32,
         status: core::result::Result<(), RxError>,
-        ctx: &PollCtx<'_, N>,
+        ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>) -> bool,
     ) -> (usize, bool) {
         let Some(ep) = self.srx.get(usize::from(op.owner)).copied().flatten() else {
@@ -245,7 +246,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             ..*op
         };
         let verdict = rx_outcome(Some(&framing), &op, &c, ctx.avs);
-        if let Some(cn) = ctx.cntrs.get(usize::from(ep.cntr)) {
+        if let Some(cn) = ctx.cntrs.counter(usize::from(ep.cntr)) {
             // The payload, as the endpoint's own queue counts it (not the padded frame).
             match &verdict {
                 Verdict::Done(done) => cn.complete_ok(1, done.len as u64),
@@ -357,7 +358,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// An endpoint leaves a shared receive context: the receives its frames filled and that
     /// its CQ has not read go back into the ring (they are the context's buffers), and it is
     /// no longer routed to.
-    pub(crate) fn leave_srx(&mut self, owner: u8, ctx: &PollCtx<'_, N>) {
+    pub(crate) fn leave_srx(&mut self, owner: u8, ctx: &PollCtx<'_>) {
         if let Some(e) = self.srx.get_mut(usize::from(owner)) {
             *e = None;
         }

@@ -5,6 +5,7 @@
 
 use core::sync::atomic::AtomicUsize;
 
+use super::credit::{Counters, Credits};
 use super::gather::{IovRec, IOV_POOL};
 use super::multi::{Group, MAX_GROUPS};
 use super::op::Op;
@@ -12,8 +13,6 @@ use super::sink::Plain;
 use super::srx::SRX_MAX;
 use super::{OpTable, PathState};
 use crate::addr::{AvTables, EpAddr};
-use crate::cntr::Counter;
-use crate::cq::slot::CqSlot;
 use crate::entry::OpContext;
 use crate::flags::BindFlags;
 use crate::hal::Queue as _;
@@ -59,27 +58,21 @@ pub(crate) struct Framing {
     pub(crate) encap: Encap,
 }
 
-/// Context every `poll` of a path needs from its domain.
-pub(crate) struct PollCtx<'a, N: Nic> {
-    pub(crate) cq: &'a CqSlot,
+/// Context every `poll` of a path needs from its domain: the CQs' credits, the address table,
+/// the buffers' owners and the counters — values and narrow interfaces, no object.
+#[derive(Clone, Copy)]
+pub(crate) struct PollCtx<'a> {
+    pub(crate) cq: &'a Credits,
     /// `cq`'s index in the domain, and the owner number of the endpoint acting (a cancel or
     /// close on a shared path); 0 elsewhere.
     pub(crate) reader: usize,
     pub(crate) owner: u8,
-    /// Every CQ of the domain: on a shared path credits go back to the operation's own CQ.
-    pub(crate) cqs: &'a [CqSlot],
+    /// Every CQ's credits: on a shared path credits go back to the operation's own CQ.
+    pub(crate) credits: &'a [Credits],
     pub(crate) avs: AvTables<'a>,
     pub(crate) owners: &'a [AtomicUsize],
-    pub(crate) cntrs: &'a [&'a Counter<N::Wait>],
+    pub(crate) cntrs: &'a dyn Counters,
 }
-
-impl<N: Nic> Clone for PollCtx<'_, N> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<N: Nic> Copy for PollCtx<'_, N> {}
 
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// Bytes of ringfab's header before the payload on this path: 0 on a raw (unframed) one.

@@ -1,0 +1,12 @@
+/work/main/target-a/release/deps/tock_registers-ba685c59d583a02f.d: /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/lib.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/fields.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/interfaces.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/macros.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/debug.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/local_register.rs
+
+/work/main/target-a/release/deps/libtock_registers-ba685c59d583a02f.rlib: /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/lib.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/fields.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/interfaces.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/macros.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/debug.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/local_register.rs
+
+/work/main/target-a/release/deps/libtock_registers-ba685c59d583a02f.rmeta: /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/lib.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/fields.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/interfaces.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/macros.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/debug.rs /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/local_register.rs
+
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/lib.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/fields.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/interfaces.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/macros.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/debug.rs:
+/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tock-registers-0.10.1/src/local_register.rs:
