@@ -32,7 +32,11 @@ for l in sys.stdin:
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 incl() { # inclusive instruction count of the function whose name contains $2, from profile $1
-  callgrind_annotate --inclusive=yes "$1" 2>/dev/null | awk -v f="$2" 'index($0, f) && $0 !~ /\[/ {next} index($0, f) {gsub(",", "", $1); print $1; exit}'
+  # The function list only (--auto=no: no annotated source, whose lines also name functions).
+  # The list names a function's object file only when it changes from the line before, so the
+  # first line naming the function is taken whatever follows it.
+  callgrind_annotate --auto=no --inclusive=yes "$1" 2>/dev/null |
+    awk -v f="$2" 'index($0, f) {gsub(",", "", $1); print $1; exit}'
 }
 small=76800 large=153600 # multiples of 192 (the read measurements' round) and of every batch
 per() { # per-entry cost in profiles $1.$small / $1.$large of function $2 minus function $3 (optional)

@@ -78,7 +78,7 @@ use core::time::Duration;
 
 use ringfab_hal::{Wait, WaitOutcome};
 
-use crate::path::{Count, Counters};
+use crate::engine::{Count, Counters};
 use crate::{Error, Result};
 
 /// A monotonic time source for [`Counter::wait`]'s timeout.

@@ -23,10 +23,11 @@ use crate::cq::attr::CqLimits;
 use crate::cq::aux::{AuxCell, AuxRow};
 use crate::cq::queue::CompletionQueue;
 use crate::cq::slot::{CqRef, CqSlot};
+use crate::engine::{Credits, PathSlot, PathState, PollCtx};
 use crate::entry::Format;
 use crate::hal::{MacAddr, Nic, RssConfig, RssHashes, RssSaved, RxConfig, TxConfig};
 use crate::mr::MrSlot;
-use crate::path::{Credits, Path, PathSlot, PathState, PollCtx};
+use crate::path::Path;
 #[cfg(feature = "alloc")]
 use crate::storage::Capacities;
 use crate::storage::{Capacity, Storage, Tables};

@@ -57,6 +57,7 @@ mod buf;
 pub mod cntr;
 pub mod cq;
 pub mod domain;
+mod engine;
 pub mod entry;
 pub mod ep;
 pub mod errdata;

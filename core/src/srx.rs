@@ -26,10 +26,11 @@
 use crate::addr::EpAddr;
 use crate::buf::{owner_of, Buf};
 use crate::domain::Domain;
+use crate::engine::{Framing, Queue};
 use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::{MacAddr, Nic, RxConfig, RxQueue};
-use crate::path::{Framing, Queue, SharedPath};
+use crate::path::SharedPath;
 use crate::proto::{self, Encap};
 use crate::{Error, Result};
 

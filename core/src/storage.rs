@@ -29,9 +29,9 @@ use spin::Mutex;
 use crate::addr::{AvEntry, AvSlot};
 use crate::cq::aux::AuxCell;
 use crate::cq::slot::CqSlot;
+use crate::engine::{Credits, PathSlot};
 use crate::hal::Nic;
 use crate::mr::MrSlot;
-use crate::path::{Credits, PathSlot};
 
 pub use crate::error::Capacity;
 

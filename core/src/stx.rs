@@ -24,14 +24,15 @@
 //! contexts are not built (docs/architecture.md says how they would be).
 
 use crate::domain::Domain;
+use crate::engine::Framing;
 use crate::ep::TX_FLAGS_OK;
 use crate::flags::OpFlags;
 use crate::hal::{Nic, TxConfig};
-use crate::path::{Framing, SharedPath};
+use crate::path::SharedPath;
 use crate::{Error, Result};
 
 /// Endpoints a shared transmit or receive context takes (owner numbers are bits of a `u32`).
-pub const MAX_SHARED_ENDPOINTS: usize = crate::path::MAX_SHARED;
+pub const MAX_SHARED_ENDPOINTS: usize = crate::engine::MAX_SHARED;
 
 /// Attributes of a shared transmit context (the `fi_tx_attr` of `fi_stx_context`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]

@@ -9,8 +9,8 @@
 
 use spin::Mutex;
 
+use crate::engine::ErrRecord;
 use crate::entry::Completion;
-use crate::path::ErrRecord;
 
 /// What an aux-queue slot holds: a completion polled but not yet delivered, or an error.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

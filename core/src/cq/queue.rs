@@ -57,11 +57,12 @@ use super::wait::{NO_SET, NO_VECTOR};
 use crate::addr::{EpAddr, FiAddr};
 use crate::buf::{owner_of, Buf, Iov};
 use crate::domain::Domain;
+use crate::engine::{release, Credits, ErrRecord, PathSlot, PathState, NO_CQ};
 use crate::entry::{BufAddr, Completion, ErrEntry, Format, OpContext, ADDR_NOTAVAIL};
 use crate::errdata::{deliver_err_data, ErrDataOut, ERR_DATA_MAX};
 use crate::flags::{BindFlags, CompletionFlags};
 use crate::hal::Nic;
-use crate::path::{release, Credits, ErrRecord, Path, PathSlot, PathState, NO_CQ};
+use crate::path::Path;
 use crate::strerror::{self, ProvError};
 use crate::{Error, Result};
 

@@ -16,9 +16,9 @@ use super::slot::CqState;
 use crate::addr::FiAddr;
 use crate::buf::{owner_of, Buf, Iov, RawBuf};
 use crate::domain::Domain;
+use crate::engine::{Credits, Outcome, Plain, Sink, Window};
 use crate::entry::{Completion, Format};
 use crate::hal::Nic;
-use crate::path::{Credits, Outcome, Plain, Sink, Window};
 use crate::{Error, Result};
 
 /// Where `read` puts what it delivers: the entries, and optionally their sources and owned

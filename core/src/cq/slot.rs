@@ -11,7 +11,7 @@ use spin::Mutex;
 
 use super::aux::{Aux, AuxCell, AuxItem, AuxRing, AuxRow};
 use super::wait::{Sleepers, NO_SET, NO_VECTOR};
-use crate::path::{Credits, Outcome};
+use crate::engine::{Credits, Outcome};
 use crate::storage::Capacity;
 use crate::{Error, Result};
 

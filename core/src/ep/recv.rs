@@ -2,10 +2,10 @@
 
 use crate::buf::{Buf, Iov};
 use crate::domain::Domain;
+use crate::engine::Queue;
 use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::{Nic, RxQueue};
-use crate::path::Queue;
 use crate::{Error, Result};
 
 use super::*;

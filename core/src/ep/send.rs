@@ -5,10 +5,10 @@ use crate::addr::FiAddr;
 use crate::buf::{Buf, Iov, RawBuf};
 use crate::cq::slot::CqRef;
 use crate::domain::Domain;
+use crate::engine::{Poster, NO_MR};
 use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::{DmaRegion, Nic, TxSegment};
-use crate::path::{Poster, NO_MR};
 use crate::proto::{self, Header, MAX_HEADER_LEN};
 use crate::{Error, Result};
 
@@ -348,7 +348,7 @@ impl Endpoint {
         &self,
         dom: &'d Domain<'n, N, D>,
         binding: Option<CqBinding>,
-    ) -> crate::path::PollCtx<'d> {
+    ) -> crate::engine::PollCtx<'d> {
         let mut ctx = dom.poll_ctx(binding.map_or(0, |b| b.cq));
         ctx.owner = self.owner;
         ctx

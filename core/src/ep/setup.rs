@@ -6,11 +6,12 @@ use crate::av::AddressVector;
 use crate::cntr::Counter;
 use crate::cq::queue::CompletionQueue;
 use crate::domain::Domain;
+use crate::engine::{Framing, Outcome};
 use crate::entry::Format;
 use crate::flags::{BindFlags, CntrBindFlags};
 use crate::hal::{Nic, QueueFault, RxConfig, TxConfig};
 use crate::info::{EndpointAttr, EpInfo, Order, Protocol, RxAttr, TxAttr};
-use crate::path::{Framing, Outcome, Path};
+use crate::path::Path;
 use crate::srx::SharedRxContext;
 use crate::stx::SharedTxContext;
 use crate::{Error, Result};
@@ -192,7 +193,7 @@ impl Endpoint {
         {
             return Err(Error::Inval);
         }
-        st.srx[usize::from(self.srx_owner)] = Some(crate::path::SrxEp {
+        st.srx[usize::from(self.srx_owner)] = Some(crate::engine::SrxEp {
             local: self.local,
             cq: rx_cq.cq as u8,
             cntr: self.rx_cntr.map_or(u8::MAX, |c| c as u8),

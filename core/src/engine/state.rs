@@ -118,6 +118,27 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         }
     }
 
+    /// Binds the path to CQ `cq` for an endpoint, with its framing and counter.
+    pub(crate) fn attach(
+        &mut self,
+        cq: usize,
+        flags: BindFlags,
+        framing: Framing,
+        cntr: Option<usize>,
+    ) {
+        self.set_binding(Some(cq), flags);
+        self.framing = Some(framing);
+        self.cntr = cntr;
+    }
+
+    /// Makes a freshly opened transmit path a shared one: no CQ of its own, every frame
+    /// reported by the device (the silent-reclaim inference needs one CQ).
+    pub(crate) fn make_shared(&mut self, framing: Framing) {
+        self.shared = true;
+        self.hw_selective = false;
+        self.framing = Some(framing);
+    }
+
     pub(crate) fn is_tx(&self) -> bool {
         matches!(self.queue, Queue::Tx(_))
     }

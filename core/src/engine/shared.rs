@@ -1,57 +1,18 @@
-//! Shared transmit paths (`fi_stx_context`; [`path`](super)'s "Shared paths"): a poll on behalf of
+//! Shared transmit paths (`fi_stx_context`; the engine's "Shared paths"): a poll on behalf of
 //! one of several CQs, holding what belongs to the others; cancel and an endpoint's close on a
-//! shared path; and [`SharedPath`], the queue of a shared context of either kind.
-
-use core::sync::atomic::Ordering;
+//! shared path.
 
 use super::op::{Held, Op, OpKind};
 use super::sink::{ErrRecord, Outcome};
 use super::state::{PollCtx, Queue, CHUNK, NO_TX};
 use super::verdict::{tx_outcome, tx_payload, Verdict, SEND_FLAGS};
 use super::Credits;
-use super::{release, Path, PathState, SharedPath};
-use crate::domain::Domain;
+use super::{release, PathState};
 use crate::entry::{Completion, OpContext};
 use crate::hal::Queue as _;
 use crate::hal::{Nic, Report, Token, TxCompletion, TxError, TxQueue};
 use crate::strerror::ProvError;
-use crate::{Error, Result};
-
-impl SharedPath {
-    /// The queue's path in `dom`.
-    ///
-    /// # Errors
-    /// `Domain` for a domain the context is not of.
-    pub(crate) fn path<'d, 'n, N: Nic + 'n, const D: usize>(
-        &self,
-        dom: &'d Domain<'n, N, D>,
-    ) -> Result<Path<'d, 'n, N, D>> {
-        dom.check(self.domain)?;
-        Ok(Path::at(dom, self.index))
-    }
-
-    /// Endpoints bound now (0 for a domain the context is not of).
-    pub(crate) fn endpoints<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> usize {
-        self.path(dom).map_or(0, |p| {
-            p.slot().owners.load(Ordering::Acquire).count_ones() as usize
-        })
-    }
-
-    /// The context goes: closes the queue now if no endpoint is bound (`true`); otherwise
-    /// the last endpoint to leave closes it.
-    pub(crate) fn release<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> bool {
-        let Ok(path) = self.path(dom) else {
-            return false;
-        };
-        let slot = path.slot();
-        slot.orphaned.store(true, Ordering::Release);
-        if slot.owners.load(Ordering::Acquire) == 0 && slot.orphaned.swap(false, Ordering::AcqRel) {
-            path.close_shared();
-            return true;
-        }
-        false
-    }
-}
+use crate::Error;
 
 /// What a shared path's flush does with one operation handed back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

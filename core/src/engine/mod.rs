@@ -1,4 +1,9 @@
-//! Paths: one hardware queue and the table of the operations posted on it.
+//! The engine: paths — one hardware queue and the table of the operations posted on it — and
+//! everything done to them (posting, polling, faults, cancel, shared paths, multi-receive, the
+//! gather pool). It knows values (`crate::entry`, `crate::buf`, `crate::addr`, …) and the hal,
+//! and takes what it needs of completion queues and counters through `credit.rs`'s narrow
+//! interfaces; it never names an object an application opens. Its handle for applications
+//! and objects is [`crate::path::Path`].
 //!
 //! A *path* is one transmit or receive queue of the NIC (`N::Tx<'n, D>` / `N::Rx<'n, D>`) plus
 //! the core's op table, `[Op; D]`, indexed by the [`Token`] the driver carries: the token *is*
@@ -63,54 +68,40 @@
 //! endpoint's own queue. An endpoint that leaves puts the receives its frames filled, unread,
 //! back into the ring: they are the context's buffers.
 //!
-//! # The raw layer
-//!
-//! A path opened without an endpoint ([`Domain::open_rx`], [`Domain::open_tx`]) and bound to a
-//! CQ ([`CompletionQueue::bind`](crate::cq::CompletionQueue::bind)) is the layer below
-//! endpoints: whole Ethernet frames in DMA memory the application keeps, posted in batches with
-//! [`Path::post_recvs`] and [`Path::post_sends`] (one lock and one doorbell per batch), read
-//! through the same CQ — credits, order, errors, selective completion and `cancel_all` as for
-//! an endpoint, but no header, no addressing, no owned buffers: an entry carries the context
-//! and, for a receive, the frame's length. It is what the CQ was first built and tested on;
-//! endpoints post through the same op table.
-//!
 //! [`Token`]: crate::hal::Token
 //! [`Report::ErrorsOnly`]: crate::hal::Report::ErrorsOnly
 //! [`Report::Always`]: crate::hal::Report::Always
 
 // The code, one job per file. The types whose methods are generic code not inlined into every
-// caller — `PathState`, `OpTable`, `PathSlot`, `Path`, `SharedPath`, `Tally`, `FramedLane` — and
-// the generic function `release` are defined here in `mod.rs`, whatever file implements them:
-// rustc compiles a generic function in the codegen unit of the module that defines it (for a
-// method, of the module that defines its type), and LLVM optimises across functions — inlining,
-// fitting a callee to its one caller — within a codegen unit far more than across them. Defined
-// in one module, the read's and the post's functions (`PathState::poll`, the lanes, `OpTable`'s,
-// `PathState::post_recv_one`, `Path::with_state`) are compiled together, as when the path was one
-// file; split by module, the CQ read cost 2 instructions more per entry and posting a receive 11
-// more (core/benches/instructions.sh). For the same reason the lanes and the raw layer's per-post
-// functions are associated functions (`PathState::fast_lane`, `FramedLane::fast_lane_framed`,
-// `Path::post_one_recv`), not free ones.
+// caller — `PathState`, `OpTable`, `PathSlot`, `Tally`, `FramedLane` — and the function
+// `release` are defined here in `mod.rs`, whatever file implements them: rustc compiles a
+// generic function in the codegen unit of the module that defines it (for a method, of the
+// module that defines its type), and LLVM optimises across functions — inlining, fitting a
+// callee to its one caller — within a codegen unit far more than across them. Defined in one
+// module, the read's and the post's functions (`PathState::poll`, the lanes, `OpTable`'s,
+// `PathState::post_recv_one`) are compiled together, as when the path was one file; split by
+// module, the CQ read cost 2 instructions more per entry and posting a receive 11 more
+// (core/benches/instructions.sh). For the same reason the lanes are associated functions
+// (`PathState::fast_lane`, `FramedLane::fast_lane_framed`), not free ones. The handle on a path
+// (`crate::path::Path`) lives in the objects' floor; its small methods are `#[inline]`, which
+// compiles them into their callers' units instead.
 mod cancel; // `fi_cancel` on a path of one endpoint
 mod credit; // what the engine takes from a CQ (credits) and a counter (counts)
 mod fast_lane; // the raw layer's fast lane
 mod fault; // critical faults; discarding operations
 mod framed; // the framed lane (an endpoint's receives)
 mod gather; // the gather pool (`Endpoint::sendv`)
-mod handle; // the `Path` handle
 mod header; // reading ringfab's header out of a received buffer
 mod multi; // multi-receive buffers
 mod op; // the op table
 mod poll; // `PathState::poll` and its general lane
 mod post; // posting one receive or send
-mod raw; // the raw layer (`Path::post_recvs`, `Path::post_sends`)
-mod shared; // shared transmit paths; `SharedPath`
+mod shared; // shared transmit paths
 mod sink; // what a poll hands its reader
 mod slot; // `PathSlot`, a path's slot in the domain's table
 mod srx; // shared receive contexts
 mod state; // `PathState`'s queue, framing and accessors
 mod verdict; // what one completion becomes (the general lane)
-
-pub use raw::{RecvPost, SendPost};
 
 pub(crate) use credit::{Count, Counters, Credits};
 pub(crate) use op::NO_MR;
@@ -130,7 +121,6 @@ use self::op::{Held, LaneKey, Op};
 use self::srx::SRX_MAX;
 use self::state::CHUNK;
 use crate::buf::{owner_of, Buf, RawBuf};
-use crate::domain::Domain;
 use crate::flags::BindFlags;
 use crate::hal::{Nic, QueueFault, RxCompletion, TxCompletion};
 
@@ -218,18 +208,6 @@ struct FramedLane<'s> {
     owner: &'s AtomicUsize,
 }
 
-/// A handle to one open path of a [`Domain`]: an index and the domain it lives in.
-///
-/// Dropping the handle closes the path if it is bound to no CQ (the driver stops the hardware
-/// queue); a bound path stays open, as its CQ still counts it.
-pub struct Path<'d, 'n, N: Nic + 'n, const D: usize> {
-    pub(crate) domain: &'d Domain<'n, N, D>,
-    pub(crate) index: usize,
-    /// Whether dropping this handle may close the path: the handle `open_tx`/`open_rx` gave;
-    /// not a view made from an index an endpoint or context keeps ([`Path::at`]).
-    pub(crate) closes: bool,
-}
-
 /// One slot of the domain's hardware-queue table (in its [`Storage`](crate::storage::Storage)).
 pub(crate) struct PathSlot<'n, N: Nic + 'n, const D: usize> {
     pub(crate) state: Mutex<Option<PathState<'n, N, D>>>,
@@ -245,17 +223,6 @@ pub(crate) struct PathSlot<'n, N: Nic + 'n, const D: usize> {
     /// A shared path whose context was dropped while endpoints were bound: the last one to
     /// leave closes it.
     pub(crate) orphaned: AtomicBool,
-}
-
-/// The queue of a shared context (`crate::stx`, `crate::srx`): what both kinds share — the
-/// endpoints bound to it (owner numbers in the slot), and the rule that a context dropped
-/// while endpoints are bound leaves the queue to the last of them to close.
-#[derive(Debug)]
-pub(crate) struct SharedPath {
-    /// The id of the domain the queue is in.
-    pub(crate) domain: u32,
-    /// Its path slot index.
-    pub(crate) index: usize,
 }
 
 /// Returns an owned buffer that will not reach the application to its region's count.
