@@ -4,11 +4,19 @@
 //! ([`storage`]). On it: completion queues ([`cq`], `fi_cq`) that read completions straight
 //! from the rings, DGRAM endpoints ([`ep`], `fi_endpoint`), scalable endpoints and their
 //! contexts ([`sep`]), shared transmit and receive contexts ([`stx`], [`srx`]), memory
-//! registration ([`mr`]), address vectors ([`av`]) and counters ([`cntr`]); [`proto`] is the
-//! frame format, [`info`] what an endpoint reports of itself, [`path`] the hardware queue under
-//! every one of them (usable raw, whole frames: [`path`]'s "The raw layer"). Everything is built
-//! on the [`ringfab_hal`] contract and never names a driver or a platform. `docs/semantics.md`
-//! maps every normative sentence of fi_cq(3) and fi_endpoint(3) to the behaviour and the test.
+//! registration ([`mr`]), address vectors ([`av`]) and counters ([`cntr`]); a [`Node`] is a
+//! domain with one endpoint ready, and [`path`] the handle on one hardware queue (usable raw,
+//! whole frames: [`path`]'s "The raw layer"). [`info`] is what an endpoint reports of itself.
+//! Everything is built on the [`ringfab_hal`] contract and never names a driver or a platform.
+//! `docs/semantics.md` maps every normative sentence of fi_cq(3) and fi_endpoint(3) to the
+//! behaviour and the test.
+//!
+//! Core is built in three floors, and no module imports from a floor above its own
+//! (`tests/floors.rs` checks it): **values** — [`entry`] (the CQ entry formats), [`flags`],
+//! [`error`], [`proto`] (the frame format), [`errdata`], [`strerror`], and the addresses and
+//! buffers the objects re-export ([`av::EpAddr`], [`mr::Buf`]); **the engine** (private:
+//! the queues and their operations, which takes credits from CQs and counts for counters
+//! through interfaces of its own, and names no object); **objects**, everything above.
 //!
 //! The smallest program: two NICs on one wire (here two emulated 82576 with the igb driver),
 //! an endpoint on each ([`Node`]: a domain with one endpoint ready); B posts a receive, A

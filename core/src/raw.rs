@@ -25,7 +25,7 @@
 //! without overlap ([`MemoryRegion::alloc`](crate::mr::MemoryRegion::alloc)); a [`Buf`] is
 //! neither `Copy` nor `Clone`, and copies and fills through `&mut`; its span travels in the
 //! crate-private `RawBuf` only while the buffer is posted, and is read there only after the
-//! buffer's completion has been observed (the engine, `crate::path`), before the buffer is handed back.
+//! buffer's completion has been observed (the engine), before the buffer is handed back.
 #![allow(
     unsafe_code,
     reason = "core's one module of promises it cannot check (see the module documentation)"

@@ -11,7 +11,7 @@
 //! Which endpoint a frame is for — and so which CQ completes it — is known only from the
 //! frame's header (its destination context): a receive posted here holds no CQ credit while
 //! it waits; its frame routes it, and it takes a credit of its endpoint's CQ when that CQ's
-//! read delivers it (module `path`, "Shared receive contexts"). A frame for no bound endpoint,
+//! read delivers it (the engine's "Shared receive contexts"). A frame for no bound endpoint,
 //! or one the device reports bad, is dropped and its buffer posted again.
 //!
 //! The context listens on the station address on receive queue 0, or on a locally

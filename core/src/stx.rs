@@ -8,7 +8,7 @@
 //! shared transmit context." And: "Endpoints associated with a shared transmit context must
 //! use a subset of the transmit context's attributes."
 //!
-//! A [`SharedTxContext`] opens its queue as a *shared path* (module `path`, "Shared paths"):
+//! A [`SharedTxContext`] opens its queue as a *shared path* (the engine's "Shared paths"):
 //! every operation records its endpoint's CQ, counter and owner number, a CQ's read delivers
 //! its own and leaves the others' finished operations in their op-table slots for their CQs,
 //! credits go back to each operation's own CQ. An endpoint binds it with

@@ -62,7 +62,7 @@ const DEVICE_CHECK_QUANTA: u32 = 10;
 
 /// Asks the driver of every queue bound to CQ `index` to check its device now
 /// ([`TxQueue::check`](hal::Queue::check)); a queue found dead fails its path as a poll
-/// would have (module `path`, "Critical faults"): its operations discarded, one `FI_EIO`
+/// would have (the engine's "Critical faults"): its operations discarded, one `FI_EIO`
 /// entry on the CQ. CQ lock, then each path's: the order `read` takes them in.
 fn check_devices<N: Nic, const D: usize>(domain: &Domain<'_, N, D>, index: usize) {
     let Some(cq) = domain.cq(index) else {

@@ -1,4 +1,4 @@
-//! Critical faults ([`path`](super)'s "Critical faults"): noticing one after a short poll, failing
+//! Critical faults (the engine's "Critical faults"): noticing one after a short poll, failing
 //! the path ([`PathState::fail`](super::PathState::fail)), and discarding operations without a
 //! completion — all of them, on a fault or at close
 //! ([`PathState::discard_all`](super::PathState::discard_all)), or one

@@ -1,4 +1,4 @@
-//! Shared receive contexts (`fi_srx_context`; [`path`](super)'s "Shared receive contexts"):
+//! Shared receive contexts (`fi_srx_context`; the engine's "Shared receive contexts"):
 //! receives posted without a credit, routed to their endpoint by the frame's header and held for
 //! that endpoint's CQ; an endpoint bound to one ([`SrxEp`]); cancel, and an endpoint leaving.
 
