@@ -213,7 +213,7 @@ impl<'n, N: Nic + 'n, const D: usize> Drop for Path<'_, 'n, N, D> {
         let mut guard = slot.state.lock();
         if guard
             .as_ref()
-            .is_some_and(|st| st.cq.is_none() && !st.shared)
+            .is_some_and(|st| st.cq.is_none() && !st.kind.is_shared())
         {
             // Dropping the queue stops it in hardware before its ring memory is freed.
             *guard = None;

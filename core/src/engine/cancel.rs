@@ -36,7 +36,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>),
     ) -> bool {
-        if self.shared {
+        if self.kind.is_shared() {
             return self.cancel_shared(target, ctx, sink);
         }
         let mut tally = Tally::default();
@@ -146,7 +146,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 let mut verdict = if kind == OpKind::Send {
                     tx_outcome(&op, &tx[i])
                 } else {
-                    rx_outcome(self.framing.as_ref(), &op, &rx[i], ctx.avs)
+                    rx_outcome(self.kind.framing(), &op, &rx[i], ctx.avs)
                 };
                 if let Verdict::Repost = verdict {
                     // A foreign frame in a buffer filled before the flush: the buffer stays in

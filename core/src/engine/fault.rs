@@ -83,7 +83,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             completion: Completion {
                 // fi_endpoint(3) NOTES: an error without an operation's context carries the
                 // endpoint's (NULL on a path opened without one).
-                context: self.framing.map_or(OpContext::NULL, |f| f.context),
+                context: self.kind.framing().map_or(OpContext::NULL, |f| f.context),
                 flags: completion_flags(kind, false),
                 ..Completion::default()
             },
@@ -143,7 +143,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// with its last slot.
     pub(super) fn discard(&mut self, op: &Op, ctx: &PollCtx<'_>) {
         // A shared receive context's receives hold no credit (module documentation).
-        if !(self.shared && op.kind == OpKind::Recv) {
+        if !(self.kind.is_shared() && op.kind == OpKind::Recv) {
             self.op_cq(op, ctx).release_credit();
         }
         self.release_extras(op, ctx.owners);

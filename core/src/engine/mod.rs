@@ -13,6 +13,11 @@
 //! device that completes out of order a freed slot in the middle waits until `head` passes it
 //! (posting returns `Again` meanwhile), which costs capacity, never correctness.
 //!
+//! A path is of one kind (`Kind`): raw (whole frames, the raw layer), an endpoint's own queue,
+//! or a shared transmit or receive context's queue — each kind with what only it keeps (the
+//! framing, a shared receive context's endpoints), none selected by a flag. Multi-receive
+//! groups and the gather pool are what a receive and a transmit path of an endpoint use.
+//!
 //! A path is guarded by one `spin::Mutex`, taken once per CQ read and once per posting batch
 //! (the slot in `PathSlot`). The CQ a path reports to is also kept in an atomic outside the
 //! lock so that a CQ's read can skip paths bound elsewhere without locking them.
@@ -109,7 +114,7 @@ pub(crate) use post::Poster;
 pub(crate) use sink::{ErrRecord, Outcome, Plain, Sink, Window};
 pub(crate) use slot::NO_CQ;
 pub(crate) use srx::{SrxEp, SRX_MAX as MAX_SHARED};
-pub(crate) use state::{Framing, PollCtx, Queue};
+pub(crate) use state::{Framing, Kind, PollCtx, Queue};
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
 
@@ -118,7 +123,6 @@ use spin::Mutex;
 use self::gather::{IovRec, IOV_POOL};
 use self::multi::{Group, MAX_GROUPS};
 use self::op::{Held, LaneKey, Op};
-use self::srx::SRX_MAX;
 use self::state::CHUNK;
 use crate::buf::{owner_of, Buf, RawBuf};
 use crate::flags::BindFlags;
@@ -134,8 +138,9 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     bind: BindFlags,
     /// Whether unrequested transmit successes may be left to the hardware (in-order device).
     hw_selective: bool,
-    /// Set by an endpoint: frames carry ringfab's header.
-    pub(crate) framing: Option<Framing>,
+    /// What the path is for: raw frames, one endpoint's queue, or a shared context's
+    /// (`Kind`): how it frames, whom it serves, and what a shared one keeps.
+    pub(crate) kind: Kind,
     /// Frames received and dropped because they were not well-formed ringfab frames for this
     /// endpoint (their buffers were posted again).
     pub(crate) dropped: u64,
@@ -151,12 +156,6 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     tx_scratch: [TxCompletion; CHUNK],
     /// Where the fast path puts a run of plain successes for the sink (likewise reused).
     plains: [Plain; CHUNK],
-    /// A shared context's path: operations of several endpoints, each reporting to its own
-    /// CQ (module documentation, "Shared paths").
-    pub(crate) shared: bool,
-    /// A shared *receive* context's path: the endpoints bound to it, by owner number. Its
-    /// receives hold no CQ credit until their endpoint is known (from the frame).
-    pub(crate) srx: [Option<SrxEp>; SRX_MAX],
     /// Gather sends in flight (`Op::iov`).
     iov: [IovRec; IOV_POOL],
     /// A transmit path of endpoints: one inject bounce slot per op-table slot (an inject's

@@ -55,7 +55,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         ctx: &PollCtx<'s>,
         sink: &mut S,
     ) -> usize {
-        if self.shared {
+        if self.kind.is_shared() {
             return self.poll_shared(budget, ctx, &mut |o| sink.outcome(o));
         }
         let mut given = 0;
@@ -63,12 +63,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let mut reposted = false;
         let mut tally = Tally::default();
         let header = self.header_len();
-        let unframed = self.framing.is_none();
+        let unframed = self.kind.framing().is_none();
         // The framed lane serves endpoints on the Ethernet encapsulation without
         // `FI_SOURCE_ERR` (whose unknown senders turn successes into errors: the general
         // lane decides those); `framed` is what the lane compares a header with.
         let framed = self
-            .framing
+            .kind
+            .framing()
             .filter(|f| f.encap == Encap::Ethernet && !f.source_err)
             .map(|f| FramedLane::expect(f.local.ctx));
         while given < budget && !stop {
@@ -93,7 +94,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             let (got, next, kept, bytes) =
                                 lane.poll::<N, D, S>(q, table, scratch, &mut win, want, counted);
                             let direct = next.wrapping_sub(head);
-                            let framing = self.framing.as_ref();
+                            let framing = self.kind.framing();
                             let av = framing.and_then(|f| f.av).and_then(|i| ctx.avs.get(i));
                             lane.settle(table, head, &mut win, direct, av);
                             (got, next, kept, bytes, true)
@@ -153,7 +154,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let Some(op) = self.table.take(c.token, OpKind::Recv) else {
                             continue;
                         };
-                        let mut verdict = rx_outcome(self.framing.as_ref(), &op, c, ctx.avs);
+                        let mut verdict = rx_outcome(self.kind.framing(), &op, c, ctx.avs);
                         match &mut verdict {
                             Verdict::Done(done) => {
                                 if op.group != NO_GROUP {

@@ -125,7 +125,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         report: bool,
         who: Option<Poster>,
     ) -> Result {
-        if self.shared != who.is_some() {
+        if self.kind.is_shared() != who.is_some() {
             return Err(Error::OpBadState);
         }
         let hw = if report || !self.hw_selective {

@@ -43,7 +43,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 
     /// The CQ an operation's credit belongs to.
     pub(super) fn op_cq<'c>(&self, op: &Op, ctx: &PollCtx<'c>) -> &'c Credits {
-        if self.shared {
+        if self.kind.is_shared() {
             ctx.credits.get(usize::from(op.cq)).unwrap_or(ctx.cq)
         } else {
             ctx.cq

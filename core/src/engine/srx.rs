@@ -9,7 +9,7 @@ use super::multi::NO_GROUP;
 use super::op::{Held, LaneKey, Op, OpKind};
 use super::post::push_error;
 use super::sink::Outcome;
-use super::state::{Framing, PollCtx, Queue, CHUNK, NO_RX};
+use super::state::{Framing, Kind, PollCtx, Queue, CHUNK, NO_RX};
 use super::verdict::{rx_outcome, Verdict};
 use super::{release, OpTable, PathState};
 use crate::addr::EpAddr;
@@ -90,7 +90,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             return None;
         }
         let h = parse_header(self.header_encap(), op, c.len).ok()?;
-        self.srx.iter().enumerate().find_map(|(o, e)| {
+        self.kind.srx_eps().iter().enumerate().find_map(|(o, e)| {
             let e = e.as_ref()?;
             (h.dst_ctx == e.local.ctx || h.dst_ctx == proto::ANY_CTX).then_some(o as u8)
         })
@@ -171,7 +171,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     reposted |= self.repost_srx(slot, ctx);
                     continue;
                 };
-                let Some(ep) = self.srx[usize::from(owner)] else {
+                let Some(ep) = self
+                    .kind
+                    .srx_eps()
+                    .get(usize::from(owner))
+                    .copied()
+                    .flatten()
+                else {
                     continue;
                 };
                 self.table.ops[slot].owner = owner;
@@ -220,7 +226,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         ctx: &PollCtx<'_>,
         sink: &mut dyn FnMut(Outcome<'_>) -> bool,
     ) -> (usize, bool) {
-        let Some(ep) = self.srx.get(usize::from(op.owner)).copied().flatten() else {
+        let Some(ep) = self
+            .kind
+            .srx_eps()
+            .get(usize::from(op.owner))
+            .copied()
+            .flatten()
+        else {
             // Its endpoint left meanwhile (it reposts its held receives when it does).
             ctx.cq.release_credit();
             release(ctx.owners, op.owned());
@@ -228,7 +240,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         };
         let framing = Framing {
             local: ep.local,
-            av: self.framing.and_then(|f| f.av),
+            av: self.kind.framing().and_then(|f| f.av),
             source_err: ep.source_err,
             context: ep.context,
             encap: self.header_encap(),
@@ -315,7 +327,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 }
                 match self
                     .route_srx(&op, c)
-                    .and_then(|o| Some((o, self.srx[usize::from(o)]?)))
+                    .and_then(|o| Some((o, self.kind.srx_eps().get(usize::from(o)).copied()??)))
                 {
                     Some((owner, ep)) => {
                         let held = &mut self.table.ops[slot];
@@ -355,12 +367,38 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         canceled
     }
 
+    /// An endpoint joins the shared receive context as owner `owner`: frames for `ep.local`'s
+    /// context are routed to it from now on. The context has one AV for all its endpoints
+    /// (fi_endpoint(3)); the first to bring one sets it.
+    ///
+    /// # Errors
+    /// `Inval` for another AV than the context's, a context number another endpoint of the
+    /// context has, or an owner number out of range; `OpBadState` on a path that is not a
+    /// shared receive context's.
+    pub(crate) fn join_srx(&mut self, owner: u8, ep: SrxEp, av: Option<usize>) -> Result {
+        let Kind::SharedRx(framing, eps) = &mut self.kind else {
+            return Err(Error::OpBadState);
+        };
+        match framing.av {
+            None => framing.av = av,
+            Some(mine) if Some(mine) != av => return Err(Error::Inval),
+            Some(_) => {}
+        }
+        if eps.iter().flatten().any(|e| e.local.ctx == ep.local.ctx) {
+            return Err(Error::Inval);
+        }
+        *eps.get_mut(usize::from(owner)).ok_or(Error::Inval)? = Some(ep);
+        Ok(())
+    }
+
     /// An endpoint leaves a shared receive context: the receives its frames filled and that
     /// its CQ has not read go back into the ring (they are the context's buffers), and it is
     /// no longer routed to.
     pub(crate) fn leave_srx(&mut self, owner: u8, ctx: &PollCtx<'_>) {
-        if let Some(e) = self.srx.get_mut(usize::from(owner)) {
-            *e = None;
+        if let Kind::SharedRx(_, eps) = &mut self.kind {
+            if let Some(e) = eps.get_mut(usize::from(owner)) {
+                *e = None;
+            }
         }
         let (head, span) = (self.table.head, self.table.live_span());
         let mut reposted = false;

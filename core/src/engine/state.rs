@@ -10,7 +10,7 @@ use super::gather::{IovRec, IOV_POOL};
 use super::multi::{Group, MAX_GROUPS};
 use super::op::Op;
 use super::sink::Plain;
-use super::srx::SRX_MAX;
+use super::srx::{SrxEp, SRX_MAX};
 use super::{OpTable, PathState};
 use crate::addr::{AvTables, EpAddr};
 use crate::entry::OpContext;
@@ -58,6 +58,58 @@ pub(crate) struct Framing {
     pub(crate) encap: Encap,
 }
 
+/// What a path is for — one type per kind, each with what only it keeps. The kind decides how
+/// the path frames (`framing`), which CQs read it (`serves`) and which poll runs
+/// (`PathState::poll`: a shared one holds what belongs to other CQs).
+///
+/// `repr(u8)`: a tag byte of its own, so that telling the kinds apart (once per poll) is one
+/// comparison rather than a test of a niche inside `Framing`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a path is a table slot of fixed size either way, and core may have no allocator \
+              to box the shared receive context's endpoints"
+)]
+pub(crate) enum Kind {
+    /// Whole Ethernet frames, no header, filtered by nothing: the raw layer (`crate::path`).
+    Raw,
+    /// One endpoint's own queue: frames carry ringfab's header.
+    Endpoint(Framing),
+    /// A shared transmit context's queue: the sends of several endpoints, each reporting to its
+    /// own CQ (the engine's "Shared paths").
+    SharedTx(Framing),
+    /// A shared receive context's queue: its receives, routed by header to the endpoints bound
+    /// to it, here by owner number (the engine's "Shared receive contexts"). Its receives hold
+    /// no CQ credit until their endpoint is known.
+    SharedRx(Framing, [Option<SrxEp>; SRX_MAX]),
+}
+
+impl Kind {
+    /// How the path frames: `None` on a raw path.
+    #[inline(always)]
+    pub(crate) fn framing(&self) -> Option<&Framing> {
+        match self {
+            Kind::Raw => None,
+            Kind::Endpoint(f) | Kind::SharedTx(f) | Kind::SharedRx(f, _) => Some(f),
+        }
+    }
+
+    /// A shared context's path: operations of several endpoints, each reporting to its own CQ.
+    #[inline(always)]
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self, Kind::SharedTx(_) | Kind::SharedRx(..))
+    }
+
+    /// The endpoints bound to a shared receive context, by owner number (none elsewhere).
+    pub(crate) fn srx_eps(&self) -> &[Option<SrxEp>] {
+        match self {
+            Kind::SharedRx(_, eps) => eps,
+            _ => &[],
+        }
+    }
+}
+
 /// Context every `poll` of a path needs from its domain: the CQs' credits, the address table,
 /// the buffers' owners and the counters — values and narrow interfaces, no object.
 #[derive(Clone, Copy)]
@@ -77,12 +129,12 @@ pub(crate) struct PollCtx<'a> {
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// Bytes of ringfab's header before the payload on this path: 0 on a raw (unframed) one.
     pub(super) fn header_len(&self) -> usize {
-        self.framing.map_or(0, |f| f.encap.header_len())
+        self.kind.framing().map_or(0, |f| f.encap.header_len())
     }
 
     /// The encapsulation of a framed path (the Ethernet one on a raw path, which parses no header).
     pub(super) fn header_encap(&self) -> Encap {
-        self.framing.map_or(Encap::Ethernet, |f| f.encap)
+        self.kind.framing().map_or(Encap::Ethernet, |f| f.encap)
     }
 
     pub(crate) fn new_tx(q: N::Tx<'n, D>, in_order: bool) -> Self {
@@ -100,7 +152,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             cq: None,
             bind: BindFlags::empty(),
             hw_selective: in_order,
-            framing: None,
+            kind: Kind::Raw,
             dropped: 0,
             cntr: None,
             groups: [Group {
@@ -111,8 +163,6 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             rx_scratch: [NO_RX; CHUNK],
             tx_scratch: [NO_TX; CHUNK],
             plains: [Plain::NONE; CHUNK],
-            shared: false,
-            srx: [None; SRX_MAX],
             iov: [IovRec::FREE; IOV_POOL],
             bounce: None,
         }
@@ -127,16 +177,20 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         cntr: Option<usize>,
     ) {
         self.set_binding(Some(cq), flags);
-        self.framing = Some(framing);
+        self.kind = Kind::Endpoint(framing);
         self.cntr = cntr;
     }
 
-    /// Makes a freshly opened transmit path a shared one: no CQ of its own, every frame
-    /// reported by the device (the silent-reclaim inference needs one CQ).
+    /// Makes a freshly opened path a shared context's (`SharedTx` or `SharedRx` by its
+    /// direction): no CQ of its own, every frame reported by the device (the silent-reclaim
+    /// inference needs one CQ).
     pub(crate) fn make_shared(&mut self, framing: Framing) {
-        self.shared = true;
         self.hw_selective = false;
-        self.framing = Some(framing);
+        self.kind = if self.is_tx() {
+            Kind::SharedTx(framing)
+        } else {
+            Kind::SharedRx(framing, [None; SRX_MAX])
+        };
     }
 
     pub(crate) fn is_tx(&self) -> bool {
@@ -145,7 +199,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 
     /// Whether CQ `index` reads this path: the one it is bound to, or any on a shared path.
     pub(crate) fn serves(&self, index: usize) -> bool {
-        self.cq == Some(index) || self.shared
+        self.cq == Some(index) || self.kind.is_shared()
     }
 
     /// Operations posted and not yet completed.

@@ -178,29 +178,15 @@ impl Endpoint {
         }
         let mut guard = slot.state.lock();
         let st = guard.as_mut().ok_or(Error::OpBadState)?;
-        // One AV for every endpoint of the context (fi_endpoint(3)); the first sets it.
-        let shared = st.framing.get_or_insert(framing);
-        match shared.av {
-            None => shared.av = framing.av,
-            Some(av) if Some(av) != framing.av => return Err(Error::Inval),
-            Some(_) => {}
-        }
-        if st
-            .srx
-            .iter()
-            .flatten()
-            .any(|e| e.local.ctx == self.local.ctx)
-        {
-            return Err(Error::Inval);
-        }
-        st.srx[usize::from(self.srx_owner)] = Some(crate::engine::SrxEp {
+        let ep = crate::engine::SrxEp {
             local: self.local,
             cq: rx_cq.cq as u8,
             cntr: self.rx_cntr.map_or(u8::MAX, |c| c as u8),
             selective: rx_cq.flags.contains(BindFlags::SELECTIVE_COMPLETION),
             source_err: self.attr.source_err,
             context: self.attr.context,
-        });
+        };
+        st.join_srx(self.srx_owner, ep, framing.av)?;
         slot.cq_mask.fetch_or(1 << rx_cq.cq, Ordering::AcqRel);
         Ok(())
     }
