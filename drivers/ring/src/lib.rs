@@ -706,6 +706,58 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         self.poll_each_with::<false>(max, f)
     }
 
+    /// `RxQueue::poll_each_split`: the fast loop of
+    /// [`poll_each_unhashed`](Self::poll_each_unhashed), handing each clean completion to
+    /// `fast`; it stops at the one `fast` declines without taking it, and from there (as after
+    /// any completion that is not clean) the rest go to `slow` out of line. So the fast loop
+    /// holds neither the declined completion nor anything `slow` captures: the completion is
+    /// read again from its slot, which the device has finished with.
+    #[inline(always)]
+    pub fn poll_each_split(
+        &mut self,
+        max: usize,
+        fast: &mut impl FnMut(&RxCompletion) -> bool,
+        slow: &mut impl FnMut(&RxCompletion),
+    ) -> usize {
+        let mut n = 0;
+        if !self.in_fragment {
+            let ring = self.slots.ring.view();
+            let head = self.slots.head;
+            let ready = self.slots.notified.wrapping_sub(head).min(max);
+            let mut at = head;
+            let end = head.wrapping_add(ready);
+            while at != end {
+                let i = at & Self::MASK;
+                let Some(len) = self.clean(ring, i) else {
+                    break;
+                };
+                let taken = fast(&RxCompletion {
+                    token: self.slots.tokens[i],
+                    len,
+                    status: Ok(()),
+                    rss: None,
+                });
+                if !taken {
+                    break;
+                }
+                at = at.wrapping_add(1);
+            }
+            n = at.wrapping_sub(head);
+            self.slots.head = at;
+        }
+        if n < max && self.slots.head != self.slots.tail {
+            n += self.poll_each_out_of_line(max - n, slow);
+        }
+        n
+    }
+
+    /// [`poll_each_unhashed`](Self::poll_each_unhashed) out of line: the rest of a
+    /// [`poll_each_split`](Self::poll_each_split).
+    #[inline(never)]
+    fn poll_each_out_of_line(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        self.poll_each_with::<false>(max, f)
+    }
+
     #[inline(always)]
     fn poll_each_with<const RSS: bool>(
         &mut self,
@@ -1602,6 +1654,49 @@ mod tests {
         );
         assert_eq!(out[4].rss.map(|h| h.kind), Some(RssHashKind::Ipv4Udp));
         assert_eq!(r.pending(), 1);
+    }
+
+    #[test]
+    fn rx_poll_each_split_hands_the_declined_completion_and_the_rest_to_slow_in_order() {
+        let mut r = rx_ring::<8>();
+        for t in 0..7 {
+            r.push(buf(2048), Token(t), 2048).unwrap();
+        }
+        r.doorbell();
+        device_writes(&r, 0, good(60));
+        device_writes(&r, 1, good(61));
+        device_writes(&r, 2, good(62)); // declined by `fast`
+        device_writes(&r, 3, good(63));
+        device_writes(&r, 4, good(2049)); // one byte too many: not clean
+        device_writes(&r, 5, good(65));
+        // 6: no write-back yet.
+        let (mut fast_saw, mut slow_saw) = (Vec::new(), Vec::new());
+        let n = r.poll_each_split(
+            8,
+            &mut |c| {
+                fast_saw.push(c.token.0);
+                c.token.0 < 2
+            },
+            &mut |c| slow_saw.push((c.token.0, c.len, c.status.is_ok())),
+        );
+        assert_eq!(n, 6);
+        // `fast` saw the declined completion once; it went to `slow` as well, with every one
+        // after it, exactly once each.
+        assert_eq!(fast_saw, [0, 1, 2]);
+        assert_eq!(
+            slow_saw,
+            [(2, 62, true), (3, 63, true), (4, 0, false), (5, 65, true)]
+        );
+        assert_eq!(r.pending(), 1);
+        // `max` counts both; a completion `fast` takes is not handed out again.
+        device_writes(&r, 6, good(66));
+        let mut slow_saw = Vec::new();
+        assert_eq!(
+            r.poll_each_split(8, &mut |_| true, &mut |c| slow_saw.push(c.token.0)),
+            1
+        );
+        assert!(slow_saw.is_empty());
+        assert_eq!(r.pending(), 0);
     }
 
     #[test]
