@@ -96,8 +96,7 @@ pub trait Format {
     /// Whether word 1 of a receive descriptor has its done bit.
     fn rx_done(word1: u64) -> bool;
 
-    /// The packet length in word 1 of a receive write-back: 16 bits wide, as the devices'
-    /// length fields are.
+    /// The packet length in word 1 of a receive write-back.
     fn rx_len(word1: u64) -> u32;
 
     /// Whether word 0 of a receive write-back reports an RSS hash (the fast path then calls
@@ -572,12 +571,13 @@ fn full_error(needed: usize, free: usize) -> PushError {
 pub struct RxRing<F: Format, D: DmaRegion, const N: usize> {
     /// Ring, tokens (of the buffer at each slot), `head`, `notified`, `tail`.
     slots: Slots<D, N>,
-    /// One more than the length of the buffer at each slot — so `reported < limit` is the
-    /// length check, one 32-bit comparison — or [`FLUSHED`](Self::FLUSHED) (0) for a buffer that
-    /// completes with `Flushed` without looking at the descriptor (no reported length passes
-    /// that check, which sends it off the fast path). A buffer of `u32::MAX` bytes is recorded
-    /// one byte short: no length reaches that ([`Format::rx_len`] is 16 bits wide).
-    limits: [u32; N],
+    /// Length of the buffer at each slot — so `reported <= limit` is the length check — or
+    /// [`FLUSHED`](Self::FLUSHED) for a buffer that completes with `Flushed` without looking at
+    /// the descriptor (no reported length passes that check, which sends it off the fast path).
+    /// 64-bit to hold every buffer length and the mark: as `u32` (the length plus one, 0 for
+    /// flushed) the check was one instruction shorter per completion and the saturating add
+    /// four longer per posted buffer.
+    limits: [i64; N],
     /// A frame spans several descriptors and its EOP has not been seen yet.
     in_fragment: bool,
     format: PhantomData<fn() -> F>,
@@ -585,8 +585,8 @@ pub struct RxRing<F: Format, D: DmaRegion, const N: usize> {
 
 impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     const MASK: usize = N - 1;
-    /// `limits` entry of a flushed buffer: no length is below it.
-    const FLUSHED: u32 = 0;
+    /// `limits` entry of a flushed buffer: below every length.
+    const FLUSHED: i64 = -1;
 
     /// A ring over `ring` (whose size `DmaRing::new` checked).
     pub fn new(ring: DmaRing<D, N>) -> Self {
@@ -637,7 +637,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         self.slots.ring.write(tail, 1, w1);
         let i = tail & Self::MASK;
         self.slots.tokens[i] = token;
-        self.limits[i] = buf.len.saturating_add(1);
+        self.limits[i] = i64::from(buf.len);
         self.slots.tail = tail.wrapping_add(1);
         Ok(())
     }
@@ -804,7 +804,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     }
 
     /// The fast path's test of the handed-over buffer at slot `i` (outside a fragment): it
-    /// completes `Ok` if it is live (a flushed one has limit 0), its write-back has DD and
+    /// completes `Ok` if it is live (a flushed one has limit -1), its write-back has DD and
     /// EOP and no error or undefined bit (one mask test) and its length is within the buffer
     /// — exactly what `poll_general` would decide for it. Returns that length; `None` for
     /// anything else, which `poll_general` then decides. After `Some`, the rest of the
@@ -823,7 +823,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         let w1 = ring.read(i, 1);
         let reported = F::rx_len(w1);
         if (w1 as u32).wrapping_sub(F::RX_CLEAN) & F::RX_CLEAN_MASK != 0
-            || reported >= self.limits[i]
+            || i64::from(reported) > self.limits[i]
         {
             return None;
         }
@@ -874,8 +874,8 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                 // The rest of the write-back (and the frame data) is visible after seeing DD.
                 fence(Ordering::Acquire);
                 let w0 = self.slots.ring.read(i, 0);
-                // A live limit is the buffer's length plus one.
-                let cap = limit - 1;
+                // A live limit is a buffer length, a `u32`.
+                let cap = limit as u32;
                 f(&self.decode(token, cap, F::rx_writeback(w0, w1), w1));
             }
             self.slots.head = self.slots.head.wrapping_add(1);
