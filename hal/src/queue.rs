@@ -308,6 +308,30 @@ pub trait RxQueue: Queue {
         self.poll_each(max, f)
     }
 
+    /// [`poll_each_unhashed`](Self::poll_each_unhashed) for a caller with a fast path: each
+    /// completion goes to `fast` until `fast` declines one (returns `false`); that one and
+    /// every one after it go to `slow`, oldest first, each to exactly one of the two. Returns
+    /// how many completions were handed out (to either). The default is `poll_each_unhashed`
+    /// with a flag; a driver overrides it when its own loop can stop at the declined
+    /// completion and hand the rest to `slow` out of its fast loop, so that nothing `slow`
+    /// needs (the declined completion, `slow`'s captures) is held in registers across `fast`
+    /// — the completion queue's read, whose fast lane runs inside `fast`.
+    #[inline]
+    fn poll_each_split(
+        &mut self,
+        max: usize,
+        fast: &mut impl FnMut(&RxCompletion) -> bool,
+        slow: &mut impl FnMut(&RxCompletion),
+    ) -> usize {
+        let mut declined = false;
+        self.poll_each_unhashed(max, &mut |c| {
+            if declined || !fast(c) {
+                declined = true;
+                slow(c);
+            }
+        })
+    }
+
     /// [`poll`](Self::poll) without the array: hands each of up to `max` completions to `f`,
     /// oldest first, exactly once, and returns how many (the same completions, the same stall
     /// check). For a caller that turns completions straight into records of its own — the

@@ -471,4 +471,14 @@ impl<P: Platform, const N: usize> RxQueue for AnyRx<'_, P, N> {
     fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
         dispatch!(self, AnyRx, q => q.poll_each_unhashed(max, f))
     }
+
+    #[inline]
+    fn poll_each_split(
+        &mut self,
+        max: usize,
+        fast: &mut impl FnMut(&RxCompletion) -> bool,
+        slow: &mut impl FnMut(&RxCompletion),
+    ) -> usize {
+        dispatch!(self, AnyRx, q => q.poll_each_split(max, fast, slow))
+    }
 }

@@ -88,7 +88,8 @@ fn pair<K: Kind>(make: Make<K>) -> (Wire, AnyNic<EmuPlatform>, AnyNic<EmuPlatfor
 }
 
 /// Frames from A to B through `AnyTx` and `AnyRx`: every token back once, every frame whole,
-/// through `poll` and then `poll_each`; then a flush hands every remaining buffer back.
+/// through `poll`, then `poll_each`, then `poll_each_split`; then a flush hands every remaining
+/// buffer back.
 fn frames_cross<K: Kind>(make: Make<K>) {
     let (wire, a, b) = pair(make);
     let mut tx = a.open_tx::<64>(0, TxConfig::default()).unwrap();
@@ -147,14 +148,43 @@ fn frames_cross<K: Kind>(make: Make<K>) {
         "ErrorsOnly frames come back only if they fail"
     );
 
+    // `poll_each_split`: `fast` takes three, declines the fourth, which goes to `slow` with
+    // every one after it; each completion is handed out once.
+    for i in 24..32 {
+        let f = frame(MAC_B, MAC_A, 60, i as u8);
+        push_frame(&mut tx, &tx_mem, i, &f, i as u64, Report::ErrorsOnly);
+    }
+    tx.doorbell();
+    wire.run_until_idle();
+    let (mut fast, mut slow) = (Vec::new(), Vec::new());
+    let n = rx.poll_each_split(
+        64,
+        &mut |c| {
+            fast.push(c.token.0);
+            fast.len() <= 3
+        },
+        &mut |c| slow.push(c.token.0),
+    );
+    assert_eq!((n, fast.len(), slow.len()), (8, 4, 5));
+    assert_eq!(fast[3], slow[0], "the declined completion goes to `slow`");
+    let mut all: Vec<u64> = fast[..3].iter().chain(&slow).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 8, "each completion once");
+    assert_eq!(
+        rx.poll_each_split(64, &mut |_| panic!("nothing left"), &mut |_| panic!()),
+        0
+    );
+    drain_tx(&mut tx);
+
     rx.flush();
     let flushed = drain_rx(&mut rx, &rx_mem);
-    assert_eq!(flushed.len(), 48 - 24);
+    assert_eq!(flushed.len(), 48 - 32);
     assert!(flushed
         .iter()
         .all(|(c, _)| c.status == Err(RxError::Flushed)));
     assert_eq!((rx.pending(), rx.fault(), rx.check()), (0, None, None));
-    assert_eq!((a.stats().tx_packets, b.stats().rx_packets), (24, 24));
+    assert_eq!((a.stats().tx_packets, b.stats().rx_packets), (32, 32));
 }
 
 #[test]

@@ -88,7 +88,9 @@ pub trait Format {
     /// Bits of word 1 (low 32) the receive fast path tests at once: done, end of packet, every
     /// error bit and every bit the device may not set.
     const RX_CLEAN_MASK: u32;
-    /// The value those bits have in the write-back of a clean one-descriptor frame.
+    /// The value those bits have in the write-back of a clean one-descriptor frame: the mask's
+    /// lowest bits, all set (done and end of packet are bits 0 and 1), which the fast path's
+    /// test relies on (`RxRing::clean`, checked at compile time).
     const RX_CLEAN: u32;
 
     /// Whether word 1 of a receive descriptor has its done bit.
@@ -572,6 +574,9 @@ pub struct RxRing<F: Format, D: DmaRegion, const N: usize> {
     /// Length of the buffer at each slot — so `reported <= limit` is the length check — or
     /// [`FLUSHED`](Self::FLUSHED) for a buffer that completes with `Flushed` without looking at
     /// the descriptor (no reported length passes that check, which sends it off the fast path).
+    /// 64-bit to hold every buffer length and the mark: as `u32` (the length plus one, 0 for
+    /// flushed) the check was one instruction shorter per completion and the saturating add
+    /// four longer per posted buffer.
     limits: [i64; N],
     /// A frame spans several descriptors and its EOP has not been seen yet.
     in_fragment: bool,
@@ -701,6 +706,58 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         self.poll_each_with::<false>(max, f)
     }
 
+    /// `RxQueue::poll_each_split`: the fast loop of
+    /// [`poll_each_unhashed`](Self::poll_each_unhashed), handing each clean completion to
+    /// `fast`; it stops at the one `fast` declines without taking it, and from there (as after
+    /// any completion that is not clean) the rest go to `slow` out of line. So the fast loop
+    /// holds neither the declined completion nor anything `slow` captures: the completion is
+    /// read again from its slot, which the device has finished with.
+    #[inline(always)]
+    pub fn poll_each_split(
+        &mut self,
+        max: usize,
+        fast: &mut impl FnMut(&RxCompletion) -> bool,
+        slow: &mut impl FnMut(&RxCompletion),
+    ) -> usize {
+        let mut n = 0;
+        if !self.in_fragment {
+            let ring = self.slots.ring.view();
+            let head = self.slots.head;
+            let ready = self.slots.notified.wrapping_sub(head).min(max);
+            let mut at = head;
+            let end = head.wrapping_add(ready);
+            while at != end {
+                let i = at & Self::MASK;
+                let Some(len) = self.clean(ring, i) else {
+                    break;
+                };
+                let taken = fast(&RxCompletion {
+                    token: self.slots.tokens[i],
+                    len,
+                    status: Ok(()),
+                    rss: None,
+                });
+                if !taken {
+                    break;
+                }
+                at = at.wrapping_add(1);
+            }
+            n = at.wrapping_sub(head);
+            self.slots.head = at;
+        }
+        if n < max && self.slots.head != self.slots.tail {
+            n += self.poll_each_out_of_line(max - n, slow);
+        }
+        n
+    }
+
+    /// [`poll_each_unhashed`](Self::poll_each_unhashed) out of line: the rest of a
+    /// [`poll_each_split`](Self::poll_each_split).
+    #[inline(never)]
+    fn poll_each_out_of_line(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
+        self.poll_each_with::<false>(max, f)
+    }
+
     #[inline(always)]
     fn poll_each_with<const RSS: bool>(
         &mut self,
@@ -754,9 +811,20 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     /// write-back and the frame data are visible (acquire).
     #[inline(always)]
     fn clean(&self, ring: DmaRingRef<'_, N>, i: usize) -> Option<u32> {
+        // `RX_CLEAN` is the mask's lowest bits, all set: then `w1 - RX_CLEAN` has no mask bit
+        // set exactly when `w1`'s mask bits are `RX_CLEAN` (a write-back missing one of them
+        // borrows into them), which is one instruction less than masking a copy and comparing.
+        const {
+            assert!(
+                F::RX_CLEAN & F::RX_CLEAN.wrapping_add(1) == 0
+                    && F::RX_CLEAN & F::RX_CLEAN_MASK == F::RX_CLEAN
+            )
+        };
         let w1 = ring.read(i, 1);
         let reported = F::rx_len(w1);
-        if w1 as u32 & F::RX_CLEAN_MASK != F::RX_CLEAN || i64::from(reported) > self.limits[i] {
+        if (w1 as u32).wrapping_sub(F::RX_CLEAN) & F::RX_CLEAN_MASK != 0
+            || i64::from(reported) > self.limits[i]
+        {
             return None;
         }
         fence(Ordering::Acquire);
@@ -1586,6 +1654,49 @@ mod tests {
         );
         assert_eq!(out[4].rss.map(|h| h.kind), Some(RssHashKind::Ipv4Udp));
         assert_eq!(r.pending(), 1);
+    }
+
+    #[test]
+    fn rx_poll_each_split_hands_the_declined_completion_and_the_rest_to_slow_in_order() {
+        let mut r = rx_ring::<8>();
+        for t in 0..7 {
+            r.push(buf(2048), Token(t), 2048).unwrap();
+        }
+        r.doorbell();
+        device_writes(&r, 0, good(60));
+        device_writes(&r, 1, good(61));
+        device_writes(&r, 2, good(62)); // declined by `fast`
+        device_writes(&r, 3, good(63));
+        device_writes(&r, 4, good(2049)); // one byte too many: not clean
+        device_writes(&r, 5, good(65));
+        // 6: no write-back yet.
+        let (mut fast_saw, mut slow_saw) = (Vec::new(), Vec::new());
+        let n = r.poll_each_split(
+            8,
+            &mut |c| {
+                fast_saw.push(c.token.0);
+                c.token.0 < 2
+            },
+            &mut |c| slow_saw.push((c.token.0, c.len, c.status.is_ok())),
+        );
+        assert_eq!(n, 6);
+        // `fast` saw the declined completion once; it went to `slow` as well, with every one
+        // after it, exactly once each.
+        assert_eq!(fast_saw, [0, 1, 2]);
+        assert_eq!(
+            slow_saw,
+            [(2, 62, true), (3, 63, true), (4, 0, false), (5, 65, true)]
+        );
+        assert_eq!(r.pending(), 1);
+        // `max` counts both; a completion `fast` takes is not handed out again.
+        device_writes(&r, 6, good(66));
+        let mut slow_saw = Vec::new();
+        assert_eq!(
+            r.poll_each_split(8, &mut |_| true, &mut |c| slow_saw.push(c.token.0)),
+            1
+        );
+        assert!(slow_saw.is_empty());
+        assert_eq!(r.pending(), 0);
     }
 
     #[test]

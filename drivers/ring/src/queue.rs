@@ -560,6 +560,20 @@ impl<H: QueueHw, const N: usize> RxQueue for IntelRx<H, N> {
         n
     }
 
+    // Always inlined, as `poll_each`: `fast` is core's read loop.
+    #[inline(always)]
+    fn poll_each_split(
+        &mut self,
+        max: usize,
+        fast: &mut impl FnMut(&RxCompletion) -> bool,
+        slow: &mut impl FnMut(&RxCompletion),
+    ) -> usize {
+        let n = self.ring.poll_each_split(max, fast, slow);
+        self.q
+            .after_poll(n == 0 && self.ring.pending() != 0, Self::LEN);
+        n
+    }
+
     // Always inlined: the closure is core's read loop, whose captures stay in registers only
     // while no call it reaches is left out of line.
     #[inline(always)]
