@@ -68,9 +68,9 @@ pub const MAX_CONTEXTS: u16 = 32;
 /// Attributes of a scalable endpoint.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct SepAttr {
-    /// Transmit contexts (`tx_ctx_cnt`): NIC transmit queues 0..n.
+    /// Transmit contexts (`tx_ctx_cnt`): NIC transmit queues 0..n; 0 for one.
     pub tx_ctx_cnt: u16,
-    /// Receive contexts (`rx_ctx_cnt`): NIC receive queues 0..n.
+    /// Receive contexts (`rx_ctx_cnt`): NIC receive queues 0..n; 0 for one.
     pub rx_ctx_cnt: u16,
     /// Receive buffer size of every receive context's queue.
     pub rx_buf_len: u32,
@@ -126,15 +126,26 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Creates a scalable endpoint (`fi_scalable_ep`).
     ///
     /// # Errors
-    /// `Inval` for no context, more contexts than the NIC has queues (or than
+    /// A count of 0 is one context (`fi_endpoint(3)`: "If not specified (0), 1 context will be
+    /// assigned"), and [`ScalableEndpoint::attr`] reports the counts assigned.
+    ///
+    /// `Inval` for more contexts than the NIC has queues (or than
     /// [`MAX_CONTEXTS`]), a receive buffer size the NIC cannot take, or RSS without the UDP
     /// encapsulation; `OpNotSupp` for more than one named receive context on a NIC that cannot
     /// steer by address, or for RSS on a NIC without it (see the module documentation);
     /// `Device(Unsupported)` for RSS while the NIC steers by address for another user.
     pub fn scalable_endpoint(&self, attr: &SepAttr) -> Result<ScalableEndpoint> {
         let caps = self.nic().capabilities();
+        // fi_endpoint(3), tx_ctx_cnt: "If not specified (0), 1 context will be assigned"; the
+        // same for rx_ctx_cnt. The attributes the endpoint keeps (and `attr` reports) are the
+        // counts assigned.
+        let attr = &SepAttr {
+            tx_ctx_cnt: attr.tx_ctx_cnt.max(1),
+            rx_ctx_cnt: attr.rx_ctx_cnt.max(1),
+            ..*attr
+        };
         let (tx, rx) = (attr.tx_ctx_cnt, attr.rx_ctx_cnt);
-        if tx == 0 || rx == 0 || tx > caps.tx_queues.min(MAX_CONTEXTS) {
+        if tx > caps.tx_queues.min(MAX_CONTEXTS) {
             return Err(Error::Inval);
         }
         if rx > caps.rx_queues.min(MAX_CONTEXTS) {

@@ -203,11 +203,27 @@ fn context_rules_follow_fi_endpoint() {
         ..SepAttr::default()
     };
     assert_eq!(d.scalable_endpoint(&too_many).err(), Some(Error::Inval));
-    let none = SepAttr {
+    // fi_endpoint(3), tx_ctx_cnt: "If not specified (0), 1 context will be assigned if the
+    // endpoint supports outbound transfers"; rx_ctx_cnt: "If not specified, 1 context will be
+    // assigned if the endpoint supports inbound transfers."
+    let unspecified = SepAttr {
+        tx_ctx_cnt: 0,
         rx_ctx_cnt: 0,
         ..SepAttr::default()
     };
-    assert_eq!(d.scalable_endpoint(&none).err(), Some(Error::Inval));
+    let mut one = d.scalable_endpoint(&unspecified).unwrap();
+    assert_eq!((one.attr().tx_ctx_cnt, one.attr().rx_ctx_cnt), (1, 1));
+    let av = d.open_av(&AvAttr::default()).unwrap();
+    one.bind_av(&d, &av).unwrap();
+    let ctx = one.rx_context(&d, 0, &CtxAttr::default()).unwrap();
+    assert_eq!(
+        one.rx_context(&d, 1, &CtxAttr::default()).err(),
+        Some(Error::Inval),
+        "one receive context was assigned, not two"
+    );
+    assert!(one.tx_context(&d, 0, &CtxAttr::default()).is_ok());
+    drop(ctx);
+    drop(one);
     let mut sep = d
         .scalable_endpoint(&SepAttr {
             tx_ctx_cnt: 2,
