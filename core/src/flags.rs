@@ -109,6 +109,11 @@ macro_rules! flag_type {
             pub const fn intersection(self, other: $name) -> $name {
                 $name(self.0 & other.0)
             }
+
+            /// `self` without the bits of `other`.
+            pub const fn difference(self, other: $name) -> $name {
+                $name(self.0 & !other.0)
+            }
         }
 
         impl BitOr for $name {

@@ -207,6 +207,88 @@ fn inject_copies_the_payload_and_reports_no_completion<T: TestNic>() {
     assert_eq!(cq_a.credits(&da), 256, "and its credit is back");
 }
 
+/// `fi_sendmsg(…, FI_INJECT | FI_COMPLETION)`, the man page's own example (fi_endpoint(3):
+/// "FI_INJECT : Indicates that all outbound data buffers should be returned to the user's
+/// control immediately after a data transfer call returns"): `injectmsg` copies the bytes before
+/// it returns and completes as an ordinary send — with its context when `FI_COMPLETION` asks,
+/// silently under `FI_SELECTIVE_COMPLETION` without it — carrying remote CQ data if given.
+fn injectmsg_copies_the_payload_and_completes_as_its_flags_say<T: TestNic>() {
+    let p = pair_of::<T>();
+    let (da, db) = domains(&p);
+    let (cq_a, av_a, ep_a) = side(
+        &da,
+        &EpAttr::default(),
+        BOTH | BindFlags::SELECTIVE_COMPLETION,
+    );
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
+    let to_b = insert(&da, &av_a, ep_b.name());
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for ctx in [1, 2] {
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(ctx))
+            .unwrap();
+    }
+
+    let mut message = *b"inject + completion";
+    let flags = OpFlags::INJECT | OpFlags::COMPLETION | OpFlags::REMOTE_CQ_DATA;
+    ep_a.injectmsg(&da, &message, to_b, Some(0x5eed), OpContext(7), flags)
+        .unwrap();
+    message.fill(0); // the application's again at once: the bytes were copied
+    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &da, &cq_a);
+    assert_eq!(
+        e.op_context,
+        OpContext(7),
+        "FI_COMPLETION asked for an entry"
+    );
+    assert_eq!(e.flags, CompletionFlags::SEND | CompletionFlags::MSG);
+    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
+    assert_eq!((e.len, e.data), (19, 0x5eed));
+    let mut got = [0u8; 19];
+    buf.unwrap().read(HEADER_LEN, &mut got).unwrap();
+    assert_eq!(&got, b"inject + completion");
+
+    // Without FI_COMPLETION under selective completion the success is silent (FI_INJECT in
+    // the flags or not: the call copies either way).
+    ep_a.injectmsg(&da, b"quiet", to_b, None, OpContext(8), OpFlags::empty())
+        .unwrap();
+    let (e, _, _): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
+    assert_eq!(e.len, 5);
+    p.wire.run_until_idle();
+    let mut none = [DataEntry::default(); 2];
+    assert_eq!(cq_a.read(&da, &mut none), Err(Error::Again));
+    assert_eq!(cq_a.credits(&da), 256, "its credit is back");
+
+    // inject_size bounds it, and flags a send refuses are refused here too.
+    assert_eq!(
+        ep_a.injectmsg(&da, &[0; 65], to_b, None, OpContext(9), OpFlags::INJECT),
+        Err(Error::MsgSize)
+    );
+    assert_eq!(
+        ep_a.injectmsg(
+            &da,
+            b"x",
+            to_b,
+            None,
+            OpContext(9),
+            OpFlags::DELIVERY_COMPLETE
+        ),
+        Err(Error::BadFlags)
+    );
+    // sendmsg keeps its owned buffer until the send completes, so it cannot honour FI_INJECT.
+    let mr_a = da.register(memory(2 * BUF)).unwrap();
+    let (e, _) = ep_a
+        .sendmsg(
+            &da,
+            mr_a.alloc(&da, BUF).unwrap(),
+            1,
+            to_b,
+            None,
+            OpContext(10),
+            OpFlags::INJECT,
+        )
+        .unwrap_err();
+    assert_eq!(e, Error::BadFlags);
+}
+
 /// `Endpoint::info` reports what the endpoint does: each figure is checked against the
 /// behaviour it describes (max_msg_size and inject_size at their edges, comp_order against the
 /// order send completions really come in, op_flags after `FI_SETOPSFLAG`).
@@ -1819,6 +1901,7 @@ on_every_nic!(
     a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back,
     senddata_carries_remote_cq_data_to_the_receiver,
     inject_copies_the_payload_and_reports_no_completion,
+    injectmsg_copies_the_payload_and_completes_as_its_flags_say,
     byte_counters_count_payload_bytes_of_sends_and_receives,
     sendv_gathers_several_buffers_into_one_message,
     fi_more_defers_the_doorbell_until_the_last_send_of_a_batch,

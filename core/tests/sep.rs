@@ -215,15 +215,13 @@ fn context_rules_follow_fi_endpoint() {
     assert_eq!((one.attr().tx_ctx_cnt, one.attr().rx_ctx_cnt), (1, 1));
     let av = d.open_av(&AvAttr::default()).unwrap();
     one.bind_av(&d, &av).unwrap();
-    let ctx = one.rx_context(&d, 0, &CtxAttr::default()).unwrap();
+    let _ctx = one.rx_context(&d, 0, &CtxAttr::default()).unwrap();
     assert_eq!(
         one.rx_context(&d, 1, &CtxAttr::default()).err(),
         Some(Error::Inval),
         "one receive context was assigned, not two"
     );
     assert!(one.tx_context(&d, 0, &CtxAttr::default()).is_ok());
-    drop(ctx);
-    drop(one);
     let mut sep = d
         .scalable_endpoint(&SepAttr {
             tx_ctx_cnt: 2,

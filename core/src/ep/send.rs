@@ -239,6 +239,39 @@ impl Endpoint {
         self.inject_inner(dom, payload, Some(data), dest)
     }
 
+    /// Sends `payload` as `fi_sendmsg` with `FI_INJECT` does (fi_endpoint(3): "FI_INJECT:
+    /// Indicates that all outbound data buffers should be returned to the user's control
+    /// immediately after a data transfer call returns"): the bytes — the application's own,
+    /// registered or not — are copied into one of the endpoint's bounce buffers before the call
+    /// returns. Unlike [`inject`](Self::inject) the operation is an ordinary send otherwise: it
+    /// completes as `flags` and the binding say (`FI_COMPLETION` under
+    /// `FI_SELECTIVE_COMPLETION`, the completion levels, `FI_MORE`), with `context`, and
+    /// carries `data` as remote CQ data with `FI_REMOTE_CQ_DATA`. `FI_INJECT` in `flags` is
+    /// what the call does anyway, so it may be given or not.
+    ///
+    /// [`sendmsg`](Self::sendmsg) takes an owned [`Buf`] and keeps it until the send
+    /// completes, so it cannot hand it back at once: it refuses `FI_INJECT` (`BadFlags`).
+    ///
+    /// # Errors
+    /// `MsgSize` over [`inject_size`](Self::inject_size); otherwise as
+    /// [`sendmsg`](Self::sendmsg).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "fi_sendmsg's message fields, its flags, and the domain the endpoint is in"
+    )]
+    pub fn injectmsg<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        payload: &[u8],
+        dest: FiAddr,
+        data: Option<u64>,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> Result {
+        let flags = flags.difference(OpFlags::INJECT);
+        self.send_copy(dom, payload, data, dest, context, Some(flags))
+    }
+
     pub(super) fn inject_inner<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
         dom: &'d Domain<'n, N, D>,
@@ -246,15 +279,31 @@ impl Endpoint {
         data: Option<u64>,
         dest: FiAddr,
     ) -> Result {
-        if payload.len() > INJECT_SIZE {
-            return Err(Error::MsgSize);
-        }
-        let flags = if data.is_some() {
+        // No operation context of the application's: an error reports the endpoint's; no
+        // completion for success.
+        self.send_copy(dom, payload, data, dest, self.attr.context, None)
+    }
+
+    /// A send out of one of the endpoint's bounce buffers: `flags` for an operation that
+    /// completes as its flags say, `None` for `fi_inject`'s (no success reported).
+    fn send_copy<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        payload: &[u8],
+        data: Option<u64>,
+        dest: FiAddr,
+        context: OpContext,
+        flags: Option<OpFlags>,
+    ) -> Result {
+        let check = flags.unwrap_or(if data.is_some() {
             OpFlags::REMOTE_CQ_DATA
         } else {
             OpFlags::empty()
-        };
-        let header = self.check_send(dom, payload.len(), dest, data, flags)?;
+        });
+        if payload.len() > INJECT_SIZE {
+            return Err(Error::MsgSize);
+        }
+        let header = self.check_send(dom, payload.len(), dest, data, check)?;
         let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
         let mut bytes = [0u8; MAX_HEADER_LEN];
         let bytes = header.emit(self.attr.encap, &mut bytes);
@@ -278,17 +327,18 @@ impl Endpoint {
                 len: len as u32,
                 mr: NO_MR,
             };
-            // No operation context of the application's: an error reports the endpoint's.
-            st.post_send_with(
-                cq.credits,
-                &[segment],
-                raw,
-                self.attr.context,
-                false,
-                self.poster(),
-            )?;
-            st.doorbell();
-            Ok(())
+            let r = match flags {
+                Some(f) => st.post_send(cq.credits, &[segment], raw, context, f, self.poster()),
+                None => {
+                    st.post_send_with(cq.credits, &[segment], raw, context, false, self.poster())
+                }
+            };
+            // A refused post rings too: earlier FI_MORE posts must not wait for a call that
+            // may never come.
+            if !flags.is_some_and(|f| f.contains(OpFlags::MORE)) || r.is_err() {
+                st.doorbell();
+            }
+            r
         })
     }
 
