@@ -704,6 +704,54 @@ fn a_full_ring_is_again_and_gives_the_credit_back<T: TestNic>() {
     );
 }
 
+/// fi_cq(3): "Read operations will continue to return any valid, non-corrupted completions,
+/// if available. After all valid completions have been retrieved, any attempt to read the CQ
+/// will result in it returning an FI_EOVERRUN error event. Overrun completion queues are
+/// considered fatal and may not be used to report additional completions once the overrun
+/// occurs." A receive posted before the overrun whose frame arrives after it is such an
+/// additional completion: it is never reported.
+fn an_overrun_cq_reports_nothing_that_completed_after_the_overrun<T: TestNic>() {
+    let p = pair_of::<T>();
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
+    let (mut cq, rx, mem) = rig_b(&p, &dom, 4);
+    let mut sender = RawSender::new(&p);
+    post_n(&rx, &mem, 0..3);
+    // Two frames complete before the overrun; the third receive is still posted.
+    sender.send_seq(&p, 0..2);
+    // Three receives owe three credits; one uncredited entry fits, the next overruns.
+    assert_eq!(
+        cq.report_uncredited(&dom, OpContext::NULL, Error::AddrNotAvail),
+        Ok(())
+    );
+    assert_eq!(
+        cq.report_uncredited(&dom, OpContext::NULL, Error::AddrNotAvail),
+        Err(Error::Overrun)
+    );
+    // After the overrun: the third frame arrives.
+    sender.send_seq(&p, 2..3);
+
+    let mut got = Vec::new();
+    let mut out = [MsgEntry::default(); 8];
+    let mut e = ErrEntry::default();
+    loop {
+        match cq.read(&dom, &mut out) {
+            Ok(n) => got.extend(contexts(&out[..n])),
+            Err(Error::Avail) => {
+                cq.readerr(&dom, &mut e, None, 0).unwrap();
+                assert_eq!(e.op_context, OpContext::NULL);
+            }
+            Err(Error::Overrun) => break,
+            other => panic!("read: {other:?}"),
+        }
+    }
+    assert_eq!(
+        got,
+        [0, 1],
+        "what completed before the overrun, and nothing after"
+    );
+    assert_eq!(cq.read(&dom, &mut out), Err(Error::Overrun), "for good");
+}
+
 fn an_uncredited_entry_finding_no_room_overruns_valid_entries_first_then_overrun_for_good<
     T: TestNic,
 >() {
@@ -1285,6 +1333,7 @@ on_every_nic!(
     posting_beyond_the_cqs_credits_is_again_and_no_completion_is_lost,
     a_full_ring_is_again_and_gives_the_credit_back,
     an_uncredited_entry_finding_no_room_overruns_valid_entries_first_then_overrun_for_good,
+    an_overrun_cq_reports_nothing_that_completed_after_the_overrun,
     selective_completion_reports_only_requested_sends_and_releases_every_credit,
     read_takes_turns_between_bound_paths_and_keeps_each_ones_order,
     close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left,

@@ -51,7 +51,7 @@ use core::sync::atomic::Ordering;
 
 use super::attr::ResolvedCqAttr;
 use super::aux::AuxItem;
-use super::read::{read_delivered, Delivery};
+use super::read::{drain_to_aux, read_delivered, Delivery};
 use super::slot::CqSlot;
 use super::wait::{NO_SET, NO_VECTOR};
 use crate::addr::{EpAddr, FiAddr};
@@ -573,6 +573,10 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
             return Err(Error::Overrun);
         }
         if !credits.take() {
+            // The overrun happens now: what the devices completed before it is moved where
+            // reads still find it, and nothing after it is polled (`drain_to_aux`).
+            drain_to_aux::<N, D, F>(dom, self.index, st);
+            st.sealed = true;
             credits.mark_overrun();
             return Err(Error::Overrun);
         }

@@ -218,6 +218,54 @@ pub(super) fn read_raw<N: Nic, const D: usize, F: Format>(
     )
 }
 
+/// Moves every completion the devices have already written back on the paths that serve CQ
+/// `index` into its aux queue, in each path's order: what happens at the moment the CQ
+/// overruns, so that the completions that came before the overrun stay readable (fi_cq(3):
+/// "Read operations will continue to return any valid, non-corrupted completions") and none
+/// that comes after it is ever polled. Every one of them holds a credit, so the aux queue has
+/// room for all. Called with the CQ's state locked (`st`), before the overrun is declared.
+pub(super) fn drain_to_aux<N: Nic, const D: usize, F: Format>(
+    domain: &Domain<'_, N, D>,
+    index: usize,
+    st: &mut CqState,
+) {
+    let ctx = domain.poll_ctx(index);
+    let mut none = Delivery::<'_, '_, F> {
+        out: &mut [],
+        src: None,
+        bufs: None,
+        iovs: None,
+        owners: domain.owners(),
+    };
+    for pslot in domain.paths() {
+        if !pslot.serves(index) {
+            continue;
+        }
+        let mut pguard = pslot.state.lock();
+        let Some(ps) = pguard.as_mut().filter(|ps| ps.serves(index)) else {
+            continue;
+        };
+        loop {
+            let mut sink = ReadSink {
+                d: &mut none,
+                n: 0,
+                cap: 0,
+                delivered: 0,
+                stopped: false,
+                st: &mut *st,
+                row: domain.aux_cells(index),
+                credits: ctx.cq,
+            };
+            // Nothing is delivered (`cap` 0): everything goes to the aux queue. A poll stops
+            // after an error's chunk, so poll again until the queue has nothing more.
+            if ps.poll(D, &ctx, &mut sink) == 0 {
+                break;
+            }
+        }
+        pslot.publish_fault(ps);
+    }
+}
+
 /// The read loop every read shares, delivering into `d` (entries, and optionally sources and
 /// owned buffers).
 #[inline(always)]
@@ -254,7 +302,11 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
             None => break,
         }
     }
-    // Hardware is polled only behind an empty aux queue, so nothing overtakes what it holds.
+    // Hardware is polled only behind an empty aux queue, so nothing overtakes what it holds;
+    // and never on an overrun CQ: what the devices had completed when it overran was moved
+    // into the aux queue then (`drain_to_aux`), and fi_cq(3) has an overrun CQ report no
+    // completion that came after ("may not be used to report additional completions once
+    // the overrun occurs").
     if st.aux(row).len() > 0 {
         return Ok(n);
     }
@@ -267,7 +319,8 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
     } else {
         0
     };
-    let mut stopped = false;
+    // A sealed (overrun) CQ polls nothing: the loop ends before its first path.
+    let mut stopped = st.sealed;
     let (later, earlier) = paths.split_at(start);
     for pslot in earlier.iter().chain(later) {
         if stopped || (cap != 0 && n == cap) {
@@ -310,6 +363,8 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
         // Nothing delivered and something queued: an error is at the head.
         Err(Error::Avail)
     } else if credits.is_overrun() {
+        // Overrun inside a poll (a critical fault's report finding no credit): seal it now.
+        st.sealed = true;
         Err(Error::Overrun)
     } else {
         Err(Error::Again)

@@ -68,6 +68,7 @@ impl CqSlot {
                 cap: size,
             },
             next: 0,
+            sealed: false,
         });
         Ok(true)
     }
@@ -123,6 +124,8 @@ pub(super) struct CqState {
     pub(super) ring: AuxRing,
     /// Where the next read starts its round-robin over the path table.
     pub(super) next: usize,
+    /// The CQ overran: its queues are never polled again (`read::drain_to_aux`).
+    pub(super) sealed: bool,
 }
 
 impl CqState {
