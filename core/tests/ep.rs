@@ -1646,6 +1646,59 @@ fn a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last<T: T
     let _ = cq_a;
 }
 
+/// Under `FI_SELECTIVE_COMPLETION` a multi-receive buffer posted without `FI_COMPLETION` asks
+/// for no successful completions (fi_cq(3): "FI_SELECTIVE_COMPLETION ... only operations
+/// flagged with FI_COMPLETION will generate a completion entry on success"), but its release
+/// must still reach the application ("FI_MULTI_RECV ... indicates that a multi-receive buffer
+/// has been released"): the messages before the last are silent, the last completes with
+/// `FI_MULTI_RECV` and hands the buffer back.
+fn a_selective_multi_receive_buffer_reports_only_its_release<T: TestNic>() {
+    let p = pair_of::<T>();
+    let (da, db) = domains(&p);
+    let (_cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(
+        &db,
+        &EpAttr::default(),
+        BOTH | BindFlags::SELECTIVE_COMPLETION,
+    );
+    let to_b = insert(&da, &av_a, ep_b.name());
+    let mr_a = da.register(memory(16 * BUF)).unwrap();
+    let mr_b = db.register(memory(16 * BUF)).unwrap();
+    let mut ep_b = ep_b;
+    ep_b.setopt(EpOpt::MinMultiRecv, 3 * BUF / 2).unwrap();
+    let multi = mr_b.alloc(&db, 4 * BUF).unwrap();
+    let base = multi.addr();
+    ep_b.recvmsg(&db, multi, OpContext(5), OpFlags::MULTI_RECV)
+        .unwrap();
+    for i in 0..3 {
+        let mut s = mr_a.alloc(&da, BUF).unwrap();
+        payload(&mut s, &[0x20 + i as u8; 40]);
+        ep_a.send(&da, s, 40 + i, to_b, OpContext(60 + i)).unwrap();
+    }
+    let (e, _, buf): (DataEntry, _, _) = read_one(&p.wire, &db, &cq_b);
+    assert_eq!(
+        (e.op_context, e.len, e.buf.0, e.flags),
+        (
+            OpContext(5),
+            42,
+            base + 2 * BUF + HEADER_LEN,
+            CompletionFlags::RECV | CompletionFlags::MSG | CompletionFlags::MULTI_RECV
+        ),
+        "the release is the one entry"
+    );
+    assert!(buf.is_some(), "and it hands the buffer back");
+    drop(buf);
+    p.wire.run_until_idle();
+    let mut none = [DataEntry::default(); 4];
+    assert_eq!(cq_b.read(&db, &mut none), Err(Error::Again), "nothing else");
+    assert_eq!(
+        cq_b.credits(&db),
+        256,
+        "the silent messages gave their credits back"
+    );
+    assert_eq!(mr_b.outstanding(&db), 0);
+}
+
 fn canceling_a_multi_receive_buffer_releases_it_once<T: TestNic>() {
     let p = pair_of::<T>();
     let (da, db) = domains(&p);
@@ -1921,6 +1974,7 @@ on_every_nic!(
     cancel_before_enable_is_opbadstate,
     counters_count_every_completion_by_class_also_without_cq_entries,
     a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last,
+    a_selective_multi_receive_buffer_reports_only_its_release,
     canceling_a_multi_receive_buffer_releases_it_once,
     multi_receive_slots_follow_min_multi_recv,
     an_alias_posts_on_the_same_queues_with_its_own_flags,

@@ -2,7 +2,7 @@
 //! queue is flushed, the target completes `FI_ECANCELED`, everything else is posted back in its
 //! slot. (A shared path's cancel is in `shared.rs`, a shared receive context's in `srx.rs`.)
 
-use super::multi::{leave_group, leave_group_last, settle, GroupExit, NO_GROUP};
+use super::multi::{leave_group, leave_group_last, settle, settle_success, GroupExit, NO_GROUP};
 use super::op::OpKind;
 use super::sink::{ErrRecord, Outcome};
 use super::state::{PollCtx, Queue, CHUNK, NO_RX, NO_TX};
@@ -165,13 +165,17 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 };
                 match &mut verdict {
                     Verdict::Done(done) => {
-                        settle(&mut self.groups, header, &op, done);
+                        let reported = settle_success(&mut self.groups, header, &op, done);
                         tally.success(if kind == OpKind::Recv {
                             done.len
                         } else {
                             bytes
                         });
-                        sink(Outcome::Done(done));
+                        if reported {
+                            sink(Outcome::Done(done));
+                        } else {
+                            ctx.cq.release_credit();
+                        }
                     }
                     Verdict::Failed(rec) => {
                         settle(&mut self.groups, header, &op, &mut rec.completion);

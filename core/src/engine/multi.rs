@@ -44,6 +44,11 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// Posts a multi-receive buffer (`FI_MULTI_RECV`) as `slots` receives of `slot_len` bytes
     /// each (`accepted` of them for the payload), all or none: the op slots, ring room and CQ
     /// credits are checked and reserved before the first descriptor is written. No doorbell.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the buffer, how it is carved (slot size, count, bytes accepted), and the \
+                  operation's context and whether its messages are reported"
+    )]
     pub(crate) fn post_multi_recv(
         &mut self,
         cq: &Credits,
@@ -52,6 +57,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         slots: u32,
         accepted: u32,
         context: OpContext,
+        report: bool,
     ) -> Result {
         if self.fault.is_some() {
             return Err(Error::OpBadState);
@@ -104,9 +110,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     context,
                     buf,
                     len: accepted,
-                    // Every slot reports: the application needs each `buf`, and the last one
-                    // hands the buffer back.
-                    report: true,
+                    // Whether each message is reported (`settle_success`): the last slot
+                    // reports in any case, as it hands the buffer back.
+                    report,
                     group: gi as u8,
                     plain: LaneKey::GENERAL, // commit decides
                     ..Op::FREE
@@ -149,6 +155,23 @@ pub(super) fn leave_group(groups: &mut [Group], op: &Op) -> GroupExit {
     } else {
         GroupExit::Member
     }
+}
+
+/// Settles the success of receive `op` (as [`settle`]) and says whether it is reported: when
+/// the receive asked for a completion; otherwise, for a multi-receive buffer posted without
+/// `FI_COMPLETION` under `FI_SELECTIVE_COMPLETION`, only its release — the last slot's
+/// completion, with `FI_MULTI_RECV` — since the application must learn that the buffer is
+/// its own again (fi_cq(3): "FI_MULTI_RECV … indicates that a multi-receive buffer has been
+/// released"), and the messages before it are successes it did not ask for.
+#[inline(always)]
+pub(super) fn settle_success(
+    groups: &mut [Group],
+    header: usize,
+    op: &Op,
+    c: &mut Completion,
+) -> bool {
+    settle(groups, header, op, c);
+    op.report || c.flags.contains(CompletionFlags::MULTI_RECV)
 }
 
 /// Settles the outcome of receive `op`, taken from the table: a multi-receive slot's

@@ -3,7 +3,7 @@
 //! left; after it, the silent reclaim of selective completion in hardware ([`path`](super)'s
 //! "Selective completion in hardware"), and the [`Tally`] a poll adds to the path's counter.
 
-use super::multi::{settle, NO_GROUP};
+use super::multi::{settle, settle_success, NO_GROUP};
 use super::op::OpKind;
 use super::sink::{Outcome, Sink};
 use super::state::{PollCtx, Queue, CHUNK};
@@ -157,8 +157,14 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let mut verdict = rx_outcome(self.kind.framing(), &op, c, ctx.avs);
                         match &mut verdict {
                             Verdict::Done(done) => {
-                                if op.group != NO_GROUP {
-                                    settle(&mut self.groups, header, &op, done);
+                                if op.group != NO_GROUP
+                                    && !settle_success(&mut self.groups, header, &op, done)
+                                {
+                                    // A message of a multi-receive buffer nobody asked to
+                                    // hear of: a silent success.
+                                    tally.success(done.len);
+                                    ctx.cq.release_credit();
+                                    continue;
                                 }
                                 tally.success(done.len);
                                 given += 1;

@@ -3,6 +3,7 @@
 //! `FI_SOURCE_ERR`), [`tx_outcome`] for a send; and the flags and lengths their entries carry.
 
 use super::header::parse_header;
+use super::multi::NO_GROUP;
 use super::op::{Op, OpKind};
 use super::sink::ErrRecord;
 use super::state::Framing;
@@ -139,7 +140,9 @@ pub(super) fn rx_outcome(
                     prov: None,
                 });
             }
-            if op.report {
+            // A multi-receive slot's success is settled by the poll, which knows whether it
+            // releases the buffer (`multi::settle_success`).
+            if op.report || op.group != NO_GROUP {
                 Verdict::Done(done)
             } else {
                 Verdict::Silent(payload as usize)

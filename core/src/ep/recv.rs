@@ -111,7 +111,9 @@ impl Endpoint {
                     return Err(Error::Inval);
                 }
                 let accepted = dev_len - header;
-                let r = st.post_multi_recv(cq.credits, raw, dev_len, slots, accepted, context);
+                let report = flags.needs_completion(st.bind());
+                let r =
+                    st.post_multi_recv(cq.credits, raw, dev_len, slots, accepted, context, report);
                 if !flags.contains(OpFlags::MORE) || r.is_err() {
                     st.doorbell();
                 }
