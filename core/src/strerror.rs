@@ -45,7 +45,8 @@ pub enum ProvError {
         /// The buffer's length.
         capacity: u32,
     },
-    /// The frame did not fit one buffer and the NIC split it.
+    /// A piece of a frame the NIC split across buffers and never ended (no end-of-packet): a
+    /// device that lies. (A frame that does not fit its buffer is `FI_ETRUNC`, not this.)
     RxFragment,
     /// The NIC wrote a receive status the driver cannot interpret.
     RxDeviceStatus {

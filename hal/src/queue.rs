@@ -131,8 +131,25 @@ pub enum RxError {
         /// The buffer's length.
         capacity: u32,
     },
-    /// The frame did not fit one buffer and the device split it; this buffer holds a piece.
+    /// A piece of a frame whose end the driver could not find: the device left a frame split
+    /// across buffers without its end-of-packet (a device that lies; a frame that did not fit
+    /// one buffer and ended properly is [`Truncated`](Self::Truncated) and
+    /// [`Continuation`](Self::Continuation)s). The data is not trusted.
     Fragment,
+    /// The frame was longer than this buffer: the buffer holds its first `len` bytes (the
+    /// completion's [`len`](RxCompletion::len)), and the device discarded the rest, or wrote
+    /// it into buffers that come back as [`Continuation`](Self::Continuation)s after this one.
+    /// `frame_len` is the whole frame's length, as the device reported it (checked to be more
+    /// than `len`). The bytes in the buffer are good: a caller reads its header from them and
+    /// reports the truncation (`FI_ETRUNC`, `olen` = what did not fit) or drops the frame.
+    Truncated {
+        /// The whole frame's length in bytes (Ethernet header included, FCS stripped).
+        frame_len: u32,
+    },
+    /// The buffer holds a later piece of the frame reported [`Truncated`](Self::Truncated) just
+    /// before it: it carries nothing for the caller, and was not consumed by a frame of its
+    /// own — the caller may post it again as if it had never been filled. `len` is 0.
+    Continuation,
     /// The device wrote a status the driver cannot interpret; `raw` is what it wrote.
     DeviceStatus {
         /// The raw status word the device wrote.
@@ -180,7 +197,8 @@ pub struct RxCompletion {
     /// The token given to [`RxQueue::push`].
     pub token: Token,
     /// Bytes of frame in the buffer (Ethernet header included, FCS stripped); checked by the driver
-    /// to be at most the buffer's length. Zero when `status` is an error other than `Frame`.
+    /// to be at most the buffer's length. Zero when `status` is an error other than `Frame` or
+    /// [`Truncated`](RxError::Truncated).
     pub len: u32,
     /// `Ok` for a good frame.
     pub status: Result<(), RxError>,

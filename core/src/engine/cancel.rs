@@ -7,7 +7,7 @@ use super::op::OpKind;
 use super::sink::{ErrRecord, Outcome};
 use super::state::{PollCtx, Queue, CHUNK, NO_RX, NO_TX};
 use super::verdict::{
-    canceled_recv, completion_flags, rx_outcome, tx_outcome, tx_payload, Verdict,
+    canceled_recv, completion_flags, is_drop, rx_outcome, tx_outcome, tx_payload, Verdict,
 };
 use super::{release, OpTable, PathState, Tally};
 use crate::entry::{Completion, OpContext};
@@ -149,9 +149,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     rx_outcome(self.kind.framing(), &op, &rx[i], ctx.avs)
                 };
                 if let Verdict::Repost = verdict {
-                    // A foreign frame in a buffer filled before the flush: the buffer stays in
-                    // the table and is posted again with the flushed ones.
-                    self.dropped += 1;
+                    // A foreign frame (or a piece of a split one) in a buffer filled before
+                    // the flush: the buffer stays in the table and is posted again with the
+                    // flushed ones.
+                    self.dropped += u64::from(is_drop(&rx[i]));
                     continue;
                 }
                 if self.table.take(token, kind).is_none() {

@@ -7,7 +7,7 @@ use super::multi::{settle, settle_success, NO_GROUP};
 use super::op::OpKind;
 use super::sink::{Outcome, Sink};
 use super::state::{PollCtx, Queue, CHUNK};
-use super::verdict::{canceled_recv, rx_outcome, tx_outcome, tx_payload, Verdict};
+use super::verdict::{canceled_recv, is_drop, rx_outcome, tx_outcome, tx_payload, Verdict};
 use super::{release, FramedLane, PathState, Tally};
 use crate::hal::Queue as _;
 use crate::hal::{Nic, RxQueue, Token, TxQueue};
@@ -184,7 +184,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                 release(ctx.owners, op.owned());
                             }
                             Verdict::Repost => {
-                                self.dropped += 1;
+                                self.dropped += u64::from(is_drop(c));
                                 // The buffer goes back to the ring as a fresh post that keeps
                                 // the operation's credit; the slot `take` just freed is there.
                                 match self.table.next_free() {

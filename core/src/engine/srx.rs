@@ -10,7 +10,7 @@ use super::op::{Held, LaneKey, Op, OpKind};
 use super::post::push_error;
 use super::sink::Outcome;
 use super::state::{Framing, Kind, PollCtx, Queue, CHUNK, NO_RX};
-use super::verdict::{rx_outcome, Verdict};
+use super::verdict::{is_drop, rx_outcome, Verdict};
 use super::{release, OpTable, PathState};
 use crate::addr::EpAddr;
 use crate::buf::RawBuf;
@@ -86,10 +86,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 
     /// The endpoint a received frame is for, if one is bound: its owner number.
     fn route_srx(&self, op: &Op, c: &RxCompletion) -> Option<u8> {
-        if c.status.is_err() {
-            return None;
-        }
-        let h = parse_header(self.header_encap(), op, c.len).ok()?;
+        // A frame the driver split across buffers is routed by the header in its first one.
+        let frame_len = match c.status {
+            Ok(()) => c.len,
+            Err(RxError::Truncated { frame_len }) => frame_len,
+            Err(_) => return None,
+        };
+        let h = parse_header(self.header_encap(), op, frame_len).ok()?;
         self.kind.srx_eps().iter().enumerate().find_map(|(o, e)| {
             let e = e.as_ref()?;
             (h.dst_ctx == e.local.ctx || h.dst_ctx == proto::ANY_CTX).then_some(o as u8)
@@ -97,11 +100,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     }
 
     /// Puts the receive of `slot` back into the ring (its frame was for nobody).
-    fn repost_srx(&mut self, slot: usize, ctx: &PollCtx<'_>) -> bool {
+    /// `dropped`: it held a frame of its own (not a continuation piece), counted as dropped.
+    fn repost_srx(&mut self, slot: usize, ctx: &PollCtx<'_>, dropped: bool) -> bool {
         let Some(op) = self.table.take(Token(slot as u64), OpKind::Recv) else {
             return false;
         };
-        self.dropped += 1;
+        self.dropped += u64::from(dropped);
         let next = self.table.next_free();
         let pushed = match (&mut self.queue, next) {
             (Queue::Rx(q), Some(next)) => q.push(op.buf.rx(), Token(next as u64)).is_ok(),
@@ -168,7 +172,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     continue;
                 };
                 let Some(owner) = self.route_srx(&op, &c) else {
-                    reposted |= self.repost_srx(slot, ctx);
+                    reposted |= self.repost_srx(slot, ctx, is_drop(&c));
                     continue;
                 };
                 let Some(ep) = self
@@ -341,7 +345,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         );
                     }
                     // A frame for nobody, or a bad one: its buffer waits again, below.
-                    None => self.dropped += 1,
+                    None => self.dropped += u64::from(is_drop(c)),
                 }
             }
         }
@@ -409,7 +413,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 && op.owner == owner
                 && matches!(self.table.held[slot], Some(Held::Rx { .. }))
             {
-                reposted |= self.repost_srx(slot, ctx);
+                reposted |= self.repost_srx(slot, ctx, true);
             }
         }
         if reposted {

@@ -24,8 +24,18 @@ pub(super) enum Verdict {
     /// A success nobody asked for: its credit goes back. The payload bytes a counter counts
     /// (a receive's; 0 for a send, whose caller knows its own).
     Silent(usize),
-    /// Not a frame for this endpoint: the buffer is posted again, nothing is reported.
+    /// Not a frame for this endpoint, or a continuation piece of a frame the driver split
+    /// ([`RxError::Continuation`]): the buffer is posted again, nothing is reported. The path
+    /// counts the first as a dropped frame, not the second (see [`is_drop`]).
     Repost,
+}
+
+/// Whether a receive that becomes [`Verdict::Repost`] is a dropped frame of its own (counted
+/// in `Endpoint::dropped_frames`), rather than a later piece of a frame the driver split across
+/// buffers, whose first buffer was already counted or reported.
+#[inline]
+pub(super) fn is_drop(c: &RxCompletion) -> bool {
+    c.status != Err(RxError::Continuation)
 }
 
 /// The completion flags of a receive and of a send (`fi_cq(3)`, as libfabric's util CQ).
@@ -92,74 +102,96 @@ pub(super) fn rx_outcome(
         ..Completion::default()
     };
     let failed = Verdict::Failed;
-    match c.status {
-        Ok(()) => {
-            let (mut done, payload) = match framing {
-                None => (completion(c.len), c.len),
-                Some(f) => match parse_framed(f, op, c.len) {
-                    Err(()) => return Verdict::Repost,
-                    Ok(h) => {
-                        let mut done = completion(u32::from(h.payload_len));
-                        if h.dst.is_multicast() {
-                            // Sent to a group (broadcast included); every endpoint has
-                            // FI_SOURCE, which fi_cq(3) requires for this flag on a receive.
-                            done.flags |= CompletionFlags::MULTICAST;
-                        }
-                        if let Some(data) = h.data {
-                            done.data = data;
-                            done.flags |= CompletionFlags::REMOTE_CQ_DATA;
-                        }
-                        let src = EpAddr {
-                            mac: h.src,
-                            ctx: h.src_ctx,
-                        };
-                        done.src_raw = Some(src);
-                        done.src = f.av.and_then(|i| avs.get(i)).and_then(|av| av.reverse(src));
-                        (done, u32::from(h.payload_len))
-                    }
-                },
-            };
-            // A frame longer than the application accepted: the first `op.len` bytes are its,
-            // the rest is reported as discarded (olen), as fi_cq(3) defines truncation.
-            if payload > op.len {
-                done.len = op.len as usize;
-                return failed(ErrRecord {
-                    completion: done,
-                    err: Error::Trunc,
-                    olen: (payload - op.len) as usize,
-                    prov: None,
-                });
+    // The frame's whole length, and the bytes of it the buffer holds: the same for a frame
+    // that fit; for one the NIC split across buffers (or could not give whole), its header is
+    // in the buffer and the rest of the payload is what did not fit.
+    let (frame_len, fit) = match c.status {
+        Ok(()) => (c.len, c.len),
+        Err(RxError::Truncated { frame_len }) => (frame_len, c.len),
+        Err(RxError::Continuation) => return Verdict::Repost,
+        Err(e) => return rx_failed(op, c, e),
+    };
+    let (mut done, payload) = match framing {
+        None => (completion(fit), frame_len),
+        Some(f) => match parse_framed(f, op, frame_len) {
+            Err(()) => return Verdict::Repost,
+            Ok(h) => {
+                let mut done = completion(u32::from(h.payload_len));
+                if h.dst.is_multicast() {
+                    // Sent to a group (broadcast included); every endpoint has
+                    // FI_SOURCE, which fi_cq(3) requires for this flag on a receive.
+                    done.flags |= CompletionFlags::MULTICAST;
+                }
+                if let Some(data) = h.data {
+                    done.data = data;
+                    done.flags |= CompletionFlags::REMOTE_CQ_DATA;
+                }
+                let src = EpAddr {
+                    mac: h.src,
+                    ctx: h.src_ctx,
+                };
+                done.src_raw = Some(src);
+                done.src = f.av.and_then(|i| avs.get(i)).and_then(|av| av.reverse(src));
+                (done, u32::from(h.payload_len))
             }
-            if framing.is_some_and(|f| f.source_err) && done.src.is_none() {
-                // FI_SOURCE_ERR: an unknown sender turns the success into FI_EADDRNOTAVAIL
-                // with the raw address as err_data (fi_cq(3)).
-                return failed(ErrRecord {
-                    completion: done,
-                    err: Error::AddrNotAvail,
-                    olen: 0,
-                    prov: None,
-                });
-            }
-            // A multi-receive slot's success is settled by the poll, which knows whether it
-            // releases the buffer (`multi::settle_success`).
-            if op.report || op.group != NO_GROUP {
-                Verdict::Done(done)
-            } else {
-                Verdict::Silent(payload as usize)
-            }
-        }
-        Err(e) => failed(ErrRecord {
-            // Only a frame error carries a (device-checked) length; the driver gives 0
-            // otherwise. Never more than the application accepted.
-            completion: completion(c.len.min(op.len)),
-            err: match e {
-                RxError::Flushed => Error::Canceled,
-                _ => Error::Io,
-            },
-            olen: 0,
-            prov: Some(ProvError::from_rx(e)),
-        }),
+        },
+    };
+    // A frame longer than the application accepted, or than the buffer held: the bytes
+    // accepted are its, the rest is reported as discarded (olen), as fi_cq(3) defines
+    // truncation ("The olen specifies the amount of data that did not fit into the
+    // available receive buffer and was discarded").
+    let offset = framing.map_or(0, |f| f.encap.header_len() as u32);
+    let accepted = op.len.min(fit.saturating_sub(offset));
+    if payload > accepted {
+        done.len = accepted as usize;
+        return failed(ErrRecord {
+            completion: done,
+            err: Error::Trunc,
+            olen: (payload - accepted) as usize,
+            prov: None,
+        });
     }
+    if framing.is_some_and(|f| f.source_err) && done.src.is_none() {
+        // FI_SOURCE_ERR: an unknown sender turns the success into FI_EADDRNOTAVAIL
+        // with the raw address as err_data (fi_cq(3)).
+        return failed(ErrRecord {
+            completion: done,
+            err: Error::AddrNotAvail,
+            olen: 0,
+            prov: None,
+        });
+    }
+    // A multi-receive slot's success is settled by the poll, which knows whether it releases
+    // the buffer (`multi::settle_success`).
+    if op.report || op.group != NO_GROUP {
+        Verdict::Done(done)
+    } else {
+        Verdict::Silent(payload as usize)
+    }
+}
+
+/// A receive the driver failed: `FI_ECANCELED` for a flushed buffer, `FI_EIO` for what the
+/// device did wrong, with the driver's detail.
+#[cold]
+fn rx_failed(op: &Op, c: &RxCompletion, e: RxError) -> Verdict {
+    Verdict::Failed(ErrRecord {
+        // Only a frame error carries a (device-checked) length; the driver gives 0
+        // otherwise. Never more than the application accepted.
+        completion: Completion {
+            context: op.context,
+            flags: RECV_FLAGS,
+            len: c.len.min(op.len) as usize,
+            buf: BufAddr::NULL,
+            owned: op.owned(),
+            ..Completion::default()
+        },
+        err: match e {
+            RxError::Flushed => Error::Canceled,
+            _ => Error::Io,
+        },
+        olen: 0,
+        prov: Some(ProvError::from_rx(e)),
+    })
 }
 
 #[inline(always)]

@@ -65,6 +65,14 @@ pub(crate) trait TestNic: 'static {
     /// [`rx_error_next`](Self::rx_error_next) where bad CRCs never arrive).
     const RX_GARBAGE_STATUS: u32 = 0;
 
+    /// The bytes a receive buffer of `buf_len` lets the device write: the buffer itself on the
+    /// Intel NICs (a longer frame takes more buffers), more on virtio-net, whose driver gives
+    /// the device an overflow area up to its longest frame so that a long frame is truncated
+    /// rather than dropped.
+    fn rx_room(buf_len: u32) -> u32 {
+        buf_len
+    }
+
     /// The `prov_errno` kind and `err_data` of the error [`rx_error_next`](Self::rx_error_next)
     /// makes, and the length its error entry keeps (`frame`: the frame's length).
     fn rx_error(frame: usize) -> (i32, Vec<u8>, usize) {
@@ -86,9 +94,10 @@ pub(crate) trait TestNic: 'static {
     const RING_KEEPS_ONE_EMPTY: bool;
 
     /// Whether a frame longer than a receive buffer is spread over the buffers after it (the
-    /// Intel rings without long-packet buffers: the driver then fails every piece), rather than
-    /// refused whole with the buffer left posted (virtio-net without `MRG_RXBUF`: QEMU puts a
-    /// frame into one descriptor chain or drops it, `virtqueue_unpop`).
+    /// Intel rings without long-packet buffers: the first buffer completes truncated, the
+    /// others go back into the ring), rather than written into one buffer and the overflow
+    /// area after it (virtio-net without `MRG_RXBUF`: QEMU puts a frame into one descriptor
+    /// chain or drops it, `virtqueue_unpop`, so the driver makes the chain long enough).
     const SPLITS_LONG_FRAMES: bool = true;
 
     /// Whether B's interrupt vector `v` is unmasked, where the NIC has a register saying so
@@ -178,6 +187,10 @@ impl TestNic for VirtioNic {
     const RX_CRC_ERROR: Option<u32> = None;
     /// `VIRTIO_NET_HDR_F_NEEDS_CSUM` in the receive header, which the driver never negotiates.
     const RX_GARBAGE_STATUS: u32 = 0x0001;
+
+    fn rx_room(buf_len: u32) -> u32 {
+        buf_len.max(ringfab_virtio_net::MAX_FRAME_LEN as u32)
+    }
     const RING_KEEPS_ONE_EMPTY: bool = false;
     const SPLITS_LONG_FRAMES: bool = false;
     // vector_unmasked: a virtqueue asks for interrupts in ring memory (`used_event`), there is
@@ -368,6 +381,28 @@ impl<'n, T: TestNic> RawSender<'n, T> {
             mem: p.a.platform().alloc_dma(RAW_SLOT_LEN * RAW_SLOTS).unwrap(),
             next: 0,
         }
+    }
+
+    /// Sends one frame of up to 64 KiB (a jumbo one), lets the wire deliver it, and takes the
+    /// transmit completion back.
+    pub(crate) fn send_long(&mut self, p: &Pair<T>, frame: &[u8]) {
+        use ringfab::hal::{DmaRegion, Queue, Token, TxQueue, TxSegment};
+        self.mem.write_bytes(0, frame);
+        let seg = TxSegment {
+            iova: self.mem.iova(),
+            len: frame.len() as u16,
+        };
+        self.tx
+            .push(&[seg], Token(self.next), ringfab::hal::Report::Always)
+            .unwrap();
+        self.next += 1;
+        self.tx.doorbell();
+        p.wire.run_until_idle();
+        let mut out = [ringfab::hal::TxCompletion {
+            token: Token(0),
+            status: Ok(()),
+        }; 64];
+        while self.tx.poll(&mut out) > 0 {}
     }
 
     /// Sends `frames` (each at most 2 KiB) in one burst, lets the wire deliver them, and takes

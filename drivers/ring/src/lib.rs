@@ -578,8 +578,11 @@ pub struct RxRing<F: Format, D: DmaRegion, const N: usize> {
     /// flushed) the check was one instruction shorter per completion and the saturating add
     /// four longer per posted buffer.
     limits: [i64; N],
-    /// A frame spans several descriptors and its EOP has not been seen yet.
-    in_fragment: bool,
+    /// Slots from `head` on that hold the continuation pieces of a frame whose first buffer
+    /// was already reported [`Truncated`](RxError::Truncated): each completes as a
+    /// [`Continuation`](RxError::Continuation). Set only once the whole frame (its EOP) was
+    /// seen, so it never waits on the device; every slot taken from `head` counts it down.
+    continuing: usize,
     format: PhantomData<fn() -> F>,
 }
 
@@ -593,7 +596,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         RxRing {
             slots: Slots::new(ring),
             limits: [Self::FLUSHED; N],
-            in_fragment: false,
+            continuing: 0,
             format: PhantomData,
         }
     }
@@ -658,7 +661,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         // The fast path (`clean`) in a loop of its own rather than `poll_each` with a closure
         // that stores: iterating `out` itself keeps it about six instructions per frame
         // shorter.
-        if !self.in_fragment {
+        if self.continuing == 0 {
             let ring = self.slots.ring.view();
             let head = self.slots.head;
             let ready = self.slots.notified.wrapping_sub(head).min(out.len());
@@ -720,7 +723,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         slow: &mut impl FnMut(&RxCompletion),
     ) -> usize {
         let mut n = 0;
-        if !self.in_fragment {
+        if self.continuing == 0 {
             let ring = self.slots.ring.view();
             let head = self.slots.head;
             let ready = self.slots.notified.wrapping_sub(head).min(max);
@@ -765,7 +768,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         f: &mut impl FnMut(&RxCompletion),
     ) -> usize {
         let mut n = 0;
-        if !self.in_fragment {
+        if self.continuing == 0 {
             let ring = self.slots.ring.view();
             let head = self.slots.head;
             let ready = self.slots.notified.wrapping_sub(head).min(max);
@@ -803,7 +806,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         n
     }
 
-    /// The fast path's test of the handed-over buffer at slot `i` (outside a fragment): it
+    /// The fast path's test of the handed-over buffer at slot `i` (outside a split frame): it
     /// completes `Ok` if it is live (a flushed one has limit -1), its write-back has DD and
     /// EOP and no error or undefined bit (one mask test) and its length is within the buffer
     /// — exactly what `poll_general` would decide for it. Returns that length; `None` for
@@ -862,7 +865,6 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                     status: Err(RxError::Flushed),
                     rss: None,
                 });
-                self.in_fragment = false;
             } else {
                 if self.slots.head == self.slots.notified {
                     break;
@@ -873,21 +875,138 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                 }
                 // The rest of the write-back (and the frame data) is visible after seeing DD.
                 fence(Ordering::Acquire);
-                let w0 = self.slots.ring.read(i, 0);
-                // A live limit is a buffer length, a `u32`.
-                let cap = limit as u32;
-                f(&self.decode(token, cap, F::rx_writeback(w0, w1), w1));
+                let c = if self.continuing > 0 {
+                    // A later piece of the frame reported truncated just before: nothing
+                    // for the caller, who posts the buffer again.
+                    RxCompletion {
+                        token,
+                        len: 0,
+                        status: Err(RxError::Continuation),
+                        rss: None,
+                    }
+                } else {
+                    let w0 = self.slots.ring.read(i, 0);
+                    // A live limit is a buffer length, a `u32`.
+                    let cap = limit as u32;
+                    let wb = F::rx_writeback(w0, w1);
+                    if wb.eop {
+                        Self::decode(token, cap, wb, w1)
+                    } else {
+                        // The first buffer of a frame longer than one buffer: reported once
+                        // the device has written the whole frame.
+                        match self.split_frame(token, cap, wb, w1) {
+                            Some(c) => c,
+                            None => break,
+                        }
+                    }
+                };
+                f(&c);
             }
+            self.continuing = self.continuing.saturating_sub(1);
             self.slots.head = self.slots.head.wrapping_add(1);
             n += 1;
         }
         n
     }
 
-    fn decode(&mut self, token: Token, cap: u32, wb: RxWriteback, raw: u64) -> RxCompletion {
+    /// The first buffer of a frame the device split across buffers (82576 datasheet 7.1.4 and
+    /// 82574 datasheet 7.1.4.2: a packet longer than the receive buffer size, SRRCTL.BSIZEPKT
+    /// / RCTL.BSIZE, takes as many descriptors as it needs, EOP set on the last, each
+    /// descriptor's length field the bytes posted to its own buffer). Looks ahead from `head`
+    /// for the descriptor with EOP: until the device has written it, `None` (the caller waits;
+    /// QEMU writes a frame only when it has every descriptor it needs, and the silicon writes
+    /// them in order). Then the first buffer completes [`Truncated`](RxError::Truncated) with
+    /// the sum of the pieces as the frame's length, or with the error a piece reported
+    /// (errors are reported in the last descriptor, so a frame error there is the frame's),
+    /// and [`continuing`](Self::continuing) makes the other pieces
+    /// [`Continuation`](RxError::Continuation)s, so that no piece is taken for a frame of its
+    /// own.
+    #[cold]
+    #[inline(never)]
+    fn split_frame(
+        &mut self,
+        token: Token,
+        cap: u32,
+        first: RxWriteback,
+        raw: u64,
+    ) -> Option<RxCompletion> {
+        let failed = |status| RxCompletion {
+            token,
+            len: 0,
+            status: Err(status),
+            rss: None,
+        };
+        let mut bad = if first.len > cap {
+            Some(RxError::Length {
+                reported: first.len,
+                capacity: cap,
+            })
+        } else if first.undefined {
+            Some(RxError::DeviceStatus { raw })
+        } else {
+            None
+        };
+        let mut total = u64::from(first.len);
+        let mut at = self.slots.head.wrapping_add(1);
+        let errors = loop {
+            if at == self.slots.notified {
+                return None;
+            }
+            let i = at & Self::MASK;
+            let limit = self.limits[i];
+            if limit == Self::FLUSHED {
+                // The frame was cut by a flush (`flush` marks such a frame's own buffers
+                // flushed too, so only a device that wrote out of order gets here).
+                return Some(failed(RxError::Fragment));
+            }
+            let w1 = self.slots.ring.read(at, 1);
+            if !F::rx_done(w1) {
+                return None;
+            }
+            fence(Ordering::Acquire);
+            let wb = F::rx_writeback(self.slots.ring.read(at, 0), w1);
+            if wb.len as i64 > limit {
+                bad = bad.or(Some(RxError::Length {
+                    reported: wb.len,
+                    capacity: limit as u32,
+                }));
+            } else if wb.undefined {
+                bad = bad.or(Some(RxError::DeviceStatus { raw: w1 }));
+            }
+            total += u64::from(wb.len);
+            at = at.wrapping_add(1);
+            if wb.eop {
+                break wb.errors | first.errors;
+            }
+        };
+        // The slots after this one up to the EOP; `poll_general` counts this one off too.
+        self.continuing = at.wrapping_sub(self.slots.head);
+        Some(match bad {
+            Some(e) => failed(e),
+            None if errors != 0 => RxCompletion {
+                token,
+                len: first.len,
+                status: Err(RxError::Frame { bits: errors }),
+                rss: None,
+            },
+            None => RxCompletion {
+                token,
+                len: first.len,
+                // Pieces of 0 bytes after a whole buffer: the frame did fit.
+                status: if total > u64::from(first.len) {
+                    Err(RxError::Truncated {
+                        frame_len: u32::try_from(total).unwrap_or(u32::MAX),
+                    })
+                } else {
+                    Ok(())
+                },
+                rss: None,
+            },
+        })
+    }
+
+    fn decode(token: Token, cap: u32, wb: RxWriteback, raw: u64) -> RxCompletion {
         let reported = wb.len;
-        let fragment = self.in_fragment || !wb.eop;
-        self.in_fragment = !wb.eop;
         let (len, status) = if reported > cap {
             (
                 0,
@@ -900,8 +1019,6 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             (0, Err(RxError::DeviceStatus { raw }))
         } else if wb.errors != 0 {
             (reported, Err(RxError::Frame { bits: wb.errors }))
-        } else if fragment {
-            (0, Err(RxError::Fragment))
         } else {
             (reported, Ok(()))
         };
@@ -920,21 +1037,58 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     /// own, so a filled buffer's frame is delivered even if an earlier write-back was lost. (While
     /// the queue runs, `poll` stays strictly in order: a missing write-back holds the queue's
     /// completions until this flush, for the reason given at `TxRing::flush`.)
+    ///
+    /// A frame the device split across buffers and had not finished (pieces written back, the
+    /// one with EOP not) never arrived whole: its pieces complete with `Flushed` too, so that
+    /// nothing of it waits for the rest after the restart or is taken for a new frame.
     pub fn flush(&mut self) {
         let mut i = self.slots.head;
+        // The first slot of a split frame whose EOP has not been seen yet (none inside the
+        // pieces `continuing` counts: that frame is whole).
+        let mut open: Option<usize> = None;
+        let mut whole = self.continuing;
         while i != self.slots.tail {
             let idx = i & Self::MASK;
             let handed_over =
                 i.wrapping_sub(self.slots.head) < self.slots.notified.wrapping_sub(self.slots.head);
-            let filled = handed_over && F::rx_done(self.slots.ring.read(i, 1));
+            let w1 = if handed_over {
+                self.slots.ring.read(i, 1)
+            } else {
+                0
+            };
+            let filled = handed_over && F::rx_done(w1);
+            if whole > 0 {
+                whole -= 1;
+            } else if filled && open.is_none() && !F::rx_writeback(0, w1).eop {
+                open = Some(i);
+            } else if filled && open.is_some() && F::rx_writeback(0, w1).eop {
+                open = None;
+            }
             if !filled {
+                if let Some(from) = open.take() {
+                    self.flush_from(from, i);
+                }
                 self.limits[idx] = Self::FLUSHED;
             }
             i = i.wrapping_add(1);
         }
+        if let Some(from) = open {
+            self.flush_from(from, self.slots.tail);
+        }
         // Everything the device wrote before the DDs just read is visible from here on.
         fence(Ordering::Acquire);
         self.slots.notified = self.slots.tail;
+    }
+}
+
+impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
+    /// Marks slots `from..to` flushed: the pieces of a frame the device never finished.
+    fn flush_from(&mut self, from: usize, to: usize) {
+        let mut i = from;
+        while i != to {
+            self.limits[i & Self::MASK] = Self::FLUSHED;
+            i = i.wrapping_add(1);
+        }
     }
 }
 
@@ -1699,17 +1853,23 @@ mod tests {
         assert_eq!(r.pending(), 0);
     }
 
+    fn piece(len: u16) -> Wb {
+        let mut w = good(len);
+        w.status_error = RX_DD;
+        w
+    }
+
     #[test]
-    fn rx_split_frame_gives_one_fragment_error_per_descriptor() {
+    fn rx_split_frame_is_one_truncated_buffer_and_continuations() {
         let mut r = rx_ring::<8>();
         for t in 0..4 {
             r.push(buf(1024), Token(t), 1024).unwrap();
         }
         r.doorbell();
-        let mut piece = good(1024);
-        piece.status_error = RX_DD;
-        device_writes(&r, 0, piece);
-        device_writes(&r, 1, piece);
+        device_writes(&r, 0, piece(1024));
+        device_writes(&r, 1, piece(1024));
+        // Not yet the EOP: the first buffer waits for the whole frame.
+        assert!(drain_rx(&mut r).is_empty());
         device_writes(&r, 2, good(500));
         device_writes(&r, 3, good(64));
         let got: Vec<_> = drain_rx(&mut r)
@@ -1719,10 +1879,130 @@ mod tests {
         assert_eq!(
             got,
             [
-                (0, Err(RxError::Fragment), 0),
-                (1, Err(RxError::Fragment), 0),
-                (2, Err(RxError::Fragment), 0),
+                (0, Err(RxError::Truncated { frame_len: 2548 }), 1024),
+                (1, Err(RxError::Continuation), 0),
+                (2, Err(RxError::Continuation), 0),
                 (3, Ok(()), 64),
+            ]
+        );
+        assert_eq!(r.pending(), 0);
+    }
+
+    #[test]
+    fn rx_split_frame_continuations_survive_a_poll_cut_short_and_the_fast_paths() {
+        let mut r = rx_ring::<8>();
+        for t in 0..4 {
+            r.push(buf(1024), Token(t), 1024).unwrap();
+        }
+        r.doorbell();
+        device_writes(&r, 0, piece(1024));
+        device_writes(&r, 1, good(100)); // the EOP piece: DD|EOP, clean to the fast path
+        device_writes(&r, 2, good(64));
+        let mut one = [RxCompletion::EMPTY; 1];
+        assert_eq!(r.poll(&mut one), 1);
+        assert_eq!(one[0].status, Err(RxError::Truncated { frame_len: 1124 }));
+        let mut got = Vec::new();
+        r.poll_each_split(8, &mut |_| false, &mut |c| got.push((c.token.0, c.status)));
+        assert_eq!(
+            got,
+            [(1, Err(RxError::Continuation)), (2, Ok(()))],
+            "the EOP piece is a continuation, not a frame of its own"
+        );
+    }
+
+    #[test]
+    fn rx_split_frame_with_an_error_or_a_lie_in_a_piece_fails_its_first_buffer_only() {
+        let mut r = rx_ring::<8>();
+        for t in 0..6 {
+            r.push(buf(1024), Token(t), 1024).unwrap();
+        }
+        r.doorbell();
+        device_writes(&r, 0, piece(1024));
+        let mut crc = good(10);
+        crc.status_error |= 1 << 24; // CRC error (82576 RXE)
+        device_writes(&r, 1, crc);
+        device_writes(&r, 2, piece(1024));
+        device_writes(&r, 3, good(2000)); // longer than its buffer
+        device_writes(&r, 4, good(64));
+        let got: Vec<_> = drain_rx(&mut r)
+            .iter()
+            .map(|c| (c.token.0, c.status, c.len))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, Err(RxError::Frame { bits: 1 << 24 }), 1024),
+                (1, Err(RxError::Continuation), 0),
+                (
+                    2,
+                    Err(RxError::Length {
+                        reported: 2000,
+                        capacity: 1024
+                    }),
+                    0
+                ),
+                (3, Err(RxError::Continuation), 0),
+                (4, Ok(()), 64),
+            ]
+        );
+    }
+
+    /// Issue 14 item 11: a write-back without EOP before a flush left the ring expecting the
+    /// rest of a frame, and the first good frame after the restart came back as a fragment.
+    #[test]
+    fn rx_an_unfinished_split_frame_is_flushed_and_the_next_frame_after_the_restart_is_good() {
+        let mut r = rx_ring::<8>();
+        for t in 0..3 {
+            r.push(buf(1024), Token(t), 1024).unwrap();
+        }
+        r.doorbell();
+        device_writes(&r, 0, good(60));
+        device_writes(&r, 1, piece(1024));
+        device_writes(&r, 2, piece(1024)); // the device stops before the EOP
+        r.flush();
+        let got: Vec<_> = drain_rx(&mut r)
+            .iter()
+            .map(|c| (c.token.0, c.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, Ok(())),
+                (1, Err(RxError::Flushed)),
+                (2, Err(RxError::Flushed))
+            ]
+        );
+        r.push(buf(1024), Token(3), 1024).unwrap();
+        r.doorbell();
+        device_writes(&r, 3, good(64));
+        let got = drain_rx(&mut r);
+        assert_eq!(
+            (got[0].token, got[0].status, got[0].len),
+            (Token(3), Ok(()), 64)
+        );
+    }
+
+    #[test]
+    fn rx_a_whole_split_frame_written_before_a_flush_still_completes_truncated() {
+        let mut r = rx_ring::<8>();
+        for t in 0..4 {
+            r.push(buf(1024), Token(t), 1024).unwrap();
+        }
+        r.doorbell();
+        device_writes(&r, 0, piece(1024));
+        device_writes(&r, 1, good(30));
+        r.flush();
+        let got: Vec<_> = drain_rx(&mut r)
+            .iter()
+            .map(|c| (c.token.0, c.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, Err(RxError::Truncated { frame_len: 1054 })),
+                (1, Err(RxError::Continuation)),
+                (2, Err(RxError::Flushed)),
+                (3, Err(RxError::Flushed))
             ]
         );
     }

@@ -700,8 +700,8 @@ pub fn an_oversize_length_on_one_queue_is_a_length_error_there_and_spares_the_ot
             (
                 0,
                 Err(RxError::Length {
-                    reported: BUF as u32 + 7,
-                    capacity: BUF as u32
+                    reported: F::rx_room(BUF as u32) + 7,
+                    capacity: F::rx_room(BUF as u32)
                 }),
                 0
             ),

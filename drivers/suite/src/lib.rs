@@ -69,6 +69,14 @@ pub trait Fixture: 'static {
     /// completes with (exactly these); `None` if such a frame never reaches the driver (the
     /// tests then check that it is not delivered and takes no buffer).
     const RX_CRC_ERROR: Option<u32>;
+
+    /// The bytes a receive buffer of `buf_len` lets the device write, which a length lie is
+    /// reported against: the buffer itself, unless the driver gives the device more (virtio-net
+    /// adds an overflow area up to its longest frame, so that a long frame is truncated rather
+    /// than dropped).
+    fn rx_room(buf_len: u32) -> u32 {
+        buf_len
+    }
     /// Bits a lying device ORs into a receive write-back
     /// ([`DeviceFault::GarbageStatus`](ringfab_emu::DeviceFault::GarbageStatus)) that no
     /// write-back defines, so that the driver reports `DeviceStatus`.

@@ -25,6 +25,14 @@
 //!   holding the 12-byte `virtio_net_hdr` — kept by the driver in an area of its own, one per
 //!   id, zero for transmit, checked on receive — and then the caller's segments. The hal's
 //!   [`TxSegment`]/[`RxBuffer`] carry Ethernet frames only.
+//! * **a frame longer than the buffer is truncated, not lost.** Without `MRG_RXBUF` a device
+//!   drops a frame the buffer cannot hold whole (QEMU `virtio_net_receive_rcu`: "If buffers
+//!   can't be merged, at this point we must have consumed the complete packet. Otherwise,
+//!   drop it."), so a receive buffer's table ends with an overflow area of the queue's, shared
+//!   by all its buffers and never read, that makes room for [`MAX_FRAME_LEN`]: the used length
+//!   then says how long the frame was, and the buffer completes
+//!   [`Truncated`](RxError::Truncated) with its first `buf_len` bytes (the rest landed in the
+//!   overflow and is discarded, as `fi_cq(3)`'s `olen` describes).
 //! * **no selective write-back.** The device returns every buffer; a [`Report::ErrorsOnly`]
 //!   frame that succeeded is reclaimed silently by `poll`.
 //! * **notifications only when asked**: `avail_event` with `EVENT_IDX`, else
@@ -805,10 +813,20 @@ impl<P: Platform> Nic for VirtioNet<P> {
             });
         }
         let (q, vq) = self.open_queue::<N>(index, false, config.interrupt, config.vector)?;
+        let spill = (MAX_FRAME_LEN as u32).saturating_sub(config.buf_len);
+        let overflow_mem = if spill > 0 {
+            // On error `q` is dropped, which resets the virtqueue and frees the index.
+            Some(self.platform.alloc_dma(spill as usize)?)
+        } else {
+            None
+        };
+        let overflow = (overflow_mem.as_ref().map_or(0, |m| m.iova().0), spill);
         Ok(VirtioNetRx {
             q,
             buf_len: config.buf_len,
             vq,
+            overflow,
+            _overflow_mem: overflow_mem,
         })
     }
 
@@ -1113,6 +1131,11 @@ pub struct VirtioNetRx<'a, P: Platform, const N: usize> {
     q: QueueCore<'a, P>,
     buf_len: u32,
     vq: Virtq<P::Dma, N>,
+    /// Where the device writes what of a frame does not fit the buffer (module documentation):
+    /// IOVA and length (0: the buffer holds a [`MAX_FRAME_LEN`] frame, no overflow). Only the
+    /// device touches it. Declared after `vq`: freed after the queue reset in `Drop`.
+    overflow: (u64, u32),
+    _overflow_mem: Option<P::Dma>,
 }
 
 impl<P: Platform, const N: usize> core::fmt::Debug for VirtioNetRx<'_, P, N> {
@@ -1157,14 +1180,25 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
                 min: self.buf_len,
             });
         }
-        // The device gets exactly `buf_len` bytes, so it never writes more than that.
+        // The device gets exactly `buf_len` bytes of the buffer, so it never writes more than
+        // that into it; the rest of a longer frame goes to the queue's overflow area.
         let seg = Seg {
             addr: buf.iova.0,
             len: self.buf_len,
             write: true,
         };
+        let (addr, len) = self.overflow;
+        let segs = [
+            seg,
+            Seg {
+                addr,
+                len,
+                write: true,
+            },
+        ];
+        let segs = if len == 0 { &segs[..1] } else { &segs[..] };
         self.vq
-            .push(Hdr::In, &[seg], token, true, self.buf_len)
+            .push(Hdr::In, segs, token, true, self.buf_len)
             .map(|_| ())
     }
 
@@ -1223,7 +1257,8 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
 
 impl<P: Platform, const N: usize> VirtioNetRx<'_, P, N> {
     /// Checks what the device wrote for buffer `id`: the used length covers the header and at
-    /// most the buffer (§2.7.8: `len` counts the bytes written), and the header says nothing
+    /// most the buffer and its overflow (§2.7.8: `len` counts the bytes written; a frame past
+    /// the buffer is [`Truncated`](RxError::Truncated), `len` the buffer's), and the header says nothing
     /// the driver did not negotiate (§5.1.6.4: `flags` 0 without `GUEST_CSUM`, `gso_type`
     /// NONE without the GUEST_TSO/UFO features).
     #[inline]
@@ -1233,18 +1268,22 @@ impl<P: Platform, const N: usize> VirtioNetRx<'_, P, N> {
             return (0, Err(RxError::DeviceStatus { raw: len.into() }));
         }
         let frame = len - hdr;
-        if frame > cap {
+        let room = cap.saturating_add(self.overflow.1);
+        if frame > room {
             return (
                 0,
                 Err(RxError::Length {
                     reported: frame,
-                    capacity: cap,
+                    capacity: room,
                 }),
             );
         }
         let h = self.vq.rx_hdr(id) & 0xffff;
         if h != 0 {
             return (0, Err(RxError::DeviceStatus { raw: h.into() }));
+        }
+        if frame > cap {
+            return (cap, Err(RxError::Truncated { frame_len: frame }));
         }
         (frame, Ok(()))
     }
