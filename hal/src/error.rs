@@ -55,6 +55,16 @@ pub enum Error {
         /// How many queues of that direction the device has.
         count: u16,
     },
+    /// Bring-up: the device's `max_virtqueue_pairs` places its control queue (virtqueue
+    /// `2 × pairs`, virtio 1.2 §5.1.2) at or beyond its `num_queues` virtqueues — for
+    /// `pairs` ≥ 0x8000, beyond any 16-bit `queue_select` — so the control queue cannot be
+    /// set up.
+    ControlQueueIndex {
+        /// `max_virtqueue_pairs` as the device reported it.
+        pairs: u16,
+        /// The device's `num_queues`.
+        queues: u16,
+    },
     /// Queue `index` is already open.
     QueueInUse {
         /// The index asked for.
@@ -132,6 +142,11 @@ impl fmt::Display for Error {
             Error::QueueIndex { index, count } => {
                 write!(f, "queue {index} does not exist (the device has {count})")
             }
+            Error::ControlQueueIndex { pairs, queues } => write!(
+                f,
+                "virtio-net bring-up: control queue at virtqueue 2 × {pairs} (max_virtqueue_pairs) \
+                 is beyond the device's {queues} virtqueues"
+            ),
             Error::QueueInUse { index } => write!(f, "queue {index} is already open"),
             Error::QueueDepth { depth, min, max } => write!(
                 f,
@@ -270,11 +285,14 @@ impl fmt::Display for OutOfSpan {
 impl core::error::Error for OutOfSpan {}
 
 /// A critical condition of the device that stops a queue for good: the ring the driver set up
-/// is no longer the device's, so nothing pushed on it will complete. The queue records it
-/// ([`Queue::fault`](crate::Queue::fault)), refuses pushes with [`PushError::Fault`], and
-/// hands every token back on [`flush`](crate::Queue::flush) without touching the device.
-/// Recovery is a control-path act: close the queue, [`Nic::recover`](crate::Nic::recover),
-/// open it again.
+/// is no longer the device's, or the device no longer obeys the driver's stop and start, so
+/// nothing pushed on it will complete. The queue records it
+/// ([`Queue::fault`](crate::Queue::fault)) and refuses pushes with [`PushError::Fault`].
+/// [`flush`](crate::Queue::flush) hands a token back only when the device can no longer
+/// write its buffer ([`device_quiet`](Self::device_quiet), or a stop the device has since
+/// acknowledged); until then the queue holds it ("Flush and quiet devices" in
+/// [`queue`](crate::queue)). Recovery is a control-path act: close the queue,
+/// [`Nic::recover`](crate::Nic::recover), open it again.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[non_exhaustive]
 pub enum QueueFault {
@@ -291,17 +309,47 @@ pub enum QueueFault {
     /// The device reports an error it cannot recover from by itself and asks for a reset
     /// (virtio's `DEVICE_NEEDS_RESET`, virtio 1.2 §2.1.2).
     NeedsReset,
+    /// The device did not acknowledge stopping the queue within the driver's bound (the
+    /// 82576's RXDCTL/TXDCTL.ENABLE, the 82574's TARC.ENABLE or RCTL.EN still read set;
+    /// virtio's `queue_reset` still reads 1): it may still be using the ring, so the queue
+    /// holds every buffer it has not finished instead of handing it back.
+    StopTimeout,
+    /// The device acknowledged stopping the queue but not starting it again after a flush
+    /// (the enable bit, or virtio's `queue_enable`, does not read back set): the queue would
+    /// take pushes that never complete, so it takes none. Every token had come back first.
+    StartTimeout,
 }
 
 impl QueueFault {
     /// A small stable number per fault (1 `Removed`, 2 `Reset`, 3 `Disabled`, 4
-    /// `NeedsReset`), for error codes that must be integers (core's `prov_errno`).
+    /// `NeedsReset`, 5 `StopTimeout`, 6 `StartTimeout`), for error codes that must be
+    /// integers (core's `prov_errno`).
     pub const fn code(self) -> u8 {
         match self {
             QueueFault::Removed => 1,
             QueueFault::Reset => 2,
             QueueFault::Disabled => 3,
             QueueFault::NeedsReset => 4,
+            QueueFault::StopTimeout => 5,
+            QueueFault::StartTimeout => 6,
+        }
+    }
+
+    /// Whether the fault itself proves that the device can no longer write the queue's
+    /// buffers, so that a flush may hand them back without stopping the queue first:
+    /// `Removed` (a function that is gone masters no DMA), `Reset` (the device forgot the
+    /// ring), `Disabled` (the device stopped the queue: what a driver's own stop waits to
+    /// read back), and `StartTimeout` (the stop was acknowledged and the ring is empty). Not
+    /// `NeedsReset` (virtio 1.2 §2.1.2 promises nothing about a device in that state until it
+    /// is reset) nor `StopTimeout`: for those a flush asks for the stop again and holds the
+    /// buffers until the device acknowledges it.
+    pub const fn device_quiet(self) -> bool {
+        match self {
+            QueueFault::Removed
+            | QueueFault::Reset
+            | QueueFault::Disabled
+            | QueueFault::StartTimeout => true,
+            QueueFault::NeedsReset | QueueFault::StopTimeout => false,
         }
     }
 
@@ -312,6 +360,8 @@ impl QueueFault {
             2 => Some(QueueFault::Reset),
             3 => Some(QueueFault::Disabled),
             4 => Some(QueueFault::NeedsReset),
+            5 => Some(QueueFault::StopTimeout),
+            6 => Some(QueueFault::StartTimeout),
             _ => None,
         }
     }
@@ -324,6 +374,10 @@ impl fmt::Display for QueueFault {
             QueueFault::Reset => "device reset behind the driver's back",
             QueueFault::Disabled => "queue disabled by the device",
             QueueFault::NeedsReset => "device needs a reset",
+            QueueFault::StopTimeout => {
+                "queue stop not acknowledged by the device (its buffers are held)"
+            }
+            QueueFault::StartTimeout => "queue restart not acknowledged by the device",
         })
     }
 }

@@ -12,7 +12,8 @@
 //!
 //! Every token pushed comes back from `poll` exactly once — completed, failed, or
 //! [`Flushed`](TxError::Flushed) after [`flush`](Queue::flush) — with one exception stated by
-//! [`Report::ErrorsOnly`]. Drivers check everything the device writes against their shadow: a
+//! [`Report::ErrorsOnly`], or is held by a queue whose [`fault`](Queue::fault) says the
+//! device did not acknowledge a stop ("Flush and quiet devices"). Drivers check everything the device writes against their shadow: a
 //! length beyond the buffer, a status with undefined bits, or a completion for a descriptor the
 //! device does not own become an error status on that token.
 //!
@@ -26,10 +27,38 @@
 //! also check on a status interrupt. A fault found is recorded and sticky:
 //! [`fault`](Queue::fault) returns it (a field read, cheap enough to ask after every short
 //! poll), [`push`](TxQueue::push) refuses with [`PushError::Fault`], and
-//! [`flush`](Queue::flush) hands every token back without touching the device (the
-//! write-backs already in memory still count). [`check`](Queue::check) runs the same check
-//! on demand. The queue is then closed, the device recovered
-//! ([`Nic::recover`](crate::Nic::recover)), and a queue opened again.
+//! [`flush`](Queue::flush) hands tokens back as "Flush and quiet devices" says.
+//! [`check`](Queue::check) runs the same check on demand. The queue is then closed, the
+//! device recovered ([`Nic::recover`](crate::Nic::recover)), and a queue opened again.
+//!
+//! # Flush and quiet devices
+//!
+//! A buffer goes back to its owner only when the device can no longer write it. A token
+//! comes back from `poll` either with the device's own completion (it wrote the buffer's
+//! write-back: it is done with it) or as `Flushed` — and `Flushed` only once the device is
+//! provably quiet on that queue:
+//!
+//! * **a stop the device acknowledged**: [`flush`](Queue::flush) asks the device to stop
+//!   the queue and reads the stop back (82576 RXDCTL/TXDCTL.ENABLE, 82574 TARC.ENABLE or
+//!   RCTL.EN reading clear; virtio `queue_reset` reading 0, virtio 1.2 §4.1.4.3.2) within a
+//!   bounded number of register reads; or
+//! * **a fault that proves it** ([`QueueFault::device_quiet`]): the device is gone, was
+//!   reset, or stopped the queue itself. A flush then touches no register.
+//!
+//! If the stop is not acknowledged, the queue records the sticky fault
+//! [`QueueFault::StopTimeout`] and **holds** every token the device has not completed:
+//! [`pending`](Queue::pending) still counts them, `poll` goes on returning the device's own
+//! completions of them and nothing else. Every later `flush` asks for the stop again; the
+//! first one acknowledged hands the held tokens back as `Flushed` (the queue stays faulted:
+//! a driver may program the emptied ring again, which gives the device nothing to write, but
+//! pushes stay refused). A queue dropped while it holds tokens forgets them: its owner must
+//! then keep the buffers, or their IOMMU mapping, away from reuse until the device is reset
+//! or the mapping removed. After an acknowledged stop the queue is restarted; if the device
+//! does not acknowledge the restart, the queue records [`QueueFault::StartTimeout`] (its
+//! tokens had all come back) rather than take pushes that would never complete.
+//!
+//! So every token comes back exactly once, or is held while [`fault`](Queue::fault) says
+//! why.
 
 use crate::{Iova, PushError, QueueFault, Wait};
 
@@ -103,7 +132,8 @@ pub struct RxBuffer {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[non_exhaustive]
 pub enum TxError {
-    /// The queue was flushed (stopped) before the device reported the frame sent.
+    /// The queue was flushed (a stop the device acknowledged, or a fault that proves it
+    /// quiet) before the device reported the frame sent: the device no longer reads it.
     Flushed,
     /// The device wrote a completion the driver cannot accept (undefined status bits, or a
     /// completion for a descriptor the device was not given); `raw` is what it wrote.
@@ -155,7 +185,8 @@ pub enum RxError {
         /// The raw status word the device wrote.
         raw: u64,
     },
-    /// The queue was flushed before the device filled this buffer.
+    /// The queue was flushed (a stop the device acknowledged, or a fault that proves it
+    /// quiet) before the device filled this buffer: the device can no longer write it.
     Flushed,
 }
 
@@ -259,12 +290,22 @@ pub trait Queue: Send {
         self.fault()
     }
 
-    /// Stops the hardware queue and takes back every descriptor: what the device finished
-    /// (frames reported sent, frames received) completes normally, everything else with
-    /// [`TxError::Flushed`] / [`RxError::Flushed`], through later calls to `poll`. The queue is
-    /// then restarted empty and accepts pushes again. Bounded in time: the driver waits a
-    /// bounded number of register reads for the stop. A queue with a [`fault`](Self::fault)
-    /// hands its tokens back the same way but touches no register and is not restarted.
+    /// Stops the hardware queue and, once the device has acknowledged the stop, takes back
+    /// every descriptor: what the device finished (frames reported sent, frames received)
+    /// completes normally, everything else with [`TxError::Flushed`] / [`RxError::Flushed`],
+    /// through later calls to `poll`, each exactly once whatever the device writes to the
+    /// ring afterwards. The queue is then restarted empty and accepts pushes again. Bounded
+    /// in time: the driver waits a bounded number of register reads for the stop and for the
+    /// start.
+    ///
+    /// A stop not acknowledged records [`QueueFault::StopTimeout`] and hands nothing back
+    /// that the device may still write: those tokens are held (still
+    /// [`pending`](Self::pending)) until a later `flush` sees the stop acknowledged. A start
+    /// not acknowledged records [`QueueFault::StartTimeout`]. A queue with a
+    /// [`fault`](Self::fault) takes no pushes after the flush: if the fault is
+    /// [`device_quiet`](QueueFault::device_quiet) it hands its tokens back touching no
+    /// register, otherwise it asks for the stop again first (module documentation, "Flush
+    /// and quiet devices").
     fn flush(&mut self);
 
     /// The wait handle the queue's interrupt notifies, if it was opened with one.

@@ -19,7 +19,7 @@ use crate::Error;
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// The critical fault the driver recorded for the queue, if any.
     #[inline]
-    fn queue_fault(&self) -> Option<QueueFault> {
+    pub(super) fn queue_fault(&self) -> Option<QueueFault> {
         match &self.queue {
             Queue::Tx(q) => q.fault(),
             Queue::Rx(q) => q.fault(),

@@ -362,6 +362,19 @@ impl<P: Platform> E1000e<P> {
         self.wr(r::RCTL, rctl_for(st, st.rx_open != 0));
     }
 
+    /// Waits (bounded) for RCTL.EN to read back as [`rx_resume`](Self::rx_resume) wrote it:
+    /// the receiver's acknowledgement that receive queue `q`'s restart took.
+    fn rx_resumed(&self, st: &State, q: u16) -> Result {
+        let want = rctl_for(st, st.rx_open != 0) & r::RCTL::EN::SET.value;
+        for _ in 0..QUEUE_POLLS {
+            if self.rd(r::RCTL) & r::RCTL::EN::SET.value == want {
+                return Ok(());
+            }
+            self.platform.delay(QUEUE_STEP);
+        }
+        Err(Error::QueueTimeout { index: q })
+    }
+
     /// Whether the device still holds queue `index` (`tx`) over a ring of `len` bytes, or the
     /// critical fault that took it.
     fn queue_fault(&self, index: u16, tx: bool, len: u32) -> Option<QueueFault> {
@@ -795,22 +808,28 @@ impl<P: Platform> QueueHw for E1000eQueue<'_, P> {
     /// read back), the ring programmed, the receiver restarted — the lock keeps another
     /// queue's open or close from restarting the receiver while the flushed ring is still the
     /// device's.
-    fn restart(&self, iova: Iova, len: u32, flush: impl FnOnce() -> u32) -> Result {
+    ///
+    /// The stop is acknowledged only by its read-back (TARC.ENABLE, or RCTL.EN, reading
+    /// clear); without it `flush` is told so and nothing is programmed. The start is
+    /// acknowledged the same way: TARC.ENABLE, or RCTL.EN, reading back set.
+    fn restart(&self, iova: Iova, len: u32, flush: impl FnOnce(bool) -> Option<u32>) -> Result {
         let (nic, q) = (self.nic, self.index);
         if self.tx {
             let stopped = nic.set_tx_enable(q, false);
-            let head = flush();
+            let head = flush(stopped.is_ok());
             stopped?;
+            let Some(head) = head else { return Ok(()) };
             self.program(iova, len, head);
             nic.set_tx_enable(q, true)
         } else {
             let st = nic.state.lock();
             let paused = nic.rx_pause(&st, q);
-            let head = flush();
+            let head = flush(paused.is_ok());
             paused?;
+            let Some(head) = head else { return Ok(()) };
             self.program(iova, len, head);
             nic.rx_resume(&st);
-            Ok(())
+            nic.rx_resumed(&st, q)
         }
     }
 

@@ -906,13 +906,18 @@ impl<P: Platform> QueueHw for IgbQueue<'_, P> {
         self.nic.wr(self.regs.tail, tail);
     }
 
-    /// Clears ENABLE (bounded wait), programs base, length, SRRCTL (receive), head = tail =
-    /// the flushed ring's tail, and sets ENABLE with the thresholds.
-    fn restart(&self, iova: Iova, len: u32, flush: impl FnOnce() -> u32) -> Result {
+    /// Clears ENABLE and waits (bounded) for it to read back clear — the 82576's
+    /// acknowledgement that the queue stopped: the device clears the bit only once the queue
+    /// has finished its outstanding descriptor work (RXDCTL §8.9.10, TXDCTL §8.12.15) —
+    /// then programs base, length, SRRCTL
+    /// (receive), head = tail = the flushed ring's tail, and sets ENABLE with the thresholds,
+    /// again waiting for the read-back. A stop not read back programs nothing.
+    fn restart(&self, iova: Iova, len: u32, flush: impl FnOnce(bool) -> Option<u32>) -> Result {
         let (nic, regs) = (self.nic, &self.regs);
         let stopped = self.stop();
-        let head = flush();
+        let head = flush(stopped.is_ok());
         stopped?;
+        let Some(head) = head else { return Ok(()) };
         nic.wr(regs.base[0], iova.0 as u32);
         nic.wr(regs.base[1], (iova.0 >> 32) as u32);
         nic.wr(regs.base[2], len);

@@ -590,6 +590,17 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     const MASK: usize = N - 1;
     /// `limits` entry of a flushed buffer: below every length.
     const FLUSHED: i64 = -1;
+    /// `limits` entries below this one mark a buffer the flush found written back (DD set):
+    /// [`settled`](Self::settled) of its length. Below every length too, so the fast path
+    /// leaves them to `poll_general`, which must give them back whatever the device does to
+    /// the descriptor after the flush.
+    const SETTLED: i64 = -2;
+
+    /// The `limits` entry of a buffer of `cap` bytes that the flush found written back.
+    #[inline]
+    fn settled(cap: i64) -> i64 {
+        Self::SETTLED - cap
+    }
 
     /// A ring over `ring` (whose size `DmaRing::new` checked).
     pub fn new(ring: DmaRing<D, N>) -> Self {
@@ -866,47 +877,89 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                     rss: None,
                 });
             } else {
-                if self.slots.head == self.slots.notified {
+                // Settled by a flush: the flush saw DD, so the token comes back now whatever
+                // the descriptor says (issue 14 item 10: a device that cleared DD after the
+                // flush left it pending for ever; the stall check finds a healthy device).
+                let settled = limit <= Self::SETTLED;
+                if !settled && self.slots.head == self.slots.notified {
                     break;
                 }
                 let w1 = self.slots.ring.read(i, 1);
                 if !F::rx_done(w1) {
-                    break;
-                }
-                // The rest of the write-back (and the frame data) is visible after seeing DD.
-                fence(Ordering::Acquire);
-                let c = if self.continuing > 0 {
-                    // A later piece of the frame reported truncated just before: nothing
-                    // for the caller, who posts the buffer again.
-                    RxCompletion {
-                        token,
-                        len: 0,
-                        status: Err(RxError::Continuation),
-                        rss: None,
+                    if !settled {
+                        break;
                     }
+                    self.taken_back(token, w1, f);
                 } else {
-                    let w0 = self.slots.ring.read(i, 0);
-                    // A live limit is a buffer length, a `u32`.
-                    let cap = limit as u32;
-                    let wb = F::rx_writeback(w0, w1);
-                    if wb.eop {
-                        Self::decode(token, cap, wb, w1)
-                    } else {
-                        // The first buffer of a frame longer than one buffer: reported once
-                        // the device has written the whole frame.
-                        match self.split_frame(token, cap, wb, w1) {
-                            Some(c) => c,
-                            None => break,
+                    // The rest of the write-back (and the frame data) is visible after seeing
+                    // DD.
+                    fence(Ordering::Acquire);
+                    let c = if self.continuing > 0 {
+                        // A later piece of the frame reported truncated just before: nothing
+                        // for the caller, who posts the buffer again.
+                        RxCompletion {
+                            token,
+                            len: 0,
+                            status: Err(RxError::Continuation),
+                            rss: None,
                         }
-                    }
-                };
-                f(&c);
+                    } else {
+                        let w0 = self.slots.ring.read(i, 0);
+                        // A live limit is a buffer length, a `u32`; a settled one encodes it.
+                        let cap = Self::capacity(limit);
+                        let wb = F::rx_writeback(w0, w1);
+                        if wb.eop {
+                            Self::decode(token, cap, wb, w1)
+                        } else {
+                            // The first buffer of a frame longer than one buffer: reported
+                            // once the device has written the whole frame.
+                            match self.split_frame(token, cap, wb, w1) {
+                                Some(c) => c,
+                                // After a flush nothing more will be written: a piece the
+                                // device took back cut the frame.
+                                None if settled => RxCompletion {
+                                    token,
+                                    len: 0,
+                                    status: Err(RxError::Fragment),
+                                    rss: None,
+                                },
+                                None => break,
+                            }
+                        }
+                    };
+                    f(&c);
+                }
             }
             self.continuing = self.continuing.saturating_sub(1);
             self.slots.head = self.slots.head.wrapping_add(1);
             n += 1;
         }
         n
+    }
+
+    /// A buffer the flush found written back whose descriptor no longer has DD: the device
+    /// took back a write-back it had made (after a stop it acknowledged). Its data is not
+    /// trusted; the token comes back with the word the device left, as `DeviceStatus`.
+    #[cold]
+    #[inline(never)]
+    fn taken_back(&mut self, token: Token, raw: u64, f: &mut impl FnMut(&RxCompletion)) {
+        f(&RxCompletion {
+            token,
+            len: 0,
+            status: Err(RxError::DeviceStatus { raw }),
+            rss: None,
+        });
+    }
+
+    /// The buffer length a `limits` entry holds: a live one is the length, a settled one
+    /// encodes it ([`settled`](Self::settled)).
+    #[inline(always)]
+    fn capacity(limit: i64) -> u32 {
+        if limit <= Self::SETTLED {
+            (Self::SETTLED - limit) as u32
+        } else {
+            limit as u32
+        }
     }
 
     /// The first buffer of a frame the device split across buffers (82576 datasheet 7.1.4 and
@@ -965,10 +1018,11 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             }
             fence(Ordering::Acquire);
             let wb = F::rx_writeback(self.slots.ring.read(at, 0), w1);
-            if wb.len as i64 > limit {
+            let capacity = Self::capacity(limit);
+            if wb.len > capacity {
                 bad = bad.or(Some(RxError::Length {
                     reported: wb.len,
-                    capacity: limit as u32,
+                    capacity,
                 }));
             } else if wb.undefined {
                 bad = bad.or(Some(RxError::DeviceStatus { raw: w1 }));
@@ -1041,6 +1095,11 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     /// A frame the device split across buffers and had not finished (pieces written back, the
     /// one with EOP not) never arrived whole: its pieces complete with `Flushed` too, so that
     /// nothing of it waits for the rest after the restart or is taken for a new frame.
+    ///
+    /// Whether a buffer was filled is decided here, once: a filled buffer is marked settled,
+    /// and `poll` gives its token back even if the device clears its DD afterwards (then as
+    /// `RxError::DeviceStatus`), so every token comes back exactly once whatever the device
+    /// does to the ring after the flush.
     pub fn flush(&mut self) {
         let mut i = self.slots.head;
         // The first slot of a split frame whose EOP has not been seen yet (none inside the
@@ -1051,6 +1110,13 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             let idx = i & Self::MASK;
             let handed_over =
                 i.wrapping_sub(self.slots.head) < self.slots.notified.wrapping_sub(self.slots.head);
+            let limit = self.limits[idx];
+            if limit < 0 {
+                // Decided by an earlier flush (settled or flushed): not decided again.
+                whole = whole.saturating_sub(1);
+                i = i.wrapping_add(1);
+                continue;
+            }
             let w1 = if handed_over {
                 self.slots.ring.read(i, 1)
             } else {
@@ -1064,7 +1130,9 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             } else if filled && open.is_some() && F::rx_writeback(0, w1).eop {
                 open = None;
             }
-            if !filled {
+            if filled {
+                self.limits[idx] = Self::settled(limit);
+            } else {
                 if let Some(from) = open.take() {
                     self.flush_from(from, i);
                 }
@@ -2075,5 +2143,96 @@ mod tests {
         assert_eq!(r.doorbell(), Some(7));
         device_writes(&r, 6, good(70));
         assert_eq!(drain_rx(&mut r)[0].token, Token(6));
+    }
+
+    /// Issue 14 item 10: a lying device clears the done bits of buffers it had filled, after
+    /// the flush (which saw them) and before the poll. Every token still comes back, exactly
+    /// once: the ones it took back as `DeviceStatus` with the word it left, nothing held.
+    #[test]
+    fn rx_flush_gives_back_filled_buffers_whose_done_bit_the_device_clears_afterwards() {
+        for each in [false, true] {
+            let mut r = rx_ring::<8>();
+            for t in 0..4 {
+                r.push(buf(2048), Token(t), 2048).unwrap();
+            }
+            r.doorbell();
+            device_writes(&r, 0, good(60));
+            device_writes(&r, 1, good(61));
+            device_writes(&r, 2, good(62));
+            r.flush();
+            // The lie: DD (and everything else) gone from 0 and 2, 1 rewritten longer.
+            device_writes(
+                &r,
+                0,
+                Wb {
+                    status_error: 0,
+                    ..good(0)
+                },
+            );
+            device_writes(&r, 1, good(4000));
+            device_writes(
+                &r,
+                2,
+                Wb {
+                    status_error: 0,
+                    ..good(0)
+                },
+            );
+            let got: Vec<_> = if each {
+                let v = core::cell::RefCell::new(Vec::new());
+                loop {
+                    let n = r.poll_each_split(
+                        3,
+                        &mut |c| {
+                            v.borrow_mut().push(*c);
+                            true
+                        },
+                        &mut |c| v.borrow_mut().push(*c),
+                    );
+                    if n == 0 {
+                        break;
+                    }
+                }
+                v.into_inner()
+            } else {
+                drain_rx(&mut r)
+            };
+            let got: Vec<_> = got.iter().map(|c| (c.token.0, c.status, c.len)).collect();
+            let lied = |raw| Err(RxError::DeviceStatus { raw });
+            assert_eq!(
+                got,
+                [
+                    (0, lied(0), 0),
+                    (
+                        1,
+                        Err(RxError::Length {
+                            reported: 4000,
+                            capacity: 2048
+                        }),
+                        0
+                    ),
+                    (2, lied(0), 0),
+                    (3, Err(RxError::Flushed), 0),
+                ],
+                "poll_each_split: {each}"
+            );
+            assert_eq!(r.pending(), 0);
+            // A second flush before the poll decides nothing again.
+            r.push(buf(2048), Token(4), 2048).unwrap();
+            r.doorbell();
+            device_writes(&r, 4, good(64));
+            r.flush();
+            r.flush();
+            device_writes(
+                &r,
+                4,
+                Wb {
+                    status_error: 0,
+                    ..good(0)
+                },
+            );
+            assert_eq!(drain_rx(&mut r)[0].status, lied(0));
+            assert_eq!(r.pending(), 0);
+        }
     }
 }

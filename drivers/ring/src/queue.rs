@@ -18,8 +18,11 @@
 //! Everything else is here: a queue refuses pushes once it has a fault; it counts empty polls
 //! with work pending and after [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS) of them asks
 //! the device for a fault; a doorbell is one release fence and one tail write; a flush stops
-//! the queue, takes every token back through the ring and starts the queue again at the ring's
-//! tail (or, faulted, only takes the tokens back); dropping a queue disarms its interrupt,
+//! the queue and, once the device has acknowledged the stop, takes every token back through
+//! the ring and starts the queue again at the ring's tail — a stop not acknowledged records
+//! `QueueFault::StopTimeout` and holds the tokens, a start not acknowledged
+//! `QueueFault::StartTimeout` (a faulted queue takes its tokens back touching nothing if the
+//! fault proves the device quiet, else only after a stop acknowledged now); dropping a queue disarms its interrupt,
 //! stops the queue before its ring memory goes back to the platform (without waiting on a
 //! removed device), unwires the interrupt and releases the index.
 //!
@@ -117,15 +120,17 @@ pub trait QueueHw: Send {
     /// Writes the queue's tail register (the wrapper has already fenced).
     fn write_tail(&self, tail: u32);
 
-    /// Stops the hardware queue, calls `flush` (the ring takes back what the device no longer
-    /// holds and says where the device is to start), programs the ring of `len` bytes at `iova`
-    /// empty from that index, and starts the queue. `flush` runs whether or not the stop
-    /// succeeded: the tokens must come back.
+    /// Stops the hardware queue and waits (bounded) for the device to acknowledge the stop by
+    /// its read-back, then calls `flush` with whether it did. Only after an acknowledged stop
+    /// may `flush` take tokens back; it returns the index the device is to start from, and the
+    /// ring of `len` bytes at `iova` is programmed empty from there and the queue started —
+    /// or `None`, and the queue is left stopped and unprogrammed. After a stop that was not
+    /// acknowledged nothing is programmed whatever `flush` returns.
     ///
     /// # Errors
-    /// [`Error::QueueTimeout`] if the queue does not stop or start within the driver's bound
-    /// (a queue that did not stop is not programmed).
-    fn restart(&self, iova: Iova, len: u32, flush: impl FnOnce() -> u32) -> Result;
+    /// [`Error::QueueTimeout`] if the queue does not stop, or (programmed) does not start,
+    /// within the driver's bound; `flush` says which.
+    fn restart(&self, iova: Iova, len: u32, flush: impl FnOnce(bool) -> Option<u32>) -> Result;
 
     /// Stops the queue for good before its ring memory goes back to the platform, and clears
     /// its ring length; `removed`: the device is gone, do not wait for it.
@@ -309,8 +314,8 @@ pub trait Ring: Send {
     fn pending(&self) -> usize;
     /// The new hardware tail, or `None` if nothing new was pushed.
     fn doorbell(&mut self) -> Option<u32>;
-    /// With the hardware queue stopped: takes every token back (module documentation of the
-    /// ring types).
+    /// With the hardware queue stopped (acknowledged by the device): takes every token back
+    /// (module documentation of the ring types).
     fn flush(&mut self);
     /// The tail as the device numbers it.
     fn hw_tail(&self) -> u32;
@@ -390,7 +395,10 @@ impl<H: QueueHw, R: Ring<Dma = H::Dma>> IntelQueue<H, R> {
             buf_len,
             ring: ring(memory),
         };
-        queue.q.hw.restart(queue.ring_iova(), Self::LEN, || 0)?;
+        queue
+            .q
+            .hw
+            .restart(queue.ring_iova(), Self::LEN, |stopped| stopped.then_some(0))?;
         Ok(queue)
     }
 
@@ -476,19 +484,37 @@ impl<H: QueueHw, R: Ring<Dma = H::Dma>> Queue for IntelQueue<H, R> {
         self.q.check(Self::LEN)
     }
 
+    /// The hal's "Flush and quiet devices": a token goes back only once the device can no
+    /// longer write its buffer — a stop it acknowledged, or a fault that proves it quiet.
     fn flush(&mut self) {
-        if self.q.fault.is_some() {
+        let fault = self.q.fault;
+        if fault.is_some_and(QueueFault::device_quiet) {
             // The device no longer holds the ring: take the tokens back, touch nothing.
             self.ring.flush();
             return;
         }
         let iova = self.ring_iova();
         let ring = &mut self.ring;
-        // A timeout here leaves nothing better to do than to go on: the tokens came back.
-        let _ = self.q.hw.restart(iova, Self::LEN, || {
+        let mut stopped = false;
+        let started = self.q.hw.restart(iova, Self::LEN, |acked| {
+            stopped = acked;
+            if !acked {
+                // The device may still be using every descriptor it was given: hold them.
+                return None;
+            }
             ring.flush();
-            ring.hw_tail()
+            // Started again empty even when faulted (a stop acknowledged at last): an empty
+            // ring gives the device nothing to write, pushes stay refused, and on the 82574
+            // the receiver both receive queues share runs again for the other one.
+            Some(ring.hw_tail())
         });
+        if self.q.fault.is_none() {
+            self.q.fault = match (stopped, started) {
+                (false, _) => Some(QueueFault::StopTimeout),
+                (true, Err(_)) => Some(QueueFault::StartTimeout),
+                (true, Ok(())) => None,
+            };
+        }
     }
 
     fn interrupt(&self) -> Option<&H::Wait> {

@@ -6,14 +6,16 @@
 //!
 //! Section `critical`.
 
-use ringfab_emu::{CriticalFault, Ring};
+use ringfab_emu::{CriticalFault, DeviceFault, Ring};
 use ringfab_hal::queue::STALL_POLLS;
 use ringfab_hal::{
-    Error, Nic, Platform, PushError, Queue, QueueFault, RssConfig, RxConfig, RxError, RxQueue,
-    Token, TxConfig, TxQueue,
+    DmaRegion, Error, Nic, Platform, PushError, Queue, QueueFault, Report, RssConfig, RxConfig,
+    RxError, RxQueue, Token, TxConfig, TxError, TxQueue, TxSegment,
 };
 
-use crate::{frame, pair, post, rx_buf, send_all, Fixture, BUF, MAC_A, MAC_B, NO_RX, NO_TX};
+use crate::{
+    drain_tx, frame, pair, post, rx_buf, send_all, Fixture, BUF, MAC_A, MAC_B, NO_RX, NO_TX,
+};
 
 /// Polls `rx` `polls` times; returns how many completions came back.
 pub fn poll_rx<Q: RxQueue>(rx: &mut Q, polls: u32) -> usize {
@@ -169,4 +171,113 @@ pub fn a_healthy_idle_queue_is_never_reported_faulted<F: Fixture>() {
     let mut out = [NO_RX; 8];
     assert_eq!(rx.poll(&mut out), 1);
     assert_eq!(out[0].status, Ok(()));
+}
+
+/// Issue 14 item 9 (the hal's "Flush and quiet devices"): a device that ignores the stop of a
+/// receive queue keeps using its ring, so the flush hands nothing back, records
+/// `StopTimeout` and refuses pushes; what the device then completes comes back with its own
+/// completion, and the first stop it acknowledges hands back the rest — every token exactly
+/// once.
+pub fn a_receive_stop_the_device_does_not_acknowledge_holds_the_buffers_until_one_it_does<
+    F: Fixture,
+>() {
+    let p = pair::<F>();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    post(&mut rx, &mem, 4);
+    p.b.inject(DeviceFault::RefuseStop {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+    });
+    assert_eq!(
+        flush_rx(&mut rx),
+        [],
+        "nothing handed back that the device may still write"
+    );
+    assert_eq!(rx.fault(), Some(QueueFault::StopTimeout));
+    assert_eq!(rx.pending(), 4, "held");
+    assert_eq!(
+        rx.push(rx_buf(&mem, 4), Token(4)),
+        Err(PushError::Fault(QueueFault::StopTimeout))
+    );
+    // The device did keep the ring: a frame still lands in the first buffer.
+    send_all(&p, &[frame(MAC_B, MAC_A, 100, 9)]);
+    let mut out = [NO_RX; 8];
+    assert_eq!(rx.poll(&mut out), 1);
+    assert_eq!((out[0].token, out[0].status), (Token(0), Ok(())));
+    // The next flush's stop is acknowledged: the rest come back, once.
+    let rest: Vec<_> = (1..4).map(|t| (t, Err(RxError::Flushed))).collect();
+    assert_eq!(flush_rx(&mut rx), rest);
+    assert_eq!(rx.pending(), 0);
+    assert_eq!(
+        rx.fault(),
+        Some(QueueFault::StopTimeout),
+        "faults are sticky"
+    );
+    assert_eq!(flush_rx(&mut rx), [], "each token once");
+}
+
+/// The same for a transmit queue: frames whose write-backs never came are held while the
+/// device ignores the stop, and come back `Flushed` after a stop it acknowledges.
+pub fn a_transmit_stop_the_device_does_not_acknowledge_holds_the_frames_until_one_it_does<
+    F: Fixture,
+>() {
+    let p = pair::<F>();
+    let mem = p.a.platform().alloc_dma(BUF).unwrap();
+    let mut tx = p.nic_a.open_tx::<16>(0, TxConfig::default()).unwrap();
+    p.a.inject(DeviceFault::WithholdWriteback {
+        ring: Some(Ring::Tx(0)),
+        count: usize::MAX,
+    });
+    let seg = TxSegment {
+        iova: mem.iova(),
+        len: 60,
+    };
+    for t in 0..2 {
+        tx.push(&[seg], Token(t), Report::Always).unwrap();
+    }
+    tx.doorbell();
+    p.a.inject(DeviceFault::RefuseStop {
+        ring: Some(Ring::Tx(0)),
+        count: 1,
+    });
+    tx.flush();
+    assert_eq!(drain_tx(&mut tx), []);
+    assert_eq!(tx.fault(), Some(QueueFault::StopTimeout));
+    assert_eq!(tx.pending(), 2, "held");
+    assert_eq!(
+        tx.push(&[seg], Token(2), Report::Always),
+        Err(PushError::Fault(QueueFault::StopTimeout))
+    );
+    tx.flush();
+    let got: Vec<_> = drain_tx(&mut tx)
+        .iter()
+        .map(|c| (c.token.0, c.status))
+        .collect();
+    assert_eq!(
+        got,
+        [(0, Err(TxError::Flushed)), (1, Err(TxError::Flushed))]
+    );
+    assert_eq!(tx.pending(), 0);
+}
+
+/// A device that acknowledges the stop but not the start after a flush: the tokens come back
+/// (the stop was acknowledged), and the queue records `StartTimeout` and refuses pushes rather
+/// than take buffers that would never complete until the stall check.
+pub fn a_restart_the_device_does_not_acknowledge_is_a_fault_not_a_silent_stall<F: Fixture>() {
+    let p = pair::<F>();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    post(&mut rx, &mem, 4);
+    p.b.inject(DeviceFault::RefuseStart {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+    });
+    assert_eq!(flush_rx(&mut rx), four_flushed());
+    assert_eq!(rx.fault(), Some(QueueFault::StartTimeout));
+    assert_eq!(
+        rx.push(rx_buf(&mem, 4), Token(4)),
+        Err(PushError::Fault(QueueFault::StartTimeout))
+    );
+    assert_eq!(rx.pending(), 0);
 }

@@ -360,8 +360,21 @@ impl<P: Platform> VirtioNet<P> {
         };
 
         if features & feature::CTRL_VQ != 0 {
-            // §5.1.2: the control queue follows the 2N data queues of max_virtqueue_pairs.
-            let index = 2 * device_pairs;
+            // §5.1.2: the control queue follows the 2N data queues of max_virtqueue_pairs,
+            // which §5.1.4 allows up to 0x8000: 2N does not fit `queue_select` (16 bits,
+            // §4.1.4.3) there, and a device may report more. Computed wide and checked
+            // against num_queues, so that the control queue never lands on a data queue.
+            let Some(index) = u16::try_from(2 * u32::from(device_pairs))
+                .ok()
+                .filter(|&i| i < num_queues)
+            else {
+                // §3.1.1: a driver that cannot go on sets FAILED.
+                self.t.set_status(self.t.status() | status::FAILED);
+                return Err(Error::ControlQueueIndex {
+                    pairs: device_pairs,
+                    queues: num_queues,
+                });
+            };
             let len = Layout::new(CTRL_DEPTH).len;
             let mem = self.platform.alloc_dma(len)?;
             let buf = self.platform.alloc_dma(4096)?;
@@ -462,14 +475,39 @@ impl<P: Platform> VirtioNet<P> {
         Err(Error::QueueTimeout { index })
     }
 
-    /// Flush: reset queue `index`, take every buffer back, set it up again. Errors leave the
-    /// tokens taken back all the same (the hal's flush cannot fail).
-    fn restart<const N: usize>(&self, index: u16, vq: &mut Virtq<P::Dma, N>, vector: Option<u16>) {
+    /// Flush: reset queue `index` and, once the device acknowledges the reset
+    /// (`queue_reset` reading 0, §2.6.1 / §4.1.4.3.2: the device has stopped using the
+    /// virtqueue), take every buffer back and, with `again`, set the queue up again. A reset
+    /// not acknowledged takes nothing back: the device may still use every buffer it holds
+    /// (the hal's "Flush and quiet devices").
+    ///
+    /// # Errors
+    /// The fault to record: [`QueueFault::StopTimeout`] for a reset not acknowledged,
+    /// [`QueueFault::StartTimeout`] for a set-up the device refused (its `queue_enable`
+    /// not reading back 1).
+    fn restart<const N: usize>(
+        &self,
+        index: u16,
+        vq: &mut Virtq<P::Dma, N>,
+        vector: Option<u16>,
+        again: bool,
+    ) -> core::result::Result<(), QueueFault> {
         let _st = self.state.lock();
         self.t.w16(common::QUEUE_SELECT, index);
-        let _ = self.queue_reset(index);
+        if self.queue_reset(index).is_err() {
+            return Err(QueueFault::StopTimeout);
+        }
         vq.take_back();
-        let _ = self.setup_queue(index, vq, vector);
+        if !again {
+            return Ok(());
+        }
+        self.setup_queue(index, vq, vector)
+            .map_err(|_| QueueFault::StartTimeout)?;
+        self.t.w16(common::QUEUE_SELECT, index);
+        if self.t.c16(common::QUEUE_ENABLE) != 1 {
+            return Err(QueueFault::StartTimeout);
+        }
+        Ok(())
     }
 
     /// Close: reset queue `index` so the device lets go of its memory.
@@ -926,13 +964,23 @@ impl<P: Platform> QueueCore<'_, P> {
         self.fault
     }
 
-    /// Flush: a healthy queue is reset and set up again; a faulted one only has its buffers
-    /// taken back (the device no longer holds the ring).
-    fn restart<const N: usize>(&self, vq: &mut Virtq<P::Dma, N>) {
-        if self.fault.is_some() {
-            vq.take_back();
-        } else {
-            self.nic.restart(self.vq_index, vq, self.vector);
+    /// Flush (the hal's "Flush and quiet devices"): a healthy queue is reset and, the reset
+    /// acknowledged, has its buffers taken back and is set up again; a queue whose fault
+    /// proves the device quiet only has its buffers taken back; any other faulted queue is
+    /// reset again and has its buffers taken back only if the device acknowledges it. A reset
+    /// not acknowledged records [`QueueFault::StopTimeout`] and holds the buffers; a set-up
+    /// not acknowledged records [`QueueFault::StartTimeout`].
+    fn restart<const N: usize>(&mut self, vq: &mut Virtq<P::Dma, N>) {
+        match self.fault {
+            Some(f) if f.device_quiet() => vq.take_back(),
+            Some(_) => {
+                let _ = self.nic.restart(self.vq_index, vq, self.vector, false);
+            }
+            None => {
+                if let Err(f) = self.nic.restart(self.vq_index, vq, self.vector, true) {
+                    self.fault = Some(f);
+                }
+            }
         }
     }
 

@@ -63,6 +63,29 @@ fn a_device_that_refuses_features_ok_fails_bring_up_and_is_marked_failed() {
     assert_eq!(dev.device_status() & 8, 0, "FEATURES_OK never set");
 }
 
+/// Issue 14 item 8: `max_virtqueue_pairs` may be 0x8000 (virtio 1.2 §5.1.4), which puts the
+/// control queue at virtqueue 0x10000 (§5.1.2) — beyond any 16-bit `queue_select`; a device
+/// may also report more. Bring-up refuses it by name (it used to overflow `2 * pairs`: a
+/// panic with overflow checks, the control queue on receive queue 0's virtqueue without).
+#[test]
+fn a_control_queue_index_beyond_the_device_fails_bring_up_by_name_without_a_panic() {
+    for reported in [0x8000, 0x8001, 0xFFFF, 2] {
+        let mut c = config(MAC_A);
+        c.reported_pairs = Some(reported);
+        let dev = EmuVirtioNet::new(c);
+        let err = VirtioNet::new(dev.platform()).unwrap_err();
+        assert_eq!(
+            err,
+            Error::ControlQueueIndex {
+                pairs: reported,
+                queues: 3
+            },
+            "max_virtqueue_pairs {reported:#x}"
+        );
+        assert_eq!(dev.device_status() & S_FAILED, S_FAILED);
+    }
+}
+
 #[test]
 fn a_device_without_access_platform_or_ring_reset_is_refused_by_name() {
     let mut c = config(MAC_A);

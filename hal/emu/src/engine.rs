@@ -96,10 +96,13 @@ impl Engine {
                 DeviceFault::OversizeLength { queue, .. } => {
                     matches!(ring, Ring::Rx(n) if queue.is_none_or(|q| q == n))
                 }
-                // Used-ring faults: taken by the virtqueue models themselves (`take_used_fault`).
+                // Used-ring faults: taken by the virtqueue models themselves (`take_used_fault`);
+                // stop and start refusals by their register writes (`refuse`).
                 DeviceFault::CompleteOutOfOrder { .. }
                 | DeviceFault::LieUsedId { .. }
-                | DeviceFault::JumpUsedIdx { .. } => false,
+                | DeviceFault::JumpUsedIdx { .. }
+                | DeviceFault::RefuseStop { .. }
+                | DeviceFault::RefuseStart { .. } => false,
             };
             if !aimed {
                 continue;
@@ -117,7 +120,9 @@ impl Engine {
                 }
                 DeviceFault::CompleteOutOfOrder { .. }
                 | DeviceFault::LieUsedId { .. }
-                | DeviceFault::JumpUsedIdx { .. } => {}
+                | DeviceFault::JumpUsedIdx { .. }
+                | DeviceFault::RefuseStop { .. }
+                | DeviceFault::RefuseStart { .. } => {}
             }
         }
         self.faults.retain(Self::live);
@@ -136,9 +141,34 @@ impl Engine {
             | DeviceFault::GarbageStatus { count, .. }
             | DeviceFault::OversizeLength { count, .. }
             | DeviceFault::CompleteOutOfOrder { count, .. }
-            | DeviceFault::LieUsedId { count, .. } => *count > 0,
+            | DeviceFault::LieUsedId { count, .. }
+            | DeviceFault::RefuseStop { count, .. }
+            | DeviceFault::RefuseStart { count, .. } => *count > 0,
             DeviceFault::JumpUsedIdx { by, .. } => *by > 0,
         }
+    }
+
+    /// Consumes one [`DeviceFault::RefuseStop`] (`stop`) or [`DeviceFault::RefuseStart`]
+    /// whose ring is any, or one for which `hit` holds; whether the device ignores this
+    /// request.
+    pub(crate) fn refuse(&mut self, stop: bool, hit: impl Fn(Ring) -> bool) -> bool {
+        let mut refused = false;
+        for f in self.faults.iter_mut() {
+            let (ring, count) = match f {
+                DeviceFault::RefuseStop { ring, count } if stop => (ring, count),
+                DeviceFault::RefuseStart { ring, count } if !stop => (ring, count),
+                _ => continue,
+            };
+            if *count > 0 && ring.is_none_or(&hit) {
+                if *count != usize::MAX {
+                    *count -= 1;
+                }
+                refused = true;
+                break;
+            }
+        }
+        self.faults.retain(Self::live);
+        refused
     }
 
     /// Consumes the used-ring faults aimed at the next used entry on `ring` (virtqueue models):

@@ -150,6 +150,27 @@ pub enum DeviceFault {
         /// The id to write.
         id: u32,
     },
+    /// Ignore the next `count` requests to stop a queue (`usize::MAX`: for ever), neither
+    /// obeying nor acknowledging them: the queue keeps running and writing back, and its
+    /// stop bit reads as before — the 82576's RXDCTL/TXDCTL.ENABLE, the 82574's TARC.ENABLE
+    /// (transmit) or RCTL.EN (the receiver both receive queues share: a fault aimed at either
+    /// receive queue refuses it) stay set, virtio-net's `queue_reset` reads 1 and the
+    /// virtqueue stays enabled. A device that will not let go of a ring.
+    RefuseStop {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Stop requests to ignore.
+        count: usize,
+    },
+    /// Ignore the next `count` requests to start (enable) a queue: the enable bit (virtio:
+    /// `queue_enable`) reads clear and the queue takes nothing. Targets as
+    /// [`RefuseStop`](Self::RefuseStop).
+    RefuseStart {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Start requests to ignore.
+        count: usize,
+    },
     /// Virtqueue devices only: with the next used-ring entry, advance the used index by `by`
     /// more than the entries written, as if the device had used buffers it was never given.
     JumpUsedIdx {

@@ -528,6 +528,18 @@ impl E1000eModel {
                 self.w(o, (val & 0xffff).max(MIN_XITR));
             }
             RCTL => {
+                // A refused stop or start (`DeviceFault::RefuseStop`/`RefuseStart`, aimed at
+                // either receive queue: the receiver is theirs together).
+                let on = self.r(RCTL) & RCTL_EN != 0;
+                let rx = |r| matches!(r, Ring::Rx(_));
+                if on && val & RCTL_EN == 0 && self.engine.refuse(true, rx) {
+                    return;
+                }
+                let val = if !on && val & RCTL_EN != 0 && self.engine.refuse(false, rx) {
+                    val & !RCTL_EN
+                } else {
+                    val
+                };
                 // Clearing EN stops the receiver: write-backs held back for its rings are made
                 // first (see `Engine::flush`).
                 if self.r(RCTL) & RCTL_EN != 0 && val & RCTL_EN == 0 {
@@ -594,6 +606,18 @@ impl E1000eModel {
                 }
             }
             Q_TARC => {
+                // A refused stop or start (`DeviceFault::RefuseStop`/`RefuseStart`).
+                let on = self.r(off) & TARC_ENABLE != 0;
+                let ring = Ring::Tx(n as u16);
+                if on && val & TARC_ENABLE == 0 && self.engine.refuse(true, |r| r == ring) {
+                    return;
+                }
+                let val =
+                    if !on && val & TARC_ENABLE != 0 && self.engine.refuse(false, |r| r == ring) {
+                        val & !TARC_ENABLE
+                    } else {
+                        val
+                    };
                 // Clearing the enable bit stops the queue; held-back write-backs land first.
                 if self.r(off) & TARC_ENABLE != 0 && val & TARC_ENABLE == 0 {
                     self.engine.flush(Ring::Tx(n as u16));

@@ -479,7 +479,7 @@ impl IgbModel {
 
     fn write_rxq(&mut self, n: usize, reg: usize, off: usize, val: u32) {
         match reg {
-            Q_DCTL => self.write_dctl(Ring::Rx(n as u16), off, val),
+            Q_DCTL => self.request_dctl(Ring::Rx(n as u16), off, val),
             Q_DBAL => self.w(off, val & !0x7f),
             Q_DLEN => self.w(off, val & 0xf_ff80),
             Q_DH | Q_DT => self.w(off, val & 0xffff),
@@ -489,7 +489,7 @@ impl IgbModel {
 
     fn write_txq(&mut self, n: usize, reg: usize, off: usize, val: u32) {
         match reg {
-            Q_DCTL => self.write_dctl(Ring::Tx(n as u16), off, val),
+            Q_DCTL => self.request_dctl(Ring::Tx(n as u16), off, val),
             Q_DBAL => self.w(off, val & !0x7f),
             Q_DLEN => self.w(off, val & 0xf_ff80),
             Q_DH => self.w(off, val & 0xffff),
@@ -500,6 +500,21 @@ impl IgbModel {
             }
             _ => self.w(off, val),
         }
+    }
+
+    /// The driver's write of RXDCTL/TXDCTL, which `DeviceFault::RefuseStop` / `RefuseStart`
+    /// can make the device ignore: a refused stop leaves the register (ENABLE set) and the
+    /// queue running; a refused start writes the rest with ENABLE clear.
+    fn request_dctl(&mut self, ring: Ring, off: usize, val: u32) {
+        let on = self.r(off) & DCTL_ENABLE != 0;
+        let hit = |r| r == ring;
+        if on && val & DCTL_ENABLE == 0 && self.engine.refuse(true, hit) {
+            return;
+        }
+        if !on && val & DCTL_ENABLE != 0 && self.engine.refuse(false, hit) {
+            return self.write_dctl(ring, off, val & !DCTL_ENABLE);
+        }
+        self.write_dctl(ring, off, val);
     }
 
     /// RXDCTL/TXDCTL: clearing ENABLE stops the queue, and write-backs held back for it are

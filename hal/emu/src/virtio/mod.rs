@@ -101,6 +101,11 @@ pub struct VirtioNetModelConfig {
     /// first 38 bytes (addresses, IPv4 header, ports) over the active pairs. Off: a
     /// single-queue backend (a hub), everything to pair 0.
     pub multiqueue_backend: bool,
+    /// The `max_virtqueue_pairs` the device configuration reports instead of `queue_pairs`
+    /// (which stays what the device has; `VIRTIO_NET_F_MQ` is offered when it is above 1):
+    /// a device at or beyond the spec's limit of 0x8000 (virtio 1.2 §5.1.4), whose control
+    /// queue index `2 × max_virtqueue_pairs` (§5.1.2) no 16-bit `queue_select` reaches.
+    pub reported_pairs: Option<u16>,
 }
 
 impl Default for VirtioNetModelConfig {
@@ -117,6 +122,7 @@ impl Default for VirtioNetModelConfig {
             iommu_platform: true,
             refuse_features_ok: false,
             multiqueue_backend: false,
+            reported_pairs: None,
         }
     }
 }

@@ -286,7 +286,7 @@ impl VirtioNetModel {
             | ANY_LAYOUT
             | VERSION_1;
         for (on, bit) in [
-            (cfg.queue_pairs > 1, MQ),
+            (cfg.reported_pairs.unwrap_or(cfg.queue_pairs) > 1, MQ),
             (cfg.rss, RSS),
             (cfg.event_idx, EVENT_IDX),
             (cfg.indirect_desc, INDIRECT_DESC),
@@ -513,6 +513,7 @@ impl VirtioNetModel {
                     NO_VECTOR
                 }
             }
+            Q_ENABLE if val == 1 && self.refused(false, sel) => {}
             Q_ENABLE if val == 1 => {
                 let q = &mut self.vqs[sel];
                 set_num(q, q.proxy_num.into());
@@ -532,6 +533,10 @@ impl VirtioNetModel {
             Q_AVAILHI => self.vqs[sel].proxy_avail[1] = val,
             Q_USEDLO => self.vqs[sel].proxy_used[0] = val,
             Q_USEDHI => self.vqs[sel].proxy_used[1] = val,
+            // A refused reset: `queue_reset` reads 1 and the queue goes on running.
+            Q_RESET if val == 1 && self.has(feature::RING_RESET) && self.refused(true, sel) => {
+                self.vqs[sel].reset = true;
+            }
             Q_RESET if val == 1 && self.has(feature::RING_RESET) => self.queue_reset(sel),
             _ => {}
         }
@@ -553,6 +558,22 @@ impl VirtioNetModel {
         if val == 0 {
             self.reset();
         }
+    }
+
+    /// Whether the device ignores the driver's request to stop (`stop`: a queue reset) or
+    /// enable data virtqueue `vq` (`DeviceFault::RefuseStop`/`RefuseStart`);
+    /// the control queue is never refused.
+    fn refused(&mut self, stop: bool, vq: usize) -> bool {
+        if vq >= self.ctrl_vq() {
+            return false;
+        }
+        let n = (vq / 2) as u16;
+        let ring = if vq % 2 == 0 {
+            Ring::Rx(n)
+        } else {
+            Ring::Tx(n)
+        };
+        self.engine.refuse(stop, |r| r == ring)
     }
 
     /// `VIRTIO_PCI_COMMON_Q_RESET`: held and delayed used entries of the queue land first (the
@@ -586,7 +607,8 @@ impl VirtioNetModel {
         c.extend_from_slice(&self.cfg.mac.0);
         let st = if self.link_up { NET_S_LINK_UP } else { 0 };
         c.extend_from_slice(&st.to_le_bytes());
-        c.extend_from_slice(&self.max_pairs().to_le_bytes());
+        let reported = self.cfg.reported_pairs.unwrap_or(self.max_pairs());
+        c.extend_from_slice(&reported.to_le_bytes());
         c.extend_from_slice(&0u16.to_le_bytes()); // mtu (no host_mtu)
         c.extend_from_slice(&u32::MAX.to_le_bytes()); // speed: SPEED_UNKNOWN
         c.push(0xff); // duplex: DUPLEX_UNKNOWN
