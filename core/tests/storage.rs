@@ -137,6 +137,38 @@ fn closed_objects_give_their_tables_back() {
     }
 }
 
+/// Issue 14 item 6, as the handle model has it: a handle is an index, and dropping it is not
+/// `fi_close` — the object stays open, bound or not, until `close(&domain)` or the domain's end
+/// (index handles cannot reach their domain from `Drop`; smoltcp's `SocketSet` handles behave
+/// the same). What used to leak for good is now bounded by the domain: dropping it releases
+/// every table entry, and a new domain over the NIC opens CQs again.
+#[test]
+fn a_dropped_cq_handle_keeps_its_cq_open_until_the_domain_s_end() {
+    use ringfab::flags::BindFlags;
+    let p = pair();
+    let one_cq = Capacities { cqs: 1, ..ONE };
+    {
+        let d = Domain::<_, D>::with_capacities(&p.nic_a, &one_cq);
+        let cq = d.open_cq::<Msg>(&CqAttr::default()).unwrap();
+        let av = d.open_av(&AvAttr::default()).unwrap();
+        let mut ep = d.endpoint(&EpAttr::default()).unwrap();
+        ep.bind_cq(&d, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&d, &av).unwrap();
+        ep.enable(&d).unwrap();
+        drop(cq); // not fi_close
+        ep.close(&d).unwrap();
+        assert_eq!(
+            d.open_cq::<Msg>(&CqAttr::default()).err(),
+            Some(Error::Full(Capacity::Cqs)),
+            "the CQ whose handle was dropped is still open"
+        );
+    }
+    // The domain's end closed it.
+    let d = Domain::<_, D>::with_capacities(&p.nic_a, &one_cq);
+    assert!(d.open_cq::<Msg>(&CqAttr::default()).is_ok());
+}
+
 #[test]
 fn the_cq_format_is_stated_once() {
     let p = pair();
