@@ -1260,6 +1260,98 @@ fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once<T: Tes
     let _ = cq_a;
 }
 
+/// Issue 14 item 9 through core: an endpoint `cancel` whose flush the device does not
+/// acknowledge (`DeviceFault::RefuseStop`, which every emulated model offers). docs/semantics.md
+/// (`fi_cancel`): "If the device does not acknowledge the flush's stop, the driver hands
+/// nothing back that the device may still write (`QueueFault::StopTimeout`): nothing completes
+/// `Canceled`, nothing is posted again, and the path fails as on a critical error (one
+/// `FI_EIO` entry, operations discarded)"; hal/src/queue.rs, "Flush and quiet devices": "A
+/// buffer goes back to its owner only when the device can no longer write it". Once the device
+/// acknowledges a stop, closing the endpoint leaves no buffer of the region outstanding.
+fn a_cancel_whose_flush_the_device_does_not_acknowledge_fails_the_path_and_hands_no_buffer_back<
+    T: TestNic,
+>() {
+    use ringfab::hal::QueueFault;
+    use ringfab::strerror::ProvError;
+    use ringfab_emu::{DeviceFault, Ring};
+    let p = pair_of::<T>();
+    let (da, db) = domains(&p);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
+    let to_b = insert(&da, &av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for i in 0..4 {
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
+    }
+    p.b.inject(DeviceFault::RefuseStop {
+        ring: Some(Ring::Rx(0)),
+        count: usize::MAX,
+    });
+    // Found (and discarded with the others when the path failed): `true`, as for any known
+    // context ("Returns whether an operation was found").
+    assert_eq!(ep_b.cancel(&db, OpContext(2)), Ok(true));
+    // The device never stopped: a message still lands in a buffer it holds.
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 12, to_b, OpContext(50))
+        .unwrap();
+    // One entry on B's CQ: the critical fault, FI_EIO, no buffer, no FI_ECANCELED.
+    let mut entries = Vec::new();
+    let mut idle = 0;
+    while idle < 3 {
+        p.wire.run_until_idle();
+        let mut e = [DataEntry::default(); 8];
+        match cq_b.read(&db, &mut e) {
+            Ok(n) => panic!("no success after the fault: {:?}", &e[..n]),
+            Err(Error::Avail) => {
+                let mut entry = ErrEntry::default();
+                let mut data = [0u8; 8];
+                let (_, buf) = cq_b
+                    .readerr_owned(&db, &mut entry, Some(&mut data), 0)
+                    .unwrap();
+                assert!(
+                    buf.is_none(),
+                    "no buffer handed back while the device may still write it"
+                );
+                entries.push((
+                    entry.err,
+                    entry.flags,
+                    ProvError::decode(entry.prov_errno, &data[..entry.err_data_size]),
+                ));
+                idle = 0;
+            }
+            Err(Error::Again) => idle += 1,
+            Err(other) => panic!("read: {other:?}"),
+        }
+    }
+    assert_eq!(
+        entries,
+        [(
+            5,
+            CompletionFlags::RECV | CompletionFlags::MSG,
+            Some(ProvError::QueueFault(QueueFault::StopTimeout))
+        )],
+        "exactly one FI_EIO critical-fault entry, no FI_ECANCELED"
+    );
+    assert_eq!(ep_b.fault(&db), Some(QueueFault::StopTimeout));
+    assert!(!ep_b.is_enabled(&db));
+    // docs/semantics.md (critical errors): "Pending operations are discarded **without**
+    // completions, as on close: credits released, owned buffers returned to their memory
+    // regions (nothing leaks). A discarded buffer is never handed to the application: its
+    // memory is reused only when its region is closed, which removes the IOMMU mapping first".
+    assert_eq!(cq_b.credits(&db), 256, "nothing is owed to the CQ");
+    assert_eq!(
+        ep_b.rx_size_left(&db),
+        Err(Error::OpBadState),
+        "a failed path takes nothing"
+    );
+    // The device acknowledges stops again: closing the endpoint gives every buffer back.
+    p.b.clear_faults();
+    closed(ep_b.close(&db));
+    assert_eq!(mr_b.outstanding(&db), 0, "every buffer back in its region");
+    let _ = cq_a;
+}
+
 fn cancel_before_enable_is_opbadstate<T: TestNic>() {
     let p = pair_of::<T>();
     let d = domain(&p.nic_a);
@@ -1974,6 +2066,7 @@ on_every_nic!(
     cancel_of_a_send_still_in_the_ring_reports_it_and_sends_the_rest,
     cancel_behind_a_lost_write_back_completes_every_operation_exactly_once,
     cancel_before_enable_is_opbadstate,
+    a_cancel_whose_flush_the_device_does_not_acknowledge_fails_the_path_and_hands_no_buffer_back,
     counters_count_every_completion_by_class_also_without_cq_entries,
     a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last,
     a_selective_multi_receive_buffer_reports_only_its_release,
