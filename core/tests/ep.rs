@@ -1260,6 +1260,98 @@ fn cancel_behind_a_lost_write_back_completes_every_operation_exactly_once<T: Tes
     let _ = cq_a;
 }
 
+/// Issue 14 item 9 through core: an endpoint `cancel` whose flush the device does not
+/// acknowledge (`DeviceFault::RefuseStop`, which every emulated model offers). docs/semantics.md
+/// (`fi_cancel`): "If the device does not acknowledge the flush's stop, the driver hands
+/// nothing back that the device may still write (`QueueFault::StopTimeout`): nothing completes
+/// `Canceled`, nothing is posted again, and the path fails as on a critical error (one
+/// `FI_EIO` entry, operations discarded)"; hal/src/queue.rs, "Flush and quiet devices": "A
+/// buffer goes back to its owner only when the device can no longer write it". Once the device
+/// acknowledges a stop, closing the endpoint leaves no buffer of the region outstanding.
+fn a_cancel_whose_flush_the_device_does_not_acknowledge_fails_the_path_and_hands_no_buffer_back<
+    T: TestNic,
+>() {
+    use ringfab::hal::QueueFault;
+    use ringfab::strerror::ProvError;
+    use ringfab_emu::{DeviceFault, Ring};
+    let p = pair_of::<T>();
+    let (da, db) = domains(&p);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
+    let to_b = insert(&da, &av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for i in 0..4 {
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
+    }
+    p.b.inject(DeviceFault::RefuseStop {
+        ring: Some(Ring::Rx(0)),
+        count: usize::MAX,
+    });
+    // Found (and discarded with the others when the path failed): `true`, as for any known
+    // context ("Returns whether an operation was found").
+    assert_eq!(ep_b.cancel(&db, OpContext(2)), Ok(true));
+    // The device never stopped: a message still lands in a buffer it holds.
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 12, to_b, OpContext(50))
+        .unwrap();
+    // One entry on B's CQ: the critical fault, FI_EIO, no buffer, no FI_ECANCELED.
+    let mut entries = Vec::new();
+    let mut idle = 0;
+    while idle < 3 {
+        p.wire.run_until_idle();
+        let mut e = [DataEntry::default(); 8];
+        match cq_b.read(&db, &mut e) {
+            Ok(n) => panic!("no success after the fault: {:?}", &e[..n]),
+            Err(Error::Avail) => {
+                let mut entry = ErrEntry::default();
+                let mut data = [0u8; 8];
+                let (_, buf) = cq_b
+                    .readerr_owned(&db, &mut entry, Some(&mut data), 0)
+                    .unwrap();
+                assert!(
+                    buf.is_none(),
+                    "no buffer handed back while the device may still write it"
+                );
+                entries.push((
+                    entry.err,
+                    entry.flags,
+                    ProvError::decode(entry.prov_errno, &data[..entry.err_data_size]),
+                ));
+                idle = 0;
+            }
+            Err(Error::Again) => idle += 1,
+            Err(other) => panic!("read: {other:?}"),
+        }
+    }
+    assert_eq!(
+        entries,
+        [(
+            5,
+            CompletionFlags::RECV | CompletionFlags::MSG,
+            Some(ProvError::QueueFault(QueueFault::StopTimeout))
+        )],
+        "exactly one FI_EIO critical-fault entry, no FI_ECANCELED"
+    );
+    assert_eq!(ep_b.fault(&db), Some(QueueFault::StopTimeout));
+    assert!(!ep_b.is_enabled(&db));
+    // docs/semantics.md (critical errors): "Pending operations are discarded **without**
+    // completions, as on close: credits released, owned buffers returned to their memory
+    // regions (nothing leaks). A discarded buffer is never handed to the application: its
+    // memory is reused only when its region is closed, which removes the IOMMU mapping first".
+    assert_eq!(cq_b.credits(&db), 256, "nothing is owed to the CQ");
+    assert_eq!(
+        ep_b.rx_size_left(&db),
+        Err(Error::OpBadState),
+        "a failed path takes nothing"
+    );
+    // The device acknowledges stops again: closing the endpoint gives every buffer back.
+    p.b.clear_faults();
+    closed(ep_b.close(&db));
+    assert_eq!(mr_b.outstanding(&db), 0, "every buffer back in its region");
+    let _ = cq_a;
+}
+
 fn cancel_before_enable_is_opbadstate<T: TestNic>() {
     let p = pair_of::<T>();
     let d = domain(&p.nic_a);
@@ -1950,6 +2042,79 @@ fn a_message_longer_than_the_receive_buffer_is_etrunc_with_olen_and_takes_no_oth
     let _ = cq_a;
 }
 
+/// Issue 14 item 11 through core: "The fragment state survives `flush`: after a write-back
+/// without end-of-packet, the first good frame after the restart is reported as a fragment
+/// error." The Intel devices cut a message split over two receive buffers after its first
+/// piece (`DeviceFault::CutFrame`: the piece without EOP is written back, the one with EOP
+/// never), and an endpoint `cancel` flushes the queue (ring `flush`: "A frame the device
+/// split across buffers and had not finished ... its pieces complete with `Flushed` too, so
+/// that nothing of it waits for the rest after the restart or is taken for a new frame"). The
+/// cut message's receives are posted again, and the next message is a good completion in the
+/// first of them, not an error. virtio-net cannot split a frame (a receive chain ends in an
+/// overflow area up to its longest frame, so the used length is the whole frame; the emulated
+/// device ignores `CutFrame`): there the long message completes `FI_ETRUNC` in its one receive
+/// and the next message takes the next receive.
+fn after_a_flush_cuts_a_split_frame_the_next_message_is_a_good_completion<T: TestNic>() {
+    let p = pair_of::<T>();
+    let attr_b = EpAttr {
+        rx_buf_len: 1024,
+        ..EpAttr::default()
+    };
+    let (da, db) = domains(&p);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, _av_b, ep_b) = side(&db, &attr_b, BOTH);
+    let to_b = insert(&da, &av_a, ep_b.name());
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    for i in 0..4 {
+        ep_b.recv(&db, mr_b.alloc(&db, 1024).unwrap(), OpContext(i))
+            .unwrap();
+    }
+    p.b.inject(ringfab_emu::DeviceFault::CutFrame {
+        queue: Some(0),
+        count: 1,
+    });
+    // 1400 + 30 bytes of header: two 1 KiB buffers on the Intel NICs.
+    ep_a.send(
+        &da,
+        mr_a.alloc(&da, BUF).unwrap(),
+        1400,
+        to_b,
+        OpContext(40),
+    )
+    .unwrap();
+    let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
+    assert!(ok.is_empty());
+    if T::SPLITS_LONG_FRAMES {
+        assert!(err.is_empty(), "the ring waits for the rest of the frame");
+    } else {
+        assert_eq!(
+            err,
+            vec![(0, Error::Trunc.errno())],
+            "one receive, truncated"
+        );
+    }
+    // The flush of a cancel cuts the frame for good.
+    assert_eq!(ep_b.cancel(&db, OpContext(3)), Ok(true));
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 100, to_b, OpContext(41))
+        .unwrap();
+    let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
+    assert_eq!(
+        err,
+        vec![(3, 125)],
+        "FI_ECANCELED for the canceled receive, nothing else"
+    );
+    let first = if T::SPLITS_LONG_FRAMES { 0 } else { 1 };
+    assert_eq!(
+        ok,
+        vec![(first, 100)],
+        "the first message after the restart is a good completion, whole"
+    );
+    closed(ep_b.close(&db));
+    assert_eq!(mr_b.outstanding(&db), 0);
+    let _ = cq_a;
+}
+
 on_every_nic!(
     close_discards_completed_but_unread_operations,
     info_reports_what_the_endpoint_does,
@@ -1974,6 +2139,7 @@ on_every_nic!(
     cancel_of_a_send_still_in_the_ring_reports_it_and_sends_the_rest,
     cancel_behind_a_lost_write_back_completes_every_operation_exactly_once,
     cancel_before_enable_is_opbadstate,
+    a_cancel_whose_flush_the_device_does_not_acknowledge_fails_the_path_and_hands_no_buffer_back,
     counters_count_every_completion_by_class_also_without_cq_entries,
     a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last,
     a_selective_multi_receive_buffer_reports_only_its_release,
@@ -1982,4 +2148,5 @@ on_every_nic!(
     an_alias_posts_on_the_same_queues_with_its_own_flags,
     a_broadcast_reaches_the_endpoint_with_fi_multicast,
     a_message_longer_than_the_receive_buffer_is_etrunc_with_olen_and_takes_no_other_receive,
+    after_a_flush_cuts_a_split_frame_the_next_message_is_a_good_completion,
 );

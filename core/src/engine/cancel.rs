@@ -199,10 +199,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         // A flush the device did not acknowledge (hal "Flush and quiet devices"): the driver
         // holds every buffer the device may still write and refuses pushes. Nothing is posted
         // again, and nothing completes `Canceled` with a buffer the device may write: the path
-        // fails now, reporting the fault (issue 14 item 9).
+        // fails now, reporting the fault (issue 14 item 9). The operation was found (and
+        // discarded with the rest): `true`, so that the caller stops searching and wakes the
+        // readers of the CQ the fault entry went to.
         if let Some(fault) = self.queue_fault() {
             self.fail(fault, ctx, true, sink);
-            return canceled;
+            return true;
         }
         // Phase 2: what is still live was flushed: post it again, oldest first.
         let (head, span) = (self.table.head, self.table.live_span());

@@ -595,11 +595,21 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     /// leaves them to `poll_general`, which must give them back whatever the device does to
     /// the descriptor after the flush.
     const SETTLED: i64 = -2;
+    /// Added below [`settled`](Self::settled) for a later piece of a split frame (the flush
+    /// saw the frame's first piece before it): such a buffer never starts a frame. Above every
+    /// buffer length, so that [`capacity`](Self::capacity)'s cast to `u32` drops it.
+    const PIECE: i64 = 1 << 32;
 
     /// The `limits` entry of a buffer of `cap` bytes that the flush found written back.
     #[inline]
     fn settled(cap: i64) -> i64 {
         Self::SETTLED - cap
+    }
+
+    /// Whether a settled `limits` entry is a later piece of a split frame.
+    #[inline]
+    fn is_piece(limit: i64) -> bool {
+        limit <= Self::SETTLED - Self::PIECE
     }
 
     /// A ring over `ring` (whose size `DmaRing::new` checked).
@@ -903,6 +913,16 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                             status: Err(RxError::Continuation),
                             rss: None,
                         }
+                    } else if settled && Self::is_piece(limit) {
+                        // A later piece of a frame whose earlier piece the device took back
+                        // after the flush (so no `Truncated` first buffer counted it off): the
+                        // rest of a cut frame, never a frame of its own.
+                        RxCompletion {
+                            token,
+                            len: 0,
+                            status: Err(RxError::Fragment),
+                            rss: None,
+                        }
                     } else {
                         let w0 = self.slots.ring.read(i, 0);
                         // A live limit is a buffer length, a `u32`; a settled one encodes it.
@@ -952,7 +972,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     }
 
     /// The buffer length a `limits` entry holds: a live one is the length, a settled one
-    /// encodes it ([`settled`](Self::settled)).
+    /// encodes it ([`settled`](Self::settled); the cast drops a [`PIECE`](Self::PIECE) mark).
     #[inline(always)]
     fn capacity(limit: i64) -> u32 {
         if limit <= Self::SETTLED {
@@ -1123,6 +1143,10 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                 0
             };
             let filled = handed_over && F::rx_done(w1);
+            // A filled buffer after the first piece of a frame is a piece of it (marked, so
+            // that it is never taken for a frame of its own should the device take back an
+            // earlier piece after this flush).
+            let piece = filled && whole == 0 && open.is_some();
             if whole > 0 {
                 whole -= 1;
             } else if filled && open.is_none() && !F::rx_writeback(0, w1).eop {
@@ -1131,7 +1155,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                 open = None;
             }
             if filled {
-                self.limits[idx] = Self::settled(limit);
+                self.limits[idx] = Self::settled(limit) - if piece { Self::PIECE } else { 0 };
             } else {
                 if let Some(from) = open.take() {
                     self.flush_from(from, i);
@@ -2233,6 +2257,116 @@ mod tests {
             );
             assert_eq!(drain_rx(&mut r)[0].status, lied(0));
             assert_eq!(r.pending(), 0);
+        }
+    }
+
+    /// Where the two fixes of issue 14 meet (items 10 and 11: settled limits and split
+    /// frames): a frame split over three buffers is written back whole, with a good frame
+    /// after it, before the flush; then a lying device clears the done bit of one of its
+    /// pieces (the first, the middle or the EOP piece) between the flush and the poll. The
+    /// hal's "Flush and quiet devices": "every token comes back exactly once, or is held while
+    /// `fault` says why" — here nothing is faulted, so every token comes back once, none is
+    /// left pending, no piece of the cut frame is delivered as a good frame, and the ring
+    /// takes and completes a good frame after the restart; through `poll` and
+    /// `poll_each_split` alike.
+    #[test]
+    fn rx_a_split_frame_written_whole_before_a_flush_whose_piece_the_device_takes_back_comes_back_once(
+    ) {
+        for each in [false, true] {
+            for lied in 0..3 {
+                let mut r = rx_ring::<8>();
+                for t in 0..6 {
+                    r.push(buf(1024), Token(t), 1024).unwrap();
+                }
+                r.doorbell();
+                device_writes(&r, 0, piece(1024));
+                device_writes(&r, 1, piece(1024));
+                device_writes(&r, 2, good(100)); // EOP: the frame is whole
+                device_writes(&r, 3, good(64));
+                r.flush();
+                // The lie: DD (and everything else) gone from one piece.
+                device_writes(
+                    &r,
+                    lied,
+                    Wb {
+                        status_error: 0,
+                        ..good(0)
+                    },
+                );
+                let got: Vec<_> = if each {
+                    let v = core::cell::RefCell::new(Vec::new());
+                    loop {
+                        let n = r.poll_each_split(
+                            2,
+                            &mut |c| {
+                                v.borrow_mut().push(*c);
+                                true
+                            },
+                            &mut |c| v.borrow_mut().push(*c),
+                        );
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    v.into_inner()
+                } else {
+                    drain_rx(&mut r)
+                };
+                let what = (each, lied);
+                let mut tokens: Vec<_> = got.iter().map(|c| c.token.0).collect();
+                tokens.sort_unstable();
+                assert_eq!(
+                    tokens,
+                    [0, 1, 2, 3, 4, 5],
+                    "each token once: {what:?} {got:?}"
+                );
+                assert_eq!(r.pending(), 0, "{what:?}");
+                // The piece taken back comes back as `DeviceStatus` with the word left in
+                // it; the frame's other pieces as `Fragment`, none as a frame of its own
+                // (before the fix the EOP piece after a taken-back middle piece completed
+                // `Ok`, and a middle piece after a taken-back first piece `Truncated`).
+                let cut: Vec<_> = got
+                    .iter()
+                    .filter(|c| c.token.0 < 3)
+                    .map(|c| (c.token.0, c.status))
+                    .collect();
+                let want: Vec<_> = (0..3u64)
+                    .map(|t| {
+                        if t as usize == lied {
+                            (t, Err(RxError::DeviceStatus { raw: 0 }))
+                        } else {
+                            (t, Err(RxError::Fragment))
+                        }
+                    })
+                    .collect();
+                assert_eq!(cut, want, "{what:?}");
+                let after: Vec<_> = got.iter().filter(|c| c.token.0 >= 3).collect();
+                assert_eq!(
+                    after
+                        .iter()
+                        .map(|c| (c.token.0, c.status, c.len))
+                        .collect::<Vec<_>>(),
+                    [
+                        (3, Ok(()), 64),
+                        (4, Err(RxError::Flushed), 0),
+                        (5, Err(RxError::Flushed), 0)
+                    ],
+                    "the frame after it, and the unfilled buffers: {what:?}"
+                );
+                // After the restart the ring is whole again: the next frame is good.
+                r.push(buf(1024), Token(6), 1024).unwrap();
+                r.doorbell();
+                device_writes(&r, 6, good(70));
+                let next = drain_rx(&mut r);
+                assert_eq!(
+                    next.iter()
+                        .map(|c| (c.token.0, c.status, c.len))
+                        .collect::<Vec<_>>(),
+                    [(6, Ok(()), 70)],
+                    "{what:?}"
+                );
+                assert_eq!(r.pending(), 0);
+            }
         }
     }
 }

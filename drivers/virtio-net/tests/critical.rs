@@ -7,7 +7,7 @@
 mod fixture;
 
 use fixture::{pair, VirtioNetFixture};
-use ringfab_emu::{CriticalFault, Ring};
+use ringfab_emu::{CriticalFault, DeviceFault, Ring};
 use ringfab_hal::queue::STALL_POLLS;
 use ringfab_hal::{
     Error, Nic, Platform, PushError, Queue, QueueFault, RxConfig, RxError, RxQueue, Token, TxConfig,
@@ -62,6 +62,52 @@ fn device_needs_reset_is_found_by_the_stall_check_and_recover_resets_the_device(
     }
     p.nic_b.recover().unwrap();
     assert!(!p.nic_b.needs_reset(), "recover reset the device (§2.1.2)");
+    assert!(b_receives(&p));
+}
+
+/// `QueueFault::NeedsReset` proves nothing about the device (hal `QueueFault::device_quiet`:
+/// "Not `NeedsReset` (virtio 1.2 §2.1.2 promises nothing about a device in that state until it
+/// is reset) nor `StopTimeout`: for those a flush asks for the stop again and holds the
+/// buffers until the device acknowledges it"). A queue that needs a reset whose queue resets
+/// the device ignores twice: each flush asks for the reset again, hands nothing back
+/// (nothing `Flushed`) and refuses pushes; the third flush, acknowledged, hands back every
+/// token, once ("every token comes back exactly once, or is held while `fault` says why").
+#[test]
+fn a_queue_that_needs_a_reset_retries_it_on_every_flush_and_holds_its_buffers_until_acknowledged() {
+    let p = pair();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    {
+        let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+        post(&mut rx, &mem, 4);
+        p.b.inject_critical(CriticalFault::NeedsReset);
+        assert_eq!(rx.check(), Some(QueueFault::NeedsReset));
+        p.b.inject(DeviceFault::RefuseStop {
+            ring: Some(Ring::Rx(0)),
+            count: 2,
+        });
+        for attempt in 0..2 {
+            assert_eq!(
+                flush_rx(&mut rx),
+                [],
+                "attempt {attempt}: nothing handed back while the device may still write"
+            );
+            assert_eq!(rx.pending(), 4, "attempt {attempt}: held");
+            assert_eq!(
+                rx.fault(),
+                Some(QueueFault::NeedsReset),
+                "the first fault stays (sticky)"
+            );
+            assert_eq!(
+                rx.push(rx_buf(&mem, 4), Token(4)),
+                Err(PushError::Fault(QueueFault::NeedsReset))
+            );
+        }
+        // Both refusals were used up, one per flush: each flush asked for the reset again.
+        assert_eq!(sorted(flush_rx(&mut rx)), four_flushed(), "acknowledged");
+        assert_eq!(rx.pending(), 0);
+        assert_eq!(flush_rx(&mut rx), [], "each token once");
+    }
+    p.nic_b.recover().unwrap();
     assert!(b_receives(&p));
 }
 

@@ -97,8 +97,10 @@ impl Engine {
                     matches!(ring, Ring::Rx(n) if queue.is_none_or(|q| q == n))
                 }
                 // Used-ring faults: taken by the virtqueue models themselves (`take_used_fault`);
-                // stop and start refusals by their register writes (`refuse`).
-                DeviceFault::CompleteOutOfOrder { .. }
+                // stop and start refusals by their register writes (`refuse`); cut frames by the
+                // Intel models' receive (`take_cut_frame`).
+                DeviceFault::CutFrame { .. }
+                | DeviceFault::CompleteOutOfOrder { .. }
                 | DeviceFault::LieUsedId { .. }
                 | DeviceFault::JumpUsedIdx { .. }
                 | DeviceFault::RefuseStop { .. }
@@ -118,7 +120,8 @@ impl Engine {
                 DeviceFault::OversizeLength { count, extra, .. } => {
                     oversize = take(count).then_some(*extra).or(oversize);
                 }
-                DeviceFault::CompleteOutOfOrder { .. }
+                DeviceFault::CutFrame { .. }
+                | DeviceFault::CompleteOutOfOrder { .. }
                 | DeviceFault::LieUsedId { .. }
                 | DeviceFault::JumpUsedIdx { .. }
                 | DeviceFault::RefuseStop { .. }
@@ -143,9 +146,29 @@ impl Engine {
             | DeviceFault::CompleteOutOfOrder { count, .. }
             | DeviceFault::LieUsedId { count, .. }
             | DeviceFault::RefuseStop { count, .. }
-            | DeviceFault::RefuseStart { count, .. } => *count > 0,
+            | DeviceFault::RefuseStart { count, .. }
+            | DeviceFault::CutFrame { count, .. } => *count > 0,
             DeviceFault::JumpUsedIdx { by, .. } => *by > 0,
         }
+    }
+
+    /// Consumes one [`DeviceFault::CutFrame`] aimed at receive ring `ring`: whether the frame
+    /// being written, one that takes more than one descriptor, loses its last write-back.
+    pub(crate) fn take_cut_frame(&mut self, ring: Ring) -> bool {
+        let mut cut = false;
+        for f in self.faults.iter_mut() {
+            if let DeviceFault::CutFrame { queue, count } = f {
+                if *count > 0 && matches!(ring, Ring::Rx(n) if queue.is_none_or(|q| q == n)) {
+                    if *count != usize::MAX {
+                        *count -= 1;
+                    }
+                    cut = true;
+                    break;
+                }
+            }
+        }
+        self.faults.retain(Self::live);
+        cut
     }
 
     /// Consumes one [`DeviceFault::RefuseStop`] (`stop`) or [`DeviceFault::RefuseStart`]

@@ -171,6 +171,17 @@ pub enum DeviceFault {
         /// Start requests to ignore.
         count: usize,
     },
+    /// Intel models (82576, 82574) only: of the next `count` frames on a receive queue that
+    /// take more than one descriptor (longer than its buffer size), write back every piece but
+    /// the last (DD without EOP) and never the last — a device that stops in the middle of a
+    /// frame. The last piece's data still moves and the head register advances past it, as
+    /// with [`WithholdWriteback`](Self::WithholdWriteback).
+    CutFrame {
+        /// Which receive queue, or any.
+        queue: Option<u16>,
+        /// Split frames to cut.
+        count: usize,
+    },
     /// Virtqueue devices only: with the next used-ring entry, advance the used index by `by`
     /// more than the entries written, as if the device had used buffers it was never given.
     JumpUsedIdx {

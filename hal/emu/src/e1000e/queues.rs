@@ -403,7 +403,12 @@ impl E1000eModel {
         let extended = self.r(RFCTL) & RFCTL_EXTEN != 0;
         let mut causes = 0;
         let last = descs.len() - 1;
+        // `DeviceFault::CutFrame`: the device stops before the piece with EOP.
+        let cut = last > 0 && self.engine.take_cut_frame(ring);
         for (i, &(addr, buf)) in descs.iter().enumerate() {
+            if cut && i == last {
+                continue;
+            }
             let plan = self.engine.plan(ring);
             let written = if buf == 0 {
                 0
