@@ -123,6 +123,10 @@ pub unsafe trait DmaRegion: Send {
     ///
     /// # Panics
     /// If `offset` is not 2-byte aligned or `offset + 2 > len()`.
+    // Inline hint (as on `write_u64`): without it LLVM left the call out of line in
+    // virtio-net's receive post, whose only device writes are one `u64` and one `u16`
+    // (31 instructions more per post in the CQ benchmark's cycle).
+    #[inline]
     fn write_u16(&self, offset: usize, value: u16) {
         let p = checked_ptr::<u16>(self.cpu(), self.len(), offset);
         // SAFETY: as in `write_u32`, for 2 aligned bytes inside the region.
@@ -154,6 +158,8 @@ pub unsafe trait DmaRegion: Send {
     ///
     /// # Panics
     /// If `offset` is not 8-byte aligned or `offset + 8 > len()`.
+    // Inline hint: see `write_u16`.
+    #[inline]
     fn write_u64(&self, offset: usize, value: u64) {
         let p = checked_ptr::<u64>(self.cpu(), self.len(), offset);
         // SAFETY: as in `write_u32`, for 8 aligned bytes inside the region.

@@ -5,7 +5,9 @@
 //! areas of the driver's own: an indirect descriptor table and a 12-byte network header per
 //! descriptor id. Every buffer is one ring descriptor pointing to its id's indirect table
 //! (`VIRTIO_RING_F_INDIRECT_DESC`), so a ring of `N` entries holds `N` buffers whatever their
-//! segment count, and a used entry's id names exactly one buffer.
+//! segment count, and a used entry's id names exactly one buffer. A receive queue's tables
+//! are written once ([`Virtq::set_rx_chains`]) and a post fills in only the buffer's address
+//! ([`Virtq::push_rx`]); a transmit or control buffer's table is written at each push.
 //!
 //! Ids are handed out from a free stack, so buffers may come back in any order (§2.7.13: a
 //! device may use buffers out of order). A private shadow keeps, per id, the caller's token,
@@ -53,10 +55,9 @@ mod st {
 pub(crate) enum Hdr {
     /// No header (control queue).
     None,
-    /// A device-readable header first (transmit).
+    /// A device-readable header first (transmit). Receive chains, whose header is
+    /// device-writable, are written once ([`Virtq::set_rx_chains`]).
     Out,
-    /// A device-writable header first (receive).
-    In,
 }
 
 /// One buffer of a chain.
@@ -203,40 +204,22 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
         self.nfree -= 1;
         let id = self.free[self.nfree];
         let i = usize::from(id);
-        let base = self.mem.iova().0;
         let mut k = 0;
-        let mut put = |addr: u64, len: u32, write: bool| {
-            let last = k + 1 == count;
-            let d = Desc {
-                addr,
-                len,
-                flags: if write { flags::WRITE } else { 0 } | if last { 0 } else { flags::NEXT },
-                next: (k + 1) as u16,
+        if hdr == Hdr::Out {
+            let at = self.mem.iova().0 + Self::LAY.hdr_of(i) as u64;
+            let h = Seg {
+                addr: at,
+                len: NET_HDR_LEN as u32,
+                write: false,
             };
-            let w = d.emit();
-            let at = Self::LAY.indirect_desc(i, k);
-            self.mem.write_u64(at, w[0]);
-            self.mem.write_u64(at + 8, w[1]);
+            self.write_indirect(i, k, h, k + 1 == count);
             k += 1;
-        };
-        let hdr_at = base + Self::LAY.hdr_of(i) as u64;
-        match hdr {
-            Hdr::None => {}
-            Hdr::Out => put(hdr_at, NET_HDR_LEN as u32, false),
-            Hdr::In => put(hdr_at, NET_HDR_LEN as u32, true),
         }
-        for s in segs {
-            put(s.addr, s.len, s.write);
+        for &s in segs {
+            self.write_indirect(i, k, s, k + 1 == count);
+            k += 1;
         }
-        let ring = Desc {
-            addr: base + Self::LAY.indirect_desc(i, 0) as u64,
-            len: (count * 16) as u32,
-            flags: flags::INDIRECT,
-            next: 0,
-        }
-        .emit();
-        self.mem.write_u64(Self::LAY.desc + 16 * i, ring[0]);
-        self.mem.write_u64(Self::LAY.desc + 16 * i + 8, ring[1]);
+        self.write_ring_desc(i, count);
         let slot = usize::from(self.avail_idx);
         self.mem.write_u16(Self::LAY.avail_ring(slot), id);
         self.order[slot % N] = id;
@@ -245,6 +228,93 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
         self.cap[i] = cap;
         self.state[i] = st::QUEUED | if always { st::ALWAYS } else { 0 };
         Ok(id)
+    }
+
+    /// Makes every id's chain a receive chain, once, before the first
+    /// [`push_rx`](Self::push_rx): the ring descriptor pointing to the id's indirect table, and
+    /// in that table the device-writable header, a device-writable buffer of `buf_len` bytes
+    /// (its address left to `push_rx`) and, if given, the device-writable `tail` every chain
+    /// ends with. None of it changes from one post to the next, so a post writes only the
+    /// buffer's address. The device reads a chain only through an avail entry naming its head
+    /// (§2.7.13), and a free id is named by none, so the table of a free id is the driver's to
+    /// write; a queue reset (§2.6.1) leaves the tables as they are (`take_back` starts only the
+    /// indices over).
+    pub(crate) fn set_rx_chains(&mut self, buf_len: u32, tail: Option<Seg>) {
+        let count = 2 + usize::from(tail.is_some());
+        for i in 0..N {
+            let hdr = Seg {
+                addr: self.mem.iova().0 + Self::LAY.hdr_of(i) as u64,
+                len: NET_HDR_LEN as u32,
+                write: true,
+            };
+            let buf = Seg {
+                addr: 0,
+                len: buf_len,
+                write: true,
+            };
+            for (k, s) in [Some(hdr), Some(buf), tail]
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                self.write_indirect(i, k, s, k + 1 == count);
+            }
+            self.write_ring_desc(i, count);
+            // What the device may write into the caller's buffer, as `push` records it.
+            self.cap[i] = buf_len;
+        }
+    }
+
+    /// Queues one receive buffer at `addr` under `token`, into the chain
+    /// [`set_rx_chains`](Self::set_rx_chains) wrote for its id: one descriptor word, the avail
+    /// entry and the shadow. A success is always reported.
+    #[inline]
+    pub(crate) fn push_rx(&mut self, addr: u64, token: Token) -> Result<u16, PushError> {
+        if self.nfree == 0 {
+            return Err(PushError::Full { needed: 1, free: 0 });
+        }
+        self.nfree -= 1;
+        let id = self.free[self.nfree];
+        let i = usize::from(id);
+        // The buffer is the chain's second descriptor, after the header; its address is the
+        // descriptor's first word (`Desc::emit`).
+        self.mem.write_u64(Self::LAY.indirect_desc(i, 1), addr);
+        let slot = usize::from(self.avail_idx);
+        self.mem.write_u16(Self::LAY.avail_ring(slot), id);
+        self.order[slot % N] = id;
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        self.tokens[i] = token;
+        self.state[i] = st::QUEUED | st::ALWAYS;
+        Ok(id)
+    }
+
+    /// Descriptor `k` of id `i`'s indirect table: `s`, chained to `k + 1` unless `last`.
+    #[inline]
+    fn write_indirect(&self, i: usize, k: usize, s: Seg, last: bool) {
+        let d = Desc {
+            addr: s.addr,
+            len: s.len,
+            flags: if s.write { flags::WRITE } else { 0 } | if last { 0 } else { flags::NEXT },
+            next: (k + 1) as u16,
+        };
+        let w = d.emit();
+        let at = Self::LAY.indirect_desc(i, k);
+        self.mem.write_u64(at, w[0]);
+        self.mem.write_u64(at + 8, w[1]);
+    }
+
+    /// Ring descriptor `i`: id `i`'s indirect table of `count` descriptors (§2.7.5.3).
+    #[inline]
+    fn write_ring_desc(&self, i: usize, count: usize) {
+        let ring = Desc {
+            addr: self.mem.iova().0 + Self::LAY.indirect_desc(i, 0) as u64,
+            len: (count * 16) as u32,
+            flags: flags::INDIRECT,
+            next: 0,
+        }
+        .emit();
+        self.mem.write_u64(Self::LAY.desc + 16 * i, ring[0]);
+        self.mem.write_u64(Self::LAY.desc + 16 * i + 8, ring[1]);
     }
 
     /// Publishes everything pushed (one release fence, one `avail.idx` store) and says whether
