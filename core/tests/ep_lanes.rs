@@ -366,7 +366,7 @@ fn every_kind_of_frame_interleaved_completes_in_order_with_its_own_fields<T: Tes
             Err(Error::Again)
         );
         ring.extend(reposted);
-        assert_eq!(b.ep.rx_size_left(&db), Ok(D - ring.len()));
+        assert_eq!(b.ep.rx_size_left(&db), Ok(ring_room::<T>(D) - ring.len()));
         assert_eq!(
             mr.outstanding(&db),
             ring.len(),
@@ -520,7 +520,7 @@ fn plain_receives_around_a_multi_receive_buffer_keep_order_and_the_slots_their_f
         .unwrap();
     b.ep.recv(&db, mr.alloc(&db, BUF).unwrap(), OpContext(5))
         .unwrap();
-    let slots = D - b.ep.rx_size_left(&db).unwrap() - 4;
+    let slots = ring_room::<T>(D) - b.ep.rx_size_left(&db).unwrap() - 4;
     let n = 4 + slots;
     let frames: Vec<Vec<u8>> = (0..n).map(|i| frame(Kind::Good, to, 20 + i, 9)).collect();
     sender.send(&p, &frames);
@@ -681,7 +681,7 @@ fn foreign_jumbo_frames_are_dropped_and_counted_and_use_up_no_receive<T: TestNic
     );
     assert_eq!(
         b.ep.rx_size_left(&db),
-        Ok(D - 7),
+        Ok(ring_room::<T>(D) - 7),
         "seven receives still posted"
     );
     let _ = &b.av;

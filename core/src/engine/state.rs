@@ -218,6 +218,27 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         D - self.table.tail.wrapping_sub(self.table.head)
     }
 
+    /// Operations of one descriptor each (a receive, a single-buffer send) that can be posted
+    /// now: free op-table slots, or free ring descriptors where the ring has fewer (an Intel
+    /// ring keeps one descriptor empty, so it holds one operation fewer than the table).
+    pub(crate) fn room(&self) -> usize {
+        let ring = match &self.queue {
+            Queue::Tx(q) => q.free(),
+            Queue::Rx(q) => q.free(),
+        };
+        self.free_slots().min(ring)
+    }
+
+    /// [`room`](Self::room) of the empty path: what `size` (`fi_tx_attr`/`fi_rx_attr`)
+    /// promises.
+    pub(crate) fn capacity(&self) -> usize {
+        let ring = match &self.queue {
+            Queue::Tx(q) => q.free() + q.pending(),
+            Queue::Rx(q) => q.free() + q.pending(),
+        };
+        D.min(ring)
+    }
+
     /// Whether the queue has an interrupt, and the vector it is steered to if the driver says.
     pub(crate) fn interrupt_steering(&self) -> (bool, Option<u16>) {
         match &self.queue {

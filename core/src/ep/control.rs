@@ -96,7 +96,7 @@ impl Endpoint {
         self.usable(dom)?;
         let path = path.ok_or(Error::OpBadState)?;
         let credits = self.cq_slot(dom, b)?.credits.credits();
-        path.with_state(|st| Ok(st.free_slots().min(credits)))
+        path.with_state(|st| Ok(st.room().min(credits)))
     }
 
     /// Frames received on this endpoint's queue that were not ringfab frames for it (other

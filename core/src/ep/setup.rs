@@ -326,6 +326,13 @@ impl Endpoint {
         } else {
             Order::None
         };
+        // What the queues hold, once enabled (an Intel ring one operation fewer than the op
+        // table); the op table's depth before.
+        let size = |path: Option<Path<'d, 'n, N, D>>| {
+            path.and_then(|p| p.with_state(|st| Ok(st.capacity())).ok())
+                .unwrap_or(D)
+        };
+        let (tx_size, rx_size) = (size(self.tx_path(dom)), size(self.rx_path(dom)));
         EpInfo {
             ep: EndpointAttr {
                 ep_type: self.attr.ep_type,
@@ -344,7 +351,7 @@ impl Endpoint {
                 msg_order: Order::None,
                 comp_order,
                 inject_size: self.inject_size(),
-                size: D,
+                size: tx_size,
                 iov_limit: self.iov_limit(dom),
                 rma_iov_limit: 0,
             },
@@ -353,7 +360,7 @@ impl Endpoint {
                 msg_order: Order::None,
                 comp_order,
                 total_buffered_recv: 0,
-                size: D,
+                size: rx_size,
                 iov_limit: 1,
             },
         }

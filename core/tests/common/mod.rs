@@ -42,6 +42,11 @@ pub(crate) trait TestNic: 'static {
     /// never reaches the driver.
     const RX_CRC_ERROR: Option<u32>;
 
+    /// Operations a ring of `d` descriptors holds: the Intel rings keep one empty (a full
+    /// ring's tail would equal its head, which the device reads as empty); a virtqueue holds
+    /// `d` (one descriptor id per buffer).
+    const RING_HOLDS_ONE_FEWER: bool;
+
     /// Makes the next frame B receives complete with an error the device reports: a bad CRC on
     /// the wire where the NIC reports one, else a receive status the driver refuses.
     fn rx_error_next(p: &Pair<Self>)
@@ -133,6 +138,7 @@ impl TestNic for IgbNic {
     }
 
     const RX_CRC_ERROR: Option<u32> = Some(ringfab_emu::igb::regs::RXD_ERR_RXE);
+    const RING_HOLDS_ONE_FEWER: bool = true;
     const RING_KEEPS_ONE_EMPTY: bool = true;
 
     /// EIMS: one mask bit per MSI-X vector (82576 datasheet, Extended Interrupt Mask Set).
@@ -161,6 +167,7 @@ impl TestNic for E1000eNic {
     }
 
     const RX_CRC_ERROR: Option<u32> = Some(ringfab_emu::e1000e::regs::RXD_ERR_RXE);
+    const RING_HOLDS_ONE_FEWER: bool = true;
     const RING_KEEPS_ONE_EMPTY: bool = true;
     // vector_unmasked: the 82574 masks interrupt causes (IMS), routed to vectors by IVAR, not
     // vectors.
@@ -185,6 +192,7 @@ impl TestNic for VirtioNic {
 
     /// A frame with a bad FCS never reaches a virtio device (the host drops it).
     const RX_CRC_ERROR: Option<u32> = None;
+    const RING_HOLDS_ONE_FEWER: bool = false;
     /// `VIRTIO_NET_HDR_F_NEEDS_CSUM` in the receive header, which the driver never negotiates.
     const RX_GARBAGE_STATUS: u32 = 0x0001;
 
@@ -428,5 +436,15 @@ impl<'n, T: TestNic> RawSender<'n, T> {
             status: Ok(()),
         }; 64];
         while self.tx.poll(&mut out) > 0 {}
+    }
+}
+
+/// Operations a ring of `d` descriptors of NIC `T` holds ([`TestNic::RING_HOLDS_ONE_FEWER`]):
+/// what `size_left` says of an empty queue.
+pub(crate) fn ring_room<T: TestNic>(d: usize) -> usize {
+    if T::RING_HOLDS_ONE_FEWER {
+        d - 1
+    } else {
+        d
     }
 }
