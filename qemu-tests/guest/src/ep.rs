@@ -778,8 +778,14 @@ pub(crate) fn cancel_recv(ctx: &mut Ctx) -> Outcome {
     if ep_b.cancel(&db, OpContext(99)) != Ok(false) {
         return Err("cancel of an unknown context found something".into());
     }
-    if ep_b.rx_size_left(&db) != Ok(DEPTH - 4) {
-        return Err(format!("rx_size_left {:?}", ep_b.rx_size_left(&db)));
+    // What the queue holds (`size`: one fewer than the ring depth on the Intel rings) less
+    // the four posted.
+    let room = ep_b.info(&db).rx.size;
+    if ep_b.rx_size_left(&db) != Ok(room - 4) {
+        return Err(format!(
+            "rx_size_left {:?} of {room}",
+            ep_b.rx_size_left(&db)
+        ));
     }
     if ep_b.cancel(&db, OpContext(2)) != Ok(true) {
         return Err("cancel of receive 2 found nothing".into());
@@ -983,9 +989,10 @@ pub(crate) fn multi_recv(ctx: &mut Ctx) -> Outcome {
     let base = multi.addr();
     ep_b.recvmsg(&db, multi, OpContext(5), OpFlags::MULTI_RECV)
         .map_err(|(err, _)| format!("recvmsg: {err}"))?;
-    if ep_b.rx_size_left(&db) != Ok(DEPTH - 3) {
+    let room = ep_b.info(&db).rx.size;
+    if ep_b.rx_size_left(&db) != Ok(room - 3) {
         return Err(format!(
-            "rx_size_left {:?}: not three slots posted",
+            "rx_size_left {:?} of {room}: not three slots posted",
             ep_b.rx_size_left(&db)
         ));
     }
