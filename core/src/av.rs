@@ -114,6 +114,24 @@ impl AddressVector {
         self.domain
     }
 
+    /// Binds the AV into `binding`, an endpoint's (or scalable endpoint's) one AV
+    /// (`fi_ep_bind` with an AV): counted, so that `close` is `Busy` while it is bound.
+    ///
+    /// # Errors
+    /// `Inval` if `binding` already holds one.
+    pub(crate) fn bind_into<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        binding: &mut Option<usize>,
+    ) -> Result {
+        if binding.is_some() {
+            return Err(Error::Inval);
+        }
+        dom.avs().at(self.index).bind();
+        *binding = Some(self.index);
+        Ok(())
+    }
+
     /// The AV's index in the domain's AV table.
     pub fn index(&self) -> usize {
         self.index

@@ -215,12 +215,7 @@ impl ScalableEndpoint {
         if av.domain_id() != self.domain {
             return Err(Error::Domain);
         }
-        if self.av.is_some() {
-            return Err(Error::Inval);
-        }
-        dom.avs().at(av.index()).bind();
-        self.av = Some(av.index());
-        Ok(())
+        av.bind_into(dom, &mut self.av)
     }
 
     /// Opens transmit context `index` (`fi_tx_context`): NIC transmit queue `index`, disabled

@@ -509,12 +509,7 @@ impl Endpoint {
         if self.is_enabled(dom) {
             return Err(Error::OpBadState);
         }
-        if self.av.is_some() {
-            return Err(Error::Inval);
-        }
-        dom.avs().at(av.index()).bind();
-        self.av = Some(av.index());
-        Ok(())
+        av.bind_into(dom, &mut self.av)
     }
 
     /// Binds a counter (`fi_ep_bind` with a counter): `flags` names the operation classes it
