@@ -10,6 +10,7 @@
 //! The functions accept any input, however short: a target reads its operations from the
 //! bytes with [`Bytes`], and stops (after its final checks) when they run out.
 
+pub mod api_sequence;
 pub mod frame_parse;
 pub mod intel_rx;
 pub mod virtio_bringup;
@@ -77,4 +78,5 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("frame_parse", frame_parse::run),
     ("intel_rx_writeback", intel_rx::run),
     ("virtio_bringup", virtio_bringup::run),
+    ("api_sequence", api_sequence::run),
 ];

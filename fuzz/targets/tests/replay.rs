@@ -24,9 +24,11 @@ fn every_corpus_file_replays_without_a_finding() {
         assert!(!files.is_empty(), "{}: an empty corpus", dir.display());
         for f in &files {
             let bytes = fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-            // Named on a panic: the file to run under `cargo fuzz run <target> <file>`.
-            eprintln!("{target}: {}", f.display());
-            body(&bytes);
+            // A finding names its file: run it again with `cargo +nightly fuzz run <target>
+            // <file>`, or here.
+            if std::panic::catch_unwind(|| body(&bytes)).is_err() {
+                panic!("{target}: a finding on {}", f.display());
+            }
         }
         println!("{target}: {} inputs replayed", files.len());
     }
