@@ -13,6 +13,7 @@
 pub mod api_sequence;
 pub mod frame_parse;
 pub mod intel_rx;
+pub mod intel_tx;
 pub mod virtio_bringup;
 
 /// A reader of fuzzer bytes: each value is taken from the front, little-endian; `None` once
@@ -77,6 +78,7 @@ pub type Body = fn(&[u8]);
 pub const TARGETS: &[(&str, Body)] = &[
     ("frame_parse", frame_parse::run),
     ("intel_rx_writeback", intel_rx::run),
+    ("intel_tx_writeback", intel_tx::run),
     ("virtio_bringup", virtio_bringup::run),
     ("api_sequence", api_sequence::run),
 ];
