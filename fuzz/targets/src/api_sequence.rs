@@ -8,8 +8,10 @@
 //! (or a context never posted), run the wire, read the CQ (successes, and the error queue with
 //! `readerr_owned` when `read` says `Avail`), enable the endpoint, inject a device fault on
 //! one side (write-backs withheld, delayed, lengths beyond the buffer, garbage status bits),
-//! and close a side's endpoint (its outstanding operations are discarded without completions,
-//! as `fi_close` allows).
+//! inject a wire fault (frames corrupted at a byte of the fuzzer's choice, the header
+//! included, with a good or a bad FCS; dropped, duplicated, reordered: so the endpoint's
+//! receive-side parse meets frames no ringfab sender wrote), and close a side's endpoint (its
+//! outstanding operations are discarded without completions, as `fi_close` allows).
 //!
 //! Checked:
 //! * no panic, and every call answers `Ok` or an error (never anything the model cannot
@@ -34,8 +36,8 @@ use ringfab::hal::{MacAddr, Nic};
 use ringfab::{Error, Node};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{
-    DeviceFault, E1000eModelConfig, EmuE1000e, EmuIgb, EmuNic, EmuVirtioNet, IgbModelConfig, Kind,
-    Ring, VirtioNetModelConfig, Wire,
+    CorruptMode, DeviceFault, E1000eModelConfig, EmuE1000e, EmuIgb, EmuNic, EmuVirtioNet,
+    IgbModelConfig, Kind, Ring, VirtioNetModelConfig, Wire, WireFault,
 };
 use ringfab_igb::Igb;
 use ringfab_virtio_net::VirtioNet;
@@ -151,12 +153,12 @@ fn drive<K: Kind, N: Nic>(
         let side = &mut model[s];
         let op = op & 0x7f;
         // A closed side's CQ stays open: reads go on.
-        if side.closed && !matches!(op % 10, 5 | 9) {
+        if side.closed && !matches!(op % 11, 5 | 9) {
             continue;
         }
         // `None`: the operation's arguments ran out, which ends the sequence.
         let step = (|| -> Option<()> {
-            match op % 10 {
+            match op % 11 {
                 // Post a receive.
                 0 => {
                     let ep = ep.as_ref()?;
@@ -250,6 +252,26 @@ fn drive<K: Kind, N: Nic>(
                         },
                     };
                     devs[s].inject(fault);
+                }
+                // A wire fault: what reaches the other side is no longer what was sent.
+                10 => {
+                    let kind = b.u8()?;
+                    let count = usize::from(kind >> 4) + 1;
+                    let fault = match kind % 4 {
+                        0 => WireFault::Corrupt {
+                            count,
+                            offset: usize::from(b.u8()?),
+                            mode: if kind & 4 != 0 {
+                                CorruptMode::BadCrc
+                            } else {
+                                CorruptMode::Silent
+                            },
+                        },
+                        1 => WireFault::Drop { count },
+                        2 => WireFault::Duplicate { count },
+                        _ => WireFault::Reorder { count },
+                    };
+                    wire.inject(fault);
                 }
                 // Progress without the wire: a poll through a read of nothing.
                 _ => read(dom, cq, side, 1),
