@@ -723,8 +723,10 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         self.poll_each_with::<true>(max, f)
     }
 
-    /// [`poll_each`](Self::poll_each) without the RSS hash (`rss` is `None`): the write-back
-    /// word holding it is not read.
+    /// [`poll_each`](Self::poll_each) without the RSS hash: on the fast path (a clean
+    /// write-back) `rss` is `None` and the write-back word holding it is not read; a completion
+    /// the general rules decide may still carry it, as the hal's `poll_each_unhashed` allows
+    /// ("may be `None`").
     #[inline(always)]
     pub fn poll_each_unhashed(&mut self, max: usize, f: &mut impl FnMut(&RxCompletion)) -> usize {
         self.poll_each_with::<false>(max, f)

@@ -465,3 +465,58 @@ fn closing_a_queue_resets_it_on_the_device_before_its_memory_goes() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].1, frame(MAC_B, MAC_A, 60, 2));
 }
+
+/// The model's knobs for a hostile device's configuration and status handling
+/// (`VirtioNetModelConfig`, which the `virtio_bringup` fuzz target drives): each fails
+/// bring-up by name, or bring-up copes.
+#[test]
+fn a_device_that_does_not_acknowledge_its_status_or_commands_fails_bring_up_by_name() {
+    let mut c = config(MAC_A);
+    c.status_after_reset = 1;
+    let err = VirtioNet::new(EmuVirtioNet::new(c).platform()).unwrap_err();
+    assert_eq!(err, Error::ResetTimeout, "a reset that never reads 0");
+
+    let mut c = config(MAC_A);
+    c.status_ignores = 8;
+    let dev = EmuVirtioNet::new(c);
+    let err = VirtioNet::new(dev.platform()).unwrap_err();
+    assert_eq!(
+        err,
+        Error::FeaturesRefused { missing: 0 },
+        "FEATURES_OK never stored"
+    );
+    assert_eq!(dev.device_status() & S_FAILED, S_FAILED);
+
+    let mut c = config(MAC_A);
+    c.ctrl_refuses = true;
+    let err = VirtioNet::new(EmuVirtioNet::new(c).platform()).unwrap_err();
+    assert!(
+        matches!(err, Error::DeviceCommand { .. }),
+        "the receive filter's command refused: {err:?}"
+    );
+
+    let mut c = config(MAC_A);
+    c.offered_features = Some(F_VERSION_1 | F_ACCESS_PLATFORM | F_RING_RESET);
+    let err = VirtioNet::new(EmuVirtioNet::new(c).platform()).unwrap_err();
+    assert_eq!(
+        err,
+        Error::FeaturesRefused {
+            missing: 1 << 28 // INDIRECT_DESC
+        }
+    );
+}
+
+#[test]
+fn a_device_with_small_queues_or_an_mtu_comes_up_and_refuses_deeper_rings_by_name() {
+    let mut c = config(MAC_A);
+    c.queue_size = 4;
+    c.mtu = Some(1500);
+    let nic = VirtioNet::new(EmuVirtioNet::new(c).platform()).expect("bring-up");
+    assert_eq!(nic.capabilities().max_depth, 4);
+    assert_eq!(nic.features() & 1 << 3, 0, "VIRTIO_NET_F_MTU is not taken");
+    assert!(matches!(
+        nic.open_rx::<8>(0, RxConfig::new(2048)).err(),
+        Some(Error::QueueDepth { depth: 8, .. })
+    ));
+    assert!(nic.open_rx::<4>(0, RxConfig::new(2048)).is_ok());
+}

@@ -106,6 +106,31 @@ pub struct VirtioNetModelConfig {
     /// a device at or beyond the spec's limit of 0x8000 (virtio 1.2 §5.1.4), whose control
     /// queue index `2 × max_virtqueue_pairs` (§5.1.2) no 16-bit `queue_select` reaches.
     pub reported_pairs: Option<u16>,
+    /// The feature bits the device offers, instead of those QEMU's defaults and the fields
+    /// above imply: a device missing bits the driver needs, or offering bits the model does
+    /// not implement (which the driver must not accept). The model behaves as the bits say
+    /// where it implements them (the device configuration's length, `FEATURES_OK`'s checks).
+    /// For hostile-device tests and the `virtio_bringup` fuzz target.
+    pub offered_features: Option<u64>,
+    /// `mtu` in the device configuration, with `VIRTIO_NET_F_MTU` offered (QEMU's `host_mtu=`).
+    pub mtu: Option<u16>,
+    /// `rss_max_key_size`, `rss_max_indirection_table_length` and `supported_hash_types` the
+    /// device configuration reports instead of QEMU's (40, 128, 0x1ff); the model still checks
+    /// RSS commands against QEMU's limits, so a driver that believes a larger figure has its
+    /// command refused.
+    pub rss_limits: Option<(u8, u16, u32)>,
+    /// Entries of every data virtqueue at reset (`queue_size` before the driver writes it;
+    /// QEMU's `rx_queue_size`/`tx_queue_size`): [`QUEUE_SIZE`] by default; 0 makes the data
+    /// queues unavailable, a value that is not a power of two is what a buggy device reports.
+    pub queue_size: u16,
+    /// Bits of `device_status` the device never stores when the driver writes them: a device
+    /// that does not acknowledge `FEATURES_OK` (a silent refusal) or `DRIVER_OK`.
+    pub status_ignores: u8,
+    /// Bits `device_status` holds after a device reset, instead of 0: a device that never
+    /// acknowledges a reset (virtio 1.2 §4.1.4.3.2: the driver waits for 0).
+    pub status_after_reset: u8,
+    /// Answer every control command with `VIRTIO_NET_ERR`.
+    pub ctrl_refuses: bool,
 }
 
 impl Default for VirtioNetModelConfig {
@@ -123,6 +148,13 @@ impl Default for VirtioNetModelConfig {
             refuse_features_ok: false,
             multiqueue_backend: false,
             reported_pairs: None,
+            offered_features: None,
+            mtu: None,
+            rss_limits: None,
+            queue_size: QUEUE_SIZE,
+            status_ignores: 0,
+            status_after_reset: 0,
+            ctrl_refuses: false,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use ringfab_hal::{MacAddr, Wait};
 
-use super::{VirtioNetModelConfig, CTRL_QUEUE_SIZE, MODERN_BAR, QUEUE_MAX_SIZE, QUEUE_SIZE};
+use super::{VirtioNetModelConfig, CTRL_QUEUE_SIZE, MODERN_BAR, QUEUE_MAX_SIZE};
 use crate::device::Model;
 use crate::engine::{le32, parse, Engine, Plan, L4};
 use crate::fault::{CriticalFault, Ring};
@@ -18,6 +18,7 @@ pub(crate) mod feature {
     pub(crate) const CSUM: u64 = 1 << 0;
     pub(crate) const GUEST_CSUM: u64 = 1 << 1;
     pub(crate) const CTRL_GUEST_OFFLOADS: u64 = 1 << 2;
+    pub(crate) const MTU: u64 = 1 << 3;
     pub(crate) const MAC: u64 = 1 << 5;
     pub(crate) const GUEST_TSO4: u64 = 1 << 7;
     pub(crate) const GUEST_TSO6: u64 = 1 << 8;
@@ -292,13 +293,17 @@ impl VirtioNetModel {
             (cfg.indirect_desc, INDIRECT_DESC),
             (cfg.ring_reset, RING_RESET),
             (cfg.iommu_platform, ACCESS_PLATFORM),
+            (cfg.mtu.is_some(), MTU),
         ] {
             if on {
                 host |= bit;
             }
         }
+        if let Some(offered) = cfg.offered_features {
+            host = offered;
+        }
         let pairs = usize::from(cfg.queue_pairs);
-        let mut vqs: Vec<Vq> = (0..2 * pairs).map(|_| Vq::new(QUEUE_SIZE)).collect();
+        let mut vqs: Vec<Vq> = (0..2 * pairs).map(|_| Vq::new(cfg.queue_size)).collect();
         vqs.push(Vq::new(CTRL_QUEUE_SIZE));
         let mut m = VirtioNetModel {
             cfg,
@@ -554,10 +559,12 @@ impl VirtioNetModel {
                 return;
             }
         }
-        self.status = val;
         if val == 0 {
             self.reset();
+            self.status = self.cfg.status_after_reset;
+            return;
         }
+        self.status = val & !self.cfg.status_ignores;
     }
 
     /// Whether the device ignores the driver's request to stop (`stop`: a queue reset) or
@@ -609,15 +616,22 @@ impl VirtioNetModel {
         c.extend_from_slice(&st.to_le_bytes());
         let reported = self.cfg.reported_pairs.unwrap_or(self.max_pairs());
         c.extend_from_slice(&reported.to_le_bytes());
-        c.extend_from_slice(&0u16.to_le_bytes()); // mtu (no host_mtu)
+        c.extend_from_slice(&self.cfg.mtu.unwrap_or(0).to_le_bytes()); // mtu (host_mtu)
         c.extend_from_slice(&u32::MAX.to_le_bytes()); // speed: SPEED_UNKNOWN
         c.push(0xff); // duplex: DUPLEX_UNKNOWN
-        c.push(RSS_MAX_KEY as u8);
-        c.extend_from_slice(&(RSS_MAX_TABLE as u16).to_le_bytes());
-        c.extend_from_slice(&RSS_SUPPORTED_HASHES.to_le_bytes());
+        let (key, table, hashes) = self.cfg.rss_limits.unwrap_or((
+            RSS_MAX_KEY as u8,
+            RSS_MAX_TABLE as u16,
+            RSS_SUPPORTED_HASHES,
+        ));
+        c.push(key);
+        c.extend_from_slice(&table.to_le_bytes());
+        c.extend_from_slice(&hashes.to_le_bytes());
         // virtio_net_config_size: up to the last field an offered feature needs.
         let len = if self.host_features & feature::RSS != 0 {
             24
+        } else if self.host_features & feature::MTU != 0 {
+            12
         } else if self.host_features & feature::MQ != 0 {
             10
         } else {
@@ -1043,6 +1057,7 @@ impl VirtioNetModel {
             }
             let (class, cmd, data) = (out[0], out[1], &out[2..]);
             let ack = match class {
+                _ if self.cfg.ctrl_refuses => NET_ERR,
                 CTRL_RX => self.ctrl_rx(cmd, data),
                 CTRL_MQ => self.ctrl_mq(cmd, data),
                 _ => NET_ERR,
