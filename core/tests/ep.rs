@@ -1783,10 +1783,12 @@ fn a_multi_receive_buffer_takes_many_messages_and_is_released_with_the_last<T: T
 }
 
 /// Under `FI_SELECTIVE_COMPLETION` a multi-receive buffer posted without `FI_COMPLETION` asks
-/// for no successful completions (fi_cq(3): "FI_SELECTIVE_COMPLETION ... only operations
-/// flagged with FI_COMPLETION will generate a completion entry on success"), but its release
-/// must still reach the application ("FI_MULTI_RECV ... indicates that a multi-receive buffer
-/// has been released"): the messages before the last are silent, the last completes with
+/// for no successful completions (fi_endpoint(3): "If FI_SELECTIVE_COMPLETION is specified,
+/// data transfer operations will not generate entries for successful completions unless
+/// FI_COMPLETION is set as an operational flag for the given operation"), but its release must
+/// still reach the application (fi_cq(3), FI_MULTI_RECV: "This completion flag indicates that
+/// the original receive buffer referenced by the completion has been consumed and was released
+/// by the provider"): the messages before the last are silent, the last completes with
 /// `FI_MULTI_RECV` and hands the buffer back.
 fn a_selective_multi_receive_buffer_reports_only_its_release<T: TestNic>() {
     let p = pair_of::<T>();

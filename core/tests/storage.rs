@@ -335,7 +335,8 @@ fn insert_one_gives_a_handle_or_says_which_table_is_full() {
         mac: common::MAC_B,
         ctx,
     };
-    // "fi_av_insert … fi_addr: … the lowest free table entries": 0, 1, 2, 3 (ONE has four).
+    // FI_AV_TABLE handles are table indices; ringfab hands out the lowest free entries
+    // (av.rs, its module documentation): 0, 1, 2, 3 (ONE has four).
     for i in 0..4 {
         assert_eq!(
             av.insert_one(&d, addr(i)),
