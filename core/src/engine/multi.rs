@@ -9,7 +9,7 @@ use super::Credits;
 use super::PathState;
 use crate::buf::RawBuf;
 use crate::entry::{BufAddr, Completion, OpContext};
-use crate::flags::CompletionFlags;
+use crate::flags::{CompletionFlags, OpFlags};
 use crate::hal::{DmaSpan, Iova, Nic, RxQueue, Token};
 use crate::{Error, Result};
 
@@ -47,7 +47,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     #[allow(
         clippy::too_many_arguments,
         reason = "the buffer, how it is carved (slot size, count, bytes accepted), and the \
-                  operation's context and whether its messages are reported"
+                  operation's context and flags"
     )]
     pub(crate) fn post_multi_recv(
         &mut self,
@@ -57,8 +57,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         slots: u32,
         accepted: u32,
         context: OpContext,
-        report: bool,
+        flags: OpFlags,
     ) -> Result {
+        // As `post_recv_one`: each message is reported if the flags and the binding ask.
+        let report = flags.needs_completion(self.bind);
         if self.fault.is_some() {
             return Err(Error::OpBadState);
         }
@@ -161,8 +163,9 @@ pub(super) fn leave_group(groups: &mut [Group], op: &Op) -> GroupExit {
 /// the receive asked for a completion; otherwise, for a multi-receive buffer posted without
 /// `FI_COMPLETION` under `FI_SELECTIVE_COMPLETION`, only its release — the last slot's
 /// completion, with `FI_MULTI_RECV` — since the application must learn that the buffer is
-/// its own again (fi_cq(3): "FI_MULTI_RECV … indicates that a multi-receive buffer has been
-/// released"), and the messages before it are successes it did not ask for.
+/// its own again (fi_cq(3), FI_MULTI_RECV: "the original receive buffer referenced by the
+/// completion has been consumed and was released by the provider"), and the messages before it
+/// are successes it did not ask for.
 #[inline(always)]
 pub(super) fn settle_success(
     groups: &mut [Group],

@@ -193,11 +193,6 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         };
     }
 
-    /// The bind flags of the CQ binding (`FI_SELECTIVE_COMPLETION` is what matters).
-    pub(crate) fn bind(&self) -> BindFlags {
-        self.bind
-    }
-
     pub(crate) fn is_tx(&self) -> bool {
         matches!(self.queue, Queue::Tx(_))
     }

@@ -111,9 +111,8 @@ impl Endpoint {
                     return Err(Error::Inval);
                 }
                 let accepted = dev_len - header;
-                let report = flags.needs_completion(st.bind());
                 let r =
-                    st.post_multi_recv(cq.credits, raw, dev_len, slots, accepted, context, report);
+                    st.post_multi_recv(cq.credits, raw, dev_len, slots, accepted, context, flags);
                 if !flags.contains(OpFlags::MORE) || r.is_err() {
                     st.doorbell();
                 }
