@@ -687,7 +687,46 @@ fn foreign_jumbo_frames_are_dropped_and_counted_and_use_up_no_receive<T: TestNic
     let _ = &b.av;
 }
 
+/// fi_endpoint(3), fi_cancel: "Canceling an operation causes the fabric provider to search for
+/// the operation and, if it is still pending, complete it as having been canceled. An error
+/// queue entry will be available in the the associated error queue with error code
+/// FI_ECANCELED." A receive whose buffer a frame for another context filled, not yet polled,
+/// is still pending (the frame is dropped, the receive posted again): the cancel finds it.
+/// It used to be posted again behind the others and the cancel answered `false` (issue 14's
+/// `api_sequence` finding).
+fn cancel_finds_a_receive_a_dropped_frame_filled_before_any_read<T: TestNic>() {
+    let p = pair_of::<T>();
+    let db = domain(&p.nic_b);
+    let mut b = endpoint_b(&db, &EpAttr::default());
+    let mr = db.register(memory(4 * BUF)).unwrap();
+    let mut sender = RawSender::new(&p);
+    let to = b.ep.name();
+    for i in 0..2 {
+        b.ep.recv(&db, mr.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
+    }
+    // Into receive 0's buffer, unread.
+    sender.send(&p, &[frame(Kind::OtherContext, to, 100, 1)]);
+    assert_eq!(b.ep.cancel(&db, OpContext(0)), Ok(true), "still pending");
+    assert_eq!(b.ep.cancel(&db, OpContext(0)), Ok(false), "canceled once");
+    assert_eq!(
+        b.ep.dropped_frames(&db),
+        1,
+        "the frame is dropped and counted"
+    );
+    sender.send(&p, &[frame(Kind::Good, to, 100, 2)]);
+    let got = read_all(&db, &mut b, &p.wire, Reader::ReadOwned, 4, 2, |_| 2);
+    assert_eq!(
+        got.iter().map(|g| (g.context, g.err)).collect::<Vec<_>>(),
+        vec![(0, 125), (1, 0)],
+        "FI_ECANCELED for the canceled one, the message in the other"
+    );
+    assert_eq!(mr.outstanding(&db), 0, "both buffers came back");
+    let _ = &b.av;
+}
+
 on_every_nic!(
+    cancel_finds_a_receive_a_dropped_frame_filled_before_any_read,
     foreign_jumbo_frames_are_dropped_and_counted_and_use_up_no_receive,
     every_kind_of_frame_interleaved_completes_in_order_with_its_own_fields,
     buffers_of_two_regions_alternating_complete_in_order_and_go_back_to_their_regions,

@@ -488,3 +488,62 @@ fn cancel_hands_a_waiting_receive_back_and_leaves_the_others_posted() {
         "read hands their buffers back to the region"
     );
 }
+
+/// fi_endpoint(3), fi_cancel: "Canceling an operation causes the fabric provider to search for
+/// the operation and, if it is still pending, complete it as having been canceled." A receive
+/// whose buffer a frame for nobody filled, not yet polled, is still pending (the frame is
+/// dropped and the buffer waits again): the cancel finds it and hands it back. It used to wait
+/// again and the cancel found nothing.
+#[test]
+fn cancel_finds_a_receive_a_frame_for_nobody_filled_before_any_read() {
+    let p = pair();
+    let (da, db) = two_domains::<D>(&p, 1, 1);
+    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
+    let srx = db.srx_context(&SrxAttr::default()).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_a.bind_av(&da, &av_a).unwrap();
+    ep_a.enable(&da).unwrap();
+    let mut ep_b = db
+        .endpoint(&EpAttr {
+            rx_queue: 2,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_b.bind_srx(&db, &srx).unwrap();
+    ep_b.enable(&db).unwrap();
+    let nobody = EpAddr {
+        mac: MAC_B,
+        ctx: 99,
+    };
+    let mut to = [FiAddr::NOTAVAIL; 2];
+    av_a.insert(&da, &[ep_b.name(), nobody], &mut to).unwrap();
+    let mr_a = da.register(memory(4 * BUF)).unwrap();
+    let mr_b = db.register(memory(4 * BUF)).unwrap();
+    for c in 1..=2 {
+        srx.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(c))
+            .unwrap();
+    }
+    let mut buf = mr_a.alloc(&da, BUF).unwrap();
+    buf.write(HEADER_LEN, &[7, 7]).unwrap();
+    ep_a.send(&da, buf, 2, to[1], OpContext(0)).unwrap();
+    p.wire.run_until_idle(); // into receive 1's buffer, unread
+    let back = srx.cancel(&db, OpContext(1)).unwrap();
+    assert!(back.is_some(), "still pending: its buffer comes back");
+    assert_eq!(srx.cancel(&db, OpContext(1)).unwrap().map(|_| ()), None);
+    drop(back);
+    let mut buf = mr_a.alloc(&da, BUF).unwrap();
+    buf.write(HEADER_LEN, &[9, 0]).unwrap();
+    ep_a.send(&da, buf, 2, to[0], OpContext(0)).unwrap();
+    let got = drain(&p.wire, &db, &cq_b);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, [9, 0], "the message in the receive left");
+    assert_eq!(mr_b.outstanding(&db), 0);
+}

@@ -100,7 +100,25 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 if op.kind != kind {
                     continue;
                 }
-                if flushed {
+                let verdict = (!flushed).then(|| {
+                    if kind == OpKind::Send {
+                        tx_outcome(&op, &tx[i])
+                    } else {
+                        rx_outcome(self.kind.framing(), &op, &rx[i], ctx.avs)
+                    }
+                });
+                // A foreign frame (or a piece of a split one) in a buffer filled before the
+                // flush leaves the operation as it was: back from the device, never completed.
+                // Like a flushed one it is canceled if chosen, else posted again below.
+                let returned = match &verdict {
+                    None => true,
+                    Some(Verdict::Repost) => {
+                        self.dropped += u64::from(is_drop(&rx[i]));
+                        true
+                    }
+                    Some(_) => false,
+                };
+                if returned {
                     let chosen = if target_group == NO_GROUP {
                         !canceled && op.context == target
                     } else {
@@ -143,18 +161,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     }));
                     continue;
                 }
-                let mut verdict = if kind == OpKind::Send {
-                    tx_outcome(&op, &tx[i])
-                } else {
-                    rx_outcome(self.kind.framing(), &op, &rx[i], ctx.avs)
-                };
-                if let Verdict::Repost = verdict {
-                    // A foreign frame (or a piece of a split one) in a buffer filled before
-                    // the flush: the buffer stays in the table and is posted again with the
-                    // flushed ones.
-                    self.dropped += u64::from(is_drop(&rx[i]));
+                let Some(mut verdict) = verdict else {
                     continue;
-                }
+                };
                 if self.table.take(token, kind).is_none() {
                     continue;
                 }

@@ -344,8 +344,16 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             },
                         );
                     }
-                    // A frame for nobody, or a bad one: its buffer waits again, below.
-                    None => self.dropped += u64::from(is_drop(c)),
+                    // A frame for nobody, or a bad one: the receive is back from the device,
+                    // never filled for anyone. Canceled if it is the target (as a flushed one
+                    // is), else its buffer waits again, below.
+                    None => {
+                        self.dropped += u64::from(is_drop(c));
+                        if canceled.is_none() && op.context == target {
+                            self.table.take(c.token, OpKind::Recv);
+                            canceled = Some(op.buf);
+                        }
+                    }
                 }
             }
         }
