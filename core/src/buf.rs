@@ -168,11 +168,13 @@ pub(crate) fn owner_of(owners: &[AtomicUsize], mr: u16) -> Option<&AtomicUsize> 
 }
 
 /// Buffers one gather send takes at most ([`Endpoint::sendv`](crate::ep::Endpoint::sendv));
-/// a NIC may allow fewer (`iov_limit` in [`Endpoint::info`](crate::ep::Endpoint::info)).
+/// an endpoint takes as many as its [`EpAttr::tx_iov_limit`](crate::ep::EpAttr::tx_iov_limit)
+/// says, and a NIC may allow fewer.
 pub const IOV_MAX: usize = 3;
 
 /// The owned buffers of one gather send (`fi_sendv`'s `iov`): each with the number of bytes
-/// of it to send, from its start. Taken by value, handed back whole — with the error, or
+/// of it to send — the first's at the endpoint's payload offset, behind ringfab's header as
+/// for a send, the others' from their start. Taken by value, handed back whole — with the error, or
 /// with the completion ([`CompletionQueue::read_owned_iov`](crate::cq::CompletionQueue::read_owned_iov)).
 /// A `heapless::Vec` of at most [`IOV_MAX`]: no allocation.
 #[derive(Debug, Default)]
@@ -218,6 +220,11 @@ impl<'s> Iov<'s> {
     /// Buffer `i` and its length, if there is one.
     pub fn get(&self, i: usize) -> Option<(&Buf<'s>, usize)> {
         self.entries.get(i).map(|(b, len)| (b, *len))
+    }
+
+    /// The first buffer, where a gather send writes ringfab's header.
+    pub(crate) fn first_mut(&mut self) -> Option<&mut Buf<'s>> {
+        self.entries.first_mut().map(|(b, _)| b)
     }
 
     /// Takes the buffers out, first first.

@@ -325,7 +325,34 @@ fn info_reports_what_the_endpoint_does<T: TestNic>() {
         (ep_a.iov_limit(&da), 1, 0),
         "a gather send takes iov_limit buffers (sendv_gathers_several_buffers_into_one_message)"
     );
-    assert_eq!(ep_a.iov_limit(&da), ringfab::mr::IOV_MAX);
+    assert_eq!(ep_a.iov_limit(&da), 1, "EpAttr::tx_iov_limit's default");
+    // An endpoint that asks for gather sends of three buffers: `size` counts operations of
+    // three buffers each (three descriptors and one of 8 gather records a queue has).
+    let gathers = EpAttr {
+        tx_queue: 1,
+        rx_queue: 1,
+        tx_iov_limit: ringfab::mr::IOV_MAX,
+        ..EpAttr::default()
+    };
+    let mut ep_g = da.endpoint(&gathers).unwrap();
+    ep_g.bind_cq(&da, &cq_a, BOTH).unwrap();
+    ep_g.bind_av(&da, &av_a).unwrap();
+    ep_g.enable(&da).unwrap();
+    assert_eq!(ep_g.iov_limit(&da), 3);
+    assert_eq!(ep_g.info(&da).tx.iov_limit, 3);
+    assert_eq!(ep_g.info(&da).tx.size, (room / 3).min(8));
+    assert_eq!(ep_g.info(&da).rx.size, room, "receives take one buffer");
+    for limit in [0, ringfab::mr::IOV_MAX + 1] {
+        let attr = EpAttr {
+            tx_iov_limit: limit,
+            ..EpAttr::default()
+        };
+        assert_eq!(
+            da.endpoint(&attr).err(),
+            Some(Error::Inval),
+            "tx_iov_limit {limit}"
+        );
+    }
     assert_eq!(info.rx.total_buffered_recv, 0);
     assert_eq!(
         (info.tx.msg_order, info.rx.msg_order),
@@ -1007,6 +1034,69 @@ fn options_op_flags_and_size_left<T: TestNic>() {
     let _ = (&cq_a, &cq_b);
 }
 
+/// fi_endpoint(3), fi_tx_size_left: "returns a lower bound on the number of transmit
+/// operations that may be posted to the given endpoint without that operation returning
+/// -FI_EAGAIN. Depending on the specific details of the subsequently posted transmit
+/// operations (e.g., number of iov entries, which transmit function is called, etc.), it may
+/// be possible to post more transmit operations than originally indicated". On an endpoint
+/// whose gather sends take up to three buffers, every gather send of three that
+/// `tx_size_left` promises goes through (the 9th used to be `Again` while the count said 63 or
+/// 64: issue 14 item 1); sends of one buffer may go on beyond it.
+fn tx_size_left_is_a_lower_bound_for_gather_sends_of_the_endpoint_s_iov_limit<T: TestNic>() {
+    use ringfab::mr::Iov;
+    let p = pair_of::<T>();
+    let (da, db) = domains(&p);
+    let attr = EpAttr {
+        tx_iov_limit: 3,
+        ..EpAttr::default()
+    };
+    let (cq_a, av_a, ep_a) = side(&da, &attr, BOTH);
+    let (_cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
+    let to_b = insert(&da, &av_a, ep_b.name());
+    let mr_a = da.register(memory(64 * 256)).unwrap();
+    let promised = ep_a.tx_size_left(&da).unwrap();
+    assert_eq!(promised, (ring_room::<T>(D) / 3).min(8));
+    assert_eq!(promised, ep_a.info(&da).tx.size);
+    let gather = || {
+        let mut iov = Iov::new();
+        for len in [4, 5, 6] {
+            iov.push(mr_a.alloc(&da, 128).unwrap(), len).unwrap();
+        }
+        iov
+    };
+    for i in 0..promised {
+        assert_eq!(ep_a.tx_size_left(&da), Ok(promised - i));
+        ep_a.sendmsgv(&da, gather(), to_b, None, OpContext(i), OpFlags::MORE)
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    assert_eq!(ep_a.tx_size_left(&da), Ok(0));
+    let (e, back) = ep_a
+        .sendmsgv(&da, gather(), to_b, None, OpContext(99), OpFlags::MORE)
+        .unwrap_err();
+    assert_eq!(
+        (e, back.len()),
+        (Error::Again, 3),
+        "the gather records are all in use"
+    );
+    drop(back);
+    // A send of one buffer needs no gather record.
+    ep_a.sendmsg(
+        &da,
+        mr_a.alloc(&da, 128).unwrap(),
+        4,
+        to_b,
+        None,
+        OpContext(100),
+        OpFlags::empty(),
+    )
+    .unwrap();
+    let (ok, err) = drain_all(&p.wire, &da, &mut { cq_a });
+    assert!(err.is_empty(), "{err:?}");
+    assert_eq!(ok.len(), promised + 1, "every send completed once");
+    assert_eq!(mr_a.outstanding(&da), 0);
+}
+
 fn registration_refuses_empty_memory_and_full_slabs_and_counts_buffers<T: TestNic>() {
     let p = pair_of::<T>();
     let d = domain(&p.nic_a);
@@ -1399,14 +1489,19 @@ fn cancel_before_enable_is_opbadstate<T: TestNic>() {
     assert_eq!(ep.cancel(&d, OpContext(1)), Err(Error::OpBadState));
 }
 
-/// `sendv`: several owned buffers go out as one message, in order, behind a header from the
-/// endpoint's bounce memory; they come back together with the completion; a flush (cancel of
-/// another send) posts the gather send again whole; close hands every buffer back.
+/// `sendv`: several owned buffers go out as one message, in order, the header in the first
+/// buffer's room in front of its payload (as `send`'s); they come back together with the
+/// completion; a flush (cancel of another send) posts the gather send again whole; close
+/// hands every buffer back.
 fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
     use ringfab::mr::Iov;
     let p = pair_of::<T>();
     let (da, db) = domains(&p);
-    let (mut cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let attr = EpAttr {
+        tx_iov_limit: 3,
+        ..EpAttr::default()
+    };
+    let (mut cq_a, av_a, ep_a) = side(&da, &attr, BOTH);
     let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
     let to_b = insert(&da, &av_a, ep_b.name());
     let mr_a = da.register(memory(16 * BUF)).unwrap();
@@ -1416,7 +1511,9 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
         for (k, len) in [5usize, 7, 9].into_iter().enumerate() {
             let mut b = mr_a.alloc(&da, 64).unwrap();
             let bytes: Vec<u8> = (0..len).map(|j| seed + (k * 16 + j) as u8).collect();
-            b.write(0, &bytes).unwrap();
+            // The first buffer's payload sits behind the header, as a send's.
+            let at = if k == 0 { HEADER_LEN } else { 0 };
+            b.write(at, &bytes).unwrap();
             iov.push(b, len).unwrap();
         }
         iov
@@ -1442,6 +1539,23 @@ fn sendv_gathers_several_buffers_into_one_message<T: TestNic>() {
         (Error::Inval, 3),
         "a destination not in the AV"
     );
+    drop(back);
+    assert_eq!(mr_a.outstanding(&da), 0);
+    // More buffers than the endpoint's tx_iov_limit.
+    let mut ep_one = da
+        .endpoint(&EpAttr {
+            tx_queue: 1,
+            rx_queue: 1,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    ep_one.bind_cq(&da, &cq_a, BOTH).unwrap();
+    ep_one.bind_av(&da, &av_a).unwrap();
+    ep_one.enable(&da).unwrap();
+    let (e, back) = ep_one
+        .sendv(&da, gather(0), to_b, OpContext(1))
+        .unwrap_err();
+    assert_eq!((e, back.len()), (Error::Inval, 3), "over tx_iov_limit 1");
     drop(back);
     assert_eq!(mr_a.outstanding(&da), 0);
 
@@ -2170,6 +2284,7 @@ on_every_nic!(
     injectmsg_copies_the_payload_and_completes_as_its_flags_say,
     byte_counters_count_payload_bytes_of_sends_and_receives,
     sendv_gathers_several_buffers_into_one_message,
+    tx_size_left_is_a_lower_bound_for_gather_sends_of_the_endpoint_s_iov_limit,
     fi_more_defers_the_doorbell_until_the_last_send_of_a_batch,
     selective_completion_reports_only_what_asked_for_it,
     lifecycle_errors_follow_fi_endpoint,

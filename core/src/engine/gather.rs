@@ -26,8 +26,8 @@ pub(crate) const IOV_POOL: usize = 8;
 /// after the first (the first is the operation's own `buf`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct IovRec {
-    used: bool,
-    segs: [TxSegment; IOV_MAX + 1],
+    pub(super) used: bool,
+    segs: [TxSegment; IOV_MAX],
     nsegs: u8,
     extra: [Option<RawBuf>; IOV_MAX - 1],
 }
@@ -38,7 +38,7 @@ impl IovRec {
         segs: [TxSegment {
             iova: Iova(0),
             len: 0,
-        }; IOV_MAX + 1],
+        }; IOV_MAX],
         nsegs: 0,
         extra: [None; IOV_MAX - 1],
     };
@@ -48,8 +48,8 @@ impl IovRec {
 /// the segment list wait in a pool record until the operation completes, when they travel
 /// with the completion (`Completion::extra`) or go back to their regions with the first.
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
-    /// Posts a gather send: as [`post_send`](Self::post_send) with `segments` (the header
-    /// first) and `extra`, the buffers after `buf`.
+    /// Posts a gather send: as [`post_send`](Self::post_send) with `segments` (the first in
+    /// `buf`, which holds the header) and `extra`, the buffers after `buf`.
     ///
     /// # Errors
     /// `Again` when the pool is full; otherwise as `post_send`.
@@ -67,7 +67,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         flags: OpFlags,
         who: Option<Poster>,
     ) -> Result {
-        if segments.len() > IOV_MAX + 1 {
+        if segments.len() > IOV_MAX {
             return Err(Error::Inval);
         }
         let Some(r) = self.iov.iter().position(|r| !r.used) else {
@@ -122,7 +122,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 
     /// The segments to push a send again with (after a flush): a gather send's list, else its
     /// frame in its one buffer.
-    pub(super) fn resend_segments(&self, op: &Op) -> ([TxSegment; IOV_MAX + 1], usize) {
+    pub(super) fn resend_segments(&self, op: &Op) -> ([TxSegment; IOV_MAX], usize) {
         match self.iov.get(usize::from(op.iov)) {
             Some(rec) if rec.used => (rec.segs, usize::from(rec.nsegs)),
             _ => {

@@ -213,25 +213,35 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         D - self.table.tail.wrapping_sub(self.table.head)
     }
 
-    /// Operations of one descriptor each (a receive, a single-buffer send) that can be posted
-    /// now: free op-table slots, or free ring descriptors where the ring has fewer (an Intel
-    /// ring keeps one descriptor empty, so it holds one operation fewer than the table).
-    pub(crate) fn room(&self) -> usize {
+    /// Operations of up to `buffers` descriptors each that can be posted now — a lower bound
+    /// whatever they are (fi_endpoint(3)'s `fi_tx_size_left`: "Depending on the specific
+    /// details of the subsequently posted transmit operations (e.g., number of iov entries
+    /// ...), it may be possible to post more"): free op-table slots (one per operation), free
+    /// ring descriptors over `buffers` (an Intel ring keeps one descriptor empty, so it holds
+    /// one operation fewer than the table), and, when `buffers` > 1, free gather records (a
+    /// gather send of two or more buffers takes one).
+    pub(crate) fn room(&self, buffers: usize) -> usize {
         let ring = match &self.queue {
             Queue::Tx(q) => q.free(),
             Queue::Rx(q) => q.free(),
         };
-        self.free_slots().min(ring)
+        let gathers = if buffers > 1 {
+            self.iov.iter().filter(|r| !r.used).count()
+        } else {
+            usize::MAX
+        };
+        self.free_slots().min(ring / buffers.max(1)).min(gathers)
     }
 
     /// [`room`](Self::room) of the empty path: what `size` (`fi_tx_attr`/`fi_rx_attr`)
     /// promises.
-    pub(crate) fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self, buffers: usize) -> usize {
         let ring = match &self.queue {
             Queue::Tx(q) => q.free() + q.pending(),
             Queue::Rx(q) => q.free() + q.pending(),
         };
-        D.min(ring)
+        let gathers = if buffers > 1 { IOV_POOL } else { usize::MAX };
+        D.min(ring / buffers.max(1)).min(gathers)
     }
 
     /// Whether the queue has an interrupt, and the vector it is steered to if the driver says.

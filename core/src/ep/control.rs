@@ -65,7 +65,8 @@ impl Endpoint {
         }
     }
 
-    /// Transmit operations that can be posted now (`fi_tx_size_left`).
+    /// Transmit operations that can be posted now (`fi_tx_size_left`): a lower bound for
+    /// operations of up to [`EpAttr::tx_iov_limit`] buffers each, within the CQ's room.
     ///
     /// # Errors
     /// `OpBadState` before enable.
@@ -73,10 +74,11 @@ impl Endpoint {
         &self,
         dom: &'d Domain<'n, N, D>,
     ) -> Result<usize> {
-        self.size_left(dom, self.tx_path(dom), self.tx_cq)
+        self.size_left(dom, self.tx_path(dom), self.tx_cq, self.attr.tx_iov_limit)
     }
 
-    /// Receive operations that can be posted now (`fi_rx_size_left`).
+    /// Receive operations of one buffer each that can be posted now (`fi_rx_size_left`),
+    /// within the CQ's room.
     ///
     /// # Errors
     /// `OpBadState` before enable.
@@ -84,7 +86,7 @@ impl Endpoint {
         &self,
         dom: &'d Domain<'n, N, D>,
     ) -> Result<usize> {
-        self.size_left(dom, self.rx_path(dom), self.rx_cq)
+        self.size_left(dom, self.rx_path(dom), self.rx_cq, 1)
     }
 
     pub(super) fn size_left<'d, 'n, N: Nic + 'n, const D: usize>(
@@ -92,11 +94,12 @@ impl Endpoint {
         dom: &'d Domain<'n, N, D>,
         path: Option<Path<'d, 'n, N, D>>,
         b: Option<CqBinding>,
+        buffers: usize,
     ) -> Result<usize> {
         self.usable(dom)?;
         let path = path.ok_or(Error::OpBadState)?;
         let credits = self.cq_slot(dom, b)?.credits.credits();
-        path.with_state(|st| Ok(st.room().min(credits)))
+        path.with_state(|st| Ok(st.room(buffers).min(credits)))
     }
 
     /// Frames received on this endpoint's queue that were not ringfab frames for it (other

@@ -128,6 +128,13 @@ pub struct EpAttr {
     /// bytes longer, so is [`payload_offset`](Endpoint::payload_offset), and `max_msg_size` 28
     /// shorter.
     pub encap: Encap,
+    /// Buffers a gather send ([`Endpoint::sendv`]) may have (`fi_tx_attr::iov_limit`): 1 (the
+    /// default) to [`IOV_MAX`](crate::buf::IOV_MAX), at most the NIC's segments per frame.
+    /// A gather of `k` buffers takes `k` descriptors and, when `k` > 1, one of the path's
+    /// gather records, so the transmit `size` and [`Endpoint::tx_size_left`] — lower bounds
+    /// for whatever operation comes next (fi_endpoint(3)) — count operations of this many
+    /// buffers: ask for more only to use them.
+    pub tx_iov_limit: usize,
 }
 
 impl Default for EpAttr {
@@ -143,6 +150,7 @@ impl Default for EpAttr {
             source_err: false,
             context: OpContext::NULL,
             encap: Encap::Ethernet,
+            tx_iov_limit: 1,
         }
     }
 }
@@ -211,8 +219,9 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     ///
     /// # Errors
     /// `OpNotSupp` for an endpoint type other than DGRAM/UNSPEC; `Inval` for a queue the NIC
-    /// does not have, or a receive buffer size outside `header + 1 ..= max_rx_buf_len` (the
-    /// header of [`EpAttr::encap`]);
+    /// does not have, a receive buffer size outside `header + 1 ..= max_rx_buf_len` (the
+    /// header of [`EpAttr::encap`]), or a `tx_iov_limit` outside 1 ..= the buffers a gather
+    /// send can have on the NIC ([`EpAttr::tx_iov_limit`]);
     /// `BadFlags` for unknown or unsupported default op flags.
     pub fn endpoint(&self, attr: &EpAttr) -> Result<Endpoint> {
         let mut attr = *attr;
@@ -228,6 +237,9 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         if (attr.rx_buf_len as usize) <= attr.encap.header_len()
             || attr.rx_buf_len > caps.max_rx_buf_len
         {
+            return Err(Error::Inval);
+        }
+        if !(1..=crate::buf::IOV_MAX.min(caps.max_tx_segments)).contains(&attr.tx_iov_limit) {
             return Err(Error::Inval);
         }
         let name = EpAddr {

@@ -92,19 +92,22 @@ impl Endpoint {
         buf.posted(r)
     }
 
-    /// Buffers a gather send may have: [`IOV_MAX`](crate::buf::IOV_MAX), or fewer where the
-    /// NIC takes fewer segments per frame (one goes to ringfab's header).
+    /// Buffers a gather send may have (`fi_tx_attr::iov_limit`): [`EpAttr::tx_iov_limit`],
+    /// checked against the NIC when the endpoint was made.
     pub fn iov_limit<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
-        dom: &'d Domain<'n, N, D>,
+        _dom: &'d Domain<'n, N, D>,
     ) -> usize {
-        crate::buf::IOV_MAX.min(dom.nic().capabilities().max_tx_segments.saturating_sub(1))
+        self.attr.tx_iov_limit
     }
 
     /// Sends the buffers of `iov` as one message, in order (`fi_sendv`), with the endpoint's
-    /// default transmit flags: each contributes the bytes [`Iov::push`] said, from its start.
-    /// ringfab's header goes out of the endpoint's own bounce memory in front of them, so
-    /// nothing is copied. The buffers come back together with the completion
+    /// default transmit flags. The first buffer is laid out as [`send`](Self::send)'s: its
+    /// payload at [`payload_offset`](Self::payload_offset), ringfab's header written in front
+    /// of it; each further buffer contributes the bytes [`Iov::push`] said, from its start.
+    /// Nothing is copied, and a list of `k` buffers takes `k` descriptors (so `sendv` of one
+    /// buffer is `send`). At most [`iov_limit`](Self::iov_limit) buffers
+    /// ([`EpAttr::tx_iov_limit`]). The buffers come back together with the completion
     /// ([`CompletionQueue::read_owned_iov`]), or with the error.
     ///
     /// # Errors
@@ -128,9 +131,10 @@ impl Endpoint {
     ///
     /// # Errors
     /// The buffers come back with the error and nothing was posted: `Inval` for an empty
-    /// list, more buffers than [`iov_limit`](Self::iov_limit), or an empty buffer; `Again`
-    /// when the path's gather records, the ring, the op table or the CQ's credits are full;
-    /// otherwise as [`sendmsg`](Self::sendmsg).
+    /// list, more buffers than [`iov_limit`](Self::iov_limit), an empty buffer after the
+    /// first, or a first buffer too short for the header and its payload; `Again` when the
+    /// path's gather records, the ring, the op table or the CQ's credits are full; otherwise
+    /// as [`sendmsg`](Self::sendmsg).
     #[allow(
         clippy::result_large_err,
         reason = "decision 6: the buffers come back with the error; no allocator to box them"
@@ -138,14 +142,14 @@ impl Endpoint {
     pub fn sendmsgv<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
         dom: &'d Domain<'n, N, D>,
-        iov: Iov<'d>,
+        mut iov: Iov<'d>,
         dest: FiAddr,
         data: Option<u64>,
         context: OpContext,
         flags: OpFlags,
     ) -> core::result::Result<(), (Error, Iov<'d>)> {
         let n = iov.len();
-        if n == 0 || n > self.iov_limit(dom) || (0..n).any(|i| iov.get(i).is_some_and(|b| b.1 == 0))
+        if n == 0 || n > self.iov_limit(dom) || (1..n).any(|i| iov.get(i).is_some_and(|b| b.1 == 0))
         {
             return Err((Error::Inval, iov));
         }
@@ -153,6 +157,38 @@ impl Endpoint {
             Ok(h) => h,
             Err(e) => return Err((e, iov)),
         };
+        let mut segs = [TxSegment {
+            iova: crate::hal::Iova(0),
+            len: 0,
+        }; crate::buf::IOV_MAX];
+        let mut raws = [None; crate::buf::IOV_MAX];
+        for i in 0..n {
+            let Some((b, len)) = iov.get(i) else {
+                return Err((Error::Inval, iov));
+            };
+            let front = if i == 0 { self.payload_offset() } else { 0 };
+            let Some(seg) = b.tx_segment(front + len) else {
+                return Err((Error::Inval, iov));
+            };
+            segs[i] = seg;
+            raws[i] = Some(b.raw());
+        }
+        let mut bytes = [0u8; MAX_HEADER_LEN];
+        let bytes = header.emit(self.attr.encap, &mut bytes);
+        if let Err(e) = iov
+            .first_mut()
+            .map_or(Err(Error::Inval), |b| b.write(0, bytes))
+        {
+            return Err((e, iov));
+        }
+        let Some(first) = raws[0] else {
+            return Err((Error::Inval, iov));
+        };
+        if n == 1 {
+            // A gather of one is a send: no gather record.
+            let r = self.post_tx(dom, &segs[..1], first, context, flags);
+            return iov.posted(r);
+        }
         let Some(tx) = self.tx_path(dom) else {
             return Err((Error::OpBadState, iov));
         };
@@ -160,40 +196,12 @@ impl Endpoint {
             Ok(cq) => cq,
             Err(e) => return Err((e, iov)),
         };
-        let mut bytes = [0u8; MAX_HEADER_LEN];
-        let bytes = header.emit(self.attr.encap, &mut bytes);
-        let mut segs = [TxSegment {
-            iova: crate::hal::Iova(0),
-            len: 0,
-        }; crate::buf::IOV_MAX + 1];
-        let mut raws = [None; crate::buf::IOV_MAX];
-        for i in 0..n {
-            let Some((b, len)) = iov.get(i) else {
-                return Err((Error::Inval, iov));
-            };
-            let Some(seg) = b.tx_segment(len) else {
-                return Err((Error::Inval, iov));
-            };
-            segs[i + 1] = seg;
-            raws[i] = Some(b.raw());
-        }
+        let mut extra = [None; crate::buf::IOV_MAX - 1];
+        extra.copy_from_slice(&raws[1..]);
         let r = tx.with_state(|st| {
-            // The header goes out of the bounce slot of the op-table slot the post takes, as
-            // an inject's frame does: free exactly as long as that slot is.
-            let slot = st.next_slot().ok_or(Error::Again)?;
-            let offset = slot * INJECT_SLOT;
-            let bounce = st.bounce.as_ref().ok_or(Error::OpBadState)?;
-            bounce.write_bytes(offset, bytes);
-            segs[0] = TxSegment {
-                iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
-                len: bytes.len() as u16,
-            };
-            let first = raws[0].ok_or(Error::Inval)?;
-            let mut extra = [None; crate::buf::IOV_MAX - 1];
-            extra.copy_from_slice(&raws[1..]);
             let r = st.post_send_iov(
                 cq.credits,
-                &segs[..n + 1],
+                &segs[..n],
                 first,
                 extra,
                 context,

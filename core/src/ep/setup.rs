@@ -328,11 +328,13 @@ impl Endpoint {
         };
         // What the queues hold, once enabled (an Intel ring one operation fewer than the op
         // table); the op table's depth before.
-        let size = |path: Option<Path<'d, 'n, N, D>>| {
-            path.and_then(|p| p.with_state(|st| Ok(st.capacity())).ok())
-                .unwrap_or(D)
+        // Transmit: operations of `tx_iov_limit` buffers (`room`); receive: of one buffer.
+        let size = |path: Option<Path<'d, 'n, N, D>>, buffers: usize| {
+            path.and_then(|p| p.with_state(|st| Ok(st.capacity(buffers))).ok())
+                .unwrap_or(D / buffers)
         };
-        let (tx_size, rx_size) = (size(self.tx_path(dom)), size(self.rx_path(dom)));
+        let tx_size = size(self.tx_path(dom), self.attr.tx_iov_limit);
+        let rx_size = size(self.rx_path(dom), 1);
         EpInfo {
             ep: EndpointAttr {
                 ep_type: self.attr.ep_type,
