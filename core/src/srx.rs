@@ -213,7 +213,7 @@ impl SharedRxContext {
     /// # Errors
     /// `OpBadState` after the queue was closed.
     pub fn rx_size_left<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> Result<usize> {
-        self.queue.path(dom)?.with_state(|st| Ok(st.room(1)))
+        self.queue.path(dom)?.with_state(|st| Ok(st.room(1, false)))
     }
 
     /// Closes it (`fi_close`): the receives still posted are discarded, their buffers back

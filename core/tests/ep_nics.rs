@@ -95,6 +95,7 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let ep_attr = EpAttr {
         encap,
+        multi_recv_msgs: 3,
         ..EpAttr::default()
     };
     let mut ep_a = da.endpoint(&ep_attr).unwrap();

@@ -214,7 +214,12 @@ fn data_path<T: TestNic>(progress: &Progress) {
     let av_a = da.open_av(&AvAttr::default()).unwrap();
     let av_b = db.open_av(&AvAttr::default()).unwrap();
     let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    let mut ep_b = db.endpoint(&EpAttr::default()).unwrap();
+    let mut ep_b = db
+        .endpoint(&EpAttr {
+            multi_recv_msgs: 4,
+            ..EpAttr::default()
+        })
+        .unwrap();
     ep_b.bind_cntr(&db, &received, CntrBindFlags::RECV).unwrap();
     for (d, ep, cq, av) in [
         (&da, &mut ep_a, &cq_a, &av_a),

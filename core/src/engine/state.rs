@@ -213,35 +213,40 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         D - self.table.tail.wrapping_sub(self.table.head)
     }
 
-    /// Operations of up to `buffers` descriptors each that can be posted now — a lower bound
-    /// whatever they are (fi_endpoint(3)'s `fi_tx_size_left`: "Depending on the specific
-    /// details of the subsequently posted transmit operations (e.g., number of iov entries
-    /// ...), it may be possible to post more"): free op-table slots (one per operation), free
-    /// ring descriptors over `buffers` (an Intel ring keeps one descriptor empty, so it holds
-    /// one operation fewer than the table), and, when `buffers` > 1, free gather records (a
-    /// gather send of two or more buffers takes one).
-    pub(crate) fn room(&self, buffers: usize) -> usize {
+    /// Operations of up to `descs` descriptors each that can be posted now, each also taking
+    /// a record if `record` (a gather send's of two or more buffers, a multi-receive
+    /// buffer's group) — a lower bound whatever they are (fi_endpoint(3)'s
+    /// `fi_tx_size_left`: "Depending on the specific details of the subsequently posted
+    /// transmit operations (e.g., number of iov entries ...), it may be possible to post
+    /// more"): free op-table slots (each descriptor of an operation takes one), free ring
+    /// descriptors (an Intel ring keeps one descriptor empty, so it holds one operation fewer
+    /// than the table) and free records.
+    pub(crate) fn room(&self, descs: usize, record: bool) -> usize {
         let ring = match &self.queue {
             Queue::Tx(q) => q.free(),
             Queue::Rx(q) => q.free(),
         };
-        let gathers = if buffers > 1 {
-            self.iov.iter().filter(|r| !r.used).count()
-        } else {
-            usize::MAX
+        let records = match (&self.queue, record) {
+            (_, false) => usize::MAX,
+            (Queue::Tx(_), true) => self.iov.iter().filter(|r| !r.used).count(),
+            (Queue::Rx(_), true) => self.groups.iter().filter(|g| g.remaining == 0).count(),
         };
-        self.free_slots().min(ring / buffers.max(1)).min(gathers)
+        (self.free_slots().min(ring) / descs.max(1)).min(records)
     }
 
     /// [`room`](Self::room) of the empty path: what `size` (`fi_tx_attr`/`fi_rx_attr`)
     /// promises.
-    pub(crate) fn capacity(&self, buffers: usize) -> usize {
+    pub(crate) fn capacity(&self, descs: usize, record: bool) -> usize {
         let ring = match &self.queue {
             Queue::Tx(q) => q.free() + q.pending(),
             Queue::Rx(q) => q.free() + q.pending(),
         };
-        let gathers = if buffers > 1 { IOV_POOL } else { usize::MAX };
-        D.min(ring / buffers.max(1)).min(gathers)
+        let records = match (&self.queue, record) {
+            (_, false) => usize::MAX,
+            (Queue::Tx(_), true) => IOV_POOL,
+            (Queue::Rx(_), true) => MAX_GROUPS,
+        };
+        (D.min(ring) / descs.max(1)).min(records)
     }
 
     /// Whether the queue has an interrupt, and the vector it is steered to if the driver says.

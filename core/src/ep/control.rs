@@ -74,11 +74,12 @@ impl Endpoint {
         &self,
         dom: &'d Domain<'n, N, D>,
     ) -> Result<usize> {
-        self.size_left(dom, self.tx_path(dom), self.tx_cq, self.attr.tx_iov_limit)
+        self.size_left(dom, self.tx_path(dom), self.tx_cq, self.tx_cost())
     }
 
-    /// Receive operations of one buffer each that can be posted now (`fi_rx_size_left`),
-    /// within the CQ's room.
+    /// Receive operations that can be posted now (`fi_rx_size_left`): a lower bound for
+    /// receives of one buffer and, on an endpoint that takes them
+    /// ([`EpAttr::multi_recv_msgs`]), multi-receive buffers; within the CQ's room.
     ///
     /// # Errors
     /// `OpBadState` before enable.
@@ -86,7 +87,7 @@ impl Endpoint {
         &self,
         dom: &'d Domain<'n, N, D>,
     ) -> Result<usize> {
-        self.size_left(dom, self.rx_path(dom), self.rx_cq, 1)
+        self.size_left(dom, self.rx_path(dom), self.rx_cq, self.rx_cost())
     }
 
     pub(super) fn size_left<'d, 'n, N: Nic + 'n, const D: usize>(
@@ -94,12 +95,12 @@ impl Endpoint {
         dom: &'d Domain<'n, N, D>,
         path: Option<Path<'d, 'n, N, D>>,
         b: Option<CqBinding>,
-        buffers: usize,
+        cost: OpCost,
     ) -> Result<usize> {
         self.usable(dom)?;
         let path = path.ok_or(Error::OpBadState)?;
         let credits = self.cq_slot(dom, b)?.credits.credits();
-        path.with_state(|st| Ok(st.room(buffers).min(credits)))
+        path.with_state(|st| Ok(st.room(cost.descs, cost.record).min(credits / cost.credits)))
     }
 
     /// Frames received on this endpoint's queue that were not ringfab frames for it (other

@@ -135,23 +135,52 @@ pub struct EpAttr {
     /// for whatever operation comes next (fi_endpoint(3)) — count operations of this many
     /// buffers: ask for more only to use them.
     pub tx_iov_limit: usize,
+    /// Messages one multi-receive buffer (`FI_MULTI_RECV`, [`Endpoint::recvmsg`]) may take at
+    /// most: 0 (the default) — the endpoint takes none (`FI_MULTI_RECV` is `BadFlags`, as in
+    /// `rx_op_flags`); `k` — a buffer that would take more (its length over
+    /// [`rx_buf_len`](Self::rx_buf_len), less what `FI_OPT_MIN_MULTI_RECV` keeps free) is
+    /// `Inval`. A multi-receive buffer takes one descriptor per message and one of the queue's
+    /// 8 multi-receive groups, so the receive `size` and [`Endpoint::rx_size_left`] — lower
+    /// bounds for whatever receive comes next (fi_endpoint(3)) — count receives of `k`
+    /// descriptors and a group each: at most 8, and the ring over `k`. At most the op table's
+    /// depth.
+    pub multi_recv_msgs: u32,
+}
+
+/// What one operation of an endpoint's costliest kind takes: the unit of `size` and
+/// `size_left`, which must be lower bounds whatever operation comes next (fi_endpoint(3)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpCost {
+    /// Ring descriptors (and op-table slots).
+    pub(crate) descs: usize,
+    /// Whether it takes a gather record (transmit) or a multi-receive group (receive).
+    pub(crate) record: bool,
+    /// CQ credits.
+    pub(crate) credits: usize,
+}
+
+impl EpAttr {
+    /// DGRAM on queue pair 0 with 2 KiB receive buffers, gather sends of one buffer and no
+    /// multi-receive buffers: [`Default`], usable in a `const`.
+    pub const DEFAULT: EpAttr = EpAttr {
+        ep_type: EpType::Dgram,
+        tx_queue: 0,
+        rx_queue: 0,
+        rx_buf_len: 2048,
+        tx_op_flags: OpFlags::empty(),
+        rx_op_flags: OpFlags::empty(),
+        source_err: false,
+        context: OpContext::NULL,
+        encap: Encap::Ethernet,
+        tx_iov_limit: 1,
+        multi_recv_msgs: 0,
+    };
 }
 
 impl Default for EpAttr {
-    /// DGRAM on queue pair 0 with 2 KiB receive buffers.
+    /// [`EpAttr::DEFAULT`].
     fn default() -> Self {
-        EpAttr {
-            ep_type: EpType::Dgram,
-            tx_queue: 0,
-            rx_queue: 0,
-            rx_buf_len: 2048,
-            tx_op_flags: OpFlags::empty(),
-            rx_op_flags: OpFlags::empty(),
-            source_err: false,
-            context: OpContext::NULL,
-            encap: Encap::Ethernet,
-            tx_iov_limit: 1,
-        }
+        EpAttr::DEFAULT
     }
 }
 
@@ -220,9 +249,11 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// # Errors
     /// `OpNotSupp` for an endpoint type other than DGRAM/UNSPEC; `Inval` for a queue the NIC
     /// does not have, a receive buffer size outside `header + 1 ..= max_rx_buf_len` (the
-    /// header of [`EpAttr::encap`]), or a `tx_iov_limit` outside 1 ..= the buffers a gather
-    /// send can have on the NIC ([`EpAttr::tx_iov_limit`]);
-    /// `BadFlags` for unknown or unsupported default op flags.
+    /// header of [`EpAttr::encap`]), a `tx_iov_limit` outside 1 ..= the buffers a gather
+    /// send can have on the NIC ([`EpAttr::tx_iov_limit`]), or a `multi_recv_msgs` over the
+    /// op table's depth `D`;
+    /// `BadFlags` for unknown or unsupported default op flags (`FI_MULTI_RECV` without
+    /// `multi_recv_msgs`).
     pub fn endpoint(&self, attr: &EpAttr) -> Result<Endpoint> {
         let mut attr = *attr;
         match attr.ep_type {
@@ -239,7 +270,9 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         {
             return Err(Error::Inval);
         }
-        if !(1..=crate::buf::IOV_MAX.min(caps.max_tx_segments)).contains(&attr.tx_iov_limit) {
+        if !(1..=crate::buf::IOV_MAX.min(caps.max_tx_segments)).contains(&attr.tx_iov_limit)
+            || attr.multi_recv_msgs as usize > D
+        {
             return Err(Error::Inval);
         }
         let name = EpAddr {

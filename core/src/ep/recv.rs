@@ -62,16 +62,18 @@ impl Endpoint {
     /// payload inside the buffer, and the buffer is released — the completion carries
     /// `FI_MULTI_RECV` and hands the `Buf` back — with the message after which the free space
     /// left would be below `MIN_MULTI_RECV` ([`EpOpt::MinMultiRecv`]), so only that many slots
-    /// are posted (never more than the buffer holds). Every slot reports its completion, even
-    /// under selective completion (the application needs each `buf`).
+    /// are posted (never more than the buffer holds). Under selective completion a buffer
+    /// posted without `FI_COMPLETION` reports only its release and errors. The endpoint must
+    /// be made for them: [`EpAttr::multi_recv_msgs`] bounds the slots of one buffer, which
+    /// keeps [`rx_size_left`](Self::rx_size_left) a true lower bound.
     ///
     /// # Errors
     /// The buffer comes back with the error: `OpBadState` before enable; `BadFlags` for flags
-    /// other than `COMPLETION`/`MORE`/`MULTI_RECV`; `Inval` for a buffer shorter than the
-    /// receive queue's buffer size (the NIC may write that much), or a multi-receive buffer
-    /// that needs more slots than the ring has descriptors; `Again` when the ring, the op
-    /// table, the CQ's credits (a multi-receive buffer needs one per slot) or the path's
-    /// multi-receive table are full.
+    /// other than `COMPLETION`/`MORE`/`MULTI_RECV`, or `MULTI_RECV` on an endpoint whose
+    /// `multi_recv_msgs` is 0; `Inval` for a buffer shorter than the receive queue's buffer
+    /// size (the NIC may write that much), or a multi-receive buffer that needs more slots
+    /// than `multi_recv_msgs`; `Again` when the ring, the op table, the CQ's credits (a
+    /// multi-receive buffer needs one per slot) or the path's multi-receive groups are full.
     pub fn recvmsg<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
         dom: &'d Domain<'n, N, D>,
@@ -98,6 +100,7 @@ impl Endpoint {
         };
         let raw = buf.raw();
         let min_multi_recv = self.min_multi_recv;
+        let multi_recv_msgs = self.attr.multi_recv_msgs;
         let header = self.payload_offset() as u32;
         let r = rx.with_state(|st| {
             let Queue::Rx(q) = &st.queue else {
@@ -105,9 +108,14 @@ impl Endpoint {
             };
             let dev_len = q.buf_len();
             if flags.contains(OpFlags::MULTI_RECV) {
+                if multi_recv_msgs == 0 {
+                    // The endpoint was not made for them (EpAttr::multi_recv_msgs).
+                    return Err(Error::BadFlags);
+                }
                 let slots = multi_recv_slots(raw.len, dev_len, min_multi_recv)?;
-                if slots as usize > D {
-                    // More messages than the ring has descriptors: it could never be posted.
+                if slots > multi_recv_msgs {
+                    // More messages than the endpoint's size counts a receive as: it could
+                    // break the lower bound rx_size_left promised.
                     return Err(Error::Inval);
                 }
                 let accepted = dev_len - header;

@@ -8,7 +8,7 @@ use crate::cq::queue::CompletionQueue;
 use crate::domain::Domain;
 use crate::engine::{Framing, Outcome};
 use crate::entry::Format;
-use crate::flags::{BindFlags, CntrBindFlags};
+use crate::flags::{BindFlags, CntrBindFlags, OpFlags};
 use crate::hal::{Nic, QueueFault, RxConfig, TxConfig};
 use crate::info::{EndpointAttr, EpInfo, Order, Protocol, RxAttr, TxAttr};
 use crate::path::Path;
@@ -92,12 +92,38 @@ impl Endpoint {
 
     /// Checks the default op flags of the attributes (as `Domain::endpoint` does).
     pub(crate) fn check_op_flags(&self) -> Result {
+        let multi_recv_ok =
+            self.attr.multi_recv_msgs > 0 || !self.attr.rx_op_flags.contains(OpFlags::MULTI_RECV);
         if TX_FLAGS_OK.contains(self.attr.tx_op_flags)
             && RX_FLAGS_OK.contains(self.attr.rx_op_flags)
+            && multi_recv_ok
         {
             Ok(())
         } else {
             Err(Error::BadFlags)
+        }
+    }
+
+    /// What the costliest transmit operation the endpoint takes uses
+    /// ([`EpAttr::tx_iov_limit`]): a descriptor per buffer, a gather record above one, one
+    /// CQ credit.
+    pub(super) fn tx_cost(&self) -> OpCost {
+        OpCost {
+            descs: self.attr.tx_iov_limit,
+            record: self.attr.tx_iov_limit > 1,
+            credits: 1,
+        }
+    }
+
+    /// What the costliest receive operation the endpoint takes uses
+    /// ([`EpAttr::multi_recv_msgs`]): a descriptor and a CQ credit per message, and a
+    /// multi-receive group.
+    pub(super) fn rx_cost(&self) -> OpCost {
+        let msgs = (self.attr.multi_recv_msgs as usize).max(1);
+        OpCost {
+            descs: msgs,
+            record: self.attr.multi_recv_msgs > 0,
+            credits: msgs,
         }
     }
 
@@ -328,13 +354,16 @@ impl Endpoint {
         };
         // What the queues hold, once enabled (an Intel ring one operation fewer than the op
         // table); the op table's depth before.
-        // Transmit: operations of `tx_iov_limit` buffers (`room`); receive: of one buffer.
-        let size = |path: Option<Path<'d, 'n, N, D>>, buffers: usize| {
-            path.and_then(|p| p.with_state(|st| Ok(st.capacity(buffers))).ok())
-                .unwrap_or(D / buffers)
+        // In operations of the costliest kind the endpoint takes (`tx_cost`, `rx_cost`).
+        let size = |path: Option<Path<'d, 'n, N, D>>, cost: OpCost| {
+            path.and_then(|p| {
+                p.with_state(|st| Ok(st.capacity(cost.descs, cost.record)))
+                    .ok()
+            })
+            .unwrap_or(D / cost.descs)
         };
-        let tx_size = size(self.tx_path(dom), self.attr.tx_iov_limit);
-        let rx_size = size(self.rx_path(dom), 1);
+        let tx_size = size(self.tx_path(dom), self.tx_cost());
+        let rx_size = size(self.rx_path(dom), self.rx_cost());
         EpInfo {
             ep: EndpointAttr {
                 ep_type: self.attr.ep_type,

@@ -964,6 +964,12 @@ pub(crate) fn oversized_message(ctx: &mut Ctx) -> Outcome {
     ))
 }
 
+/// An endpoint made for multi-receive buffers of up to 4 messages.
+const MULTI_RECV_EP: EpAttr = EpAttr {
+    multi_recv_msgs: 4,
+    ..EpAttr::DEFAULT
+};
+
 /// One `FI_MULTI_RECV` buffer (four 2 KiB slots, `FI_OPT_MIN_MULTI_RECV` 3 KiB) takes three
 /// messages: every completion's `buf` points at its payload inside the buffer, the third
 /// carries `FI_MULTI_RECV` and hands the buffer back.
@@ -978,7 +984,7 @@ pub(crate) fn multi_recv(ctx: &mut Ctx) -> Outcome {
         mut ep_b,
         to_b,
         to_a: _,
-    } = endpoints::<Data>(&da, &db, &EpAttr::default())?;
+    } = endpoints::<Data>(&da, &db, &MULTI_RECV_EP)?;
     let mr_a = da.register(memory(8 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(8 * BUF)?).map_err(fail("MR B"))?;
     ep_b.setopt(EpOpt::MinMultiRecv, 3 * BUF / 2)
@@ -989,10 +995,13 @@ pub(crate) fn multi_recv(ctx: &mut Ctx) -> Outcome {
     let base = multi.addr();
     ep_b.recvmsg(&db, multi, OpContext(5), OpFlags::MULTI_RECV)
         .map_err(|(err, _)| format!("recvmsg: {err}"))?;
+    // Receives are counted as multi-receive buffers of 4 messages: 4 descriptors and one of
+    // the queue's 8 groups each. With three descriptors and a group taken, the groups bound
+    // the count (these rings hold far more than 4 × 8 descriptors).
     let room = ep_b.info(&db).rx.size;
-    if ep_b.rx_size_left(&db) != Ok(room - 3) {
+    if room != 8 || ep_b.rx_size_left(&db) != Ok(7) {
         return Err(format!(
-            "rx_size_left {:?} of {room}: not three slots posted",
+            "rx_size_left {:?} of {room}: not one of 8 multi-receive groups taken",
             ep_b.rx_size_left(&db)
         ));
     }
@@ -1077,7 +1086,7 @@ pub(crate) fn multi_recv_cancel(ctx: &mut Ctx) -> Outcome {
         ep_b,
         to_b,
         to_a: _,
-    } = endpoints::<Data>(&da, &db, &EpAttr::default())?;
+    } = endpoints::<Data>(&da, &db, &MULTI_RECV_EP)?;
     let mr_a = da.register(memory(8 * BUF)?).map_err(fail("MR A"))?;
     let mr_b = db.register(memory(8 * BUF)?).map_err(fail("MR B"))?;
     let multi = mr_b

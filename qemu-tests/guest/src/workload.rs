@@ -104,7 +104,12 @@ pub(crate) fn run<N: Nic>(nic_a: &N, nic_b: &N) -> Outcome {
     let av_a = da.open_av(&AvAttr::default()).map_err(e("AV A"))?;
     let av_b = db.open_av(&AvAttr::default()).map_err(e("AV B"))?;
     let mut ep_a = da.endpoint(&EpAttr::default()).map_err(e("endpoint A"))?;
-    let mut ep_b = db.endpoint(&EpAttr::default()).map_err(e("endpoint B"))?;
+    let mut ep_b = db
+        .endpoint(&EpAttr {
+            multi_recv_msgs: 4,
+            ..EpAttr::default()
+        })
+        .map_err(e("endpoint B"))?;
     for (d, ep, cq, av) in [
         (&da, &mut ep_a, &cq_a, &av_a),
         (&db, &mut ep_b, &cq_b, &av_b),
