@@ -567,7 +567,7 @@ macro_rules! __suite_section {
         $crate::__suite_tests!($f, hostile:
             hostile_lengths_and_all_ones_status_never_panic_and_every_token_comes_back_once,
             hostile_done_bits_never_posted_and_used_ids_out_of_range_never_complete_a_token,
-            hostile_write_backs_in_the_wrong_slot_and_repeated_ids_never_return_a_token_twice,
+            hostile_write_backs_in_the_wrong_slot_and_lying_ids_never_return_a_token_twice,
             hostile_every_lie_at_once_returns_every_token_exactly_once,
             hostile_bits_flipped_from_a_second_thread_never_panic_nor_lose_a_token,
         );
