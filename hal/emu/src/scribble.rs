@@ -36,6 +36,24 @@ pub struct Flip {
 }
 
 impl<K: Kind> EmuNic<K> {
+    /// The ring memory the device writes, as programmed now: `(iova, bytes)` of each Intel
+    /// descriptor ring programmed (receive and transmit of each queue, in queue order) or each
+    /// ready virtqueue's used ring (in virtqueue order), for a test that plays the device's
+    /// writes itself ([`device_write`](Self::device_write)).
+    pub fn rings(&self) -> Vec<(Iova, u64)> {
+        self.with_model(|m| m.rings())
+            .into_iter()
+            .map(|(iova, len)| (Iova(iova), len))
+            .collect()
+    }
+
+    /// Writes `bytes` at `iova` as the device would, through its IOMMU (refused and recorded
+    /// as a fault outside the live mappings); whether it was written. For a test that plays a
+    /// hostile device's ring writes byte by byte.
+    pub fn device_write(&self, iova: Iova, bytes: &[u8]) -> bool {
+        self.iommu().write(iova.0, bytes)
+    }
+
     /// Flips one bit, chosen by `prng`, in the ring memory the device writes (every area
     /// equally likely per byte); `None` if no ring is programmed (or the IOMMU refused the
     /// access, which it records as a fault).
