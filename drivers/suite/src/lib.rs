@@ -30,7 +30,11 @@
 //! * `wire`, `device`, `iommu`, `link`, `interrupts` ([`faults`]): every fault of the wire, the
 //!   device's DMA engine and its IOMMU, the cable, and interrupt arming;
 //! * `critical` ([`critical`]): a device that is removed, resets itself or disables a queue,
-//!   found by the stall check and recovered through `Nic::recover`.
+//!   found by the stall check and recovered through `Nic::recover`;
+//! * `hostile` ([`hostile`]): issue 14's hostile device — lengths at their limits, all-ones
+//!   status, done bits on descriptors never posted, write-backs in the wrong slot, used ids out
+//!   of range or repeated, used index jumps and rewinds, bits flipped from a second thread —
+//!   with every token back exactly once and no buffer written after it was handed back.
 //!
 //! NIC-specific tests (register values, queue counts beyond two, a device's own quirks) stay in
 //! the drivers; they can reuse this crate's helpers ([`pair`], [`frame`], …).
@@ -46,6 +50,7 @@ use ringfab_hal::{
 pub mod basics;
 pub mod critical;
 pub mod faults;
+pub mod hostile;
 pub mod queues;
 
 /// What the suite needs to know about one NIC: its driver, its emulated device, and the device
@@ -467,7 +472,8 @@ impl<D: DmaRegion> RxSlots<D> {
 macro_rules! suite {
     ($fixture:ty) => {
         $crate::suite!(
-            $fixture: basics, queues, rss, wire, device, iommu, link, interrupts, critical
+            $fixture: basics, queues, rss, wire, device, iommu, link, interrupts, critical,
+            hostile
         );
     };
     ($fixture:ty: $($section:ident),+ $(,)?) => {
@@ -555,6 +561,15 @@ macro_rules! __suite_section {
             a_receive_stop_the_device_does_not_acknowledge_holds_the_buffers_until_one_it_does,
             a_transmit_stop_the_device_does_not_acknowledge_holds_the_frames_until_one_it_does,
             a_restart_the_device_does_not_acknowledge_is_a_fault_not_a_silent_stall,
+        );
+    };
+    (hostile, $f:ty) => {
+        $crate::__suite_tests!($f, hostile:
+            hostile_lengths_and_all_ones_status_never_panic_and_every_token_comes_back_once,
+            hostile_done_bits_never_posted_and_used_ids_out_of_range_never_complete_a_token,
+            hostile_write_backs_in_the_wrong_slot_and_lying_ids_never_return_a_token_twice,
+            hostile_every_lie_at_once_returns_every_token_exactly_once,
+            hostile_bits_flipped_from_a_second_thread_never_panic_nor_lose_a_token,
         );
     };
     (interrupts, $f:ty) => {

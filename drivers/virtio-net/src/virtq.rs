@@ -19,7 +19,10 @@
 //!   the whole update is refused and counted ([`Virtq::errors`]) — the queue stalls until a
 //!   reset, never reads a slot the device did not fill for it;
 //! * a used element whose id is out of range, or names a buffer the device does not hold, is
-//!   skipped and counted; a length is handed to the queue type to check against the capacity.
+//!   skipped and counted; a length is handed to the queue type to check against the capacity;
+//! * a used element read under a `used.idx` read before its id was last made available is
+//!   skipped and counted too: it was written before the device could have seen that buffer, so
+//!   it is a stale (repeated) entry for the id's previous buffer, not this one's completion.
 //!
 //! Memory ordering: descriptors and avail entries are written, then a release fence, then
 //! `avail.idx`; then a full fence before the notification-suppression fields are read (§2.7.13.3
@@ -93,6 +96,13 @@ pub(crate) struct Virtq<D: DmaRegion, const N: usize> {
     done_len: [u32; N],
     /// The id published in each avail slot (what the device may answer for).
     order: [u16; N],
+    /// Per id, the [`epoch`](Self::epoch) in which it was last published.
+    published_in: [u32; N],
+    /// Reads of `used.idx` that found new entries (wrapping): the entries up to
+    /// [`used_seen`](Self::used_seen) were all written before the latest one, so none of them
+    /// can be the completion of a buffer published in the current epoch. (Wrapping: a buffer
+    /// out across 2^32 such reads would have its entry refused, and come back at the flush.)
+    epoch: u32,
     free: [u16; N],
     nfree: usize,
     /// Retired ids, returned first by `next`.
@@ -134,6 +144,8 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
             cap: [0; N],
             done_len: [0; N],
             order: [0; N],
+            published_in: [0; N],
+            epoch: 0,
             free,
             nfree: N,
             retired: [0; N],
@@ -330,6 +342,7 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
         while i != new {
             let id = usize::from(self.order[usize::from(i) % N]);
             self.state[id] = self.state[id] & st::ALWAYS | st::DEVICE;
+            self.published_in[id] = self.epoch;
             i = i.wrapping_add(1);
         }
         self.in_device += usize::from(new.wrapping_sub(old));
@@ -374,6 +387,7 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
                 // Elements are read only after the index that covers them.
                 fence(Ordering::Acquire);
                 self.used_seen = used_idx;
+                self.epoch = self.epoch.wrapping_add(1);
             }
             let at = Self::LAY.used_ring(usize::from(self.last_used));
             let id = self.mem.read_u32(at);
@@ -386,11 +400,15 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
         }
     }
 
-    /// Id `id` as the device returned it, if it names a buffer the device holds.
+    /// Id `id` as the device returned it, if it names a buffer the device holds and held
+    /// before the entries being read were written.
     #[inline]
     fn take(&mut self, id: u32) -> Option<u16> {
         let i = usize::try_from(id).ok().filter(|&i| i < N)?;
-        if self.state[i] & st::MASK != st::DEVICE {
+        // Published after the `used.idx` read that covers this entry: the entry is older than
+        // the buffer (issue 14's hostile suite: a repeated id completed a buffer posted again
+        // under it, never filled, which the device then wrote after it was handed back).
+        if self.state[i] & st::MASK != st::DEVICE || self.published_in[i] == self.epoch {
             return None;
         }
         self.in_device -= 1;
@@ -419,7 +437,9 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
     /// device used before the reset complete with their length, every other outstanding one
     /// flushed, all through [`next`](Self::next); the ring memory starts over at index 0.
     pub(crate) fn take_back(&mut self) {
-        // Used entries written before the reset: the same checks as `next`.
+        // Used entries written before the reset: the same checks as `next`. Every buffer was
+        // published before this read of the index, in an earlier epoch.
+        self.epoch = self.epoch.wrapping_add(1);
         let used_idx = self.mem.read_u16(Self::LAY.used_idx());
         let ready = used_idx.wrapping_sub(self.last_used);
         if usize::from(ready) <= self.in_device {

@@ -15,6 +15,7 @@ pub mod frame_parse;
 pub mod intel_rx;
 pub mod intel_tx;
 pub mod virtio_bringup;
+pub mod virtio_used;
 
 /// A reader of fuzzer bytes: each value is taken from the front, little-endian; `None` once
 /// the bytes run out (a value cut short reads as `None` too, never a partial value).
@@ -81,4 +82,5 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("intel_tx_writeback", intel_tx::run),
     ("virtio_bringup", virtio_bringup::run),
     ("api_sequence", api_sequence::run),
+    ("virtio_used_ring", virtio_used::run),
 ];

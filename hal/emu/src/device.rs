@@ -46,6 +46,9 @@ pub(crate) trait Model: Send {
     fn engine(&mut self) -> &mut Engine;
     /// Frames transmitted since the last call.
     fn take_outbox(&mut self) -> Vec<Vec<u8>>;
+    /// The ring memory the device writes (descriptor rings of the Intel models, used rings of
+    /// virtqueues): `(iova, bytes)` of each area programmed now.
+    fn rings(&self) -> Vec<(u64, u64)>;
 
     /// A device-initiated [`CriticalFault::Reset`], [`CriticalFault::NeedsReset`] or
     /// [`CriticalFault::DisableQueue`] (surprise removal is the device wrapper's, not the

@@ -34,6 +34,38 @@ pub(crate) struct Write {
     /// Byte offset of the dword carrying DD (bit 0), written after the rest; `None` writes all
     /// at once.
     pub(crate) status_at: Option<usize>,
+    /// Where the descriptor written back sits on its ring, for the faults that move or copy
+    /// a write-back ([`DeviceFault::MisplaceWriteback`], [`DeviceFault::StrayWriteback`]);
+    /// `None` for writes that are not a descriptor's (a head write-back).
+    pub(crate) slot: Option<Slot>,
+}
+
+/// A descriptor's place on its ring: the ring's base and size, the descriptor's index and the
+/// tail register when it was written back.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slot {
+    pub(crate) base: u64,
+    pub(crate) size: u32,
+    pub(crate) index: u32,
+    pub(crate) tail: u32,
+}
+
+impl Slot {
+    /// The place of the descriptor at `addr` on the ring of `size` descriptors at `base`, whose
+    /// tail register reads `tail`.
+    pub(crate) fn of(base: u64, size: u32, addr: u64, tail: u32) -> Slot {
+        Slot {
+            base,
+            size,
+            index: (addr.wrapping_sub(base) / 16) as u32,
+            tail,
+        }
+    }
+
+    /// The IOVA of descriptor `index` (modulo the ring size).
+    fn at(&self, index: u32) -> u64 {
+        self.base + 16 * u64::from(index % self.size.max(1))
+    }
 }
 
 /// Used-ring faults for one used entry ([`Engine::take_used_fault`]).
@@ -45,13 +77,24 @@ pub(crate) struct UsedFault {
     pub(crate) id: Option<u32>,
     /// Advance the used index this much further.
     pub(crate) jump: u16,
+    /// Write the entry a second time as an extra entry.
+    pub(crate) repeat: bool,
+    /// Move the used index back this much instead of one forward.
+    pub(crate) rewind: u16,
 }
 
 /// What to do with one write-back.
 pub(crate) enum Plan {
     /// Write it now, with `garbage` ORed into the status dword; a receive write-back reports
-    /// `oversize` extra bytes beyond the buffer when set.
-    Now { garbage: u32, oversize: Option<u16> },
+    /// `oversize` extra bytes beyond the buffer when set, or exactly `length`; `misplace` moves
+    /// it that many descriptors on, `stray` also writes a copy at the tail.
+    Now {
+        garbage: u32,
+        oversize: Option<u16>,
+        length: Option<u16>,
+        misplace: Option<u16>,
+        stray: bool,
+    },
     /// Never write it.
     Withhold,
     /// Write it after this many steps.
@@ -81,6 +124,7 @@ impl Engine {
     /// Consumes the faults aimed at this write-back on `ring` and says what to do with it.
     pub(crate) fn plan(&mut self, ring: Ring) -> Plan {
         let (mut garbage, mut oversize, mut delay, mut withhold) = (0, None, None, false);
+        let (mut length, mut misplace, mut stray) = (None, None, false);
         for f in self.faults.iter_mut() {
             let take = |count: &mut usize| {
                 let hit = *count > 0;
@@ -92,8 +136,11 @@ impl Engine {
             let aimed = match f {
                 DeviceFault::WithholdWriteback { ring: r, .. }
                 | DeviceFault::DelayWriteback { ring: r, .. }
-                | DeviceFault::GarbageStatus { ring: r, .. } => ring_matches(*r, ring),
-                DeviceFault::OversizeLength { queue, .. } => {
+                | DeviceFault::GarbageStatus { ring: r, .. }
+                | DeviceFault::MisplaceWriteback { ring: r, .. }
+                | DeviceFault::StrayWriteback { ring: r, .. } => ring_matches(*r, ring),
+                DeviceFault::OversizeLength { queue, .. }
+                | DeviceFault::ExactLength { queue, .. } => {
                     matches!(ring, Ring::Rx(n) if queue.is_none_or(|q| q == n))
                 }
                 // Used-ring faults: taken by the virtqueue models themselves (`take_used_fault`);
@@ -103,6 +150,8 @@ impl Engine {
                 | DeviceFault::CompleteOutOfOrder { .. }
                 | DeviceFault::LieUsedId { .. }
                 | DeviceFault::JumpUsedIdx { .. }
+                | DeviceFault::RepeatUsedId { .. }
+                | DeviceFault::RewindUsedIdx { .. }
                 | DeviceFault::RefuseStop { .. }
                 | DeviceFault::RefuseStart { .. } => false,
             };
@@ -120,10 +169,19 @@ impl Engine {
                 DeviceFault::OversizeLength { count, extra, .. } => {
                     oversize = take(count).then_some(*extra).or(oversize);
                 }
+                DeviceFault::ExactLength { count, len, .. } => {
+                    length = take(count).then_some(*len).or(length);
+                }
+                DeviceFault::MisplaceWriteback { count, offset, .. } => {
+                    misplace = take(count).then_some(*offset).or(misplace);
+                }
+                DeviceFault::StrayWriteback { count, .. } => stray |= take(count),
                 DeviceFault::CutFrame { .. }
                 | DeviceFault::CompleteOutOfOrder { .. }
                 | DeviceFault::LieUsedId { .. }
                 | DeviceFault::JumpUsedIdx { .. }
+                | DeviceFault::RepeatUsedId { .. }
+                | DeviceFault::RewindUsedIdx { .. }
                 | DeviceFault::RefuseStop { .. }
                 | DeviceFault::RefuseStart { .. } => {}
             }
@@ -132,7 +190,13 @@ impl Engine {
         match (withhold, delay) {
             (true, _) => Plan::Withhold,
             (false, Some(steps)) => Plan::Delay(steps),
-            (false, None) => Plan::Now { garbage, oversize },
+            (false, None) => Plan::Now {
+                garbage,
+                oversize,
+                length,
+                misplace,
+                stray,
+            },
         }
     }
 
@@ -143,12 +207,16 @@ impl Engine {
             | DeviceFault::DelayWriteback { count, .. }
             | DeviceFault::GarbageStatus { count, .. }
             | DeviceFault::OversizeLength { count, .. }
+            | DeviceFault::ExactLength { count, .. }
+            | DeviceFault::MisplaceWriteback { count, .. }
+            | DeviceFault::StrayWriteback { count, .. }
+            | DeviceFault::RepeatUsedId { count, .. }
             | DeviceFault::CompleteOutOfOrder { count, .. }
             | DeviceFault::LieUsedId { count, .. }
             | DeviceFault::RefuseStop { count, .. }
             | DeviceFault::RefuseStart { count, .. }
             | DeviceFault::CutFrame { count, .. } => *count > 0,
-            DeviceFault::JumpUsedIdx { by, .. } => *by > 0,
+            DeviceFault::JumpUsedIdx { by, .. } | DeviceFault::RewindUsedIdx { by, .. } => *by > 0,
         }
     }
 
@@ -218,6 +286,16 @@ impl Engine {
                     out.jump = *by;
                     *by = 0;
                 }
+                DeviceFault::RepeatUsedId { ring: r, count }
+                    if ring_matches(*r, ring) && *count > 0 =>
+                {
+                    out.repeat = true;
+                    *count -= 1;
+                }
+                DeviceFault::RewindUsedIdx { ring: r, by } if ring_matches(*r, ring) && *by > 0 => {
+                    out.rewind = *by;
+                    *by = 0;
+                }
                 _ => {}
             }
         }
@@ -256,12 +334,31 @@ impl Engine {
                 });
                 false
             }
-            Plan::Now { garbage, .. } => {
+            Plan::Now {
+                garbage,
+                misplace,
+                stray,
+                ..
+            } => {
                 if let Some(at) = w.status_at {
                     let s = le32(&w.bytes, at) | garbage;
                     w.bytes[at..at + 4].copy_from_slice(&s.to_le_bytes());
                 }
+                // The write's offset within its descriptor (the 82574 writes back one dword).
+                let within = w
+                    .slot
+                    .map_or(0, |slot| w.iova.wrapping_sub(slot.at(slot.index)));
+                if let (Some(by), Some(slot)) = (misplace, w.slot) {
+                    let to = slot.at(slot.index.wrapping_add(u32::from(by)));
+                    w.iova = to.wrapping_add(within);
+                }
                 self.do_write(&w);
+                if let (true, Some(slot)) = (stray, w.slot) {
+                    if slot.tail < slot.size {
+                        let iova = slot.at(slot.tail).wrapping_add(within);
+                        self.do_write(&Write { iova, ..w.clone() });
+                    }
+                }
                 true
             }
         }

@@ -190,6 +190,59 @@ pub enum DeviceFault {
         /// Extra steps of the used index.
         by: u16,
     },
+    /// Receive write-backs report exactly `len` as the packet length for the next `count`
+    /// descriptors (the data written is the frame's, within the buffer): the limits a length
+    /// field can hold, 0 and 65535, or any value beyond the buffer. On virtio-net the used
+    /// element's `len` is `len` (header included).
+    ExactLength {
+        /// Which receive queue, or any.
+        queue: Option<u16>,
+        /// Write-backs to lie in.
+        count: usize,
+        /// The length to report.
+        len: u16,
+    },
+    /// Intel models (82576, 82574) only: the next `count` descriptor write-backs land `offset`
+    /// descriptors further on the ring (modulo its size) instead of on their own descriptor —
+    /// a device writing back into the wrong slot. The own descriptor keeps what the driver
+    /// wrote (no done bit); a head write-back (TDWBAL) is not moved.
+    MisplaceWriteback {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Write-backs to misplace.
+        count: usize,
+        /// Descriptors further on.
+        offset: u16,
+    },
+    /// Intel models only: with each of the next `count` descriptor write-backs, a copy of it
+    /// (done bit set) is also written on the descriptor at the ring's tail register — the first
+    /// descriptor software owns and has not handed over (both datasheets' descriptor rings: the
+    /// device owns the descriptors from the head register up to, not including, the tail
+    /// register). Done bits on descriptors never posted.
+    StrayWriteback {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Write-backs to copy.
+        count: usize,
+    },
+    /// Virtqueue devices only: each of the next `count` used entries is written twice, the
+    /// second time as an extra entry with the same id and length (the used index advancing by
+    /// two): an id repeated.
+    RepeatUsedId {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Used entries to repeat.
+        count: usize,
+    },
+    /// Virtqueue devices only: with the next used entry, the used index goes back `by` steps
+    /// from where it was instead of one forward, and the device goes on from there (virtio 1.2
+    /// §2.7.8: the device only ever increments `idx`).
+    RewindUsedIdx {
+        /// Which ring, or any.
+        ring: Option<Ring>,
+        /// Steps back.
+        by: u16,
+    },
 }
 
 /// A critical device event: not a fault of one write-back but a change of the whole device (or

@@ -38,6 +38,18 @@ pub struct IommuFault {
     pub write: bool,
 }
 
+/// One device write to memory, as the IOMMU's write log keeps it ([`Iommu::record_writes`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct DmaWrite {
+    /// The write's number: writes are numbered 1, 2, … in the order the IOMMU let them
+    /// through ([`Iommu::write_seq`] is the number of the last one).
+    pub seq: u64,
+    /// First address written.
+    pub iova: Iova,
+    /// Bytes written.
+    pub len: usize,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Map {
     len: u64,
@@ -49,6 +61,10 @@ struct State {
     maps: BTreeMap<u64, Map>,
     next: u64,
     faults: Vec<IommuFault>,
+    /// Device writes let through so far (every one, logged or not).
+    writes: u64,
+    /// The write log, while recording.
+    log: Option<Vec<DmaWrite>>,
 }
 
 /// The IOMMU one emulated PCI function sits behind. Cheap to clone; clones share the table.
@@ -134,6 +150,40 @@ impl Iommu {
         self.lock().faults.clone()
     }
 
+    /// The number of device writes the IOMMU has let through so far (the sequence number of the
+    /// last one, 0 before any). Taken right after the driver hands a buffer back, it divides
+    /// the device's writes into those before and those after.
+    pub fn write_seq(&self) -> u64 {
+        self.lock().writes
+    }
+
+    /// Starts keeping a log of every device write let through from now on (descriptor
+    /// write-backs, used-ring entries, frame data — everything), so that a test can ask which
+    /// writes landed in a buffer after the driver handed it back
+    /// ([`writes_into`](Self::writes_into)). The log grows with every write: record only in
+    /// tests that move a bounded amount of data.
+    pub fn record_writes(&self) {
+        let mut s = self.lock();
+        if s.log.is_none() {
+            s.log = Some(Vec::new());
+        }
+    }
+
+    /// The logged device writes numbered after `after` that touched any of the `len` bytes at
+    /// `iova`, oldest first (nothing if the log is not being kept).
+    pub fn writes_into(&self, iova: Iova, len: usize, after: u64) -> Vec<DmaWrite> {
+        let s = self.lock();
+        let end = iova.0.saturating_add(len as u64);
+        s.log
+            .iter()
+            .flatten()
+            .filter(|w| {
+                w.seq > after && w.iova.0 < end && iova.0 < w.iova.0.saturating_add(w.len as u64)
+            })
+            .copied()
+            .collect()
+    }
+
     /// Returns and forgets the faults recorded so far.
     pub fn take_faults(&self) -> Vec<IommuFault> {
         std::mem::take(&mut self.lock().faults)
@@ -188,6 +238,15 @@ impl Iommu {
         // valid while the lock is held. The driver reaches that memory only through raw
         // pointers (hal decision 5), so no Rust reference is invalidated by this write.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), host as *mut u8, data.len()) };
+        s.writes += 1;
+        let seq = s.writes;
+        if let Some(log) = &mut s.log {
+            log.push(DmaWrite {
+                seq,
+                iova: Iova(iova),
+                len: data.len(),
+            });
+        }
         true
     }
 }

@@ -20,6 +20,11 @@
 //!   [`Wire::spawn_pump`] adds a background thread when a test wants one.
 //! * **Faults are explicit.** [`WireFault`] and [`DeviceFault`] are injected per test and act by
 //!   counts, periods or a seeded PRNG, never by wall-clock time.
+//! * **A device can be made hostile.** Besides the faults, a [`Scribbler`] flips bits in the
+//!   rings the device writes while the driver polls ([`EmuNic::spawn_scribbler`], or one flip
+//!   at a time with [`EmuNic::scribble`]), and the IOMMU can log every device write
+//!   ([`Iommu::record_writes`]) so that a test can check that nothing the device wrote landed
+//!   in a buffer after the driver handed it back.
 //!
 //! ```
 //! use ringfab_emu::{EmuIgb, IgbModelConfig, Wire};
@@ -47,6 +52,7 @@ pub mod null;
 pub mod pcap;
 mod pci;
 pub mod platform;
+pub mod scribble;
 pub mod toeplitz;
 pub mod virtio;
 pub mod wait;
@@ -56,9 +62,10 @@ pub use device::{EmuNic, Kind, ModelConfig};
 pub use e1000e::{E1000e82574, E1000eModelConfig, EmuE1000e};
 pub use fault::{CorruptMode, CriticalFault, DeviceFault, Prng, Ring, WireFault};
 pub use igb::{EmuIgb, Igb82576, IgbModelConfig};
-pub use iommu::{EmuDma, EmuMapping, Iommu, IommuFault};
+pub use iommu::{DmaWrite, EmuDma, EmuMapping, Iommu, IommuFault};
 pub use null::{NullPlatform, NullRegs, NullVirtioRegs};
 pub use platform::{EmuMmio, EmuPlatform};
+pub use scribble::{Flip, Scribbler};
 pub use virtio::{EmuVirtioNet, VirtioNetModelConfig, VirtioNetPci};
 pub use wait::{EmuWait, EmuWaitSet};
 pub use wire::{Pump, Wire, WireStats};

@@ -678,6 +678,10 @@ impl Model for E1000eModel {
         &mut self.engine
     }
 
+    fn rings(&self) -> Vec<(u64, u64)> {
+        E1000eModel::rings(self)
+    }
+
     fn take_outbox(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.outbox)
     }

@@ -20,7 +20,7 @@
 
 use super::model::E1000eModel;
 use super::regs::*;
-use crate::engine::{le32, le64, parse, Irq, Parsed, Plan, Write, L4};
+use crate::engine::{le32, le64, parse, Irq, Parsed, Plan, Slot, Write, L4};
 use crate::fault::Ring;
 use crate::toeplitz;
 
@@ -81,6 +81,17 @@ impl E1000eModel {
         let v = (u64::from(self.r(lo + 4)) << 32 | u64::from(self.r(lo))).saturating_add(n);
         self.w(lo, v as u32);
         self.w(lo + 4, (v >> 32) as u32);
+    }
+
+    /// Every descriptor ring programmed (base and length in bytes, both directions, every
+    /// queue with a length): the memory this device writes descriptors back into.
+    pub(crate) fn rings(&self) -> Vec<(u64, u64)> {
+        (0..QUEUES)
+            .flat_map(|n| [rxq(n, Q_DBAL), txq(n, Q_DBAL)])
+            .map(|off| self.ring(off))
+            .filter(|&(_, size)| size > 0)
+            .map(|(base, size)| (base, 16 * u64::from(size)))
+            .collect()
     }
 
     fn ring(&self, dbal: usize) -> (u64, u32) {
@@ -154,6 +165,7 @@ impl E1000eModel {
                     iova: addr + 12,
                     bytes: upper.to_le_bytes().to_vec(),
                     status_at: Some(0),
+                    slot: Some(Slot::of(base, size, addr, tail)),
                 };
                 let cause = Self::queue_cause(ring);
                 if self.engine.writeback(ring, w, plan, Irq(cause, 0)) {
@@ -417,11 +429,14 @@ impl E1000eModel {
             };
             let mut len = written as u16;
             if let Plan::Now {
-                oversize: Some(extra),
-                ..
+                oversize, length, ..
             } = plan
             {
-                len = (buf_len as u16).saturating_add(extra);
+                if let Some(extra) = oversize {
+                    len = (buf_len as u16).saturating_add(extra);
+                }
+                // `DeviceFault::ExactLength`: the length field says exactly this.
+                len = length.unwrap_or(len);
             }
             let (mut status, mut mrq, mut hi) = (DESC_DD, 0, 0);
             if i == last {
@@ -449,6 +464,7 @@ impl E1000eModel {
                 iova: addr,
                 bytes,
                 status_at: Some(status_at),
+                slot: Some(Slot::of(base, size, addr, tail)),
             };
             if self.engine.writeback(ring, w, plan, Irq(cause, 0)) {
                 causes |= cause;

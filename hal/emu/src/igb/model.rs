@@ -572,6 +572,10 @@ impl Model for IgbModel {
         &mut self.engine
     }
 
+    fn rings(&self) -> Vec<(u64, u64)> {
+        IgbModel::rings(self)
+    }
+
     fn take_outbox(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.outbox)
     }

@@ -15,7 +15,7 @@
 
 use super::model::IgbModel;
 use super::regs::*;
-use crate::engine::{le32, le64, parse, Irq, Parsed, Plan, Write, L4};
+use crate::engine::{le32, le64, parse, Irq, Parsed, Plan, Slot, Write, L4};
 use crate::fault::Ring;
 use crate::toeplitz;
 
@@ -87,6 +87,17 @@ impl IgbModel {
             self.raise_icr(icr);
         }
         more
+    }
+
+    /// Every descriptor ring programmed (base and length in bytes, both directions, every
+    /// queue with a length): the memory this device writes descriptors back into.
+    pub(crate) fn rings(&self) -> Vec<(u64, u64)> {
+        (0..QUEUES)
+            .flat_map(|n| [rxq(n, Q_DBAL), txq(n, Q_DBAL)])
+            .map(|off| self.ring(off))
+            .filter(|&(_, size)| size > 0)
+            .map(|(base, size)| (base, 16 * u64::from(size)))
+            .collect()
     }
 
     fn ring(&self, off_dbal: usize) -> (u64, u32) {
@@ -166,6 +177,7 @@ impl IgbModel {
                         iova: head_wb & !3,
                         bytes: idx.to_le_bytes().to_vec(),
                         status_at: None,
+                        slot: None,
                     }
                 } else {
                     // QEMU igb_txdesc_writeback: the descriptor as read, with DD in dword 3.
@@ -175,6 +187,7 @@ impl IgbModel {
                         iova: addr,
                         bytes: desc,
                         status_at: Some(12),
+                        slot: Some(Slot::of(base, size, addr, tail)),
                     }
                 };
                 eicr |= self.writeback(ring, w, plan);
@@ -496,11 +509,14 @@ impl IgbModel {
             };
             let mut len = written as u16;
             if let Plan::Now {
-                oversize: Some(extra),
-                ..
+                oversize, length, ..
             } = plan
             {
-                len = (buf_len as u16).saturating_add(extra);
+                if let Some(extra) = oversize {
+                    len = (buf_len as u16).saturating_add(extra);
+                }
+                // `DeviceFault::ExactLength`: the length field says exactly this.
+                len = length.unwrap_or(len);
             }
             let (mut info, mut hash, mut status) = (0u32, 0u32, DESC_DD);
             if i == last {
@@ -527,6 +543,7 @@ impl IgbModel {
                     iova: addr,
                     bytes,
                     status_at: Some(8),
+                    slot: Some(Slot::of(base, size, addr, tail)),
                 },
                 plan,
             );

@@ -763,7 +763,8 @@ impl VirtioNetModel {
         q.inuse = q.inuse.saturating_sub(1);
     }
 
-    /// `virtqueue_fill` + `virtqueue_flush` of one entry, with `jump` extra steps of the index.
+    /// `virtqueue_fill` + `virtqueue_flush` of one entry, with `jump` extra steps of the index
+    /// (a wrapping negative `jump` moves it back: `DeviceFault::RewindUsedIdx`).
     fn write_used(&mut self, vq: usize, id: u32, len: u32, jump: u16) {
         let q = &self.vqs[vq];
         if !q.ready() {
@@ -804,14 +805,25 @@ impl VirtioNetModel {
         let may_hold = self.vqs[vq].held.is_none();
         let f = self.engine.take_used_fault(ring, may_hold);
         let id = f.id.unwrap_or(id);
+        // `RewindUsedIdx`: the entry's own step forward, then `rewind + 1` back.
+        let back = if f.rewind > 0 {
+            f.rewind.wrapping_add(1)
+        } else {
+            0
+        };
+        let jump = f.jump.wrapping_sub(back);
         if let Some((hid, hlen)) = self.vqs[vq].held.take() {
-            self.write_used(vq, id, len, f.jump);
+            self.write_used(vq, id, len, jump);
             self.write_used(vq, hid, hlen, 0);
         } else if f.hold {
             self.vqs[vq].held = Some((id, len));
             return;
         } else {
-            self.write_used(vq, id, len, f.jump);
+            self.write_used(vq, id, len, jump);
+        }
+        if f.repeat {
+            // `RepeatUsedId`: the same id once more, as an entry of its own.
+            self.write_used(vq, id, len, 0);
         }
         self.notify_irq(vq);
     }
@@ -1015,9 +1027,14 @@ impl VirtioNetModel {
             return;
         }
         let plan = self.engine.plan(ring);
-        let (garbage, oversize) = match plan {
-            Plan::Now { garbage, oversize } => (garbage, oversize),
-            _ => (0, None),
+        let (garbage, oversize, length) = match plan {
+            Plan::Now {
+                garbage,
+                oversize,
+                length,
+                ..
+            } => (garbage, oversize, length),
+            _ => (0, None, None),
         };
         // receive_header: a zero struct virtio_net_hdr (10 bytes); num_buffers is written
         // only with MRG_RXBUF.
@@ -1027,9 +1044,11 @@ impl VirtioNetModel {
             self.error();
             return;
         }
-        let len = match oversize {
-            Some(extra) => (capacity + usize::from(extra)) as u32,
-            None => (HDR_LEN + frame.len()) as u32,
+        let len = match (length, oversize) {
+            // `DeviceFault::ExactLength`.
+            (Some(len), _) => u32::from(len),
+            (None, Some(extra)) => (capacity + usize::from(extra)) as u32,
+            (None, None) => (HDR_LEN + frame.len()) as u32,
         };
         self.complete(vq, ring, u32::from(e.head), len, plan);
     }
@@ -1301,6 +1320,16 @@ impl Model for VirtioNetModel {
 
     fn engine(&mut self) -> &mut Engine {
         &mut self.engine
+    }
+
+    fn rings(&self) -> Vec<(u64, u64)> {
+        // The used rings (flags, idx, the elements and avail_event, virtio 1.2 §2.7.8): the
+        // only ring memory a virtio device writes.
+        self.vqs
+            .iter()
+            .filter(|q| q.ready() && q.size > 0)
+            .map(|q| (q.used, 6 + 8 * u64::from(q.size)))
+            .collect()
     }
 
     fn take_outbox(&mut self) -> Vec<Vec<u8>> {
