@@ -1208,6 +1208,52 @@ fn cancel_completes_one_posted_receive_and_leaves_the_others_posted<T: TestNic>(
     let _ = cq_a;
 }
 
+/// A receive whose buffer took a frame that was not for the endpoint is still posted (the
+/// frame is dropped and counted, the buffer posted again), so a cancel must find it. The
+/// cancel's flush hands that buffer back as written, not flushed; posting it again regardless
+/// answered "not found" for a receive still outstanding (found by the soak, `ringfab-soak`,
+/// on every NIC; the `api_sequence` finding of docs/reliability.md).
+fn cancel_finds_a_receive_whose_buffer_took_a_dropped_frame<T: TestNic>() {
+    let p = pair_of::<T>();
+    let (da, db) = domains(&p);
+    let (_cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (mut cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
+    let to_b = insert(&da, &av_a, ep_b.name());
+    let mr_a = da.register(memory(8 * BUF)).unwrap();
+    let mr_b = db.register(memory(8 * BUF)).unwrap();
+    for i in 0..3 {
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
+    }
+    // An IPv4 frame for B's station address: not ringfab's, so it is never the endpoint's.
+    let mut frame = vec![0u8; 64];
+    frame[..6].copy_from_slice(&MAC_B.0);
+    frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x99]);
+    frame[12..14].copy_from_slice(&[0x08, 0x00]);
+    p.b.receive(&frame);
+    p.wire.run_until_idle();
+    // Nobody read B's CQ: the frame's write-back waits in receive 0's slot.
+    assert_eq!(
+        ep_b.cancel(&db, OpContext(0)),
+        Ok(true),
+        "receive 0 is posted"
+    );
+    ep_a.send(&da, mr_a.alloc(&da, BUF).unwrap(), 10, to_b, OpContext(50))
+        .unwrap();
+    let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
+    assert_eq!(err, vec![(0, 125)], "FI_ECANCELED, once");
+    assert_eq!(ok, vec![(1, 10)], "the message takes the next receive");
+    assert_eq!(ep_b.cancel(&db, OpContext(2)), Ok(true));
+    let (ok, err) = drain_all(&p.wire, &db, &mut cq_b);
+    assert_eq!((ok, err), (vec![], vec![(2, 125)]));
+    assert_eq!(
+        ep_b.dropped_frames(&db),
+        1,
+        "the foreign frame, counted once"
+    );
+    assert_eq!(mr_b.outstanding(&db), 0, "every buffer came back");
+}
+
 fn cancel_of_a_send_still_in_the_ring_reports_it_and_sends_the_rest<T: TestNic>() {
     let p = pair_of::<T>();
     let (da, db) = domains(&p);
@@ -2183,6 +2229,7 @@ on_every_nic!(
     an_endpoint_on_a_blocking_cq_is_steered_to_its_vector_and_sread_wakes_on_a_message,
     cancel_completes_one_posted_receive_and_leaves_the_others_posted,
     cancel_of_a_send_still_in_the_ring_reports_it_and_sends_the_rest,
+    cancel_finds_a_receive_whose_buffer_took_a_dropped_frame,
     cancel_behind_a_lost_write_back_completes_every_operation_exactly_once,
     cancel_before_enable_is_opbadstate,
     a_cancel_whose_flush_the_device_does_not_acknowledge_fails_the_path_and_hands_no_buffer_back,
