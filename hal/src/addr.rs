@@ -38,6 +38,13 @@ impl MacAddr {
         self.0[0] & 1 != 0
     }
 
+    /// True for an address a station may have as its own: neither a group address nor all
+    /// zeros (IEEE 802: the I/G bit names groups; 00:00:00:00:00:00 names nobody).
+    pub const fn is_station(&self) -> bool {
+        !self.is_multicast()
+            && (self.0[0] | self.0[1] | self.0[2] | self.0[3] | self.0[4] | self.0[5]) != 0
+    }
+
     /// True for ff:ff:ff:ff:ff:ff.
     pub fn is_broadcast(&self) -> bool {
         *self == Self::BROADCAST
@@ -70,6 +77,10 @@ mod tests {
         assert!(MacAddr([0x01, 0, 0x5e, 0, 0, 1]).is_multicast());
         assert!(MacAddr::BROADCAST.is_multicast());
         assert!(!MacAddr([0x52, 0x54, 0, 0x12, 0x34, 0x56]).is_multicast());
+        assert!(MacAddr([0x52, 0x54, 0, 0x12, 0x34, 0x56]).is_station());
+        assert!(!MacAddr([0; 6]).is_station());
+        assert!(!MacAddr::BROADCAST.is_station());
+        assert!(!MacAddr([0x01, 0, 0x5e, 0, 0, 1]).is_station());
     }
 
     #[test]

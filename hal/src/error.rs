@@ -116,6 +116,13 @@ pub enum Error {
         /// Command within the class.
         command: u8,
     },
+    /// The device's station address (its permanent MAC: the Intel NICs' RAL0/RAH0 as loaded
+    /// from the NVM, virtio-net's `mac` field) is a group address or all zeros, which no
+    /// station may send from; bring-up stops rather than make every frame it sends carry it.
+    StationAddress {
+        /// The address the device reported.
+        mac: crate::MacAddr,
+    },
     /// The device does not answer: its registers read all-ones, as a PCIe read of a function
     /// that is gone completes (surprise removal, link down). Nothing brings it back but
     /// re-attaching the device.
@@ -181,6 +188,10 @@ impl fmt::Display for Error {
             Error::DeviceCommand { class, command } => write!(
                 f,
                 "control command class {class} command {command} refused or unanswered"
+            ),
+            Error::StationAddress { mac } => write!(
+                f,
+                "the device's station address {mac} is a group or all-zero address"
             ),
             Error::DeviceRemoved => {
                 write!(f, "device removed: its registers read all-ones")

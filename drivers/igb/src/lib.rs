@@ -150,6 +150,7 @@ impl<P: Platform> Igb<P> {
     /// # Errors
     /// [`Error::UnsupportedDevice`] for a PCI id not in [`PCI_IDS`]; [`Error::BarUnavailable`]
     /// from the platform; [`Error::ResetTimeout`] if CTRL.RST does not clear;
+    /// [`Error::StationAddress`] if RAL0/RAH0 hold a group or all-zero address;
     /// [`Error::PhyAccess`] if an MDIO access fails.
     pub fn new(platform: P) -> Result<Self> {
         let id = r::reg::<r::PCI_ID::Register>(platform.config_read32(r::PCI_ID));
@@ -271,6 +272,10 @@ impl<P: Platform> Igb<P> {
         let ral = self.rd(r::RAL0).to_le_bytes();
         let rah = (r::RAH::ADDR.read(self.rd(r::RAH0)) as u16).to_le_bytes();
         st.mac = MacAddr([ral[0], ral[1], ral[2], ral[3], rah[0], rah[1]]);
+        if !st.mac.is_station() {
+            // A group or zero address from the NVM: no frame may carry it as its source.
+            return Err(Error::StationAddress { mac: st.mac });
+        }
 
         // MSI-X mode; EIAC must follow GPIE (QEMU ignores EIAC writes outside MSI-X mode).
         self.wr(

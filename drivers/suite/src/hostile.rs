@@ -23,10 +23,10 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use ringfab_emu::{DeviceFault, Iommu, Prng, Ring};
+use ringfab_emu::{DeviceFault, Iommu, ModelConfig, Prng, Ring};
 use ringfab_hal::{
-    DmaRegion, Iova, Nic, Platform, Queue, Report, RxBuffer, RxCompletion, RxConfig, RxError,
-    RxQueue, Token, TxConfig, TxError, TxQueue,
+    DmaRegion, Error, Iova, MacAddr, Nic, Platform, Queue, Report, RxBuffer, RxCompletion,
+    RxConfig, RxError, RxQueue, Token, TxConfig, TxError, TxQueue,
 };
 
 use crate::{frame, pair, push_frame, Fixture, BUF, MAC_A, MAC_B, NO_RX, NO_TX};
@@ -456,6 +456,27 @@ pub fn hostile_write_backs_in_the_wrong_slot_and_lying_ids_never_return_a_token_
 pub fn hostile_every_lie_at_once_returns_every_token_exactly_once<F: Fixture>() {
     for seed in seeds(0x4E4, 6) {
         run::<F>("everything", Menu::Everything, false, seed, 500);
+    }
+}
+
+/// The device's configuration at its limits: a station address that is a group address
+/// (broadcast, all-ones as a removed device's registers read, an IPv4 multicast MAC) or all
+/// zeros. Bring-up stops with `StationAddress` naming it — every frame would carry it as its
+/// source — and never panics.
+pub fn hostile_a_station_address_no_station_may_have_stops_bring_up_by_name<F: Fixture>() {
+    for mac in [
+        MacAddr([0; 6]),
+        MacAddr::BROADCAST,
+        MacAddr([0x01, 0x00, 0x5e, 0x00, 0x00, 0x01]),
+        MacAddr([0x53, 0x54, 0, 0, 0, 1]),
+    ] {
+        let mut config = ModelConfig::default();
+        config.mac = mac;
+        let dev = F::device(config);
+        match F::driver(dev.platform()) {
+            Err(e) => assert_eq!(e, Error::StationAddress { mac }, "{mac}"),
+            Ok(_) => panic!("{mac}: brought up with a station address no station may have"),
+        }
     }
 }
 

@@ -570,6 +570,7 @@ macro_rules! __suite_section {
             hostile_write_backs_in_the_wrong_slot_and_lying_ids_never_return_a_token_twice,
             hostile_every_lie_at_once_returns_every_token_exactly_once,
             hostile_bits_flipped_from_a_second_thread_never_panic_nor_lose_a_token,
+            hostile_a_station_address_no_station_may_have_stops_bring_up_by_name,
         );
     };
     (interrupts, $f:ty) => {

@@ -203,6 +203,7 @@ impl<P: Platform> VirtioNet<P> {
     /// [`Error::UnsupportedDevice`] for a PCI id not in [`PCI_IDS`]; [`Error::Unsupported`]
     /// when the virtio structures are missing; [`Error::BarUnavailable`] from the platform;
     /// [`Error::ResetTimeout`] if the device does not finish its reset;
+    /// [`Error::StationAddress`] if its `mac` is a group or all-zero address (or not offered);
     /// [`Error::FeaturesRefused`] if a required feature is missing or `FEATURES_OK` is
     /// refused (the device is then left with `FAILED` set); [`Error::DmaAlloc`] for the
     /// control queue; [`Error::DeviceCommand`] if a control command fails.
@@ -334,6 +335,13 @@ impl<P: Platform> VirtioNet<P> {
         let mut mac = [0u8; 6];
         for (i, b) in mac.iter_mut().enumerate() {
             *b = self.t.d8(netcfg::MAC + i).unwrap_or(0);
+        }
+        if !MacAddr(mac).is_station() {
+            // A group or zero address (or none offered, VIRTIO_NET_F_MAC): no frame may carry it
+            // as its source, and this driver has no randomness to make one (§5.1.5). §3.1.1: a
+            // driver that cannot go on sets FAILED.
+            self.t.set_status(self.t.status() | status::FAILED);
+            return Err(Error::StationAddress { mac: MacAddr(mac) });
         }
         let num_queues = self.t.c16(common::NUM_QUEUES);
         let device_pairs = if features & feature::MQ != 0 {

@@ -50,11 +50,19 @@ pub struct DmaWrite {
     pub len: usize,
 }
 
+/// One mapping: host memory reachable at an IOVA. `host` is a pointer that keeps the provenance
+/// of the memory it was made from (a device access goes through it, not through an address made
+/// from an integer), so strict-provenance checkers (Miri's `-Zmiri-strict-provenance`) can follow
+/// the emulated device's DMA.
 #[derive(Clone, Copy, Debug)]
 struct Map {
     len: u64,
-    host: usize,
+    host: *mut u8,
 }
+
+// SAFETY: `Map` is an entry of the IOMMU's table, only read and written under its lock; `host`
+// is an address the device copies to and from under that lock, never dereferenced elsewhere.
+unsafe impl Send for Map {}
 
 #[derive(Default)]
 struct State {
@@ -108,9 +116,9 @@ impl Iommu {
     /// Maps `len` bytes of host memory at `host`, returning the IOVA. The IOVA keeps the host
     /// address's offset within its page (as VFIO's page-granular mappings do), but only the exact
     /// bytes given are reachable.
-    fn map(&self, host: usize, len: usize) -> Iova {
+    fn map(&self, host: *mut u8, len: usize) -> Iova {
         let mut s = self.lock();
-        let in_page = host as u64 % PAGE;
+        let in_page = host.addr() as u64 % PAGE;
         let iova = s.next + in_page;
         let pages = (in_page + len as u64).div_ceil(PAGE);
         // One unmapped guard page after every mapping.
@@ -204,7 +212,7 @@ impl Iommu {
         // SAFETY: `resolve` proved `host..host+len` lies inside one live mapping, and a mapping is
         // in the table only while its host memory is valid (module invariant); the table lock is
         // held, so it cannot be unmapped and freed during the copy. `buf` is a fresh allocation.
-        unsafe { std::ptr::copy_nonoverlapping(host as *const u8, buf.as_mut_ptr(), len) };
+        unsafe { std::ptr::copy_nonoverlapping(host.cast_const(), buf.as_mut_ptr(), len) };
         Some(buf)
     }
 
@@ -237,7 +245,7 @@ impl Iommu {
         // SAFETY: as in `read`: the destination lies inside one live mapping whose memory stays
         // valid while the lock is held. The driver reaches that memory only through raw
         // pointers (hal decision 5), so no Rust reference is invalidated by this write.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), host as *mut u8, data.len()) };
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), host, data.len()) };
         s.writes += 1;
         let seq = s.writes;
         if let Some(log) = &mut s.log {
@@ -257,12 +265,13 @@ fn find(maps: &BTreeMap<u64, Map>, iova: u64, len: usize) -> Option<(&u64, &Map)
     (end <= start + m.len).then_some((start, m))
 }
 
-fn resolve(maps: &BTreeMap<u64, Map>, iova: u64, len: usize) -> Option<usize> {
+fn resolve(maps: &BTreeMap<u64, Map>, iova: u64, len: usize) -> Option<*mut u8> {
     if len == 0 {
         return None;
     }
     let (start, m) = find(maps, iova, len)?;
-    Some(m.host + (iova - start) as usize)
+    // Inside the mapping (`find` checked the end): an offset from the mapped pointer.
+    Some(m.host.wrapping_add((iova - start) as usize))
 }
 
 /// DMA-coherent memory from the emulated platform: zeroed, 4096-aligned host memory mapped at an
@@ -290,7 +299,7 @@ impl EmuDma {
         // SAFETY: `layout` has a non-zero size (checked above).
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         let cpu = NonNull::new(ptr)?;
-        let iova = iommu.map(cpu.as_ptr() as usize, size);
+        let iova = iommu.map(cpu.as_ptr(), size);
         Some(EmuDma {
             cpu,
             layout,
@@ -340,7 +349,7 @@ pub struct EmuMapping {
 }
 
 impl EmuMapping {
-    pub(crate) fn new(iommu: &Iommu, host: usize, len: usize) -> EmuMapping {
+    pub(crate) fn new(iommu: &Iommu, host: *mut u8, len: usize) -> EmuMapping {
         EmuMapping {
             iova: iommu.map(host, len),
             len,
@@ -423,9 +432,9 @@ mod tests {
     fn caller_mapping_keeps_page_offset_and_exact_bounds() {
         let mmu = Iommu::new();
         let mut buf = vec![0u8; 64];
-        let host = buf.as_mut_ptr() as usize;
-        let m = EmuMapping::new(&mmu, host + 3, 10);
-        assert_eq!(m.iova().0 % PAGE, (host as u64 + 3) % PAGE);
+        let host = buf.as_mut_ptr();
+        let m = EmuMapping::new(&mmu, host.wrapping_add(3), 10);
+        assert_eq!(m.iova().0 % PAGE, (host.addr() as u64 + 3) % PAGE);
         assert!(mmu.write(m.iova().0, &[7; 10]));
         assert!(!mmu.write(m.iova().0, &[7; 11]));
         drop(m);

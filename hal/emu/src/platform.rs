@@ -133,12 +133,12 @@ unsafe impl Platform for EmuPlatform {
     }
 
     unsafe fn map_dma(&self, cpu: NonNull<u8>, len: usize) -> Result<EmuMapping> {
-        if len == 0 || (cpu.as_ptr() as usize).checked_add(len).is_none() {
+        if len == 0 || cpu.as_ptr().addr().checked_add(len).is_none() {
             return Err(Error::DmaMap { len });
         }
         // The caller's contract (memory valid until the mapping drops) is what lets the IOMMU
         // copy into it later.
-        Ok(EmuMapping::new(&self.dev.iommu, cpu.as_ptr() as usize, len))
+        Ok(EmuMapping::new(&self.dev.iommu, cpu.as_ptr(), len))
     }
 
     fn delay(&self, duration: Duration) {

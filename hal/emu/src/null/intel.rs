@@ -17,6 +17,12 @@ const BAR0: usize = 128 * 1024;
 const CTRL: usize = 0x0000;
 const STATUS: usize = 0x0008;
 const MDIC: usize = 0x0020;
+/// Receive address 0 (both NICs): the station address the drivers read at bring-up.
+const RAL0: usize = 0x5400;
+const RAH0: usize = 0x5404;
+/// The station address RAL0/RAH0 hold at power-on (a locally administered unicast address;
+/// the drivers refuse a group or all-zero one).
+const MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x00, 0x00, 0x01];
 /// Offsets inside one queue's register block.
 const BAL: usize = 0x00;
 const BAH: usize = 0x04;
@@ -114,10 +120,15 @@ impl<L: IntelLayout> Clone for NullRegs<L> {
 impl<L: IntelLayout> NullRegs<L> {
     fn new(dma: Arc<DmaTable>) -> Self {
         let words = (0..BAR0 / 4).map(|_| AtomicU32::new(0)).collect();
-        NullRegs {
+        let regs = NullRegs {
             file: Arc::new(IntelFile { words, dma }),
             layout: PhantomData,
-        }
+        };
+        regs.set(RAL0, u32::from_le_bytes([MAC[0], MAC[1], MAC[2], MAC[3]]));
+        // RAH0: the last two bytes, and Address Valid (bit 31).
+        let rah = u32::from(u16::from_le_bytes([MAC[4], MAC[5]])) | 1 << 31;
+        regs.set(RAH0, rah);
+        regs
     }
 
     #[inline]
