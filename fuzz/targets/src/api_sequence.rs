@@ -31,9 +31,12 @@
 
 use std::collections::HashMap;
 
+use ringfab::cq::CqAttr;
+use ringfab::domain::Domain;
 use ringfab::entry::{ErrEntry, Msg, MsgEntry, OpContext};
+use ringfab::ep::EpAttr;
 use ringfab::hal::{MacAddr, Nic};
-use ringfab::{Error, Node};
+use ringfab::{Capacities, Error, Node};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::{
     CorruptMode, DeviceFault, E1000eModelConfig, EmuE1000e, EmuIgb, EmuNic, EmuVirtioNet,
@@ -43,6 +46,19 @@ use ringfab_igb::Igb;
 use ringfab_virtio_net::VirtioNet;
 
 use crate::Bytes;
+
+/// The rings' depth (and op tables').
+const DEPTH: usize = 64;
+
+/// What one side's domain holds: the endpoint's two queues, its CQ, the region, the AV.
+const CAPS: Capacities = Capacities {
+    queues: 2,
+    cqs: 1,
+    cq_size: 128,
+    mrs: 1,
+    avs: 1,
+    av_entries: 4,
+};
 
 /// Receive buffers' length, and the region's: room for 16 buffers a side.
 const BUF: usize = 2048;
@@ -123,9 +139,19 @@ fn drive<K: Kind, N: Nic>(
         driver(&dev_b).expect("bring-up"),
     ];
     let devs = [&dev_a, &dev_b];
+    // Domains as small as the sequence needs, with rings of 64: a domain's tables are made
+    // whole at its start, and the default ones (rings of 256, 4 CQs of 1024 entries) cost
+    // most of an execution; smaller rings also reach a full ring in fewer operations.
+    let cq = CqAttr {
+        size: 128,
+        ..CqAttr::default()
+    };
     let nodes = nics
         .iter()
-        .map(|n| Node::<_, Msg>::open(n).expect("a node"))
+        .map(|n| {
+            let domain = Domain::<_, DEPTH>::with_capacities(n, &CAPS);
+            Node::<_, Msg, DEPTH>::on(domain, &EpAttr::default(), &cq).expect("a node")
+        })
         .collect::<Vec<_>>();
     let mut parts: Vec<_> = nodes
         .into_iter()
@@ -322,7 +348,7 @@ fn drive<K: Kind, N: Nic>(
 /// Reads `side`'s CQ until it is empty (or `rounds` reads), checking each completion against
 /// the model.
 fn read<N: Nic, const D: usize>(
-    dom: &ringfab::domain::Domain<'_, N, D>,
+    dom: &Domain<'_, N, D>,
     cq: &mut ringfab::cq::CompletionQueue<N, Msg>,
     side: &mut Side,
     rounds: usize,
