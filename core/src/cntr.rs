@@ -607,7 +607,11 @@ mod tests {
         }
     }
 
-    const LONG: Option<Duration> = Some(Duration::from_secs(20));
+    /// Bounds of the waiting tests, and their work, under Miri: it interprets every
+    /// instruction, so its clock runs hundreds of times faster against the work done, and the
+    /// same loops take minutes. The bounds stay hang guards; the loops keep the same shape.
+    const SLOW: u32 = if cfg!(miri) { 100 } else { 1 };
+    const LONG: Option<Duration> = Some(Duration::from_secs(20 * SLOW as u64));
 
     fn attr(wait_obj: WaitObj) -> CounterAttr {
         CounterAttr {
@@ -834,7 +838,7 @@ mod tests {
 
     #[test]
     fn concurrent_adds_from_four_threads_sum_exactly() {
-        const PER_THREAD: u64 = 100_000;
+        const PER_THREAD: u64 = 100_000 / SLOW as u64;
         let c = blocking();
         thread::scope(|s| {
             for t in 0..4 {
@@ -853,7 +857,7 @@ mod tests {
 
     #[test]
     fn concurrent_adds_wake_a_waiter_at_the_exact_total() {
-        const PER_THREAD: u64 = 10_000;
+        const PER_THREAD: u64 = 10_000 / SLOW as u64;
         let c = blocking();
         let clock = StdClock::new();
         thread::scope(|s| {
@@ -881,7 +885,7 @@ mod tests {
             for w in waiters {
                 assert_eq!(w.join().unwrap(), Ok(()));
             }
-            assert!(start.elapsed() < Duration::from_secs(5));
+            assert!(start.elapsed() < Duration::from_secs(5) * SLOW);
         });
     }
 
@@ -889,7 +893,7 @@ mod tests {
     fn ping_pong_between_two_lone_waiters_loses_no_wakeup() {
         // Each round both threads block on their own counter; a lost wake-up would leave one
         // sleeping until the quantum runs out, so count how often that happened.
-        const ROUNDS: u64 = 2_000;
+        const ROUNDS: u64 = 2_000 / SLOW as u64;
         let (ping, pong) = (blocking(), blocking());
         let clock = StdClock::new();
         let start = Instant::now();
@@ -912,7 +916,7 @@ mod tests {
             expired[0] + expired[1] < 20,
             "quantum expiries: {expired:?}"
         );
-        assert!(start.elapsed() < Duration::from_secs(10));
+        assert!(start.elapsed() < Duration::from_secs(10) * SLOW);
     }
 
     #[test]
