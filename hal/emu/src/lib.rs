@@ -46,6 +46,8 @@ mod device;
 pub mod e1000e;
 mod engine;
 pub mod fault;
+#[cfg(unix)]
+mod hub;
 pub mod igb;
 pub mod iommu;
 pub mod null;
