@@ -425,8 +425,9 @@ impl Wire {
     /// * **Members come and go**: a new member is known to the others when its hello arrives
     ///   or their next rescan of the directory (every 250 ms) finds it —
     ///   [`wait_for_hub_peers`](Self::wait_for_hub_peers) waits for that; one that leaves says
-    ///   bye; the socket file of one that crashed is removed by the first member whose send
-    ///   finds nobody bound to it (or by the next member to join).
+    ///   bye; the socket file of one that crashed is removed by the first member that finds
+    ///   nobody bound to it — sending to it, or finding the file in a rescan or on joining —
+    ///   and a file found so is never counted a member.
     /// * Capture ([`capture`](Self::capture)) records frames from other members as well;
     ///   [`stats`](Self::stats) counts them in [`WireStats::hub_received`].
     ///

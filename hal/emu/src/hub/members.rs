@@ -5,9 +5,10 @@
 //! The member list is a cache of the directory, kept fresh three ways: a member that joins says
 //! hello to every member it finds, one that leaves says bye, and every member rescans the
 //! directory now and then (a hello can be lost to a full socket). A member that died without
-//! leaving leaves its file behind with nobody bound to it; sending to it fails with
-//! `ECONNREFUSED`, and the sender removes the file — so a crashed process is cleaned up by the
-//! first member that tries to reach it, no daemon needed.
+//! leaving leaves its file behind with nobody bound to it; connecting or sending to it fails
+//! with `ECONNREFUSED`, and the member that finds out removes the file — a rescan probes every
+//! file new to it, a send finds a member that died since — so a crashed process is cleaned up
+//! by the first member to look, no daemon needed.
 //!
 //! Sending never blocks for long: a member's socket holds only a few datagrams
 //! (`net.unix.max_dgram_qlen`, 10 by default on Linux, whatever its buffer size), so a burst
@@ -52,6 +53,24 @@ pub(crate) fn new_name(attempt: u32) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     format!("m{}-{nanos:x}-{n}-{attempt}{SUFFIX}", std::process::id())
+}
+
+/// Whether someone is bound to the socket file at `path`, found by connecting to it (which
+/// sends nothing); if nobody is — its process died — the file is removed. A probe that fails
+/// otherwise (out of descriptors, say) counts the member alive: sending will tell.
+fn alive(path: &Path) -> bool {
+    let Ok(probe) = UnixDatagram::unbound() else {
+        return true;
+    };
+    match probe.connect(path) {
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+            // Another member may be removing it at the same moment; either removal will do.
+            let _ = std::fs::remove_file(path);
+            false
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => false,
+        _ => true,
+    }
 }
 
 /// What one datagram sent to every member came to.
@@ -134,11 +153,13 @@ impl Members {
     }
 
     /// Makes the list what the directory holds now: every member socket file but this
-    /// member's own (a stale one included: the first send to it removes it).
+    /// member's own. A file new to the list is probed first, and removed if nobody is bound
+    /// to it (a member that crashed), so that a stale file is never counted as a member.
     ///
     /// # Errors
     /// Reading the directory failed; the list is left as it was.
     pub(crate) fn rescan(&self) -> io::Result<()> {
+        let known: Vec<String> = lock(&self.peers).iter().map(|p| p.name.clone()).collect();
         let mut found = Vec::new();
         for entry in std::fs::read_dir(&self.dir)? {
             let entry = entry?;
@@ -147,7 +168,10 @@ impl Members {
             };
             // A file of another type with a member's name is not a member: sending to it
             // would fail like a stale socket and get it removed.
-            if valid_name(&name) && name != self.me && entry.file_type()?.is_socket() {
+            if !valid_name(&name) || name == self.me || !entry.file_type()?.is_socket() {
+                continue;
+            }
+            if known.contains(&name) || alive(&entry.path()) {
                 found.push(name);
             }
         }

@@ -88,7 +88,8 @@ impl Link {
                 )
             })
             .map_err(cleanup)?;
-        // Saying hello also removes the files of members that died (nobody bound to them).
+        // The rescan has removed the files of members that died; a member that dies now is
+        // found by the hello.
         let mut hello = Vec::new();
         Msg::Hello(&me).emit(&mut hello);
         members.broadcast(&hello);

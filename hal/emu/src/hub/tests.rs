@@ -290,13 +290,22 @@ fn a_crashed_members_socket_file_is_removed() {
     );
     assert_eq!(a.wire.hub_peers(), 0);
 
-    let after = stale("mdead-2-2-0.sock");
-    assert!(a.wire.wait_for_hub_peers(1, WAIT), "the rescan finds it");
+    // One that crashes after the others found it: the first send to it finds it dead.
+    let crashing = UnixDatagram::bind(dir.join("mdead-2-2-0.sock")).unwrap();
+    assert!(a.wire.wait_for_hub_peers(1, WAIT));
+    drop(crashing);
+    let after = dir.join("mdead-2-2-0.sock");
+    assert!(after.exists());
     a.send(&[frame(1, 60)]);
-    assert!(!after.exists(), "the first send to it finds it dead");
+    assert!(!after.exists());
     assert_eq!(a.wire.hub_peers(), 0);
     let s = a.wire.stats();
     assert_eq!((s.hub_sent, s.hub_dropped), (0, 1));
+
+    // One that is found dead by a rescan is never counted a member.
+    let found = stale("mdead-3-3-0.sock");
+    assert!(!a.wire.wait_for_hub_peers(1, Duration::from_millis(50)));
+    assert!(!found.exists());
 
     // A file that is not a socket is not a member, and is left alone.
     let not_socket = dir.join("mfile-0-0-0.sock");
