@@ -18,6 +18,11 @@
 //!   and deferred work only on [`EmuIgb::step`] / [`Wire::run_until_idle`]. Time is emulated:
 //!   `Platform::delay` advances the device clock, which is what completes autonegotiation.
 //!   [`Wire::spawn_pump`] adds a background thread when a test wants one.
+//! * **Across processes on request.** [`Wire::join`] makes a wire a member of a hub that other
+//!   processes join through the same directory (one Unix datagram socket each, no daemon, no
+//!   root), so two programs, each with an emulated NIC, exchange frames. Frames from other
+//!   members arrive on a thread of the wire's own, so that wire's timing is no longer
+//!   deterministic; everything on the local side (faults, capture, counters) works as before.
 //! * **Faults are explicit.** [`WireFault`] and [`DeviceFault`] are injected per test and act by
 //!   counts, periods or a seeded PRNG, never by wall-clock time.
 //! * **A device can be made hostile.** Besides the faults, a [`Scribbler`] flips bits in the
@@ -46,6 +51,8 @@ mod device;
 pub mod e1000e;
 mod engine;
 pub mod fault;
+#[cfg(unix)]
+mod hub;
 pub mod igb;
 pub mod iommu;
 pub mod null;

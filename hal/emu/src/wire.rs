@@ -8,6 +8,10 @@
 //! the doorbell write returns; with auto delivery off, frames wait until
 //! [`deliver_pending`](Wire::deliver_pending) or [`run_until_idle`](Wire::run_until_idle).
 //! [`spawn_pump`](Wire::spawn_pump) adds a background thread for latency-style use.
+//!
+//! A wire made with [`Wire::join`] is also a member of a hub that crosses process boundaries
+//! (see [`join`](Wire::join)): what its devices send also goes to the other members' wires,
+//! and what they send arrives here as if from one more port.
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -18,7 +22,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::fault::{CorruptMode, Prng, WireFault};
+#[cfg(unix)]
+use crate::hub::{members::Members, msg::Msg, Link};
 use crate::pcap::PcapWriter;
+
+/// Stands in for the hub's member list where there are no Unix sockets: never made.
+#[cfg(not(unix))]
+enum Members {}
 
 /// What the wire needs from a device attached to it.
 pub(crate) trait WirePort: Send + Sync {
@@ -42,8 +52,16 @@ pub struct WireStats {
     pub duplicated: u64,
     /// Frames held back by reordering.
     pub reordered: u64,
-    /// Frame deliveries (one per frame per receiving port).
+    /// Frame deliveries (one per frame per receiving port), frames from other hub members
+    /// included.
     pub deliveries: u64,
+    /// Frames sent to other members of the hub ([`Wire::join`]): one per frame per member.
+    pub hub_sent: u64,
+    /// Frames that did not reach a member of the hub: one per frame per member whose socket
+    /// stayed full, that had gone, or that could not take the frame (longer than 65535 bytes).
+    pub hub_dropped: u64,
+    /// Frames that arrived from other members of the hub.
+    pub hub_received: u64,
 }
 
 struct ActiveFault {
@@ -53,16 +71,33 @@ struct ActiveFault {
     prng: Prng,
 }
 
-type Delivery = (usize, Vec<u8>, bool);
+/// Where a queued frame came from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// A device attached here: the frame still goes through the faults.
+    Port(usize),
+    /// Another member of the hub: its wire's faults have acted already.
+    Hub {
+        /// Whether the frame's check sequence is good.
+        crc_ok: bool,
+    },
+}
+
+/// A frame to deliver: the port it came from (`None`: another hub member, so every port gets
+/// it and it is not sent back to the hub), the frame, and whether its CRC is good.
+type Delivery = (Option<usize>, Vec<u8>, bool);
 
 struct State {
     ports: Vec<Weak<dyn WirePort>>,
-    queue: VecDeque<(usize, Vec<u8>)>,
+    queue: VecDeque<(Source, Vec<u8>)>,
     faults: Vec<ActiveFault>,
     held: Option<Delivery>,
     pcap: Option<PcapWriter<Box<dyn Write + Send>>>,
     auto: bool,
     stats: WireStats,
+    /// Membership of a cross-process hub, if the wire joined one.
+    #[cfg(unix)]
+    hub: Option<Link>,
 }
 
 struct Inner {
@@ -109,6 +144,8 @@ impl Wire {
                     pcap: None,
                     auto: true,
                     stats: WireStats::default(),
+                    #[cfg(unix)]
+                    hub: None,
                 }),
                 delivering: Mutex::new(()),
             }),
@@ -122,7 +159,8 @@ impl Wire {
     }
 
     /// Captures every frame sent onto the wire (as the sender sent it, before faults) to a pcap
-    /// file at `path`, replacing any earlier capture.
+    /// file at `path`, replacing any earlier capture. On a wire that joined a hub, frames from
+    /// the other members are captured too, as they arrived (after their sender's faults).
     ///
     /// # Errors
     /// Creating the file or writing its header failed.
@@ -190,17 +228,9 @@ impl Wire {
         let auto = {
             let mut s = lock(&self.inner.state);
             for f in frames {
-                let n = s.stats.sent;
+                capture(&mut s, &f);
                 s.stats.sent += 1;
-                if let Some(p) = s.pcap.as_mut() {
-                    // Emulated timestamps: frame n at n microseconds. A failing capture must not
-                    // change what the devices see, so its error is dropped (and the capture
-                    // stopped).
-                    if p.write_frame(n, &f).is_err() {
-                        s.pcap = None;
-                    }
-                }
-                s.queue.push_back((from, f));
+                s.queue.push_back((Source::Port(from), f));
             }
             s.auto
         };
@@ -209,46 +239,111 @@ impl Wire {
         }
     }
 
+    /// A frame from another member of the hub, on its receiver thread: queued as one from a
+    /// port of its own and, if auto delivery is on, delivered now — unless another thread is
+    /// delivering, which then delivers it too (`deliver_pending` looks again after letting go
+    /// of the lock). The receiver never waits for the delivery lock, and never sends to the
+    /// hub itself (it stops at a local frame, which its sender is about to deliver): it must go
+    /// back to draining its socket, or two members sending to each other could each wait for
+    /// the other's full socket while its own receiver waits for it.
+    #[cfg(unix)]
+    fn arrive(&self, frame: &[u8], crc_ok: bool) {
+        let auto = {
+            let mut s = lock(&self.inner.state);
+            capture(&mut s, frame);
+            s.stats.hub_received += 1;
+            s.queue.push_back((Source::Hub { crc_ok }, frame.to_vec()));
+            s.auto
+        };
+        if !auto {
+            return;
+        }
+        let order = match self.inner.delivering.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        self.deliver_queued(&order, true);
+    }
+
     /// Delivers every queued frame; returns how many frames left the queue.
     pub fn deliver_pending(&self) -> usize {
-        let _order = lock(&self.inner.delivering);
         let mut n = 0;
         loop {
-            let (deliveries, ports) = {
+            n += self.deliver_queued(&lock(&self.inner.delivering), false);
+            // The hub's receiver does not wait for the delivery lock (see `arrive`): a frame it
+            // queued while this thread held the lock is this thread's to deliver.
+            if self.pending() == 0 {
+                return n;
+            }
+        }
+    }
+
+    /// Delivers queued frames in order until the queue is empty — or, with `hub_only`, until a
+    /// frame from a local port is next. The caller holds the delivery lock (`_order`).
+    fn deliver_queued(&self, _order: &MutexGuard<'_, ()>, hub_only: bool) -> usize {
+        let mut n = 0;
+        loop {
+            let (deliveries, ports, hub) = {
                 let mut s = lock(&self.inner.state);
-                let Some((from, frame)) = s.queue.pop_front() else {
+                if hub_only && matches!(s.queue.front(), Some((Source::Port(_), _))) {
+                    break;
+                }
+                let Some((source, frame)) = s.queue.pop_front() else {
                     break;
                 };
                 n += 1;
-                let d = apply_faults(&mut s, from, frame);
-                (d, s.ports.clone())
+                let d = match source {
+                    Source::Port(from) => apply_faults(&mut s, from, frame),
+                    Source::Hub { crc_ok } => vec![(None, frame, crc_ok)],
+                };
+                (d, s.ports.clone(), hub_members(&s))
             };
             // The wire lock is released: receivers may take their own locks freely.
-            self.deliver(&ports, deliveries);
+            self.deliver(&ports, deliveries, hub.as_deref());
         }
         n
     }
 
     /// Delivers a frame held back by [`WireFault::Reorder`], if any.
     pub fn release_held(&self) {
-        let _order = lock(&self.inner.delivering);
-        let (held, ports) = {
-            let mut s = lock(&self.inner.state);
-            (s.held.take(), s.ports.clone())
-        };
-        self.deliver(&ports, held.into_iter().collect());
+        {
+            let _order = lock(&self.inner.delivering);
+            let (held, ports, hub) = {
+                let mut s = lock(&self.inner.state);
+                (s.held.take(), s.ports.clone(), hub_members(&s))
+            };
+            self.deliver(&ports, held.into_iter().collect(), hub.as_deref());
+        }
+        // As in deliver_pending: what the hub's receiver queued meanwhile is ours.
+        if lock(&self.inner.state).auto && self.pending() > 0 {
+            self.deliver_pending();
+        }
     }
 
-    fn deliver(&self, ports: &[Weak<dyn WirePort>], deliveries: Vec<Delivery>) {
+    fn deliver(
+        &self,
+        ports: &[Weak<dyn WirePort>],
+        deliveries: Vec<Delivery>,
+        hub: Option<&Members>,
+    ) {
         for (from, frame, crc_ok) in deliveries {
             for (i, p) in ports.iter().enumerate() {
-                if i == from {
+                if Some(i) == from {
                     continue;
                 }
                 if let Some(port) = p.upgrade() {
                     port.receive(&frame, crc_ok);
                     lock(&self.inner.state).stats.deliveries += 1;
                 }
+            }
+            // Frames from the hub are not sent back to it: every member sends to every other
+            // itself, so relaying would deliver twice (and loop).
+            if let (Some(_), Some(members)) = (from, hub) {
+                let sent = send_to_hub(members, &frame, crc_ok);
+                let mut s = lock(&self.inner.state);
+                s.stats.hub_sent += sent.0;
+                s.stats.hub_dropped += sent.1;
             }
         }
     }
@@ -283,6 +378,164 @@ impl Wire {
         Pump {
             stop,
             handle: Some(handle),
+        }
+    }
+}
+
+/// Joining a hub that crosses process boundaries.
+#[cfg(unix)]
+impl Wire {
+    /// A new wire that is a member of the hub in directory `hub`, as a QEMU netdev joins a
+    /// hub: every frame a device on this wire sends also goes to the wires of the hub's other
+    /// members — in this process or any other — and their frames reach the devices here.
+    /// Any process that can write the directory can join; no daemon runs, and no root is
+    /// needed.
+    ///
+    /// ```
+    /// use ringfab_emu::{EmuIgb, IgbModelConfig, Wire};
+    ///
+    /// let hub = std::env::temp_dir().join(format!("ringfab-doc-hub-{}", std::process::id()));
+    /// let wire = Wire::join(&hub)?; // another process joins the same directory
+    /// let nic = EmuIgb::new(IgbModelConfig::default());
+    /// nic.connect(&wire); // then hand nic.platform() to a driver, as on any wire
+    /// # drop((nic, wire));
+    /// # std::fs::remove_dir(&hub)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// How it works: the member binds a Unix datagram socket in `hub` (created if missing) and
+    /// sends each frame, one datagram per frame, to every other member's socket there. A
+    /// thread of the member's own takes frames from its socket and hands them to the wire,
+    /// which delivers them as its delivery mode says: at once by default, so a process that
+    /// only polls its completion queues gets them; with auto delivery off they wait, counted in
+    /// [`pending`](Self::pending), for [`deliver_pending`](Self::deliver_pending),
+    /// [`run_until_idle`](Self::run_until_idle) or a [`Pump`].
+    ///
+    /// What crosses and what stays:
+    ///
+    /// * **Faults act on frames leaving a process**: a frame a local device sends goes through
+    ///   this wire's [`WireFault`]s once, and what comes out (dropped, corrupted, duplicated,
+    ///   reordered) goes both to the local ports and to the other members. Frames arriving from
+    ///   other members are delivered as their sender's wire left them (a `BadCrc` corruption
+    ///   arrives with a bad check sequence), not faulted again.
+    /// * **The wire is lossy, never stuck**: a member's socket holds few frames; a send waits a
+    ///   short while (a quarter of a second) for a full one to drain and then drops the frame
+    ///   ([`WireStats::hub_dropped`]), and does not wait for that member again until it takes a
+    ///   frame. Frames longer than 65535 bytes stay local (and are counted dropped).
+    /// * **Members come and go**: a new member is known to the others when its hello arrives
+    ///   or their next rescan of the directory (every 250 ms) finds it —
+    ///   [`wait_for_hub_peers`](Self::wait_for_hub_peers) waits for that; one that leaves says
+    ///   bye; the socket file of one that crashed is removed by the first member that finds
+    ///   nobody bound to it — sending to it, or finding the file in a rescan or on joining —
+    ///   and a file found so is never counted a member.
+    /// * Capture ([`capture`](Self::capture)) records frames from other members as well;
+    ///   [`stats`](Self::stats) counts them in [`WireStats::hub_received`].
+    ///
+    /// The wire leaves the hub when [`leave`](Self::leave) is called or when its last clone
+    /// is dropped (connected devices hold clones): its thread is stopped and joined, its
+    /// socket file removed. The directory itself is left in place.
+    ///
+    /// # Errors
+    /// Creating or reading `hub`, binding the member's socket in it (its path must fit a Unix
+    /// socket address, about 100 bytes), or starting the thread failed; the error names the
+    /// path.
+    pub fn join(hub: impl AsRef<Path>) -> io::Result<Wire> {
+        let wire = Wire::new();
+        let weak = Arc::downgrade(&wire.inner);
+        let link = Link::join(
+            hub.as_ref(),
+            Box::new(move |frame, crc_ok| match weak.upgrade() {
+                Some(inner) => {
+                    Wire { inner }.arrive(frame, crc_ok);
+                    true
+                }
+                None => false,
+            }),
+        )?;
+        lock(&wire.inner.state).hub = Some(link);
+        Ok(wire)
+    }
+
+    /// Leaves the hub, if the wire joined one: the other members hear bye, the receiving thread
+    /// is stopped and joined, the socket file removed. The wire and its local ports go on
+    /// working as a wire of this process only.
+    pub fn leave(&self) {
+        // Taken out under the lock, dropped after it: the thread being joined may be waiting
+        // for this lock to deliver a frame.
+        let link = lock(&self.inner.state).hub.take();
+        drop(link);
+    }
+
+    /// How many other members of the hub this wire knows (and sends to); 0 when it joined
+    /// none.
+    pub fn hub_peers(&self) -> usize {
+        hub_members(&lock(&self.inner.state)).map_or(0, |m| m.count())
+    }
+
+    /// Waits until this wire knows at least `n` other members of its hub, rescanning the hub
+    /// directory meanwhile; returns whether it does within `timeout`. A program that is about
+    /// to send to a process that has just joined calls this first: frames sent before a member
+    /// is known do not reach it.
+    pub fn wait_for_hub_peers(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let Some(members) = hub_members(&lock(&self.inner.state)) else {
+                return n == 0;
+            };
+            if members.count() >= n {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            // A failed scan leaves the list as it was; the receiver's own rescans go on.
+            let _ = members.rescan();
+        }
+    }
+
+    /// The path of this wire's socket in its hub, if it joined one.
+    pub fn hub_socket(&self) -> Option<std::path::PathBuf> {
+        lock(&self.inner.state).hub.as_ref().map(Link::socket_path)
+    }
+}
+
+/// The members a wire sends to, if it joined a hub.
+#[cfg(unix)]
+fn hub_members(s: &State) -> Option<Arc<Members>> {
+    s.hub.as_ref().map(|l| l.members().clone())
+}
+
+#[cfg(not(unix))]
+fn hub_members(_: &State) -> Option<Arc<Members>> {
+    None
+}
+
+/// Sends one frame to every other member; returns (members reached, members not reached).
+#[cfg(unix)]
+fn send_to_hub(members: &Members, frame: &[u8], crc_ok: bool) -> (u64, u64) {
+    if frame.len() > crate::hub::msg::MAX_FRAME {
+        return (0, members.count() as u64);
+    }
+    let mut datagram = Vec::with_capacity(crate::hub::msg::HEADER + frame.len());
+    Msg::Frame { frame, crc_ok }.emit(&mut datagram);
+    let sent = members.broadcast(&datagram);
+    (sent.sent, sent.dropped)
+}
+
+#[cfg(not(unix))]
+fn send_to_hub(members: &Members, _: &[u8], _: bool) -> (u64, u64) {
+    match *members {}
+}
+
+/// Writes `frame` to the capture, if any. Emulated timestamps: the nth frame captured (sent
+/// here or arrived from the hub) at n microseconds. A failing capture must not change what the
+/// devices see, so its error is dropped (and the capture stopped).
+fn capture(s: &mut State, frame: &[u8]) {
+    let n = s.stats.sent + s.stats.hub_received;
+    if let Some(p) = s.pcap.as_mut() {
+        if p.write_frame(n, frame).is_err() {
+            s.pcap = None;
         }
     }
 }
@@ -392,7 +645,9 @@ fn apply_faults(s: &mut State, from: usize, mut frame: Vec<u8>) -> Vec<Delivery>
         s.stats.dropped += 1;
         return Vec::new();
     }
-    let mut out: Vec<Delivery> = (0..copies).map(|_| (from, frame.clone(), crc_ok)).collect();
+    let mut out: Vec<Delivery> = (0..copies)
+        .map(|_| (Some(from), frame.clone(), crc_ok))
+        .collect();
     if hold {
         s.stats.reordered += 1;
         let first = out.remove(0);
