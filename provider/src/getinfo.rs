@@ -1,8 +1,8 @@
 //! `fi_getinfo` (fi_getinfo(3)): one `fi_info` per NIC that can meet the hints, its
 //! attributes measured on an endpoint opened on that NIC ([`crate::nic::describe`]).
 //!
-//! The hints are first copied out of C into [`Hints`]; the decision whether a NIC matches and
-//! what it offers ([`offer`]) is plain Rust, tested without libfabric; only [`fill`] writes C.
+//! The hints are first copied out of C into `Hints`; the decision whether a NIC matches and
+//! what it offers (`offer`) is plain Rust, tested without libfabric; only `fill` writes C.
 
 use core::ffi::{c_char, c_int};
 

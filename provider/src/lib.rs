@@ -8,7 +8,7 @@
 //! so that `fi_info -p ringfab` works on any machine. `docs/libfabric.md` says how to build,
 //! load and use it, and what it offers so far.
 //!
-//! Every entry point catches panics ([`ffi`]), checks its pointers and the class of the fids
+//! Every entry point catches panics (`ffi`), checks its pointers and the class of the fids
 //! it is given, and returns libfabric's negated error numbers; nothing unwinds into C.
 //!
 //! Modules, one job each: [`sys`] (the C types, generated from the installed headers),
