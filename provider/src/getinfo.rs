@@ -1,0 +1,689 @@
+//! `fi_getinfo` (fi_getinfo(3)): one `fi_info` per NIC that can meet the hints, its
+//! attributes measured on an endpoint opened on that NIC ([`crate::nic::describe`]).
+//!
+//! The hints are first copied out of C into `Hints`; the decision whether a NIC matches and
+//! what it offers (`offer`) is plain Rust, tested without libfabric; only `fill` writes C.
+
+use core::ffi::{c_char, c_int};
+
+use ringfab::av::EpAddr;
+use ringfab::hal::MacAddr;
+
+use crate::ffi::{self, errno};
+use crate::nic::{Description, NicSpec, Wanted};
+use crate::sys;
+
+/// `FI_VERSION(major, minor)` (the header's macro).
+pub(crate) const fn fi_version(major: u32, minor: u32) -> u32 {
+    (major << 16) | minor
+}
+
+/// The fabric name of every ringfab NIC (`fi_fabric_attr::name`).
+pub(crate) const FABRIC_NAME: &str = "ringfab";
+
+const MSG: u64 = sys::FI_MSG;
+const SEND: u64 = sys::FI_SEND;
+const RECV: u64 = sys::FI_RECV;
+const MULTI_RECV: u64 = sys::FI_MULTI_RECV;
+const SOURCE: u64 = sys::FI_SOURCE;
+const SOURCE_ERR: u64 = sys::FI_SOURCE_ERR;
+const REMOTE_COMM: u64 = sys::FI_REMOTE_COMM;
+/// Secondary capabilities ringfab can give when asked (fi_getinfo(3), "CAPABILITIES").
+const SECONDARY: u64 = MULTI_RECV | SOURCE | SOURCE_ERR | REMOTE_COMM;
+/// Everything a hint may ask for and get.
+const OFFERED: u64 = MSG | SEND | RECV | SECONDARY;
+/// The capabilities of a transmit and of a receive context.
+const TX_CAPS: u64 = MSG | SEND | REMOTE_COMM;
+const RX_CAPS: u64 = MSG | RECV | MULTI_RECV | SOURCE | SOURCE_ERR | REMOTE_COMM;
+
+/// `ep_attr->protocol`: ringfab's frame format has no libfabric number; fi_endpoint(3)
+/// reserves the values with `FI_PROV_SPECIFIC` set for such protocols. The low bits are its
+/// EtherType.
+pub(crate) const PROTOCOL: u32 = sys::FI_PROV_SPECIFIC | ringfab::proto::ETHERTYPE as u32;
+
+/// The hints, as far as ringfab looks at them, copied out of C. A zero means "not given",
+/// as in the C structures.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Hints {
+    pub(crate) caps: u64,
+    pub(crate) mode: u64,
+    pub(crate) addr_format: u32,
+    pub(crate) src_addr: Option<Vec<u8>>,
+    pub(crate) dest_addr: Option<Vec<u8>>,
+    pub(crate) ep_type: u32,
+    pub(crate) protocol: u32,
+    pub(crate) max_msg_size: usize,
+    pub(crate) tx_ctx_cnt: usize,
+    pub(crate) rx_ctx_cnt: usize,
+    pub(crate) auth_key_size: usize,
+    pub(crate) fabric_name: Option<String>,
+    pub(crate) prov_name: Option<String>,
+    pub(crate) domain_name: Option<String>,
+    /// `domain_attr->mr_mode`, with `FI_MR_LOCAL` added for an old `mode`'s `FI_LOCAL_MR`;
+    /// `None` when the hints have no domain attributes.
+    pub(crate) mr_mode: Option<u64>,
+    pub(crate) av_type: u32,
+    pub(crate) data_progress: u32,
+    pub(crate) control_progress: u32,
+    pub(crate) cq_data_size: usize,
+    pub(crate) tx_caps: u64,
+    pub(crate) tx_size: usize,
+    pub(crate) tx_iov_limit: usize,
+    pub(crate) inject_size: usize,
+    pub(crate) tx_msg_order: u64,
+    pub(crate) tx_comp_order: u64,
+    pub(crate) rx_caps: u64,
+    pub(crate) rx_size: usize,
+    pub(crate) rx_iov_limit: usize,
+    pub(crate) rx_msg_order: u64,
+    pub(crate) rx_comp_order: u64,
+}
+
+impl Hints {
+    /// What the endpoint to be measured must be made with.
+    pub(crate) fn wanted(&self) -> Wanted {
+        let caps = self.caps | self.rx_caps;
+        Wanted {
+            tx_iov_limit: self.tx_iov_limit,
+            multi_recv: caps & MULTI_RECV != 0,
+            source_err: caps & SOURCE_ERR != 0,
+        }
+    }
+}
+
+/// What one NIC offers under the hints: the capabilities and where the endpoint's addresses
+/// come from; the rest is the [`Description`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Offer {
+    pub(crate) caps: u64,
+    pub(crate) src_addr: [u8; EpAddr::LEN],
+    pub(crate) dest_addr: Option<Vec<u8>>,
+    pub(crate) av_type: u32,
+}
+
+/// Whether the hints can be met by any ringfab NIC, before one is opened.
+///
+/// # Errors
+/// Why not (for the log).
+pub(crate) fn check_provider(h: &Hints) -> Result<(), String> {
+    if let Some(p) = &h.prov_name {
+        if !p.split(';').any(|n| n.eq_ignore_ascii_case("ringfab")) {
+            return Err(format!("provider '{p}' asked for"));
+        }
+    }
+    if let Some(f) = &h.fabric_name {
+        if f != FABRIC_NAME {
+            return Err(format!("fabric '{f}' asked for"));
+        }
+    }
+    if !matches!(h.ep_type, sys::FI_EP_UNSPEC | sys::FI_EP_DGRAM) {
+        return Err("only FI_EP_DGRAM endpoints".into());
+    }
+    let caps = h.caps | h.tx_caps | h.rx_caps;
+    if caps & !OFFERED != 0 {
+        return Err(format!("capabilities {:#x} not offered", caps & !OFFERED));
+    }
+    if h.caps & SOURCE_ERR != 0 && h.caps & SOURCE == 0 {
+        // fi_getinfo(3): FI_SOURCE_ERR "must be paired with FI_SOURCE".
+        return Err("FI_SOURCE_ERR without FI_SOURCE".into());
+    }
+    if h.addr_format != sys::FI_FORMAT_UNSPEC {
+        return Err("only FI_FORMAT_UNSPEC addresses (ringfab's own)".into());
+    }
+    if !matches!(h.protocol, 0 | PROTOCOL) {
+        return Err("another protocol asked for".into());
+    }
+    if h.tx_ctx_cnt > 1 || h.rx_ctx_cnt > 1 {
+        return Err("scalable endpoints are not offered through libfabric yet".into());
+    }
+    if h.auth_key_size > 0 {
+        return Err("no authorization keys".into());
+    }
+    if let Some(mr_mode) = h.mr_mode {
+        // ringfab needs every buffer registered (FI_MR_LOCAL) and nothing more.
+        if mr_mode & sys::FI_MR_LOCAL == 0 {
+            return Err("the application does not register local buffers (FI_MR_LOCAL)".into());
+        }
+    }
+    if !matches!(
+        h.av_type,
+        sys::FI_AV_UNSPEC | sys::FI_AV_TABLE | sys::FI_AV_MAP
+    ) {
+        return Err("unknown av_type".into());
+    }
+    for p in [h.data_progress, h.control_progress] {
+        if !matches!(p, sys::FI_PROGRESS_UNSPEC | sys::FI_PROGRESS_MANUAL) {
+            return Err("only FI_PROGRESS_MANUAL".into());
+        }
+    }
+    if h.cq_data_size > 8 {
+        return Err("remote CQ data is 8 bytes".into());
+    }
+    Ok(())
+}
+
+/// What NIC `d` offers under the hints, or why it cannot meet them (for the log).
+pub(crate) fn offer(h: &Hints, d: &Description) -> Result<Offer, String> {
+    let name = d.spec.to_string();
+    if h.domain_name.as_deref().is_some_and(|n| n != name) {
+        return Err(format!("{name}: another domain asked for"));
+    }
+    let src_addr = match &h.src_addr {
+        None => d.addr,
+        Some(a) => {
+            let a = EpAddr::from_bytes(a).map_err(|_| format!("{name}: src_addr not ringfab's"))?;
+            if a.mac.0 != d.addr[..6] || a.ctx >= d.caps.rx_queues {
+                return Err(format!("{name}: src_addr is another NIC's"));
+            }
+            a.to_bytes()
+        }
+    };
+    if let Some(a) = &h.dest_addr {
+        EpAddr::from_bytes(a).map_err(|_| format!("{name}: dest_addr not ringfab's"))?;
+    }
+    let ep = &d.ep;
+    let too_big = [
+        (h.max_msg_size, ep.ep.max_msg_size, "max_msg_size"),
+        (h.tx_size, ep.tx.size, "tx_attr->size"),
+        (h.tx_iov_limit, ep.tx.iov_limit, "tx_attr->iov_limit"),
+        (h.inject_size, ep.tx.inject_size, "tx_attr->inject_size"),
+        (h.rx_size, ep.rx.size, "rx_attr->size"),
+        (h.rx_iov_limit, ep.rx.iov_limit, "rx_attr->iov_limit"),
+    ];
+    for (asked, has, what) in too_big {
+        if asked > has {
+            return Err(format!("{name}: {what} {asked} asked for, {has} offered"));
+        }
+    }
+    // No message order is promised (info::TxAttr::msg_order); completion order is strict only
+    // where the NIC completes in ring order.
+    let strict = sys::FI_ORDER_STRICT;
+    let comp_ok = |asked: u64, order| {
+        asked == 0 || (asked == strict && order == ringfab::info::Order::Strict)
+    };
+    if h.tx_msg_order != 0 || h.rx_msg_order != 0 {
+        return Err(format!("{name}: no message order is promised"));
+    }
+    if !comp_ok(h.tx_comp_order, ep.tx.comp_order) || !comp_ok(h.rx_comp_order, ep.rx.comp_order) {
+        return Err(format!("{name}: completion order asked for"));
+    }
+    // Primary: FI_MSG, restricted to the modifiers asked for (none: both). Secondary: those
+    // asked for, and FI_REMOTE_COMM, which costs nothing (fi_getinfo(3) lets a provider
+    // report non-selected secondary capabilities then).
+    let asked = h.caps | h.tx_caps | h.rx_caps;
+    let modifiers = match asked & (SEND | RECV) {
+        0 => SEND | RECV,
+        m => m,
+    };
+    let caps = MSG | modifiers | (asked & SECONDARY) | REMOTE_COMM;
+    Ok(Offer {
+        caps,
+        src_addr,
+        dest_addr: h.dest_addr.clone(),
+        av_type: if h.av_type == sys::FI_AV_UNSPEC {
+            sys::FI_AV_TABLE
+        } else {
+            h.av_type
+        },
+    })
+}
+
+/// A MAC address as `node` names it (`02:52:00:00:00:01`), with the context `service` names
+/// (a number; none: 0).
+pub(crate) fn parse_node(node: &str, service: Option<&str>) -> Option<EpAddr> {
+    let mut mac = [0u8; 6];
+    let mut parts = node.split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    if parts.next().is_some() {
+        return None;
+    }
+    let ctx = match service {
+        None => 0,
+        Some(s) => s.parse().ok()?,
+    };
+    Some(EpAddr {
+        mac: MacAddr(mac),
+        ctx,
+    })
+}
+
+/// Bytes at `p`, `len` long, or `None` for a null pointer or a zero length.
+///
+/// # Safety
+/// `p` is null or valid for reading `len` bytes.
+unsafe fn bytes_at(p: *const core::ffi::c_void, len: usize) -> Option<Vec<u8>> {
+    if p.is_null() || len == 0 {
+        return None;
+    }
+    // SAFETY: the caller promises `len` readable bytes at `p`.
+    Some(unsafe { core::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec())
+}
+
+/// The hints at `hints` (null: none), copied.
+///
+/// # Safety
+/// `hints` is null or a valid `fi_info` whose non-null pointers are valid (as libfabric
+/// passes it).
+pub(crate) unsafe fn read_hints(hints: *const sys::fi_info) -> Hints {
+    let mut h = Hints::default();
+    // SAFETY: valid or null, as the caller promises; every pointer inside is checked for null
+    // before it is followed.
+    unsafe {
+        let Some(hi) = hints.as_ref() else {
+            return h;
+        };
+        h.caps = hi.caps;
+        h.mode = hi.mode;
+        h.addr_format = hi.addr_format;
+        h.src_addr = bytes_at(hi.src_addr, hi.src_addrlen);
+        h.dest_addr = bytes_at(hi.dest_addr, hi.dest_addrlen);
+        if let Some(ep) = hi.ep_attr.as_ref() {
+            h.ep_type = ep.type_;
+            h.protocol = ep.protocol;
+            h.max_msg_size = ep.max_msg_size;
+            h.tx_ctx_cnt = ep.tx_ctx_cnt;
+            h.rx_ctx_cnt = ep.rx_ctx_cnt;
+            h.auth_key_size = ep.auth_key_size;
+        }
+        if let Some(f) = hi.fabric_attr.as_ref() {
+            h.fabric_name = ffi::str_at(f.name).map(str::to_owned);
+            h.prov_name = ffi::str_at(f.prov_name).map(str::to_owned);
+        }
+        if let Some(d) = hi.domain_attr.as_ref() {
+            h.domain_name = ffi::str_at(d.name).map(str::to_owned);
+            let local = if hi.mode & sys::FI_LOCAL_MR != 0 {
+                sys::FI_MR_LOCAL
+            } else {
+                0
+            };
+            h.mr_mode = Some(d.mr_mode as u64 | local);
+            h.av_type = d.av_type;
+            h.data_progress = d.data_progress;
+            h.control_progress = d.control_progress;
+            h.cq_data_size = d.cq_data_size;
+        }
+        if let Some(t) = hi.tx_attr.as_ref() {
+            h.tx_caps = t.caps;
+            h.tx_size = t.size;
+            h.tx_iov_limit = t.iov_limit;
+            h.inject_size = t.inject_size;
+            h.tx_msg_order = t.msg_order;
+            h.tx_comp_order = t.comp_order;
+        }
+        if let Some(r) = hi.rx_attr.as_ref() {
+            h.rx_caps = r.caps;
+            h.rx_size = r.size;
+            h.rx_iov_limit = r.iov_limit;
+            h.rx_msg_order = r.msg_order;
+            h.rx_comp_order = r.comp_order;
+        }
+    }
+    h
+}
+
+/// Writes what NIC `d` offers into `info`, fresh from [`ffi::alloc_info`].
+///
+/// # Errors
+/// `-FI_ENOMEM` if a string or an address could not be allocated (what was allocated stays
+/// in `info`, for `fi_freeinfo`).
+///
+/// # Safety
+/// `info` is a valid `fi_info` with every attribute structure, as `fi_dupinfo(NULL)` makes
+/// it.
+pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -> c_int {
+    let ep = &d.ep;
+    let order = |o: ringfab::info::Order| match o {
+        ringfab::info::Order::Strict => sys::FI_ORDER_STRICT,
+        ringfab::info::Order::None => sys::FI_ORDER_NONE,
+    };
+    // SAFETY: the caller promises `info` and its attribute structures are valid and ours.
+    unsafe {
+        let i = &mut *info;
+        i.caps = o.caps;
+        i.mode = 0;
+        i.addr_format = sys::FI_FORMAT_UNSPEC;
+        i.src_addr = ffi::c_memdup(&o.src_addr);
+        i.src_addrlen = if i.src_addr.is_null() {
+            0
+        } else {
+            o.src_addr.len()
+        };
+        if let Some(dest) = &o.dest_addr {
+            i.dest_addr = ffi::c_memdup(dest);
+            i.dest_addrlen = if i.dest_addr.is_null() { 0 } else { dest.len() };
+        }
+
+        let t = &mut *i.tx_attr;
+        t.caps = o.caps & TX_CAPS;
+        t.mode = 0;
+        t.op_flags = ep.tx.op_flags.bits();
+        t.msg_order = order(ep.tx.msg_order);
+        t.comp_order = order(ep.tx.comp_order);
+        t.inject_size = ep.tx.inject_size;
+        t.size = ep.tx.size;
+        t.iov_limit = ep.tx.iov_limit;
+        t.rma_iov_limit = ep.tx.rma_iov_limit;
+
+        let r = &mut *i.rx_attr;
+        r.caps = o.caps & RX_CAPS;
+        r.mode = 0;
+        r.op_flags = ep.rx.op_flags.bits();
+        r.msg_order = order(ep.rx.msg_order);
+        r.comp_order = order(ep.rx.comp_order);
+        r.total_buffered_recv = ep.rx.total_buffered_recv;
+        r.size = ep.rx.size;
+        r.iov_limit = ep.rx.iov_limit;
+
+        let e = &mut *i.ep_attr;
+        e.type_ = sys::FI_EP_DGRAM;
+        e.protocol = PROTOCOL;
+        e.protocol_version = ep.ep.protocol_version;
+        e.max_msg_size = ep.ep.max_msg_size;
+        e.msg_prefix_size = ep.ep.msg_prefix_size;
+        e.max_order_raw_size = ep.ep.max_order_size;
+        e.max_order_war_size = ep.ep.max_order_size;
+        e.max_order_waw_size = ep.ep.max_order_size;
+        e.mem_tag_format = ep.ep.mem_tag_format;
+        e.tx_ctx_cnt = ep.ep.tx_ctx_cnt;
+        e.rx_ctx_cnt = ep.ep.rx_ctx_cnt;
+        e.auth_key_size = ep.ep.auth_key_size;
+
+        let dom = &mut *i.domain_attr;
+        dom.name = ffi::c_strdup(&d.spec.to_string());
+        // Each queue and CQ has its own lock, taken once per batch (examples/info).
+        dom.threading = sys::FI_THREAD_SAFE;
+        // Nothing progresses unless the application calls in (no thread of ringfab's).
+        dom.control_progress = sys::FI_PROGRESS_MANUAL;
+        dom.data_progress = sys::FI_PROGRESS_MANUAL;
+        // Credits: posting returns -FI_EAGAIN when the CQ could not take the completion, so a
+        // CQ never overruns (docs/architecture.md, "Credits and overrun").
+        dom.resource_mgmt = sys::FI_RM_ENABLED;
+        dom.av_type = o.av_type;
+        dom.mr_mode = sys::FI_MR_LOCAL as c_int; // mr_mode is an int in fi_domain_attr
+        dom.mr_key_size = 0;
+        dom.cq_data_size = 8;
+        dom.cq_cnt = d.capacities.cqs;
+        // An endpoint takes a transmit and a receive queue of the NIC.
+        let pairs = usize::from(d.caps.tx_queues.min(d.caps.rx_queues));
+        dom.ep_cnt = pairs.min(d.capacities.queues / 2);
+        dom.tx_ctx_cnt = usize::from(d.caps.tx_queues).min(d.capacities.queues);
+        dom.rx_ctx_cnt = usize::from(d.caps.rx_queues).min(d.capacities.queues);
+        dom.max_ep_tx_ctx = 1;
+        dom.max_ep_rx_ctx = 1;
+        dom.max_ep_stx_ctx = 0;
+        dom.max_ep_srx_ctx = 0;
+        dom.cntr_cnt = 0;
+        dom.mr_iov_limit = 1;
+        dom.caps = o.caps & REMOTE_COMM;
+        dom.mode = 0;
+        dom.max_err_data = ringfab::errdata::ERR_DATA_MAX;
+        dom.mr_cnt = d.capacities.mrs;
+
+        let f = &mut *i.fabric_attr;
+        f.name = ffi::c_strdup(FABRIC_NAME);
+        // prov_name and prov_version are libfabric's to set (it appends a utility provider's
+        // name to a core provider's): left null and 0.
+
+        if i.src_addr.is_null() || dom.name.is_null() || f.name.is_null() {
+            return errno::NOMEM;
+        }
+        if o.dest_addr.is_some() && i.dest_addr.is_null() {
+            return errno::NOMEM;
+        }
+    }
+    0
+}
+
+/// `fi_provider::getinfo`.
+///
+/// # Safety
+/// As libfabric calls it: `node` and `service` null or strings, `hints` null or a valid
+/// `fi_info`, `info` valid for writing.
+pub(crate) unsafe extern "C" fn getinfo(
+    version: u32,
+    node: *const c_char,
+    service: *const c_char,
+    flags: u64,
+    hints: *const sys::fi_info,
+    info: *mut *mut sys::fi_info,
+) -> c_int {
+    ffi::guard("fi_getinfo", || {
+        if info.is_null() {
+            return errno::INVAL;
+        }
+        // SAFETY: checked not null; libfabric passes a place for the list.
+        unsafe { *info = core::ptr::null_mut() };
+        if version < fi_version(1, 5) {
+            crate::log::info("API versions before 1.5 are not supported");
+            return errno::NODATA;
+        }
+        // SAFETY: as libfabric passes them (this function's contract).
+        let (mut h, node, service) =
+            unsafe { (read_hints(hints), ffi::str_at(node), ffi::str_at(service)) };
+        if let Some(node) = node {
+            let Some(addr) = parse_node(node, service) else {
+                crate::log::info(&format!("node '{node}' is not a ringfab address"));
+                return errno::NODATA;
+            };
+            let bytes = Some(addr.to_bytes().to_vec());
+            if flags & sys::FI_SOURCE != 0 {
+                h.src_addr = bytes;
+            } else {
+                h.dest_addr = bytes;
+            }
+        }
+        if let Err(why) = check_provider(&h) {
+            crate::log::info(&format!("fi_getinfo: {why}"));
+            return errno::NODATA;
+        }
+        let mut head: *mut sys::fi_info = core::ptr::null_mut();
+        let mut tail: *mut sys::fi_info = core::ptr::null_mut();
+        for (index, spec) in crate::params::nics().iter().enumerate() {
+            match one(&h, spec, index) {
+                Ok(None) => {}
+                Ok(Some(i)) => {
+                    if tail.is_null() {
+                        head = i;
+                    } else {
+                        // SAFETY: `tail` is the last fi_info made here, valid and ours.
+                        unsafe { (*tail).next = i };
+                    }
+                    tail = i;
+                }
+                Err(e) => {
+                    // SAFETY: `head` is null or the list made here; libfabric's freeinfo
+                    // frees what its allocator and malloc gave.
+                    unsafe { sys::fi_freeinfo(head) };
+                    return e;
+                }
+            }
+        }
+        if head.is_null() {
+            return errno::NODATA;
+        }
+        // SAFETY: checked not null above.
+        unsafe { *info = head };
+        0
+    })
+}
+
+/// The `fi_info` of NIC `spec` under the hints, `None` if it cannot meet them or cannot be
+/// opened (logged).
+fn one(h: &Hints, spec: &NicSpec, index: usize) -> Result<Option<*mut sys::fi_info>, c_int> {
+    // A domain name asked for is checked before the NIC is opened.
+    if h.domain_name
+        .as_deref()
+        .is_some_and(|n| n != spec.to_string())
+    {
+        return Ok(None);
+    }
+    let d = match crate::nic::describe(spec, index, h.wanted()) {
+        Ok(d) => d,
+        Err(e) => {
+            crate::log::warn(&e);
+            return Ok(None);
+        }
+    };
+    let o = match offer(h, &d) {
+        Ok(o) => o,
+        Err(why) => {
+            crate::log::info(&format!("fi_getinfo: {why}"));
+            return Ok(None);
+        }
+    };
+    let info = ffi::alloc_info();
+    if info.is_null() {
+        return Err(errno::NOMEM);
+    }
+    // SAFETY: `info` is fresh from fi_dupinfo(NULL), with every attribute structure.
+    let r = unsafe { fill(info, &o, &d) };
+    if r != 0 {
+        // SAFETY: `info` is ours, allocated by libfabric and malloc.
+        unsafe { sys::fi_freeinfo(info) };
+        return Err(r);
+    }
+    Ok(Some(info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::{describe, EmuKind};
+
+    fn igb(wanted: Wanted) -> Description {
+        describe(&NicSpec::Emu(EmuKind::Igb), 0, wanted).unwrap()
+    }
+
+    #[test]
+    fn no_hints_offer_msg_send_recv() {
+        let h = Hints::default();
+        check_provider(&h).unwrap();
+        let d = igb(h.wanted());
+        let o = offer(&h, &d).unwrap();
+        assert_eq!(o.caps, MSG | SEND | RECV | REMOTE_COMM);
+        assert_eq!(o.src_addr, d.addr);
+        assert_eq!(o.av_type, sys::FI_AV_TABLE);
+    }
+
+    #[test]
+    fn unsupported_hints_match_nothing() {
+        let refused = [
+            Hints {
+                ep_type: sys::FI_EP_RDM,
+                ..Hints::default()
+            },
+            Hints {
+                caps: sys::FI_TAGGED,
+                ..Hints::default()
+            },
+            Hints {
+                caps: MSG | SOURCE_ERR,
+                ..Hints::default()
+            },
+            Hints {
+                addr_format: sys::FI_SOCKADDR_IN,
+                ..Hints::default()
+            },
+            Hints {
+                mr_mode: Some(0),
+                ..Hints::default()
+            },
+            Hints {
+                fabric_name: Some("udp".into()),
+                ..Hints::default()
+            },
+            Hints {
+                prov_name: Some("tcp".into()),
+                ..Hints::default()
+            },
+            Hints {
+                data_progress: sys::FI_PROGRESS_AUTO,
+                ..Hints::default()
+            },
+        ];
+        for h in refused {
+            assert!(check_provider(&h).is_err(), "{h:?}");
+        }
+        let layered = Hints {
+            prov_name: Some("ringfab;ofi_rxd".into()),
+            ..Hints::default()
+        };
+        check_provider(&layered).unwrap();
+    }
+
+    #[test]
+    fn sizes_beyond_the_endpoint_match_nothing() {
+        let d = igb(Wanted::default());
+        let ok = Hints {
+            tx_size: d.ep.tx.size,
+            rx_size: d.ep.rx.size,
+            ..Hints::default()
+        };
+        offer(&ok, &d).unwrap();
+        for h in [
+            Hints {
+                tx_size: d.ep.tx.size + 1,
+                ..Hints::default()
+            },
+            Hints {
+                rx_iov_limit: 2,
+                ..Hints::default()
+            },
+            Hints {
+                max_msg_size: d.ep.ep.max_msg_size + 1,
+                ..Hints::default()
+            },
+            Hints {
+                domain_name: Some("emu:e1000e".into()),
+                ..Hints::default()
+            },
+        ] {
+            assert!(offer(&h, &d).is_err(), "{h:?}");
+        }
+    }
+
+    #[test]
+    fn secondary_caps_asked_for_are_given_and_measured() {
+        let h = Hints {
+            caps: MSG | MULTI_RECV | SOURCE | SOURCE_ERR,
+            tx_iov_limit: 2,
+            ..Hints::default()
+        };
+        check_provider(&h).unwrap();
+        let d = igb(h.wanted());
+        assert_eq!(d.ep.tx.iov_limit, 2);
+        let o = offer(&h, &d).unwrap();
+        assert_eq!(
+            o.caps & SECONDARY,
+            MULTI_RECV | SOURCE | SOURCE_ERR | REMOTE_COMM
+        );
+    }
+
+    #[test]
+    fn src_addr_picks_the_nic_with_that_address() {
+        let d = igb(Wanted::default());
+        let mine = Hints {
+            src_addr: Some(d.addr.to_vec()),
+            ..Hints::default()
+        };
+        assert_eq!(offer(&mine, &d).unwrap().src_addr, d.addr);
+        let mut other = d.addr;
+        other[5] ^= 1;
+        let theirs = Hints {
+            src_addr: Some(other.to_vec()),
+            ..Hints::default()
+        };
+        assert!(offer(&theirs, &d).is_err());
+    }
+
+    #[test]
+    fn node_is_a_mac_and_service_a_context() {
+        let a = parse_node("02:52:00:00:00:01", Some("3")).unwrap();
+        assert_eq!(a.mac.0, [2, 0x52, 0, 0, 0, 1]);
+        assert_eq!(a.ctx, 3);
+        assert!(parse_node("10.0.0.1", None).is_none());
+        assert!(parse_node("02:52:00:00:00:01:07", None).is_none());
+    }
+}

@@ -1,0 +1,260 @@
+//! The NICs the provider offers — one libfabric domain each — and what each really offers,
+//! measured on an endpoint opened on it (as `examples/info` does), never copied from a table.
+
+use std::fmt;
+
+use ringfab::av::AvAttr;
+use ringfab::cq::CqAttr;
+use ringfab::domain::Domain;
+use ringfab::ep::EpAttr;
+use ringfab::flags::BindFlags;
+use ringfab::hal::{Capabilities, MacAddr, Nic};
+use ringfab::info::EpInfo;
+use ringfab::Capacities;
+use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig};
+use ringfab_nics::AnyNic;
+
+/// The emulated device models (`ringfab-emu`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum EmuKind {
+    /// An Intel 82576 (`igb` driver).
+    Igb,
+    /// An Intel 82574 (`e1000e` driver).
+    E1000e,
+    /// A virtio-net device (`virtio-net` driver).
+    VirtioNet,
+}
+
+impl EmuKind {
+    /// The name `FI_RINGFAB_NICS` uses after `emu:`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EmuKind::Igb => "igb",
+            EmuKind::E1000e => "e1000e",
+            EmuKind::VirtioNet => "virtio-net",
+        }
+    }
+}
+
+/// One entry of `FI_RINGFAB_NICS`.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum NicSpec {
+    /// An emulated NIC of this process: `emu:igb`, `emu:e1000e`, `emu:virtio-net`.
+    Emu(EmuKind),
+    /// A PCI function bound to vfio-pci, by its address in the full form (`0000:03:00.0`).
+    Vfio(String),
+}
+
+impl NicSpec {
+    /// Parses one entry.
+    ///
+    /// # Errors
+    /// What is wrong with it, for a person to read.
+    pub fn parse(s: &str) -> Result<NicSpec, String> {
+        if let Some(model) = s.strip_prefix("emu:") {
+            return [EmuKind::Igb, EmuKind::E1000e, EmuKind::VirtioNet]
+                .into_iter()
+                .find(|k| k.name() == model)
+                .map(NicSpec::Emu)
+                .ok_or_else(|| format!("no emulated NIC '{model}' (igb, e1000e, virtio-net)"));
+        }
+        ringfab_vfio::Bdf::parse(s)
+            .map(|bdf| NicSpec::Vfio(bdf.to_string()))
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The domain name (`fi_domain_attr::name`): the entry as `FI_RINGFAB_NICS` spells it,
+/// a PCI address in its full form.
+impl fmt::Display for NicSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NicSpec::Emu(k) => write!(f, "emu:{}", k.name()),
+            NicSpec::Vfio(bdf) => f.write_str(bdf),
+        }
+    }
+}
+
+/// What the endpoint to be described is asked for (from the hints).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Wanted {
+    /// `tx_attr->iov_limit`: buffers of a gather send (0: the default, 1).
+    pub tx_iov_limit: usize,
+    /// `FI_MULTI_RECV`.
+    pub multi_recv: bool,
+    /// `FI_SOURCE_ERR`.
+    pub source_err: bool,
+}
+
+/// Messages one `FI_MULTI_RECV` buffer may take when the capability is asked for
+/// (`EpAttr::multi_recv_msgs`): a 64 KiB buffer of 2 KiB receive slots. Core makes the
+/// receive `size` count receives of this many descriptors.
+pub const MULTI_RECV_MSGS: u32 = 32;
+
+/// The ring depth of every hardware queue of a domain (`Domain`'s `D`): what `tx_attr->size`
+/// and `rx_attr->size` come from.
+pub const RING_DEPTH: usize = 256;
+
+/// A NIC as an endpoint on it measured it.
+#[derive(Clone, Debug)]
+pub struct Description {
+    /// Which NIC.
+    pub spec: NicSpec,
+    /// The device, as a person names it (`Intel 82576, igb driver`).
+    pub device: String,
+    /// What the driver reports.
+    pub caps: Capabilities,
+    /// The endpoint's attributes.
+    pub ep: EpInfo,
+    /// The endpoint's address (`fi_getname`): the NIC's MAC and its receive queue.
+    pub addr: [u8; ringfab::av::EpAddr::LEN],
+    /// The largest CQ a domain holds.
+    pub max_cq_size: usize,
+    /// The domain's tables.
+    pub capacities: Capacities,
+    /// Interrupt vectors (one per CQ that waits).
+    pub irq_vectors: u16,
+}
+
+/// The MAC address of the `index`th emulated NIC of this process: locally administered
+/// (`02:…`), the process id in the middle so that two processes' NICs on one wire differ.
+pub fn emu_mac(index: usize) -> MacAddr {
+    let pid = std::process::id();
+    MacAddr([
+        0x02,
+        0x52, // 'R'
+        (pid >> 16) as u8,
+        (pid >> 8) as u8,
+        pid as u8,
+        index as u8,
+    ])
+}
+
+/// Opens the NIC `spec` (the `index`th of the list), describes an endpoint made as `wanted`
+/// says, and closes it again.
+///
+/// # Errors
+/// Why the NIC could not be opened or the endpoint not made, for a person to read.
+pub fn describe(spec: &NicSpec, index: usize, wanted: Wanted) -> Result<Description, String> {
+    match spec {
+        NicSpec::Emu(kind) => {
+            let mac = emu_mac(index);
+            let platform = match kind {
+                EmuKind::Igb => EmuIgb::new(model(mac)).platform(),
+                EmuKind::E1000e => EmuE1000e::new(model(mac)).platform(),
+                EmuKind::VirtioNet => {
+                    let mut c = VirtioNetModelConfig::default();
+                    c.mac = mac;
+                    EmuVirtioNet::new(c).platform()
+                }
+            };
+            let nic = AnyNic::open(platform).map_err(|e| format!("{spec}: {e}"))?;
+            measure(spec, &nic, wanted)
+        }
+        NicSpec::Vfio(bdf) => {
+            let platform =
+                ringfab_vfio::VfioPlatform::open(bdf).map_err(|e| format!("{spec}: {e}"))?;
+            let nic = AnyNic::open(platform).map_err(|e| format!("{spec}: {e}"))?;
+            measure(spec, &nic, wanted)
+        }
+    }
+}
+
+fn model(mac: MacAddr) -> ModelConfig {
+    let mut c = ModelConfig::default();
+    c.mac = mac;
+    c
+}
+
+/// Opens an endpoint as `wanted` on `nic` and reads its attributes.
+fn measure<P: ringfab::hal::Platform>(
+    spec: &NicSpec,
+    nic: &AnyNic<P>,
+    wanted: Wanted,
+) -> Result<Description, String> {
+    let capacities = Capacities::default();
+    let domain: Domain<'_, _, RING_DEPTH> = Domain::with_capacities(nic, &capacities);
+    let attr = EpAttr {
+        tx_iov_limit: wanted.tx_iov_limit.max(1),
+        multi_recv_msgs: if wanted.multi_recv {
+            MULTI_RECV_MSGS
+        } else {
+            0
+        },
+        source_err: wanted.source_err,
+        ..EpAttr::default()
+    };
+    let cq = domain
+        .open_cq::<ringfab::entry::Msg>(&CqAttr::default())
+        .map_err(|e| format!("{spec}: opening a CQ: {e}"))?;
+    let av = domain
+        .open_av(&AvAttr {
+            count: 1,
+            ..AvAttr::default()
+        })
+        .map_err(|e| format!("{spec}: opening an AV: {e}"))?;
+    let mut ep = domain
+        .endpoint(&attr)
+        .map_err(|e| format!("{spec}: creating an endpoint: {e}"))?;
+    ep.bind_cq(&domain, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .and_then(|()| ep.bind_av(&domain, &av))
+        .and_then(|()| ep.enable(&domain))
+        .map_err(|e| format!("{spec}: enabling an endpoint: {e}"))?;
+    let described = Description {
+        spec: spec.clone(),
+        device: format!("{}, {} driver", nic.driver().device(), nic.driver()),
+        caps: nic.capabilities(),
+        ep: ep.info(&domain),
+        addr: ep.name().to_bytes(),
+        max_cq_size: domain.max_cq_size(),
+        capacities,
+        irq_vectors: nic.irq_vectors(),
+    };
+    let _ = ep.close(&domain);
+    Ok(described)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_print_as_domain_names() {
+        for s in ["emu:igb", "emu:e1000e", "emu:virtio-net", "0000:03:00.1"] {
+            assert_eq!(NicSpec::parse(s).unwrap().to_string(), s);
+        }
+        assert_eq!(
+            NicSpec::parse("03:00.1").unwrap().to_string(),
+            "0000:03:00.1"
+        );
+        assert!(NicSpec::parse("emu:e1000").is_err());
+        assert!(NicSpec::parse("eth0").is_err());
+    }
+
+    #[test]
+    fn every_emulated_nic_is_described_from_a_real_endpoint() {
+        for (i, kind) in [EmuKind::Igb, EmuKind::E1000e, EmuKind::VirtioNet]
+            .into_iter()
+            .enumerate()
+        {
+            let d = describe(&NicSpec::Emu(kind), i, Wanted::default()).unwrap();
+            assert_eq!(&d.addr[..6], &emu_mac(i).0);
+            assert!(d.ep.tx.size > 0 && d.ep.rx.size > 0, "{d:?}");
+            assert_eq!(d.ep.tx.iov_limit, 1);
+        }
+    }
+
+    #[test]
+    fn multi_recv_and_gather_change_what_is_measured() {
+        let spec = NicSpec::Emu(EmuKind::Igb);
+        let plain = describe(&spec, 0, Wanted::default()).unwrap();
+        let asked = Wanted {
+            tx_iov_limit: 2,
+            multi_recv: true,
+            source_err: true,
+        };
+        let d = describe(&spec, 0, asked).unwrap();
+        assert_eq!(d.ep.tx.iov_limit, 2);
+        assert!(d.ep.rx.size < plain.ep.rx.size, "{d:?}");
+    }
+}

@@ -1,0 +1,117 @@
+//! The provider's parameters, declared with `fi_param_define` so that `fi_info -e` lists them
+//! and read from the environment with `fi_param_get` (fi_provider(7), "PROVIDER PARAMETERS"):
+//! libfabric spells them `FI_RINGFAB_<NAME>`.
+
+use core::ffi::{c_char, CStr};
+
+use crate::nic::NicSpec;
+use crate::sys;
+
+/// `FI_RINGFAB_NICS`: the NICs the provider offers, one domain each.
+const NICS: &CStr = c"nics";
+
+/// What `FI_RINGFAB_NICS` means when it is not set: the three emulated NICs, so that
+/// `fi_info -p ringfab` works on any machine.
+pub(crate) const DEFAULT_NICS: &str = "emu:igb,emu:e1000e,emu:virtio-net";
+
+/// Declares the parameters (called once, from `fi_prov_ini`).
+pub(crate) fn define() {
+    let help = std::ffi::CString::new(format!(
+        "Comma-separated NICs to offer, one domain each: emu:igb, emu:e1000e, emu:virtio-net \
+         (an emulated Intel 82576, Intel 82574 or virtio-net device in this process) or a PCI \
+         address bound to vfio-pci (0000:03:00.0). (default: {DEFAULT_NICS})"
+    ))
+    .unwrap_or_default();
+    const FMT: &CStr = c"%s";
+    // SAFETY: the provider structure lives as long as the library; every string is
+    // NUL-terminated and alive for the call (libfabric copies what it keeps); the format takes
+    // the one string given.
+    let ret = unsafe {
+        sys::fi_param_define(
+            crate::provider(),
+            NICS.as_ptr(),
+            sys::FI_PARAM_STRING,
+            FMT.as_ptr(),
+            help.as_ptr(),
+        )
+    };
+    if ret != 0 {
+        crate::log::warn(&format!("declaring FI_RINGFAB_NICS failed ({ret})"));
+    }
+}
+
+/// The NICs to offer: `FI_RINGFAB_NICS` parsed, or [`DEFAULT_NICS`] when it is unset or
+/// empty. Entries that do not parse are logged and left out.
+pub(crate) fn nics() -> Vec<NicSpec> {
+    let mut value: *mut c_char = core::ptr::null_mut();
+    // SAFETY: a string parameter is returned as a `char *` into the environment, which the
+    // pointer given has room for; the provider structure lives as long as the library.
+    let ret = unsafe {
+        sys::fi_param_get(
+            crate::provider(),
+            NICS.as_ptr(),
+            (&mut value as *mut *mut c_char).cast(),
+        )
+    };
+    // SAFETY: on success libfabric points `value` at the variable's NUL-terminated value in
+    // the environment, which nothing changes while this runs.
+    let set = (ret == 0)
+        .then(|| unsafe { crate::ffi::str_at(value) })
+        .flatten();
+    let list = match set {
+        Some(s) if !s.trim().is_empty() => s,
+        _ => DEFAULT_NICS,
+    };
+    parse_list(list, |bad| {
+        crate::log::warn(&format!("FI_RINGFAB_NICS: {bad}; left out"));
+    })
+}
+
+/// The entries of a `FI_RINGFAB_NICS` value, each error given to `bad`; a NIC named twice is
+/// offered once.
+pub(crate) fn parse_list(list: &str, mut bad: impl FnMut(&str)) -> Vec<NicSpec> {
+    let mut out: Vec<NicSpec> = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match NicSpec::parse(item) {
+            Ok(spec) if out.contains(&spec) => bad(&format!("{item} is named twice")),
+            Ok(spec) => out.push(spec),
+            Err(e) => bad(&format!("{item}: {e}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::EmuKind;
+
+    #[test]
+    fn default_list_is_the_three_emulated_nics() {
+        let nics = parse_list(DEFAULT_NICS, |e| panic!("{e}"));
+        assert_eq!(
+            nics,
+            [
+                NicSpec::Emu(EmuKind::Igb),
+                NicSpec::Emu(EmuKind::E1000e),
+                NicSpec::Emu(EmuKind::VirtioNet)
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_and_repeated_entries_are_reported_and_left_out() {
+        let mut errors = Vec::new();
+        let nics = parse_list(" emu:igb, emu:foo,,0000:03:00.1,emu:igb, 3:00", |e| {
+            errors.push(e.to_string())
+        });
+        assert_eq!(
+            nics,
+            [
+                NicSpec::Emu(EmuKind::Igb),
+                NicSpec::Vfio("0000:03:00.1".into())
+            ]
+        );
+        assert_eq!(errors.len(), 3, "{errors:?}");
+    }
+}

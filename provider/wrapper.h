@@ -1,0 +1,9 @@
+/* The libfabric headers ringfab-fi's C types are generated from (build.rs). */
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_prov.h>
+#include <rdma/providers/fi_log.h>
