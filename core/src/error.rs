@@ -89,6 +89,9 @@ pub enum Error {
     TimedOut,
     /// `FI_EIO`: the device failed.
     Io,
+    /// `FI_EHOSTUNREACH`: no route to the destination (an IPv4 destination off the subnet
+    /// with no gateway configured, or a next hop ARP could not resolve).
+    HostUnreach,
     /// `FI_ENODATA`: there is nothing of that kind to return (`fi_control(FI_GETWAIT)` on a
     /// queue without a wait object an application can use).
     NoData,
@@ -122,6 +125,7 @@ impl Error {
             Error::MsgSize => 90,
             Error::TimedOut => 110,
             Error::NoData => 61,
+            Error::HostUnreach => 113,
             Error::Io | Error::Device(_) => 5,
         }
     }
@@ -158,6 +162,7 @@ impl fmt::Display for Error {
             Error::TimedOut => "connection timed out",
             Error::Io => "input/output error",
             Error::NoData => "no data available",
+            Error::HostUnreach => "no route to host",
             Error::Device(e) => return write!(f, "device error: {e}"),
             Error::Full(c) => return write!(f, "storage full: {}", c.name()),
         };
@@ -180,6 +185,7 @@ mod tests {
         assert_eq!(Error::Trunc.errno(), 265);
         assert_eq!(Error::NoCq.errno(), 263);
         assert_eq!(Error::NoAv.errno(), 267);
+        assert_eq!(Error::HostUnreach.errno(), 113);
         assert_eq!(Error::TimedOut.errno(), 110);
         assert_eq!(Error::NoData.errno(), 61);
         assert_eq!(Error::Device(ringfab_hal::Error::ResetTimeout).errno(), 5);

@@ -13,7 +13,8 @@
 //!
 //! Core is built in three floors, and no module imports from a floor above its own
 //! (`tests/floors.rs` checks it): **values** — [`entry`] (the CQ entry formats), [`flags`],
-//! [`error`], [`proto`] (the frame format), [`errdata`], [`strerror`], and the addresses and
+//! [`error`], [`proto`] (the frame format), [`ip`] (IPv4, UDP, ARP and ICMP as other hosts
+//! speak them), [`errdata`], [`strerror`], and the addresses and
 //! buffers the objects re-export ([`av::EpAddr`], [`mr::Buf`]); **the engine** (private:
 //! the queues and their operations, which takes credits from CQs and counts for counters
 //! through interfaces of its own, and names no object); **objects**, everything above.
@@ -72,6 +73,7 @@ pub mod errdata;
 pub mod error;
 pub mod flags;
 pub mod info;
+pub mod ip;
 pub mod mr;
 pub mod node;
 pub mod path;

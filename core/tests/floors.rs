@@ -1,7 +1,8 @@
 //! Core is built in floors, and no module imports from a floor above its own
 //! (docs/architecture.md, "Core: a map"):
 //!
-//! 1. **values** — addresses, buffers, entries, flags, errors, the frame format, and `raw.rs`,
+//! 1. **values** — addresses, buffers, entries, flags, errors, the frame formats (ringfab's and
+//!    IPv4/UDP's, `ip/`), and `raw.rs`,
 //!    the promises they rest on: they know no queue and no object;
 //! 2. **the engine** (`src/engine/`) — queues and their operations: values and the hal, and
 //!    what it needs of CQs and counters through its own narrow interfaces (`credit.rs`);
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 /// The floor of a module, by its path below `src/` (`engine/poll`, `cq/read`, `buf`, …).
 fn floor(module: &str) -> u8 {
     const VALUES: &[&str] = &[
-        "addr", "buf", "entry", "errdata", "error", "flags", "proto", "raw", "strerror",
+        "addr", "buf", "entry", "errdata", "error", "flags", "ip", "proto", "raw", "strerror",
     ];
     let top = module.split('/').next().unwrap_or(module);
     if VALUES.contains(&top) {
@@ -52,6 +53,7 @@ fn target(path: &str) -> Option<&'static str> {
         "errdata" => "errdata",
         "flags" => "flags",
         "info" => "info",
+        "ip" => "ip",
         "mr" => "mr",
         "path" => "path",
         "proto" => "proto",
