@@ -11,6 +11,8 @@
 //!   ([`Discard`]). Every length is checked before it is used: a malformed frame is a reason,
 //!   never a panic.
 //! * [`emit`]: the 42-byte Ethernet/IPv4/UDP header of a send, ARP packets and echo replies.
+//! * [`arp`]: the ARP cache, resolver and responder as a state machine that is handed frames
+//!   and the time and says what to send; it does no I/O.
 //!
 //! The header formats themselves are smoltcp's `wire` module (its Packet/Repr views, whose
 //! `check_len` guarantees that no accessor panics afterwards); what is here is what ringfab
@@ -19,6 +21,7 @@
 //! pieces.
 
 pub mod addr;
+pub mod arp;
 pub mod checksum;
 pub mod emit;
 pub mod parse;
