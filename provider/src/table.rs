@@ -2,7 +2,7 @@
 //! `fi_getinfo` or `fi_domain` names it, and stays open for the life of the process, so that
 //! what `fi_getinfo` measured is the NIC a domain then drives (the same MAC, the same device).
 //!
-//! An emulated NIC joins the emulated wire's hub (`FI_RINGFAB_HUB`: [`crate::params::hub`])
+//! An emulated NIC joins the emulated wire's hub (`FI_RINGFAB_HUB`, `params::hub`)
 //! while a domain is open on it, and leaves it when the last domain closes (or the provider is
 //! unloaded), so that two processes with emulated NICs meet on one wire with no configuration,
 //! and `fi_info`, which opens no domain, never joins it. docs/architecture.md, "The emulated
