@@ -1,10 +1,12 @@
-//! The fabric (`fi_fabric`, fi_fabric(3)): the object every domain of the provider is
-//! opened from. It holds nothing of its own yet: `fi_close` frees it; domains, event queues
-//! and wait sets are the next steps (docs/libfabric.md, "Status") and return `-FI_ENOSYS`.
+//! The fabric (`fi_fabric`, fi_fabric(3)): the object every domain and event queue of the
+//! provider is opened from. It holds nothing of its own but the API version the application
+//! asked for; wait sets and passive endpoints return `-FI_ENOSYS` (docs/libfabric.md,
+//! "Status").
 
 use core::ffi::{c_int, c_void};
 
 use crate::ffi::{self, errno};
+use crate::fid::{self, Ops};
 use crate::nosys;
 use crate::sys;
 
@@ -13,21 +15,6 @@ use crate::sys;
 #[repr(C)]
 pub(crate) struct Fabric {
     fid: sys::fid_fabric,
-}
-
-/// Wraps a table of C function pointers so that it can be a `static`: libfabric only reads
-/// the tables the provider points its fids at.
-#[repr(transparent)]
-pub(crate) struct Ops<T>(pub(crate) T);
-
-// SAFETY: the tables hold only a size and function pointers, and nothing writes to them.
-unsafe impl<T> Sync for Ops<T> {}
-
-impl<T> Ops<T> {
-    /// The table as the `*mut` C declares the field (libfabric never writes through it).
-    pub(crate) fn ptr(&'static self) -> *mut T {
-        (&self.0 as *const T).cast_mut()
-    }
 }
 
 static FI_OPS: Ops<sys::fi_ops> = Ops(sys::fi_ops {
@@ -42,9 +29,9 @@ static FI_OPS: Ops<sys::fi_ops> = Ops(sys::fi_ops {
 
 static FABRIC_OPS: Ops<sys::fi_ops_fabric> = Ops(sys::fi_ops_fabric {
     size: core::mem::size_of::<sys::fi_ops_fabric>(),
-    domain: Some(nosys::domain),
+    domain: Some(crate::domain::open),
     passive_ep: Some(nosys::passive_ep),
-    eq_open: Some(nosys::eq_open),
+    eq_open: Some(crate::eq::open),
     wait_open: Some(nosys::wait_open),
     trywait: Some(nosys::trywait),
     domain2: Some(nosys::domain2),
@@ -92,11 +79,17 @@ pub(crate) unsafe extern "C" fn open(
 ///
 /// # Safety
 /// `fid` is null or points to a `struct fid`.
-unsafe fn ours(fid: *mut sys::fid) -> Option<*mut Fabric> {
-    // SAFETY: null or a valid fid, as the caller promises.
-    let f = unsafe { fid.as_ref() }?;
-    (f.fclass == sys::FI_CLASS_FABRIC as usize && f.ops == FI_OPS.ptr())
-        .then_some(fid.cast::<Fabric>())
+pub(crate) unsafe fn ours<'a>(fid: *const sys::fid) -> Option<&'a Fabric> {
+    // SAFETY: null or a valid fid; fabrics of this class and table are `Fabric`s, alive until
+    // fi_close.
+    unsafe { fid::ours(fid, sys::FI_CLASS_FABRIC, &FI_OPS) }
+}
+
+impl Fabric {
+    /// The API version the application opened the fabric with (`fi_fabric_attr`).
+    pub(crate) fn api_version(&self) -> u32 {
+        self.fid.api_version
+    }
 }
 
 /// `fi_ops::close` of a fabric (`fi_close`).
@@ -108,7 +101,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         };
         // SAFETY: `f` was made by Box::into_raw in `open` and is closed once (fi_close(3):
         // the fid is not used after).
-        drop(unsafe { Box::from_raw(f) });
+        unsafe { fid::free(f) };
         0
     })
 }

@@ -34,15 +34,48 @@ pub(crate) mod errno {
     pub(crate) const NODATA: c_int = neg(sys::FI_ENODATA);
     /// `-FI_ENOSYS`: the call is not implemented.
     pub(crate) const NOSYS: c_int = neg(sys::FI_ENOSYS);
+    /// `-FI_EBUSY`: the object is still in use (fi_close of an object others hold).
+    pub(crate) const BUSY: c_int = neg(sys::FI_EBUSY);
+    /// `-FI_EBADFLAGS`: flags not supported.
+    pub(crate) const BADFLAGS: c_int = neg(sys::FI_EBADFLAGS as i32);
+    /// `-FI_ETOOSMALL`: the caller's buffer is too small.
+    pub(crate) const TOOSMALL: c_int = neg(sys::FI_ETOOSMALL as i32);
     /// `-FI_EOTHER`: what a panic becomes.
     pub(crate) const OTHER: c_int = -(sys::FI_EOTHER as c_int);
+}
+
+/// What an entry point returns: `int` or `ssize_t`, both negated error numbers on failure.
+pub(crate) trait Ret: Copy {
+    /// `-FI_EOTHER` in this type: what a panic becomes.
+    const OTHER: Self;
+    /// `-errno` in this type.
+    fn neg(errno: i32) -> Self;
+}
+
+impl Ret for c_int {
+    const OTHER: c_int = errno::OTHER;
+    fn neg(errno: i32) -> c_int {
+        -errno
+    }
+}
+
+impl Ret for isize {
+    const OTHER: isize = errno::OTHER as isize;
+    fn neg(errno: i32) -> isize {
+        -(errno as isize)
+    }
+}
+
+/// A core error as an entry point returns it (`-FI_E…`, fi_errno(3)).
+pub(crate) fn fail<R: Ret>(e: ringfab::Error) -> R {
+    R::neg(e.errno())
 }
 
 /// Runs `f` for the entry point `what`, turning a panic into `-FI_EOTHER`.
 ///
 /// The panic's message goes to libfabric's log (a warning); the default panic hook has already
 /// printed it to standard error.
-pub(crate) fn guard(what: &'static str, f: impl FnOnce() -> c_int) -> c_int {
+pub(crate) fn guard<R: Ret>(what: &'static str, f: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(panic) => {
@@ -52,14 +85,14 @@ pub(crate) fn guard(what: &'static str, f: impl FnOnce() -> c_int) -> c_int {
                 .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
                 .unwrap_or("(no message)");
             crate::log::warn(&format!("{what}: internal error (panic: {msg})"));
-            errno::OTHER
+            R::OTHER
         }
     }
 }
 
 /// [`guard`] for an entry point that returns nothing (`fi_provider::cleanup`).
 pub(crate) fn guard_void(what: &'static str, f: impl FnOnce()) {
-    let _ = guard(what, || {
+    let _: c_int = guard(what, || {
         f();
         0
     });

@@ -12,19 +12,33 @@
 //! it is given, and returns libfabric's negated error numbers; nothing unwinds into C.
 //!
 //! Modules, one job each: [`sys`] (the C types, generated from the installed headers),
-//! `ffi` (the boundary), `log`, [`params`], [`nic`] (opening and measuring a NIC),
-//! [`getinfo`], `fabric`, `nosys` (the `-FI_ENOSYS` entries of the ops tables).
+//! `ffi` (the boundary), `fid` (what every object shares), `log`, [`params`], [`nic`]
+//! (describing and measuring a NIC), [`table`] (the process's open NICs), [`getinfo`];
+//! the objects — `fabric`, `eq` (event queues), `domain`, `mr` (registrations), `av`
+//! (address vectors), `cq` (completion queues), `ep` (endpoints and their control calls),
+//! `msg` (their message calls), `ops` (operations in flight) —; `nosys` (the `-FI_ENOSYS`
+//! entries of the ops tables).
 
 use core::cell::UnsafeCell;
 
+mod av;
+mod cq;
+mod domain;
+mod ep;
+mod eq;
 mod fabric;
 mod ffi;
+mod fid;
 pub mod getinfo;
 mod log;
+mod mr;
+mod msg;
 pub mod nic;
 mod nosys;
+mod ops;
 pub mod params;
 pub mod sys;
+pub mod table;
 
 /// The provider's own version (`fi_provider::version`): the crate's major and minor.
 const VERSION: u32 = getinfo::fi_version(0, 1);
@@ -56,10 +70,11 @@ pub(crate) fn provider() -> *mut sys::fi_provider {
     PROVIDER.0.get()
 }
 
-/// `fi_provider::cleanup`: libfabric is unloading the provider. Nothing to release yet: every
-/// object is freed by its own `fi_close`.
+/// `fi_provider::cleanup`: libfabric is unloading the provider. Every object is freed by its
+/// own `fi_close`; what is left is the emulated NICs' membership of the wire's hub (their
+/// socket files).
 unsafe extern "C" fn cleanup() {
-    ffi::guard_void("cleanup", || {});
+    ffi::guard_void("cleanup", table::leave_hubs);
 }
 
 /// The entry point libfabric looks up in every `*fi.so` of `FI_PROVIDER_PATH`

@@ -11,7 +11,6 @@ use ringfab::flags::BindFlags;
 use ringfab::hal::{Capabilities, MacAddr, Nic};
 use ringfab::info::EpInfo;
 use ringfab::Capacities;
-use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig};
 use ringfab_nics::AnyNic;
 
 /// The emulated device models (`ringfab-emu`).
@@ -76,7 +75,7 @@ impl fmt::Display for NicSpec {
 }
 
 /// What the endpoint to be described is asked for (from the hints).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
 pub struct Wanted {
     /// `tx_attr->iov_limit`: buffers of a gather send (0: the default, 1).
     pub tx_iov_limit: usize,
@@ -94,6 +93,17 @@ pub const MULTI_RECV_MSGS: u32 = 32;
 /// The ring depth of every hardware queue of a domain (`Domain`'s `D`): what `tx_attr->size`
 /// and `rx_attr->size` come from.
 pub const RING_DEPTH: usize = 256;
+
+/// The tables of every domain the provider opens (and measures): room for a few endpoints,
+/// each with the provider's own buffer registration beside the application's.
+pub const CAPACITIES: Capacities = Capacities {
+    queues: 8,
+    cqs: 8,
+    cq_size: 1024,
+    mrs: 16,
+    avs: 4,
+    av_entries: 256,
+};
 
 /// A NIC as an endpoint on it measured it.
 #[derive(Clone, Debug)]
@@ -130,49 +140,22 @@ pub fn emu_mac(index: usize) -> MacAddr {
     ])
 }
 
-/// Opens the NIC `spec` (the `index`th of the list), describes an endpoint made as `wanted`
-/// says, and closes it again.
+/// Describes an endpoint made as `wanted` says on the NIC `spec` (the `index`th of the
+/// list), opening the NIC into the process's table ([`crate::table`]) if it is not open yet.
 ///
 /// # Errors
 /// Why the NIC could not be opened or the endpoint not made, for a person to read.
 pub fn describe(spec: &NicSpec, index: usize, wanted: Wanted) -> Result<Description, String> {
-    match spec {
-        NicSpec::Emu(kind) => {
-            let mac = emu_mac(index);
-            let platform = match kind {
-                EmuKind::Igb => EmuIgb::new(model(mac)).platform(),
-                EmuKind::E1000e => EmuE1000e::new(model(mac)).platform(),
-                EmuKind::VirtioNet => {
-                    let mut c = VirtioNetModelConfig::default();
-                    c.mac = mac;
-                    EmuVirtioNet::new(c).platform()
-                }
-            };
-            let nic = AnyNic::open(platform).map_err(|e| format!("{spec}: {e}"))?;
-            measure(spec, &nic, wanted)
-        }
-        NicSpec::Vfio(bdf) => {
-            let platform =
-                ringfab_vfio::VfioPlatform::open(bdf).map_err(|e| format!("{spec}: {e}"))?;
-            let nic = AnyNic::open(platform).map_err(|e| format!("{spec}: {e}"))?;
-            measure(spec, &nic, wanted)
-        }
-    }
-}
-
-fn model(mac: MacAddr) -> ModelConfig {
-    let mut c = ModelConfig::default();
-    c.mac = mac;
-    c
+    crate::table::open(spec, index)?.describe(wanted)
 }
 
 /// Opens an endpoint as `wanted` on `nic` and reads its attributes.
-fn measure<P: ringfab::hal::Platform>(
+pub(crate) fn measure<P: ringfab::hal::Platform>(
     spec: &NicSpec,
     nic: &AnyNic<P>,
     wanted: Wanted,
 ) -> Result<Description, String> {
-    let capacities = Capacities::default();
+    let capacities = CAPACITIES;
     let domain: Domain<'_, _, RING_DEPTH> = Domain::with_capacities(nic, &capacities);
     let attr = EpAttr {
         tx_iov_limit: wanted.tx_iov_limit.max(1),

@@ -1,6 +1,7 @@
 //! The provider's parameters, declared with `fi_param_define` so that `fi_info -e` lists them
 //! and read from the environment with `fi_param_get` (fi_provider(7), "PROVIDER PARAMETERS"):
-//! libfabric spells them `FI_RINGFAB_<NAME>`.
+//! libfabric spells them `FI_RINGFAB_<NAME>`: `FI_RINGFAB_NICS` (which NICs) and
+//! `FI_RINGFAB_HUB` (where emulated NICs of several processes meet).
 
 use core::ffi::{c_char, CStr};
 
@@ -14,14 +15,27 @@ const NICS: &CStr = c"nics";
 /// `fi_info -p ringfab` works on any machine.
 pub(crate) const DEFAULT_NICS: &str = "emu:igb,emu:e1000e,emu:virtio-net";
 
+/// `FI_RINGFAB_HUB`: the directory where emulated NICs of several processes meet.
+const HUB: &CStr = c"hub";
+
 /// Declares the parameters (called once, from `fi_prov_ini`).
 pub(crate) fn define() {
-    let help = std::ffi::CString::new(format!(
+    let nics = format!(
         "Comma-separated NICs to offer, one domain each: emu:igb, emu:e1000e, emu:virtio-net \
          (an emulated Intel 82576, Intel 82574 or virtio-net device in this process) or a PCI \
          address bound to vfio-pci (0000:03:00.0). (default: {DEFAULT_NICS})"
-    ))
-    .unwrap_or_default();
+    );
+    let hub = format!(
+        "Directory of the emulated wire's hub: emulated NICs of every process that names the \
+         same directory are on one wire while a domain is open on them. (default: {})",
+        default_hub().display()
+    );
+    declare(NICS, &nics);
+    declare(HUB, &hub);
+}
+
+fn declare(name: &CStr, help: &str) {
+    let help = std::ffi::CString::new(help).unwrap_or_default();
     const FMT: &CStr = c"%s";
     // SAFETY: the provider structure lives as long as the library; every string is
     // NUL-terminated and alive for the call (libfabric copies what it keeps); the format takes
@@ -29,27 +43,26 @@ pub(crate) fn define() {
     let ret = unsafe {
         sys::fi_param_define(
             crate::provider(),
-            NICS.as_ptr(),
+            name.as_ptr(),
             sys::FI_PARAM_STRING,
             FMT.as_ptr(),
             help.as_ptr(),
         )
     };
     if ret != 0 {
-        crate::log::warn(&format!("declaring FI_RINGFAB_NICS failed ({ret})"));
+        crate::log::warn(&format!("declaring parameter {name:?} failed ({ret})"));
     }
 }
 
-/// The NICs to offer: `FI_RINGFAB_NICS` parsed, or [`DEFAULT_NICS`] when it is unset or
-/// empty. Entries that do not parse are logged and left out.
-pub(crate) fn nics() -> Vec<NicSpec> {
+/// A string parameter's value, if it is set and not blank.
+fn get(name: &CStr) -> Option<String> {
     let mut value: *mut c_char = core::ptr::null_mut();
     // SAFETY: a string parameter is returned as a `char *` into the environment, which the
     // pointer given has room for; the provider structure lives as long as the library.
     let ret = unsafe {
         sys::fi_param_get(
             crate::provider(),
-            NICS.as_ptr(),
+            name.as_ptr(),
             (&mut value as *mut *mut c_char).cast(),
         )
     };
@@ -58,13 +71,29 @@ pub(crate) fn nics() -> Vec<NicSpec> {
     let set = (ret == 0)
         .then(|| unsafe { crate::ffi::str_at(value) })
         .flatten();
-    let list = match set {
-        Some(s) if !s.trim().is_empty() => s,
-        _ => DEFAULT_NICS,
-    };
-    parse_list(list, |bad| {
+    set.filter(|s| !s.trim().is_empty()).map(str::to_owned)
+}
+
+/// The NICs to offer: `FI_RINGFAB_NICS` parsed, or [`DEFAULT_NICS`] when it is unset or
+/// empty. Entries that do not parse are logged and left out.
+pub(crate) fn nics() -> Vec<NicSpec> {
+    let list = get(NICS).unwrap_or_else(|| DEFAULT_NICS.to_owned());
+    parse_list(&list, |bad| {
         crate::log::warn(&format!("FI_RINGFAB_NICS: {bad}; left out"));
     })
+}
+
+/// The hub directory: `FI_RINGFAB_HUB`, or [`default_hub`].
+pub(crate) fn hub() -> std::path::PathBuf {
+    get(HUB).map_or_else(default_hub, Into::into)
+}
+
+/// A directory of the user's own under the system's temporary directory, so that two
+/// processes of one user meet with no configuration and other users' processes do not.
+pub(crate) fn default_hub() -> std::path::PathBuf {
+    // SAFETY: getuid(2) cannot fail and touches no memory of ours.
+    let uid = unsafe { libc::getuid() };
+    std::env::temp_dir().join(format!("ringfab-hub-{uid}"))
 }
 
 /// The entries of a `FI_RINGFAB_NICS` value, each error given to `bad`; a NIC named twice is

@@ -1,9 +1,12 @@
-//! The provider as libfabric loads it: `fi_info` (libfabric-bin) lists it, and a C program
-//! built against libfabric-dev checks fi_getinfo's hints through libfabric's C API. Both find
-//! `libringfab-fi.so` through `FI_PROVIDER_PATH`, as an application would.
+//! The provider as libfabric loads it: `fi_info` (libfabric-bin) lists it, C programs built
+//! against libfabric-dev check fi_getinfo's hints and the objects and data path through
+//! libfabric's C API, and `fi_pingpong` runs between two processes on each emulated NIC
+//! model. All find `libringfab-fi.so` through `FI_PROVIDER_PATH`, as an application would,
+//! and meet on an emulated wire hub of their own (`FI_RINGFAB_HUB`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// A directory holding only the provider this test run built, under the name libfabric
 /// expects (`lib<name>-fi.so`; Cargo names the file `libringfab_fi.so`).
@@ -30,16 +33,32 @@ fn make_provider_dir() -> PathBuf {
     dir
 }
 
-/// Runs `cmd` with the provider reachable, offering `nics` (`FI_RINGFAB_NICS`; `None`: the
-/// default NICs).
-fn run(cmd: &mut Command, nics: Option<&str>) -> Output {
+/// A fresh hub directory for one test, so that tests running at once (and other programs of
+/// the user's) are on wires of their own.
+fn hub_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("hub-{test}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `cmd` with the provider reachable, offering `nics` (`FI_RINGFAB_NICS`; `None`: the default
+/// NICs), on the hub `hub`.
+fn with_provider<'c>(cmd: &'c mut Command, nics: Option<&str>, hub: &Path) -> &'c mut Command {
     match nics {
         Some(n) => cmd.env("FI_RINGFAB_NICS", n),
         None => cmd.env_remove("FI_RINGFAB_NICS"),
     };
-    let out = cmd
-        .env("FI_PROVIDER_PATH", provider_dir())
+    cmd.env("FI_PROVIDER_PATH", provider_dir())
+        .env("FI_RINGFAB_HUB", hub)
         .env_remove("FI_PROVIDER")
+}
+
+/// Runs `cmd` with the provider reachable, offering `nics` (`FI_RINGFAB_NICS`; `None`: the
+/// default NICs).
+fn run(cmd: &mut Command, nics: Option<&str>) -> Output {
+    let hub = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hub-run");
+    let out = with_provider(cmd, nics, &hub)
         .output()
         .unwrap_or_else(|e| panic!("running {cmd:?}: {e} (install libfabric-bin and gcc)"));
     println!("{}", String::from_utf8_lossy(&out.stdout));
@@ -110,11 +129,10 @@ fn a_nic_that_cannot_be_opened_is_left_out() {
     assert!(text.contains("domain: emu:e1000e\n"));
 }
 
-#[test]
-fn c_program_checks_getinfo_hints_through_libfabric() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let exe = dir.join("getinfo_hints");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/getinfo_hints.c");
+/// Compiles `tests/c/<name>.c` against libfabric; the executable's path.
+fn compile(name: &str) -> PathBuf {
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = run(
         Command::new(&cc)
@@ -125,8 +143,92 @@ fn c_program_checks_getinfo_hints_through_libfabric() {
         None,
     );
     assert!(built.status.success(), "compiling {}", src.display());
+    exe
+}
+
+#[test]
+fn c_program_checks_getinfo_hints_through_libfabric() {
+    let exe = compile("getinfo_hints");
     let out = run(&mut Command::new(&exe), None);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert!(text.contains(" passed, 0 failed"), "{text}");
+}
+
+#[test]
+fn c_program_checks_domains_queues_and_messages_through_libfabric() {
+    let exe = compile("dgram_objects");
+    let hub = hub_dir("dgram-objects");
+    let out = with_provider(&mut Command::new(&exe), Some("emu:igb,emu:e1000e"), &hub)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(" passed, 0 failed"), "{text}");
+}
+
+/// A TCP port nobody listens on now, for fi_pingpong's control connection.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `fi_pingpong -p ringfab -e dgram` with data checks between a server and a client process,
+/// each with an emulated `nic`, on a hub of their own.
+fn pingpong(nic: &str) {
+    let hub = hub_dir(&format!("pingpong-{nic}"));
+    let nics = format!("emu:{nic}");
+    let port = free_port().to_string();
+    let args = ["-p", "ringfab", "-e", "dgram", "-I", "20", "-c"];
+    let server = with_provider(&mut Command::new("fi_pingpong"), Some(&nics), &hub)
+        .args(args)
+        .args(["-B", &port])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running fi_pingpong (install libfabric-bin)");
+    // The client connects to the server's control port: retried until the server listens.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let client = loop {
+        let out = with_provider(&mut Command::new("fi_pingpong"), Some(&nics), &hub)
+            .args(args)
+            .args(["-P", &port, "127.0.0.1"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() || !err.contains("failed to connect") || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let server = server.wait_with_output().unwrap();
+    for (who, out) in [("client", &client), ("server", &server)] {
+        println!("{who}:\n{}", String::from_utf8_lossy(&out.stdout));
+        eprintln!("{who}:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    for (who, out) in [("client", client), ("server", server)] {
+        assert!(out.status.success(), "{nic}: fi_pingpong {who} failed");
+        let text = String::from_utf8(out.stdout).unwrap();
+        // One line per size (64, 256, 1k by default), every message acknowledged.
+        assert_eq!(text.matches("=20 ").count(), 3, "{nic}: {who}: {text}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&hub).unwrap().collect();
+    assert!(left.is_empty(), "{nic}: the hub keeps {left:?}");
+}
+
+#[test]
+fn fi_pingpong_dgram_between_two_processes_on_igb() {
+    pingpong("igb");
+}
+
+#[test]
+fn fi_pingpong_dgram_between_two_processes_on_e1000e() {
+    pingpong("e1000e");
+}
+
+#[test]
+fn fi_pingpong_dgram_between_two_processes_on_virtio_net() {
+    pingpong("virtio-net");
 }

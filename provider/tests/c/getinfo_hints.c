@@ -96,18 +96,21 @@ int main(void)
 	hints->domain_attr->name = strdup("emu:igb");
 
 	/* Secondary capabilities asked for are given, and change what is measured. */
-	hints->caps = FI_MSG | FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR;
+	hints->caps = FI_MSG | FI_SOURCE | FI_SOURCE_ERR;
 	hints->tx_attr->iov_limit = 2;
 	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info);
-	CHECK(ret == 0, "multi-recv hints: %d", ret);
+	CHECK(ret == 0, "source hints: %d", ret);
 	if (ret == 0) {
-		CHECK((info->caps & (FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR)) ==
-			      (FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR),
+		CHECK((info->caps & (FI_SOURCE | FI_SOURCE_ERR)) == (FI_SOURCE | FI_SOURCE_ERR),
 		      "caps %#llx", (unsigned long long)info->caps);
-		CHECK(info->rx_attr->caps & FI_MULTI_RECV, "rx caps");
+		CHECK(info->rx_attr->caps & FI_SOURCE, "rx caps");
 		CHECK(info->tx_attr->iov_limit == 2, "tx iov_limit %zu", info->tx_attr->iov_limit);
 		fi_freeinfo(info);
 	}
+	/* Core has multi-receive buffers; the provider's receive path does not place them yet. */
+	hints->caps = FI_MSG | FI_MULTI_RECV;
+	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info);
+	CHECK(ret == -FI_ENODATA, "multi-recv hints: %d", ret);
 	hints->caps = FI_MSG;
 	hints->tx_attr->iov_limit = 0;
 
@@ -156,7 +159,7 @@ int main(void)
 		fi_freeinfo(info);
 	}
 
-	/* A fabric opens and closes; what is not built yet says so. */
+	/* A fabric and a domain open and close (the objects on a domain: dgram_objects.c). */
 	free(hints->src_addr);
 	hints->src_addr = NULL;
 	hints->src_addrlen = 0;
@@ -168,7 +171,11 @@ int main(void)
 		CHECK(ret == 0, "fi_fabric: %d", ret);
 		if (ret == 0) {
 			ret = fi_domain(fabric, info, &domain, NULL);
-			CHECK(ret == -FI_ENOSYS, "fi_domain: %d", ret);
+			CHECK(ret == 0, "fi_domain: %d", ret);
+			if (ret == 0) {
+				ret = fi_close(&domain->fid);
+				CHECK(ret == 0, "fi_close(domain): %d", ret);
+			}
 			ret = fi_close(&fabric->fid);
 			CHECK(ret == 0, "fi_close(fabric): %d", ret);
 		}

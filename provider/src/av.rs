@@ -1,0 +1,347 @@
+//! Address vectors (`fi_av_open`, fi_av(3)) over core's [`AddressVector`]: addresses are
+//! ringfab's 8 bytes (`FI_FORMAT_UNSPEC`: the NIC's MAC, then the receive context,
+//! big-endian), and an `fi_addr_t` is the index of the address in the table — for
+//! `FI_AV_TABLE` as fi_av(3) requires, and for `FI_AV_MAP`, whose values are the provider's
+//! to choose.
+//!
+//! Inserting an address on an emulated NIC first waits (at most [`PEER_WAIT`]) until the
+//! emulated wire's hub knows another process: frames sent before a member is known do not
+//! reach it, and an application that inserts a peer's address is about to send to it.
+
+use core::ffi::{c_char, c_int, c_void};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use ringfab::av::{AddressVector, AvAttr, EpAddr, FiAddr};
+
+use crate::domain::DomainObj;
+use crate::ffi::{self, errno};
+use crate::fid::{self, Ops};
+use crate::nosys::{self, NoSys};
+use crate::sys;
+
+/// The longest an insert waits for the hub to know a peer.
+const PEER_WAIT: Duration = Duration::from_secs(2);
+
+/// An address vector as the provider allocates it.
+#[repr(C)]
+pub(crate) struct AvObj {
+    fid: sys::fid_av,
+    pub(crate) domain: &'static DomainObj,
+    /// Core's AV; `None` once closed (a close core refused puts it back).
+    core: Mutex<Option<AddressVector>>,
+}
+
+impl AvObj {
+    /// Runs `f` on core's AV (`-FI_EINVAL` if it is closed).
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&AddressVector) -> R) -> Result<R, c_int> {
+        let guard = self.core.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.as_ref().map(f).ok_or(errno::INVAL)
+    }
+}
+
+static FI_OPS: Ops<sys::fi_ops> = Ops(sys::fi_ops {
+    size: core::mem::size_of::<sys::fi_ops>(),
+    close: Some(close),
+    bind: Some(nosys::bind),
+    control: Some(nosys::control),
+    ops_open: Some(nosys::ops_open),
+    tostr: Some(nosys::tostr),
+    ops_set: Some(nosys::ops_set),
+});
+
+static AV_OPS: Ops<sys::fi_ops_av> = Ops(sys::fi_ops_av {
+    size: core::mem::size_of::<sys::fi_ops_av>(),
+    insert: Some(insert),
+    insertsvc: Some(insertsvc),
+    insertsym: Some(NoSys::NOSYS),
+    remove: Some(remove),
+    lookup: Some(lookup),
+    straddr: Some(straddr),
+    av_set: Some(NoSys::NOSYS),
+});
+
+/// The address vector `fid` is, if it is one of this provider's.
+///
+/// # Safety
+/// `fid` is null or points to a `struct fid`.
+pub(crate) unsafe fn ours<'a>(fid: *const sys::fid) -> Option<&'a AvObj> {
+    // SAFETY: null or a valid fid; AVs of this class and table are `AvObj`s, alive until
+    // fi_close.
+    unsafe { fid::ours(fid, sys::FI_CLASS_AV, &FI_OPS) }
+}
+
+/// `fi_ops_domain::av_open` (`fi_av_open`).
+pub(crate) unsafe extern "C" fn open(
+    domain: *mut sys::fid_domain,
+    attr: *mut sys::fi_av_attr,
+    av: *mut *mut sys::fid_av,
+    context: *mut c_void,
+) -> c_int {
+    ffi::guard("fi_av_open", || {
+        // SAFETY: the application's domain fid, checked to be one of ours.
+        let Some(d) = (unsafe { crate::domain::ours(domain.cast()) }) else {
+            return errno::INVAL;
+        };
+        // SAFETY: null or the application's attributes.
+        let Some(a) = (unsafe { attr.as_ref() }) else {
+            return errno::INVAL;
+        };
+        if av.is_null() {
+            return errno::INVAL;
+        }
+        if !matches!(
+            a.type_,
+            sys::FI_AV_UNSPEC | sys::FI_AV_TABLE | sys::FI_AV_MAP
+        ) {
+            return errno::INVAL;
+        }
+        if !a.name.is_null() || !a.map_addr.is_null() {
+            // Shared (named) AVs.
+            return errno::NOSYS;
+        }
+        if a.flags & !sys::FI_SYMMETRIC != 0 {
+            // FI_EVENT needs an EQ bound to the AV; FI_READ a named one.
+            return errno::BADFLAGS;
+        }
+        let Ok(rx_ctx_bits) = u32::try_from(a.rx_ctx_bits) else {
+            return errno::INVAL;
+        };
+        let attr = AvAttr {
+            count: a.count,
+            rx_ctx_bits,
+        };
+        let core = match d.core().open_av(&attr) {
+            Ok(av) => av,
+            Err(e) => return ffi::fail(e),
+        };
+        let obj = Box::new(AvObj {
+            fid: sys::fid_av {
+                fid: fid::new(sys::FI_CLASS_AV, context, &FI_OPS),
+                ops: AV_OPS.ptr(),
+            },
+            domain: d.retain(),
+            core: Mutex::new(Some(core)),
+        });
+        // SAFETY: checked not null; the AV is the caller's until fi_close.
+        unsafe { *av = Box::into_raw(obj).cast() };
+        0
+    })
+}
+
+/// `fi_ops::close` of an AV: `-FI_EBUSY` while an endpoint is bound to it.
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    ffi::guard("fi_close(av)", || {
+        // SAFETY: libfabric passes the fid it was given, or null.
+        let Some(a) = (unsafe { ours(fid) }) else {
+            return errno::INVAL;
+        };
+        let mut guard = a.core.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(handle) = guard.take() {
+            if let Err((e, back)) = handle.close(a.domain.core()) {
+                *guard = Some(back);
+                return ffi::fail(e);
+            }
+        }
+        drop(guard);
+        let domain = a.domain;
+        // SAFETY: made by Box::into_raw in `open`, closed once.
+        unsafe { fid::free(a) };
+        domain.release();
+        0
+    })
+}
+
+/// Inserts `addrs` (with `fi_addr` null or `addrs.len()` long): the number inserted.
+///
+/// # Safety
+/// `fi_addr` null or valid for `addrs.len()` writes.
+unsafe fn insert_addrs(a: &AvObj, addrs: &[EpAddr], fi_addr: *mut u64) -> c_int {
+    let mut out = vec![FiAddr::NOTAVAIL; addrs.len()];
+    let n = match a.with(|av| av.insert(a.domain.core(), addrs, &mut out)) {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => return ffi::fail(e),
+        Err(e) => return e,
+    };
+    if !fi_addr.is_null() {
+        for (i, h) in out.iter().enumerate() {
+            // SAFETY: the caller's promise: `addrs.len()` entries.
+            unsafe { *fi_addr.add(i) = h.0 };
+        }
+    }
+    if n > 0 && !a.domain.nic.wait_for_peer(PEER_WAIT) {
+        crate::log::info("fi_av_insert: no other member on the emulated wire's hub yet");
+    }
+    c_int::try_from(n).unwrap_or(c_int::MAX)
+}
+
+/// `fi_av_insert`: `count` addresses of 8 bytes each.
+unsafe extern "C" fn insert(
+    av: *mut sys::fid_av,
+    addr: *const c_void,
+    count: usize,
+    fi_addr: *mut u64,
+    flags: u64,
+    _context: *mut c_void,
+) -> c_int {
+    ffi::guard("fi_av_insert", || {
+        // SAFETY: the application's fid, checked to be one of ours.
+        let Some(a) = (unsafe { ours(av.cast()) }) else {
+            return errno::INVAL;
+        };
+        if flags & !sys::FI_MORE != 0 {
+            return errno::BADFLAGS;
+        }
+        if count == 0 {
+            return 0;
+        }
+        let Some(bytes_len) = count.checked_mul(EpAddr::LEN) else {
+            return errno::INVAL;
+        };
+        if addr.is_null() {
+            return errno::INVAL;
+        }
+        // SAFETY: fi_av(3): `count` addresses of the AV's format (8 bytes each) at `addr`.
+        let bytes = unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), bytes_len) };
+        let addrs: Vec<EpAddr> = bytes
+            .chunks_exact(EpAddr::LEN)
+            .filter_map(|c| EpAddr::from_bytes(c).ok())
+            .collect();
+        // SAFETY: `fi_addr` holds `count` entries (fi_av(3)) or is null.
+        unsafe { insert_addrs(a, &addrs, fi_addr) }
+    })
+}
+
+/// `fi_av_insertsvc`: `node` a MAC address (`02:52:00:12:34:00`), `service` a receive
+/// context (none: 0), as `fi_getinfo` takes them.
+unsafe extern "C" fn insertsvc(
+    av: *mut sys::fid_av,
+    node: *const c_char,
+    service: *const c_char,
+    fi_addr: *mut u64,
+    flags: u64,
+    _context: *mut c_void,
+) -> c_int {
+    ffi::guard("fi_av_insertsvc", || {
+        // SAFETY: the application's fid, checked to be one of ours.
+        let Some(a) = (unsafe { ours(av.cast()) }) else {
+            return errno::INVAL;
+        };
+        if flags & !sys::FI_MORE != 0 {
+            return errno::BADFLAGS;
+        }
+        // SAFETY: null or the application's strings.
+        let (node, service) = unsafe { (ffi::str_at(node), ffi::str_at(service)) };
+        let Some(addr) = node.and_then(|n| crate::getinfo::parse_node(n, service)) else {
+            return errno::INVAL;
+        };
+        // SAFETY: one entry at `fi_addr`, or null.
+        unsafe { insert_addrs(a, &[addr], fi_addr) }
+    })
+}
+
+/// `fi_av_remove`.
+unsafe extern "C" fn remove(
+    av: *mut sys::fid_av,
+    fi_addr: *mut u64,
+    count: usize,
+    flags: u64,
+) -> c_int {
+    ffi::guard("fi_av_remove", || {
+        // SAFETY: the application's fid, checked to be one of ours.
+        let Some(a) = (unsafe { ours(av.cast()) }) else {
+            return errno::INVAL;
+        };
+        if flags != 0 {
+            return errno::BADFLAGS;
+        }
+        if count == 0 {
+            return 0;
+        }
+        if fi_addr.is_null() {
+            return errno::INVAL;
+        }
+        // SAFETY: fi_av(3): `count` handles at `fi_addr`.
+        let handles: Vec<FiAddr> = unsafe { core::slice::from_raw_parts(fi_addr, count) }
+            .iter()
+            .map(|&h| FiAddr(h))
+            .collect();
+        match a.with(|av| av.remove(a.domain.core(), &handles)) {
+            Ok(Ok(())) => 0,
+            Ok(Err(e)) => ffi::fail(e),
+            Err(e) => e,
+        }
+    })
+}
+
+/// `fi_av_lookup`: the address behind `fi_addr`; `*addrlen` becomes its size (8), and only
+/// as much as fits is copied (fi_av(3)).
+unsafe extern "C" fn lookup(
+    av: *mut sys::fid_av,
+    fi_addr: u64,
+    addr: *mut c_void,
+    addrlen: *mut usize,
+) -> c_int {
+    ffi::guard("fi_av_lookup", || {
+        // SAFETY: the application's fid, checked to be one of ours.
+        let Some(a) = (unsafe { ours(av.cast()) }) else {
+            return errno::INVAL;
+        };
+        if addrlen.is_null() {
+            return errno::INVAL;
+        }
+        let found = match a.with(|av| av.lookup(a.domain.core(), FiAddr(fi_addr))) {
+            Ok(Ok(found)) => found.to_bytes(),
+            Ok(Err(_)) => return ffi::neg(sys::FI_ENOENT),
+            Err(e) => return e,
+        };
+        // SAFETY: checked not null; the caller's size of `addr`.
+        let room = unsafe { *addrlen };
+        if !addr.is_null() {
+            let n = room.min(found.len());
+            // SAFETY: `addr` holds `room` bytes (fi_av(3)); `n` <= `room`.
+            unsafe { core::ptr::copy_nonoverlapping(found.as_ptr(), addr.cast::<u8>(), n) };
+        }
+        // SAFETY: checked not null.
+        unsafe { *addrlen = found.len() };
+        0
+    })
+}
+
+/// `fi_av_straddr`: `ringfab://02:52:00:12:34:00/0` (MAC, receive context); `*len` becomes
+/// the size the whole string needs, NUL included.
+unsafe extern "C" fn straddr(
+    av: *mut sys::fid_av,
+    addr: *const c_void,
+    buf: *mut c_char,
+    len: *mut usize,
+) -> *const c_char {
+    let mut out: *const c_char = core::ptr::null();
+    let _: c_int = ffi::guard("fi_av_straddr", || {
+        // SAFETY: the application's fid, checked to be one of ours.
+        if unsafe { ours(av.cast()) }.is_none() || addr.is_null() || len.is_null() {
+            return errno::INVAL;
+        }
+        // SAFETY: an address of the AV's format: 8 bytes.
+        let bytes = unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), EpAddr::LEN) };
+        let Ok(a) = EpAddr::from_bytes(bytes) else {
+            return errno::INVAL;
+        };
+        let text = format!("ringfab://{}/{}", a.mac, a.ctx);
+        // SAFETY: checked not null: the caller's size of `buf`.
+        let room = unsafe { *len };
+        if !buf.is_null() && room > 0 {
+            let n = text.len().min(room - 1);
+            // SAFETY: `buf` holds `room` bytes; `n + 1` <= `room`.
+            unsafe {
+                core::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+                *buf.add(n) = 0;
+            }
+            out = buf;
+        }
+        // SAFETY: checked not null.
+        unsafe { *len = text.len() + 1 };
+        0
+    });
+    out
+}

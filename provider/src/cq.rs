@@ -1,0 +1,617 @@
+//! Completion queues (`fi_cq_open`, fi_cq(3)) over core's hard CQ.
+//!
+//! Core's CQ is opened in the richest format (tagged entries) and every entry is written in
+//! the format the application asked for: the four formats are each a prefix of the next
+//! (`fi_cq_entry` ⊂ `msg` ⊂ `data` ⊂ `tagged`), as core's entry types are. On the way, each
+//! completion is matched with the provider's record of its operation ([`crate::ops`]): the
+//! context becomes the application's, a receive's payload is copied from the endpoint's
+//! buffer into the application's (a payload longer than the application's buffer becomes an
+//! `FI_ETRUNC` error entry with `olen`, fi_cq(3)), and the endpoint's buffer goes back to it.
+//!
+//! Entries the provider makes itself (truncations) wait in a small queue of the CQ's own, in
+//! order with core's: `fi_cq_read` returns the successes before an error, then
+//! `-FI_EAVAIL` until `fi_cq_readerr` takes it, as core does for its own errors.
+//!
+//! Wait objects are core's: `FI_WAIT_NONE`, `FI_WAIT_UNSPEC`, `FI_WAIT_YIELD`, and
+//! `FI_WAIT_FD`, whose descriptor `fi_control(FI_GETWAIT)` gives (the emulated NIC's
+//! interrupt eventfd); wait sets (`FI_WAIT_SET`) are not offered yet.
+
+use core::ffi::{c_char, c_int, c_void};
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use ringfab::av::FiAddr;
+use ringfab::cq::{CompletionQueue, CqAttr, CqControl, CqFormat, ErrEntry, TaggedEntry, WaitCond};
+use ringfab::entry::{BufAddr, OpContext, Tagged};
+use ringfab::errdata::{ErrDataOut, ERR_DATA_MAX};
+use ringfab::flags::{CompletionFlags, CqFlags};
+use ringfab::hal::RawWait;
+use ringfab::mr::Buf;
+use ringfab::{Error, WaitObj};
+
+use crate::domain::DomainObj;
+use crate::ffi::{self, errno, Ret};
+use crate::fid::{self, Ops};
+use crate::nosys;
+use crate::ops;
+use crate::sys;
+use crate::table::ProvNic;
+
+/// Completions read from core at once.
+const BATCH: usize = 64;
+
+/// A completion queue as the provider allocates it.
+#[repr(C)]
+pub(crate) struct CqObj {
+    fid: sys::fid_cq,
+    pub(crate) domain: &'static DomainObj,
+    /// The application's format.
+    format: CqFormat,
+    /// Core's CQ: shared by reads, blocking reads and signals; taken alone by `readerr` and
+    /// `fi_control`, which core serializes so.
+    core: RwLock<Option<CompletionQueue<ProvNic, Tagged>>>,
+    /// Entries translated and waiting for the application, in order (see the module
+    /// documentation).
+    ready: Mutex<VecDeque<Ready>>,
+    /// Where `err_data` of the last `fi_cq_readerr` points, when the application gave no
+    /// buffer; and what `fi_cq_strerror` writes without one.
+    err_buf: Mutex<[u8; ERR_DATA_MAX]>,
+    str_buf: Mutex<[u8; 256]>,
+}
+
+/// A translated entry.
+enum Ready {
+    Ok(TaggedEntry, FiAddr),
+    Err(ErrEntry, Vec<u8>),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain values: consistent whatever panicked while they were held.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+static FI_OPS: Ops<sys::fi_ops> = Ops(sys::fi_ops {
+    size: core::mem::size_of::<sys::fi_ops>(),
+    close: Some(close),
+    bind: Some(nosys::bind),
+    control: Some(control),
+    ops_open: Some(nosys::ops_open),
+    tostr: Some(nosys::tostr),
+    ops_set: Some(nosys::ops_set),
+});
+
+static CQ_OPS: Ops<sys::fi_ops_cq> = Ops(sys::fi_ops_cq {
+    size: core::mem::size_of::<sys::fi_ops_cq>(),
+    read: Some(read),
+    readfrom: Some(readfrom),
+    readerr: Some(readerr),
+    sread: Some(sread),
+    sreadfrom: Some(sreadfrom),
+    signal: Some(signal),
+    strerror: Some(strerror),
+});
+
+/// The CQ `fid` is, if it is one of this provider's.
+///
+/// # Safety
+/// `fid` is null or points to a `struct fid`.
+pub(crate) unsafe fn ours<'a>(fid: *const sys::fid) -> Option<&'a CqObj> {
+    // SAFETY: null or a valid fid; CQs of this class and table are `CqObj`s, alive until
+    // fi_close.
+    unsafe { fid::ours(fid, sys::FI_CLASS_CQ, &FI_OPS) }
+}
+
+/// A monotonic clock for core's blocking reads.
+struct StdClock(Instant);
+
+impl ringfab::Clock for StdClock {
+    fn now(&self) -> Duration {
+        self.0.elapsed()
+    }
+}
+
+/// The size of one entry of `format` in the application's buffer.
+fn entry_size(format: CqFormat) -> usize {
+    use core::mem::size_of;
+    match format {
+        CqFormat::Context | CqFormat::Unspec => size_of::<ringfab::cq::ContextEntry>(),
+        CqFormat::Msg => size_of::<ringfab::cq::MsgEntry>(),
+        CqFormat::Data => size_of::<ringfab::cq::DataEntry>(),
+        CqFormat::Tagged => size_of::<TaggedEntry>(),
+    }
+}
+
+/// `fi_ops_domain::cq_open` (`fi_cq_open`).
+pub(crate) unsafe extern "C" fn open(
+    domain: *mut sys::fid_domain,
+    attr: *mut sys::fi_cq_attr,
+    cq: *mut *mut sys::fid_cq,
+    context: *mut c_void,
+) -> c_int {
+    ffi::guard("fi_cq_open", || {
+        // SAFETY: the application's domain fid, checked to be one of ours.
+        let Some(d) = (unsafe { crate::domain::ours(domain.cast()) }) else {
+            return errno::INVAL;
+        };
+        // SAFETY: null or the application's attributes.
+        let Some(a) = (unsafe { attr.as_ref() }) else {
+            return errno::INVAL;
+        };
+        if cq.is_null() {
+            return errno::INVAL;
+        }
+        let format = match CqFormat::from_raw(a.format) {
+            Ok(f) => f.resolve(),
+            Err(e) => return ffi::fail(e),
+        };
+        let (wait_obj, wait_cond) = match (
+            WaitObj::from_raw(a.wait_obj),
+            WaitCond::from_raw(a.wait_cond),
+        ) {
+            (Ok(w), Ok(c)) => (w, c),
+            (Err(e), _) | (_, Err(e)) => return ffi::fail(e),
+        };
+        if wait_obj == WaitObj::Set {
+            // No fi_wait_open yet: no wait set to name.
+            return errno::NOSYS;
+        }
+        let attr = CqAttr {
+            size: a.size,
+            flags: CqFlags::from_bits_retain(a.flags),
+            format: CqFormat::Unspec,
+            wait_obj,
+            signaling_vector: a.signaling_vector,
+            wait_cond,
+            wait_set: None,
+        };
+        let core = match d.core().open_cq::<Tagged>(&attr) {
+            Ok(cq) => cq,
+            Err(e) => return ffi::fail(e),
+        };
+        let obj = Box::new(CqObj {
+            fid: sys::fid_cq {
+                fid: fid::new(sys::FI_CLASS_CQ, context, &FI_OPS),
+                ops: CQ_OPS.ptr(),
+            },
+            domain: d.retain(),
+            format,
+            core: RwLock::new(Some(core)),
+            ready: Mutex::new(VecDeque::new()),
+            err_buf: Mutex::new([0; ERR_DATA_MAX]),
+            str_buf: Mutex::new([0; 256]),
+        });
+        // SAFETY: checked not null; the CQ is the caller's until fi_close.
+        unsafe { *cq = Box::into_raw(obj).cast() };
+        0
+    })
+}
+
+/// `fi_ops::close` of a CQ: `-FI_EBUSY` while an endpoint is bound to it.
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    ffi::guard("fi_close(cq)", || {
+        // SAFETY: libfabric passes the fid it was given, or null.
+        let Some(c) = (unsafe { ours(fid) }) else {
+            return errno::INVAL;
+        };
+        let mut guard = c.core.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(core) = guard.take() {
+            if let Err((e, back)) = core.close(c.domain.core()) {
+                *guard = Some(back);
+                return ffi::fail(e);
+            }
+        }
+        drop(guard);
+        // Entries read from core and not taken: their records are gone already.
+        lock(&c.ready).clear();
+        let domain = c.domain;
+        // SAFETY: made by Box::into_raw in `open`, closed once.
+        unsafe { fid::free(c) };
+        domain.release();
+        0
+    })
+}
+
+/// `fi_ops::control` of a CQ: `FI_GETWAIT` gives the wait object's descriptor (an `int`) of
+/// an `FI_WAIT_FD` CQ (fi_cq(3), fi_control(3)).
+unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, arg: *mut c_void) -> c_int {
+    ffi::guard("fi_control(cq)", || {
+        // SAFETY: libfabric passes the fid it was given, or null.
+        let Some(c) = (unsafe { ours(fid) }) else {
+            return errno::INVAL;
+        };
+        if command != sys::FI_GETWAIT as c_int {
+            return errno::NOSYS;
+        }
+        if arg.is_null() {
+            return errno::INVAL;
+        }
+        let mut guard = c.core.write().unwrap_or_else(PoisonError::into_inner);
+        let Some(core) = guard.as_mut() else {
+            return errno::INVAL;
+        };
+        match core.control(CqControl::GetWait) {
+            Ok(RawWait::Fd(fd)) => {
+                // SAFETY: fi_control(3): FI_GETWAIT on an FI_WAIT_FD CQ takes an `int *`.
+                unsafe { *arg.cast::<c_int>() = fd };
+                0
+            }
+            Ok(_) => errno::NOSYS,
+            Err(e) => ffi::fail(e),
+        }
+    })
+}
+
+impl CqObj {
+    /// Runs `f` on core's CQ (`-FI_EINVAL` if it is closed).
+    pub(crate) fn with_core<R>(
+        &self,
+        f: impl FnOnce(&CompletionQueue<ProvNic, Tagged>) -> R,
+    ) -> Result<R, c_int> {
+        let guard = self.core.read().unwrap_or_else(PoisonError::into_inner);
+        guard.as_ref().map(f).ok_or(errno::INVAL)
+    }
+
+    /// Moves up to `want` completions from core into `ready`, translated. `Ok(n)` read, or
+    /// core's error (`Again`, `Avail`, `Overrun`, …).
+    fn pull(&self, ready: &mut VecDeque<Ready>, want: usize) -> Result<usize, Error> {
+        let guard = self.core.read().unwrap_or_else(PoisonError::into_inner);
+        let core = guard.as_ref().ok_or(Error::OpBadState)?;
+        let dom = self.domain.core();
+        let want = want.clamp(1, BATCH);
+        let mut entries = [TaggedEntry::default(); BATCH];
+        let mut src = [FiAddr::NOTAVAIL; BATCH];
+        let mut bufs: [Option<Buf<'static>>; BATCH] = [const { None }; BATCH];
+        let n = core.read_owned(
+            dom,
+            &mut entries[..want],
+            &mut src[..want],
+            &mut bufs[..want],
+        )?;
+        for ((e, s), b) in entries.iter().zip(src).zip(bufs.iter_mut()).take(n) {
+            ready.push_back(translate(*e, s, b.take()));
+        }
+        Ok(n)
+    }
+
+    /// Writes up to `count` ready entries into `buf` (and their sources into `src`, if not
+    /// null): the number written, or the negated error.
+    ///
+    /// # Safety
+    /// `buf` holds `count` entries of the CQ's format; `src` null or `count` long.
+    unsafe fn read_into(&self, buf: *mut c_void, count: usize, src: *mut u64) -> isize {
+        if buf.is_null() && count > 0 {
+            return isize::neg(sys::FI_EINVAL);
+        }
+        let size = entry_size(self.format);
+        let mut ready = lock(&self.ready);
+        let mut n = 0;
+        let mut core_err = None;
+        while n < count {
+            match ready.front() {
+                Some(Ready::Ok(e, s)) => {
+                    // SAFETY: entry `n` < `count` of the caller's buffer; the formats are
+                    // prefixes of the tagged entry (module documentation).
+                    unsafe {
+                        core::ptr::copy_nonoverlapping(
+                            (e as *const TaggedEntry).cast::<u8>(),
+                            buf.cast::<u8>().add(n * size),
+                            size,
+                        );
+                        if !src.is_null() {
+                            *src.add(n) = s.0;
+                        }
+                    }
+                    ready.pop_front();
+                    n += 1;
+                }
+                Some(Ready::Err(..)) => break,
+                None => match self.pull(&mut ready, count - n) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) => {
+                        core_err = Some(e);
+                        break;
+                    }
+                },
+            }
+        }
+        if n > 0 {
+            return n as isize;
+        }
+        if matches!(ready.front(), Some(Ready::Err(..))) {
+            return isize::neg(sys::FI_EAVAIL as i32);
+        }
+        match core_err {
+            Some(e) => ffi::fail(e),
+            None => isize::neg(sys::FI_EAGAIN),
+        }
+    }
+
+    /// `fi_cq_sread`: waits up to `timeout` ms (negative: for ever) for entries.
+    ///
+    /// # Safety
+    /// As [`read_into`](Self::read_into).
+    unsafe fn sread_into(
+        &self,
+        buf: *mut c_void,
+        count: usize,
+        src: *mut u64,
+        timeout: c_int,
+    ) -> isize {
+        let clock = StdClock(Instant::now());
+        let deadline = u64::try_from(timeout).ok().map(Duration::from_millis);
+        loop {
+            // SAFETY: the caller's promise.
+            let r = unsafe { self.read_into(buf, count, src) };
+            if r != isize::neg(sys::FI_EAGAIN) {
+                return r;
+            }
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_sub(ringfab::Clock::now(&clock)) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return r,
+                },
+            };
+            let guard = self.core.read().unwrap_or_else(PoisonError::into_inner);
+            let Some(core) = guard.as_ref() else {
+                return isize::neg(sys::FI_EINVAL);
+            };
+            // An empty output: core waits until something is queued (fi_cq(3)'s sread), and
+            // the loop reads it above.
+            match core.sread(self.domain.core(), &mut [], None, left, &clock) {
+                Ok(_) => {}
+                // Timed out or signalled with nothing read.
+                Err(Error::Again) => return isize::neg(sys::FI_EAGAIN),
+                Err(Error::Avail) => {}
+                Err(e) => return ffi::fail(e),
+            }
+        }
+    }
+}
+
+/// One completion of core's, as the application sees it: the provider's record taken, the
+/// payload copied, the endpoint's buffer given back.
+fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Ready {
+    let Some(rec) = ops::take(e.op_context) else {
+        // A completion of no operation of the application's (core's own context for an
+        // endpoint: the application's fi_endpoint context), or of an endpoint now closed.
+        return Ready::Ok(e, src);
+    };
+    let mut out = TaggedEntry {
+        op_context: OpContext(rec.context),
+        ..e
+    };
+    let is_recv = e.flags.contains(CompletionFlags::RECV);
+    let mut result = None;
+    if let (Some((app, app_len)), Some(b)) = (rec.recv, buf.as_ref()) {
+        let n = e.len.min(app_len);
+        if n > 0 {
+            // SAFETY: fi_msg(3): the application's receive buffer holds `app_len` bytes and
+            // is the provider's until this completion is reported; `n` <= `app_len`.
+            let dst = unsafe { core::slice::from_raw_parts_mut(app as *mut u8, n) };
+            if b.read(rec.shared.payload_offset, dst).is_err() {
+                out.len = 0;
+            }
+        }
+        out.buf = BufAddr(app);
+        if e.len > app_len {
+            // fi_cq(3): a message longer than the buffer completes in error, FI_ETRUNC, with
+            // the bytes that did not fit in `olen`.
+            let err = ErrEntry {
+                op_context: out.op_context,
+                flags: out.flags,
+                len: app_len,
+                buf: out.buf,
+                data: out.data,
+                olen: e.len - app_len,
+                err: Error::Trunc.errno(),
+                src_addr: src.0,
+                ..ErrEntry::default()
+            };
+            result = Some(Ready::Err(err, Vec::new()));
+        } else {
+            out.len = n;
+        }
+    } else if !is_recv {
+        out.buf = BufAddr::NULL;
+    }
+    if let Some(b) = buf {
+        rec.shared.give_back(b, is_recv);
+    }
+    result.unwrap_or(Ready::Ok(out, src))
+}
+
+/// The CQ of an `fid_cq` from the application, as `isize`'s error if it is not one of ours.
+///
+/// # Safety
+/// `cq` null or a `struct fid_cq`.
+unsafe fn cq_of<'a>(cq: *mut sys::fid_cq) -> Result<&'a CqObj, isize> {
+    // SAFETY: the caller's promise.
+    unsafe { ours(cq.cast()) }.ok_or(isize::neg(sys::FI_EINVAL))
+}
+
+/// `fi_cq_read`.
+unsafe extern "C" fn read(cq: *mut sys::fid_cq, buf: *mut c_void, count: usize) -> isize {
+    ffi::guard("fi_cq_read", || {
+        // SAFETY: the application's CQ and buffer of `count` entries (fi_cq(3)).
+        unsafe { cq_of(cq).map_or_else(|e| e, |c| c.read_into(buf, count, core::ptr::null_mut())) }
+    })
+}
+
+/// `fi_cq_readfrom`.
+unsafe extern "C" fn readfrom(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src_addr: *mut u64,
+) -> isize {
+    ffi::guard("fi_cq_readfrom", || {
+        // SAFETY: the application's CQ, buffer and source array of `count` entries.
+        unsafe { cq_of(cq).map_or_else(|e| e, |c| c.read_into(buf, count, src_addr)) }
+    })
+}
+
+/// `fi_cq_sread`.
+unsafe extern "C" fn sread(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    _cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    ffi::guard("fi_cq_sread", || {
+        // SAFETY: as `read`; the threshold is a hint (fi_cq(3)) and one entry is enough.
+        unsafe {
+            cq_of(cq).map_or_else(
+                |e| e,
+                |c| c.sread_into(buf, count, core::ptr::null_mut(), timeout),
+            )
+        }
+    })
+}
+
+/// `fi_cq_sreadfrom`.
+unsafe extern "C" fn sreadfrom(
+    cq: *mut sys::fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src_addr: *mut u64,
+    _cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    ffi::guard("fi_cq_sreadfrom", || {
+        // SAFETY: as `readfrom`.
+        unsafe { cq_of(cq).map_or_else(|e| e, |c| c.sread_into(buf, count, src_addr, timeout)) }
+    })
+}
+
+/// `fi_cq_readerr`: the error entry at the head, written in the layout of the application's
+/// API version; 1 on success.
+unsafe extern "C" fn readerr(
+    cq: *mut sys::fid_cq,
+    buf: *mut sys::fi_cq_err_entry,
+    flags: u64,
+) -> isize {
+    ffi::guard("fi_cq_readerr", || {
+        // SAFETY: the application's CQ.
+        let c = match unsafe { cq_of(cq) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        if buf.is_null() {
+            return isize::neg(sys::FI_EINVAL);
+        }
+        if flags != 0 {
+            return isize::neg(sys::FI_EBADFLAGS as i32);
+        }
+        let mut ready = lock(&c.ready);
+        let (entry, data) = match ready.front() {
+            Some(Ready::Ok(..)) => return isize::neg(sys::FI_EAGAIN),
+            Some(Ready::Err(..)) => match ready.pop_front() {
+                Some(Ready::Err(e, d)) => (e, d),
+                _ => return isize::neg(sys::FI_EAGAIN),
+            },
+            None => {
+                let mut guard = c.core.write().unwrap_or_else(PoisonError::into_inner);
+                let Some(core) = guard.as_mut() else {
+                    return isize::neg(sys::FI_EINVAL);
+                };
+                let mut e = ErrEntry::default();
+                let (data, buf) = match core.readerr_owned(c.domain.core(), &mut e, None, 0) {
+                    Ok((ErrDataOut::Provider(d), b)) => (d.to_vec(), b),
+                    Ok((ErrDataOut::Copied(_), b)) => (Vec::new(), b),
+                    Err(err) => return ffi::fail(err),
+                };
+                drop(guard);
+                let e = match ops::take(e.op_context) {
+                    Some(rec) => {
+                        if let Some(b) = buf {
+                            rec.shared
+                                .give_back(b, e.flags.contains(CompletionFlags::RECV));
+                        }
+                        ErrEntry {
+                            op_context: OpContext(rec.context),
+                            buf: rec.recv.map_or(BufAddr::NULL, |(a, _)| BufAddr(a)),
+                            ..e
+                        }
+                    }
+                    None => e,
+                };
+                (e, data)
+            }
+        };
+        drop(ready);
+        let mut cq_buf = lock(&c.err_buf);
+        // SAFETY: fi_cq(3): `buf` is an fi_cq_err_entry of the application's API version
+        // (`abi`), with its err_data/err_data_size as the application set them; the CQ's own
+        // buffer stays until the next readerr (the mutex's memory is the CQ's, which lives
+        // until fi_close).
+        unsafe {
+            ringfab::cq::write_err_entry_raw(buf.cast(), c.domain.abi, &entry, &data, &mut cq_buf)
+        };
+        1
+    })
+}
+
+/// `fi_cq_signal`: wakes a thread blocked in `fi_cq_sread`.
+unsafe extern "C" fn signal(cq: *mut sys::fid_cq) -> c_int {
+    ffi::guard("fi_cq_signal", || {
+        // SAFETY: the application's CQ.
+        let Some(c) = (unsafe { ours(cq.cast()) }) else {
+            return errno::INVAL;
+        };
+        let guard = c.core.read().unwrap_or_else(PoisonError::into_inner);
+        match guard.as_ref().map(|core| core.signal(c.domain.core())) {
+            Some(Ok(())) => 0,
+            Some(Err(e)) => ffi::fail(e),
+            None => errno::INVAL,
+        }
+    })
+}
+
+/// `fi_cq_strerror`: core's description of `prov_errno` and the error data (which is read
+/// only when it is the CQ's own buffer, whose size the provider knows).
+unsafe extern "C" fn strerror(
+    cq: *mut sys::fid_cq,
+    prov_errno: c_int,
+    err_data: *const c_void,
+    buf: *mut c_char,
+    len: usize,
+) -> *const c_char {
+    let mut out: *const c_char = c"(not a ringfab completion queue)".as_ptr();
+    let _: c_int = ffi::guard("fi_cq_strerror", || {
+        // SAFETY: the application's CQ.
+        let Some(c) = (unsafe { ours(cq.cast()) }) else {
+            return errno::INVAL;
+        };
+        let own = lock(&c.err_buf);
+        let data: &[u8] = if core::ptr::eq(err_data.cast::<u8>(), own.as_ptr()) {
+            &own[..]
+        } else {
+            &[]
+        };
+        let mut text = String::new();
+        let guard = c.core.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(core) = guard.as_ref() {
+            let _ = core.strerror(c.domain.core(), None, prov_errno, data, &mut text);
+        }
+        let (dst, room) = if buf.is_null() || len == 0 {
+            let mut s = lock(&c.str_buf);
+            (s.as_mut_ptr().cast::<c_char>(), s.len())
+        } else {
+            (buf, len)
+        };
+        let n = text.len().min(room - 1);
+        // SAFETY: `dst` holds `room` bytes (the caller's buffer, or the CQ's own, which lives
+        // until fi_close); `n + 1` <= `room`.
+        unsafe {
+            core::ptr::copy_nonoverlapping(text.as_ptr(), dst.cast::<u8>(), n);
+            *dst.add(n) = 0;
+        }
+        out = dst;
+        0
+    });
+    out
+}

@@ -1,0 +1,677 @@
+//! Endpoints (`fi_endpoint`, fi_endpoint(3)): DGRAM endpoints over core's [`Endpoint`], with
+//! the control calls (`fi_ep_bind`, `fi_enable`, `fi_control`, `fi_getopt`/`fi_setopt`,
+//! `fi_cancel`, `fi_getname`) and the message calls (`fi_send`, `fi_sendv`, `fi_sendmsg`,
+//! `fi_senddata`, `fi_inject`, `fi_injectdata`, `fi_recv`, `fi_recvv`, `fi_recvmsg`). RMA,
+//! tagged, atomic and collective calls return `-FI_ENOSYS`.
+//!
+//! # Buffers
+//!
+//! Core's buffers are owned ([`Buf`]): posted by value, handed back with the completion.
+//! A C application's buffers are its own, at addresses of its choosing, and ringfab's frame
+//! header lands in front of the payload — inside the buffer the NIC is given. An application
+//! that has not asked for `FI_MSG_PREFIX` (fi_pingpong does not) gives no room in front of
+//! its payload, so the NIC cannot be handed its buffer. Each endpoint therefore owns a
+//! registration of its own, carved when it is enabled into one buffer per receive and per
+//! transmit slot ([`Shared`]); a receive posts one of them and remembers the application's
+//! buffer ([`crate::ops`]), whose payload the CQ copies there when the completion is read; a
+//! send copies the application's payload behind the header in one of them. The buffers go
+//! back to the endpoint with their completions. Injects are core's own (core copies into its
+//! bounce buffers).
+
+use core::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use ringfab::entry::OpContext;
+use ringfab::ep::{Endpoint, EpAttr, EpOpt, EpType};
+use ringfab::flags::{BindFlags, OpFlags};
+use ringfab::mr::{Buf, MemoryRegion};
+use ringfab::Error;
+
+use crate::av::AvObj;
+use crate::cq::CqObj;
+use crate::domain::DomainObj;
+use crate::ffi::{self, errno, Ret};
+use crate::fid::{self, Ops};
+use crate::nosys::{self, nosys_table, NoSys};
+use crate::ops::{self, Record};
+use crate::sys;
+
+/// An endpoint as the provider allocates it.
+#[repr(C)]
+pub(crate) struct EpObj {
+    fid: sys::fid_ep,
+    domain: &'static DomainObj,
+    /// Tells this endpoint's records from others' ([`crate::ops`]).
+    serial: u64,
+    state: Mutex<State>,
+}
+
+/// What the endpoint's calls change.
+struct State {
+    /// Core's endpoint (taken when it closes).
+    ep: Option<Endpoint>,
+    /// What it is bound to, for the close (binding counts) and checks.
+    cqs: Vec<&'static CqObj>,
+    av: Option<&'static AvObj>,
+    /// The endpoint's buffers, once enabled.
+    shared: Option<Arc<Shared>>,
+}
+
+/// The endpoint's own buffers (see the module documentation), shared with the records of
+/// its operations in flight.
+pub(crate) struct Shared {
+    /// Where the payload starts in a buffer (behind ringfab's header).
+    pub(crate) payload_offset: usize,
+    rx: Mutex<Vec<Buf<'static>>>,
+    tx: Mutex<Vec<Buf<'static>>>,
+    /// The registration they were carved from. It stays registered until the domain goes
+    /// (a handle dropped without `close` leaves it so): a buffer still posted when the
+    /// endpoint closes goes back to it then, and its memory with the domain's tables.
+    _region: MemoryRegion,
+}
+
+impl Shared {
+    /// A buffer back from its completion.
+    pub(crate) fn give_back(&self, b: Buf<'static>, recv: bool) {
+        let pool = if recv { &self.rx } else { &self.tx };
+        lock(pool).push(b);
+    }
+
+    fn take(&self, recv: bool) -> Option<Buf<'static>> {
+        let pool = if recv { &self.rx } else { &self.tx };
+        lock(pool).pop()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain values: consistent whatever panicked while they were held.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Serial numbers of endpoints.
+static SERIAL: AtomicU64 = AtomicU64::new(1);
+
+static FI_OPS: Ops<sys::fi_ops> = Ops(sys::fi_ops {
+    size: core::mem::size_of::<sys::fi_ops>(),
+    close: Some(close),
+    bind: Some(bind),
+    control: Some(control),
+    ops_open: Some(nosys::ops_open),
+    tostr: Some(nosys::tostr),
+    ops_set: Some(nosys::ops_set),
+});
+
+static EP_OPS: Ops<sys::fi_ops_ep> = Ops(sys::fi_ops_ep {
+    size: core::mem::size_of::<sys::fi_ops_ep>(),
+    cancel: Some(cancel),
+    getopt: Some(getopt),
+    setopt: Some(setopt),
+    tx_ctx: Some(NoSys::NOSYS),
+    rx_ctx: Some(NoSys::NOSYS),
+    rx_size_left: Some(rx_size_left),
+    tx_size_left: Some(tx_size_left),
+});
+
+static CM_OPS: Ops<sys::fi_ops_cm> = Ops(sys::fi_ops_cm {
+    size: core::mem::size_of::<sys::fi_ops_cm>(),
+    getname: Some(getname),
+    ..nosys_table!(fi_ops_cm {
+        setname,
+        getname,
+        getpeer,
+        connect,
+        listen,
+        accept,
+        reject,
+        shutdown,
+        join
+    })
+});
+
+static MSG_OPS: Ops<sys::fi_ops_msg> = Ops(sys::fi_ops_msg {
+    size: core::mem::size_of::<sys::fi_ops_msg>(),
+    recv: Some(crate::msg::recv),
+    recvv: Some(crate::msg::recvv),
+    recvmsg: Some(crate::msg::recvmsg),
+    send: Some(crate::msg::send),
+    sendv: Some(crate::msg::sendv),
+    sendmsg: Some(crate::msg::sendmsg),
+    inject: Some(crate::msg::inject),
+    senddata: Some(crate::msg::senddata),
+    injectdata: Some(crate::msg::injectdata),
+});
+
+static RMA_OPS: Ops<sys::fi_ops_rma> = Ops(nosys_table!(fi_ops_rma {
+    read,
+    readv,
+    readmsg,
+    write,
+    writev,
+    writemsg,
+    inject,
+    writedata,
+    injectdata
+}));
+
+static TAGGED_OPS: Ops<sys::fi_ops_tagged> = Ops(nosys_table!(fi_ops_tagged {
+    recv,
+    recvv,
+    recvmsg,
+    send,
+    sendv,
+    sendmsg,
+    inject,
+    senddata,
+    injectdata
+}));
+
+static ATOMIC_OPS: Ops<sys::fi_ops_atomic> = Ops(nosys_table!(fi_ops_atomic {
+    write,
+    writev,
+    writemsg,
+    inject,
+    readwrite,
+    readwritev,
+    readwritemsg,
+    compwrite,
+    compwritev,
+    compwritemsg,
+    writevalid,
+    readwritevalid,
+    compwritevalid,
+}));
+
+static COLLECTIVE_OPS: Ops<sys::fi_ops_collective> = Ops(nosys_table!(fi_ops_collective {
+    barrier,
+    broadcast,
+    alltoall,
+    allreduce,
+    allgather,
+    reduce_scatter,
+    reduce,
+    scatter,
+    gather,
+    msg,
+    barrier2,
+}));
+
+/// The endpoint `fid` is, if it is one of this provider's.
+///
+/// # Safety
+/// `fid` is null or points to a `struct fid`.
+pub(crate) unsafe fn ours<'a>(fid: *const sys::fid) -> Option<&'a EpObj> {
+    // SAFETY: null or a valid fid; endpoints of this class and table are `EpObj`s, alive
+    // until fi_close.
+    unsafe { fid::ours(fid, sys::FI_CLASS_EP, &FI_OPS) }
+}
+
+/// The endpoint attributes `info` asks for.
+///
+/// # Safety
+/// `info` is a valid `fi_info` (null attribute pointers allowed).
+unsafe fn attr_of(info: &sys::fi_info, context: *mut c_void) -> Result<EpAttr, c_int> {
+    let mut attr = EpAttr {
+        context: OpContext(context as usize),
+        ..EpAttr::default()
+    };
+    // SAFETY: null or valid attribute structures of the caller's fi_info.
+    let (ep, tx, rx) = unsafe {
+        (
+            info.ep_attr.as_ref(),
+            info.tx_attr.as_ref(),
+            info.rx_attr.as_ref(),
+        )
+    };
+    if let Some(e) = ep {
+        attr.ep_type = match e.type_ {
+            sys::FI_EP_UNSPEC => EpType::Unspec,
+            sys::FI_EP_DGRAM => EpType::Dgram,
+            _ => return Err(errno::INVAL),
+        };
+        if e.tx_ctx_cnt > 1 || e.rx_ctx_cnt > 1 {
+            return Err(errno::INVAL);
+        }
+    }
+    let caps = info.caps | rx.map_or(0, |r| r.caps);
+    if caps & sys::FI_MULTI_RECV != 0 {
+        attr.multi_recv_msgs = crate::nic::MULTI_RECV_MSGS;
+    }
+    attr.source_err = caps & sys::FI_SOURCE_ERR != 0;
+    if let Some(t) = tx {
+        attr.tx_iov_limit = t.iov_limit.max(1);
+        attr.tx_op_flags = OpFlags::from_bits_retain(t.op_flags);
+    }
+    if let Some(r) = rx {
+        attr.rx_op_flags = OpFlags::from_bits_retain(r.op_flags);
+    }
+    // A src_addr names the NIC (the domain's) and the receive context.
+    if !info.src_addr.is_null() && info.src_addrlen == ringfab::av::EpAddr::LEN {
+        // SAFETY: `src_addrlen` bytes at `src_addr` (fi_getinfo(3)).
+        let bytes =
+            unsafe { core::slice::from_raw_parts(info.src_addr.cast::<u8>(), info.src_addrlen) };
+        if let Ok(a) = ringfab::av::EpAddr::from_bytes(bytes) {
+            attr.rx_queue = a.ctx;
+            attr.tx_queue = a.ctx;
+        }
+    }
+    Ok(attr)
+}
+
+/// `fi_ops_domain::endpoint` (`fi_endpoint`): a disabled endpoint.
+pub(crate) unsafe extern "C" fn open(
+    domain: *mut sys::fid_domain,
+    info: *mut sys::fi_info,
+    ep: *mut *mut sys::fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    ffi::guard("fi_endpoint", || {
+        // SAFETY: the application's domain fid, checked to be one of ours.
+        let Some(d) = (unsafe { crate::domain::ours(domain.cast()) }) else {
+            return errno::INVAL;
+        };
+        // SAFETY: null or the application's fi_info.
+        let Some(info) = (unsafe { info.as_ref() }) else {
+            return errno::INVAL;
+        };
+        if ep.is_null() {
+            return errno::INVAL;
+        }
+        // SAFETY: a valid fi_info.
+        let attr = match unsafe { attr_of(info, context) } {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let core = match d.core().endpoint(&attr) {
+            Ok(e) => e,
+            Err(e) => return ffi::fail(e),
+        };
+        let obj = Box::new(EpObj {
+            fid: sys::fid_ep {
+                fid: fid::new(sys::FI_CLASS_EP, context, &FI_OPS),
+                ops: EP_OPS.ptr(),
+                cm: CM_OPS.ptr(),
+                msg: MSG_OPS.ptr(),
+                rma: RMA_OPS.ptr(),
+                tagged: TAGGED_OPS.ptr(),
+                atomic: ATOMIC_OPS.ptr(),
+                collective: COLLECTIVE_OPS.ptr(),
+            },
+            domain: d.retain(),
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            state: Mutex::new(State {
+                ep: Some(core),
+                cqs: Vec::new(),
+                av: None,
+                shared: None,
+            }),
+        });
+        // SAFETY: checked not null; the endpoint is the caller's until fi_close.
+        unsafe { *ep = Box::into_raw(obj).cast() };
+        0
+    })
+}
+
+impl EpObj {
+    /// The domain the endpoint is in.
+    pub(crate) fn domain(&self) -> &'static DomainObj {
+        self.domain
+    }
+
+    /// Runs `f` with core's endpoint and the endpoint's buffers (`-FI_EOPBADSTATE` before
+    /// `fi_enable`).
+    pub(crate) fn with_enabled<R: Ret>(&self, f: impl FnOnce(&Endpoint, &Arc<Shared>) -> R) -> R {
+        let st = lock(&self.state);
+        match (st.ep.as_ref(), st.shared.as_ref()) {
+            (Some(ep), Some(shared)) => f(ep, shared),
+            _ => R::neg(sys::FI_EOPBADSTATE as i32),
+        }
+    }
+
+    /// A record for an operation of this endpoint.
+    pub(crate) fn record(
+        &self,
+        shared: &Arc<Shared>,
+        context: *mut c_void,
+        recv: Option<(usize, usize)>,
+    ) -> Record {
+        Record {
+            ep: self.serial,
+            context: context as usize,
+            recv,
+            shared: shared.clone(),
+        }
+    }
+
+    /// A buffer of the endpoint's for a receive (`true`) or a send.
+    pub(crate) fn take_buf(shared: &Shared, recv: bool) -> Option<Buf<'static>> {
+        shared.take(recv)
+    }
+
+    /// `fi_enable`: opens the endpoint's queues and carves its buffers.
+    fn enable(&self) -> c_int {
+        let mut st = lock(&self.state);
+        let dom = self.domain.core();
+        let Some(ep) = st.ep.as_mut() else {
+            return errno::INVAL;
+        };
+        if let Err(e) = ep.enable(dom) {
+            return ffi::fail(e);
+        }
+        if st.shared.is_some() {
+            // Enabled again after a critical error: the buffers are still the endpoint's.
+            return 0;
+        }
+        let info = match st.ep.as_ref() {
+            Some(ep) => ep.info(dom),
+            None => return errno::INVAL,
+        };
+        let payload_offset = st.ep.as_ref().map_or(0, Endpoint::payload_offset);
+        let len = st.ep.as_ref().map_or(0, |ep| ep.attr().rx_buf_len as usize);
+        let (n_rx, n_tx) = (info.rx.size.max(1), info.tx.size.max(1));
+        let region = match dom.register(vec![0u8; (n_rx + n_tx) * len.next_multiple_of(64) * 2]) {
+            Ok(r) => r,
+            Err(e) => return ffi::fail(e),
+        };
+        let carve = |n: usize| -> Result<Vec<Buf<'static>>, Error> {
+            (0..n).map(|_| region.alloc(dom, len)).collect()
+        };
+        let (rx, tx) = match (carve(n_rx), carve(n_tx)) {
+            (Ok(rx), Ok(tx)) => (rx, tx),
+            (Err(e), _) | (_, Err(e)) => return ffi::fail(e),
+        };
+        st.shared = Some(Arc::new(Shared {
+            payload_offset,
+            rx: Mutex::new(rx),
+            tx: Mutex::new(tx),
+            _region: region,
+        }));
+        0
+    }
+}
+
+/// `fi_ops::close` of an endpoint: outstanding operations are discarded (fi_endpoint(3)),
+/// the bindings released.
+unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
+    ffi::guard("fi_close(ep)", || {
+        // SAFETY: libfabric passes the fid it was given, or null.
+        let Some(e) = (unsafe { ours(fid) }) else {
+            return errno::INVAL;
+        };
+        let mut st = lock(&e.state);
+        if let Some(core) = st.ep.take() {
+            if let Err((err, back)) = core.close(e.domain.core()) {
+                st.ep = Some(back);
+                return ffi::fail(err);
+            }
+        }
+        ops::purge(e.serial);
+        st.shared = None;
+        drop(st);
+        let domain = e.domain;
+        // SAFETY: made by Box::into_raw in `open`, closed once.
+        unsafe { fid::free(e) };
+        domain.release();
+        0
+    })
+}
+
+/// `fi_ops::bind` of an endpoint (`fi_ep_bind`): a CQ (`FI_TRANSMIT`, `FI_RECV`), the AV, or
+/// an event queue (which a DGRAM endpoint reports nothing to).
+unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
+    ffi::guard("fi_ep_bind", || {
+        // SAFETY: libfabric passes the fid it was given, or null.
+        let Some(e) = (unsafe { ours(fid) }) else {
+            return errno::INVAL;
+        };
+        let dom = e.domain.core();
+        let mut st = lock(&e.state);
+        let Some(ep) = st.ep.as_mut() else {
+            return errno::INVAL;
+        };
+        // SAFETY: the application's fid to bind: each check reads its class and table only.
+        let (cq, av, eq) = unsafe {
+            (
+                crate::cq::ours(bfid),
+                crate::av::ours(bfid),
+                crate::eq::ours(bfid),
+            )
+        };
+        if let Some(cq) = cq {
+            if !core::ptr::eq(cq.domain, e.domain) {
+                return errno::INVAL;
+            }
+            if flags & sys::FI_SELECTIVE_COMPLETION != 0 {
+                // Operations without a completion would keep their buffers from the endpoint
+                // (module documentation): not offered yet.
+                return errno::BADFLAGS;
+            }
+            let r = cq.with_core(|core| ep.bind_cq(dom, core, BindFlags::from_bits_retain(flags)));
+            return match r {
+                Ok(Ok(())) => {
+                    st.cqs.push(cq);
+                    0
+                }
+                Ok(Err(err)) => ffi::fail(err),
+                Err(err) => err,
+            };
+        }
+        if let Some(av) = av {
+            if !core::ptr::eq(av.domain, e.domain) {
+                return errno::INVAL;
+            }
+            if flags != 0 {
+                return errno::BADFLAGS;
+            }
+            return match av.with(|core| ep.bind_av(dom, core)) {
+                Ok(Ok(())) => {
+                    st.av = Some(av);
+                    0
+                }
+                Ok(Err(err)) => ffi::fail(err),
+                Err(err) => err,
+            };
+        }
+        if eq.is_some() {
+            // fi_endpoint(3): DGRAM endpoints report no connection events; a bound EQ stays
+            // empty.
+            return 0;
+        }
+        // Counters, wait sets and other providers' fids.
+        errno::INVAL
+    })
+}
+
+/// `fi_ops::control` of an endpoint: `FI_ENABLE`, `FI_GETOPSFLAG`, `FI_SETOPSFLAG`
+/// (fi_endpoint(3), fi_control(3)).
+unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, arg: *mut c_void) -> c_int {
+    ffi::guard("fi_control(ep)", || {
+        // SAFETY: libfabric passes the fid it was given, or null.
+        let Some(e) = (unsafe { ours(fid) }) else {
+            return errno::INVAL;
+        };
+        match command as u32 {
+            sys::FI_ENABLE => e.enable(),
+            sys::FI_GETOPSFLAG | sys::FI_SETOPSFLAG => {
+                if arg.is_null() {
+                    return errno::INVAL;
+                }
+                // SAFETY: fi_endpoint(3): the argument is a `uint64_t *` holding FI_TRANSMIT
+                // or FI_RECV and, for FI_SETOPSFLAG, the flags.
+                let flags = unsafe { &mut *arg.cast::<u64>() };
+                let dirs = sys::FI_TRANSMIT | sys::FI_RECV;
+                let which = BindFlags::from_bits_retain(*flags & dirs);
+                let mut st = lock(&e.state);
+                let Some(ep) = st.ep.as_mut() else {
+                    return errno::INVAL;
+                };
+                let r = if command as u32 == sys::FI_GETOPSFLAG {
+                    ep.get_op_flags(which).map(|f| *flags = f.bits())
+                } else {
+                    ep.set_op_flags(which, OpFlags::from_bits_retain(*flags & !dirs))
+                };
+                r.map_or_else(ffi::fail, |()| 0)
+            }
+            _ => errno::NOSYS,
+        }
+    })
+}
+
+/// The option `(level, optname)` as core names it.
+fn option(level: c_int, optname: c_int) -> Result<EpOpt, c_int> {
+    if level as u32 != sys::FI_OPT_ENDPOINT {
+        return Err(ffi::neg(sys::FI_ENOPROTOOPT));
+    }
+    Ok(match optname as u32 {
+        sys::FI_OPT_MIN_MULTI_RECV => EpOpt::MinMultiRecv,
+        sys::FI_OPT_CM_DATA_SIZE => EpOpt::CmDataSize,
+        other => EpOpt::Other(other as i32),
+    })
+}
+
+/// `fi_getopt`: `FI_OPT_MIN_MULTI_RECV` and `FI_OPT_CM_DATA_SIZE` (`size_t`).
+unsafe extern "C" fn getopt(
+    fid: *mut sys::fid,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    optlen: *mut usize,
+) -> c_int {
+    ffi::guard("fi_getopt", || {
+        // SAFETY: libfabric passes the fid it was given, or null.
+        let Some(e) = (unsafe { ours(fid) }) else {
+            return errno::INVAL;
+        };
+        let opt = match option(level, optname) {
+            Ok(o) => o,
+            Err(err) => return err,
+        };
+        if optval.is_null() || optlen.is_null() {
+            return errno::INVAL;
+        }
+        let st = lock(&e.state);
+        let Some(ep) = st.ep.as_ref() else {
+            return errno::INVAL;
+        };
+        let value = match ep.getopt(opt) {
+            Ok(v) => v,
+            Err(err) => return ffi::fail(err),
+        };
+        // SAFETY: checked not null; fi_endpoint(3): `*optlen` is the size of `optval`.
+        unsafe {
+            if *optlen < core::mem::size_of::<usize>() {
+                *optlen = core::mem::size_of::<usize>();
+                return errno::TOOSMALL;
+            }
+            *optval.cast::<usize>() = value;
+            *optlen = core::mem::size_of::<usize>();
+        }
+        0
+    })
+}
+
+/// `fi_setopt`: `FI_OPT_MIN_MULTI_RECV` (`size_t`).
+unsafe extern "C" fn setopt(
+    fid: *mut sys::fid,
+    level: c_int,
+    optname: c_int,
+    optval: *const c_void,
+    optlen: usize,
+) -> c_int {
+    ffi::guard("fi_setopt", || {
+        // SAFETY: libfabric passes the fid it was given, or null.
+        let Some(e) = (unsafe { ours(fid) }) else {
+            return errno::INVAL;
+        };
+        let opt = match option(level, optname) {
+            Ok(o) => o,
+            Err(err) => return err,
+        };
+        if optval.is_null() || optlen != core::mem::size_of::<usize>() {
+            return errno::INVAL;
+        }
+        // SAFETY: checked: a `size_t` at `optval`.
+        let value = unsafe { optval.cast::<usize>().read_unaligned() };
+        let mut st = lock(&e.state);
+        let Some(ep) = st.ep.as_mut() else {
+            return errno::INVAL;
+        };
+        ep.setopt(opt, value).map_or_else(ffi::fail, |()| 0)
+    })
+}
+
+/// `fi_cancel`: cancels the operation posted with `context`; it completes with
+/// `FI_ECANCELED` (fi_endpoint(3)). `-FI_ENOENT` if none is outstanding.
+unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
+    ffi::guard("fi_cancel", || {
+        // SAFETY: libfabric passes the fid it was given, or null.
+        let Some(e) = (unsafe { ours(fid) }) else {
+            return isize::neg(sys::FI_EINVAL);
+        };
+        let Some(id) = ops::find(e.serial, context as usize) else {
+            return isize::neg(sys::FI_ENOENT);
+        };
+        let st = lock(&e.state);
+        match st.ep.as_ref().map(|ep| ep.cancel(e.domain.core(), id)) {
+            Some(Ok(true)) => 0,
+            Some(Ok(false)) => isize::neg(sys::FI_ENOENT),
+            Some(Err(err)) => ffi::fail(err),
+            None => isize::neg(sys::FI_EINVAL),
+        }
+    })
+}
+
+/// `fi_rx_size_left`.
+unsafe extern "C" fn rx_size_left(ep: *mut sys::fid_ep) -> isize {
+    ffi::guard("fi_rx_size_left", || {
+        // SAFETY: the application's endpoint, checked to be one of ours.
+        let Some(e) = (unsafe { ours(ep.cast()) }) else {
+            return isize::neg(sys::FI_EINVAL);
+        };
+        e.with_enabled(|ep, shared| match ep.rx_size_left(e.domain.core()) {
+            Ok(n) => n.min(lock(&shared.rx).len()) as isize,
+            Err(err) => ffi::fail(err),
+        })
+    })
+}
+
+/// `fi_tx_size_left`.
+unsafe extern "C" fn tx_size_left(ep: *mut sys::fid_ep) -> isize {
+    ffi::guard("fi_tx_size_left", || {
+        // SAFETY: the application's endpoint, checked to be one of ours.
+        let Some(e) = (unsafe { ours(ep.cast()) }) else {
+            return isize::neg(sys::FI_EINVAL);
+        };
+        e.with_enabled(|ep, shared| match ep.tx_size_left(e.domain.core()) {
+            Ok(n) => n.min(lock(&shared.tx).len()) as isize,
+            Err(err) => ffi::fail(err),
+        })
+    })
+}
+
+/// `fi_getname`: the endpoint's 8-byte address; `*addrlen` becomes its size, and
+/// `-FI_ETOOSMALL` if the buffer is shorter (fi_cm(3)).
+unsafe extern "C" fn getname(fid: *mut sys::fid, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    ffi::guard("fi_getname", || {
+        // SAFETY: libfabric passes the fid it was given, or null.
+        let Some(e) = (unsafe { ours(fid) }) else {
+            return errno::INVAL;
+        };
+        if addrlen.is_null() {
+            return errno::INVAL;
+        }
+        let Some(name) = lock(&e.state).ep.as_ref().map(|ep| ep.name().to_bytes()) else {
+            return errno::INVAL;
+        };
+        // SAFETY: checked not null; `*addrlen` is the size of `addr` (fi_cm(3)).
+        unsafe {
+            let room = *addrlen;
+            *addrlen = name.len();
+            if room < name.len() || addr.is_null() {
+                return errno::TOOSMALL;
+            }
+            core::ptr::copy_nonoverlapping(name.as_ptr(), addr.cast::<u8>(), name.len());
+        }
+        0
+    })
+}

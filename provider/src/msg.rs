@@ -1,0 +1,462 @@
+//! The message calls of an endpoint (`fi_ops_msg`, fi_msg(3)): each checks the application's
+//! buffers against their descriptors (`FI_MR_LOCAL`), takes one of the endpoint's own
+//! buffers (a send copies the payload into it; a receive's payload is copied out when its
+//! completion is read: [`crate::ep`]'s "Buffers"), keeps a record of the operation
+//! ([`crate::ops`]) and posts to core. A call core refuses gives the buffer and the record
+//! back and returns core's error; no buffer is lost.
+
+use core::ffi::c_void;
+
+use ringfab::av::FiAddr;
+use ringfab::flags::OpFlags;
+
+use crate::ep::{EpObj, Shared};
+use crate::ffi::{self, Ret};
+use crate::ops;
+use crate::sys;
+
+/// One buffer of the application's: address, length, descriptor.
+#[derive(Clone, Copy)]
+struct AppBuf {
+    addr: usize,
+    len: usize,
+    desc: *mut c_void,
+}
+
+/// The endpoint `ep` is, or `-FI_EINVAL`.
+///
+/// # Safety
+/// `ep` null or a `struct fid_ep`.
+unsafe fn ep_of<'a>(ep: *mut sys::fid_ep) -> Result<&'a EpObj, isize> {
+    // SAFETY: the caller's promise.
+    unsafe { crate::ep::ours(ep.cast()) }.ok_or(isize::neg(sys::FI_EINVAL))
+}
+
+/// Checks every buffer against its descriptor (a zero-length buffer needs none).
+///
+/// # Safety
+/// Each descriptor null or from `fi_mr_desc` of an open registration.
+unsafe fn check(e: &EpObj, bufs: &[AppBuf]) -> Result<(), isize> {
+    for b in bufs.iter().filter(|b| b.len > 0) {
+        if b.addr == 0 {
+            return Err(isize::neg(sys::FI_EINVAL));
+        }
+        // SAFETY: the caller's promise.
+        unsafe { crate::mr::check(b.desc, e.domain(), b.addr, b.len) }
+            .map_err(|err| err as isize)?;
+    }
+    Ok(())
+}
+
+/// The `count` buffers of an iovec array with their descriptors.
+///
+/// # Safety
+/// `iov` holds `count` entries and `desc` null or `count` entries (fi_msg(3)).
+unsafe fn bufs_of(
+    iov: *const sys::iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+) -> Result<Vec<AppBuf>, isize> {
+    if count > 0 && iov.is_null() {
+        return Err(isize::neg(sys::FI_EINVAL));
+    }
+    Ok((0..count)
+        .map(|i| {
+            // SAFETY: the caller's promise: `count` entries.
+            let (v, d) = unsafe {
+                (
+                    &*iov.add(i),
+                    if desc.is_null() {
+                        core::ptr::null_mut()
+                    } else {
+                        *desc.add(i)
+                    },
+                )
+            };
+            AppBuf {
+                addr: v.iov_base as usize,
+                len: v.iov_len,
+                desc: d,
+            }
+        })
+        .collect())
+}
+
+/// Posts a receive into the application's buffer `b` (at most one: `rx_attr->iov_limit` 1).
+///
+/// # Safety
+/// `b` is the application's memory, the provider's until the completion (fi_msg(3)).
+unsafe fn post_recv(
+    e: &EpObj,
+    bufs: &[AppBuf],
+    context: *mut c_void,
+    flags: Option<OpFlags>,
+) -> isize {
+    if bufs.len() > 1 {
+        return isize::neg(sys::FI_EINVAL);
+    }
+    // SAFETY: the caller's promise.
+    if let Err(err) = unsafe { check(e, bufs) } {
+        return err;
+    }
+    let b = bufs.first().map_or((0, 0), |b| (b.addr, b.len));
+    let dom = e.domain().core();
+    e.with_enabled(|ep, shared| {
+        let Some(buf) = EpObj::take_buf(shared, true) else {
+            return isize::neg(sys::FI_EAGAIN);
+        };
+        let id = ops::insert(e.record(shared, context, Some(b)));
+        let r = match flags {
+            None => ep.recv(dom, buf, id),
+            Some(f) => ep.recvmsg(dom, buf, id, f),
+        };
+        match r {
+            Ok(()) => 0,
+            Err((err, buf)) => {
+                drop(ops::take(id));
+                shared.give_back(buf, true);
+                ffi::fail(err)
+            }
+        }
+    })
+}
+
+/// Sends the application's buffers as one message, copied into one of the endpoint's
+/// buffers; `flags` replaces the endpoint's default flags (`fi_sendmsg`), and with
+/// `FI_INJECT` the payload goes through core's inject buffers instead.
+///
+/// # Safety
+/// Each buffer is the application's memory, readable for its length.
+unsafe fn post_send(
+    e: &EpObj,
+    bufs: &[AppBuf],
+    dest: u64,
+    context: *mut c_void,
+    data: Option<u64>,
+    flags: Option<OpFlags>,
+) -> isize {
+    // SAFETY: the caller's promise.
+    if let Err(err) = unsafe { check(e, bufs) } {
+        return err;
+    }
+    let total: usize = bufs.iter().map(|b| b.len).sum();
+    let dom = e.domain().core();
+    e.with_enabled(|ep, shared| {
+        if bufs.len() > ep.iov_limit(dom) {
+            return isize::neg(sys::FI_EINVAL);
+        }
+        if total > ep.max_msg_size(dom) {
+            return isize::neg(sys::FI_EMSGSIZE);
+        }
+        if flags.is_some_and(|f| f.contains(OpFlags::INJECT)) {
+            let payload = gather(bufs, total);
+            let id = ops::insert(e.record(shared, context, None));
+            let f = flags.unwrap_or_default();
+            return match ep.injectmsg(dom, &payload, FiAddr(dest), data, id, f) {
+                Ok(()) => 0,
+                Err(err) => {
+                    drop(ops::take(id));
+                    ffi::fail(err)
+                }
+            };
+        }
+        let Some(mut buf) = EpObj::take_buf(shared, false) else {
+            return isize::neg(sys::FI_EAGAIN);
+        };
+        let mut at = shared.payload_offset;
+        for b in bufs.iter().filter(|b| b.len > 0) {
+            // SAFETY: checked against its registration: the application's readable memory.
+            let src = unsafe { core::slice::from_raw_parts(b.addr as *const u8, b.len) };
+            if let Err(err) = buf.write(at, src) {
+                shared.give_back(buf, false);
+                return ffi::fail(err);
+            }
+            at += b.len;
+        }
+        let id = ops::insert(e.record(shared, context, None));
+        let r = match (flags, data) {
+            (None, None) => ep.send(dom, buf, total, FiAddr(dest), id),
+            (None, Some(d)) => ep.senddata(dom, buf, total, d, FiAddr(dest), id),
+            (Some(f), d) => ep.sendmsg(dom, buf, total, FiAddr(dest), d, id, f),
+        };
+        finish(r, id, shared)
+    })
+}
+
+/// A post's outcome: on failure the record and the buffer go back.
+fn finish(
+    r: Result<(), (ringfab::Error, ringfab::mr::Buf<'static>)>,
+    id: ringfab::entry::OpContext,
+    shared: &Shared,
+) -> isize {
+    match r {
+        Ok(()) => 0,
+        Err((err, buf)) => {
+            drop(ops::take(id));
+            shared.give_back(buf, false);
+            ffi::fail(err)
+        }
+    }
+}
+
+/// The payload of `bufs`, copied (for core's inject, at most `inject_size` bytes).
+fn gather(bufs: &[AppBuf], total: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(total);
+    for b in bufs.iter().filter(|b| b.len > 0 && b.addr != 0) {
+        // SAFETY: each buffer was checked against its registration by the caller: the
+        // application's readable memory.
+        out.extend_from_slice(unsafe { core::slice::from_raw_parts(b.addr as *const u8, b.len) });
+    }
+    out
+}
+
+/// `fi_recv`.
+pub(crate) unsafe extern "C" fn recv(
+    ep: *mut sys::fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    desc: *mut c_void,
+    _src_addr: u64,
+    context: *mut c_void,
+) -> isize {
+    ffi::guard("fi_recv", || {
+        // SAFETY: the application's endpoint; its buffer is the provider's until the
+        // completion (fi_msg(3)).
+        unsafe {
+            ep_of(ep).map_or_else(
+                |e| e,
+                |e| {
+                    let b = AppBuf {
+                        addr: buf as usize,
+                        len,
+                        desc,
+                    };
+                    post_recv(e, &[b], context, None)
+                },
+            )
+        }
+    })
+}
+
+/// `fi_recvv`: one buffer (`rx_attr->iov_limit` is 1).
+pub(crate) unsafe extern "C" fn recvv(
+    ep: *mut sys::fid_ep,
+    iov: *const sys::iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    _src_addr: u64,
+    context: *mut c_void,
+) -> isize {
+    ffi::guard("fi_recvv", || {
+        // SAFETY: the application's endpoint and `count` iovecs and descriptors.
+        unsafe {
+            let e = match ep_of(ep) {
+                Ok(e) => e,
+                Err(err) => return err,
+            };
+            match bufs_of(iov, desc, count) {
+                Ok(bufs) => post_recv(e, &bufs, context, None),
+                Err(err) => err,
+            }
+        }
+    })
+}
+
+/// `fi_recvmsg`.
+pub(crate) unsafe extern "C" fn recvmsg(
+    ep: *mut sys::fid_ep,
+    msg: *const sys::fi_msg,
+    flags: u64,
+) -> isize {
+    ffi::guard("fi_recvmsg", || {
+        // SAFETY: the application's endpoint and message (fi_msg(3)).
+        unsafe {
+            let e = match ep_of(ep) {
+                Ok(e) => e,
+                Err(err) => return err,
+            };
+            let Some(m) = msg.as_ref() else {
+                return isize::neg(sys::FI_EINVAL);
+            };
+            if flags & sys::FI_MULTI_RECV != 0 {
+                // A multi-receive buffer takes several messages where the application put it;
+                // the copying receive path does not place them yet.
+                return isize::neg(sys::FI_EBADFLAGS as i32);
+            }
+            match bufs_of(m.msg_iov, m.desc, m.iov_count) {
+                Ok(bufs) => post_recv(e, &bufs, m.context, Some(OpFlags::from_bits_retain(flags))),
+                Err(err) => err,
+            }
+        }
+    })
+}
+
+/// `fi_send`.
+pub(crate) unsafe extern "C" fn send(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    desc: *mut c_void,
+    dest_addr: u64,
+    context: *mut c_void,
+) -> isize {
+    ffi::guard("fi_send", || {
+        let b = AppBuf {
+            addr: buf as usize,
+            len,
+            desc,
+        };
+        // SAFETY: the application's endpoint and buffer.
+        unsafe {
+            ep_of(ep).map_or_else(
+                |e| e,
+                |e| post_send(e, &[b], dest_addr, context, None, None),
+            )
+        }
+    })
+}
+
+/// `fi_senddata`.
+pub(crate) unsafe extern "C" fn senddata(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    desc: *mut c_void,
+    data: u64,
+    dest_addr: u64,
+    context: *mut c_void,
+) -> isize {
+    ffi::guard("fi_senddata", || {
+        let b = AppBuf {
+            addr: buf as usize,
+            len,
+            desc,
+        };
+        // SAFETY: the application's endpoint and buffer.
+        unsafe {
+            ep_of(ep).map_or_else(
+                |e| e,
+                |e| post_send(e, &[b], dest_addr, context, Some(data), None),
+            )
+        }
+    })
+}
+
+/// `fi_sendv`.
+pub(crate) unsafe extern "C" fn sendv(
+    ep: *mut sys::fid_ep,
+    iov: *const sys::iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    dest_addr: u64,
+    context: *mut c_void,
+) -> isize {
+    ffi::guard("fi_sendv", || {
+        // SAFETY: the application's endpoint and `count` iovecs and descriptors.
+        unsafe {
+            let e = match ep_of(ep) {
+                Ok(e) => e,
+                Err(err) => return err,
+            };
+            match bufs_of(iov, desc, count) {
+                Ok(bufs) => post_send(e, &bufs, dest_addr, context, None, None),
+                Err(err) => err,
+            }
+        }
+    })
+}
+
+/// `fi_sendmsg`: the message's flags replace the endpoint's defaults; `FI_INJECT` copies
+/// through core's inject buffers; `data` is sent with `FI_REMOTE_CQ_DATA`.
+pub(crate) unsafe extern "C" fn sendmsg(
+    ep: *mut sys::fid_ep,
+    msg: *const sys::fi_msg,
+    flags: u64,
+) -> isize {
+    ffi::guard("fi_sendmsg", || {
+        // SAFETY: the application's endpoint and message (fi_msg(3)).
+        unsafe {
+            let e = match ep_of(ep) {
+                Ok(e) => e,
+                Err(err) => return err,
+            };
+            let Some(m) = msg.as_ref() else {
+                return isize::neg(sys::FI_EINVAL);
+            };
+            let data = (flags & sys::FI_REMOTE_CQ_DATA != 0).then_some(m.data);
+            match bufs_of(m.msg_iov, m.desc, m.iov_count) {
+                Ok(bufs) => post_send(
+                    e,
+                    &bufs,
+                    m.addr,
+                    m.context,
+                    data,
+                    Some(OpFlags::from_bits_retain(flags)),
+                ),
+                Err(err) => err,
+            }
+        }
+    })
+}
+
+/// `fi_inject`: core copies the payload; no completion for success.
+pub(crate) unsafe extern "C" fn inject(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest_addr: u64,
+) -> isize {
+    ffi::guard("fi_inject", || {
+        // SAFETY: the application's endpoint and `len` bytes at `buf` (fi_msg(3)).
+        unsafe { inject_inner(ep, buf, len, None, dest_addr) }
+    })
+}
+
+/// `fi_injectdata`.
+pub(crate) unsafe extern "C" fn injectdata(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest_addr: u64,
+) -> isize {
+    ffi::guard("fi_injectdata", || {
+        // SAFETY: as `inject`.
+        unsafe { inject_inner(ep, buf, len, Some(data), dest_addr) }
+    })
+}
+
+/// `fi_inject` and `fi_injectdata`.
+///
+/// # Safety
+/// `ep` null or a `struct fid_ep`; `buf` null or `len` readable bytes.
+unsafe fn inject_inner(
+    ep: *mut sys::fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: Option<u64>,
+    dest: u64,
+) -> isize {
+    // SAFETY: the caller's promise.
+    let e = match unsafe { ep_of(ep) } {
+        Ok(e) => e,
+        Err(err) => return err,
+    };
+    if buf.is_null() && len > 0 {
+        return isize::neg(sys::FI_EINVAL);
+    }
+    let payload: &[u8] = if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's promise: `len` readable bytes, copied before the call returns.
+        unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) }
+    };
+    let dom = e.domain().core();
+    e.with_enabled(|ep, _| {
+        let r = match data {
+            None => ep.inject(dom, payload, FiAddr(dest)),
+            Some(d) => ep.injectdata(dom, payload, d, FiAddr(dest)),
+        };
+        r.map_or_else(ffi::fail, |()| 0)
+    })
+}

@@ -1,0 +1,121 @@
+//! The operations in flight: what the provider must remember of a posted operation until its
+//! completion is read — the application's context, and for a receive the application's
+//! buffer, into which the payload is copied then (docs/libfabric.md, "Buffers").
+//!
+//! Core carries one word with every operation (`OpContext`) and gives it back in the
+//! completion; the provider gives core the id of a record here. An id holds a tag in its top
+//! 16 bits that no user-space pointer has on x86-64, a generation and a slot, so that a
+//! completion naming a record that is gone (its endpoint closed) is recognised as such, and a
+//! context core reports on its own (the endpoint's, for an error that belongs to no operation)
+//! is told from an id.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use ringfab::entry::OpContext;
+
+use crate::ep::Shared;
+
+/// What the provider keeps of one posted operation.
+pub(crate) struct Record {
+    /// The endpoint's serial number (its records go when it closes).
+    pub(crate) ep: u64,
+    /// The application's context (`void *context` of the call).
+    pub(crate) context: usize,
+    /// For a receive: the application's buffer and its length.
+    pub(crate) recv: Option<(usize, usize)>,
+    /// Where the operation's bounce buffer goes back to.
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// The tag in an id's top 16 bits.
+const TAG: usize = 0xf1ab << 48;
+const TAG_MASK: usize = 0xffff << 48;
+
+#[derive(Default)]
+struct Slab {
+    slots: Vec<(u16, Option<Record>)>,
+    free: Vec<u32>,
+}
+
+static SLAB: Mutex<Slab> = Mutex::new(Slab {
+    slots: Vec::new(),
+    free: Vec::new(),
+});
+
+fn lock() -> MutexGuard<'static, Slab> {
+    // The slab is plain data: consistent whatever panicked while it was held.
+    SLAB.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn id(generation: u16, slot: u32) -> OpContext {
+    OpContext(TAG | (usize::from(generation) << 32) | slot as usize)
+}
+
+/// Whether `ctx` is an id made by [`insert`] (gone or not), rather than a context core
+/// reports of its own.
+pub(crate) fn is_id(ctx: OpContext) -> bool {
+    ctx.0 & TAG_MASK == TAG
+}
+
+/// Keeps `r` until its completion; the id to give core as the operation's context.
+pub(crate) fn insert(r: Record) -> OpContext {
+    let mut s = lock();
+    if let Some(slot) = s.free.pop() {
+        let e = &mut s.slots[slot as usize];
+        e.1 = Some(r);
+        return id(e.0, slot);
+    }
+    let slot = s.slots.len() as u32;
+    s.slots.push((0, Some(r)));
+    id(0, slot)
+}
+
+/// Takes the record `ctx` names, if it is still there.
+pub(crate) fn take(ctx: OpContext) -> Option<Record> {
+    if !is_id(ctx) {
+        return None;
+    }
+    let (generation, slot) = ((ctx.0 >> 32) as u16, ctx.0 as u32);
+    let mut s = lock();
+    let e = s.slots.get_mut(slot as usize)?;
+    if e.0 != generation || e.1.is_none() {
+        return None;
+    }
+    let r = e.1.take();
+    e.0 = e.0.wrapping_add(1);
+    s.free.push(slot);
+    r
+}
+
+/// The id of endpoint `ep`'s operation posted with the application's `context` (the oldest
+/// such one, for `fi_cancel`).
+pub(crate) fn find(ep: u64, context: usize) -> Option<OpContext> {
+    let s = lock();
+    s.slots.iter().enumerate().find_map(|(slot, (g, r))| {
+        r.as_ref()
+            .filter(|r| r.ep == ep && r.context == context)
+            .map(|_| id(*g, slot as u32))
+    })
+}
+
+/// Drops every record of endpoint `ep` (it closed: core discarded its operations without
+/// completions).
+pub(crate) fn purge(ep: u64) {
+    let gone: Vec<Record> = {
+        let mut s = lock();
+        let mut gone = Vec::new();
+        let mut freed = Vec::new();
+        for (slot, e) in s.slots.iter_mut().enumerate() {
+            if e.1.as_ref().is_some_and(|r| r.ep == ep) {
+                gone.extend(e.1.take());
+                e.0 = e.0.wrapping_add(1);
+                freed.push(slot as u32);
+            }
+        }
+        s.free.extend(freed);
+        gone
+    };
+    // Dropped outside the lock: a record may hold the last reference to its endpoint's
+    // buffers.
+    drop(gone);
+}
