@@ -235,11 +235,15 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
             "buf {:#x} is no slot's payload",
             g.5
         );
-        // SAFETY: `g.5` points into the multi-receive buffer, in the memory registered as `mr_b`
-        // (`memory`), which its region keeps until it is closed or `db` goes (neither before the
-        // end of this function), and the device has finished with it.
-        let first = unsafe { *(g.5 as *const u8) };
-        assert_eq!(first, 0xa0 + (g.1 - 10) as u8);
+        // Read through the buffer handed back with the last slot, at `buf`'s offset in it: an
+        // address (`buf` is `void *` in C) is not a pointer to read through in Rust.
+        let whole = got
+            .iter()
+            .find_map(|g| g.4.as_ref())
+            .expect("the released buffer");
+        let mut first = [0u8];
+        whole.read(g.5 - whole.addr(), &mut first).unwrap();
+        assert_eq!(first[0], 0xa0 + (g.1 - 10) as u8);
     }
     let _ = CompletionFlags::MULTI_RECV;
 }
