@@ -349,6 +349,7 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
     match o.encap {
         Encap::Ethernet => println!("# ringfab's own EtherType, {header}-byte header"),
         Encap::Udp => println!("# UDP encapsulation, {header}-byte header"),
+        Encap::PlainUdp => println!("# plain UDP, {header}-byte header"),
     }
     println!(
         "{:<9} {:>6} {:>8} {:>7} {:>10} {:>9} {:>10} {:>11}",

@@ -11,11 +11,12 @@
 //! AV's `insert` and `remove` serialise, on its lock. The one address that cannot be stored is
 //! the all-ones pattern (broadcast MAC with context `0xffff`), which marks a free entry.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
 use crate::hal::MacAddr;
+use crate::ip::SockAddrIn;
 use crate::{Error, Result};
 
 /// An endpoint's address: its NIC's MAC and its receive context on that NIC.
@@ -53,6 +54,62 @@ impl EpAddr {
     }
 }
 
+/// The address format of an address vector (`fi_av_attr`'s, from `fi_info::addr_format`):
+/// every address in one AV is of its format.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[repr(u8)]
+pub enum AddrFormat {
+    /// ringfab's own 8-byte address ([`EpAddr`]): endpoints on ringfab's encapsulations.
+    #[default]
+    Ringfab,
+    /// `FI_SOCKADDR_IN` ([`SockAddrIn`]): plain-UDP endpoints (`docs/ip.md`).
+    SockaddrIn,
+}
+
+impl AddrFormat {
+    pub(crate) fn from_u8(v: u8) -> AddrFormat {
+        if v == AddrFormat::SockaddrIn as u8 {
+            AddrFormat::SockaddrIn
+        } else {
+            AddrFormat::Ringfab
+        }
+    }
+}
+
+/// A peer's raw address in either format: what a received frame names as its sender
+/// (`FI_SOURCE`, and `err_data` under `FI_SOURCE_ERR`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum RawAddr {
+    /// A ringfab endpoint.
+    Ep(EpAddr),
+    /// A UDP sender.
+    In(SockAddrIn),
+}
+
+impl RawAddr {
+    /// The number an address vector stores for it (its format's).
+    pub(crate) fn key(self) -> u64 {
+        match self {
+            RawAddr::Ep(a) => a.to_u64(),
+            RawAddr::In(a) => a.to_key(),
+        }
+    }
+
+    /// Writes the raw form (`fi_getname`'s, `fi_av_insert`'s) into `out`; returns its length.
+    pub(crate) fn write(self, out: &mut [u8]) -> usize {
+        match self {
+            RawAddr::Ep(a) => copy(out, &a.to_bytes()),
+            RawAddr::In(a) => copy(out, &a.to_bytes()),
+        }
+    }
+}
+
+fn copy(out: &mut [u8], b: &[u8]) -> usize {
+    let n = b.len().min(out.len());
+    out[..n].copy_from_slice(&b[..n]);
+    n
+}
+
 /// A peer handle (`fi_addr_t`): an index into an address vector.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 #[repr(transparent)]
@@ -78,8 +135,13 @@ impl AvEntry {
     pub(crate) const EMPTY: AvEntry = AvEntry(AtomicU64::new(FREE));
 
     pub(crate) fn get(&self) -> Option<EpAddr> {
+        self.key().map(EpAddr::from_u64)
+    }
+
+    /// The stored number, whatever the AV's format.
+    pub(crate) fn key(&self) -> Option<u64> {
         let v = self.0.load(Ordering::Acquire);
-        (v != FREE).then(|| EpAddr::from_u64(v))
+        (v != FREE).then_some(v)
     }
 }
 
@@ -113,6 +175,7 @@ impl FiAddr {
 pub(crate) struct AvState<'a> {
     pub(crate) table: &'a [AvEntry],
     pub(crate) rx_ctx_bits: u32,
+    pub(crate) format: AddrFormat,
 }
 
 impl AvState<'_> {
@@ -136,10 +199,27 @@ impl AvState<'_> {
     }
 
     pub(crate) fn find(&self, addr: EpAddr) -> Option<FiAddr> {
+        self.find_key(addr.to_u64())
+    }
+
+    /// The handle of the entry storing `key` (the lowest, if inserted twice).
+    pub(crate) fn find_key(&self, key: u64) -> Option<FiAddr> {
         self.table
             .iter()
-            .position(|e| e.get() == Some(addr))
+            .position(|e| e.key() == Some(key))
             .map(|i| FiAddr(i as u64))
+    }
+
+    /// The `sockaddr_in` behind `addr` in an AV of that format.
+    pub(crate) fn get_in(&self, addr: FiAddr) -> Option<SockAddrIn> {
+        if self.format != AddrFormat::SockaddrIn {
+            return None;
+        }
+        let (i, _) = self.split(addr)?;
+        self.table
+            .get(i)
+            .and_then(AvEntry::key)
+            .and_then(SockAddrIn::from_key)
     }
 }
 
@@ -152,6 +232,8 @@ pub(crate) struct AvSlot {
     /// so that lookups — every send, every received frame — take no lock.
     len: AtomicUsize,
     rx_ctx_bits: AtomicU32,
+    /// Its [`AddrFormat`], published with the length.
+    format: AtomicU8,
     /// Endpoints bound to it.
     pub(crate) binds: AtomicUsize,
 }
@@ -166,6 +248,7 @@ impl AvSlot {
         state: Mutex::new(false),
         len: AtomicUsize::new(0),
         rx_ctx_bits: AtomicU32::new(0),
+        format: AtomicU8::new(0),
         binds: AtomicUsize::new(0),
     };
 }
@@ -213,14 +296,16 @@ impl<'a> AvRef<'a> {
         Some(AvState {
             table,
             rx_ctx_bits: self.slot.rx_ctx_bits.load(Ordering::Relaxed),
+            format: AddrFormat::from_u8(self.slot.format.load(Ordering::Relaxed)),
         })
     }
 
-    /// Publishes the open AV's length and bits for lookups (`None`: closed). Called under the
-    /// slot's lock.
-    pub(crate) fn publish(&self, open: Option<(usize, u32)>) {
-        let (len, bits) = open.unwrap_or((0, 0));
+    /// Publishes the open AV's length, bits and format for lookups (`None`: closed). Called
+    /// under the slot's lock.
+    pub(crate) fn publish(&self, open: Option<(usize, u32, AddrFormat)>) {
+        let (len, bits, format) = open.unwrap_or((0, 0, AddrFormat::Ringfab));
         self.slot.rx_ctx_bits.store(bits, Ordering::Relaxed);
+        self.slot.format.store(format as u8, Ordering::Relaxed);
         self.slot.len.store(len, Ordering::Release);
     }
 
@@ -232,6 +317,21 @@ impl<'a> AvRef<'a> {
     /// The `FiAddr` of `addr`, if it is in the table (the lowest, if inserted twice).
     pub(crate) fn reverse(&self, addr: EpAddr) -> Option<FiAddr> {
         self.view().and_then(|st| st.find(addr))
+    }
+
+    /// The `FiAddr` of a raw address, if the AV is of its format and holds it.
+    pub(crate) fn reverse_raw(&self, addr: RawAddr) -> Option<FiAddr> {
+        let st = self.view()?;
+        let format = match addr {
+            RawAddr::Ep(_) => AddrFormat::Ringfab,
+            RawAddr::In(_) => AddrFormat::SockaddrIn,
+        };
+        (st.format == format).then(|| st.find_key(addr.key()))?
+    }
+
+    /// The `sockaddr_in` behind `addr`, in an AV of that format.
+    pub(crate) fn lookup_in(&self, addr: FiAddr) -> Option<SockAddrIn> {
+        self.view().and_then(|st| st.get_in(addr))
     }
 
     pub(crate) fn bind(&self) {

@@ -27,10 +27,11 @@
 
 use core::sync::atomic::Ordering;
 
+pub use crate::addr::{AddrFormat, EpAddr, FiAddr};
 use crate::addr::{AvRef, FREE};
-pub use crate::addr::{EpAddr, FiAddr};
 use crate::domain::Domain;
 use crate::hal::Nic;
+use crate::ip::SockAddrIn;
 use crate::storage::Capacity;
 use crate::{Error, Result};
 
@@ -43,6 +44,11 @@ pub struct AvAttr {
     /// Bits of a handle that name a receive context of a scalable endpoint
     /// (`fi_av_attr::rx_ctx_bits`; see [`FiAddr::rx`]).
     pub rx_ctx_bits: u32,
+    /// The format of every address it holds (libfabric's `addr_format`, which an AV takes
+    /// from the `fi_info` it was opened with): ringfab's (the default), or `FI_SOCKADDR_IN`
+    /// for plain-UDP endpoints (`docs/ip.md`). An endpoint binds an AV of its
+    /// encapsulation's format.
+    pub format: AddrFormat,
 }
 
 impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
@@ -82,7 +88,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             }
             av.slot.binds.store(0, Ordering::Release);
             *open = true;
-            av.publish(Some((count, rx_ctx_bits)));
+            av.publish(Some((count, rx_ctx_bits, attr.format)));
             return Ok(AddressVector {
                 domain: self.id(),
                 index,
@@ -150,26 +156,90 @@ impl AddressVector {
     /// gets [`FiAddr::NOTAVAIL`]. Returns how many were inserted.
     ///
     /// # Errors
-    /// `Inval` if `out` is shorter than `addrs`, or for the one address that cannot be stored
-    /// (broadcast with context `0xffff`; nothing is inserted then); `Domain` for another
-    /// domain.
+    /// `Inval` if `out` is shorter than `addrs`, for an AV of another [format](AvAttr::format),
+    /// or for the one address that cannot be stored (broadcast with context `0xffff`; nothing
+    /// is inserted then); `Domain` for another domain.
     pub fn insert<N: Nic, const D: usize>(
         &self,
         dom: &Domain<'_, N, D>,
         addrs: &[EpAddr],
         out: &mut [FiAddr],
     ) -> Result<usize> {
-        if out.len() < addrs.len() || addrs.iter().any(|a| a.to_u64() == FREE) {
+        if addrs.iter().any(|a| a.to_u64() == FREE) {
+            return Err(Error::Inval);
+        }
+        self.insert_keys(
+            dom,
+            AddrFormat::Ringfab,
+            addrs.iter().map(|a| a.to_u64()),
+            out,
+        )
+    }
+
+    /// Inserts `sockaddr_in` addresses (`fi_av_insert` on an AV of format
+    /// [`AddrFormat::SockaddrIn`]), as [`insert`](Self::insert) does. Each peer's address
+    /// resolution starts now (`docs/ip.md`, "ARP"), if the domain has its IPv4 configuration:
+    /// its ARP request goes out with the next progress of a plain-UDP endpoint.
+    ///
+    /// # Errors
+    /// `Inval` if `out` is shorter than `addrs` or for an AV of another format; `Domain` for
+    /// another domain.
+    pub fn insert_sockaddr<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        addrs: &[SockAddrIn],
+        out: &mut [FiAddr],
+    ) -> Result<usize> {
+        let n = self.insert_keys(
+            dom,
+            AddrFormat::SockaddrIn,
+            addrs.iter().map(|a| a.to_key()),
+            out,
+        )?;
+        for a in addrs {
+            dom.ip_prefetch(a.addr);
+        }
+        Ok(n)
+    }
+
+    /// [`insert_sockaddr`](Self::insert_sockaddr) of one address; returns its handle.
+    ///
+    /// # Errors
+    /// `Full(AvEntries)` when the table has no free entry; what
+    /// [`insert_sockaddr`](Self::insert_sockaddr) returns otherwise.
+    pub fn insert_sockaddr_one<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        addr: SockAddrIn,
+    ) -> Result<FiAddr> {
+        let mut out = [FiAddr::NOTAVAIL];
+        match self.insert_sockaddr(dom, &[addr], &mut out)? {
+            1 => Ok(out[0]),
+            _ => Err(Error::Full(Capacity::AvEntries)),
+        }
+    }
+
+    fn insert_keys<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        format: AddrFormat,
+        keys: impl ExactSizeIterator<Item = u64>,
+        out: &mut [FiAddr],
+    ) -> Result<usize> {
+        if out.len() < keys.len() {
             return Err(Error::Inval);
         }
         let av = self.av(dom)?;
         let open = av.slot.state.lock();
         let st = av.view().filter(|_| *open).ok_or(Error::OpBadState)?;
+        if st.format != format {
+            return Err(Error::Inval);
+        }
         let mut inserted = 0;
-        for (addr, handle) in addrs.iter().zip(out.iter_mut()) {
-            *handle = match st.table.iter().position(|e| e.get().is_none()) {
+        for (key, handle) in keys.zip(out.iter_mut()) {
+            *handle = match st.table.iter().position(|e| e.key().is_none()) {
                 Some(i) => {
-                    st.table[i].0.store(addr.to_u64(), Ordering::Release);
+                    st.table[i].0.store(key, Ordering::Release);
                     inserted += 1;
                     FiAddr(i as u64)
                 }
@@ -211,7 +281,11 @@ impl AddressVector {
         let av = self.av(dom)?;
         let open = av.slot.state.lock();
         let st = av.view().filter(|_| *open).ok_or(Error::OpBadState)?;
-        if handles.iter().any(|&h| st.get(h).is_none()) {
+        if handles.iter().any(|&h| {
+            st.split(h)
+                .and_then(|(i, _)| st.table.get(i)?.key())
+                .is_none()
+        }) {
             return Err(Error::Inval);
         }
         for &h in handles {
@@ -231,10 +305,45 @@ impl AddressVector {
         dom: &Domain<'_, N, D>,
         handle: FiAddr,
     ) -> Result<EpAddr> {
-        self.av(dom)?
-            .lookup(handle)
-            .map(|(a, _)| a)
-            .ok_or(Error::Inval)
+        let av = self.av(dom)?;
+        if av.view().is_some_and(|st| st.format != AddrFormat::Ringfab) {
+            return Err(Error::Inval);
+        }
+        av.lookup(handle).map(|(a, _)| a).ok_or(Error::Inval)
+    }
+
+    /// The `sockaddr_in` behind `handle` (`fi_av_lookup` on an AV of format
+    /// [`AddrFormat::SockaddrIn`]).
+    ///
+    /// # Errors
+    /// `Inval` if it names no entry or the AV is of another format; `Domain` for another
+    /// domain.
+    pub fn lookup_sockaddr<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        handle: FiAddr,
+    ) -> Result<SockAddrIn> {
+        self.av(dom)?.lookup_in(handle).ok_or(Error::Inval)
+    }
+
+    /// The handle of `addr`, if it is in the table (what `FI_SOURCE` does for every datagram
+    /// received).
+    pub fn reverse_lookup_sockaddr<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+        addr: SockAddrIn,
+    ) -> Option<FiAddr> {
+        self.av(dom)
+            .ok()?
+            .reverse_raw(crate::addr::RawAddr::In(addr))
+    }
+
+    /// The AV's address format ([`AvAttr::format`]; the default for another domain's AV).
+    pub fn format<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> AddrFormat {
+        self.av(dom)
+            .ok()
+            .and_then(|av| av.view())
+            .map_or(AddrFormat::Ringfab, |st| st.format)
     }
 
     /// The handle of `addr`, if it is in the table (the reverse of [`lookup`](Self::lookup);

@@ -18,14 +18,15 @@
 //! ```
 
 use crate::addr::AvTables;
-use crate::cntr::Counter;
+use crate::cntr::{Clock, Counter};
 use crate::cq::attr::CqLimits;
 use crate::cq::aux::{AuxCell, AuxRow};
 use crate::cq::queue::CompletionQueue;
 use crate::cq::slot::{CqRef, CqSlot};
-use crate::engine::{Credits, PathSlot, PathState, PollCtx};
+use crate::engine::{Credits, IpCtx, IpHost, PathSlot, PathState, PollCtx};
 use crate::entry::Format;
 use crate::hal::{MacAddr, Nic, RssConfig, RssHashes, RssSaved, RxConfig, TxConfig};
+use crate::ip::{IpDrops, Ipv4Addr, Ipv4Config};
 use crate::mr::MrSlot;
 use crate::path::Path;
 #[cfg(feature = "alloc")]
@@ -33,6 +34,7 @@ use crate::storage::Capacities;
 use crate::storage::{Capacity, Storage, Tables};
 use crate::{Error, Result};
 use core::sync::atomic::{AtomicU32, Ordering};
+use core::time::Duration;
 use spin::Mutex;
 
 /// One NIC and the tables of everything opened on it. See the [module documentation](self).
@@ -51,6 +53,10 @@ pub struct Domain<'n, N: Nic + 'n, const D: usize = 256> {
     /// undoes what objects left open did: receive queues given an address of their own (one
     /// bit each), and whether RSS is on.
     steering: Mutex<Steering>,
+    /// The IPv4 host of plain-UDP endpoints (`docs/ip.md`): configuration, ARP, ports.
+    ip: IpHost,
+    /// The time source of ARP's retries and expiry ([`with_clock`](Self::with_clock)).
+    clock: Option<&'n (dyn Clock + Sync)>,
 }
 
 /// NIC state the domain's objects programmed (see `Domain::steering`).
@@ -114,6 +120,71 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             cntrs: &[],
             limits,
             steering: Mutex::new(Steering::default()),
+            ip: IpHost::new(),
+            clock: None,
+        }
+    }
+
+    /// The same domain with `clock` as its time source: what ARP's retries and cache expiry
+    /// of plain-UDP endpoints are measured with (`docs/ip.md`). A domain has no clock of its
+    /// own (core is `no_std`); one is needed before [`set_ipv4`](Self::set_ipv4).
+    pub fn with_clock(mut self, clock: &'n (dyn Clock + Sync)) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Gives the domain its IPv4 configuration (`docs/ip.md`, "The domain's IPv4
+    /// configuration"), as `ip addr add` would: plain-UDP endpoints send from this address and
+    /// receive what is sent to it, its broadcast addresses or the limited broadcast. The ARP
+    /// cache starts empty.
+    ///
+    /// # Errors
+    /// `Inval` for a configuration that cannot be a host's ([`Ipv4Config::validate`]) or a
+    /// domain without a clock ([`with_clock`](Self::with_clock)); `Busy` while a plain-UDP
+    /// endpoint is enabled (the cache and every next hop depend on the configuration).
+    pub fn set_ipv4(&self, config: Ipv4Config) -> Result {
+        config.validate()?;
+        if self.clock.is_none() {
+            return Err(Error::Inval);
+        }
+        let busy = self.paths().iter().any(|p| {
+            p.state
+                .lock()
+                .as_ref()
+                .is_some_and(|st| st.kind.framing().is_some_and(|f| !f.encap.is_ringfab()))
+        });
+        if busy {
+            return Err(Error::Busy);
+        }
+        self.ip.configure(self.nic.capabilities().mac, config);
+        Ok(())
+    }
+
+    /// The IPv4 configuration, if [`set_ipv4`](Self::set_ipv4) gave one.
+    pub fn ipv4(&self) -> Option<Ipv4Config> {
+        self.ip.config()
+    }
+
+    /// What the domain's plain-UDP endpoints dropped, by reason (`docs/ip.md`).
+    pub fn ip_drops(&self) -> IpDrops {
+        self.ip.drops()
+    }
+
+    /// The domain's IPv4 host.
+    pub(crate) fn ip(&self) -> &IpHost {
+        &self.ip
+    }
+
+    /// The time on the domain's clock (zero without one).
+    pub(crate) fn now(&self) -> Duration {
+        self.clock.map_or(Duration::ZERO, |c| c.now())
+    }
+
+    /// Starts resolving `dst`'s next hop, if the domain has an IPv4 configuration (a peer
+    /// inserted in an AV).
+    pub(crate) fn ip_prefetch(&self, dst: Ipv4Addr) {
+        if self.clock.is_some() {
+            self.ip.prefetch(dst, self.now());
         }
     }
 
@@ -249,6 +320,10 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             avs: self.avs(),
             owners: self.owners(),
             cntrs: &self.cntrs,
+            ip: self.clock.map(|c| IpCtx {
+                host: &self.ip,
+                now: c.now(),
+            }),
         }
     }
 
@@ -287,7 +362,9 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         for (index, slot) in self.paths().iter().enumerate() {
             let mut guard = slot.state.lock();
             if guard.is_none() {
-                *guard = Some(open()?);
+                let mut st = open()?;
+                st.index = index;
+                *guard = Some(st);
                 slot.clear_fault();
                 return Ok(Path {
                     domain: self,

@@ -314,8 +314,8 @@ pub struct Completion {
     pub data: u64,
     /// Tag.
     pub tag: u64,
-    /// The sender's raw address, for a framed receive (`FI_SOURCE`).
-    pub(crate) src_raw: Option<crate::addr::EpAddr>,
+    /// The sender's raw address, for a framed or plain-UDP receive (`FI_SOURCE`).
+    pub(crate) src_raw: Option<crate::addr::RawAddr>,
     /// The sender's handle in the endpoint's address vector, when it is there.
     pub(crate) src: Option<crate::addr::FiAddr>,
     /// The owned buffer the operation was posted with, on its way back to the application.

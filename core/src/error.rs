@@ -23,6 +23,8 @@ pub enum Capacity {
     AvEntries,
     /// The NIC's interrupt vectors (a blocking CQ takes one of its own).
     Vectors,
+    /// UDP ports bound at once by a domain's plain-UDP endpoints.
+    Ports,
 }
 
 impl Capacity {
@@ -36,6 +38,7 @@ impl Capacity {
             Capacity::Avs => "avs (address vectors)",
             Capacity::AvEntries => "av_entries (addresses of one address vector)",
             Capacity::Vectors => "the NIC's interrupt vectors",
+            Capacity::Ports => "UDP ports bound in one domain",
         }
     }
 }
@@ -92,6 +95,8 @@ pub enum Error {
     /// `FI_EHOSTUNREACH`: no route to the destination (an IPv4 destination off the subnet
     /// with no gateway configured, or a next hop ARP could not resolve).
     HostUnreach,
+    /// `FI_EADDRINUSE`: the UDP port is bound already (`EpAttr::port`).
+    AddrInUse,
     /// `FI_ENODATA`: there is nothing of that kind to return (`fi_control(FI_GETWAIT)` on a
     /// queue without a wait object an application can use).
     NoData,
@@ -126,6 +131,7 @@ impl Error {
             Error::TimedOut => 110,
             Error::NoData => 61,
             Error::HostUnreach => 113,
+            Error::AddrInUse => 98,
             Error::Io | Error::Device(_) => 5,
         }
     }
@@ -163,6 +169,7 @@ impl fmt::Display for Error {
             Error::Io => "input/output error",
             Error::NoData => "no data available",
             Error::HostUnreach => "no route to host",
+            Error::AddrInUse => "address already in use",
             Error::Device(e) => return write!(f, "device error: {e}"),
             Error::Full(c) => return write!(f, "storage full: {}", c.name()),
         };
@@ -186,6 +193,7 @@ mod tests {
         assert_eq!(Error::NoCq.errno(), 263);
         assert_eq!(Error::NoAv.errno(), 267);
         assert_eq!(Error::HostUnreach.errno(), 113);
+        assert_eq!(Error::AddrInUse.errno(), 98);
         assert_eq!(Error::TimedOut.errno(), 110);
         assert_eq!(Error::NoData.errno(), 61);
         assert_eq!(Error::Device(ringfab_hal::Error::ResetTimeout).errno(), 5);

@@ -27,7 +27,7 @@ impl Protocol {
         Protocol {
             ethertype: match encap {
                 crate::proto::Encap::Ethernet => crate::proto::ETHERTYPE,
-                crate::proto::Encap::Udp => 0x0800,
+                crate::proto::Encap::Udp | crate::proto::Encap::PlainUdp => 0x0800,
             },
             header_len: encap.header_len(),
         }

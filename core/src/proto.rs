@@ -117,6 +117,12 @@ pub enum Encap {
     /// Ethernet, IPv4 (no options), UDP to [`UDP_PORT`], then ringfab's 16 bytes:
     /// [`MAX_HEADER_LEN`] (58) bytes.
     Udp,
+    /// Plain UDP over IPv4 (`docs/ip.md`): Ethernet, IPv4 (no options), UDP, then the payload
+    /// and nothing else — no ringfab header — so that the endpoint talks to any UDP socket.
+    /// Peers are `sockaddr_in` addresses, the domain needs an IPv4 configuration
+    /// (`Domain::set_ipv4`) and the endpoint a UDP port (`EpAttr::port`): 42 bytes
+    /// ([`ip::UDP_HEADER_LEN`](crate::ip::UDP_HEADER_LEN)).
+    PlainUdp,
 }
 
 impl Encap {
@@ -125,7 +131,13 @@ impl Encap {
         match self {
             Encap::Ethernet => ETH_LEN + RINGFAB_LEN,
             Encap::Udp => ETH_LEN + IPV4_LEN + UDP_LEN + RINGFAB_LEN,
+            Encap::PlainUdp => ETH_LEN + IPV4_LEN + UDP_LEN,
         }
+    }
+
+    /// Whether frames of this encapsulation carry ringfab's own header (not plain UDP).
+    pub const fn is_ringfab(self) -> bool {
+        !matches!(self, Encap::PlainUdp)
     }
 
     /// Where ringfab's own 16 bytes start.
@@ -226,6 +238,8 @@ pub enum Malformed {
     Flags,
     /// The payload length claims more bytes than the frame (or its IPv4/UDP lengths) has.
     Length,
+    /// Asked of [`Encap::PlainUdp`], whose frames carry no ringfab header.
+    NotRingfab,
 }
 
 /// A parsed ringfab header.
@@ -255,6 +269,9 @@ impl Header {
     /// # Errors
     /// Every way a frame can fail to be a well-formed ringfab frame ([`Malformed`]).
     pub fn parse(encap: Encap, bytes: &[u8], frame_len: usize) -> Result<Header, Malformed> {
+        if !encap.is_ringfab() {
+            return Err(Malformed::NotRingfab);
+        }
         let len = encap.header_len();
         if frame_len < len || bytes.len() < len {
             return Err(Malformed::Short);
@@ -270,6 +287,7 @@ impl Header {
                     return Err(Malformed::EtherType);
                 }
             }
+            Encap::PlainUdp => return Err(Malformed::NotRingfab),
             Encap::Udp => {
                 if be16(field::ETHERTYPE) != ETHERTYPE_IPV4 {
                     return Err(Malformed::EtherType);
@@ -330,13 +348,17 @@ impl Header {
     }
 
     /// Writes the header for `encap` into `out`; returns the bytes written, the first
-    /// [`Encap::header_len`].
+    /// [`Encap::header_len`] — none for [`Encap::PlainUdp`], which has no ringfab header
+    /// (`ip::emit` writes its frames).
     pub fn emit<'o>(&self, encap: Encap, out: &'o mut [u8; MAX_HEADER_LEN]) -> &'o [u8] {
+        if !encap.is_ringfab() {
+            return &out[..0];
+        }
         out[field::DST].copy_from_slice(&self.dst.0);
         out[field::SRC].copy_from_slice(&self.src.0);
         let ethertype = match encap {
             Encap::Ethernet => ETHERTYPE,
-            Encap::Udp => ETHERTYPE_IPV4,
+            Encap::Udp | Encap::PlainUdp => ETHERTYPE_IPV4,
         };
         out[field::ETHERTYPE].copy_from_slice(&ethertype.to_be_bytes());
         if encap == Encap::Udp {

@@ -133,8 +133,12 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// [`MAX_CONTEXTS`]), a receive buffer size the NIC cannot take, or RSS without the UDP
     /// encapsulation; `OpNotSupp` for more than one named receive context on a NIC that cannot
     /// steer by address, or for RSS on a NIC without it (see the module documentation);
-    /// `Device(Unsupported)` for RSS while the NIC steers by address for another user.
+    /// `Device(Unsupported)` for RSS while the NIC steers by address for another user;
+    /// `OpNotSupp` for plain UDP (not yet offered on contexts, `docs/ip.md`).
     pub fn scalable_endpoint(&self, attr: &SepAttr) -> Result<ScalableEndpoint> {
+        if !attr.encap.is_ringfab() {
+            return Err(Error::OpNotSupp);
+        }
         let caps = self.nic().capabilities();
         // fi_endpoint(3), tx_ctx_cnt: "If not specified (0), 1 context will be assigned"; the
         // same for rx_ctx_cnt. The attributes the endpoint keeps (and `attr` reports) are the

@@ -75,13 +75,17 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Opens a shared receive context on receive queue `attr.rx_queue` (`fi_srx_context`).
     ///
     /// # Errors
-    /// `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `Inval` for a buffer size
+    /// `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `OpNotSupp` for plain UDP
+    /// (port routing is not built yet, `docs/ip.md`); `Inval` for a buffer size
     /// outside `header + 1 ..= max_rx_buf_len` (the header of `attr.encap`); `NoMem` without a
     /// free path slot; `Device(_)` when the NIC refuses the queue or cannot steer an address to
     /// it.
     pub fn srx_context(&self, attr: &SrxAttr) -> Result<SharedRxContext> {
         if !SRX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
+        }
+        if !attr.encap.is_ringfab() {
+            return Err(Error::OpNotSupp);
         }
         let caps = self.nic().capabilities();
         if (attr.rx_buf_len as usize) <= attr.encap.header_len()
@@ -103,6 +107,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             source_err: false,
             context: OpContext::NULL,
             encap: attr.encap,
+            port: 0,
         });
         Ok(SharedRxContext {
             queue: SharedPath {

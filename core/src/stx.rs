@@ -58,11 +58,15 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Opens a shared transmit context on transmit queue `attr.tx_queue` (`fi_stx_context`).
     ///
     /// # Errors
-    /// `BadFlags` for op flags no DGRAM transmit takes; `NoMem` without a free path slot;
-    /// `Device(_)` when the NIC refuses the queue.
+    /// `BadFlags` for op flags no DGRAM transmit takes; `OpNotSupp` for plain UDP (not yet
+    /// shared, `docs/ip.md`); `NoMem` without a free path slot; `Device(_)` when the NIC
+    /// refuses the queue.
     pub fn stx_context(&self, attr: &StxAttr) -> Result<SharedTxContext> {
         if !TX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
+        }
+        if !attr.encap.is_ringfab() {
+            return Err(Error::OpNotSupp);
         }
         // No interrupt: the queue serves several CQs, and a vector belongs to one.
         let path = self.open_tx(attr.tx_queue, TxConfig::default())?;
@@ -76,6 +80,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             source_err: false,
             context: crate::entry::OpContext::NULL,
             encap: attr.encap,
+            port: 0,
         });
         Ok(SharedTxContext {
             queue: SharedPath {

@@ -106,6 +106,7 @@ fn workload<N: Nic>(wire: &Wire, nic_a: &N, nic_b: &N, encap: Encap) {
         match encap {
             Encap::Ethernet => HEADER_LEN,
             Encap::Udp => MAX_HEADER_LEN,
+            Encap::PlainUdp => unreachable!("the workload speaks ringfab's header"),
         }
     );
     assert_eq!(

@@ -71,6 +71,7 @@ fn four_transmit_contexts_reach_four_named_receive_contexts_from_four_threads() 
         .open_av(&AvAttr {
             count: 4,
             rx_ctx_bits: RX_BITS,
+            ..AvAttr::default()
         })
         .unwrap();
     let av_b = db.open_av(&AvAttr::default()).unwrap();

@@ -110,6 +110,7 @@ pub(crate) unsafe extern "C" fn open(
         let attr = AvAttr {
             count: a.count,
             rx_ctx_bits,
+            ..AvAttr::default()
         };
         let core = match d.core().open_av(&attr) {
             Ok(av) => av,

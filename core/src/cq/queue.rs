@@ -54,7 +54,7 @@ use super::aux::AuxItem;
 use super::read::{drain_to_aux, read_delivered, Delivery};
 use super::slot::CqSlot;
 use super::wait::{NO_SET, NO_VECTOR};
-use crate::addr::{EpAddr, FiAddr};
+use crate::addr::FiAddr;
 use crate::buf::{owner_of, Buf, Iov};
 use crate::domain::Domain;
 use crate::engine::{release, Credits, ErrRecord, PathSlot, PathState, NO_CQ};
@@ -490,10 +490,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
         let (prov_errno, data_len) = match (rec.prov, rec.err, rec.completion.src_raw) {
             (Some(p), _, _) => p.encode(&mut data),
             // FI_SOURCE_ERR: err_data is the sender's raw address (fi_cq(3)).
-            (None, Error::AddrNotAvail, Some(raw)) => {
-                data[..EpAddr::LEN].copy_from_slice(&raw.to_bytes());
-                (ProvError::NONE, EpAddr::LEN)
-            }
+            (None, Error::AddrNotAvail, Some(raw)) => (ProvError::NONE, raw.write(&mut data)),
             (None, _, _) => (ProvError::NONE, 0),
         };
         let owners = dom.owners();

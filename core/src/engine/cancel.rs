@@ -104,7 +104,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     if kind == OpKind::Send {
                         tx_outcome(&op, &tx[i])
                     } else {
-                        rx_outcome(self.kind.framing(), &op, &rx[i], ctx.avs)
+                        rx_outcome(self.kind.framing(), &op, &rx[i], ctx.avs, ctx.ip)
                     }
                 });
                 // A foreign frame (or a piece of a split one) in a buffer filled before the
@@ -116,6 +116,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         self.dropped += u64::from(is_drop(&rx[i]));
                         true
                     }
+                    Some(Verdict::Consumed) => true,
                     Some(_) => false,
                 };
                 if returned {
@@ -201,7 +202,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         ctx.cq.release_credit();
                         release(ctx.owners, op.owned());
                     }
-                    Verdict::Repost => {}
+                    Verdict::Repost | Verdict::Consumed => {}
                 }
             }
         }

@@ -105,7 +105,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         match verdict {
             Verdict::Done(c) => c.extra = extra,
             Verdict::Failed(rec) => rec.completion.extra = extra,
-            Verdict::Silent(_) | Verdict::Repost => {
+            Verdict::Silent(_) | Verdict::Repost | Verdict::Consumed => {
                 for raw in extra {
                     release(owners, raw);
                 }

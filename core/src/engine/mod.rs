@@ -97,6 +97,7 @@ mod fault; // critical faults; discarding operations
 mod framed; // the framed lane (an endpoint's receives)
 mod gather; // the gather pool (`Endpoint::sendv`)
 mod header; // reading ringfab's header out of a received buffer
+mod ip; // the domain's IPv4 host: ARP, the control outbox, held sends, ports
 mod multi; // multi-receive buffers
 mod op; // the op table
 mod poll; // `PathState::poll` and its general lane
@@ -109,6 +110,7 @@ mod state; // `PathState`'s queue, framing and accessors
 mod verdict; // what one completion becomes (the general lane)
 
 pub(crate) use credit::{Count, Counters, Credits};
+pub(crate) use ip::{HeldSend, IpCtx, IpHost, BOUNCE_SLOT};
 pub(crate) use op::NO_MR;
 pub(crate) use post::Poster;
 pub(crate) use sink::{ErrRecord, Outcome, Plain, Sink, Window};
@@ -131,6 +133,8 @@ use crate::hal::{Nic, QueueFault, RxCompletion, TxCompletion};
 /// An open path: its queue, its op table and its binding.
 pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     pub(crate) queue: Queue<'n, N, D>,
+    /// Its index in the domain's path table (what a held send names its path by).
+    pub(crate) index: usize,
     table: OpTable<D>,
     /// The CQ this path reports to.
     pub(crate) cq: Option<usize>,

@@ -154,7 +154,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let Some(op) = self.table.take(c.token, OpKind::Recv) else {
                             continue;
                         };
-                        let mut verdict = rx_outcome(self.kind.framing(), &op, c, ctx.avs);
+                        let mut verdict = rx_outcome(self.kind.framing(), &op, c, ctx.avs, ctx.ip);
                         match &mut verdict {
                             Verdict::Done(done) => {
                                 if op.group != NO_GROUP
@@ -183,8 +183,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                 ctx.cq.release_credit();
                                 release(ctx.owners, op.owned());
                             }
-                            Verdict::Repost => {
-                                self.dropped += u64::from(is_drop(c));
+                            Verdict::Repost | Verdict::Consumed => {
+                                let dropped = matches!(verdict, Verdict::Repost) && is_drop(c);
+                                self.dropped += u64::from(dropped);
                                 // The buffer goes back to the ring as a fresh post that keeps
                                 // the operation's credit; the slot `take` just freed is there.
                                 match self.table.next_free() {
@@ -246,7 +247,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                 given += 1;
                                 stop |= sink.outcome(Outcome::Failed(rec));
                             }
-                            Verdict::Silent(_) | Verdict::Repost => {
+                            Verdict::Silent(_) | Verdict::Repost | Verdict::Consumed => {
                                 tally.success(payload);
                                 ctx.cq.release_credit();
                                 release(ctx.owners, op.owned());
@@ -270,6 +271,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             if let Queue::Rx(q) = &mut self.queue {
                 q.doorbell();
             }
+        }
+        if self.is_tx() && self.kind.framing().is_some_and(|f| !f.encap.is_ringfab()) {
+            // A plain-UDP transmit path sends the host's control frames and its held sends.
+            let (g, errors) = self.ip_progress(ctx, sink, &mut stop);
+            given += g;
+            tally.err += errors;
         }
         self.reclaim_silent(ctx, &mut tally);
         tally.apply(ctx, self.cntr);

@@ -157,7 +157,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         match &verdict {
             Verdict::Done(done) => (1, sink(Outcome::Done(done))),
             Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
-            Verdict::Silent(_) | Verdict::Repost => {
+            Verdict::Silent(_) | Verdict::Repost | Verdict::Consumed => {
                 self.op_cq(op, ctx).release_credit();
                 release(ctx.owners, op.owned());
                 (0, false)

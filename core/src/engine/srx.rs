@@ -248,6 +248,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             source_err: ep.source_err,
             context: ep.context,
             encap: self.header_encap(),
+            port: 0,
         };
         let c = RxCompletion {
             token: Token(0),
@@ -261,14 +262,14 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             report: !ep.selective || op.report,
             ..*op
         };
-        let verdict = rx_outcome(Some(&framing), &op, &c, ctx.avs);
+        let verdict = rx_outcome(Some(&framing), &op, &c, ctx.avs, ctx.ip);
         if let Some(cn) = ctx.cntrs.counter(usize::from(ep.cntr)) {
             // The payload, as the endpoint's own queue counts it (not the padded frame).
             match &verdict {
                 Verdict::Done(done) => cn.complete_ok(1, done.len as u64),
                 Verdict::Silent(payload) => cn.complete_ok(1, *payload as u64),
                 Verdict::Failed(_) => cn.complete_err(1),
-                Verdict::Repost => {}
+                Verdict::Repost | Verdict::Consumed => {}
             }
         }
         match &verdict {

@@ -54,8 +54,11 @@ pub(crate) struct Framing {
     /// The endpoint's context, for error entries that belong to no operation (a critical
     /// fault of the queue).
     pub(crate) context: OpContext,
-    /// How ringfab's header travels (every endpoint of a shared path uses the same).
+    /// How ringfab's header travels (every endpoint of a shared path uses the same), or plain
+    /// UDP.
     pub(crate) encap: Encap,
+    /// The UDP port of a plain-UDP endpoint (0 on ringfab's encapsulations).
+    pub(crate) port: u16,
 }
 
 /// What a path is for — one type per kind, each with what only it keeps. The kind decides how
@@ -124,6 +127,9 @@ pub(crate) struct PollCtx<'a> {
     pub(crate) avs: AvTables<'a>,
     pub(crate) owners: &'a [AtomicUsize],
     pub(crate) cntrs: &'a dyn Counters,
+    /// The domain's IPv4 host and the time, where it has an IPv4 configuration (plain-UDP
+    /// paths use it; nothing else looks).
+    pub(crate) ip: Option<super::IpCtx<'a>>,
 }
 
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
@@ -148,6 +154,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     fn new(queue: Queue<'n, N, D>, in_order: bool) -> Self {
         PathState {
             queue,
+            index: 0,
             table: OpTable::new(),
             cq: None,
             bind: BindFlags::empty(),

@@ -3,14 +3,17 @@
 //! `FI_SOURCE_ERR`), [`tx_outcome`] for a send; and the flags and lengths their entries carry.
 
 use super::header::parse_header;
+use super::ip::{ControlIn, IpCtx};
 use super::multi::NO_GROUP;
 use super::op::{Op, OpKind};
 use super::sink::ErrRecord;
 use super::state::Framing;
-use crate::addr::{AvTables, EpAddr};
+use crate::addr::{AvTables, EpAddr, RawAddr};
 use crate::entry::{BufAddr, Completion};
 use crate::flags::CompletionFlags;
 use crate::hal::{RxCompletion, RxError, TxCompletion, TxError};
+use crate::ip::parse::Frame;
+use crate::ip::{classify, SockAddrIn, Verify, MAX_CLASSIFIED};
 use crate::proto::{self, Header};
 use crate::strerror::ProvError;
 use crate::Error;
@@ -28,6 +31,9 @@ pub(super) enum Verdict {
     /// ([`RxError::Continuation`]): the buffer is posted again, nothing is reported. The path
     /// counts the first as a dropped frame, not the second (see [`is_drop`]).
     Repost,
+    /// A frame for the domain's IPv4 host (ARP, an ICMP echo request), taken by it: the buffer
+    /// is posted again, nothing is reported, nothing counts as dropped.
+    Consumed,
 }
 
 /// Whether a receive that becomes [`Verdict::Repost`] is a dropped frame of its own (counted
@@ -92,6 +98,7 @@ pub(super) fn rx_outcome(
     op: &Op,
     c: &RxCompletion,
     avs: AvTables<'_>,
+    ip: Option<IpCtx<'_>>,
 ) -> Verdict {
     let completion = |len: u32| Completion {
         context: op.context,
@@ -113,6 +120,19 @@ pub(super) fn rx_outcome(
     };
     let (mut done, payload) = match framing {
         None => (completion(fit), frame_len),
+        Some(f) if !f.encap.is_ringfab() => match plain_udp(f, op, frame_len, fit, avs, ip) {
+            Ok((src, src_fi, payload, broadcast)) => {
+                let mut done = completion(payload);
+                if broadcast {
+                    done.flags |= CompletionFlags::MULTICAST;
+                }
+                done.src_raw = Some(RawAddr::In(src));
+                done.src = src_fi;
+                (done, payload)
+            }
+            Err(NotDelivered::Dropped) => return Verdict::Repost,
+            Err(NotDelivered::Consumed) => return Verdict::Consumed,
+        },
         Some(f) => match parse_framed(f, op, frame_len) {
             Err(()) => return Verdict::Repost,
             Ok(h) => {
@@ -130,7 +150,7 @@ pub(super) fn rx_outcome(
                     mac: h.src,
                     ctx: h.src_ctx,
                 };
-                done.src_raw = Some(src);
+                done.src_raw = Some(RawAddr::Ep(src));
                 done.src = f.av.and_then(|i| avs.get(i)).and_then(|av| av.reverse(src));
                 (done, u32::from(h.payload_len))
             }
@@ -141,6 +161,8 @@ pub(super) fn rx_outcome(
     // truncation ("The olen specifies the amount of data that did not fit into the
     // available receive buffer and was discarded").
     let offset = framing.map_or(0, |f| f.encap.header_len() as u32);
+    // (Plain UDP: a datagram that did not fit its buffer was not delivered, so `fit` holds
+    // it whole and only the application's accepted length can truncate it.)
     let accepted = op.len.min(fit.saturating_sub(offset));
     if payload > accepted {
         done.len = accepted as usize;
@@ -168,6 +190,72 @@ pub(super) fn rx_outcome(
     } else {
         Verdict::Silent(payload as usize)
     }
+}
+
+/// Classifies a frame received on a plain-UDP endpoint's path (`ip::classify`): a datagram to
+/// the endpoint's port gives its sender, the sender's handle in the AV, the payload length and
+/// whether it was broadcast; ARP and echo requests go to the domain's host (consumed);
+/// everything else is counted by reason and dropped (posted again). Out of
+/// line: the copy of the frame it classifies is a stack array no other lane should carry.
+#[inline(never)]
+fn plain_udp(
+    f: &Framing,
+    op: &Op,
+    frame_len: u32,
+    fit: u32,
+    avs: AvTables<'_>,
+    ip: Option<IpCtx<'_>>,
+) -> core::result::Result<(SockAddrIn, Option<crate::addr::FiAddr>, u32, bool), NotDelivered> {
+    let Some(ip) = ip else {
+        return Err(NotDelivered::Dropped);
+    };
+    let n = fit as usize;
+    // A frame split across buffers, or longer than what is classified: its checksum cannot be
+    // checked, so it is not delivered.
+    if frame_len != fit || n > MAX_CLASSIFIED {
+        ip.host.count_too_long();
+        return Err(NotDelivered::Dropped);
+    }
+    let mut bytes = [0u8; MAX_CLASSIFIED];
+    // The operation owns the buffer and the device has finished writing it (as
+    // `parse_header`).
+    if op.buf.span.read_bytes(0, &mut bytes[..n]).is_err() {
+        return Err(NotDelivered::Dropped);
+    }
+    let Some(local) = ip.host.local() else {
+        return Err(NotDelivered::Dropped);
+    };
+    match classify(&bytes[..n], &local, Verify::ALL) {
+        Err(reason) => {
+            ip.host.count(reason);
+            Err(NotDelivered::Dropped)
+        }
+        Ok(Frame::Arp(a)) => {
+            ip.host.take_control(ControlIn::Arp(a), ip.now);
+            Err(NotDelivered::Consumed)
+        }
+        Ok(Frame::EchoRequest(e)) => {
+            ip.host.take_control(ControlIn::Echo(e), ip.now);
+            Err(NotDelivered::Consumed)
+        }
+        Ok(Frame::Udp(d)) if d.dst.port != f.port => {
+            ip.host.count_port();
+            Err(NotDelivered::Dropped)
+        }
+        Ok(Frame::Udp(d)) => {
+            let src_fi =
+                f.av.and_then(|i| avs.get(i))
+                    .and_then(|av| av.reverse_raw(RawAddr::In(d.src)));
+            Ok((d.src, src_fi, d.payload.len() as u32, d.broadcast))
+        }
+    }
+}
+
+/// Why a plain-UDP frame is not delivered: [`Verdict::Repost`] or [`Verdict::Consumed`].
+#[derive(Clone, Copy)]
+enum NotDelivered {
+    Dropped,
+    Consumed,
 }
 
 /// A receive the driver failed: `FI_ECANCELED` for a flushed buffer, `FI_EIO` for what the

@@ -82,8 +82,10 @@ pub enum EpType {
 
 /// Payload bytes `inject` copies (`inject_size`).
 pub const INJECT_SIZE: usize = 64;
-/// One inject bounce slot: the longest header plus payload, rounded to cache lines.
-const INJECT_SLOT: usize = (MAX_HEADER_LEN + INJECT_SIZE).next_multiple_of(64);
+/// One inject bounce slot: the longest header plus payload, rounded to cache lines — the
+/// engine's bounce slot, which also carries control frames (ARP, ICMP) on plain UDP.
+const INJECT_SLOT: usize = crate::engine::BOUNCE_SLOT;
+const _: () = assert!(INJECT_SLOT >= (MAX_HEADER_LEN + INJECT_SIZE).next_multiple_of(64));
 
 /// Transmit operation flags an endpoint accepts (`fi_sendmsg`).
 pub(crate) const TX_FLAGS_OK: OpFlags = OpFlags::COMPLETION
@@ -145,6 +147,10 @@ pub struct EpAttr {
     /// descriptors and a group each: at most 8, and the ring over `k`. At most the op table's
     /// depth.
     pub multi_recv_msgs: u32,
+    /// The UDP port a [plain-UDP](Encap::PlainUdp) endpoint binds (`docs/ip.md`, "Ports"): 0
+    /// (the default) for the lowest free one of the dynamic range (RFC 6335 §6). Bound when
+    /// the endpoint is made, released when it closes. Ignored on ringfab's encapsulations.
+    pub port: u16,
 }
 
 /// What one operation of an endpoint's costliest kind takes: the unit of `size` and
@@ -174,6 +180,7 @@ impl EpAttr {
         encap: Encap::Ethernet,
         tx_iov_limit: 1,
         multi_recv_msgs: 0,
+        port: 0,
     };
 }
 
@@ -241,6 +248,8 @@ pub struct Endpoint {
     /// The shared receive context it receives through, and its owner number there.
     srx: Option<usize>,
     srx_owner: u8,
+    /// A plain-UDP endpoint's bound UDP port (0: none).
+    port: u16,
 }
 
 impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
@@ -253,7 +262,9 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// send can have on the NIC ([`EpAttr::tx_iov_limit`]), or a `multi_recv_msgs` over the
     /// op table's depth `D`;
     /// `BadFlags` for unknown or unsupported default op flags (`FI_MULTI_RECV` without
-    /// `multi_recv_msgs`).
+    /// `multi_recv_msgs`); on [plain UDP](Encap::PlainUdp), `AddrInUse` for a port bound
+    /// already (or, for port 0, no free one) and `Full(Ports)` when the domain's port table is
+    /// full.
     pub fn endpoint(&self, attr: &EpAttr) -> Result<Endpoint> {
         let mut attr = *attr;
         match attr.ep_type {
@@ -279,8 +290,11 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             mac: caps.mac,
             ctx: attr.rx_queue,
         };
-        let ep = Endpoint::new(self, attr, (true, true), name, name);
+        let mut ep = Endpoint::new(self, attr, (true, true), name, name);
         ep.check_op_flags()?;
+        if !attr.encap.is_ringfab() {
+            ep.port = self.ip().bind_port(attr.port)?;
+        }
         Ok(ep)
     }
 
@@ -341,6 +355,7 @@ impl From<&Endpoint> for EpAddr {
 
 mod alias;
 mod control;
+mod plain;
 mod recv;
 mod send;
 mod setup;

@@ -1,16 +1,18 @@
 //! An endpoint's life: its state and bindings (`fi_ep_bind`), `fi_enable` and critical
 //! faults, `fi_close`, and what it reports of itself.
 
-use crate::addr::EpAddr;
+use crate::addr::{AddrFormat, EpAddr};
 use crate::av::AddressVector;
 use crate::cntr::Counter;
 use crate::cq::queue::CompletionQueue;
 use crate::domain::Domain;
+use crate::engine::NO_MR;
 use crate::engine::{Framing, Outcome};
 use crate::entry::Format;
 use crate::flags::{BindFlags, CntrBindFlags, OpFlags};
 use crate::hal::{Nic, QueueFault, RxConfig, TxConfig};
 use crate::info::{EndpointAttr, EpInfo, Order, Protocol, RxAttr, TxAttr};
+use crate::ip::SockAddrIn;
 use crate::path::Path;
 use crate::srx::SharedRxContext;
 use crate::stx::SharedTxContext;
@@ -51,6 +53,7 @@ impl Endpoint {
             owner: 0,
             srx: None,
             srx_owner: 0,
+            port: 0,
         }
     }
 
@@ -131,6 +134,10 @@ impl Endpoint {
     /// are discarded, the queues given back, the bindings and a context's address released.
     pub(crate) fn shut<'d, 'n, N: Nic + 'n, const D: usize>(&mut self, dom: &'d Domain<'n, N, D>) {
         self.close_paths(dom);
+        if self.port != 0 {
+            dom.ip().unbind_port(self.port);
+            self.port = 0;
+        }
         self.leave_shared(dom);
         for b in [self.tx_cq.take(), self.rx_cq.take()].into_iter().flatten() {
             dom.cqs()[b.cq].drop_bind();
@@ -151,6 +158,17 @@ impl Endpoint {
         &mut self,
         dom: &'d Domain<'n, N, D>,
     ) {
+        if let (Some(tx), false) = (self.tx, self.attr.encap.is_ringfab()) {
+            // Sends held for address resolution go with the queue, as its posted ones do:
+            // no completion, credits and buffers back.
+            let credits = self.cq_slot(dom, self.tx_cq).ok().map(|cq| cq.credits);
+            dom.ip().forget_path(tx, |h| {
+                if let Some(c) = credits {
+                    c.release_credit();
+                }
+                crate::engine::release(dom.owners(), (h.buf.mr != NO_MR).then_some(h.buf));
+            });
+        }
         if self.stx.is_some() {
             // The shared queue stays; only this endpoint's operations go. The handle does not
             // close a shared path when dropped.
@@ -290,7 +308,7 @@ impl Endpoint {
 
     /// Bytes before the payload in a send or receive buffer: ringfab's header on the endpoint's
     /// [encapsulation](EpAttr::encap) — [`HEADER_LEN`](crate::proto::HEADER_LEN) on Ethernet,
-    /// [`MAX_HEADER_LEN`] on UDP.
+    /// [`MAX_HEADER_LEN`] on UDP — or Ethernet, IPv4 and UDP's 42 bytes on plain UDP.
     pub fn payload_offset(&self) -> usize {
         self.attr.encap.header_len()
     }
@@ -334,13 +352,37 @@ impl Endpoint {
         self.local
     }
 
+    /// The `sockaddr_in` of a [plain-UDP](Encap::PlainUdp) endpoint (`fi_getname` with
+    /// `FI_SOCKADDR_IN`): the domain's IPv4 address and the endpoint's port. `None` on ringfab's
+    /// encapsulations, or before the domain has an IPv4 configuration.
+    pub fn sockaddr<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) -> Option<SockAddrIn> {
+        if self.port == 0 || dom.check(self.domain).is_err() {
+            return None;
+        }
+        dom.ipv4().map(|c| SockAddrIn::new(c.addr, self.port))
+    }
+
+    /// The UDP port a [plain-UDP](Encap::PlainUdp) endpoint bound (0 on ringfab's
+    /// encapsulations).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The largest message payload (`max_msg_size`): the receive buffer or the NIC's frame,
-    /// whichever is smaller, less the header.
+    /// whichever is smaller, less the header — on plain UDP, MTU − 28 (IPv4 and UDP; the
+    /// 14-byte Ethernet header is not part of the MTU), at most the receive buffer's room.
     pub fn max_msg_size<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
         dom: &'d Domain<'n, N, D>,
     ) -> usize {
-        let frame = dom.nic().capabilities().max_frame_len;
+        let mut frame = dom.nic().capabilities().max_frame_len;
+        if !self.attr.encap.is_ringfab() {
+            // What the receive path classifies (jumbo frames are not offered on plain UDP).
+            frame = frame.min(crate::ip::MAX_CLASSIFIED);
+        }
         frame.min(self.attr.rx_buf_len as usize) - self.payload_offset()
     }
 
@@ -639,7 +681,9 @@ impl Endpoint {
     ///
     /// # Errors
     /// `OpBadState` if already enabled (and not disabled by a fault); `NoCq` without a CQ for
-    /// each direction; `NoAv` without an address vector; `NoMem` when the domain has no free
+    /// each direction; `NoAv` without an address vector; `Inval` for an address vector of
+    /// another [format](crate::av::AvAttr::format) than the encapsulation's;
+    /// `AddrNotAvail` for a plain-UDP endpoint in a domain without an IPv4 configuration; `NoMem` when the domain has no free
     /// path slots; `Device(DeviceRemoved)` when re-enabling after a fault finds the device
     /// gone; `Device(_)` when the NIC refuses a queue (in use, …) or fails to come back. On
     /// error the endpoint stays disabled and can be enabled again.
@@ -663,6 +707,20 @@ impl Endpoint {
         let Some(av) = self.av else {
             return Err(Error::NoAv);
         };
+        // An endpoint takes addresses of its encapsulation's format; plain UDP needs an
+        // address of the domain's own.
+        let format = dom.avs().at(av).view().map(|st| st.format);
+        let wanted = if self.attr.encap.is_ringfab() {
+            AddrFormat::Ringfab
+        } else {
+            if dom.ipv4().is_none() {
+                return Err(Error::AddrNotAvail);
+            }
+            AddrFormat::SockaddrIn
+        };
+        if format.is_some_and(|f| f != wanted) {
+            return Err(Error::Inval);
+        }
         if self.recover {
             dom.nic().recover()?;
             self.recover = false;
@@ -673,6 +731,7 @@ impl Endpoint {
             source_err: self.attr.source_err,
             context: self.attr.context,
             encap: self.attr.encap,
+            port: self.port,
         };
         let mut tx = None;
         if let (true, Some(tx_cq), Some(index)) = (self.sends, self.tx_cq, self.stx) {
@@ -741,6 +800,10 @@ impl Endpoint {
         }
         self.tx = tx.map(|p| p.index);
         self.enabled = true;
+        if !self.attr.encap.is_ringfab() {
+            // RFC 5227 §2.3: the link learns where the address is.
+            dom.ip().announce();
+        }
         Ok(())
     }
 

@@ -205,6 +205,31 @@ impl<T: Copy, const ENTRIES: usize, const HELD: usize> Resolver<T, ENTRIES, HELD
         Resolve::Held(request)
     }
 
+    /// Starts resolving `next_hop` at `now` without holding anything (a peer just inserted in
+    /// an address vector, `docs/ip.md`): the first request if the address is neither cached
+    /// nor being resolved, else nothing.
+    pub fn prefetch(&mut self, next_hop: Ipv4Addr, now: Duration) -> Option<ArpFrame> {
+        if self.lookup(next_hop, now).is_some() {
+            return None;
+        }
+        if let Some(Entry {
+            state: State::Resolving { .. },
+            ..
+        }) = self.find(next_hop).and_then(|i| self.cache[i])
+        {
+            return None;
+        }
+        let i = self.find(next_hop).or_else(|| self.room())?;
+        self.cache[i] = Some(Entry {
+            ip: next_hop,
+            state: State::Resolving {
+                sent: 1,
+                due: now + RETRY_INTERVAL,
+            },
+        });
+        Some(self.request(next_hop))
+    }
+
     /// Takes a received ARP packet at `now` (RFC 826's algorithm): the sender's pair updates
     /// its entry if there is one (the merge), and is added if the packet is for our address; a
     /// request for our address gets the reply returned. Requests for other hosts and packets
@@ -281,11 +306,19 @@ impl<T: Copy, const ENTRIES: usize, const HELD: usize> Resolver<T, ENTRIES, HELD
         None
     }
 
-    /// The oldest held item whose next hop matches `pick`, taken out of the queue.
-    fn take_oldest(&mut self, pick: impl Fn(&State) -> bool) -> Option<(State, T)> {
+    /// The oldest held item whose next hop matches `pick` and which `mine` accepts, taken out
+    /// of the queue.
+    fn take_oldest(
+        &mut self,
+        pick: impl Fn(&State) -> bool,
+        mine: impl Fn(&T) -> bool,
+    ) -> Option<(State, T)> {
         let mut best: Option<(u64, usize, State)> = None;
         for (i, h) in self.held.iter().enumerate() {
             let Some(h) = h else { continue };
+            if !mine(&h.item) {
+                continue;
+            }
             let Some(state) = self
                 .find(h.next_hop)
                 .and_then(|e| self.cache[e])
@@ -303,7 +336,13 @@ impl<T: Copy, const ENTRIES: usize, const HELD: usize> Resolver<T, ENTRIES, HELD
 
     /// The oldest held item whose next hop has resolved, with the MAC to send it to.
     pub fn take_ready(&mut self) -> Option<(MacAddr, T)> {
-        match self.take_oldest(|s| matches!(s, State::Resolved { .. }))? {
+        self.take_ready_if(|_| true)
+    }
+
+    /// [`take_ready`](Self::take_ready) among the items `mine` accepts (a transmit path's own,
+    /// where several share the resolver). Order is kept per next hop among those items.
+    pub fn take_ready_if(&mut self, mine: impl Fn(&T) -> bool) -> Option<(MacAddr, T)> {
+        match self.take_oldest(|s| matches!(s, State::Resolved { .. }), mine)? {
             (State::Resolved { mac, .. }, item) => Some((mac, item)),
             _ => None,
         }
@@ -313,7 +352,12 @@ impl<T: Copy, const ENTRIES: usize, const HELD: usize> Resolver<T, ENTRIES, HELD
     /// (`FI_EHOSTUNREACH`). Once nothing is held for a failed address its entry is forgotten,
     /// so that a later send asks again.
     pub fn take_failed(&mut self) -> Option<T> {
-        let (_, item) = self.take_oldest(|s| matches!(s, State::Failed { .. }))?;
+        self.take_failed_if(|_| true)
+    }
+
+    /// [`take_failed`](Self::take_failed) among the items `mine` accepts.
+    pub fn take_failed_if(&mut self, mine: impl Fn(&T) -> bool) -> Option<T> {
+        let (_, item) = self.take_oldest(|s| matches!(s, State::Failed { .. }), mine)?;
         for i in 0..ENTRIES {
             if let Some(Entry {
                 ip,
@@ -326,6 +370,12 @@ impl<T: Copy, const ENTRIES: usize, const HELD: usize> Resolver<T, ENTRIES, HELD
             }
         }
         Some(item)
+    }
+
+    /// The oldest held item `mine` accepts, whatever the state of its next hop (its sender is
+    /// going away).
+    pub fn take_any_if(&mut self, mine: impl Fn(&T) -> bool) -> Option<T> {
+        self.take_oldest(|_| true, mine).map(|(_, item)| item)
     }
 
     /// The announcement of our address (RFC 5227 §2.3: a request with our address as both

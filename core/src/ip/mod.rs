@@ -50,3 +50,37 @@ pub const TTL: u8 = 64;
 pub const fn max_payload(max_frame: usize) -> usize {
     max_frame.saturating_sub(UDP_HEADER_LEN)
 }
+
+/// What a domain's plain-UDP endpoints dropped, by reason (`Domain::ip_drops`): frames their
+/// receive queues took that reached no application, and control frames that could not go.
+/// Every dropped frame also counts in its endpoint's `dropped_frames`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct IpDrops {
+    /// Frames [`classify`] refused, at [`Discard::index`].
+    pub discards: [u64; Discard::ALL.len()],
+    /// Datagrams to a UDP port no endpoint on the queue is bound to.
+    pub port: u64,
+    /// Frames longer than the receive path classifies ([`MAX_CLASSIFIED`]), or that did not
+    /// fit their buffer: their checksum cannot be checked.
+    pub too_long: u64,
+    /// ARP and ICMP answers, and ARP requests, dropped because the control outbox was full, or
+    /// (echo replies) longer than a control frame ([`CONTROL_LEN`]).
+    pub control: u64,
+}
+
+impl IpDrops {
+    /// Frames dropped for `reason`.
+    pub fn of(&self, reason: Discard) -> u64 {
+        self.discards[reason.index()]
+    }
+}
+
+/// The longest frame the receive path classifies: it is copied out of its buffer onto the
+/// stack (its UDP checksum is summed over the copy). Jumbo frames are not offered on plain
+/// UDP.
+pub const MAX_CLASSIFIED: usize = 2048;
+
+/// The longest control frame (ARP, an ICMP echo reply): one inject bounce slot. An echo
+/// request whose reply would be longer — more than 86 bytes of data; `ping` sends 56 — is
+/// dropped and counted.
+pub const CONTROL_LEN: usize = 128;

@@ -92,6 +92,7 @@ pub(crate) fn four_on<N: Nic>(nic_a: &N, nic_b: &N, rss: bool) -> Outcome {
         .open_av(&AvAttr {
             count: 4,
             rx_ctx_bits: RX_BITS,
+            ..AvAttr::default()
         })
         .map_err(fail("AV A"))?;
     let av_b = db

@@ -218,3 +218,27 @@ fn the_announcement_is_a_request_for_our_own_address() {
     assert_eq!((a.sender_ip, a.target_ip), (US, US));
     assert_eq!(a.target_mac, MacAddr([0; 6]));
 }
+
+#[test]
+fn prefetch_asks_once_and_a_later_item_waits_on_the_same_request() {
+    let mut r = resolver::<4, 4>();
+    assert!(r.prefetch(B, secs(0)).is_some());
+    assert_eq!(r.prefetch(B, secs(0)), None, "already being resolved");
+    assert_eq!(r.resolve(B, 1, secs(0)), Resolve::Held(None));
+    r.receive(&reply_from(B_MAC, B), secs(0));
+    assert_eq!(r.prefetch(B, secs(1)), None, "resolved");
+    assert_eq!(r.take_ready(), Some((B_MAC, 1)));
+}
+
+#[test]
+fn take_if_releases_only_the_items_asked_for_in_order() {
+    let mut r = resolver::<4, 4>();
+    let _ = r.resolve(B, 1, secs(0));
+    let _ = r.resolve(B, 2, secs(0));
+    let _ = r.resolve(B, 3, secs(0));
+    r.receive(&reply_from(B_MAC, B), secs(0));
+    assert_eq!(r.take_ready_if(|i| i % 2 == 0), Some((B_MAC, 2)));
+    assert_eq!(r.take_ready_if(|i| i % 2 == 0), None);
+    assert_eq!(r.take_ready(), Some((B_MAC, 1)));
+    assert_eq!(r.take_ready(), Some((B_MAC, 3)));
+}

@@ -1,0 +1,474 @@
+//! The domain's IPv4 host as paths drive it (`docs/ip.md`): [`IpHost`] holds the IPv4
+//! configuration, the ARP resolver (`ip::arp::Resolver`) with the sends it holds, the control
+//! outbox (ARP and ICMP frames waiting for a transmit path), the bound UDP ports and the drop
+//! counts. A plain-UDP receive path hands it ARP packets and echo requests
+//! ([`IpHost::take_control`]); a plain-UDP transmit path, each time it is polled, sends what the
+//! outbox holds and releases or fails its held sends ([`PathState::ip_progress`]). No thread
+//! and no timer: the time is the one the poll's caller read from the domain's clock.
+//!
+//! Locks: a path's lock, then the host's — never the other way round (a send looks its
+//! next hop up and lets go of the host before it takes its transmit path).
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use core::time::Duration;
+
+use spin::Mutex;
+
+use super::sink::{ErrRecord, Outcome, Sink};
+use super::state::{PollCtx, Queue};
+use super::verdict::SEND_FLAGS;
+use super::{PathState, NO_MR};
+use crate::buf::RawBuf;
+use crate::entry::{Completion, OpContext};
+use crate::hal::MacAddr;
+use crate::hal::{DmaRegion as _, Iova, Nic, TxSegment};
+use crate::ip::arp::{Resolve, Resolver};
+use crate::ip::checksum::Sum;
+use crate::ip::emit::{self, ArpFrame, UdpChecksum, UdpHeader};
+use crate::ip::parse::{Arp, Echo, Local};
+use crate::ip::{
+    Discard, IpDrops, Ipv4Addr, Ipv4Config, SockAddrIn, CONTROL_LEN, ETH_MIN_FRAME, UDP_HEADER_LEN,
+};
+use crate::{Error, Result};
+
+/// Addresses the ARP cache holds.
+pub(crate) const ARP_ENTRIES: usize = 16;
+/// Sends held, domain-wide, while their next hops resolve.
+pub(crate) const HELD: usize = 8;
+/// Control frames waiting for a transmit path.
+const OUTBOX: usize = 4;
+/// UDP ports bound at once.
+pub(crate) const MAX_PORTS: usize = 16;
+/// The first port handed out for `EpAttr::port` 0 (RFC 6335 §6: the dynamic range).
+const DYNAMIC_PORTS: u16 = 49152;
+
+/// Bytes of one inject bounce slot of a transmit path: an inject's frame, a gather send's
+/// header, or a control frame.
+pub(crate) const BOUNCE_SLOT: usize = CONTROL_LEN;
+
+/// A send held while its next hop resolves: everything its post needs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HeldSend {
+    /// The transmit path it goes out on (its index in the domain's table).
+    pub(crate) path: usize,
+    /// The owned buffer, the 42-byte header room at its start.
+    pub(crate) buf: RawBuf,
+    /// Payload bytes after the header.
+    pub(crate) payload_len: u16,
+    pub(crate) src: SockAddrIn,
+    pub(crate) dst: SockAddrIn,
+    /// The payload's one's-complement sum, for the UDP checksum.
+    pub(crate) sum: Sum,
+    pub(crate) context: OpContext,
+    /// Whether its success is reported.
+    pub(crate) report: bool,
+}
+
+/// A control frame waiting in the outbox.
+#[derive(Clone, Copy)]
+struct Control {
+    len: usize,
+    bytes: [u8; CONTROL_LEN],
+}
+
+/// The host's state behind its lock, once configured.
+pub(crate) struct IpState {
+    pub(crate) local: Local,
+    pub(crate) arp: Resolver<HeldSend, ARP_ENTRIES, HELD>,
+    outbox: [Option<Control>; OUTBOX],
+}
+
+/// What the host does with a frame a receive path classified as its own business.
+pub(crate) enum ControlIn<'a> {
+    Arp(Arp),
+    Echo(Echo<'a>),
+}
+
+/// Counts of [`IpDrops`], as atomics.
+const COUNTS: usize = Discard::ALL.len() + 3;
+const PORT: usize = Discard::ALL.len();
+const TOO_LONG: usize = PORT + 1;
+const CONTROL: usize = PORT + 2;
+
+/// The domain's IPv4 host. See the [module documentation](self).
+pub(crate) struct IpHost {
+    pub(crate) state: Mutex<Option<IpState>>,
+    /// Bound UDP ports (0: free).
+    ports: Mutex<[u16; MAX_PORTS]>,
+    counts: [AtomicU64; COUNTS],
+}
+
+impl IpState {
+    fn queue(&mut self, frame: &[u8]) -> bool {
+        let Some(slot) = self.outbox.iter_mut().find(|c| c.is_none()) else {
+            return false;
+        };
+        let mut bytes = [0; CONTROL_LEN];
+        let Some(dst) = bytes.get_mut(..frame.len()) else {
+            return false;
+        };
+        dst.copy_from_slice(frame);
+        *slot = Some(Control {
+            len: frame.len(),
+            bytes,
+        });
+        true
+    }
+
+    fn queue_arp(&mut self, a: &ArpFrame) -> bool {
+        let mut out = [0; ETH_MIN_FRAME];
+        emit::arp(a, &mut out);
+        self.queue(&out)
+    }
+}
+
+impl IpHost {
+    pub(crate) const fn new() -> Self {
+        IpHost {
+            state: Mutex::new(None),
+            ports: Mutex::new([0; MAX_PORTS]),
+            counts: [const { AtomicU64::new(0) }; COUNTS],
+        }
+    }
+
+    /// Sets (or, with no plain-UDP endpoint enabled, replaces) the configuration; the ARP
+    /// cache starts empty.
+    pub(crate) fn configure(&self, mac: MacAddr, ip: Ipv4Config) {
+        let local = Local { mac, ip };
+        *self.state.lock() = Some(IpState {
+            local,
+            arp: Resolver::new(local),
+            outbox: [None; OUTBOX],
+        });
+    }
+
+    /// The configuration, if set.
+    pub(crate) fn config(&self) -> Option<Ipv4Config> {
+        self.local().map(|l| l.ip)
+    }
+
+    /// The host as frames are classified for it, if configured.
+    pub(crate) fn local(&self) -> Option<Local> {
+        self.state.lock().as_ref().map(|s| s.local)
+    }
+
+    /// Binds `port` (0: the lowest free one of the dynamic range) and returns it.
+    pub(crate) fn bind_port(&self, port: u16) -> Result<u16> {
+        let mut ports = self.ports.lock();
+        let port = if port != 0 {
+            if ports.contains(&port) {
+                return Err(Error::AddrInUse);
+            }
+            port
+        } else {
+            (DYNAMIC_PORTS..=u16::MAX)
+                .find(|p| !ports.contains(p))
+                .ok_or(Error::AddrInUse)?
+        };
+        let free = ports
+            .iter_mut()
+            .find(|p| **p == 0)
+            .ok_or(Error::Full(crate::error::Capacity::Ports))?;
+        *free = port;
+        Ok(port)
+    }
+
+    /// Releases `port`.
+    pub(crate) fn unbind_port(&self, port: u16) {
+        let mut ports = self.ports.lock();
+        if let Some(p) = ports.iter_mut().find(|p| **p == port) {
+            *p = 0;
+        }
+    }
+
+    /// Counts a frame dropped for `reason`.
+    pub(crate) fn count(&self, reason: Discard) {
+        self.counts[reason.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_port(&self) {
+        self.counts[PORT].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_too_long(&self) {
+        self.counts[TOO_LONG].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count_control(&self) {
+        self.counts[CONTROL].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The drop counts.
+    pub(crate) fn drops(&self) -> IpDrops {
+        let mut d = IpDrops::default();
+        for (i, n) in d.discards.iter_mut().enumerate() {
+            *n = self.counts[i].load(Ordering::Relaxed);
+        }
+        d.port = self.counts[PORT].load(Ordering::Relaxed);
+        d.too_long = self.counts[TOO_LONG].load(Ordering::Relaxed);
+        d.control = self.counts[CONTROL].load(Ordering::Relaxed);
+        d
+    }
+
+    /// Takes an ARP packet or an echo request at `now`: the cache learns what RFC 826's merge
+    /// teaches, and the answer, if any, goes into the outbox.
+    pub(crate) fn take_control(&self, frame: ControlIn<'_>, now: Duration) {
+        let mut guard = self.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return;
+        };
+        let queued = match frame {
+            ControlIn::Arp(a) => match st.arp.receive(&a, now) {
+                Some(reply) => st.queue_arp(&reply),
+                None => true,
+            },
+            ControlIn::Echo(e) => {
+                let mut out = [0; CONTROL_LEN];
+                match emit::echo_reply(&e, st.local.mac, st.local.ip.addr, &mut out) {
+                    Ok(len) => st.queue(&out[..len]),
+                    Err(_) => false,
+                }
+            }
+        };
+        if !queued {
+            self.count_control();
+        }
+    }
+
+    /// Queues the announcement of our address (RFC 5227 §2.3).
+    pub(crate) fn announce(&self) {
+        let mut guard = self.state.lock();
+        if let Some(st) = guard.as_mut() {
+            let a = st.arp.announce();
+            if !st.queue_arp(&a) {
+                self.count_control();
+            }
+        }
+    }
+
+    /// Starts resolving the next hop of `dst` (an address just inserted in an AV).
+    pub(crate) fn prefetch(&self, dst: Ipv4Addr, now: Duration) {
+        let mut guard = self.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return;
+        };
+        let Ok(crate::ip::NextHop::Unicast(hop)) = st.local.ip.next_hop(dst) else {
+            return;
+        };
+        if let Some(req) = st.arp.prefetch(hop, now) {
+            if !st.queue_arp(&req) {
+                self.count_control();
+            }
+        }
+    }
+
+    /// Where a send to `dst` goes at `now`: `Ok(Some(mac))` to send at once, `Ok(None)` when
+    /// `held` was held (its next hop is being resolved), the item back when nothing can be
+    /// held (`Again`), or the next hop's error (`HostUnreach`, `Inval`).
+    pub(crate) fn route(
+        &self,
+        dst: Ipv4Addr,
+        held: Option<HeldSend>,
+        now: Duration,
+    ) -> Result<Option<MacAddr>> {
+        let mut guard = self.state.lock();
+        let st = guard.as_mut().ok_or(Error::AddrNotAvail)?;
+        let hop = match st.local.ip.next_hop(dst)? {
+            crate::ip::NextHop::Broadcast => return Ok(Some(MacAddr::BROADCAST)),
+            crate::ip::NextHop::Unicast(hop) => hop,
+        };
+        let Some(item) = held else {
+            // No item to hold (an inject): the cache or nothing, and the question asked.
+            if let Some(mac) = st.arp.lookup(hop, now) {
+                return Ok(Some(mac));
+            }
+            if let Some(req) = st.arp.prefetch(hop, now) {
+                if !st.queue_arp(&req) {
+                    self.count_control();
+                }
+            }
+            return Err(Error::Again);
+        };
+        match st.arp.resolve(hop, item, now) {
+            Resolve::Ready(mac, _) => Ok(Some(mac)),
+            Resolve::Held(request) => {
+                if let Some(req) = request {
+                    if !st.queue_arp(&req) {
+                        self.count_control();
+                    }
+                }
+                Ok(None)
+            }
+            Resolve::Full(_) => Err(Error::Again),
+        }
+    }
+
+    /// Takes every send held for transmit path `path` out (the path is closing): their
+    /// credits go back to `credits` and their buffers to their regions.
+    pub(crate) fn forget_path(&self, path: usize, mut each: impl FnMut(HeldSend)) {
+        let mut guard = self.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return;
+        };
+        while let Some(h) = st.arp.take_any_if(|h| h.path == path) {
+            each(h);
+        }
+    }
+}
+
+/// Writes the 42-byte header of a plain-UDP datagram at the start of `buf`'s span.
+fn write_udp_header(
+    buf: &RawBuf,
+    src_mac: MacAddr,
+    dst_mac: MacAddr,
+    src: SockAddrIn,
+    dst: SockAddrIn,
+    payload_len: usize,
+    sum: Sum,
+) -> Result {
+    let mut head = [0u8; UDP_HEADER_LEN];
+    UdpHeader {
+        src_mac,
+        dst_mac,
+        src,
+        dst,
+    }
+    .emit(&mut head, payload_len, UdpChecksum::Payload(sum))
+    .map_err(|_| Error::MsgSize)?;
+    buf.span.write_bytes(0, &head).map_err(|_| Error::Inval)
+}
+
+impl<N: Nic, const D: usize> PathState<'_, N, D> {
+    /// A plain-UDP transmit path's progress (module documentation): ARP retries due at `now`,
+    /// the outbox, then its held sends — released in order to resolved next hops, or failed
+    /// (`FI_EHOSTUNREACH`) where resolution gave up. Returns the outcomes given to `sink` and
+    /// the errors among them (for the counter).
+    pub(super) fn ip_progress<'s, S: Sink<'s>>(
+        &mut self,
+        ctx: &PollCtx<'s>,
+        sink: &mut S,
+        stop: &mut bool,
+    ) -> (usize, u64) {
+        let Some(ip) = ctx.ip else {
+            return (0, 0);
+        };
+        let Some(context) = self.kind.framing().map(|f| f.context) else {
+            return (0, 0);
+        };
+        let me = self.index;
+        let mut guard = ip.host.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return (0, 0);
+        };
+        while let Some(req) = st.arp.next_request(ip.now) {
+            if !st.queue_arp(&req) {
+                ip.host.count_control();
+            }
+        }
+        let mut rang = false;
+        for i in 0..OUTBOX {
+            let Some(c) = st.outbox[i] else { continue };
+            match self.post_control(ctx, context, &c.bytes[..c.len]) {
+                Ok(()) => {
+                    st.outbox[i] = None;
+                    rang = true;
+                }
+                // The ring, the op table or the CQ is full: the frame waits for the next poll.
+                Err(Error::Again) => break,
+                Err(_) => {
+                    st.outbox[i] = None;
+                    ip.host.count_control();
+                }
+            }
+        }
+        let (mut given, mut errors) = (0, 0);
+        while let Some(h) = st.arp.take_failed_if(|h| h.path == me) {
+            given += 1;
+            errors += 1;
+            *stop |= sink.outcome(Outcome::Failed(&held_failed(&h, Error::HostUnreach)));
+        }
+        let src_mac = st.local.mac;
+        while let Some((mac, h)) = st.arp.take_ready_if(|h| h.path == me) {
+            let posted = write_udp_header(
+                &h.buf,
+                src_mac,
+                mac,
+                h.src,
+                h.dst,
+                usize::from(h.payload_len),
+                h.sum,
+            )
+            .and_then(|()| {
+                // The hold's credit becomes the post's.
+                ctx.cq.release_credit();
+                let segment = TxSegment {
+                    iova: h.buf.iova,
+                    len: (UDP_HEADER_LEN as u16).saturating_add(h.payload_len),
+                };
+                self.post_send_with(ctx.cq, &[segment], h.buf, h.context, h.report, None)
+                    .inspect_err(|_| {
+                        let _ = ctx.cq.reserve_credit();
+                    })
+            });
+            match posted {
+                Ok(()) => rang = true,
+                Err(e) => {
+                    given += 1;
+                    errors += 1;
+                    *stop |= sink.outcome(Outcome::Failed(&held_failed(&h, e)));
+                }
+            }
+        }
+        drop(guard);
+        if rang {
+            self.doorbell();
+        }
+        (given, errors)
+    }
+
+    /// Posts one control frame out of the bounce slot of the op-table slot it takes, as an
+    /// inject is posted (no success reported).
+    fn post_control(&mut self, ctx: &PollCtx<'_>, context: OpContext, frame: &[u8]) -> Result {
+        if !matches!(self.queue, Queue::Tx(_)) {
+            return Err(Error::OpBadState);
+        }
+        let slot = self.table.next_free().ok_or(Error::Again)?;
+        let offset = slot * BOUNCE_SLOT;
+        let bounce = self.bounce.as_ref().ok_or(Error::OpBadState)?;
+        bounce.write_bytes(offset, frame);
+        let iova = Iova(bounce.iova().0 + offset as u64);
+        let raw = RawBuf {
+            span: crate::hal::DmaSpan::EMPTY,
+            iova,
+            len: frame.len() as u32,
+            mr: NO_MR,
+        };
+        let segment = TxSegment {
+            iova,
+            len: frame.len() as u16,
+        };
+        self.post_send_with(ctx.cq, &[segment], raw, context, false, None)
+    }
+}
+
+/// The error entry of a held send that cannot go.
+fn held_failed(h: &HeldSend, err: Error) -> ErrRecord {
+    ErrRecord {
+        completion: Completion {
+            context: h.context,
+            flags: SEND_FLAGS,
+            owned: (h.buf.mr != NO_MR).then_some(h.buf),
+            ..Completion::default()
+        },
+        err,
+        olen: 0,
+        prov: None,
+    }
+}
+
+/// What a poll needs of the host: the host and the time its caller read.
+#[derive(Clone, Copy)]
+pub(crate) struct IpCtx<'a> {
+    pub(crate) host: &'a IpHost,
+    pub(crate) now: Duration,
+}

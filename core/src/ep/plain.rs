@@ -1,0 +1,196 @@
+//! Sends of a plain-UDP endpoint (`docs/ip.md`, "The send path"): the destination's
+//! `sockaddr_in` from the AV, its next hop's MAC from the domain's ARP cache, the 42-byte
+//! Ethernet/IPv4/UDP header (RFC 894, RFC 791, RFC 768) written in front of the payload with
+//! the IPv4 checksum and the UDP checksum computed in software. A send to a next hop being
+//! resolved is held (its completion comes later: released by the progress of a CQ read, or
+//! failed `FI_EHOSTUNREACH`); an inject to one is `Again`, its resolution started.
+
+use crate::addr::FiAddr;
+use crate::buf::{Buf, RawBuf};
+use crate::domain::Domain;
+use crate::engine::{HeldSend, NO_MR};
+use crate::entry::OpContext;
+use crate::flags::OpFlags;
+use crate::hal::{DmaRegion, Nic, TxSegment};
+use crate::ip::checksum::Sum;
+use crate::ip::{SockAddrIn, UDP_HEADER_LEN};
+use crate::{Error, Result};
+
+use super::*;
+
+/// Bytes of payload summed per read out of a buffer.
+const SUM_CHUNK: usize = 256;
+
+impl Endpoint {
+    /// Checks a plain-UDP send of `len` bytes and gives its source and destination.
+    fn check_plain<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        len: usize,
+        dest: FiAddr,
+        data: Option<u64>,
+        flags: OpFlags,
+    ) -> Result<(SockAddrIn, SockAddrIn)> {
+        self.usable(dom)?;
+        // A UDP datagram has no field for remote CQ data.
+        if !TX_FLAGS_OK.contains(flags) || flags.contains(OpFlags::REMOTE_CQ_DATA) || data.is_some()
+        {
+            return Err(Error::BadFlags);
+        }
+        if len > self.max_msg_size(dom) {
+            return Err(Error::MsgSize);
+        }
+        let av = self.av.and_then(|i| dom.avs().get(i)).ok_or(Error::NoAv)?;
+        let dst = av.lookup_in(dest).ok_or(Error::Inval)?;
+        let src = self.sockaddr(dom).ok_or(Error::AddrNotAvail)?;
+        Ok((src, dst))
+    }
+
+    /// [`sendmsg`](Self::sendmsg) on plain UDP.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "fi_sendmsg's message fields, its flags, and the domain the endpoint is in"
+    )]
+    pub(super) fn send_plain<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        mut buf: Buf<'d>,
+        len: usize,
+        dest: FiAddr,
+        data: Option<u64>,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> core::result::Result<(), (Error, Buf<'d>)> {
+        let (src, dst) = match self.check_plain(dom, len, dest, data, flags) {
+            Ok(a) => a,
+            Err(e) => return Err((e, buf)),
+        };
+        let Some(segment) = buf.tx_segment(UDP_HEADER_LEN + len) else {
+            return Err((Error::Inval, buf));
+        };
+        let mut sum = Sum::new();
+        let mut chunk = [0u8; SUM_CHUNK];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(SUM_CHUNK);
+            if let Err(e) = buf.read(UDP_HEADER_LEN + at, &mut chunk[..n]) {
+                return Err((e, buf));
+            }
+            sum.add(&chunk[..n]);
+            at += n;
+        }
+        let (tx, cq) = match (self.tx_path(dom), self.cq_slot(dom, self.tx_cq)) {
+            (Some(tx), Ok(cq)) => (tx, cq),
+            (None, _) => return Err((Error::OpBadState, buf)),
+            (_, Err(e)) => return Err((e, buf)),
+        };
+        let report = flags.needs_completion(self.tx_cq.map_or(BindFlags::empty(), |b| b.flags));
+        // The held send's credit: its completion, success or error, must find room.
+        if let Err(e) = cq.credits.reserve_credit() {
+            return Err((e, buf));
+        }
+        let held = HeldSend {
+            path: tx.index,
+            buf: buf.raw(),
+            payload_len: len as u16,
+            src,
+            dst,
+            sum,
+            context,
+            report,
+        };
+        match dom.ip().route(dst.addr, Some(held), dom.now()) {
+            Ok(None) => buf.posted(Ok(())),
+            Ok(Some(mac)) => {
+                cq.credits.release_credit();
+                let written = header(self.source.mac, mac, src, dst, len, sum)
+                    .and_then(|head| buf.write(0, &head));
+                if let Err(e) = written {
+                    return Err((e, buf));
+                }
+                let r = self.post_tx(dom, &[segment], buf.raw(), context, flags);
+                buf.posted(r)
+            }
+            Err(e) => {
+                cq.credits.release_credit();
+                Err((e, buf))
+            }
+        }
+    }
+
+    /// [`inject`](Self::inject) and [`injectmsg`](Self::injectmsg) on plain UDP: `Again` to a
+    /// next hop not yet resolved (its resolution started; no bounce slot is held for it).
+    pub(super) fn inject_plain<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        payload: &[u8],
+        data: Option<u64>,
+        dest: FiAddr,
+        context: OpContext,
+        flags: Option<OpFlags>,
+    ) -> Result {
+        let (src, dst) = self.check_plain(
+            dom,
+            payload.len(),
+            dest,
+            data,
+            flags.unwrap_or(OpFlags::empty()),
+        )?;
+        let mac = dom
+            .ip()
+            .route(dst.addr, None, dom.now())?
+            .ok_or(Error::Again)?;
+        let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
+        let cq = self.cq_slot(dom, self.tx_cq)?;
+        let mut sum = Sum::new();
+        sum.add(payload);
+        let head = header(self.source.mac, mac, src, dst, payload.len(), sum)?;
+        tx.with_state(|st| {
+            let slot = st.next_slot().ok_or(Error::Again)?;
+            let offset = slot * INJECT_SLOT;
+            let bounce = st.bounce.as_ref().ok_or(Error::OpBadState)?;
+            bounce.write_bytes(offset, &head);
+            bounce.write_bytes(offset + UDP_HEADER_LEN, payload);
+            let len = UDP_HEADER_LEN + payload.len();
+            let segment = TxSegment {
+                iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
+                len: len as u16,
+            };
+            let raw = RawBuf {
+                span: crate::hal::DmaSpan::EMPTY,
+                iova: segment.iova,
+                len: len as u32,
+                mr: NO_MR,
+            };
+            let r = match flags {
+                Some(f) => st.post_send(cq.credits, &[segment], raw, context, f, None),
+                None => st.post_send_with(cq.credits, &[segment], raw, context, false, None),
+            };
+            if !flags.is_some_and(|f| f.contains(OpFlags::MORE)) || r.is_err() {
+                st.doorbell();
+            }
+            r
+        })
+    }
+}
+
+/// The 42-byte header of a datagram of `len` payload bytes whose one's-complement sum is `sum`.
+fn header(
+    src_mac: crate::hal::MacAddr,
+    dst_mac: crate::hal::MacAddr,
+    src: SockAddrIn,
+    dst: SockAddrIn,
+    len: usize,
+    sum: Sum,
+) -> Result<[u8; UDP_HEADER_LEN]> {
+    let mut head = [0u8; UDP_HEADER_LEN];
+    crate::ip::emit::UdpHeader {
+        src_mac,
+        dst_mac,
+        src,
+        dst,
+    }
+    .emit(&mut head, len, crate::ip::emit::UdpChecksum::Payload(sum))
+    .map_err(|_| Error::MsgSize)?;
+    Ok(head)
+}

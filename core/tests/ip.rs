@@ -1,0 +1,581 @@
+//! Plain-UDP endpoints (`Encap::PlainUdp`, docs/ip.md) on every emulated NIC: two endpoints
+//! exchange datagrams with ARP in between (RFC 826); a peer that never answers ARP fails each
+//! held send with `FI_EHOSTUNREACH`, buffers back; ICMP echo requests are answered (RFC 792);
+//! malformed frames are dropped and counted, never reported; `FI_SOURCE` and `FI_SOURCE_ERR`
+//! with `sockaddr_in` addresses; `max_msg_size` is MTU − 28. Time is a clock the test moves,
+//! so ARP's retries are deterministic.
+
+mod common;
+use common::*;
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ringfab::av::{AddrFormat, AvAttr, FiAddr};
+use ringfab::cq::{CompletionQueue, CqAttr};
+use ringfab::domain::Domain;
+use ringfab::entry::{ErrEntry, Msg, MsgEntry, OpContext};
+use ringfab::ep::{Endpoint, EpAttr};
+use ringfab::flags::BindFlags;
+use ringfab::hal::{MacAddr, Nic};
+use ringfab::ip::emit::{udp_frame, UdpHeader};
+use ringfab::ip::{checksum, Discard, Ipv4Config, SockAddrIn, UDP_HEADER_LEN};
+use ringfab::mr::{Buf, MemoryRegion};
+use ringfab::proto::Encap;
+use ringfab::{Capacities, Clock, Error};
+use ringfab_emu::Wire;
+
+const D: usize = 64;
+const BUF: usize = 2048;
+const IP_A: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+/// An address on the subnet nobody has.
+const IP_NOBODY: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 99);
+
+/// A clock the test moves by hand.
+struct TestClock(AtomicU64);
+
+impl TestClock {
+    fn new() -> Self {
+        TestClock(AtomicU64::new(0))
+    }
+
+    fn advance(&self, d: Duration) {
+        self.0.fetch_add(d.as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// Every frame sent onto `wire` from now on, kept in memory (the wire's pcap capture).
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn on(wire: &Wire) -> Self {
+        let c = Captured::default();
+        wire.capture_to(c.clone()).unwrap();
+        c
+    }
+
+    /// The frames so far (pcap: a 24-byte file header, then a 16-byte header per record,
+    /// its captured length at bytes 8..12).
+    fn frames(&self) -> Vec<Vec<u8>> {
+        let b = self.0.lock().unwrap();
+        let mut out = Vec::new();
+        let mut at = 24;
+        while at + 16 <= b.len() {
+            let len = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+            out.push(b[at + 16..at + 16 + len].to_vec());
+            at += 16 + len;
+        }
+        out
+    }
+}
+
+fn is_arp_request_for(f: &[u8], target: Ipv4Addr) -> bool {
+    f.len() >= 42
+        && f[12..14] == [0x08, 0x06]
+        && f[20..22] == [0, 1]
+        && f[38..42] == target.octets()
+}
+
+fn config(addr: Ipv4Addr) -> Ipv4Config {
+    Ipv4Config {
+        addr,
+        prefix_len: 24,
+        gateway: None,
+    }
+}
+
+/// A plain-UDP host: its domain's CQ, AV (of `sockaddr_in`), endpoint and memory.
+struct Host<N: Nic> {
+    cq: CompletionQueue<N, Msg>,
+    av: ringfab::av::AddressVector,
+    ep: Endpoint,
+    mr: MemoryRegion,
+}
+
+fn domain<'n, N: Nic>(nic: &'n N, clock: &'n TestClock, addr: Ipv4Addr) -> Domain<'n, N, D> {
+    let caps = Capacities {
+        queues: 2,
+        cqs: 1,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 4,
+    };
+    let d = Domain::<_, D>::with_capacities(nic, &caps).with_clock(clock);
+    d.set_ipv4(config(addr)).unwrap();
+    d
+}
+
+fn host<N: Nic>(d: &Domain<'_, N, D>, port: u16, source_err: bool) -> Host<N> {
+    let cq = d
+        .open_cq::<Msg>(&CqAttr {
+            size: 256,
+            ..CqAttr::default()
+        })
+        .unwrap();
+    let av = d
+        .open_av(&AvAttr {
+            format: AddrFormat::SockaddrIn,
+            ..AvAttr::default()
+        })
+        .unwrap();
+    let mut ep = d
+        .endpoint(&EpAttr {
+            encap: Encap::PlainUdp,
+            port,
+            source_err,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    ep.bind_cq(d, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.bind_av(d, &av).unwrap();
+    ep.enable(d).unwrap();
+    let mr = d.register(memory(40 * BUF)).unwrap();
+    Host { cq, av, ep, mr }
+}
+
+/// What one read pass found: successes (context, len, source, buffer) and errors (context,
+/// errno, err_data, buffer).
+type Found<'d> = (
+    Vec<(usize, usize, FiAddr, Option<Buf<'d>>)>,
+    Vec<(usize, i32, Vec<u8>, Option<Buf<'d>>)>,
+);
+
+/// Reads everything `h`'s CQ has now (errors with their `err_data`).
+fn read_all<'d, N: Nic>(d: &'d Domain<'_, N, D>, h: &mut Host<N>) -> Found<'d> {
+    let (mut ok, mut err) = (Vec::new(), Vec::new());
+    loop {
+        let mut e = [MsgEntry::default(); 8];
+        let mut src = [FiAddr::NOTAVAIL; 8];
+        let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
+        match h.cq.read_owned(d, &mut e, &mut src, &mut bufs) {
+            Ok(n) => {
+                for k in 0..n {
+                    ok.push((e[k].op_context.0, e[k].len, src[k], bufs[k].take()));
+                }
+            }
+            Err(Error::Avail) => {
+                let mut entry = ErrEntry::default();
+                let mut data = [0u8; 64];
+                let (out, buf) =
+                    h.cq.readerr_owned(d, &mut entry, Some(&mut data), 0)
+                        .unwrap();
+                let n = match out {
+                    ringfab::errdata::ErrDataOut::Copied(n) => n,
+                    _ => 0,
+                };
+                err.push((entry.op_context.0, entry.err, data[..n].to_vec(), buf));
+            }
+            Err(Error::Again) => return (ok, err),
+            Err(other) => panic!("read: {other:?}"),
+        }
+    }
+}
+
+fn post_recvs<N: Nic>(d: &Domain<'_, N, D>, h: &Host<N>, n: usize, base: usize) {
+    for i in 0..n {
+        h.ep.recv(d, h.mr.alloc(d, BUF).unwrap(), OpContext(base + i))
+            .unwrap();
+    }
+}
+
+fn send<N: Nic>(d: &Domain<'_, N, D>, h: &Host<N>, to: FiAddr, payload: &[u8], ctx: usize) {
+    let mut buf = h.mr.alloc(d, BUF).unwrap();
+    buf.write(UDP_HEADER_LEN, payload).unwrap();
+    if let Err((e, _)) = h.ep.send(d, buf, payload.len(), to, OpContext(ctx)) {
+        panic!("send {ctx}: {e}");
+    }
+}
+
+fn two_endpoints_exchange_datagrams_with_arp_in_between<T: TestNic>() {
+    let p = pair_of::<T>();
+    let cap = Captured::on(&p.wire);
+    let clock = TestClock::new();
+    let (da, db) = (
+        domain(&p.nic_a, &clock, IP_A),
+        domain(&p.nic_b, &clock, IP_B),
+    );
+    let mut a = host(&da, 7000, false);
+    let mut b = host(&db, 0, false);
+    assert_eq!(a.ep.sockaddr(&da), Some(SockAddrIn::new(IP_A, 7000)));
+    assert_eq!(
+        b.ep.port(),
+        49152,
+        "the lowest free port of the dynamic range"
+    );
+    // The MTU as the endpoint sees it: the NIC's largest frame or the receive buffer (these
+    // emulated NICs take jumbo frames), less the Ethernet header.
+    let mtu = p.nic_a.capabilities().max_frame_len.min(BUF) - 14;
+    assert_eq!(a.ep.max_msg_size(&da), mtu - 28);
+    assert_eq!(a.ep.payload_offset(), 42);
+    let to_b =
+        a.av.insert_sockaddr_one(&da, b.ep.sockaddr(&db).unwrap())
+            .unwrap();
+    let to_a =
+        b.av.insert_sockaddr_one(&db, a.ep.sockaddr(&da).unwrap())
+            .unwrap();
+    post_recvs(&da, &a, 8, 100);
+    post_recvs(&db, &b, 8, 100);
+
+    // A's first sends go before B's MAC is known: held, then released in order.
+    for i in 0..4 {
+        send(&da, &a, to_b, format!("to b {i}").as_bytes(), i);
+    }
+    let big = a.mr.alloc(&da, BUF).unwrap();
+    let r = a.ep.send(&da, big, mtu - 27, to_b, OpContext(99));
+    assert!(matches!(r, Err((Error::MsgSize, _))));
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    for _ in 0..20 {
+        p.wire.run_until_idle();
+        let (ok, err) = read_all(&da, &mut a);
+        assert!(
+            err.is_empty(),
+            "A's errors: {:?}",
+            err.iter().map(|e| e.1).collect::<Vec<_>>()
+        );
+        got_a.extend(ok);
+        let (ok, err) = read_all(&db, &mut b);
+        assert!(err.is_empty());
+        got_b.extend(ok);
+    }
+    let sends: Vec<usize> = got_a.iter().map(|c| c.0).collect();
+    assert_eq!(sends, [0, 1, 2, 3], "each send completes once, in order");
+    assert_eq!(got_b.len(), 4);
+    // (ARP frames took B's first buffers, which went back to the ring behind the others: the
+    // datagrams land in later ones, in order.)
+    assert!(got_b.windows(2).all(|w| w[0].0 < w[1].0));
+    for (i, (_, len, src, buf)) in got_b.iter().enumerate() {
+        let want = format!("to b {i}");
+        assert_eq!((*len, *src), (want.len(), to_a), "FI_SOURCE");
+        let mut bytes = vec![0; *len];
+        buf.as_ref()
+            .unwrap()
+            .read(UDP_HEADER_LEN, &mut bytes)
+            .unwrap();
+        assert_eq!(bytes, want.as_bytes());
+    }
+    // B answers at once: A's address resolved when B inserted it (and from A's own request,
+    // RFC 826's merge).
+    send(&db, &b, to_a, b"to a", 7);
+    p.wire.run_until_idle();
+    let (ok, _) = read_all(&da, &mut a);
+    let (sent, _) = read_all(&db, &mut b);
+    assert_eq!(sent.iter().map(|c| c.0).collect::<Vec<_>>(), [7]);
+    assert_eq!(
+        ok.iter().map(|c| (c.1, c.2)).collect::<Vec<_>>(),
+        [(4, to_b)]
+    );
+    let frames = cap.frames();
+    assert!(
+        frames.iter().any(|f| is_arp_request_for(f, IP_B)),
+        "A asked for B"
+    );
+    assert!(
+        frames
+            .iter()
+            .any(|f| is_arp_request_for(f, IP_A) && f[28..32] == IP_B.octets()),
+        "B asked for A when A went into its AV"
+    );
+    // The announcements (RFC 5227 §2.3): a request for one's own address, from it.
+    assert!(frames
+        .iter()
+        .any(|f| is_arp_request_for(f, IP_A) && f[28..32] == IP_A.octets()));
+    // The datagrams on the wire are plain IPv4/UDP with right checksums (classified as a
+    // host would).
+    let udp: Vec<_> = frames
+        .iter()
+        .filter(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 17)
+        .collect();
+    assert_eq!(udp.len(), 5);
+    for f in udp {
+        assert_eq!(checksum::of(&f[14..34]), 0, "IPv4 header checksum");
+        let mut s = checksum::Sum::new();
+        let len = u16::from_be_bytes([f[38], f[39]]);
+        s.add_pseudo_header(
+            Ipv4Addr::new(f[26], f[27], f[28], f[29]),
+            Ipv4Addr::new(f[30], f[31], f[32], f[33]),
+            17,
+            len,
+        )
+        .add(&f[34..34 + usize::from(len)]);
+        assert!(s.verifies(), "UDP checksum");
+    }
+}
+
+fn a_peer_that_never_answers_arp_fails_each_held_send<T: TestNic>() {
+    let p = pair_of::<T>();
+    let cap = Captured::on(&p.wire);
+    let clock = TestClock::new();
+    let da = domain(&p.nic_a, &clock, IP_A);
+    let mut a = host(&da, 7000, false);
+    let nobody =
+        a.av.insert_sockaddr_one(&da, SockAddrIn::new(IP_NOBODY, 9))
+            .unwrap();
+    for i in 0..3 {
+        send(&da, &a, nobody, b"anyone?", i);
+    }
+    let mut failed = Vec::new();
+    for _ in 0..6 {
+        p.wire.run_until_idle();
+        let (ok, err) = read_all(&da, &mut a);
+        assert!(ok.is_empty());
+        failed.extend(err);
+        clock.advance(Duration::from_secs(1));
+    }
+    let got: Vec<_> = failed.iter().map(|e| (e.0, e.1)).collect();
+    assert_eq!(
+        got,
+        [(0, 113), (1, 113), (2, 113)],
+        "FI_EHOSTUNREACH, in order"
+    );
+    assert!(failed.iter().all(|e| e.3.is_some()), "every buffer back");
+    let asked = cap
+        .frames()
+        .iter()
+        .filter(|f| is_arp_request_for(f, IP_NOBODY))
+        .count();
+    assert_eq!(
+        asked, 3,
+        "three requests a second apart (RFC 1122 §2.3.2.1)"
+    );
+    // An inject to the unreachable peer is `Again`, and asks again.
+    assert_eq!(a.ep.inject(&da, b"x", nobody), Err(Error::Again));
+}
+
+/// An ICMP echo request from `src` (MAC A) to B, by hand (RFC 792).
+fn echo_request(ident: u16, seq: u16, data: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&MAC_B.0);
+    f.extend_from_slice(&MAC_A.0);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + 8 + data.len()) as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 1, 0, 0];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip.extend_from_slice(&IP_A.octets());
+    ip.extend_from_slice(&IP_B.octets());
+    let c = checksum::of(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    let mut icmp = vec![8, 0, 0, 0];
+    icmp.extend_from_slice(&ident.to_be_bytes());
+    icmp.extend_from_slice(&seq.to_be_bytes());
+    icmp.extend_from_slice(data);
+    let c = checksum::of(&icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&icmp);
+    f
+}
+
+fn icmp_echo_requests_are_answered<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&db, &b, 4, 0);
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    let data: Vec<u8> = (0..56).collect();
+    raw.send(&p, &[echo_request(0x1234, 7, &data)]);
+    for _ in 0..3 {
+        let (ok, err) = read_all(&db, &mut b);
+        assert!(
+            ok.is_empty() && err.is_empty(),
+            "nothing reaches the application"
+        );
+        p.wire.run_until_idle();
+    }
+    let replies: Vec<_> = cap
+        .frames()
+        .into_iter()
+        .filter(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 1 && f[34] == 0)
+        .collect();
+    assert_eq!(replies.len(), 1, "one echo reply");
+    let r = &replies[0];
+    assert_eq!(&r[0..6], &MAC_A.0);
+    assert_eq!(&r[26..30], &IP_B.octets());
+    assert_eq!(&r[30..34], &IP_A.octets());
+    assert_eq!(checksum::of(&r[14..34]), 0);
+    assert_eq!(
+        &r[38..42],
+        &[0x12, 0x34, 0, 7],
+        "identifier and sequence echoed"
+    );
+    assert_eq!(&r[42..42 + data.len()], &data[..], "the data echoed whole");
+    assert_eq!(checksum::of(&r[34..42 + data.len()]), 0);
+    assert_eq!(b.ep.dropped_frames(&db), 0, "an answered ping is no drop");
+}
+
+/// A valid datagram from A (port 5000) to B's `port`.
+fn datagram(port: u16, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; UDP_HEADER_LEN + payload.len()];
+    let h = UdpHeader {
+        src_mac: MAC_A,
+        dst_mac: MAC_B,
+        src: SockAddrIn::new(IP_A, 5000),
+        dst: SockAddrIn::new(IP_B, port),
+    };
+    let n = udp_frame(&h, payload, &mut out).unwrap();
+    out.truncate(n);
+    out
+}
+
+/// Sets the IPv4 header checksum of `f` right again after an edit (over the header length
+/// its IHL says).
+fn fix_ipv4(f: &mut [u8]) {
+    f[24..26].fill(0);
+    let ihl = usize::from(f[14] & 0x0f) * 4;
+    let c = checksum::of(&f[14..14 + ihl]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+}
+
+fn malformed_frames_are_dropped_and_counted_never_reported<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, true);
+    post_recvs(&db, &b, 16, 0);
+    let mut raw = RawSender::new(&p);
+    let good = datagram(7000, b"hello");
+    let mut bad_udp = good.clone();
+    bad_udp[UDP_HEADER_LEN] ^= 0xff;
+    let mut bad_ip = good.clone();
+    bad_ip[24] ^= 0xff;
+    let mut fragment = good.clone();
+    fragment[20] |= 0x20; // more fragments
+    fix_ipv4(&mut fragment);
+    let mut options = good.clone();
+    options[14] = 0x46; // a 24-byte header: the UDP header's first word read as an option
+    fix_ipv4(&mut options);
+    let mut other_host = good.clone();
+    other_host[30..34].copy_from_slice(&Ipv4Addr::new(192, 0, 2, 77).octets());
+    fix_ipv4(&mut other_host);
+    let mut ringfab_frame = good.clone();
+    ringfab_frame[12..14].copy_from_slice(&[0x88, 0xb5]);
+    let mut tcp = good.clone();
+    tcp[23] = 6;
+    fix_ipv4(&mut tcp);
+    let frames = vec![
+        bad_udp,
+        bad_ip,
+        fragment,
+        options,
+        other_host,
+        ringfab_frame,
+        tcp,
+        datagram(7001, b"nobody's port"),
+        good[..20].to_vec(),
+    ];
+    raw.send(&p, &frames);
+    for _ in 0..3 {
+        let (ok, err) = read_all(&db, &mut b);
+        assert!(ok.is_empty() && err.is_empty(), "never reported");
+        p.wire.run_until_idle();
+    }
+    let drops = db.ip_drops();
+    assert_eq!(drops.of(Discard::UdpChecksum), 1);
+    // The truncated frame: a NIC that pads short frames (IEEE 802.3's 60 bytes) gives it a
+    // header of zeros, whose checksum is wrong; one that does not, a header cut short.
+    assert_eq!(
+        drops.of(Discard::Ipv4Checksum) + drops.of(Discard::Ipv4Header),
+        2,
+        "{drops:?}"
+    );
+    assert_eq!(drops.of(Discard::Ipv4Options), 1);
+    assert_eq!(drops.of(Discard::Fragment), 1);
+    assert_eq!(drops.of(Discard::Ipv4Destination), 1);
+    assert_eq!(drops.of(Discard::EtherType), 1);
+    assert_eq!(drops.of(Discard::Protocol), 1);
+    assert_eq!(drops.port, 1);
+    let total: u64 = drops.discards.iter().sum::<u64>() + drops.port + drops.too_long;
+    assert_eq!(total, frames.len() as u64, "{drops:?}");
+    assert_eq!(b.ep.dropped_frames(&db), frames.len() as u64);
+
+    // FI_SOURCE_ERR: a datagram from a sender not in the AV is an error entry whose err_data
+    // is the sender's sockaddr_in, ready for insertion.
+    raw.send(&p, std::slice::from_ref(&good));
+    let (ok, err) = read_all(&db, &mut b);
+    assert!(ok.is_empty());
+    assert_eq!(err.len(), 1);
+    // (The buffers the dropped frames filled went to the back of the ring: the next one
+    // is the tenth receive posted.)
+    let (ctx, errno, data, buf) = &err[0];
+    assert_eq!((*ctx, *errno), (9, 99), "FI_EADDRNOTAVAIL");
+    assert!(buf.is_some());
+    let sender = SockAddrIn::from_bytes(data).unwrap();
+    assert_eq!(sender, SockAddrIn::new(IP_A, 5000));
+    let fa = b.av.insert_sockaddr_one(&db, sender).unwrap();
+    raw.send(&p, &[good]);
+    let (ok, err) = read_all(&db, &mut b);
+    assert!(err.is_empty());
+    assert_eq!(
+        ok.iter().map(|c| (c.0, c.1, c.2)).collect::<Vec<_>>(),
+        [(10, 5, fa)]
+    );
+}
+
+fn plain_udp_needs_its_address_format_and_the_domains_address<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let d = Domain::<_, D>::with_capacities(&p.nic_a, &Capacities::DEFAULT).with_clock(&clock);
+    let cq = d.open_cq::<Msg>(&CqAttr::default()).unwrap();
+    let ringfab_av = d.open_av(&AvAttr::default()).unwrap();
+    let attr = EpAttr {
+        encap: Encap::PlainUdp,
+        port: 7000,
+        ..EpAttr::default()
+    };
+    let mut ep = d.endpoint(&attr).unwrap();
+    assert_eq!(d.endpoint(&attr).err(), Some(Error::AddrInUse));
+    ep.bind_cq(&d, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep.bind_av(&d, &ringfab_av).unwrap();
+    assert_eq!(
+        ep.enable(&d),
+        Err(Error::AddrNotAvail),
+        "no IPv4 address yet"
+    );
+    d.set_ipv4(config(IP_A)).unwrap();
+    assert_eq!(
+        ep.enable(&d),
+        Err(Error::Inval),
+        "an AV of ringfab addresses"
+    );
+    assert!(ringfab_av
+        .insert_sockaddr_one(&d, SockAddrIn::new(IP_B, 1))
+        .is_err());
+    closed(ep.close(&d));
+    // The port is free again.
+    let again = d.endpoint(&attr).unwrap();
+    assert_eq!(again.port(), 7000);
+    let _: MacAddr = again.name().mac;
+}
+
+on_every_nic!(
+    two_endpoints_exchange_datagrams_with_arp_in_between,
+    a_peer_that_never_answers_arp_fails_each_held_send,
+    icmp_echo_requests_are_answered,
+    malformed_frames_are_dropped_and_counted_never_reported,
+    plain_udp_needs_its_address_format_and_the_domains_address,
+);
