@@ -11,10 +11,11 @@
 //! AV's `insert` and `remove` serialise, on its lock. The one address that cannot be stored is
 //! the all-ones pattern (broadcast MAC with context `0xffff`), which marks a free entry.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
+use crate::atomic::AtomicU64;
 use crate::hal::MacAddr;
 use crate::ip::SockAddrIn;
 use crate::{Error, Result};

@@ -10,7 +10,9 @@
 //! * **Lock-free, from any thread.** The two counts are `AtomicU64`s; [`add`](Counter::add),
 //!   [`set`](Counter::set), [`adderr`](Counter::adderr), [`seterr`](Counter::seterr) and the
 //!   completion path may run on many threads at once, and concurrent `add`s sum exactly. Counts
-//!   wrap modulo 2^64, as libfabric's atomics do.
+//!   wrap modulo 2^64, as libfabric's atomics do. (On a target without 64-bit atomics, such as
+//!   32-bit Arm, each update takes a short lock instead: docs/architecture.md, "Targets without
+//!   64-bit atomics".)
 //! * **Updates are visible at once.** `fi_cntr(3)` allows "a small, but undefined, delay" before
 //!   a read sees an update; here there is none: a [`read`](Counter::read) that happens after an
 //!   update returns it, and a thread that sees a count also sees what the completing thread wrote
@@ -73,13 +75,22 @@
 //! never blocks on the handle itself.
 
 use core::fmt;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use core::time::Duration;
 
 use ringfab_hal::{Wait, WaitOutcome};
 
+use crate::atomic::AtomicU64;
 use crate::engine::{Count, Counters};
 use crate::{Error, Result};
+
+/// [`Counter`]'s count of error changes. Only whether it moved matters, never its value, so
+/// where 64-bit atomics are missing it is 32 bits wide and takes no lock: a waiter misses a
+/// change only if exactly 2^32 of them happen between two of its looks.
+#[cfg(target_has_atomic = "64")]
+type Generation = AtomicU64;
+#[cfg(not(target_has_atomic = "64"))]
+type Generation = AtomicU32;
 
 /// A monotonic time source for [`Counter::wait`]'s timeout.
 ///
@@ -282,7 +293,7 @@ pub struct Counter<W> {
     count: AtomicU64,
     err: AtomicU64,
     /// Bumped after every change of `err`, so a waiter sees a change even if it is undone.
-    err_changes: AtomicU64,
+    err_changes: Generation,
     /// Threads inside `wait`; updates notify the handle only when this is not zero.
     waiters: AtomicU32,
     attr: CounterAttr,
@@ -313,7 +324,7 @@ impl<W: Wait> Counter<W> {
         Ok(Counter {
             count: AtomicU64::new(0),
             err: AtomicU64::new(0),
-            err_changes: AtomicU64::new(0),
+            err_changes: Generation::new(0),
             waiters: AtomicU32::new(0),
             attr: *attr,
             wait,

@@ -61,6 +61,7 @@
 extern crate alloc;
 
 mod addr;
+mod atomic;
 pub mod av;
 mod buf;
 pub mod cntr;

@@ -60,6 +60,30 @@ pub const BUF_ALIGN: usize = 64;
 /// The IOMMU page: a buffer of at most this many bytes is carved inside one.
 pub const PAGE: usize = 4096;
 
+/// Where the next buffer of `len` bytes starts in a region whose first byte is at device
+/// address `base`, with `used` bytes carved already: the first [`BUF_ALIGN`] boundary of device
+/// addresses at or past the used bytes, moved on to the next [`PAGE`] boundary if a buffer
+/// that fits in a page would straddle one. Gives the offset into the region and the device
+/// address; `None` (no room) if either would overflow.
+///
+/// Device addresses are 64-bit on every target, so the arithmetic is `u64` and only the
+/// offset is narrowed, checked: on a 32-bit target a region mapped at or just below 4 GiB is
+/// carved as on a 64-bit one, where an address narrowed to `usize` would lose its high bits
+/// and overflow when aligned.
+fn carve_at(base: Iova, used: usize, len: usize) -> Option<(usize, Iova)> {
+    const ALIGN: u64 = BUF_ALIGN as u64;
+    const PAGE_BYTES: u64 = PAGE as u64;
+    let len = u64::try_from(len).ok()?;
+    let mut at = base
+        .0
+        .checked_add(u64::try_from(used).ok()?)?
+        .checked_next_multiple_of(ALIGN)?;
+    if len <= PAGE_BYTES && at % PAGE_BYTES + len > PAGE_BYTES {
+        at = at.checked_next_multiple_of(PAGE_BYTES)?;
+    }
+    Some((usize::try_from(at - base.0).ok()?, Iova(at)))
+}
+
 /// A registered region as its slot keeps it.
 struct MrState<M> {
     /// The mapping and the memory (unmapped, then freed, when dropped).
@@ -203,19 +227,14 @@ impl MemoryRegion {
         // in IOVA need not be adjacent in memory, and QEMU's igb and e1000e silently drop a
         // transmit buffer that crosses into a page that is not (docs/qemu-tests.md). Larger
         // buffers cannot avoid it; see docs/architecture.md.
-        let iova = st.mem.mapping().iova().0 as usize;
-        let mut at = (iova + st.used).next_multiple_of(BUF_ALIGN);
-        if len <= PAGE && at % PAGE + len > PAGE {
-            at = at.next_multiple_of(PAGE);
-        }
-        let start = at - iova;
+        let (start, iova) = carve_at(st.mem.mapping().iova(), st.used, len).ok_or(Error::NoMem)?;
         let span = st.mem.span().sub(start, len).ok_or(Error::NoMem)?;
         st.used = start + len;
         let owner = self.owner(dom)?;
         owner.fetch_add(1, Ordering::AcqRel);
         let raw = RawBuf {
             span,
-            iova: Iova(st.mem.mapping().iova().0 + start as u64),
+            iova,
             len: len32,
             mr: self.index as u16,
         };
@@ -248,5 +267,56 @@ impl MemoryRegion {
         // Dropping the mapping unmaps the memory.
         *guard = None;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn carve_at_starts_buffers_on_a_cache_line() {
+        assert_eq!(carve_at(Iova(0x1000), 1, 100), Some((0x40, Iova(0x1040))));
+        assert_eq!(carve_at(Iova(0x1010), 0, 100), Some((0x30, Iova(0x1040))));
+    }
+
+    #[test]
+    fn carve_at_keeps_a_small_buffer_inside_one_page() {
+        // 0x1FC0 + 200 would cross 0x2000: the buffer moves to the next page.
+        assert_eq!(
+            carve_at(Iova(0x1000), 4000, 200),
+            Some((0x1000, Iova(0x2000)))
+        );
+        // A buffer larger than a page cannot avoid crossing one: it stays where it is.
+        assert_eq!(
+            carve_at(Iova(0x1000), 4000, 5000),
+            Some((0xFC0, Iova(0x1FC0)))
+        );
+    }
+
+    #[test]
+    fn carve_at_places_buffers_above_4_gib_as_below() {
+        // Device addresses past 32 bits, as a 32-bit target sees behind an IOMMU: offsets and
+        // addresses come out whole, never narrowed to the low 32 bits.
+        assert_eq!(
+            carve_at(Iova(0x1_0000_0F00), 0, 512),
+            Some((0x100, Iova(0x1_0000_1000)))
+        );
+        // A region just below 4 GiB whose next buffer starts past it: aligning the address in
+        // 32 bits would overflow.
+        assert_eq!(
+            carve_at(Iova(0xFFFF_F000), 0xFF0, 64),
+            Some((0x1000, Iova(0x1_0000_0000)))
+        );
+    }
+
+    #[test]
+    fn carve_at_reports_no_room_instead_of_overflowing() {
+        assert_eq!(carve_at(Iova(u64::MAX - 63), 1, 1), None);
+        assert_eq!(
+            carve_at(Iova(u64::MAX - 0xFFF), 0, 64),
+            Some((0, Iova(u64::MAX - 0xFFF)))
+        );
+        assert_eq!(carve_at(Iova(u64::MAX - 0xFFF), 0x40, 0x1000), None);
     }
 }

@@ -2,7 +2,7 @@
 //! (docs/architecture.md, "Core: a map"):
 //!
 //! 1. **values** — addresses, buffers, entries, flags, errors, the frame formats (ringfab's and
-//!    IPv4/UDP's, `ip/`), and `raw.rs`,
+//!    IPv4/UDP's, `ip/`), the target's `AtomicU64` (`atomic.rs`), and `raw.rs`,
 //!    the promises they rest on: they know no queue and no object;
 //! 2. **the engine** (`src/engine/`) — queues and their operations: values and the hal, and
 //!    what it needs of CQs and counters through its own narrow interfaces (`credit.rs`);
@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 /// The floor of a module, by its path below `src/` (`engine/poll`, `cq/read`, `buf`, …).
 fn floor(module: &str) -> u8 {
     const VALUES: &[&str] = &[
-        "addr", "buf", "entry", "errdata", "error", "flags", "ip", "proto", "raw", "strerror",
+        "addr", "atomic", "buf", "entry", "errdata", "error", "flags", "ip", "proto", "raw",
+        "strerror",
     ];
     let top = module.split('/').next().unwrap_or(module);
     if VALUES.contains(&top) {
@@ -43,6 +44,7 @@ fn target(path: &str) -> Option<&'static str> {
         "Clock" | "Counter" | "CounterAttr" | "CounterEvents" | "WaitObj" | "cntr" => "cntr",
         "Node" | "node" => "node",
         "addr" => "addr",
+        "atomic" => "atomic",
         "av" => "av",
         "buf" => "buf",
         "cq" => "cq",

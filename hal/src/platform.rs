@@ -318,11 +318,28 @@ impl<const N: usize> DmaRingRef<'_, N> {
     }
 
     /// Reads word `word % 2` (0: bytes 0–7, 1: bytes 8–15) of descriptor `index % N`.
+    ///
+    /// On a 64-bit target this is one 64-bit access. On a 32-bit target (32-bit Arm, where a
+    /// 64-bit volatile read is two 32-bit ones in an order the compiler picks) it reads bytes
+    /// 0–3 first and bytes 4–7 after an acquire fence, as Linux's Intel drivers read the status
+    /// dword before the rest: a write-back word whose done bit is in its first four bytes (the
+    /// Intel receive formats: DD in bit 0, the length in bits 47:32) is then never seen with
+    /// DD set and the length of before the write-back. Formats that test bits of one half
+    /// only (the Intel transmit write-back) are indifferent to the order.
     #[inline(always)]
     pub fn read(self, index: usize, word: usize) -> u64 {
-        // SAFETY: `word_ptr` is aligned and inside the region, which is valid for volatile reads
-        // while the ring is borrowed; no reference into it is formed.
-        unsafe { self.word_ptr(index, word).read_volatile() }
+        let p = self.word_ptr(index, word);
+        #[cfg(target_pointer_width = "64")]
+        {
+            // SAFETY: `word_ptr` is aligned and inside the region, which is valid for volatile
+            // reads while the ring is borrowed; no reference into it is formed.
+            unsafe { p.read_volatile() }
+        }
+        #[cfg(not(target_pointer_width = "64"))]
+        {
+            // SAFETY: as above: the aligned 8-byte word lies inside the region.
+            unsafe { read_halves_in_order(p) }
+        }
     }
 
     /// Writes word `word % 2` of descriptor `index % N`.
@@ -330,6 +347,31 @@ impl<const N: usize> DmaRingRef<'_, N> {
     pub fn write(self, index: usize, word: usize, value: u64) {
         // SAFETY: as in `read`, for a volatile write.
         unsafe { self.word_ptr(index, word).write_volatile(value) }
+    }
+}
+
+/// Reads the 8 bytes at `p` as two 4-byte volatile reads, bytes 0–3 first and bytes 4–7 after
+/// an acquire fence: [`DmaRingRef::read`] on a 32-bit target (compiled on every target for its
+/// test).
+///
+/// # Safety
+/// `p` is 8-byte aligned and valid for volatile reads of 8 bytes, with no reference into them.
+#[cfg(any(test, not(target_pointer_width = "64")))]
+#[inline(always)]
+unsafe fn read_halves_in_order(p: *mut u64) -> u64 {
+    let halves = p.cast::<u32>();
+    // SAFETY: the caller's 8 aligned bytes hold two aligned 4-byte halves, at `halves` and
+    // one `u32` past it.
+    let (first, second) = unsafe {
+        let first = halves.read_volatile();
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+        (first, halves.add(1).read_volatile())
+    };
+    // `first` is bytes 0–3: the low half on a little-endian target.
+    if cfg!(target_endian = "little") {
+        u64::from(second) << 32 | u64::from(first)
+    } else {
+        u64::from(first) << 32 | u64::from(second)
     }
 }
 
@@ -539,6 +581,14 @@ mod tests {
         ring.write(usize::MAX, usize::MAX, 0xCD); // descriptor 3, word 1: the last word
         assert_eq!(ring.region().read_u64(56), 0xCD);
         assert_eq!(ring.view().read(1, 1), 0xAB);
+    }
+
+    #[test]
+    fn halves_read_in_order_give_the_whole_word() {
+        let mut word = 0x1122_3344_5566_7788_u64;
+        // SAFETY: a local, aligned u64, read through its raw pointer only.
+        let read = unsafe { read_halves_in_order(&raw mut word) };
+        assert_eq!(read, 0x1122_3344_5566_7788);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! Locks: a path's lock, then the host's — never the other way round (a send looks its
 //! next hop up and lets go of the host before it takes its transmit path).
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 use core::time::Duration;
 
 use spin::Mutex;
@@ -18,6 +18,7 @@ use super::sink::{ErrRecord, Outcome, Sink};
 use super::state::{PollCtx, Queue};
 use super::verdict::SEND_FLAGS;
 use super::{PathState, NO_MR};
+use crate::atomic::AtomicU64;
 use crate::buf::RawBuf;
 use crate::entry::{Completion, OpContext};
 use crate::hal::MacAddr;

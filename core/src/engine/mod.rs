@@ -118,7 +118,7 @@ pub(crate) use slot::NO_CQ;
 pub(crate) use srx::{SrxEp, SRX_MAX as MAX_SHARED};
 pub(crate) use state::{Framing, Kind, PollCtx, Queue};
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize};
 
 use spin::Mutex;
 
@@ -126,6 +126,7 @@ use self::gather::{IovRec, IOV_POOL};
 use self::multi::{Group, MAX_GROUPS};
 use self::op::{Held, LaneKey, Op};
 use self::state::CHUNK;
+use crate::atomic::AtomicU64;
 use crate::buf::{owner_of, Buf, RawBuf};
 use crate::flags::BindFlags;
 use crate::hal::{Nic, QueueFault, RxCompletion, TxCompletion};

@@ -1,12 +1,13 @@
 //! A path's slot in the domain's table, [`PathSlot`]: what is read without the path lock — the
 //! bound CQ, the published fault, a shared path's CQ mask and owner numbers.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
 use super::srx::SRX_MAX;
 use super::{PathSlot, PathState};
+use crate::atomic::AtomicU64;
 use crate::hal::{Nic, QueueFault};
 
 /// The `cq` value of a path bound to no CQ.

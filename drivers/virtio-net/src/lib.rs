@@ -66,9 +66,16 @@ mod transport;
 mod virtq;
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering};
+// The statistics are 64-bit counts (`Stats`). Where the target has no 64-bit atomics (32-bit
+// Arm) they are `portable-atomic`'s, which take a short lock; targets with them keep `core`'s
+// type and its code (docs/architecture.md, "Targets without 64-bit atomics").
+#[cfg(target_has_atomic = "64")]
+use core::sync::atomic::AtomicU64;
+use core::sync::atomic::Ordering;
 use core::time::Duration;
 
+#[cfg(not(target_has_atomic = "64"))]
+use portable_atomic::AtomicU64;
 use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
     Capabilities, DmaRegion, Error, Link, MacAddr, Nic, Offloads, Platform, PushError, Queue,
