@@ -4,15 +4,15 @@
 
 mod common;
 use common::*;
-use ringfab::av::{AvAttr, EpAddr, FiAddr};
+use ringfab::av::{AddressVector, AvAttr, EpAddr, FiAddr};
 use ringfab::cntr::{Counter, CounterAttr, WaitObj};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::entry::{Data, DataEntry, OpContext};
-use ringfab::ep::EpAttr;
+use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
 use ringfab::proto::HEADER_LEN;
-use ringfab::srx::SrxAttr;
+use ringfab::srx::{SharedRxContext, SrxAttr};
 use ringfab::{Capacities, Error};
 use ringfab_emu::Wire;
 
@@ -50,6 +50,61 @@ fn drain(wire: &Wire, d: &Domain<'_, Igb0, D>, cq: &Cq) -> Vec<([u8; 2], usize, 
             Err(Error::Again) => return got,
             Err(e) => panic!("read: {e}"),
         }
+    }
+}
+
+/// A sends to B's endpoint (context `rx_queue`), which receives through B's shared receive
+/// context; B's CQ has the wait object `wait_obj`.
+struct OnSrx<'p> {
+    da: Domain<'p, Igb0, D>,
+    db: Domain<'p, Igb0, D>,
+    cq_a: Cq,
+    cq_b: Cq,
+    av_a: AddressVector,
+    av_b: AddressVector,
+    srx: SharedRxContext,
+    ep_a: Endpoint,
+    ep_b: Endpoint,
+}
+
+fn one_endpoint_on_a_shared_context(p: &Pair, wait_obj: WaitObj, rx_queue: u16) -> OnSrx<'_> {
+    let (da, db) = two_domains::<D>(p, 1, 1);
+    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
+    let cq_b = db
+        .open_cq::<Data>(&CqAttr {
+            wait_obj,
+            ..cq_attr()
+        })
+        .unwrap();
+    let av_a = da.open_av(&AvAttr::default()).unwrap();
+    let av_b = db.open_av(&AvAttr::default()).unwrap();
+    let srx = db.srx_context(&SrxAttr::default()).unwrap();
+    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
+    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_a.bind_av(&da, &av_a).unwrap();
+    ep_a.enable(&da).unwrap();
+    let mut ep_b = db
+        .endpoint(&EpAttr {
+            rx_queue,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
+        .unwrap();
+    ep_b.bind_av(&db, &av_b).unwrap();
+    ep_b.bind_srx(&db, &srx).unwrap();
+    ep_b.enable(&db).unwrap();
+    OnSrx {
+        da,
+        db,
+        cq_a,
+        cq_b,
+        av_a,
+        av_b,
+        srx,
+        ep_a,
+        ep_b,
     }
 }
 
@@ -359,33 +414,17 @@ fn bind_and_close_rules_follow_fi_endpoint() {
 #[test]
 fn a_blocked_sread_finds_a_message_received_through_a_shared_context() {
     let p = pair();
-    let (da, db) = two_domains::<D>(&p, 1, 1);
-    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
-    let cq_b = db
-        .open_cq::<Data>(&CqAttr {
-            wait_obj: WaitObj::Unspec,
-            ..cq_attr()
-        })
-        .unwrap();
-    let av_a = da.open_av(&AvAttr::default()).unwrap();
-    let av_b = db.open_av(&AvAttr::default()).unwrap();
-    let srx = db.srx_context(&SrxAttr::default()).unwrap();
-    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep_a.bind_av(&da, &av_a).unwrap();
-    ep_a.enable(&da).unwrap();
-    let mut ep_b = db
-        .endpoint(&EpAttr {
-            rx_queue: 3,
-            ..EpAttr::default()
-        })
-        .unwrap();
-    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep_b.bind_av(&db, &av_b).unwrap();
-    ep_b.bind_srx(&db, &srx).unwrap();
-    ep_b.enable(&db).unwrap();
+    let OnSrx {
+        da,
+        db,
+        cq_a: _cq_a,
+        cq_b,
+        av_a,
+        av_b: _av_b,
+        srx,
+        ep_a,
+        ep_b,
+    } = one_endpoint_on_a_shared_context(&p, WaitObj::Unspec, 3);
     let mut to_b = [FiAddr::NOTAVAIL];
     av_a.insert(&da, &[ep_b.name()], &mut to_b).unwrap();
     let mr_a = da.register(memory(2 * BUF)).unwrap();
@@ -428,28 +467,17 @@ fn a_blocked_sread_finds_a_message_received_through_a_shared_context() {
 #[test]
 fn cancel_hands_a_waiting_receive_back_and_leaves_the_others_posted() {
     let p = pair();
-    let (da, db) = two_domains::<D>(&p, 1, 1);
-    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
-    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
-    let av_a = da.open_av(&AvAttr::default()).unwrap();
-    let av_b = db.open_av(&AvAttr::default()).unwrap();
-    let srx = db.srx_context(&SrxAttr::default()).unwrap();
-    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep_a.bind_av(&da, &av_a).unwrap();
-    ep_a.enable(&da).unwrap();
-    let mut ep_b = db
-        .endpoint(&EpAttr {
-            rx_queue: 2,
-            ..EpAttr::default()
-        })
-        .unwrap();
-    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep_b.bind_av(&db, &av_b).unwrap();
-    ep_b.bind_srx(&db, &srx).unwrap();
-    ep_b.enable(&db).unwrap();
+    let OnSrx {
+        da,
+        db,
+        cq_a: _cq_a,
+        cq_b,
+        av_a,
+        av_b: _av_b,
+        srx,
+        ep_a,
+        ep_b,
+    } = one_endpoint_on_a_shared_context(&p, WaitObj::None, 2);
     let mut to_b = [FiAddr::NOTAVAIL];
     av_a.insert(&da, &[ep_b.name()], &mut to_b).unwrap();
     let mr_a = da.register(memory(4 * BUF)).unwrap();
@@ -497,28 +525,17 @@ fn cancel_hands_a_waiting_receive_back_and_leaves_the_others_posted() {
 #[test]
 fn cancel_finds_a_receive_a_frame_for_nobody_filled_before_any_read() {
     let p = pair();
-    let (da, db) = two_domains::<D>(&p, 1, 1);
-    let cq_a = da.open_cq::<Data>(&cq_attr()).unwrap();
-    let cq_b = db.open_cq::<Data>(&cq_attr()).unwrap();
-    let av_a = da.open_av(&AvAttr::default()).unwrap();
-    let av_b = db.open_av(&AvAttr::default()).unwrap();
-    let srx = db.srx_context(&SrxAttr::default()).unwrap();
-    let mut ep_a = da.endpoint(&EpAttr::default()).unwrap();
-    ep_a.bind_cq(&da, &cq_a, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep_a.bind_av(&da, &av_a).unwrap();
-    ep_a.enable(&da).unwrap();
-    let mut ep_b = db
-        .endpoint(&EpAttr {
-            rx_queue: 2,
-            ..EpAttr::default()
-        })
-        .unwrap();
-    ep_b.bind_cq(&db, &cq_b, BindFlags::TRANSMIT | BindFlags::RECV)
-        .unwrap();
-    ep_b.bind_av(&db, &av_b).unwrap();
-    ep_b.bind_srx(&db, &srx).unwrap();
-    ep_b.enable(&db).unwrap();
+    let OnSrx {
+        da,
+        db,
+        cq_a: _cq_a,
+        cq_b,
+        av_a,
+        av_b: _av_b,
+        srx,
+        ep_a,
+        ep_b,
+    } = one_endpoint_on_a_shared_context(&p, WaitObj::None, 2);
     let nobody = EpAddr {
         mac: MAC_B,
         ctx: 99,
