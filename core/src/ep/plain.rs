@@ -6,12 +6,12 @@
 //! failed `FI_EHOSTUNREACH`); an inject to one is `Again`, its resolution started.
 
 use crate::addr::FiAddr;
-use crate::buf::{Buf, RawBuf};
+use crate::buf::Buf;
 use crate::domain::Domain;
-use crate::engine::{HeldSend, NO_MR};
+use crate::engine::HeldSend;
 use crate::entry::OpContext;
 use crate::flags::OpFlags;
-use crate::hal::{DmaRegion, Nic, TxSegment};
+use crate::hal::Nic;
 use crate::ip::checksum::Sum;
 use crate::ip::{SockAddrIn, UDP_HEADER_LEN};
 use crate::{Error, Result};
@@ -145,32 +145,8 @@ impl Endpoint {
         let mut sum = Sum::new();
         sum.add(payload);
         let head = header(self.source.mac, mac, src, dst, payload.len(), sum)?;
-        tx.with_state(|st| {
-            let slot = st.next_slot().ok_or(Error::Again)?;
-            let offset = slot * INJECT_SLOT;
-            let bounce = st.bounce.as_ref().ok_or(Error::OpBadState)?;
-            bounce.write_bytes(offset, &head);
-            bounce.write_bytes(offset + UDP_HEADER_LEN, payload);
-            let len = UDP_HEADER_LEN + payload.len();
-            let segment = TxSegment {
-                iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
-                len: len as u16,
-            };
-            let raw = RawBuf {
-                span: crate::hal::DmaSpan::EMPTY,
-                iova: segment.iova,
-                len: len as u32,
-                mr: NO_MR,
-            };
-            let r = match flags {
-                Some(f) => st.post_send(cq.credits, &[segment], raw, context, f, None),
-                None => st.post_send_with(cq.credits, &[segment], raw, context, false, None),
-            };
-            if !flags.is_some_and(|f| f.contains(OpFlags::MORE)) || r.is_err() {
-                st.doorbell();
-            }
-            r
-        })
+        // A plain-UDP endpoint is on no shared transmit context: the post has no poster.
+        self.post_copied(&tx, cq.credits, &head, payload, context, flags)
     }
 }
 

@@ -5,10 +5,11 @@ use crate::addr::FiAddr;
 use crate::buf::{Buf, Iov, RawBuf};
 use crate::cq::slot::CqRef;
 use crate::domain::Domain;
-use crate::engine::{Poster, NO_MR};
+use crate::engine::{Credits, Poster, NO_MR};
 use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::{DmaRegion, Nic, TxSegment};
+use crate::path::Path;
 use crate::proto::{self, Header, MAX_HEADER_LEN};
 use crate::{Error, Result};
 
@@ -326,15 +327,29 @@ impl Endpoint {
         let mut bytes = [0u8; MAX_HEADER_LEN];
         let bytes = header.emit(self.attr.encap, &mut bytes);
         let cq = self.cq_slot(dom, self.tx_cq)?;
+        self.post_copied(&tx, cq.credits, bytes, payload, context, flags)
+    }
+
+    /// Posts `head` then `payload`, copied into the bounce slot of the op-table slot the post
+    /// takes (free exactly as long as that slot is), as one segment: `flags` for an operation
+    /// that completes as its flags say, `None` for `fi_inject`'s (no success reported). Rings
+    /// the doorbell unless `FI_MORE`, and on a refused post too.
+    pub(super) fn post_copied<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        tx: &Path<'d, 'n, N, D>,
+        credits: &Credits,
+        head: &[u8],
+        payload: &[u8],
+        context: OpContext,
+        flags: Option<OpFlags>,
+    ) -> Result {
         tx.with_state(|st| {
-            // The bounce slot belongs to the op-table slot the post will take: it is free
-            // exactly as long as that slot is.
             let slot = st.next_slot().ok_or(Error::Again)?;
             let offset = slot * INJECT_SLOT;
             let bounce = st.bounce.as_ref().ok_or(Error::OpBadState)?;
-            bounce.write_bytes(offset, bytes);
-            bounce.write_bytes(offset + bytes.len(), payload);
-            let len = bytes.len() + payload.len();
+            bounce.write_bytes(offset, head);
+            bounce.write_bytes(offset + head.len(), payload);
+            let len = head.len() + payload.len();
             let segment = TxSegment {
                 iova: crate::hal::Iova(bounce.iova().0 + offset as u64),
                 len: len as u16,
@@ -346,10 +361,8 @@ impl Endpoint {
                 mr: NO_MR,
             };
             let r = match flags {
-                Some(f) => st.post_send(cq.credits, &[segment], raw, context, f, self.poster()),
-                None => {
-                    st.post_send_with(cq.credits, &[segment], raw, context, false, self.poster())
-                }
+                Some(f) => st.post_send(credits, &[segment], raw, context, f, self.poster()),
+                None => st.post_send_with(credits, &[segment], raw, context, false, self.poster()),
             };
             // A refused post rings too: earlier FI_MORE posts must not wait for a call that
             // may never come.
