@@ -1,38 +1,15 @@
 //! `AnyNic` on the three emulated NICs — the driver picked by PCI ID, every call reaching it —
 //! and on null devices whose PCI ID no driver (or another driver than the registers') claims.
+mod common;
+use common::{e1000e, igb, virtio_net, Make};
+
 use std::sync::Arc;
 
 use ringfab_emu::null::{DmaTable, NullKind, NullPlatform};
-use ringfab_emu::{
-    EmuE1000e, EmuIgb, EmuNic, EmuPlatform, EmuVirtioNet, Igb82576, Kind, ModelConfig,
-    VirtioNetModelConfig, Wire,
-};
-use ringfab_hal::{
-    MacAddr, Nic, Queue, Report, RxCompletion, RxConfig, RxError, RxQueue, TxConfig, Wait,
-};
+use ringfab_emu::{EmuPlatform, Igb82576, Kind, Wire};
+use ringfab_hal::{Nic, Queue, Report, RxCompletion, RxConfig, RxError, RxQueue, TxConfig, Wait};
 use ringfab_nic_suite::{drain_rx, drain_tx, frame, post, push_frame, BUF, MAC_A, MAC_B};
 use ringfab_nics::{AnyNic, Driver, Error};
-
-/// Builds an emulated NIC of kind `K` with MAC `mac`.
-type Make<K> = fn(MacAddr) -> EmuNic<K>;
-
-fn igb(mac: MacAddr) -> EmuIgb {
-    let mut c = ModelConfig::default();
-    c.mac = mac;
-    EmuIgb::new(c)
-}
-
-fn e1000e(mac: MacAddr) -> EmuE1000e {
-    let mut c = ModelConfig::default();
-    c.mac = mac;
-    EmuE1000e::new(c)
-}
-
-fn virtio_net(mac: MacAddr) -> EmuVirtioNet {
-    let mut c = VirtioNetModelConfig::default();
-    c.mac = mac;
-    EmuVirtioNet::new(c)
-}
 
 /// Opens a device of `make` through `AnyNic` and checks it landed on `driver`, with the
 /// capabilities the driver itself reports for the same device.

@@ -5,38 +5,19 @@
 //! No test here calls the wire to move frames: a member's receiver thread delivers them, so a
 //! side that only polls its receive queue gets them, as a program polling its CQ would.
 
+mod common;
+use common::{e1000e, igb, virtio_net, Make};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ringfab_emu::{
-    EmuE1000e, EmuIgb, EmuNic, EmuPlatform, EmuVirtioNet, Kind, ModelConfig, VirtioNetModelConfig,
-    Wire,
-};
+use ringfab_emu::{EmuPlatform, Kind, Wire};
 use ringfab_hal::{MacAddr, Nic, Queue, Report, RxConfig, TxConfig};
 use ringfab_nic_suite::{drain_rx, drain_tx, frame, post, push_frame, BUF, MAC_A, MAC_B};
 use ringfab_nics::AnyNic;
 
-type Make<K> = fn(MacAddr) -> EmuNic<K>;
 type Any = AnyNic<EmuPlatform>;
-
-fn igb(mac: MacAddr) -> EmuIgb {
-    let mut c = ModelConfig::default();
-    c.mac = mac;
-    EmuIgb::new(c)
-}
-
-fn e1000e(mac: MacAddr) -> EmuE1000e {
-    let mut c = ModelConfig::default();
-    c.mac = mac;
-    EmuE1000e::new(c)
-}
-
-fn virtio_net(mac: MacAddr) -> EmuVirtioNet {
-    let mut c = VirtioNetModelConfig::default();
-    c.mac = mac;
-    EmuVirtioNet::new(c)
-}
 
 const WAIT: Duration = Duration::from_secs(20);
 const RING: usize = 64;
