@@ -208,12 +208,19 @@ fn finish<'d, N: Nic, const D: usize>(
 const ROUNDS: usize = if cfg!(miri) { 40 } else { 300 };
 const LIE_SEEDS: u64 = if cfg!(miri) { 1 } else { 4 };
 
+/// Issue 14, the hostile-device suite: "a platform whose device writes adversarial values ...
+/// against all three drivers and core, asserting: no panic, every token exactly once, no
+/// buffer handed back while the device may write it" — here the lies in the rings.
 fn hostile_device_lies_never_panic_core_nor_complete_an_operation_twice<T: TestNic>() {
     for seed in 0x600..0x600 + LIE_SEEDS {
         run::<T>(seed, false);
     }
 }
 
+/// Issue 14, the hostile-device suite: "a platform whose device writes adversarial values ...
+/// against all three drivers and core, asserting: no panic, every token exactly once, no
+/// buffer handed back while the device may write it" — here "bits flipped during
+/// polling from a second thread".
 fn hostile_bits_flipped_under_core_never_panic_nor_complete_an_operation_twice<T: TestNic>() {
     for seed in 0x700..0x702 {
         run::<T>(seed, true);

@@ -209,6 +209,11 @@ fn send<N: Nic>(d: &Domain<'_, N, D>, h: &Host<N>, to: FiAddr, payload: &[u8], c
     }
 }
 
+/// Issue 16 item 1: "a send carries the message as the UDP payload and nothing else; a receive
+/// takes any datagram to its port", and item 2: "resolve peers (on AV insert or first send)".
+/// Two plain-UDP endpoints exchange datagrams with ARP between them (RFC 826: the request,
+/// the reply, the merge of the requester into the cache); the IPv4 header checksum and the
+/// UDP checksum are right on the wire (RFC 791 §3.1, RFC 768).
 fn two_endpoints_exchange_datagrams_with_arp_in_between<T: TestNic>() {
     let p = pair_of::<T>();
     let cap = Captured::on(&p.wire);
@@ -324,6 +329,10 @@ fn two_endpoints_exchange_datagrams_with_arp_in_between<T: TestNic>() {
     }
 }
 
+/// Issue 16 item 2: "hold sends to a peer being resolved in a bounded queue, retry a bounded
+/// number of times, then fail each held send with an error completion naming the cause" — three
+/// requests a second apart (RFC 1122 §2.3.2.1 limits the rate of ARP requests), then
+/// `FI_EHOSTUNREACH` for each held send, its buffer back.
 fn a_peer_that_never_answers_arp_fails_each_held_send<T: TestNic>() {
     let p = pair_of::<T>();
     let cap = Captured::on(&p.wire);
@@ -388,6 +397,8 @@ fn echo_request(ident: u16, seq: u16, data: &[u8]) -> Vec<u8> {
     f
 }
 
+/// Issue 16 item 2: "Answer ICMP echo requests (so `ping` works)": RFC 792's echo reply, with
+/// the request's identifier, sequence number and data.
 fn icmp_echo_requests_are_answered<T: TestNic>() {
     let p = pair_of::<T>();
     let clock = TestClock::new();
@@ -450,6 +461,12 @@ fn fix_ipv4(f: &mut [u8]) {
     f[24..26].copy_from_slice(&c.to_be_bytes());
 }
 
+/// Issue 16 item 6: "Every parse path with malformed input (truncated, wrong lengths, bad
+/// checksums, options, fragments, broadcast and multicast): dropped and counted, never a
+/// panic"; and fi_cq(3): "For endpoints allocated using the FI_SOURCE_ERR capability, if the
+/// source address cannot be converted into a valid fi_addr_t value, fi_cq_readfrom will return
+/// -FI_EAVAIL ... The completion will then be reported through fi_cq_readerr with error code
+/// -FI_EADDRNOTAVAIL" (here with the sender's `sockaddr_in` in `err_data`).
 fn malformed_frames_are_dropped_and_counted_never_reported<T: TestNic>() {
     let p = pair_of::<T>();
     let clock = TestClock::new();
@@ -535,6 +552,10 @@ fn malformed_frames_are_dropped_and_counted_never_reported<T: TestNic>() {
     );
 }
 
+/// Issue 16 item 1: "A domain has an IPv4 configuration given by the application ... An
+/// endpoint binds a UDP port (or is given a free one); `getname` returns its `sockaddr_in`; the
+/// AV takes `sockaddr_in` addresses": a port bound twice, an endpoint enabled before the domain
+/// has an address, an AV of ringfab's addresses are refused by name.
 fn plain_udp_needs_its_address_format_and_the_domains_address<T: TestNic>() {
     let p = pair_of::<T>();
     let clock = TestClock::new();
