@@ -320,11 +320,16 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             avs: self.avs(),
             owners: self.owners(),
             cntrs: &self.cntrs,
-            ip: self.clock.map(|c| IpCtx {
-                host: &self.ip,
-                now: c.now(),
-            }),
+            ip: self.ip_ctx(),
         }
+    }
+
+    /// The domain's IPv4 host and the time now, for a path's progress (with a clock only).
+    pub(crate) fn ip_ctx(&self) -> Option<IpCtx<'_>> {
+        self.clock.map(|c| IpCtx {
+            host: &self.ip,
+            now: c.now(),
+        })
     }
 
     /// Opens transmit queue `index` of the NIC as a path.

@@ -9,13 +9,13 @@
 //! with a shared receive context must also share the same address vector."
 //!
 //! Which endpoint a frame is for — and so which CQ completes it — is known only from the
-//! frame's header (its destination context): a receive posted here holds no CQ credit while
+//! frame's header (its destination context; on plain UDP, its destination port): a receive posted here holds no CQ credit while
 //! it waits; its frame routes it, and it takes a credit of its endpoint's CQ when that CQ's
 //! read delivers it (the engine's "Shared receive contexts"). A frame for no bound endpoint,
 //! or one the device reports bad, is dropped and its buffer posted again.
 //!
-//! The context listens on the station address on receive queue 0, or on a locally
-//! administered address of its own on another queue (as a scalable endpoint's receive context
+//! The context listens on the station address on receive queue 0 (and on plain UDP whatever its
+//! queue: docs/ip.md, "Ports"), or on a locally administered address of its own on another queue (as a scalable endpoint's receive context
 //! does: `proto::context_mac`, steered by the NIC). Endpoints bound to it are addressed by
 //! that address and their own context number ([`EpAttr::rx_queue`](crate::ep::EpAttr)).
 //!
@@ -75,17 +75,13 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Opens a shared receive context on receive queue `attr.rx_queue` (`fi_srx_context`).
     ///
     /// # Errors
-    /// `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `OpNotSupp` for plain UDP
-    /// (port routing is not built yet, `docs/ip.md`); `Inval` for a buffer size
+    /// `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `Inval` for a buffer size
     /// outside `header + 1 ..= max_rx_buf_len` (the header of `attr.encap`); `NoMem` without a
     /// free path slot; `Device(_)` when the NIC refuses the queue or cannot steer an address to
     /// it.
     pub fn srx_context(&self, attr: &SrxAttr) -> Result<SharedRxContext> {
         if !SRX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
-        }
-        if !attr.encap.is_ringfab() {
-            return Err(Error::OpNotSupp);
         }
         let caps = self.nic().capabilities();
         if (attr.rx_buf_len as usize) <= attr.encap.header_len()
@@ -94,7 +90,9 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             return Err(Error::Inval);
         }
         let path = self.open_rx(attr.rx_queue, RxConfig::new(attr.rx_buf_len))?;
-        let mac = if attr.rx_queue == 0 {
+        // Plain UDP is addressed by the domain's IPv4 address, which ARP ties to the station
+        // address: the queue takes what the NIC gives it (all of it on queue 0 without RSS).
+        let mac = if attr.rx_queue == 0 || !attr.encap.is_ringfab() {
             caps.mac
         } else {
             let mac = proto::context_mac(caps.mac, attr.rx_queue);
@@ -209,7 +207,7 @@ impl SharedRxContext {
         let raw = self
             .queue
             .path(dom)?
-            .with_state(|st| Ok(st.cancel_srx(context, owners)))?;
+            .with_state(|st| Ok(st.cancel_srx(context, owners, dom.ip_ctx())))?;
         Ok(raw.and_then(|raw| owner_of(owners, raw.mr).map(|o| Buf::from_raw(raw, o))))
     }
 

@@ -25,6 +25,7 @@ use ringfab::ip::emit::{udp_frame, UdpHeader};
 use ringfab::ip::{checksum, Discard, Ipv4Config, SockAddrIn, UDP_HEADER_LEN};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::Encap;
+use ringfab::srx::SrxAttr;
 use ringfab::{Capacities, Clock, Error};
 use ringfab_emu::Wire;
 
@@ -165,12 +166,17 @@ type Found<'d> = (
 
 /// Reads everything `h`'s CQ has now (errors with their `err_data`).
 fn read_all<'d, N: Nic>(d: &'d Domain<'_, N, D>, h: &mut Host<N>) -> Found<'d> {
+    read_cq(d, &mut h.cq)
+}
+
+/// Reads everything `cq` has now (errors with their `err_data`).
+fn read_cq<'d, N: Nic>(d: &'d Domain<'_, N, D>, cq: &mut CompletionQueue<N, Msg>) -> Found<'d> {
     let (mut ok, mut err) = (Vec::new(), Vec::new());
     loop {
         let mut e = [MsgEntry::default(); 8];
         let mut src = [FiAddr::NOTAVAIL; 8];
         let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
-        match h.cq.read_owned(d, &mut e, &mut src, &mut bufs) {
+        match cq.read_owned(d, &mut e, &mut src, &mut bufs) {
             Ok(n) => {
                 for k in 0..n {
                     ok.push((e[k].op_context.0, e[k].len, src[k], bufs[k].take()));
@@ -179,9 +185,7 @@ fn read_all<'d, N: Nic>(d: &'d Domain<'_, N, D>, h: &mut Host<N>) -> Found<'d> {
             Err(Error::Avail) => {
                 let mut entry = ErrEntry::default();
                 let mut data = [0u8; 64];
-                let (out, buf) =
-                    h.cq.readerr_owned(d, &mut entry, Some(&mut data), 0)
-                        .unwrap();
+                let (out, buf) = cq.readerr_owned(d, &mut entry, Some(&mut data), 0).unwrap();
                 let n = match out {
                     ringfab::errdata::ErrDataOut::Copied(n) => n,
                     _ => 0,
@@ -552,6 +556,140 @@ fn malformed_frames_are_dropped_and_counted_never_reported<T: TestNic>() {
     );
 }
 
+/// Issue 16 item 1: "Several endpoints share one queue, told apart by port." fi_endpoint(3),
+/// SHARED CONTEXTS: "Users post receive buffers directly to a shared receive context, with the
+/// buffers usable by any endpoint bound to the shared receive context. ... Completed receive
+/// operations are posted to the CQs bound to the endpoint." Two plain-UDP endpoints of B
+/// receive through one shared receive context on one queue, each datagram on the CQ of the
+/// endpoint bound to its destination port; a datagram to a port nobody bound is dropped and
+/// counted; ARP reaches B's host through the shared queue (A's sends are resolved); a receive
+/// still waiting is canceled with its buffer back.
+fn several_endpoints_share_one_queue_told_apart_by_port<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let da = domain(&p.nic_a, &clock, IP_A);
+    let mut a = host(&da, 5000, false);
+    let caps = Capacities {
+        queues: 3,
+        cqs: 2,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 4,
+    };
+    let db = Domain::<_, D>::with_capacities(&p.nic_b, &caps).with_clock(&clock);
+    db.set_ipv4(config(IP_B)).unwrap();
+    let srx = db
+        .srx_context(&SrxAttr {
+            encap: Encap::PlainUdp,
+            ..SrxAttr::default()
+        })
+        .unwrap();
+    let av_b = db
+        .open_av(&AvAttr {
+            format: AddrFormat::SockaddrIn,
+            ..AvAttr::default()
+        })
+        .unwrap();
+    let mut bs = Vec::new();
+    let mr_b = db.register(memory(40 * BUF)).unwrap();
+    for (port, tx_queue) in [(7000, 0), (7001, 1)] {
+        let cq = db
+            .open_cq::<Msg>(&CqAttr {
+                size: 64,
+                ..CqAttr::default()
+            })
+            .unwrap();
+        let mut ep = db
+            .endpoint(&EpAttr {
+                encap: Encap::PlainUdp,
+                port,
+                tx_queue,
+                ..EpAttr::default()
+            })
+            .unwrap();
+        ep.bind_cq(&db, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&db, &av_b).unwrap();
+        ep.bind_srx(&db, &srx).unwrap();
+        ep.enable(&db).unwrap();
+        bs.push((cq, ep));
+    }
+    assert_eq!(srx.endpoints(&db), 2);
+    for i in 0..16 {
+        srx.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(100 + i))
+            .unwrap();
+    }
+    let to: Vec<FiAddr> = [7000, 7001, 7002]
+        .into_iter()
+        .map(|port| {
+            a.av.insert_sockaddr_one(&da, SockAddrIn::new(IP_B, port))
+                .unwrap()
+        })
+        .collect();
+    post_recvs(&da, &a, 4, 0);
+    // Two datagrams to each bound port, one to a port nobody bound.
+    for (i, &dst) in [to[0], to[1], to[2], to[1], to[0]].iter().enumerate() {
+        send(&da, &a, dst, format!("datagram {i}").as_bytes(), i);
+    }
+    let mut got: [Vec<(usize, Vec<u8>)>; 2] = Default::default();
+    let mut sent = Vec::new();
+    for _ in 0..20 {
+        p.wire.run_until_idle();
+        let (ok, err) = read_all(&da, &mut a);
+        assert!(
+            err.is_empty(),
+            "A's sends: {:?}",
+            err.iter().map(|e| e.1).collect::<Vec<_>>()
+        );
+        sent.extend(ok.iter().map(|c| c.0));
+        for (k, (cq, _)) in bs.iter_mut().enumerate() {
+            let (ok, err) = read_cq(&db, cq);
+            assert!(err.is_empty());
+            for (_, len, _, buf) in ok {
+                let mut bytes = vec![0; len];
+                buf.unwrap().read(UDP_HEADER_LEN, &mut bytes).unwrap();
+                got[k].push((len, bytes));
+            }
+        }
+    }
+    assert_eq!(
+        sent,
+        [0, 1, 2, 3, 4],
+        "A's sends, resolved through B's shared queue's ARP"
+    );
+    let payloads = |k: usize| -> Vec<Vec<u8>> { got[k].iter().map(|g| g.1.clone()).collect() };
+    assert_eq!(
+        payloads(0),
+        [b"datagram 0".to_vec(), b"datagram 4".to_vec()]
+    );
+    assert_eq!(
+        payloads(1),
+        [b"datagram 1".to_vec(), b"datagram 3".to_vec()]
+    );
+    assert_eq!(db.ip_drops().port, 1, "port 7002: nobody's");
+
+    // B's first endpoint answers A (A's address learned from its ARP request).
+    let to_a = av_b
+        .insert_sockaddr_one(&db, SockAddrIn::new(IP_A, 5000))
+        .unwrap();
+    let mut reply = mr_b.alloc(&db, BUF).unwrap();
+    reply.write(UDP_HEADER_LEN, b"reply").unwrap();
+    bs[0]
+        .1
+        .send(&db, reply, 5, to_a, OpContext(50))
+        .map_err(|(e, _)| e)
+        .unwrap();
+    p.wire.run_until_idle();
+    let (ok, _) = read_all(&da, &mut a);
+    assert_eq!(ok.iter().map(|c| c.1).collect::<Vec<_>>(), [5]);
+
+    // A receive still waiting on the shared queue is canceled, its buffer back.
+    let back = srx.cancel(&db, OpContext(115)).unwrap();
+    assert!(back.is_some(), "the last receive posted still waits");
+    assert!(srx.cancel(&db, OpContext(115)).unwrap().is_none());
+}
+
 /// Issue 16 item 1: "A domain has an IPv4 configuration given by the application ... An
 /// endpoint binds a UDP port (or is given a free one); `getname` returns its `sockaddr_in`; the
 /// AV takes `sockaddr_in` addresses": a port bound twice, an endpoint enabled before the domain
@@ -599,4 +737,5 @@ on_every_nic!(
     icmp_echo_requests_are_answered,
     malformed_frames_are_dropped_and_counted_never_reported,
     plain_udp_needs_its_address_format_and_the_domains_address,
+    several_endpoints_share_one_queue_told_apart_by_port,
 );

@@ -5,12 +5,13 @@
 use core::sync::atomic::AtomicUsize;
 
 use super::header::parse_header;
+use super::ip::IpCtx;
 use super::multi::NO_GROUP;
 use super::op::{Held, LaneKey, Op, OpKind};
 use super::post::push_error;
 use super::sink::Outcome;
 use super::state::{Framing, Kind, PollCtx, Queue, CHUNK, NO_RX};
-use super::verdict::{is_drop, rx_outcome, Verdict};
+use super::verdict::{classify_plain, rx_outcome, NotDelivered, Verdict};
 use super::{release, OpTable, PathState};
 use crate::addr::EpAddr;
 use crate::buf::RawBuf;
@@ -39,6 +40,20 @@ pub(crate) struct SrxEp {
     pub(crate) selective: bool,
     pub(crate) source_err: bool,
     pub(crate) context: OpContext,
+    /// Its UDP port (plain UDP, where frames are routed by destination port); 0 on ringfab's
+    /// encapsulations.
+    pub(crate) port: u16,
+}
+
+/// Where a frame a shared receive context received goes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Route {
+    /// To the bound endpoint with this owner number.
+    To(u8),
+    /// To nobody: the buffer is posted again. `dropped`: it held a frame of its own that
+    /// nobody takes (counted in `dropped_frames`), rather than a continuation piece or a
+    /// frame the domain's IPv4 host took (ARP, an echo request).
+    Nobody { dropped: bool },
 }
 
 /// Shared receive contexts (`fi_srx_context`, `crate::srx`): the application posts receives to
@@ -84,19 +99,50 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         Ok(())
     }
 
-    /// The endpoint a received frame is for, if one is bound: its owner number.
-    fn route_srx(&self, op: &Op, c: &RxCompletion) -> Option<u8> {
+    /// The endpoint a received frame is for: on ringfab's encapsulations the bound endpoint
+    /// with the frame's destination context; on plain UDP (docs/ip.md, "Ports") the one bound
+    /// to the datagram's destination port, after the whole classification of the receive path
+    /// (ARP and echo requests go to the domain's host here, everything malformed is counted).
+    fn route_srx(&self, op: &Op, c: &RxCompletion, ip: Option<IpCtx<'_>>) -> Route {
         // A frame the driver split across buffers is routed by the header in its first one.
-        let frame_len = match c.status {
-            Ok(()) => c.len,
-            Err(RxError::Truncated { frame_len }) => frame_len,
-            Err(_) => return None,
+        let (frame_len, fit) = match c.status {
+            Ok(()) => (c.len, c.len),
+            Err(RxError::Truncated { frame_len }) => (frame_len, c.len),
+            Err(RxError::Continuation) => return Route::Nobody { dropped: false },
+            Err(_) => return Route::Nobody { dropped: true },
         };
-        let h = parse_header(self.header_encap(), op, frame_len).ok()?;
-        self.kind.srx_eps().iter().enumerate().find_map(|(o, e)| {
-            let e = e.as_ref()?;
-            (h.dst_ctx == e.local.ctx || h.dst_ctx == proto::ANY_CTX).then_some(o as u8)
-        })
+        let eps = self.kind.srx_eps();
+        let encap = self.header_encap();
+        let owner = if encap.is_ringfab() {
+            let Ok(h) = parse_header(encap, op, frame_len) else {
+                return Route::Nobody { dropped: true };
+            };
+            eps.iter().position(|e| {
+                e.is_some_and(|e| h.dst_ctx == e.local.ctx || h.dst_ctx == proto::ANY_CTX)
+            })
+        } else {
+            let d = match classify_plain(op, frame_len, fit, ip) {
+                Ok(d) => d,
+                Err(n) => {
+                    return Route::Nobody {
+                        dropped: n == NotDelivered::Dropped,
+                    }
+                }
+            };
+            let owner = eps
+                .iter()
+                .position(|e| e.is_some_and(|e| e.port == d.dst_port));
+            if owner.is_none() {
+                if let Some(ip) = ip {
+                    ip.host.count_port();
+                }
+            }
+            owner
+        };
+        match owner {
+            Some(o) => Route::To(o as u8),
+            None => Route::Nobody { dropped: true },
+        }
     }
 
     /// Puts the receive of `slot` back into the ring (its frame was for nobody).
@@ -171,9 +217,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 let Some((slot, op)) = self.unheld_op(c.token, OpKind::Recv) else {
                     continue;
                 };
-                let Some(owner) = self.route_srx(&op, &c) else {
-                    reposted |= self.repost_srx(slot, ctx, is_drop(&c));
-                    continue;
+                let owner = match self.route_srx(&op, &c, ctx.ip) {
+                    Route::To(owner) => owner,
+                    Route::Nobody { dropped } => {
+                        reposted |= self.repost_srx(slot, ctx, dropped);
+                        continue;
+                    }
                 };
                 let Some(ep) = self
                     .kind
@@ -248,7 +297,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             source_err: ep.source_err,
             context: ep.context,
             encap: self.header_encap(),
-            port: 0,
+            port: ep.port,
         };
         let c = RxCompletion {
             token: Token(0),
@@ -292,6 +341,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         &mut self,
         target: OpContext,
         owners: &[AtomicUsize],
+        ip: Option<IpCtx<'_>>,
     ) -> Option<RawBuf> {
         let waiting = |t: &OpTable<D>| {
             (0..t.live_span()).any(|k| {
@@ -330,10 +380,19 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     }
                     continue; // the others are posted again below
                 }
-                match self
-                    .route_srx(&op, c)
-                    .and_then(|o| Some((o, self.kind.srx_eps().get(usize::from(o)).copied()??)))
-                {
+                let (routed, dropped) = match self.route_srx(&op, c, ip) {
+                    Route::To(o) => (
+                        self.kind
+                            .srx_eps()
+                            .get(usize::from(o))
+                            .copied()
+                            .flatten()
+                            .map(|ep| (o, ep)),
+                        true,
+                    ),
+                    Route::Nobody { dropped } => (None, dropped),
+                };
+                match routed {
                     Some((owner, ep)) => {
                         let held = &mut self.table.ops[slot];
                         (held.owner, held.cq, held.cntr) = (owner, ep.cq, ep.cntr);
@@ -349,7 +408,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     // never filled for anyone. Canceled if it is the target (as a flushed one
                     // is), else its buffer waits again, below.
                     None => {
-                        self.dropped += u64::from(is_drop(c));
+                        self.dropped += u64::from(dropped);
                         if canceled.is_none() && op.context == target {
                             self.table.take(c.token, OpKind::Recv);
                             canceled = Some(op.buf);
@@ -397,7 +456,15 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             Some(mine) if Some(mine) != av => return Err(Error::Inval),
             Some(_) => {}
         }
-        if eps.iter().flatten().any(|e| e.local.ctx == ep.local.ctx) {
+        // Endpoints are told apart by context number, or on plain UDP by port.
+        let clash = |e: &SrxEp| {
+            if framing.encap.is_ringfab() {
+                e.local.ctx == ep.local.ctx
+            } else {
+                e.port == ep.port
+            }
+        };
+        if eps.iter().flatten().any(clash) {
             return Err(Error::Inval);
         }
         *eps.get_mut(usize::from(owner)).ok_or(Error::Inval)? = Some(ep);

@@ -195,9 +195,7 @@ pub(super) fn rx_outcome(
 /// Classifies a frame received on a plain-UDP endpoint's path (`ip::classify`): a datagram to
 /// the endpoint's port gives its sender, the sender's handle in the AV, the payload length and
 /// whether it was broadcast; ARP and echo requests go to the domain's host (consumed);
-/// everything else is counted by reason and dropped (posted again). Out of
-/// line: the copy of the frame it classifies is a stack array no other lane should carry.
-#[inline(never)]
+/// everything else is counted by reason and dropped (posted again).
 fn plain_udp(
     f: &Framing,
     op: &Op,
@@ -206,6 +204,40 @@ fn plain_udp(
     avs: AvTables<'_>,
     ip: Option<IpCtx<'_>>,
 ) -> core::result::Result<(SockAddrIn, Option<crate::addr::FiAddr>, u32, bool), NotDelivered> {
+    let d = classify_plain(op, frame_len, fit, ip)?;
+    if d.dst_port != f.port {
+        if let Some(ip) = ip {
+            ip.host.count_port();
+        }
+        return Err(NotDelivered::Dropped);
+    }
+    let src_fi =
+        f.av.and_then(|i| avs.get(i))
+            .and_then(|av| av.reverse_raw(RawAddr::In(d.src)));
+    Ok((d.src, src_fi, d.payload_len, d.broadcast))
+}
+
+/// What the receive path keeps of a UDP datagram [`classify_plain`] passed.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PlainDatagram {
+    pub(super) src: SockAddrIn,
+    pub(super) dst_port: u16,
+    pub(super) payload_len: u32,
+    pub(super) broadcast: bool,
+}
+
+/// Classifies the frame in `op`'s buffer for the domain's IPv4 host (`ip::classify`, every
+/// check of docs/ip.md's receive path): a UDP datagram for the host, whatever its port; ARP
+/// and echo requests taken by the host (`Consumed`); everything else counted by reason and
+/// `Dropped`. Out of line: the copy of the frame it classifies is a stack array no other lane
+/// should carry.
+#[inline(never)]
+pub(super) fn classify_plain(
+    op: &Op,
+    frame_len: u32,
+    fit: u32,
+    ip: Option<IpCtx<'_>>,
+) -> core::result::Result<PlainDatagram, NotDelivered> {
     let Some(ip) = ip else {
         return Err(NotDelivered::Dropped);
     };
@@ -238,22 +270,18 @@ fn plain_udp(
             ip.host.take_control(ControlIn::Echo(e), ip.now);
             Err(NotDelivered::Consumed)
         }
-        Ok(Frame::Udp(d)) if d.dst.port != f.port => {
-            ip.host.count_port();
-            Err(NotDelivered::Dropped)
-        }
-        Ok(Frame::Udp(d)) => {
-            let src_fi =
-                f.av.and_then(|i| avs.get(i))
-                    .and_then(|av| av.reverse_raw(RawAddr::In(d.src)));
-            Ok((d.src, src_fi, d.payload.len() as u32, d.broadcast))
-        }
+        Ok(Frame::Udp(d)) => Ok(PlainDatagram {
+            src: d.src,
+            dst_port: d.dst.port,
+            payload_len: d.payload.len() as u32,
+            broadcast: d.broadcast,
+        }),
     }
 }
 
 /// Why a plain-UDP frame is not delivered: [`Verdict::Repost`] or [`Verdict::Consumed`].
-#[derive(Clone, Copy)]
-enum NotDelivered {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum NotDelivered {
     Dropped,
     Consumed,
 }

@@ -229,6 +229,7 @@ impl Endpoint {
             selective: rx_cq.flags.contains(BindFlags::SELECTIVE_COMPLETION),
             source_err: self.attr.source_err,
             context: self.attr.context,
+            port: self.port,
         };
         st.join_srx(self.srx_owner, ep, framing.av)?;
         slot.cq_mask.fetch_or(1 << rx_cq.cq, Ordering::AcqRel);
