@@ -36,6 +36,16 @@
 //! stays in the table (its queue takes no frames, so its flows are lost) until its `enable`
 //! recovers it or it is closed. Closing the scalable endpoint turns RSS off again.
 //!
+//! # Plain UDP
+//!
+//! On [`Encap::PlainUdp`] (docs/ip.md) the scalable endpoint binds one UDP port
+//! ([`SepAttr::port`], [`ScalableEndpoint::sockaddr`]): every transmit context sends from it and
+//! every receive context takes datagrams to it. A datagram names only the domain's IPv4 address
+//! and the port, so receive contexts cannot be named: more than one needs [`SepAttr::rss`], and
+//! RSS spreads the flows — one per peer address and source port — over them. Non-IP frames (ARP)
+//! are not hashed and reach queue 0, so receive context 0 is the one that answers ARP while it
+//! is enabled. The port is released when the scalable endpoint closes.
+//!
 //! Frames sent by any transmit context carry the scalable endpoint's address as their source,
 //! so a receiver that inserted that one address resolves all of them (`FI_SOURCE`).
 //!
@@ -79,8 +89,11 @@ pub struct SepAttr {
     /// The encapsulation of every context ([`EpAttr::encap`]).
     pub encap: Encap,
     /// Receive contexts fed by RSS instead of named by address (module documentation):
-    /// needs [`Encap::Udp`] and a NIC with RSS.
+    /// needs [`Encap::Udp`] or [`Encap::PlainUdp`] and a NIC with RSS.
     pub rss: bool,
+    /// On [plain UDP](Encap::PlainUdp): the UDP port every context sends from and receives on
+    /// (0: the lowest free one of the dynamic range, as [`EpAttr::port`]).
+    pub port: u16,
 }
 
 impl Default for SepAttr {
@@ -93,6 +106,7 @@ impl Default for SepAttr {
             source_err: false,
             encap: Encap::Ethernet,
             rss: false,
+            port: 0,
         }
     }
 }
@@ -120,6 +134,8 @@ pub struct ScalableEndpoint {
     /// With RSS: the enabled receive contexts the redirection table spreads over, one bit
     /// each; the lock orders the programming of the table after each change.
     rss_fed: Mutex<u32>,
+    /// On plain UDP, the port it bound (0: none).
+    port: u16,
 }
 
 impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
@@ -133,12 +149,12 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// [`MAX_CONTEXTS`]), a receive buffer size the NIC cannot take, or RSS without the UDP
     /// encapsulation; `OpNotSupp` for more than one named receive context on a NIC that cannot
     /// steer by address, or for RSS on a NIC without it (see the module documentation);
-    /// `Device(Unsupported)` for RSS while the NIC steers by address for another user;
-    /// `OpNotSupp` for plain UDP (not yet offered on contexts, `docs/ip.md`).
+    /// `Device(Unsupported)` for RSS while the NIC steers by address for another user.
+    /// On [plain UDP](Encap::PlainUdp) (module documentation, "Plain UDP"): `Inval` for more
+    /// than one receive context without RSS; `AddrInUse` or `Full(Ports)` as
+    /// [`Domain::endpoint`] for the port.
     pub fn scalable_endpoint(&self, attr: &SepAttr) -> Result<ScalableEndpoint> {
-        if !attr.encap.is_ringfab() {
-            return Err(Error::OpNotSupp);
-        }
+        let plain = !attr.encap.is_ringfab();
         let caps = self.nic().capabilities();
         // fi_endpoint(3), tx_ctx_cnt: "If not specified (0), 1 context will be assigned"; the
         // same for rx_ctx_cnt. The attributes the endpoint keeps (and `attr` reports) are the
@@ -160,8 +176,13 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         {
             return Err(Error::Inval);
         }
+        if plain && attr.rx_ctx_cnt > 1 && !attr.rss {
+            // Named receive contexts are addressed by ringfab's header (a context number and
+            // a MAC address of their own); a UDP datagram names only the domain's address.
+            return Err(Error::Inval);
+        }
         if attr.rss {
-            if attr.encap != Encap::Udp {
+            if attr.encap == Encap::Ethernet {
                 return Err(Error::Inval);
             }
             let fits = |r: &crate::hal::RssCaps| {
@@ -175,18 +196,23 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         } else if rx > 1 && caps.rx_mac_queues < rx {
             return Err(Error::OpNotSupp);
         }
-        let sep = ScalableEndpoint {
+        let mut sep = ScalableEndpoint {
             domain: self.id(),
             attr: *attr,
             av: None,
             tx_open: AtomicU32::new(0),
             rx_open: AtomicU32::new(0),
             rss_fed: Mutex::new(0),
+            port: 0,
         };
         if attr.rss {
             // Off until a context is enabled; this also finds out now, not at the first
             // enable, whether the NIC takes RSS at all (it refuses while it steers by address).
             sep.feed(self, None)?;
+        }
+        if plain {
+            sep.port = self.ip().bind_port(attr.port)?;
+            sep.attr.port = sep.port;
         }
         Ok(sep)
     }
@@ -204,6 +230,20 @@ impl ScalableEndpoint {
             mac: dom.nic().capabilities().mac,
             ctx: 0,
         }
+    }
+
+    /// The `sockaddr_in` of a [plain-UDP](Encap::PlainUdp) scalable endpoint (`fi_getname`), every
+    /// context's: the domain's address and the endpoint's port. `None` on ringfab's
+    /// encapsulations, or before the domain has an IPv4 configuration.
+    pub fn sockaddr<N: Nic, const D: usize>(
+        &self,
+        dom: &Domain<'_, N, D>,
+    ) -> Option<crate::ip::SockAddrIn> {
+        if self.port == 0 || dom.check(self.domain).is_err() {
+            return None;
+        }
+        dom.ipv4()
+            .map(|c| crate::ip::SockAddrIn::new(c.addr, self.port))
     }
 
     /// Binds the address vector every context uses (`fi_scalable_ep_bind`).
@@ -289,8 +329,9 @@ impl ScalableEndpoint {
                 ep_attr.tx_op_flags = attr.op_flags;
                 ((true, false), base)
             }
-            Dir::Rx if self.attr.rss => {
-                // Fed by RSS: every receive context takes frames to the endpoint's address.
+            Dir::Rx if self.attr.rss || self.port != 0 => {
+                // Fed by RSS (or plain UDP, reached by the domain's address): every receive
+                // context takes frames to the endpoint's address.
                 ep_attr.rx_op_flags = attr.op_flags;
                 ((false, true), base)
             }
@@ -309,6 +350,9 @@ impl ScalableEndpoint {
             dir,
             index,
         };
+        if self.port != 0 {
+            ctx.ep.use_port(self.port);
+        }
         let set_up = ctx.ep.check_op_flags().and_then(|()| {
             ctx.ep.bind_av_index(dom, av);
             if let (Dir::Rx, true, false) = (dir, index > 0, self.attr.rss) {
@@ -401,6 +445,10 @@ impl ScalableEndpoint {
         }
         if let Some(av) = self.av.take() {
             dom.avs().at(av).unbind();
+        }
+        if self.port != 0 {
+            dom.ip().unbind_port(self.port);
+            self.port = 0;
         }
         Ok(())
     }

@@ -25,6 +25,7 @@ use ringfab::ip::emit::{udp_frame, UdpHeader};
 use ringfab::ip::{checksum, Discard, Ipv4Config, SockAddrIn, UDP_HEADER_LEN};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::Encap;
+use ringfab::sep::{CtxAttr, SepAttr};
 use ringfab::srx::SrxAttr;
 use ringfab::{Capacities, Clock, Error};
 use ringfab_emu::Wire;
@@ -444,11 +445,16 @@ fn icmp_echo_requests_are_answered<T: TestNic>() {
 
 /// A valid datagram from A (port 5000) to B's `port`.
 fn datagram(port: u16, payload: &[u8]) -> Vec<u8> {
+    datagram_from(5000, port, payload)
+}
+
+/// A valid datagram from A's port `from` to B's `port`.
+fn datagram_from(from: u16, port: u16, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; UDP_HEADER_LEN + payload.len()];
     let h = UdpHeader {
         src_mac: MAC_A,
         dst_mac: MAC_B,
-        src: SockAddrIn::new(IP_A, 5000),
+        src: SockAddrIn::new(IP_A, from),
         dst: SockAddrIn::new(IP_B, port),
     };
     let n = udp_frame(&h, payload, &mut out).unwrap();
@@ -690,6 +696,124 @@ fn several_endpoints_share_one_queue_told_apart_by_port<T: TestNic>() {
     assert!(srx.cancel(&db, OpContext(115)).unwrap().is_none());
 }
 
+/// Issue 16 item 4: "RSS spreads flows by UDP port over a scalable endpoint's receive
+/// contexts." fi_endpoint(3), SCALABLE ENDPOINTS: "The number of transmit and receive contexts
+/// ... may be used to distribute the workload"; the RSS hash of the 82576 and of virtio-net
+/// covers the UDP ports, so the flows of one peer (one source port each) spread; the 82574
+/// hashes the IPv4 addresses only, so they stay together. Every datagram arrives once, a
+/// flow's on one context, in order.
+fn rss_spreads_udp_flows_over_a_scalable_endpoint_s_receive_contexts<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let caps = Capacities {
+        queues: 8,
+        cqs: 4,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 4,
+    };
+    let db = Domain::<_, D>::with_capacities(&p.nic_b, &caps).with_clock(&clock);
+    db.set_ipv4(config(IP_B)).unwrap();
+    let nic = p.nic_b.capabilities();
+    let contexts = nic.rx_queues.min(4);
+    let attr = SepAttr {
+        rx_ctx_cnt: contexts,
+        encap: Encap::PlainUdp,
+        rss: true,
+        port: 7000,
+        ..SepAttr::default()
+    };
+    let Some(rss) = nic.rss else {
+        assert_eq!(db.scalable_endpoint(&attr).err(), Some(Error::OpNotSupp));
+        return;
+    };
+    let mut sep = db.scalable_endpoint(&attr).unwrap();
+    assert_eq!(sep.sockaddr(&db), Some(SockAddrIn::new(IP_B, 7000)));
+    assert_eq!(
+        db.endpoint(&EpAttr {
+            encap: Encap::PlainUdp,
+            port: 7000,
+            ..EpAttr::default()
+        })
+        .err(),
+        Some(Error::AddrInUse),
+        "the scalable endpoint holds its port"
+    );
+    let av = db
+        .open_av(&AvAttr {
+            format: AddrFormat::SockaddrIn,
+            ..AvAttr::default()
+        })
+        .unwrap();
+    sep.bind_av(&db, &av).unwrap();
+    // Room on every context for every datagram (the 82574 puts them all on one).
+    let mr = db.register(memory(4 * 40 * BUF)).unwrap();
+    let mut rx = Vec::new();
+    for k in 0..contexts {
+        let cq = db
+            .open_cq::<Msg>(&CqAttr {
+                size: 64,
+                ..CqAttr::default()
+            })
+            .unwrap();
+        let mut ctx = sep.rx_context(&db, k, &CtxAttr::default()).unwrap();
+        ctx.bind_cq(&db, &cq, BindFlags::RECV).unwrap();
+        ctx.enable(&db).unwrap();
+        for i in 0..36 {
+            ctx.recv(&db, mr.alloc(&db, BUF).unwrap(), OpContext(i))
+                .unwrap();
+        }
+        rx.push((cq, ctx));
+    }
+    // 16 flows (source ports) of two datagrams each, the payload naming flow and sequence.
+    const FLOWS: u16 = 16;
+    let mut raw = RawSender::new(&p);
+    for seq in 0..2u8 {
+        let frames: Vec<_> = (0..FLOWS)
+            .map(|f| datagram_from(6000 + f, 7000, &[f as u8, seq]))
+            .collect();
+        raw.send(&p, &frames);
+    }
+    p.wire.run_until_idle();
+    let mut on = vec![Vec::new(); usize::from(FLOWS)];
+    let mut used = 0;
+    for (k, (cq, _)) in rx.iter_mut().enumerate() {
+        let (ok, err) = read_cq(&db, cq);
+        assert!(err.is_empty());
+        used += usize::from(!ok.is_empty());
+        for (_, len, _, buf) in ok {
+            let mut b = [0u8; 2];
+            assert_eq!(len, 2);
+            buf.unwrap().read(UDP_HEADER_LEN, &mut b).unwrap();
+            on[usize::from(b[0])].push((k, b[1]));
+        }
+    }
+    for (f, got) in on.iter().enumerate() {
+        assert_eq!(got.len(), 2, "flow {f}: each datagram once");
+        assert_eq!(got[0].0, got[1].0, "flow {f}: one context");
+        assert_eq!((got[0].1, got[1].1), (0, 1), "flow {f}: in order");
+    }
+    if rss.hashes.ipv4_udp {
+        assert!(used > 1, "flows by UDP port spread over {used} context(s)");
+    } else {
+        assert_eq!(used, 1, "hashed by address only: one peer, one context");
+    }
+    for (_, ctx) in rx {
+        closed(ctx.close(&db));
+    }
+    closed(sep.close(&db));
+    // The port is free again.
+    let again = db
+        .endpoint(&EpAttr {
+            encap: Encap::PlainUdp,
+            port: 7000,
+            ..EpAttr::default()
+        })
+        .unwrap();
+    assert_eq!(again.port(), 7000);
+}
+
 /// Issue 16 item 1: "A domain has an IPv4 configuration given by the application ... An
 /// endpoint binds a UDP port (or is given a free one); `getname` returns its `sockaddr_in`; the
 /// AV takes `sockaddr_in` addresses": a port bound twice, an endpoint enabled before the domain
@@ -738,4 +862,5 @@ on_every_nic!(
     malformed_frames_are_dropped_and_counted_never_reported,
     plain_udp_needs_its_address_format_and_the_domains_address,
     several_endpoints_share_one_queue_told_apart_by_port,
+    rss_spreads_udp_flows_over_a_scalable_endpoint_s_receive_contexts,
 );

@@ -250,6 +250,9 @@ pub struct Endpoint {
     srx_owner: u8,
     /// A plain-UDP endpoint's bound UDP port (0: none).
     port: u16,
+    /// Whether it bound `port` itself (an endpoint) rather than using its scalable
+    /// endpoint's (a context): only the binder releases it.
+    owns_port: bool,
 }
 
 impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
@@ -294,6 +297,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         ep.check_op_flags()?;
         if !attr.encap.is_ringfab() {
             ep.port = self.ip().bind_port(attr.port)?;
+            ep.owns_port = true;
         }
         Ok(ep)
     }

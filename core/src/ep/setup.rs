@@ -54,6 +54,7 @@ impl Endpoint {
             srx: None,
             srx_owner: 0,
             port: 0,
+            owns_port: false,
         }
     }
 
@@ -86,6 +87,12 @@ impl Endpoint {
     ) {
         dom.avs().at(index).bind();
         self.av = Some(index);
+    }
+
+    /// Gives a plain-UDP context its scalable endpoint's port (bound and released by that).
+    pub(crate) fn use_port(&mut self, port: u16) {
+        self.port = port;
+        self.owns_port = false;
     }
 
     /// Records that receive queue `queue` was given this context's own MAC address.
@@ -134,10 +141,10 @@ impl Endpoint {
     /// are discarded, the queues given back, the bindings and a context's address released.
     pub(crate) fn shut<'d, 'n, N: Nic + 'n, const D: usize>(&mut self, dom: &'d Domain<'n, N, D>) {
         self.close_paths(dom);
-        if self.port != 0 {
+        if self.port != 0 && self.owns_port {
             dom.ip().unbind_port(self.port);
-            self.port = 0;
         }
+        self.port = 0;
         self.leave_shared(dom);
         for b in [self.tx_cq.take(), self.rx_cq.take()].into_iter().flatten() {
             dom.cqs()[b.cq].drop_bind();
