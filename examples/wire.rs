@@ -179,6 +179,7 @@ fn run(opts: &Options) -> Result<(), String> {
         len: 0,
         status: Ok(()),
         rss: None,
+        checksum: ringfab_hal::RxChecksum::NONE,
     }; DEPTH];
     for queue in rx.iter_mut() {
         let n = queue.poll(&mut done);

@@ -46,8 +46,8 @@ pub use nic::{
 };
 pub use platform::{DmaMapping, DmaRegion, DmaRing, DmaRingRef, Mmio, Platform};
 pub use queue::{
-    Queue, Report, RssHashKind, RssInfo, RxBuffer, RxCompletion, RxError, RxQueue, Token,
-    TxCompletion, TxError, TxQueue, TxSegment,
+    Queue, Report, RssHashKind, RssInfo, RxBuffer, RxChecksum, RxCompletion, RxError, RxQueue,
+    Token, TxCompletion, TxError, TxQueue, TxSegment,
 };
 pub use span::{DmaHead, DmaSpan};
 pub use wait::{RawWait, Wait, WaitOutcome, WaitSet};

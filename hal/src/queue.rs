@@ -213,6 +213,43 @@ pub struct RssInfo {
     pub kind: RssHashKind,
 }
 
+/// What the device verified of a received frame's checksums
+/// ([`Offloads::rx_ipv4_checksum`](crate::Offloads), `rx_l4_checksum`): only a checksum the
+/// device checked **and found right** is marked. Anything else — not checked, not an IPv4 or
+/// UDP/TCP frame, or found wrong — is unmarked, and whoever needs it checked checks it in
+/// software (which also tells a wrong checksum from a missing one). A device that marks a wrong
+/// checksum right cannot be caught here: that is a device lying about data it owns
+/// (docs/reliability.md, "Where the promise stops").
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct RxChecksum(u8);
+
+impl RxChecksum {
+    /// Nothing verified.
+    pub const NONE: RxChecksum = RxChecksum(0);
+    const IPV4: u8 = 1;
+    const L4: u8 = 2;
+
+    /// The marks of a frame whose IPv4 header checksum (`ipv4`) and TCP/UDP checksum (`l4`) the
+    /// device found right.
+    #[inline]
+    pub const fn verified(ipv4: bool, l4: bool) -> Self {
+        RxChecksum(((ipv4 as u8) * Self::IPV4) | ((l4 as u8) * Self::L4))
+    }
+
+    /// The device found the IPv4 header checksum right.
+    #[inline]
+    pub const fn ipv4_good(self) -> bool {
+        self.0 & Self::IPV4 != 0
+    }
+
+    /// The device found the TCP or UDP checksum right (a UDP datagram without a checksum, 0,
+    /// is not marked: there was nothing to verify).
+    #[inline]
+    pub const fn l4_good(self) -> bool {
+        self.0 & Self::L4 != 0
+    }
+}
+
 /// A transmit token back from the device.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct TxCompletion {
@@ -235,6 +272,9 @@ pub struct RxCompletion {
     pub status: Result<(), RxError>,
     /// The RSS hash, when the device computed one.
     pub rss: Option<RssInfo>,
+    /// The checksums the device verified (none unless it offers
+    /// [`Offloads::rx_ipv4_checksum`](crate::Offloads) or `rx_l4_checksum`).
+    pub checksum: RxChecksum,
 }
 
 impl RxCompletion {
@@ -244,6 +284,7 @@ impl RxCompletion {
         len: 0,
         status: Ok(()),
         rss: None,
+        checksum: RxChecksum::NONE,
     };
 }
 

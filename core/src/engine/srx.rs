@@ -304,6 +304,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             len,
             status,
             rss: None,
+            checksum: crate::hal::RxChecksum::NONE,
         };
         // Whether a success is reported is the endpoint's binding's business (known only
         // now): selective, it takes the receive's FI_COMPLETION; otherwise always.

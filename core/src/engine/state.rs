@@ -28,6 +28,7 @@ pub(super) const NO_RX: RxCompletion = RxCompletion {
     len: 0,
     status: Ok(()),
     rss: None,
+    checksum: crate::hal::RxChecksum::NONE,
 };
 
 pub(super) const NO_TX: TxCompletion = TxCompletion {

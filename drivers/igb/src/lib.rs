@@ -1416,6 +1416,7 @@ mod tests {
             len: 0,
             status: Ok(()),
             rss: None,
+            checksum: ringfab_hal::RxChecksum::NONE,
         }; 8];
         assert_eq!(rx.poll(&mut out), 3);
         assert!(out[..3].iter().all(|c| c.status == Err(RxError::Flushed)));

@@ -762,6 +762,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                     len,
                     status: Ok(()),
                     rss: None,
+                    checksum: ringfab_hal::RxChecksum::NONE,
                 });
                 if !taken {
                     break;
@@ -817,6 +818,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                     len,
                     status: Ok(()),
                     rss,
+                    checksum: ringfab_hal::RxChecksum::NONE,
                 });
                 at = at.wrapping_add(1);
             }
@@ -887,6 +889,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                     len: 0,
                     status: Err(RxError::Flushed),
                     rss: None,
+                    checksum: ringfab_hal::RxChecksum::NONE,
                 });
             } else {
                 // Settled by a flush: the flush saw DD, so the token comes back now whatever
@@ -914,6 +917,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                             len: 0,
                             status: Err(RxError::Continuation),
                             rss: None,
+                            checksum: ringfab_hal::RxChecksum::NONE,
                         }
                     } else if settled && Self::is_piece(limit) {
                         // A later piece of a frame whose earlier piece the device took back
@@ -924,6 +928,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                             len: 0,
                             status: Err(RxError::Fragment),
                             rss: None,
+                            checksum: ringfab_hal::RxChecksum::NONE,
                         }
                     } else {
                         let w0 = self.slots.ring.read(i, 0);
@@ -944,6 +949,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                                     len: 0,
                                     status: Err(RxError::Fragment),
                                     rss: None,
+                                    checksum: ringfab_hal::RxChecksum::NONE,
                                 },
                                 None => break,
                             }
@@ -970,6 +976,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             len: 0,
             status: Err(RxError::DeviceStatus { raw }),
             rss: None,
+            checksum: ringfab_hal::RxChecksum::NONE,
         });
     }
 
@@ -1010,6 +1017,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             len: 0,
             status: Err(status),
             rss: None,
+            checksum: ringfab_hal::RxChecksum::NONE,
         };
         let mut bad = if first.len > cap {
             Some(RxError::Length {
@@ -1064,6 +1072,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                 len: first.len,
                 status: Err(RxError::Frame { bits: errors }),
                 rss: None,
+                checksum: ringfab_hal::RxChecksum::NONE,
             },
             None => RxCompletion {
                 token,
@@ -1077,6 +1086,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                     Ok(())
                 },
                 rss: None,
+                checksum: ringfab_hal::RxChecksum::NONE,
             },
         })
     }
@@ -1104,6 +1114,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             len,
             status,
             rss,
+            checksum: ringfab_hal::RxChecksum::NONE,
         }
     }
 
@@ -1777,6 +1788,7 @@ mod tests {
             len: 0,
             status: Ok(()),
             rss: None,
+            checksum: ringfab_hal::RxChecksum::NONE,
         }; 2];
         loop {
             let n = r.poll(&mut out);
@@ -1884,6 +1896,7 @@ mod tests {
             len: 99,
             status: Err(RxError::Flushed),
             rss: None,
+            checksum: ringfab_hal::RxChecksum::NONE,
         }; 8];
         assert_eq!(r.poll(&mut out), 5);
         let got: Vec<_> = out[..5]

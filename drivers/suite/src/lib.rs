@@ -141,6 +141,7 @@ pub const NO_RX: RxCompletion = RxCompletion {
     len: 0,
     status: Ok(()),
     rss: None,
+    checksum: ringfab_hal::RxChecksum::NONE,
 };
 
 /// An emulated device of fixture `F` with MAC `mac`, plugged into `wire`.

@@ -52,6 +52,7 @@ fn batches_complete_at_the_doorbell<N: Nic>(nic: &N) {
             len: 0,
             status: Ok(()),
             rss: None,
+            checksum: ringfab_hal::RxChecksum::NONE,
         }; DEPTH];
         assert_eq!(tx.poll(&mut txc), BATCH, "every frame sent at the doorbell");
         assert_eq!(

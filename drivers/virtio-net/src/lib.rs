@@ -1303,6 +1303,7 @@ impl<P: Platform, const N: usize> RxQueue for VirtioNetRx<'_, P, N> {
                 len,
                 status,
                 rss: None,
+                checksum: ringfab_hal::RxChecksum::NONE,
             });
             n += 1;
         }

@@ -50,6 +50,7 @@ pub fn run(data: &[u8]) {
         len: 0,
         status: Ok(()),
         rss: None,
+        checksum: ringfab_hal::RxChecksum::NONE,
     }; DEPTH];
     let mut take = |rx: &mut _, max: usize, out_set: &mut HashSet<u64>| {
         let n = RxQueue::poll(rx, &mut out[..max.clamp(1, DEPTH)]);

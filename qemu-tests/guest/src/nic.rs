@@ -34,6 +34,7 @@ pub(crate) const NO_RX: RxCompletion = RxCompletion {
     len: 0,
     status: Ok(()),
     rss: None,
+    checksum: ringfab_hal::RxChecksum::NONE,
 };
 
 /// Binds both igb NICs to vfio-pci with `ringfab_vfio::bind` (what `devbind --bind` does).
