@@ -22,6 +22,13 @@
 //! The endpoint's sends report to a CQ of their own (as libfabric's fabtests bind them);
 //! `--one-cq` binds them to the receive CQ, whose read then polls the idle transmit queue too.
 //!
+//! `--layer plain` measures the same endpoint on plain IPv4/UDP (`Encap::PlainUdp`,
+//! docs/ip.md): each buffer holds a datagram from the AV's peer to the endpoint's port with a
+//! 22-byte payload and no UDP checksum (RFC 768's zero — the null device verifies no checksum,
+//! so a datagram with one would be summed in software by the general lane, which is the path of a
+//! NIC without receive checksum offload, not this one), so every completion goes through the
+//! plain-UDP lane's header checks and source lookup.
+//!
 //! `--layer raw` measures the raw layer instead — a receive path opened without an endpoint
 //! (`Domain::open_rx`), whole frames into DMA memory posted with `Path::post_recvs`, read with
 //! `cq.read` — in the modes `read` and `cycle`.
@@ -32,23 +39,25 @@
 //!
 //! `cargo bench -p ringfab --bench cq [-- --entries N] [-- --batch B]
 //! [-- --mode read|read-owned|cycle] [-- --format msg|data] [-- --nic igb|e1000e|virtio-net]
-//! [-- --layer endpoint|raw] [-- --one-cq]`
+//! [-- --layer endpoint|plain|raw] [-- --one-cq]`
 
 use std::hint::black_box;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-use ringfab::av::{AvAttr, EpAddr, FiAddr};
+use ringfab::av::{AddrFormat, AvAttr, EpAddr, FiAddr};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::entry::{Data, Format, Msg, OpContext};
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, OpFlags};
 use ringfab::hal::{DmaRegion, Iova, MacAddr, Nic, RxBuffer, RxConfig};
+use ringfab::ip::emit::{udp_frame, UdpHeader};
+use ringfab::ip::{Ipv4Addr, Ipv4Config, SockAddrIn, UDP_HEADER_LEN};
 use ringfab::mr::{Buf, MemoryRegion, PAGE};
 use ringfab::path::{Path, RecvPost};
 use ringfab::proto::{Encap, Header, HEADER_LEN, MAX_HEADER_LEN};
-use ringfab::{Capacities, Error};
+use ringfab::{Capacities, Clock, Error};
 use ringfab_e1000e::E1000e;
 use ringfab_emu::null::{NullPlatform, RX_FRAME_LEN};
 use ringfab_emu::{E1000e82574, Igb82576, VirtioNetPci};
@@ -69,6 +78,20 @@ const PEER: EpAddr = EpAddr {
     mac: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
     ctx: 3,
 };
+/// With `--layer plain`: the peer's address and port, the domain's address and the endpoint's
+/// port.
+const PEER_IP: SockAddrIn = SockAddrIn::new(Ipv4Addr::new(192, 0, 2, 1), 40000);
+const IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+const PORT: u16 = 7000;
+
+/// The time, for the plain-UDP domain's ARP (which the benchmark never needs to move).
+struct Still;
+
+impl Clock for Still {
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -92,6 +115,8 @@ enum Layer {
     Endpoint,
     /// The endpoint with its sends on the receive CQ (`--one-cq`).
     OneCq,
+    /// The endpoint on plain UDP (`--layer plain`).
+    Plain,
     Raw,
 }
 
@@ -120,7 +145,8 @@ fn main() {
         None | Some("endpoint") if args.iter().any(|a| a == "--one-cq") => Layer::OneCq,
         None | Some("endpoint") => Layer::Endpoint,
         Some("raw") => Layer::Raw,
-        Some(l) => fail(format!("unknown --layer {l} (endpoint, raw)")),
+        Some("plain") => Layer::Plain,
+        Some(l) => fail(format!("unknown --layer {l} (endpoint, plain, raw)")),
     };
     let modes = match value("--mode").as_deref() {
         None if layer == Layer::Raw => vec![Mode::Read, Mode::Cycle],
@@ -146,6 +172,7 @@ fn main() {
     let what = match layer {
         Layer::Endpoint => "endpoint receives into registered memory",
         Layer::OneCq => "endpoint receives into registered memory, sends on the same CQ",
+        Layer::Plain => "plain-UDP endpoint receives into registered memory",
         Layer::Raw => "raw layer (Path::post_recvs, no endpoint)",
     };
     println!("CQ on the null device ({nic} driver), {what}, {entries} entries per figure");
@@ -207,19 +234,21 @@ fn on_nic<F: Format>(nic: &str, layer: Layer, mode: Mode, entries: usize, batch:
 
 fn run<N: Nic, F: Format>(nic: N, layer: Layer, mode: Mode, entries: usize, batch: usize) -> f64 {
     match layer {
-        Layer::Endpoint => run_endpoint::<N, F>(&nic, mode, entries, batch, false),
-        Layer::OneCq => run_endpoint::<N, F>(&nic, mode, entries, batch, true),
+        Layer::Endpoint => run_endpoint::<N, F>(&nic, mode, entries, batch, false, false),
+        Layer::OneCq => run_endpoint::<N, F>(&nic, mode, entries, batch, true, false),
+        Layer::Plain => run_endpoint::<N, F>(&nic, mode, entries, batch, false, true),
         Layer::Raw => run_raw::<N, F>(&nic, mode, entries, batch),
     }
 }
 
 /// The buffers' memory, owned here so that every round can register it again: a read that
 /// drops its buffers gives nothing back to post, and regions are carved once, front to back.
-/// Each buffer holds a ringfab frame from [`PEER`] to `to` (the null device writes no data).
+/// Each buffer holds a ringfab frame from [`PEER`] to `to`, or with `plain` a UDP datagram from
+/// [`PEER_IP`] to `to`'s MAC, [`IP`] and [`PORT`] (the null device writes no data).
 struct Frames(Box<[u8]>);
 
 impl Frames {
-    fn new(to: EpAddr) -> Frames {
+    fn new(to: EpAddr, plain: bool) -> Frames {
         let mut mem = vec![0u8; ROUND * SLOT + PAGE].into_boxed_slice();
         let header = Header {
             dst: to.mac,
@@ -230,8 +259,23 @@ impl Frames {
             data: None,
             flow: 0,
         };
-        let mut bytes = [0u8; MAX_HEADER_LEN];
-        let frame = header.emit(Encap::Ethernet, &mut bytes);
+        let mut bytes = [0u8; RX_FRAME_LEN as usize];
+        let mut ringfab = [0u8; MAX_HEADER_LEN];
+        let frame = if plain {
+            let udp = UdpHeader {
+                src_mac: PEER.mac,
+                dst_mac: to.mac,
+                src: PEER_IP,
+                dst: SockAddrIn::new(IP, PORT),
+            };
+            let payload = [0x5a; RX_FRAME_LEN as usize - UDP_HEADER_LEN];
+            let n = udp_frame(&udp, &payload, &mut bytes).expect("a 64-byte frame");
+            // No UDP checksum (RFC 768's zero): see the module documentation.
+            bytes[40..42].fill(0);
+            &bytes[..n]
+        } else {
+            header.emit(Encap::Ethernet, &mut ringfab)
+        };
         // Buffers are carved front to back, none straddling a page: from a page-aligned start,
         // `SLOT` apart.
         let skip = mem.as_ptr().align_offset(PAGE);
@@ -258,6 +302,7 @@ fn run_endpoint<N: Nic, F: Format>(
     entries: usize,
     batch: usize,
     one_cq: bool,
+    plain: bool,
 ) -> f64 {
     let name = EpAddr {
         mac: nic.capabilities().mac,
@@ -265,7 +310,7 @@ fn run_endpoint<N: Nic, F: Format>(
     };
     // Declared before the domain: it outlives the domain and every queue that could name it
     // (`Memory::from_raw_parts`'s promise below).
-    let mut frames = Frames::new(name);
+    let mut frames = Frames::new(name, plain);
     // Two hardware queues, a CQ of D entries for receives and one for sends, one region at a
     // time, one AV.
     let caps = Capacities {
@@ -276,19 +321,48 @@ fn run_endpoint<N: Nic, F: Format>(
         avs: 1,
         av_entries: 8,
     };
-    let domain = Domain::<_, D>::with_capacities(nic, &caps);
+    let domain = Domain::<_, D>::with_capacities(nic, &caps).with_clock(&Still);
+    if plain {
+        let config = Ipv4Config {
+            addr: IP,
+            prefix_len: 24,
+            gateway: None,
+        };
+        domain.set_ipv4(config).expect("the domain's address");
+    }
     let cq = domain
         .open_cq::<F>(&CqAttr {
             size: D,
             ..CqAttr::default()
         })
         .expect("open CQ");
-    let av = domain.open_av(&AvAttr::default()).expect("open AV");
+    let av = domain
+        .open_av(&AvAttr {
+            format: if plain {
+                AddrFormat::SockaddrIn
+            } else {
+                AddrFormat::Ringfab
+            },
+            ..AvAttr::default()
+        })
+        .expect("open AV");
     let mut peer = [FiAddr::NOTAVAIL];
-    assert_eq!(av.insert(&domain, &[PEER], &mut peer), Ok(1));
+    if plain {
+        peer[0] = av
+            .insert_sockaddr_one(&domain, PEER_IP)
+            .expect("insert the peer");
+    } else {
+        assert_eq!(av.insert(&domain, &[PEER], &mut peer), Ok(1));
+    }
     let mut ep = domain
         .endpoint(&EpAttr {
             rx_buf_len: SLOT as u32,
+            encap: if plain {
+                Encap::PlainUdp
+            } else {
+                Encap::Ethernet
+            },
+            port: PORT,
             ..EpAttr::default()
         })
         .expect("endpoint");

@@ -12,15 +12,17 @@
 #                `complete_rx`; also split into post and read.
 #
 # With --raw, the raw layer instead (`Path::post_recvs`, `cq.read`): read and cycle. With
-# --one-cq, the endpoint's sends report to its receive CQ (the benchmark's `--one-cq`).
+# --one-cq, the endpoint's sends report to its receive CQ (the benchmark's `--one-cq`). With
+# --plain, the endpoint on plain IPv4/UDP (the benchmark's `--layer plain`).
 #
-#   core/benches/instructions.sh [--raw|--one-cq] [igb|e1000e|virtio-net …]
+#   core/benches/instructions.sh [--raw|--one-cq|--plain] [igb|e1000e|virtio-net …]
 #   (default: igb; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 layer=endpoint extra=()
 if [ "${1:-}" = --raw ]; then layer=raw; shift; fi
+if [ "${1:-}" = --plain ]; then layer=plain; shift; fi
 if [ "${1:-}" = --one-cq ]; then extra=(--one-cq); shift; fi
 nics=("$@")
 [ ${#nics[@]} -gt 0 ] || nics=(igb)

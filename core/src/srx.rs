@@ -106,6 +106,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             context: OpContext::NULL,
             encap: attr.encap,
             port: 0,
+            addr: crate::ip::Ipv4Addr::UNSPECIFIED,
         });
         Ok(SharedRxContext {
             queue: SharedPath {

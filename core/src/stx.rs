@@ -81,6 +81,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             context: crate::entry::OpContext::NULL,
             encap: attr.encap,
             port: 0,
+            addr: crate::ip::Ipv4Addr::UNSPECIFIED,
         });
         Ok(SharedTxContext {
             queue: SharedPath {

@@ -814,6 +814,70 @@ fn rss_spreads_udp_flows_over_a_scalable_endpoint_s_receive_contexts<T: TestNic>
     assert_eq!(again.port(), 7000);
 }
 
+/// RFC 768: "An all zero transmitted checksum value means that the transmitter generated no
+/// checksum". Datagrams without one take the plain-UDP lane (the headers read in place,
+/// `engine/plain_lane.rs`) and complete as the general lane completes them: payload, length,
+/// `FI_SOURCE` per sender, buffers back; among them a broadcast (`FI_MULTICAST`) and one with
+/// a wrong IPv4 header checksum (dropped, counted), which the lane leaves to the general lane.
+fn datagrams_without_a_checksum_complete_as_the_general_lane_completes_them<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, false);
+    let from_5000 =
+        b.av.insert_sockaddr_one(&db, SockAddrIn::new(IP_A, 5000))
+            .unwrap();
+    post_recvs(&db, &b, 8, 0);
+    let no_sum = |from: u16, payload: &[u8]| {
+        let mut f = datagram_from(from, 7000, payload);
+        f[40..42].fill(0);
+        f
+    };
+    let mut broadcast = no_sum(5000, b"to all");
+    broadcast[..6].fill(0xff);
+    broadcast[30..34].copy_from_slice(&[192, 0, 2, 255]);
+    fix_ipv4(&mut broadcast);
+    let mut bad_ip = no_sum(5000, b"bad");
+    bad_ip[24] ^= 0x55;
+    let frames = vec![
+        no_sum(5000, b"one"),
+        no_sum(5000, b"two!"),
+        no_sum(5001, b"unknown sender"),
+        bad_ip,
+        no_sum(5000, b"three"),
+        broadcast,
+        no_sum(5000, b"four"),
+    ];
+    let mut raw = RawSender::new(&p);
+    raw.send(&p, &frames);
+    p.wire.run_until_idle();
+    let (ok, err) = read_all(&db, &mut b);
+    let got: Vec<(usize, Vec<u8>, FiAddr)> = ok
+        .into_iter()
+        .map(|(ctx, len, src, buf)| {
+            let mut bytes = vec![0; len];
+            buf.expect("read_owned hands each buffer back")
+                .read(UDP_HEADER_LEN, &mut bytes)
+                .unwrap();
+            (ctx, bytes, src)
+        })
+        .collect();
+    let want: Vec<(usize, Vec<u8>, FiAddr)> = vec![
+        (0, b"one".to_vec(), from_5000),
+        (1, b"two!".to_vec(), from_5000),
+        (2, b"unknown sender".to_vec(), FiAddr::NOTAVAIL),
+        // (receive 3 took the bad header, and its buffer went back to the ring behind the
+        // others)
+        (4, b"three".to_vec(), from_5000),
+        (5, b"to all".to_vec(), from_5000),
+        (6, b"four".to_vec(), from_5000),
+    ];
+    assert_eq!(got, want);
+    assert!(err.is_empty());
+    assert_eq!(db.ip_drops().of(Discard::Ipv4Checksum), 1);
+    assert_eq!(b.ep.dropped_frames(&db), 1);
+}
+
 /// Issue 16 item 1: "A domain has an IPv4 configuration given by the application ... An
 /// endpoint binds a UDP port (or is given a free one); `getname` returns its `sockaddr_in`; the
 /// AV takes `sockaddr_in` addresses": a port bound twice, an endpoint enabled before the domain
@@ -863,4 +927,5 @@ on_every_nic!(
     plain_udp_needs_its_address_format_and_the_domains_address,
     several_endpoints_share_one_queue_told_apart_by_port,
     rss_spreads_udp_flows_over_a_scalable_endpoint_s_receive_contexts,
+    datagrams_without_a_checksum_complete_as_the_general_lane_completes_them,
 );

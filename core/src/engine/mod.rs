@@ -100,6 +100,7 @@ mod header; // reading ringfab's header out of a received buffer
 mod ip; // the domain's IPv4 host: ARP, the control outbox, held sends, ports
 mod multi; // multi-receive buffers
 mod op; // the op table
+mod plain_lane; // the plain-UDP lane (an endpoint's receives of IPv4/UDP datagrams)
 mod poll; // `PathState::poll` and its general lane
 mod post; // posting one receive or send
 mod shared; // shared transmit paths

@@ -15,6 +15,7 @@ use crate::flags::CompletionFlags;
 use crate::hal::{
     DmaHead, DmaSpan, Iova, RxBuffer, RxCompletion, RxError, Token, TxCompletion, TxError,
 };
+use crate::ip::UDP_HEADER_LEN;
 use crate::proto;
 
 /// What an op-table slot holds.
@@ -46,6 +47,11 @@ pub(super) enum Lane {
     /// header itself. A buffer longer than the queue's buffer size (of which the endpoint accepts
     /// only the queue's) takes the general lane.
     OwnedRecv,
+    /// As `OwnedRecv`, but of a buffer that accepts all but plain UDP's longer header (42
+    /// bytes, `ip::UDP_HEADER_LEN`): the plain-UDP lane
+    /// ([`fast_lane_plain`](super::plain_lane::PlainLane)) reads the headers in place and checks
+    /// the payload against what was accepted itself.
+    PlainRecv,
 }
 
 /// [`Op::plain`]: the operation's [`Lane`] in the low byte and its buffer's region above it, so
@@ -63,9 +69,10 @@ impl LaneKey {
     }
 }
 
-/// Bytes at the start of a received frame that the framed lane reads in place
-/// (`FramedHead`): up to the end of ringfab's payload length.
-const FRAMED_HEAD: usize = 22;
+/// Bytes at the start of a received frame that the lanes read in place: the framed lane
+/// (`FramedHead`) up to the end of ringfab's payload length (22), the plain-UDP lane the
+/// Ethernet, IPv4 and UDP headers (42).
+pub(super) const FRAMED_HEAD: usize = 42;
 
 /// The start of an operation's buffer, as the framed lane reads it: its length checked once,
 /// when the operation is posted ([`recv_lane`]), so that the lane's reads carry no check.
@@ -80,8 +87,9 @@ pub(super) const NO_HEAD: FrameHead = DmaHead::from_static(&[0; FRAMED_HEAD]);
 /// for [`Lane::OwnedRecv`] the head of its buffer ([`Op::head`]).
 #[inline(always)]
 pub(super) fn recv_lane(report: bool, buf: &RawBuf, len: u32) -> (LaneKey, FrameHead) {
-    let accepts_all_but_a_header =
-        || (proto::MAX_HEADER_LEN..=len as usize + proto::HEADER_LEN).contains(&(buf.len as usize));
+    let accepts_all_but = |header: usize| {
+        (proto::MAX_HEADER_LEN..=len as usize + header).contains(&(buf.len as usize))
+    };
     if !report {
         (LaneKey::GENERAL, NO_HEAD)
     } else if buf.mr == NO_MR {
@@ -90,8 +98,14 @@ pub(super) fn recv_lane(report: bool, buf: &RawBuf, len: u32) -> (LaneKey, Frame
         } else {
             (LaneKey::GENERAL, NO_HEAD)
         }
-    } else if let Some(head) = buf.span.head().filter(|_| accepts_all_but_a_header()) {
+    } else if let Some(head) = buf
+        .span
+        .head()
+        .filter(|_| accepts_all_but(proto::HEADER_LEN))
+    {
         (LaneKey::of(Lane::OwnedRecv, buf.mr), head)
+    } else if let Some(head) = buf.span.head().filter(|_| accepts_all_but(UDP_HEADER_LEN)) {
+        (LaneKey::of(Lane::PlainRecv, buf.mr), head)
     } else {
         (LaneKey::GENERAL, NO_HEAD)
     }

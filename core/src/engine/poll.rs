@@ -5,6 +5,7 @@
 
 use super::multi::{settle, settle_success, NO_GROUP};
 use super::op::OpKind;
+use super::plain_lane::PlainLane;
 use super::sink::{Outcome, Sink};
 use super::state::{PollCtx, Queue, CHUNK};
 use super::verdict::{canceled_recv, is_drop, rx_outcome, tx_outcome, tx_payload, Verdict};
@@ -72,6 +73,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             .framing()
             .filter(|f| f.encap == Encap::Ethernet && !f.source_err)
             .map(|f| FramedLane::expect(f.local.ctx));
+        // The plain-UDP lane, likewise, serves plain-UDP endpoints without `FI_SOURCE_ERR`.
+        let plain = self
+            .kind
+            .framing()
+            .filter(|f| f.encap == Encap::PlainUdp && !f.source_err)
+            .map(|f| (f.local.mac, f.addr, f.port));
         while given < budget && !stop {
             let want = (budget - given).min(CHUNK);
             let got = match &mut self.queue {
@@ -89,8 +96,14 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         }
                         _ => None,
                     };
-                    let (got, next, kept, bytes, filled) = match framed_lane {
-                        Some(lane) => {
+                    let plain_lane = match plain {
+                        Some((mac, addr, port)) if win.whole => {
+                            PlainLane::new(mac, addr, port, table.ops[head % D].buf.mr, ctx.owners)
+                        }
+                        _ => None,
+                    };
+                    let (got, next, kept, bytes, filled) = match (framed_lane, plain_lane) {
+                        (Some(lane), _) => {
                             let (got, next, kept, bytes) =
                                 lane.poll::<N, D, S>(q, table, scratch, &mut win, want, counted);
                             let direct = next.wrapping_sub(head);
@@ -99,7 +112,16 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             lane.settle(table, head, &mut win, direct, av);
                             (got, next, kept, bytes, true)
                         }
-                        None => {
+                        (None, Some(lane)) => {
+                            let (got, next, kept, bytes) =
+                                lane.poll::<N, D, S>(q, table, scratch, &mut win, want, counted);
+                            let direct = next.wrapping_sub(head);
+                            let framing = self.kind.framing();
+                            let av = framing.and_then(|f| f.av).and_then(|i| ctx.avs.get(i));
+                            lane.settle(table, head, &mut win, direct, av);
+                            (got, next, kept, bytes, true)
+                        }
+                        (None, None) => {
                             let room = if unframed {
                                 win.entries.len().min(want)
                             } else {

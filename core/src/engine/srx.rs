@@ -298,6 +298,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             context: ep.context,
             encap: self.header_encap(),
             port: ep.port,
+            addr: crate::ip::Ipv4Addr::UNSPECIFIED,
         };
         let c = RxCompletion {
             token: Token(0),

@@ -60,6 +60,9 @@ pub(crate) struct Framing {
     pub(crate) encap: Encap,
     /// The UDP port of a plain-UDP endpoint (0 on ringfab's encapsulations).
     pub(crate) port: u16,
+    /// The domain's IPv4 address when a plain-UDP endpoint was enabled (it cannot change while
+    /// one is: `Domain::set_ipv4`); unspecified on ringfab's encapsulations.
+    pub(crate) addr: crate::ip::Ipv4Addr,
 }
 
 /// What a path is for — one type per kind, each with what only it keeps. The kind decides how

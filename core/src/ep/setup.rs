@@ -740,6 +740,9 @@ impl Endpoint {
             context: self.attr.context,
             encap: self.attr.encap,
             port: self.port,
+            addr: dom
+                .ipv4()
+                .map_or(crate::ip::Ipv4Addr::UNSPECIFIED, |c| c.addr),
         };
         let mut tx = None;
         if let (true, Some(tx_cq), Some(index)) = (self.sends, self.tx_cq, self.stx) {
