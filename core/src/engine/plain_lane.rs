@@ -248,14 +248,18 @@ impl<'s> PlainLane<'s> {
 /// reads them).
 #[inline(always)]
 fn ipv4_header_sums_right(h: FrameHead) -> bool {
+    // 64-bit words with the carry added back in (end-around carry, RFC 1071 §2 (B)), then
+    // folded to 16 bits.
     let a = h.read_u64_le::<14>();
     let b = h.read_u64_le::<22>();
     let c = u64::from(u32::from_le_bytes(h.read_array::<30, 4>()));
-    let mut s = (a & 0xffff_ffff) + (a >> 32) + (b & 0xffff_ffff) + (b >> 32) + c;
-    s = (s & 0xffff_ffff) + (s >> 32);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
+    let (s, carry) = a.overflowing_add(b);
+    let (s, carry2) = s.overflowing_add(c + u64::from(carry));
+    let s = s + u64::from(carry2);
+    let s = (s & 0xffff_ffff) + (s >> 32);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
     s == 0xffff
 }
 

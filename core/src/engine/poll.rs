@@ -65,20 +65,18 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let mut tally = Tally::default();
         let header = self.header_len();
         let unframed = self.kind.framing().is_none();
-        // The framed lane serves endpoints on the Ethernet encapsulation without
-        // `FI_SOURCE_ERR` (whose unknown senders turn successes into errors: the general
-        // lane decides those); `framed` is what the lane compares a header with.
-        let framed = self
-            .kind
-            .framing()
-            .filter(|f| f.encap == Encap::Ethernet && !f.source_err)
-            .map(|f| FramedLane::expect(f.local.ctx));
-        // The plain-UDP lane, likewise, serves plain-UDP endpoints without `FI_SOURCE_ERR`.
-        let plain = self
-            .kind
-            .framing()
-            .filter(|f| f.encap == Encap::PlainUdp && !f.source_err)
-            .map(|f| (f.local.mac, f.addr, f.port));
+        // The framed lane serves endpoints on the Ethernet encapsulation, the plain-UDP lane
+        // those on plain UDP, both without `FI_SOURCE_ERR` (whose unknown senders turn
+        // successes into errors: the general lane decides those); `framed` is what the framed
+        // lane compares a header with. One match for both: the framed path pays one test.
+        let (framed, plain) = match self.kind.framing() {
+            Some(f) if !f.source_err => match f.encap {
+                Encap::Ethernet => (Some(FramedLane::expect(f.local.ctx)), false),
+                Encap::PlainUdp => (None, true),
+                Encap::Udp => (None, false),
+            },
+            _ => (None, false),
+        };
         while given < budget && !stop {
             let want = (budget - given).min(CHUNK);
             let got = match &mut self.queue {
@@ -96,10 +94,14 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         }
                         _ => None,
                     };
-                    let plain_lane = match plain {
-                        Some((mac, addr, port)) if win.whole => {
-                            PlainLane::new(mac, addr, port, table.ops[head % D].buf.mr, ctx.owners)
-                        }
+                    let plain_lane = match self.kind.framing() {
+                        Some(f) if plain && win.whole => PlainLane::new(
+                            f.local.mac,
+                            f.addr,
+                            f.port,
+                            table.ops[head % D].buf.mr,
+                            ctx.owners,
+                        ),
                         _ => None,
                     };
                     let (got, next, kept, bytes, filled) = match (framed_lane, plain_lane) {
