@@ -10,7 +10,7 @@ use ringfab_emu::{
     CriticalFault, DeviceFault, EmuE1000e, EmuIgb, EmuPlatform, EmuVirtioNet, ModelConfig,
     VirtioNetModelConfig, Wire,
 };
-use ringfab_hal::MacAddr;
+use ringfab_hal::{MacAddr, QueueFault};
 use ringfab_nics::AnyNic;
 use ringfab_smoltcp::echo::{ClientState, EchoClient, EchoServer, ServerStats, SocketMemory};
 use ringfab_smoltcp::{Config, Counters, RingDevice};
@@ -99,6 +99,15 @@ impl Emu {
         }
     }
 
+    /// Runs the device's deferred work (delayed write-backs) until none is left.
+    pub(crate) fn run_until_idle(&self) {
+        match self {
+            Emu::Igb(d) => d.run_until_idle(),
+            Emu::E1000e(d) => d.run_until_idle(),
+            Emu::VirtioNet(d) => d.run_until_idle(),
+        }
+    }
+
     pub(crate) fn clear_faults(&self) {
         match self {
             Emu::Igb(d) => d.clear_faults(),
@@ -156,6 +165,9 @@ pub(crate) struct Outcome {
     pub(crate) elapsed: Duration,
     pub(crate) counters_a: Counters,
     pub(crate) counters_b: Counters,
+    /// The queue faults the devices ended with.
+    pub(crate) fault_a: Option<QueueFault>,
+    pub(crate) fault_b: Option<QueueFault>,
 }
 
 /// A server on `b`, a client on `a` sending `total` bytes, polled in emulated time until the
@@ -228,6 +240,8 @@ pub(crate) fn exchange(
         elapsed: now - start,
         counters_a: a.counters(),
         counters_b: b.counters(),
+        fault_a: a.fault(),
+        fault_b: b.fault(),
     }
 }
 
