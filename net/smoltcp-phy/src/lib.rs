@@ -42,5 +42,9 @@ pub mod echo;
 mod error;
 mod slots;
 
+/// The smoltcp this crate implements the device trait of: its interface, sockets and wire
+/// formats, at the version and features the device was built with.
+pub use smoltcp;
+
 pub use device::{Config, Counters, RingDevice, RxToken, TxToken, MIN_FRAME_LEN};
 pub use error::{Error, Result};
