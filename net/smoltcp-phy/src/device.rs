@@ -120,6 +120,8 @@ pub struct RingDevice<'n, N: Nic + 'n, const D: usize> {
 
 /// The receive queue, its buffers and what is known of each.
 struct RxSide<'n, N: Nic + 'n, const D: usize> {
+    /// Declared before `slots`, so dropped first: the driver stops the queue before the
+    /// buffers' memory is unmapped and freed.
     queue: N::Rx<'n, D>,
     slots: Slots<N::Dma>,
     /// The length given to the queue with each buffer (the queue's `buf_len`).
@@ -136,6 +138,7 @@ struct RxSide<'n, N: Nic + 'n, const D: usize> {
 
 /// The transmit queue, its buffers and which are free.
 struct TxSide<'n, N: Nic + 'n, const D: usize> {
+    /// Before `slots`, as in [`RxSide`].
     queue: N::Tx<'n, D>,
     slots: Slots<N::Dma>,
     /// Slots not on the ring and not held by a token.
@@ -265,10 +268,21 @@ impl<'n, N: Nic + 'n, const D: usize> RingDevice<'n, N, D> {
 
     /// The critical fault that stopped either queue, if one did (the queue's own
     /// [`fault`](Queue::fault), a field read). A faulted queue takes no more buffers: frames
-    /// stop, smoltcp sees a silent link, and the owner closes this device, recovers the NIC
-    /// ([`Nic::recover`]) and opens a new one.
+    /// stop, smoltcp sees a silent link, and the owner drops this device, recovers the NIC
+    /// ([`Nic::recover`]) and opens a new one. smoltcp's interface and sockets do not belong
+    /// to the device: they carry on over the new one, and TCP retransmits what was lost.
     pub fn fault(&self) -> Option<QueueFault> {
         self.rx.queue.fault().or(self.tx.queue.fault())
+    }
+
+    /// Asks each queue's driver to read the device's state now (a few register reads: the
+    /// control path, not for every poll) and returns [`fault`](Self::fault) after the check.
+    /// The queues check by themselves after many empty polls with work pending; an owner
+    /// that suspects the device sooner (a TCP connection that timed out) calls this.
+    pub fn check(&mut self) -> Option<QueueFault> {
+        let rx = self.rx.queue.check();
+        let tx = self.tx.queue.check();
+        rx.or(tx)
     }
 
     /// The CPU addresses of the receive buffers: every frame an [`RxToken`] hands smoltcp lies
