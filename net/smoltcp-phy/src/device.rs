@@ -5,7 +5,7 @@ use ringfab_hal::{
     Token, TxCompletion, TxConfig, TxQueue, TxSegment,
 };
 use smoltcp::phy::{self, ChecksumCapabilities, Device, DeviceCapabilities, Medium};
-use smoltcp::time::Instant;
+use smoltcp::time::{Duration, Instant};
 
 use crate::slots::Slots;
 use crate::{Error, Result};
@@ -37,16 +37,32 @@ pub struct Config {
     pub max_frame_len: usize,
     /// Size of each receive buffer, in bytes; the driver rounds it up to its granularity.
     pub buf_len: u32,
+    /// Frames in flight with no transmit completion for this long (in the time smoltcp
+    /// passes): the transmit queue is flushed, as a driver's transmit watchdog resets a hung
+    /// queue. What the device finished completes, the rest comes back unsent (`tx_failed`),
+    /// and TCP retransmits it. It frees an in-order ring stuck behind a write-back the device
+    /// never wrote (the hal's flush proves what was sent). `None`: never. 1 s by default: a
+    /// NIC completes a frame in microseconds.
+    pub tx_timeout: Option<Duration>,
+    /// A receive queue that completed nothing for this long is flushed and its buffers
+    /// posted again: what the device finished is delivered, and an in-order ring stuck
+    /// behind a write-back the device never wrote moves again. A stuck ring cannot be told
+    /// from a quiet link, so this costs a queue stop and restart per period of silence (a
+    /// frame arriving in that moment is missed); `None` (the default) never flushes.
+    pub rx_idle_flush: Option<Duration>,
 }
 
 impl Default for Config {
-    /// Queue 0 both ways, 1514-byte frames, 2048-byte buffers.
+    /// Queue 0 both ways, 1514-byte frames, 2048-byte buffers, a transmit timeout of 1 s, no
+    /// idle receive flush.
     fn default() -> Self {
         Config {
             rx_queue: 0,
             tx_queue: 0,
             max_frame_len: 1514,
             buf_len: 2048,
+            tx_timeout: Some(Duration::from_secs(1)),
+            rx_idle_flush: None,
         }
     }
 }
@@ -72,6 +88,8 @@ pub struct Counters {
     pub rx_device_errors: u64,
     /// Receive buffers handed back by a flush (no frame in them).
     pub rx_flushed: u64,
+    /// Receive queue flushes after [`Config::rx_idle_flush`] of silence.
+    pub rx_idle_flushes: u64,
     /// Frames smoltcp wrote and the device reported sent.
     pub tx_frames: u64,
     /// Bytes of those frames.
@@ -85,6 +103,8 @@ pub struct Counters {
     /// Times [`Device::transmit`] (or `receive`, which needs a transmit token too) found no
     /// free transmit buffer or ring slot and returned `None`; smoltcp tries again later.
     pub tx_ring_full: u64,
+    /// Transmit queue flushes after [`Config::tx_timeout`] without a completion.
+    pub tx_timeouts: u64,
 }
 
 /// smoltcp's [`Device`] on receive queue `Config::rx_queue` and transmit queue
@@ -104,6 +124,11 @@ pub struct Counters {
 /// * **Checksums**: smoltcp computes and checks all of them ([`capabilities`](Device::capabilities)
 ///   says so): the hal has no per-frame transmit checksum request and no per-frame receive
 ///   verdict yet (docs/ip.md, "Checksums on transmit").
+///
+/// * **Stuck queues**: frames in flight with no completion for [`Config::tx_timeout`], or
+///   (if asked for) a receive queue silent for [`Config::rx_idle_flush`], get the queue
+///   flushed — the hal's flush delivers what the device finished — unless reading the
+///   device's state finds a critical fault, which [`fault`](Self::fault) then reports.
 ///
 /// Nothing a device writes can make it panic or reach outside its buffers: the driver checks
 /// every completion against its shadow, and this device checks every token it gets back.
@@ -133,6 +158,10 @@ struct RxSide<'n, N: Nic + 'n, const D: usize> {
     /// A good frame taken off the ring while no transmit token could be made: handed out
     /// first by the next `receive`.
     stashed: Option<(u16, u32)>,
+    /// [`Config::rx_idle_flush`].
+    idle_flush: Option<Duration>,
+    /// When the queue last completed anything (or the device was first polled).
+    last_completion: Option<Instant>,
     counters: Counters,
 }
 
@@ -145,6 +174,14 @@ struct TxSide<'n, N: Nic + 'n, const D: usize> {
     free: heapless::Vec<u16, D>,
     /// `in_flight[i]`: slot `i` was pushed and its token has not come back.
     in_flight: [bool; D],
+    /// How many `in_flight` are set.
+    in_flight_count: usize,
+    /// [`Config::tx_timeout`].
+    timeout: Option<Duration>,
+    /// With frames in flight: when the last completion came, or the first of them was pushed.
+    waiting_since: Option<Instant>,
+    /// The time smoltcp passed with its last call (a push has none of its own).
+    now: Instant,
     counters: Counters,
 }
 
@@ -203,6 +240,8 @@ impl<'n, N: Nic + 'n, const D: usize> RingDevice<'n, N, D> {
             posted: [false; D],
             unposted: heapless::Vec::new(),
             stashed: None,
+            idle_flush: config.rx_idle_flush,
+            last_completion: None,
             counters: Counters::default(),
         };
         for slot in 0..D {
@@ -226,6 +265,10 @@ impl<'n, N: Nic + 'n, const D: usize> RingDevice<'n, N, D> {
             slots: tx_slots,
             free,
             in_flight: [false; D],
+            in_flight_count: 0,
+            timeout: config.tx_timeout,
+            waiting_since: None,
+            now: Instant::ZERO,
             counters: Counters::default(),
         };
         Ok(RingDevice {
@@ -258,11 +301,13 @@ impl<'n, N: Nic + 'n, const D: usize> RingDevice<'n, N, D> {
             rx_too_long: r.rx_too_long,
             rx_device_errors: r.rx_device_errors,
             rx_flushed: r.rx_flushed,
+            rx_idle_flushes: r.rx_idle_flushes,
             tx_frames: t.tx_frames,
             tx_bytes: t.tx_bytes,
             tx_failed: t.tx_failed,
             tx_refused: t.tx_refused,
             tx_ring_full: t.tx_ring_full,
+            tx_timeouts: t.tx_timeouts,
         }
     }
 
@@ -341,16 +386,31 @@ impl<'n, N: Nic + 'n, const D: usize> RxSide<'n, N, D> {
     /// The next good frame on the ring, `(slot, len)`, with every completion before it that
     /// carries none dropped, counted and its buffer posted again. At most `D` completions are
     /// looked at per call, so a device that completes endlessly cannot hold the caller.
-    fn next_frame(&mut self) -> Option<(u16, u32)> {
+    fn next_frame(&mut self, now: Instant) -> Option<(u16, u32)> {
         if let Some(frame) = self.stashed.take() {
             return Some(frame);
         }
         self.post_unposted();
+        let last = *self.last_completion.get_or_insert(now);
+        if let Some(idle) = self.idle_flush {
+            // The device's state is read first (a few register reads, once per period): a
+            // critical fault is the owner's to recover from, and a flush would hide it.
+            if now >= last + idle && self.queue.fault().is_none() && self.queue.check().is_none() {
+                // Everything comes back through `poll` below: what the device finished as
+                // it is, the rest `Flushed`, posted again.
+                self.queue.flush();
+                self.counters.rx_idle_flushes += 1;
+            }
+            if now >= last + idle {
+                self.last_completion = Some(now);
+            }
+        }
         for _ in 0..D {
             let mut done = [RxCompletion::EMPTY; 1];
             if self.queue.poll(&mut done) == 0 {
                 return None;
             }
+            self.last_completion = Some(now);
             let c = done[0];
             // The driver gives back the tokens it was given; checked anyway, so that no
             // completion can name a slot twice or one that is not on the ring.
@@ -380,14 +440,38 @@ impl<'n, N: Nic + 'n, const D: usize> RxSide<'n, N, D> {
 }
 
 impl<'n, N: Nic + 'n, const D: usize> TxSide<'n, N, D> {
-    /// Takes back every transmit buffer the device is done with.
-    fn reclaim(&mut self) {
+    /// Takes back every transmit buffer the device is done with, at time `now`; flushes the
+    /// queue first if its frames waited longer than the timeout.
+    fn reclaim(&mut self, now: Instant) {
+        self.now = now;
+        self.take_completions();
+        if let (Some(timeout), Some(since)) = (self.timeout, self.waiting_since) {
+            if now >= since + timeout {
+                // As for the receive queue's idle flush: a critical fault found by reading
+                // the device's state is left for the owner (`fault`), not flushed over.
+                if self.queue.fault().is_none() && self.queue.check().is_none() {
+                    self.queue.flush();
+                    self.counters.tx_timeouts += 1;
+                    self.take_completions();
+                }
+                // A flush the device did not acknowledge holds the frames (a fault the
+                // owner sees); the next timeout asks again.
+                self.waiting_since = Some(now);
+            }
+        }
+    }
+
+    /// Takes every completion the queue has.
+    fn take_completions(&mut self) {
         let mut done = [TxCompletion {
             token: Token(0),
             status: Ok(()),
         }; RECLAIM_BATCH];
         loop {
             let n = self.queue.poll(&mut done).min(RECLAIM_BATCH);
+            if n > 0 {
+                self.waiting_since = Some(self.now);
+            }
             for c in &done[..n] {
                 let slot = match usize::try_from(c.token.0) {
                     Ok(s) if s < D && self.in_flight[s] => s,
@@ -397,6 +481,7 @@ impl<'n, N: Nic + 'n, const D: usize> TxSide<'n, N, D> {
                     }
                 };
                 self.in_flight[slot] = false;
+                self.in_flight_count -= 1;
                 match c.status {
                     Ok(()) => self.counters.tx_frames += 1,
                     // `Flushed`, `DeviceStatus`, or a reason a later hal adds.
@@ -405,6 +490,9 @@ impl<'n, N: Nic + 'n, const D: usize> TxSide<'n, N, D> {
                 let _ = self.free.push(slot as u16); // `D` places for `D` slots
             }
             if n < RECLAIM_BATCH {
+                if self.in_flight_count == 0 {
+                    self.waiting_since = None;
+                }
                 return;
             }
         }
@@ -444,6 +532,8 @@ impl<'n, N: Nic + 'n, const D: usize> TxSide<'n, N, D> {
         {
             Ok(()) => {
                 self.in_flight[usize::from(slot)] = true;
+                self.in_flight_count += 1;
+                self.waiting_since.get_or_insert(self.now);
                 self.counters.tx_bytes += u64::from(seg.len);
                 // One doorbell per frame: smoltcp has no end-of-batch call to ring it at, and a
                 // frame left behind a silent doorbell would wait for the next poll.
@@ -467,15 +557,15 @@ impl<'n, N: Nic + 'n, const D: usize> Device for RingDevice<'n, N, D> {
     where
         Self: 'a;
 
-    fn receive(&mut self, _timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
-        self.tx.reclaim();
+    fn receive(&mut self, timestamp: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
+        self.tx.reclaim(timestamp);
         // smoltcp may answer the frame at once (an ARP reply, an ACK): the pair comes with a
         // transmit buffer or not at all, and a frame is taken off the ring only with one.
         if !self.tx.ready() {
             self.tx.counters.tx_ring_full += 1;
             return None;
         }
-        let (slot, len) = self.rx.next_frame()?;
+        let (slot, len) = self.rx.next_frame(timestamp)?;
         let Some(tx_slot) = self.tx.take() else {
             self.rx.stashed = Some((slot, len)); // cannot happen: `ready` said yes
             return None;
@@ -496,8 +586,8 @@ impl<'n, N: Nic + 'n, const D: usize> Device for RingDevice<'n, N, D> {
         ))
     }
 
-    fn transmit(&mut self, _timestamp: Instant) -> Option<Self::TxToken<'_>> {
-        self.tx.reclaim();
+    fn transmit(&mut self, timestamp: Instant) -> Option<Self::TxToken<'_>> {
+        self.tx.reclaim(timestamp);
         let slot = self.tx.take()?;
         Some(TxToken {
             side: &mut self.tx,

@@ -27,7 +27,12 @@ fn echo_of_256_kib_checked_byte_for_byte(model: Model) {
     // A clean wire: every completion was a good frame, none refused.
     for c in [out.counters_a, out.counters_b] {
         assert_eq!(
-            c.rx_bad_frames + c.rx_too_long + c.rx_device_errors + c.tx_failed + c.tx_refused,
+            c.rx_bad_frames
+                + c.rx_too_long
+                + c.rx_device_errors
+                + c.tx_failed
+                + c.tx_refused
+                + c.tx_timeouts,
             0,
             "{model:?}: {c:?}"
         );

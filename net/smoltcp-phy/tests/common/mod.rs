@@ -143,8 +143,12 @@ impl Pair {
     }
 
     pub(crate) fn devices(&self) -> (Dev<'_>, Dev<'_>) {
-        let a = RingDevice::open(&self.nic_a, &Config::default()).expect("device on NIC A");
-        let b = RingDevice::open(&self.nic_b, &Config::default()).expect("device on NIC B");
+        self.devices_with(&Config::default())
+    }
+
+    pub(crate) fn devices_with(&self, config: &Config) -> (Dev<'_>, Dev<'_>) {
+        let a = RingDevice::open(&self.nic_a, config).expect("device on NIC A");
+        let b = RingDevice::open(&self.nic_b, config).expect("device on NIC B");
         (a, b)
     }
 }
