@@ -41,8 +41,9 @@ static ARENA: Arena = Arena(UnsafeCell::new([0; ARENA_LEN]));
 /// Bytes of the arena handed out so far.
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-/// `len` bytes of the arena, rounded up to whole pages, never handed out before.
-fn take_pages(len: usize) -> Option<NonNull<u8>> {
+/// `len` bytes of the arena, rounded up to whole pages, never handed out before: their start
+/// and the rounded length.
+fn take_pages(len: usize) -> Option<(NonNull<u8>, usize)> {
     let len = len.checked_next_multiple_of(PAGE)?.max(PAGE);
     let start = NEXT
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
@@ -51,7 +52,8 @@ fn take_pages(len: usize) -> Option<NonNull<u8>> {
         .ok()?;
     // SAFETY: `start + len <= ARENA_LEN`, so the pointer stays inside the arena; it keeps the
     // arena's provenance (no integer becomes a pointer).
-    NonNull::new(unsafe { ARENA.0.get().cast::<u8>().add(start) })
+    let cpu = NonNull::new(unsafe { ARENA.0.get().cast::<u8>().add(start) })?;
+    Some((cpu, len))
 }
 
 /// Pages of the arena, as DMA-coherent memory.
@@ -232,12 +234,8 @@ unsafe impl Platform for BarePlatform {
     }
 
     fn alloc_dma(&self, len: usize) -> Result<DmaPages> {
-        let pages = len
-            .checked_next_multiple_of(PAGE)
-            .unwrap_or(usize::MAX)
-            .max(PAGE);
-        let cpu = take_pages(len).ok_or(Error::DmaAlloc { len })?;
-        Ok(DmaPages { cpu, len: pages })
+        let (cpu, len) = take_pages(len).ok_or(Error::DmaAlloc { len })?;
+        Ok(DmaPages { cpu, len })
     }
 
     unsafe fn map_dma(&self, cpu: NonNull<u8>, len: usize) -> Result<Identity> {
