@@ -8,7 +8,7 @@
 //! data segments, interrupts off, `ebx` the physical address of `hvm_start_info`, whose first
 //! word is the magic 0x336ec578. There is no stack.
 //!
-//! **The trampoline** (`pvh_start`, below) does what long mode needs (Intel SDM vol. 3A §10.8.5,
+//! **The trampoline** (`pvh_start`, below) does what long mode needs (Intel SDM vol. 3A,
 //! "Initializing IA-32e Mode"): it zeroes `.bss`, builds page tables that identity-map the first
 //! 4 GiB with 2 MiB pages (PML4 → one PDPT → four page directories; §4.5), loads them into
 //! `cr3`, sets `cr4.PAE`, `EFER.LME` (MSR 0xC000_0080), then `cr0.PG`, loads a GDT with a
