@@ -10,8 +10,12 @@
 //! line on the serial console, which this program reads and repeats. It ends with
 //! `N passed, N failed` and exits non-zero on any failure, on a guest that stops early, or on
 //! one that does not finish within the timeout. docs/qemu-tests.md has the details.
+//!
+//! `--bare-metal` instead boots ringfab's bare-metal image alone (`bare_metal.rs`,
+//! docs/bare-metal.md): no Linux, two igb, a ping-pong.
 
 mod apt;
+mod bare_metal;
 mod boot;
 mod build;
 mod cmd;
@@ -28,10 +32,11 @@ use boot::{Accel, End, Outcome};
 use error::{IoContext, Result};
 
 const USAGE: &str = "usage: ringfab-qemu-tests [--timeout SECONDS] [--kvm] [--only TEST,TEST…] \
-    [--verbose]\n  --timeout  hard limit for boot + guest tests (default 300)\n  \
+    [--verbose] [--bare-metal]\n  --timeout  hard limit for boot + guest tests (default 300)\n  \
     --kvm      use KVM instead of TCG (where nested KVM can run a stock kernel)\n  \
     --only     run only these guest tests (names as printed)\n  \
-    --verbose  echo the whole guest console";
+    --verbose  echo the whole guest console\n  \
+    --bare-metal  boot the bare-metal image (examples/bare-metal) instead of the Linux guest";
 
 /// Command-line options.
 #[derive(Debug)]
@@ -40,6 +45,8 @@ struct Options {
     accel: Accel,
     only: Option<String>,
     verbose: bool,
+    /// Boot the bare-metal image instead of the Linux guest.
+    bare_metal: bool,
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Options, String> {
@@ -48,6 +55,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
         accel: Accel::Tcg,
         only: None,
         verbose: false,
+        bare_metal: false,
     };
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
@@ -60,6 +68,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
             "--kvm" => o.accel = Accel::Kvm,
             "--only" => o.only = Some(it.next().ok_or("--only needs test names")?),
             "--verbose" | "-v" => o.verbose = true,
+            "--bare-metal" => o.bare_metal = true,
             "--help" | "-h" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument '{other}'\n{USAGE}")),
         }
@@ -167,6 +176,10 @@ fn main() -> ExitCode {
     if let Err(e) = std::fs::create_dir_all(&cache) {
         eprintln!("error: creating {}: {e}", cache.display());
         return summary(0, 1);
+    }
+    if o.bare_metal {
+        let (passed, failed) = bare_metal::run(&workspace, &target, &cache, o.timeout, o.verbose);
+        return summary(passed, failed);
     }
     let (args, ns) = match prepare(&o, &workspace, &target, &cache) {
         Ok(a) => a,
