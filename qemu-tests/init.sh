@@ -13,6 +13,8 @@ echo "ringfab-init: userspace after $(cut -d' ' -f1 /proc/uptime) s, kernel $(un
 for m in /modules/*.ko; do
   insmod "$m" || echo "ringfab-init: insmod $m failed"
 done
+# Loopback, for fi_pingpong's control connection (TCP to 127.0.0.1).
+ip link set lo up || echo "ringfab-init: ip link set lo up failed"
 /ringfab-qemu-guest
 echo "ringfab-init: guest program exited with status $?, uptime $(cut -d' ' -f1 /proc/uptime) s"
 poweroff -f

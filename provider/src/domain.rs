@@ -1,6 +1,6 @@
 //! The domain (`fi_domain`, fi_domain(3)): one NIC of the process's table ([`crate::table`])
 //! and a core [`Domain`] over it, which holds every CQ, AV, registration and endpoint opened
-//! on it. An emulated NIC joins the emulated wire's hub while a domain is open on it.
+//! on it. The NIC is emulated or bound to vfio-pci (`platform.rs`). An emulated NIC joins the emulated wire's hub while a domain is open on it.
 //!
 //! Objects opened on the domain keep a `&'static DomainObj`: the domain is freed only by
 //! `fi_close`, which refuses (`-FI_EBUSY`, as fi_domain(3) has it for a domain with objects
@@ -151,13 +151,7 @@ pub(crate) unsafe extern "C" fn open(
         let hub = crate::params::hub();
         let nic = match opened.start_domain(&hub) {
             Ok(nic) => nic,
-            Err(None) => {
-                crate::log::warn(&format!(
-                    "fi_domain: {spec}: NICs bound to vfio-pci are not yet offered as domains"
-                ));
-                return errno::NOSYS;
-            }
-            Err(Some(e)) => {
+            Err(e) => {
                 crate::log::warn(&format!("fi_domain: joining the wire's hub: {e}"));
                 return ffi::neg(sys::FI_EIO);
             }

@@ -13,7 +13,8 @@
 //!
 //! Modules, one job each: [`sys`] (the C types, generated from the installed headers),
 //! `ffi` (the boundary), `fid` (what every object shares), `log`, [`params`], [`nic`]
-//! (describing and measuring a NIC), [`table`] (the process's open NICs), [`getinfo`];
+//! (describing and measuring a NIC), [`platform`] (emulated or VFIO), [`table`] (the
+//! process's open NICs), [`getinfo`];
 //! the objects — `fabric`, `eq` (event queues), `domain`, `mr` (registrations), `av`
 //! (address vectors), `cq` (completion queues), `ep` (endpoints and their control calls),
 //! `msg` (their message calls), `ops` (operations in flight) —; `nosys` (the `-FI_ENOSYS`
@@ -37,6 +38,7 @@ pub mod nic;
 mod nosys;
 mod ops;
 pub mod params;
+pub mod platform;
 pub mod sys;
 pub mod table;
 

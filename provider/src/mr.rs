@@ -46,6 +46,12 @@ static FI_OPS: Ops<sys::fi_ops> = Ops(sys::fi_ops {
 /// Remote access needs keys, which ringfab does not have (`mr_key_size` 0).
 const LOCAL_ACCESS: u64 = sys::FI_SEND | sys::FI_RECV | sys::FI_READ | sys::FI_WRITE;
 
+/// `OFI_MR_NOCACHE` (bit 60, libfabric's internal `ofi_util.h`): what libfabric's utility
+/// providers pass when they register their own packet pools — `ofi_rxd` does for every pool
+/// (docs/libfabric.md, "RDM through ofi_rxd") — to keep a core provider's registration cache
+/// out of it. The provider has no cache, so every registration already is what it asks for.
+const OFI_MR_NOCACHE: u64 = 1 << 60;
+
 /// Checks that `[buf, buf + len)` lies inside the registration `desc` names, of `domain`.
 ///
 /// # Errors
@@ -213,7 +219,7 @@ unsafe fn register(
         // Remote access asks for keys a peer could use: none on a DGRAM endpoint.
         return errno::INVAL;
     }
-    if flags != 0 {
+    if flags & !OFI_MR_NOCACHE != 0 {
         return errno::BADFLAGS;
     }
     // SAFETY: fi_mr(3) has the application keep the memory valid while it is registered, and

@@ -11,17 +11,16 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use ringfab_emu::{
-    EmuE1000e, EmuIgb, EmuPlatform, EmuVirtioNet, ModelConfig, VirtioNetModelConfig, Wire,
-};
+use ringfab_emu::{EmuE1000e, EmuIgb, EmuVirtioNet, ModelConfig, VirtioNetModelConfig, Wire};
 use ringfab_nics::AnyNic;
 
 use crate::nic::{Description, EmuKind, NicSpec, Wanted};
+use crate::platform::ProvPlatform;
 
-/// The NIC type every domain of the provider drives: an emulated NIC under its driver.
-/// (A NIC bound to vfio-pci is described by `fi_getinfo` but not yet opened as a domain:
-/// docs/libfabric.md, "Status".)
-pub type ProvNic = AnyNic<EmuPlatform>;
+/// The NIC type every domain of the provider drives: an emulated NIC or one bound to
+/// vfio-pci, under the driver its PCI ID calls for (`platform.rs` says why the choice is made
+/// in the platform).
+pub type ProvNic = AnyNic<ProvPlatform>;
 
 /// The emulated device behind an emulated NIC, kept to plug it into a wire.
 enum EmuDev {
@@ -40,30 +39,17 @@ impl EmuDev {
     }
 }
 
-/// How a NIC of the table is driven.
-pub enum Device {
-    /// An emulated NIC of this process.
-    Emu {
-        /// The device model (to plug into the hub's wire).
-        dev: EmuDevHandle,
-        /// The NIC under its driver.
-        nic: ProvNic,
-    },
-    /// A PCI function bound to vfio-pci.
-    Vfio(AnyNic<ringfab_vfio::VfioPlatform>),
-}
-
-/// An emulated device model, opaque outside this module.
-pub struct EmuDevHandle(EmuDev);
-
 /// One NIC of the table.
 pub struct Opened {
     /// The entry that named it.
     pub spec: NicSpec,
     /// Its position in `FI_RINGFAB_NICS` when it was opened (an emulated NIC's MAC holds it).
     pub index: usize,
-    /// The device.
-    pub device: Device,
+    /// The NIC under its driver.
+    pub nic: ProvNic,
+    /// The device model behind an emulated NIC (to plug into the hub's wire); none for a
+    /// PCI function bound to vfio-pci, which has a real wire.
+    emu: Option<EmuDev>,
     state: Mutex<State>,
 }
 
@@ -97,25 +83,31 @@ pub fn open(spec: &NicSpec, index: usize) -> Result<&'static Opened, String> {
     if let Some(o) = table.iter().find(|o| o.spec == *spec) {
         return Ok(o);
     }
-    let device = match spec {
-        NicSpec::Emu(kind) => open_emu(*kind, index).map_err(|e| format!("{spec}: {e}"))?,
+    let (platform, emu) = match spec {
+        NicSpec::Emu(kind) => {
+            let (dev, platform) = open_emu(*kind, index).map_err(|e| format!("{spec}: {e}"))?;
+            (platform, Some(dev))
+        }
         NicSpec::Vfio(bdf) => {
             let platform =
                 ringfab_vfio::VfioPlatform::open(bdf).map_err(|e| format!("{spec}: {e}"))?;
-            Device::Vfio(AnyNic::open(platform).map_err(|e| format!("{spec}: {e}"))?)
+            (ProvPlatform::Vfio(platform), None)
         }
     };
+    let nic = AnyNic::open(platform).map_err(|e| format!("{spec}: {e}"))?;
     let opened: &'static Opened = Box::leak(Box::new(Opened {
         spec: spec.clone(),
         index,
-        device,
+        nic,
+        emu,
         state: Mutex::new(State::default()),
     }));
     table.push(opened);
     Ok(opened)
 }
 
-fn open_emu(kind: EmuKind, index: usize) -> Result<Device, String> {
+/// Makes the emulated device `kind` with the `index`th MAC of the process.
+fn open_emu(kind: EmuKind, index: usize) -> Result<(EmuDev, ProvPlatform), String> {
     let mac = crate::nic::emu_mac(index);
     let model = || {
         let mut c = ModelConfig::default();
@@ -139,11 +131,7 @@ fn open_emu(kind: EmuKind, index: usize) -> Result<Device, String> {
         EmuDev::VirtioNet(d) => (d.platform(), d.use_eventfds()),
     };
     fds.map_err(|e| format!("eventfd: {e}"))?;
-    let nic = AnyNic::open(platform).map_err(|e| e.to_string())?;
-    Ok(Device::Emu {
-        dev: EmuDevHandle(dev),
-        nic,
-    })
+    Ok((dev, ProvPlatform::Emu(platform)))
 }
 
 impl Opened {
@@ -163,32 +151,25 @@ impl Opened {
                 self.spec
             ));
         }
-        let d = match &self.device {
-            Device::Emu { nic, .. } => crate::nic::measure(&self.spec, nic, wanted),
-            Device::Vfio(nic) => crate::nic::measure(&self.spec, nic, wanted),
-        }?;
+        let d = crate::nic::measure(&self.spec, &self.nic, wanted)?;
         st.measured.insert(wanted, d.clone());
         Ok(d)
     }
 
-    /// Starts a domain on the NIC: the first one joins the emulated wire's hub at `hub`.
-    /// Returns the NIC a domain drives.
+    /// Starts a domain on the NIC: the first one on an emulated NIC joins the emulated wire's
+    /// hub at `hub`. Returns the NIC a domain drives.
     ///
     /// # Errors
-    /// `Err(None)` for a NIC that cannot be a domain yet (vfio-pci); `Err(Some(why))` if the
-    /// hub could not be joined.
-    pub fn start_domain(&self, hub: &std::path::Path) -> Result<&ProvNic, Option<String>> {
-        let Device::Emu { dev, nic } = &self.device else {
-            return Err(None);
-        };
+    /// Why the hub could not be joined.
+    pub fn start_domain(&self, hub: &std::path::Path) -> Result<&ProvNic, String> {
         let mut st = lock(&self.state);
-        if st.wire.is_none() {
-            let wire = Wire::join(hub).map_err(|e| Some(format!("{}: {e}", self.spec)))?;
-            dev.0.connect(&wire);
+        if let (Some(dev), None) = (&self.emu, &st.wire) {
+            let wire = Wire::join(hub).map_err(|e| format!("{}: {e}", self.spec))?;
+            dev.connect(&wire);
             st.wire = Some(wire);
         }
         st.domains += 1;
-        Ok(nic)
+        Ok(&self.nic)
     }
 
     /// Ends a domain started by [`start_domain`](Self::start_domain): the last one leaves the

@@ -1,7 +1,7 @@
 //! The provider as libfabric loads it: `fi_info` (libfabric-bin) lists it, C programs built
 //! against libfabric-dev check fi_getinfo's hints and the objects and data path through
 //! libfabric's C API, and `fi_pingpong` runs between two processes on each emulated NIC
-//! model. All find `libringfab-fi.so` through `FI_PROVIDER_PATH`, as an application would,
+//! model, on DGRAM endpoints and on RDM endpoints of libfabric's `ofi_rxd` layered over them. All find `libringfab-fi.so` through `FI_PROVIDER_PATH`, as an application would,
 //! and meet on an emulated wire hub of their own (`FI_RINGFAB_HUB`).
 
 use std::path::{Path, PathBuf};
@@ -175,14 +175,43 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// `fi_pingpong -p ringfab -e dgram` with data checks between a server and a client process,
+/// How `fi_pingpong` reaches ringfab.
+#[derive(Clone, Copy)]
+enum Layering {
+    /// `-p ringfab -e dgram`: the provider alone.
+    Dgram,
+    /// `-p "ringfab;ofi_rxd" -e rdm`: libfabric's reliable-datagram utility provider over it.
+    RdmOverRxd,
+}
+
+impl Layering {
+    fn args(self) -> [&'static str; 4] {
+        match self {
+            Layering::Dgram => ["-p", "ringfab", "-e", "dgram"],
+            Layering::RdmOverRxd => ["-p", "ringfab;ofi_rxd", "-e", "rdm"],
+        }
+    }
+
+    /// fi_pingpong's default message sizes for the endpoint type (one line each): 64, 256
+    /// and 1k bytes for DGRAM (they fit a datagram); up to 1m for RDM, which rxd segments.
+    fn sizes(self) -> usize {
+        match self {
+            Layering::Dgram => 3,
+            Layering::RdmOverRxd => 6,
+        }
+    }
+}
+
+/// `fi_pingpong` through `layering` with data checks between a server and a client process,
 /// each with an emulated `nic`, on a hub of their own.
-fn pingpong(nic: &str) {
-    let hub = hub_dir(&format!("pingpong-{nic}"));
+fn pingpong(nic: &str, layering: Layering) {
+    let name = format!("pingpong-{}-{nic}", layering.args()[3]);
+    let hub = hub_dir(&name);
     let nics = format!("emu:{nic}");
     let port = free_port().to_string();
-    let args = ["-p", "ringfab", "-e", "dgram", "-I", "20", "-c"];
+    let args = ["-I", "20", "-c"];
     let server = with_provider(&mut Command::new("fi_pingpong"), Some(&nics), &hub)
+        .args(layering.args())
         .args(args)
         .args(["-B", &port])
         .stdout(Stdio::piped())
@@ -193,6 +222,7 @@ fn pingpong(nic: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let client = loop {
         let out = with_provider(&mut Command::new("fi_pingpong"), Some(&nics), &hub)
+            .args(layering.args())
             .args(args)
             .args(["-P", &port, "127.0.0.1"])
             .output()
@@ -209,26 +239,45 @@ fn pingpong(nic: &str) {
         eprintln!("{who}:\n{}", String::from_utf8_lossy(&out.stderr));
     }
     for (who, out) in [("client", client), ("server", server)] {
-        assert!(out.status.success(), "{nic}: fi_pingpong {who} failed");
+        assert!(out.status.success(), "{name}: fi_pingpong {who} failed");
         let text = String::from_utf8(out.stdout).unwrap();
-        // One line per size (64, 256, 1k by default), every message acknowledged.
-        assert_eq!(text.matches("=20 ").count(), 3, "{nic}: {who}: {text}");
+        // One line per size, every message acknowledged.
+        let acked = text.matches("=20 ").count();
+        assert_eq!(acked, layering.sizes(), "{name}: {who}: {text}");
     }
     let left: Vec<_> = std::fs::read_dir(&hub).unwrap().collect();
-    assert!(left.is_empty(), "{nic}: the hub keeps {left:?}");
+    assert!(left.is_empty(), "{name}: the hub keeps {left:?}");
 }
 
 #[test]
 fn fi_pingpong_dgram_between_two_processes_on_igb() {
-    pingpong("igb");
+    pingpong("igb", Layering::Dgram);
 }
 
 #[test]
 fn fi_pingpong_dgram_between_two_processes_on_e1000e() {
-    pingpong("e1000e");
+    pingpong("e1000e", Layering::Dgram);
 }
 
 #[test]
 fn fi_pingpong_dgram_between_two_processes_on_virtio_net() {
-    pingpong("virtio-net");
+    pingpong("virtio-net", Layering::Dgram);
+}
+
+/// ofi_rxd asks the core provider for `FI_MSG` DGRAM endpoints under `FI_MR_LOCAL` and
+/// registers its packet pools with `OFI_MR_NOCACHE` (docs/libfabric.md, "RDM through
+/// ofi_rxd"); messages up to 1 MiB are segmented, acknowledged and retransmitted by rxd.
+#[test]
+fn fi_pingpong_rdm_over_ofi_rxd_between_two_processes_on_igb() {
+    pingpong("igb", Layering::RdmOverRxd);
+}
+
+#[test]
+fn fi_pingpong_rdm_over_ofi_rxd_between_two_processes_on_e1000e() {
+    pingpong("e1000e", Layering::RdmOverRxd);
+}
+
+#[test]
+fn fi_pingpong_rdm_over_ofi_rxd_between_two_processes_on_virtio_net() {
+    pingpong("virtio-net", Layering::RdmOverRxd);
 }

@@ -109,11 +109,33 @@ pub(crate) fn device_options(model: &str) -> &'static str {
 /// `fail NAME REASON` or `done`.
 pub(crate) const MARKER: &str = "ringfab-guest: ";
 
-/// The initramfs: busybox, `/init`, the modules and the guest programs.
-pub(crate) fn initramfs(files: &GuestFiles, programs: &[(String, PathBuf)]) -> Result<Vec<u8>> {
+/// The initramfs: busybox, `/init`, the modules, the guest programs, and `extra` files at
+/// the paths given (libfabric, its libraries and the provider: [`crate::libfabric`]), each
+/// directory made before what is in it.
+pub(crate) fn initramfs(
+    files: &GuestFiles,
+    programs: &[(String, PathBuf)],
+    extra: &[(String, PathBuf)],
+) -> Result<Vec<u8>> {
     let read = |p: &Path| fs::read(p).ctx("reading", p);
     let mut a = Archive::default();
-    for d in ["bin", "dev", "proc", "sys", "tmp", "modules"] {
+    let mut dirs: Vec<String> = ["bin", "dev", "proc", "sys", "tmp", "modules"]
+        .map(String::from)
+        .to_vec();
+    for (name, _) in extra {
+        let mut parent = Path::new(name).parent();
+        let mut chain = Vec::new();
+        while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+            chain.push(p.to_string_lossy().into_owned());
+            parent = p.parent();
+        }
+        for d in chain.into_iter().rev() {
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    }
+    for d in &dirs {
         a.dir(d);
     }
     // The kernel opens /dev/console for init before devtmpfs is mounted.
@@ -123,7 +145,7 @@ pub(crate) fn initramfs(files: &GuestFiles, programs: &[(String, PathBuf)]) -> R
     for (name, path) in &files.modules {
         a.file(name, 0o644, &read(path)?);
     }
-    for (name, path) in programs {
+    for (name, path) in programs.iter().chain(extra) {
         a.file(name, 0o755, &read(path)?);
     }
     Ok(a.finish())

@@ -1,5 +1,6 @@
 //! Building the guest programs: statically linked (`+crt-static`, glibc) for the guest's target,
-//! so the initramfs needs no shared library.
+//! so the initramfs needs no shared library — and the libfabric provider, which cannot be: it
+//! is a shared library that libfabric loads (its libraries: [`crate::libfabric`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -111,6 +112,32 @@ pub(crate) fn guest_programs(
             }
         })
         .collect()
+}
+
+/// Builds the libfabric provider (`cargo build --release -p ringfab-fi`) for the host, whose
+/// target is the guest's (`x86_64-unknown-linux-gnu`), without `+crt-static` — a `cdylib`
+/// cannot link the C library statically; returns `libringfab_fi.so`.
+///
+/// # Errors
+/// [`Error::Command`] if cargo fails, [`Error::Unexpected`] if the library is not where cargo
+/// puts it.
+pub(crate) fn provider(workspace: &Path, target_dir: &Path) -> Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut c = Command::new(cargo);
+    c.current_dir(workspace)
+        .args(["build", "--release", "-p", "ringfab-fi"])
+        .env("CARGO_TARGET_DIR", target_dir)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS");
+    cmd::run("building the libfabric provider", &mut c)?;
+    let so = target_dir.join("release").join("libringfab_fi.so");
+    if so.exists() {
+        Ok(so)
+    } else {
+        Err(Error::Unexpected {
+            what: "the provider build",
+            detail: format!("{} was not built", so.display()),
+        })
+    }
 }
 
 #[cfg(test)]

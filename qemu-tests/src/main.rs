@@ -2,10 +2,11 @@
 //! (`e1000e`) and virtio-net (`virtio-net-pci`) through VFIO, behind an emulated Intel IOMMU.
 //!
 //! On the host it installs what is missing (QEMU ≥ 8 from the release's backports suite, the
-//! guest's Rust target and static libc), downloads the distribution's kernel and static busybox
-//! into the target directory (once), builds the guest programs statically, packs an initramfs,
-//! and boots q35 + intel-iommu under TCG with two NICs of each model, each pair on a hub of
-//! its own. In the guest, the guest
+//! guest's Rust target and static libc), downloads the distribution's kernel, static busybox
+//! and libfabric with the libraries it needs into the target directory (once), builds the guest
+//! programs statically and the libfabric provider as the shared library it is, packs an
+//! initramfs, and boots q35 + intel-iommu under TCG with two NICs of each model, each pair on
+//! a wire of its own. In the guest, the guest
 //! program (`qemu-tests/guest`) binds the NICs to vfio-pci and runs its tests; each prints one
 //! line on the serial console, which this program reads and repeats. It ends with
 //! `N passed, N failed` and exits non-zero on any failure, on a guest that stops early, or on
@@ -20,7 +21,9 @@ mod boot;
 mod build;
 mod cmd;
 mod cpio;
+mod elf;
 mod error;
+mod libfabric;
 mod netns;
 mod setup;
 
@@ -118,11 +121,14 @@ fn prepare(
     );
     let t = Instant::now();
     let programs = build::guest_programs(workspace, target)?;
+    let provider = build::provider(workspace, target)?;
+    let fabric = libfabric::guest_files(&mut apt, cache, &provider)?;
     let initrd = cache.join("initramfs.cpio");
-    let image = boot::initramfs(&files, &programs)?;
+    let image = boot::initramfs(&files, &programs, &fabric)?;
     std::fs::write(&initrd, &image).ctx("writing", &initrd)?;
     println!(
-        "build: guest programs and initramfs ({} KiB), {:.1} s",
+        "build: guest programs, provider, libfabric ({} files) and initramfs ({} KiB), {:.1} s",
+        fabric.len(),
         image.len() / 1024,
         t.elapsed().as_secs_f64()
     );

@@ -28,6 +28,8 @@ mod ep;
 #[cfg(target_os = "linux")]
 mod examples;
 #[cfg(target_os = "linux")]
+mod fabric;
+#[cfg(target_os = "linux")]
 mod frames;
 #[cfg(target_os = "linux")]
 mod iommu;
@@ -68,7 +70,7 @@ mod guest {
     use ringfab_vfio::VfioPlatform;
 
     use crate::virtio::NicVirtio;
-    use crate::{cq, dma, e1000e, ep, examples, iommu, nic, sep, shared, virtio, wait};
+    use crate::{cq, dma, e1000e, ep, examples, fabric, iommu, nic, sep, shared, virtio, wait};
 
     /// The driver over VFIO, as every test uses it.
     pub(crate) type Nic = Igb<VfioPlatform>;
@@ -158,6 +160,7 @@ mod guest {
         test("rate-a-to-b", nic::rate_a_to_b),
         test("info", examples::info),
         test("pingpong", examples::pingpong),
+        test("fi-pingpong", fabric::igb),
         test("iommu-blocks-unmapped-tx", iommu::unmapped_tx_is_blocked),
         test("e1000e-open", e1000e::open),
         test("e1000e-frames-both-ways", e1000e::frames_both_ways),
@@ -170,6 +173,7 @@ mod guest {
         test("e1000e-cq-wait-set-epoll", e1000e::cq_wait_set_epoll),
         test("e1000e-ep-workload", e1000e::ep_workload),
         test("e1000e-pingpong", examples::e1000e_pingpong),
+        test("e1000e-fi-pingpong", fabric::e1000e),
         test("virtio-open", virtio::open),
         test("virtio-frames-both-ways", virtio::frames_both_ways),
         test("virtio-msix-wakes-wait", virtio::msix_wakes_wait),
@@ -188,6 +192,7 @@ mod guest {
             virtio::iommu_blocks_unmapped_tx,
         ),
         test("virtio-pingpong", examples::virtio_pingpong),
+        test("virtio-fi-pingpong", fabric::virtio),
     ];
 
     const fn test(name: &'static str, run: fn(&mut Ctx) -> Outcome) -> Test {
