@@ -12,9 +12,13 @@
 //! order with core's: `fi_cq_read` returns the successes before an error, then
 //! `-FI_EAVAIL` until `fi_cq_readerr` takes it, as core does for its own errors.
 //!
+//! The success of an operation posted without `FI_COMPLETION` under selective completion
+//! gives its buffer back and makes no entry ([`crate::ep`], "Selective completion").
+//!
 //! Wait objects are core's: `FI_WAIT_NONE`, `FI_WAIT_UNSPEC`, `FI_WAIT_YIELD`, and
 //! `FI_WAIT_FD`, whose descriptor `fi_control(FI_GETWAIT)` gives (the emulated NIC's
-//! interrupt eventfd); wait sets (`FI_WAIT_SET`) are not offered yet.
+//! interrupt eventfd), with `fi_trywait` before blocking on it; wait sets (`FI_WAIT_SET`) are
+//! not offered yet.
 
 use core::ffi::{c_char, c_int, c_void};
 use std::collections::VecDeque;
@@ -269,9 +273,34 @@ impl CqObj {
             &mut bufs[..want],
         )?;
         for ((e, s), b) in entries.iter().zip(src).zip(bufs.iter_mut()).take(n) {
-            ready.push_back(translate(*e, s, b.take()));
+            ready.extend(translate(*e, s, b.take()));
         }
         Ok(n)
+    }
+
+    /// `fi_trywait` of this CQ: `Ok` if nothing is waiting to be read (neither here nor in
+    /// core), with the interrupts armed so that the next completion makes the wait object
+    /// signal; `-FI_EAGAIN` otherwise (fi_poll(3)).
+    pub(crate) fn trywait(&self) -> c_int {
+        let ready = lock(&self.ready);
+        if !ready.is_empty() {
+            return ffi::neg(sys::FI_EAGAIN);
+        }
+        let guard = self.core.read().unwrap_or_else(PoisonError::into_inner);
+        match guard.as_ref().map(|core| core.trywait(self.domain.core())) {
+            Some(Ok(())) => 0,
+            Some(Err(e)) => ffi::fail(e),
+            None => errno::INVAL,
+        }
+    }
+
+    /// Takes everything core has completed into `ready` (translated: buffers back to their
+    /// endpoints, silent successes settled), for an endpoint's progress
+    /// ([`EpObj::progress`](crate::ep::EpObj::progress)). An error at the head of core's
+    /// queue stops it: it stays for `fi_cq_readerr`.
+    pub(crate) fn progress(&self) {
+        let mut ready = lock(&self.ready);
+        while let Ok(1..) = self.pull(&mut ready, BATCH) {}
     }
 
     /// Writes up to `count` ready entries into `buf` (and their sources into `src`, if not
@@ -372,12 +401,13 @@ impl CqObj {
 }
 
 /// One completion of core's, as the application sees it: the provider's record taken, the
-/// payload copied, the endpoint's buffer given back.
-fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Ready {
+/// payload copied, the endpoint's buffer given back. `None` for the success of an operation
+/// posted without `FI_COMPLETION` under selective completion ([`crate::ep::Selective`]).
+fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<Ready> {
     let Some(rec) = ops::take(e.op_context) else {
         // A completion of no operation of the application's (core's own context for an
         // endpoint: the application's fi_endpoint context), or of an endpoint now closed.
-        return Ready::Ok(e, src);
+        return Some(Ready::Ok(e, src));
     };
     let mut out = TaggedEntry {
         op_context: OpContext(rec.context),
@@ -420,7 +450,11 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Ready {
     if let Some(b) = buf {
         rec.shared.give_back(b, is_recv);
     }
-    result.unwrap_or(Ready::Ok(out, src))
+    match result {
+        Some(err) => Some(err),
+        None if rec.silent => None,
+        None => Some(Ready::Ok(out, src)),
+    }
 }
 
 /// The CQ of an `fid_cq` from the application, as `isize`'s error if it is not one of ours.

@@ -17,6 +17,15 @@
 //! send copies the application's payload behind the header in one of them. The buffers go
 //! back to the endpoint with their completions. Injects are core's own (core copies into its
 //! bounce buffers).
+//!
+//! # Selective completion
+//!
+//! Core completes an operation without `FI_COMPLETION` under `FI_SELECTIVE_COMPLETION`
+//! silently and drops its buffer back to the region it was carved from — whose memory is
+//! carved once — not to the endpoint. So the provider keeps the flag to itself
+//! ([`Selective`]): core's CQ is bound without it and reports everything, and the CQ drops the
+//! success of an operation recorded as silent after giving its buffer back. Counters, which
+//! count every completion, and errors, which are always reported (fi_cq(3)), are unchanged.
 
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,11 +33,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ringfab::entry::OpContext;
 use ringfab::ep::{Endpoint, EpAttr, EpOpt, EpType};
-use ringfab::flags::{BindFlags, OpFlags};
+use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::Error;
 
 use crate::av::AvObj;
+use crate::cntr::CntrObj;
 use crate::cq::CqObj;
 use crate::domain::DomainObj;
 use crate::ffi::{self, errno, Ret};
@@ -54,6 +64,11 @@ struct State {
     /// What it is bound to, for the close (binding counts) and checks.
     cqs: Vec<&'static CqObj>,
     av: Option<&'static AvObj>,
+    /// Counters bound (each drives this endpoint's progress until it closes).
+    cntrs: Vec<&'static CntrObj>,
+    /// `FI_SELECTIVE_COMPLETION` on the transmit and on the receive CQ binding: the provider's
+    /// to honour (see the module documentation).
+    selective: Selective,
     /// The endpoint's buffers, once enabled.
     shared: Option<Arc<Shared>>,
 }
@@ -87,6 +102,39 @@ impl Shared {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Plain values: consistent whatever panicked while they were held.
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `FI_SELECTIVE_COMPLETION` on an endpoint's CQ bindings, per direction.
+///
+/// The provider honours it itself rather than passing it to core: core reclaims an
+/// operation that completes silently without handing its buffer back, and the buffer is one
+/// of the endpoint's own (module documentation). So core binds the CQ without it and
+/// reports every completion; the CQ gives the buffer back and drops the entry of an
+/// operation recorded as silent ([`crate::ops::Record::silent`]). Errors are reported
+/// either way (fi_cq(3)).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Selective {
+    tx: bool,
+    rx: bool,
+}
+
+impl Selective {
+    /// Whether an operation of direction `recv` posted with `flags` (the call's; `None`:
+    /// the endpoint's default op flags) completes without an entry when it succeeds:
+    /// fi_endpoint(3), `FI_SELECTIVE_COMPLETION`: "only operations that specify
+    /// FI_COMPLETION will generate successful completions".
+    pub(crate) fn silent(self, ep: &Endpoint, recv: bool, flags: Option<OpFlags>) -> bool {
+        if !(if recv { self.rx } else { self.tx }) {
+            return false;
+        }
+        let which = if recv {
+            BindFlags::RECV
+        } else {
+            BindFlags::TRANSMIT
+        };
+        let flags = flags.unwrap_or_else(|| ep.get_op_flags(which).unwrap_or_default());
+        !flags.contains(OpFlags::COMPLETION)
+    }
 }
 
 /// Serial numbers of endpoints.
@@ -303,6 +351,8 @@ pub(crate) unsafe extern "C" fn open(
                 ep: Some(core),
                 cqs: Vec::new(),
                 av: None,
+                cntrs: Vec::new(),
+                selective: Selective::default(),
                 shared: None,
             }),
         });
@@ -318,34 +368,70 @@ impl EpObj {
         self.domain
     }
 
-    /// Runs `f` with core's endpoint and the endpoint's buffers (`-FI_EOPBADSTATE` before
-    /// `fi_enable`).
-    pub(crate) fn with_enabled<R: Ret>(&self, f: impl FnOnce(&Endpoint, &Arc<Shared>) -> R) -> R {
+    /// Runs `f` with core's endpoint, the endpoint's buffers and its selective-completion
+    /// bindings (`-FI_EOPBADSTATE` before `fi_enable`).
+    pub(crate) fn with_enabled<R: Ret>(
+        &self,
+        f: impl FnOnce(&Endpoint, &Arc<Shared>, Selective) -> R,
+    ) -> R {
         let st = lock(&self.state);
         match (st.ep.as_ref(), st.shared.as_ref()) {
-            (Some(ep), Some(shared)) => f(ep, shared),
+            (Some(ep), Some(shared)) => f(ep, shared, st.selective),
             _ => R::neg(sys::FI_EOPBADSTATE as i32),
         }
     }
 
-    /// A record for an operation of this endpoint.
+    /// A record for an operation of this endpoint; `silent` if its success is not reported
+    /// (selective completion).
     pub(crate) fn record(
         &self,
         shared: &Arc<Shared>,
         context: *mut c_void,
         recv: Option<(usize, usize)>,
+        silent: bool,
     ) -> Record {
         Record {
             ep: self.serial,
             context: context as usize,
             recv,
+            silent,
             shared: shared.clone(),
+        }
+    }
+
+    /// Drives the endpoint's progress (`FI_PROGRESS_MANUAL`): core polls its queues (so that
+    /// counters count), then each CQ it is bound to takes what completed, so that buffers come back to the endpoint and silent
+    /// completions are settled, whether or not the application reads the CQ.
+    pub(crate) fn progress(&self) {
+        let cqs = {
+            let st = lock(&self.state);
+            if let Some(ep) = st.ep.as_ref() {
+                // Core polls the queues and counts what completed, past an error waiting at
+                // the head of a CQ (which stops a CQ read). Not yet enabled, or failed:
+                // nothing to progress.
+                let _ = ep.progress(self.domain.core());
+            }
+            // Copied out: a CQ's lock is never taken under the endpoint's (bindings are
+            // stable while a counter or size call drives progress: closing unbinds first).
+            st.cqs.clone()
+        };
+        for cq in cqs {
+            cq.progress();
         }
     }
 
     /// A buffer of the endpoint's for a receive (`true`) or a send.
     pub(crate) fn take_buf(shared: &Shared, recv: bool) -> Option<Buf<'static>> {
         shared.take(recv)
+    }
+
+    /// The endpoint as a `'static` borrow, for a counter bound to it.
+    ///
+    /// # Safety
+    /// The borrow is not used once the endpoint is closed (a counter drops it in `unbind`).
+    unsafe fn as_static(&self) -> &'static EpObj {
+        // SAFETY: the caller's promise.
+        unsafe { &*(self as *const EpObj) }
     }
 
     /// `fi_enable`: opens the endpoint's queues and carves its buffers.
@@ -398,13 +484,26 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         let Some(e) = (unsafe { ours(fid) }) else {
             return errno::INVAL;
         };
+        // Counters first, without the endpoint's lock (a counter's progress takes its own,
+        // then this endpoint's).
+        let cntrs = lock(&e.state).cntrs.clone();
+        for c in &cntrs {
+            c.unbind(e);
+        }
         let mut st = lock(&e.state);
         if let Some(core) = st.ep.take() {
             if let Err((err, back)) = core.close(e.domain.core()) {
                 st.ep = Some(back);
+                drop(st);
+                // SAFETY: the endpoint stays open: it is alive until a later fi_close.
+                let me = unsafe { e.as_static() };
+                for c in cntrs {
+                    c.bind(me);
+                }
                 return ffi::fail(err);
             }
         }
+        st.cntrs.clear();
         ops::purge(e.serial);
         st.shared = None;
         drop(st);
@@ -430,26 +529,32 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             return errno::INVAL;
         };
         // SAFETY: the application's fid to bind: each check reads its class and table only.
-        let (cq, av, eq) = unsafe {
+        let (cq, av, eq, cntr) = unsafe {
             (
                 crate::cq::ours(bfid),
                 crate::av::ours(bfid),
                 crate::eq::ours(bfid),
+                crate::cntr::ours(bfid),
             )
         };
         if let Some(cq) = cq {
             if !core::ptr::eq(cq.domain, e.domain) {
                 return errno::INVAL;
             }
-            if flags & sys::FI_SELECTIVE_COMPLETION != 0 {
-                // Operations without a completion would keep their buffers from the endpoint
-                // (module documentation): not offered yet.
-                return errno::BADFLAGS;
-            }
-            let r = cq.with_core(|core| ep.bind_cq(dom, core, BindFlags::from_bits_retain(flags)));
+            // Selective completion is the provider's to honour (`Selective`); core reports
+            // every completion.
+            let selective = flags & sys::FI_SELECTIVE_COMPLETION != 0;
+            let to_core = BindFlags::from_bits_retain(flags & !sys::FI_SELECTIVE_COMPLETION);
+            let r = cq.with_core(|core| ep.bind_cq(dom, core, to_core));
             return match r {
                 Ok(Ok(())) => {
                     st.cqs.push(cq);
+                    if flags & sys::FI_TRANSMIT != 0 {
+                        st.selective.tx = selective;
+                    }
+                    if flags & sys::FI_RECV != 0 {
+                        st.selective.rx = selective;
+                    }
                     0
                 }
                 Ok(Err(err)) => ffi::fail(err),
@@ -477,7 +582,21 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             // empty.
             return 0;
         }
-        // Counters, wait sets and other providers' fids.
+        if let Some(c) = cntr {
+            if !core::ptr::eq(c.domain, e.domain) {
+                return errno::INVAL;
+            }
+            let flags = CntrBindFlags::from_bits_retain(flags);
+            if let Err(err) = ep.bind_cntr(dom, c.core(), flags) {
+                return ffi::fail(err);
+            }
+            // SAFETY: the endpoint lives until its fi_close, which unbinds it first (the
+            // counter's fi_close refuses while it is bound).
+            c.bind(unsafe { e.as_static() });
+            st.cntrs.push(c);
+            return 0;
+        }
+        // Wait sets, registrations, domains and other providers' fids.
         errno::INVAL
     })
 }
@@ -628,7 +747,8 @@ unsafe extern "C" fn rx_size_left(ep: *mut sys::fid_ep) -> isize {
         let Some(e) = (unsafe { ours(ep.cast()) }) else {
             return isize::neg(sys::FI_EINVAL);
         };
-        e.with_enabled(|ep, shared| match ep.rx_size_left(e.domain.core()) {
+        e.progress();
+        e.with_enabled(|ep, shared, _| match ep.rx_size_left(e.domain.core()) {
             Ok(n) => n.min(lock(&shared.rx).len()) as isize,
             Err(err) => ffi::fail(err),
         })
@@ -642,7 +762,8 @@ unsafe extern "C" fn tx_size_left(ep: *mut sys::fid_ep) -> isize {
         let Some(e) = (unsafe { ours(ep.cast()) }) else {
             return isize::neg(sys::FI_EINVAL);
         };
-        e.with_enabled(|ep, shared| match ep.tx_size_left(e.domain.core()) {
+        e.progress();
+        e.with_enabled(|ep, shared, _| match ep.tx_size_left(e.domain.core()) {
             Ok(n) => n.min(lock(&shared.tx).len()) as isize,
             Err(err) => ffi::fail(err),
         })

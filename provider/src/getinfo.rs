@@ -417,7 +417,7 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
         dom.max_ep_rx_ctx = 1;
         dom.max_ep_stx_ctx = 0;
         dom.max_ep_srx_ctx = 0;
-        dom.cntr_cnt = 0;
+        dom.cntr_cnt = crate::cntr::POOL_PER_KIND;
         dom.mr_iov_limit = 1;
         dom.caps = o.caps & REMOTE_COMM;
         dom.mode = 0;

@@ -15,13 +15,14 @@
 //! `ffi` (the boundary), `fid` (what every object shares), `log`, [`params`], [`nic`]
 //! (describing and measuring a NIC), [`table`] (the process's open NICs), [`getinfo`];
 //! the objects — `fabric`, `eq` (event queues), `domain`, `mr` (registrations), `av`
-//! (address vectors), `cq` (completion queues), `ep` (endpoints and their control calls),
+//! (address vectors), `cq` (completion queues), `cntr` (counters), `ep` (endpoints and their control calls),
 //! `msg` (their message calls), `ops` (operations in flight) —; `nosys` (the `-FI_ENOSYS`
 //! entries of the ops tables).
 
 use core::cell::UnsafeCell;
 
 mod av;
+mod cntr;
 mod cq;
 mod domain;
 mod ep;

@@ -101,11 +101,12 @@ unsafe fn post_recv(
     }
     let b = bufs.first().map_or((0, 0), |b| (b.addr, b.len));
     let dom = e.domain().core();
-    e.with_enabled(|ep, shared| {
+    e.with_enabled(|ep, shared, selective| {
         let Some(buf) = EpObj::take_buf(shared, true) else {
             return isize::neg(sys::FI_EAGAIN);
         };
-        let id = ops::insert(e.record(shared, context, Some(b)));
+        let silent = selective.silent(ep, true, flags);
+        let id = ops::insert(e.record(shared, context, Some(b), silent));
         let r = match flags {
             None => ep.recv(dom, buf, id),
             Some(f) => ep.recvmsg(dom, buf, id, f),
@@ -141,7 +142,8 @@ unsafe fn post_send(
     }
     let total: usize = bufs.iter().map(|b| b.len).sum();
     let dom = e.domain().core();
-    e.with_enabled(|ep, shared| {
+    e.with_enabled(|ep, shared, selective| {
+        let silent = selective.silent(ep, false, flags);
         if bufs.len() > ep.iov_limit(dom) {
             return isize::neg(sys::FI_EINVAL);
         }
@@ -150,7 +152,7 @@ unsafe fn post_send(
         }
         if flags.is_some_and(|f| f.contains(OpFlags::INJECT)) {
             let payload = gather(bufs, total);
-            let id = ops::insert(e.record(shared, context, None));
+            let id = ops::insert(e.record(shared, context, None, silent));
             let f = flags.unwrap_or_default();
             return match ep.injectmsg(dom, &payload, FiAddr(dest), data, id, f) {
                 Ok(()) => 0,
@@ -173,7 +175,7 @@ unsafe fn post_send(
             }
             at += b.len;
         }
-        let id = ops::insert(e.record(shared, context, None));
+        let id = ops::insert(e.record(shared, context, None, silent));
         let r = match (flags, data) {
             (None, None) => ep.send(dom, buf, total, FiAddr(dest), id),
             (None, Some(d)) => ep.senddata(dom, buf, total, d, FiAddr(dest), id),
@@ -452,7 +454,7 @@ unsafe fn inject_inner(
         unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) }
     };
     let dom = e.domain().core();
-    e.with_enabled(|ep, _| {
+    e.with_enabled(|ep, _, _| {
         let r = match data {
             None => ep.inject(dom, payload, FiAddr(dest)),
             Some(d) => ep.injectdata(dom, payload, d, FiAddr(dest)),

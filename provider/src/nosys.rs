@@ -76,15 +76,6 @@ pub(crate) unsafe extern "C" fn wait_open(
     NOSYS
 }
 
-/// `fi_ops_fabric::trywait` (`fi_trywait`).
-pub(crate) unsafe extern "C" fn trywait(
-    _: *mut sys::fid_fabric,
-    _: *mut *mut sys::fid,
-    _: c_int,
-) -> c_int {
-    NOSYS
-}
-
 /// What an entry returns for "not implemented": `-FI_ENOSYS` as `int` or as `ssize_t`.
 pub(crate) trait NoSysRet {
     /// `-FI_ENOSYS`.

@@ -23,6 +23,9 @@ pub(crate) struct Record {
     pub(crate) context: usize,
     /// For a receive: the application's buffer and its length.
     pub(crate) recv: Option<(usize, usize)>,
+    /// Its success is not reported (selective completion: `crate::ep::Selective`); its
+    /// buffer still comes back and an error is still reported.
+    pub(crate) silent: bool,
     /// Where the operation's bounce buffer goes back to.
     pub(crate) shared: Arc<Shared>,
 }
