@@ -17,8 +17,8 @@
 //!
 //! Wait objects are core's: `FI_WAIT_NONE`, `FI_WAIT_UNSPEC`, `FI_WAIT_YIELD`, and
 //! `FI_WAIT_FD`, whose descriptor `fi_control(FI_GETWAIT)` gives (the emulated NIC's
-//! interrupt eventfd), with `fi_trywait` before blocking on it; wait sets (`FI_WAIT_SET`) are
-//! not offered yet.
+//! interrupt eventfd), with `fi_trywait` before blocking on it; and `FI_WAIT_SET`, in a wait
+//! set of [`crate::waitset`]'s.
 
 use core::ffi::{c_char, c_int, c_void};
 use std::collections::VecDeque;
@@ -41,6 +41,7 @@ use crate::nosys;
 use crate::ops;
 use crate::sys;
 use crate::table::ProvNic;
+use crate::waitset::WaitSetObj;
 
 /// Completions read from core at once.
 const BATCH: usize = 64;
@@ -62,6 +63,8 @@ pub(crate) struct CqObj {
     /// buffer; and what `fi_cq_strerror` writes without one.
     err_buf: Mutex<[u8; ERR_DATA_MAX]>,
     str_buf: Mutex<[u8; 256]>,
+    /// The wait set it was opened in (`FI_WAIT_SET`), which it leaves when it closes.
+    wait_set: Option<&'static WaitSetObj>,
 }
 
 /// A translated entry.
@@ -156,10 +159,17 @@ pub(crate) unsafe extern "C" fn open(
             (Ok(w), Ok(c)) => (w, c),
             (Err(e), _) | (_, Err(e)) => return ffi::fail(e),
         };
-        if wait_obj == WaitObj::Set {
-            // No fi_wait_open yet: no wait set to name.
-            return errno::NOSYS;
-        }
+        // fi_cq(3): "If specified, the wait_set field must reference an existing wait set
+        // object."
+        let wait_set = if wait_obj == WaitObj::Set {
+            // SAFETY: the application's wait set fid, checked to be one of ours.
+            match unsafe { crate::waitset::ours(a.wait_set.cast()) } {
+                Some(w) => Some(w),
+                None => return errno::INVAL,
+            }
+        } else {
+            None
+        };
         let attr = CqAttr {
             size: a.size,
             flags: CqFlags::from_bits_retain(a.flags),
@@ -169,9 +179,13 @@ pub(crate) unsafe extern "C" fn open(
             wait_cond,
             wait_set: None,
         };
-        let core = match d.core().open_cq::<Tagged>(&attr) {
+        let opened = match wait_set {
+            Some(w) => w.open_cq(d, &attr),
+            None => d.core().open_cq::<Tagged>(&attr).map_err(ffi::fail),
+        };
+        let core = match opened {
             Ok(cq) => cq,
-            Err(e) => return ffi::fail(e),
+            Err(e) => return e,
         };
         let obj = Box::new(CqObj {
             fid: sys::fid_cq {
@@ -184,9 +198,15 @@ pub(crate) unsafe extern "C" fn open(
             ready: Mutex::new(VecDeque::new()),
             err_buf: Mutex::new([0; ERR_DATA_MAX]),
             str_buf: Mutex::new([0; 256]),
+            wait_set,
         });
-        // SAFETY: checked not null; the CQ is the caller's until fi_close.
-        unsafe { *cq = Box::into_raw(obj).cast() };
+        let obj: &'static CqObj = Box::leak(obj);
+        if let Some(w) = wait_set {
+            w.join(obj);
+        }
+        // SAFETY: checked not null; the CQ is the caller's until fi_close (which frees the
+        // leaked box).
+        unsafe { *cq = (obj as *const CqObj).cast_mut().cast() };
         0
     })
 }
@@ -208,6 +228,9 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         drop(guard);
         // Entries read from core and not taken: their records are gone already.
         lock(&c.ready).clear();
+        if let Some(w) = c.wait_set {
+            w.leave(c);
+        }
         let domain = c.domain;
         // SAFETY: made by Box::into_raw in `open`, closed once.
         unsafe { fid::free(c) };
@@ -292,6 +315,11 @@ impl CqObj {
             Some(Err(e)) => ffi::fail(e),
             None => errno::INVAL,
         }
+    }
+
+    /// Whether translated entries wait to be read.
+    pub(crate) fn has_ready(&self) -> bool {
+        !lock(&self.ready).is_empty()
     }
 
     /// Takes everything core has completed into `ready` (translated: buffers back to their

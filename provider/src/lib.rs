@@ -15,7 +15,7 @@
 //! `ffi` (the boundary), `fid` (what every object shares), `log`, [`params`], [`nic`]
 //! (describing and measuring a NIC), [`table`] (the process's open NICs), [`getinfo`];
 //! the objects — `fabric`, `eq` (event queues), `domain`, `mr` (registrations), `av`
-//! (address vectors), `cq` (completion queues), `cntr` (counters), `ep` (endpoints and their control calls),
+//! (address vectors), `cq` (completion queues), `cntr` (counters), `waitset` (wait sets), `ep` (endpoints and their control calls),
 //! `msg` (their message calls), `ops` (operations in flight) —; `nosys` (the `-FI_ENOSYS`
 //! entries of the ops tables).
 
@@ -40,6 +40,7 @@ mod ops;
 pub mod params;
 pub mod sys;
 pub mod table;
+mod waitset;
 
 /// The provider's own version (`fi_provider::version`): the crate's major and minor.
 const VERSION: u32 = getinfo::fi_version(0, 1);

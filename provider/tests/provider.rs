@@ -173,7 +173,8 @@ fn c_program_checks_domains_queues_and_messages_through_libfabric() {
 fn c_program_checks_counters_selective_completion_and_waiting_through_libfabric() {
     let exe = compile("completion_objects");
     let hub = hub_dir("completion-objects");
-    let out = with_provider(&mut Command::new(&exe), Some("emu:igb,emu:e1000e"), &hub)
+    let nics = "emu:igb,emu:e1000e,emu:virtio-net";
+    let out = with_provider(&mut Command::new(&exe), Some(nics), &hub)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

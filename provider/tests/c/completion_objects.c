@@ -1,10 +1,11 @@
 /*
  * The ringfab provider's completion objects through libfabric's C API: counters (fi_cntr(3)),
  * selective completion (fi_endpoint(3)), the -FI_EAVAIL ordering of fi_cq(3), and a blocking
- * wait on a CQ's FI_GETWAIT descriptor with poll(2) after fi_trywait (fi_poll(3)). Two emulated
- * NICs of this process (FI_RINGFAB_NICS=emu:igb,emu:e1000e) on one wire hub: node a (e1000e)
- * binds its CQ with FI_SELECTIVE_COMPLETION and counts its sends, node b (igb) binds its CQ
- * plainly and counts its receives. Prints "N passed, N failed".
+ * wait on a CQ's FI_GETWAIT descriptor with poll(2) after fi_trywait, and wait sets (fi_poll(3)).
+ * Three emulated NICs of this process (FI_RINGFAB_NICS=emu:igb,emu:e1000e,emu:virtio-net) on
+ * one wire hub: node a (e1000e) binds its CQ with FI_SELECTIVE_COMPLETION and counts its sends,
+ * node b (igb) binds its CQ plainly and counts its receives, node c (virtio-net) has its CQ in
+ * a wait set. Prints "N passed, N failed".
  */
 #include <poll.h>
 #include <stdio.h>
@@ -43,12 +44,15 @@ struct node {
 	struct fid_av *av;
 	struct fid_mr *mr;
 	struct fid_ep *ep;
+	struct fid_wait *ws;
 	char *buf;
 	char name[8];
 };
 
-/* Opens a node on `domain`; its CQ bound with `cq_flags`, its counter with `cntr_flags`. */
-static int open_node(struct node *n, const char *domain, uint64_t cq_flags, uint64_t cntr_flags)
+/* Opens a node on `domain`; its CQ bound with `cq_flags`, its counter with `cntr_flags`. With
+ * `ws`, the CQ is opened in a wait set opened on the node's fabric, left in `*ws`. */
+static int open_node(struct node *n, const char *domain, uint64_t cq_flags, uint64_t cntr_flags,
+		     struct fid_wait **ws)
 {
 	struct fi_info *hints = fi_allocinfo();
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_FD };
@@ -70,6 +74,16 @@ static int open_node(struct node *n, const char *domain, uint64_t cq_flags, uint
 	CHECK(n->info->domain_attr->cntr_cnt > 0, "cntr_cnt: %zu", n->info->domain_attr->cntr_cnt);
 	ret = fi_fabric(n->info->fabric_attr, &n->fabric, NULL);
 	CHECK(ret == 0, "fi_fabric: %d", ret);
+	if (ws) {
+		struct fi_wait_attr wattr = { .wait_obj = FI_WAIT_UNSPEC };
+		ret = fi_wait_open(n->fabric, &wattr, ws);
+		CHECK(ret == 0, "fi_wait_open: %d", ret);
+		if (ret)
+			return ret;
+		cq_attr.wait_obj = FI_WAIT_SET;
+		cq_attr.wait_set = *ws;
+		n->ws = *ws;
+	}
 	ret = fi_domain(n->fabric, n->info, &n->domain, NULL);
 	CHECK(ret == 0, "fi_domain(%s): %d", domain, ret);
 	if (ret)
@@ -110,6 +124,8 @@ static void close_node(struct node *n)
 	CHECK(fi_close(&n->cq->fid) == 0, "fi_close(cq)");
 	CHECK(fi_close(&n->av->fid) == 0, "fi_close(av)");
 	CHECK(fi_close(&n->domain->fid) == 0, "fi_close(domain)");
+	if (n->ws)
+		CHECK(fi_close(&n->ws->fid) == 0, "fi_close(wait)");
 	CHECK(fi_close(&n->fabric->fid) == 0, "fi_close(fabric)");
 	fi_freeinfo(n->info);
 	free(n->buf);
@@ -216,6 +232,77 @@ static ssize_t read_some(struct fid_cq *cq, struct fi_cq_data_entry *e, size_t c
 	return ret;
 }
 
+/* fi_poll(3)'s wait sets: node c's CQ opened in a wait set, a message from a. */
+static void wait_set(struct node *a)
+{
+	struct fi_wait_attr wattr = { .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_SET };
+	struct fi_cntr_attr cntr_attr = { .wait_obj = FI_WAIT_SET };
+	struct node c = { 0 };
+	struct fid_wait *ws = NULL, *bad;
+	struct fid_cq *other;
+	struct fid_cntr *cntr;
+	struct fi_cq_data_entry e;
+	struct fid *fids[1];
+	fi_addr_t peer;
+	int ctx;
+	double t0;
+	int ret;
+
+	/* fi_cq(3): "If specified, the wait_set field must reference an existing wait set
+	 * object." */
+	ret = fi_cq_open(a->domain, &cq_attr, &other, NULL);
+	CHECK(ret == -FI_EINVAL, "fi_cq_open(FI_WAIT_SET) without a set: %d", ret);
+	if (open_node(&c, "emu:virtio-net", FI_TRANSMIT | FI_RECV, FI_RECV, &ws))
+		return;
+	/* "The use of this field is reserved and must be set to 0 by the caller." */
+	wattr.flags = 1;
+	ret = fi_wait_open(c.fabric, &wattr, &bad);
+	CHECK(ret == -FI_EBADFLAGS, "fi_wait_open with flags: %d", ret);
+	wattr.flags = 0;
+	wattr.wait_obj = FI_WAIT_FD;
+	ret = fi_wait_open(c.fabric, &wattr, &bad);
+	CHECK(ret == -FI_ENOSYS, "fi_wait_open(FI_WAIT_FD) on emulated NICs: %d", ret);
+	cq_attr.wait_set = ws;
+	ret = fi_cq_open(a->domain, &cq_attr, &other, NULL);
+	CHECK(ret == -FI_EINVAL, "a CQ of another domain in the set: %d", ret);
+	cntr_attr.wait_set = ws;
+	ret = fi_cntr_open(c.domain, &cntr_attr, &cntr, NULL);
+	CHECK(ret == -FI_ENOSYS, "fi_cntr_open(FI_WAIT_SET): %d", ret);
+	ret = fi_av_insert(a->av, c.name, 1, &peer, 0, NULL);
+	CHECK(ret == 1, "fi_av_insert: %d", ret);
+
+	/* "fi_wait: Waits on a wait set until one or more of its underlying wait objects is
+	 * signaled." Nothing: the timeout; a message: at once. */
+	t0 = now_s();
+	ret = fi_wait(ws, 50);
+	CHECK(ret == -FI_ETIMEDOUT && now_s() - t0 >= 0.045, "fi_wait times out: %d", ret);
+	fids[0] = &ws->fid;
+	ret = fi_trywait(c.fabric, fids, 1);
+	CHECK(ret == 0, "fi_trywait on a quiet set: %d", ret);
+	ret = fi_recv(c.ep, c.buf, 1024, fi_mr_desc(c.mr), 0, &ctx);
+	CHECK(ret == 0, "fi_recv: %d", ret);
+	strcpy(a->buf, "waited");
+	ret = fi_send(a->ep, a->buf, 7, fi_mr_desc(a->mr), peer, NULL);
+	CHECK(ret == 0, "fi_send: %d", ret);
+	t0 = now_s();
+	ret = fi_wait(ws, 5000);
+	CHECK(ret == 0 && now_s() - t0 < 4, "fi_wait wakes on a completion: %d", ret);
+	/* fi_poll(3): "In the case the wait object to check belongs to a wait set, only the
+	 * wait set itself needs to be passed into fi_trywait." */
+	ret = fi_trywait(c.fabric, fids, 1);
+	CHECK(ret == -FI_EAGAIN, "fi_trywait on a set with an entry queued: %d", ret);
+	ret = fi_cq_read(c.cq, &e, 1);
+	CHECK(ret == 1 && e.op_context == &ctx && !strcmp(c.buf, "waited"),
+	      "the member's entry: %d", ret);
+
+	/* "The wait set must not be bound to any other opened resources prior to being closed,
+	 * otherwise the call will return -FI_EBUSY." */
+	ret = fi_close(&ws->fid);
+	CHECK(ret == -FI_EBUSY, "fi_close(wait) with a member: %d", ret);
+	close_node(&c);
+}
+
 int main(void)
 {
 	struct node a = { 0 }, b = { 0 };
@@ -225,8 +312,9 @@ int main(void)
 	int ctx[4], fd;
 	ssize_t ret;
 
-	if (open_node(&a, "emu:e1000e", FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION, FI_SEND) ||
-	    open_node(&b, "emu:igb", FI_TRANSMIT | FI_RECV, FI_RECV)) {
+	if (open_node(&a, "emu:e1000e", FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION, FI_SEND,
+		      NULL) ||
+	    open_node(&b, "emu:igb", FI_TRANSMIT | FI_RECV, FI_RECV, NULL)) {
 		printf("%d passed, %d failed\n", passed, failed);
 		return 1;
 	}
@@ -421,6 +509,8 @@ int main(void)
 		CHECK(ret == 1 && err.err == FI_ECANCELED && err.op_context == &ctx[3],
 		      "fi_cq_readerr: %zd, err %d", ret, err.err);
 	}
+
+	wait_set(&a);
 
 	close_node(&a);
 	close_node(&b);
