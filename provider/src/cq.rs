@@ -37,6 +37,7 @@ use ringfab::{Error, WaitObj};
 use crate::domain::DomainObj;
 use crate::ffi::{self, errno, Ret};
 use crate::fid::{self, Ops};
+use crate::multi::Multi;
 use crate::nosys;
 use crate::ops;
 use crate::sys;
@@ -317,6 +318,45 @@ impl CqObj {
         }
     }
 
+    /// Takes the error at the head of core's queue into `ready`, translated (the provider's
+    /// record taken, the buffer given back), or drops it if it is one the application does
+    /// not see ([`crate::multi`]).
+    fn take_core_err(&self, ready: &mut VecDeque<Ready>) -> Result<(), Error> {
+        let mut guard = self.core.write().unwrap_or_else(PoisonError::into_inner);
+        let core = guard.as_mut().ok_or(Error::OpBadState)?;
+        let mut e = ErrEntry::default();
+        let (data, buf) = match core.readerr_owned(self.domain.core(), &mut e, None, 0)? {
+            (ErrDataOut::Provider(d), b) => (d.to_vec(), b),
+            (ErrDataOut::Copied(_), b) => (Vec::new(), b),
+        };
+        drop(guard);
+        let Some(rec) = ops::take(e.op_context) else {
+            ready.push_back(Ready::Err(e, data));
+            return Ok(());
+        };
+        if let Some(b) = buf {
+            rec.shared
+                .give_back(b, e.flags.contains(CompletionFlags::RECV));
+        }
+        let mut out = ErrEntry {
+            op_context: OpContext(rec.context),
+            buf: rec.recv.map_or(BufAddr::NULL, |(a, _)| BufAddr(a)),
+            ..e
+        };
+        if let Some(m) = &rec.multi {
+            let (report, release) = m.failed(e.op_context);
+            if !report {
+                return Ok(());
+            }
+            out.buf = BufAddr(m.app);
+            if release {
+                out.flags |= CompletionFlags::MULTI_RECV;
+            }
+        }
+        ready.push_back(Ready::Err(out, data));
+        Ok(())
+    }
+
     /// Whether translated entries wait to be read.
     pub(crate) fn has_ready(&self) -> bool {
         !lock(&self.ready).is_empty()
@@ -366,6 +406,14 @@ impl CqObj {
                 None => match self.pull(&mut ready, count - n) {
                     Ok(0) => break,
                     Ok(_) => {}
+                    // An error of core's at the head: taken into `ready`, in order, unless it
+                    // is one the application does not see (then the read goes on).
+                    Err(Error::Avail) if n == 0 => {
+                        if let Err(e) = self.take_core_err(&mut ready) {
+                            core_err = Some(e);
+                            break;
+                        }
+                    }
                     Err(e) => {
                         core_err = Some(e);
                         break;
@@ -437,6 +485,9 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
         // endpoint: the application's fi_endpoint context), or of an endpoint now closed.
         return Some(Ready::Ok(e, src));
     };
+    if let Some(m) = rec.multi.clone() {
+        return translate_multi(e, src, buf, &rec, &m);
+    }
     let mut out = TaggedEntry {
         op_context: OpContext(rec.context),
         ..e
@@ -483,6 +534,56 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
         None if rec.silent => None,
         None => Some(Ready::Ok(out, src)),
     }
+}
+
+/// A slot of a multi-receive buffer completed ([`crate::multi`]): its payload placed in the
+/// application's buffer, the entry pointing there; `FI_MULTI_RECV` on the one that releases
+/// the buffer.
+fn translate_multi(
+    e: TaggedEntry,
+    src: FiAddr,
+    buf: Option<Buf<'static>>,
+    rec: &ops::Record,
+    m: &std::sync::Arc<Multi>,
+) -> Option<Ready> {
+    let off = rec.shared.payload_offset;
+    let placed = match buf.as_ref() {
+        Some(b) => m.place(e.op_context, b, off, e.len),
+        None => m.place_nothing(e.op_context),
+    };
+    if let Some(b) = buf {
+        rec.shared.give_back(b, true);
+    }
+    let mut flags = e.flags;
+    if placed.release {
+        flags |= CompletionFlags::MULTI_RECV;
+    }
+    let out = TaggedEntry {
+        op_context: OpContext(m.context),
+        flags,
+        len: placed.len,
+        buf: BufAddr(placed.buf),
+        ..e
+    };
+    if placed.olen > 0 {
+        // fi_cq(3): FI_ETRUNC, with the bytes that did not fit in `olen`.
+        let err = ErrEntry {
+            op_context: out.op_context,
+            flags,
+            len: placed.len,
+            buf: out.buf,
+            data: out.data,
+            olen: placed.olen,
+            err: Error::Trunc.errno(),
+            src_addr: src.0,
+            ..ErrEntry::default()
+        };
+        return Some(Ready::Err(err, Vec::new()));
+    }
+    if m.silent && !placed.release {
+        return None;
+    }
+    Some(Ready::Ok(out, src))
 }
 
 /// The CQ of an `fid_cq` from the application, as `isize`'s error if it is not one of ours.
@@ -576,32 +677,19 @@ unsafe extern "C" fn readerr(
                 _ => return isize::neg(sys::FI_EAGAIN),
             },
             None => {
-                let mut guard = c.core.write().unwrap_or_else(PoisonError::into_inner);
-                let Some(core) = guard.as_mut() else {
-                    return isize::neg(sys::FI_EINVAL);
-                };
-                let mut e = ErrEntry::default();
-                let (data, buf) = match core.readerr_owned(c.domain.core(), &mut e, None, 0) {
-                    Ok((ErrDataOut::Provider(d), b)) => (d.to_vec(), b),
-                    Ok((ErrDataOut::Copied(_), b)) => (Vec::new(), b),
-                    Err(err) => return ffi::fail(err),
-                };
-                drop(guard);
-                let e = match ops::take(e.op_context) {
-                    Some(rec) => {
-                        if let Some(b) = buf {
-                            rec.shared
-                                .give_back(b, e.flags.contains(CompletionFlags::RECV));
-                        }
-                        ErrEntry {
-                            op_context: OpContext(rec.context),
-                            buf: rec.recv.map_or(BufAddr::NULL, |(a, _)| BufAddr(a)),
-                            ..e
-                        }
+                if let Err(err) = c.take_core_err(&mut ready) {
+                    return ffi::fail(err);
+                }
+                match ready.pop_front() {
+                    Some(Ready::Err(e, d)) => (e, d),
+                    // The error belonged to nothing the application sees (a cancelled slot of
+                    // a multi-receive buffer before its last).
+                    Some(other) => {
+                        ready.push_front(other);
+                        return isize::neg(sys::FI_EAGAIN);
                     }
-                    None => e,
-                };
-                (e, data)
+                    None => return isize::neg(sys::FI_EAGAIN),
+                }
             }
         };
         drop(ready);

@@ -57,6 +57,14 @@ pub(crate) struct EpObj {
     state: Mutex<State>,
 }
 
+// SAFETY: the threading level is FI_THREAD_SAFE: libfabric calls an endpoint from any
+// thread. What is not `Sync` in it are the fid's pointers, to the provider's static,
+// read-only ops tables and to the application's context, which the provider never
+// dereferences; everything that changes is behind the state's mutex.
+unsafe impl Sync for EpObj {}
+// SAFETY: as for `Sync`: nothing in it belongs to one thread.
+unsafe impl Send for EpObj {}
+
 /// What the endpoint's calls change.
 struct State {
     /// Core's endpoint (taken when it closes).
@@ -396,6 +404,7 @@ impl EpObj {
             recv,
             silent,
             shared: shared.clone(),
+            multi: None,
         }
     }
 
@@ -425,11 +434,13 @@ impl EpObj {
         shared.take(recv)
     }
 
-    /// The endpoint as a `'static` borrow, for a counter bound to it.
+    /// The endpoint as a `'static` borrow, for a counter bound to it or a multi-receive
+    /// buffer posted on it.
     ///
     /// # Safety
-    /// The borrow is not used once the endpoint is closed (a counter drops it in `unbind`).
-    unsafe fn as_static(&self) -> &'static EpObj {
+    /// The borrow is not used once the endpoint is closed (a counter drops it in `unbind`; a
+    /// multi-receive buffer goes with the records closing purges).
+    pub(crate) unsafe fn as_static(&self) -> &'static EpObj {
         // SAFETY: the caller's promise.
         unsafe { &*(self as *const EpObj) }
     }
@@ -454,7 +465,15 @@ impl EpObj {
         };
         let payload_offset = st.ep.as_ref().map_or(0, Endpoint::payload_offset);
         let len = st.ep.as_ref().map_or(0, |ep| ep.attr().rx_buf_len as usize);
-        let (n_rx, n_tx) = (info.rx.size.max(1), info.tx.size.max(1));
+        // With multi-receive buffers core counts a receive as `multi_recv_msgs` descriptors
+        // (`rx_attr->size` shrinks so); the provider posts a buffer's slots as plain receives
+        // of its own buffers, one per descriptor (crate::multi).
+        let per_recv = st
+            .ep
+            .as_ref()
+            .map_or(1, |ep| ep.attr().multi_recv_msgs.max(1)) as usize;
+        let n_rx = (info.rx.size.max(1) * per_recv).min(crate::nic::RING_DEPTH);
+        let n_tx = info.tx.size.max(1);
         let region = match dom.register(vec![0u8; (n_rx + n_tx) * len.next_multiple_of(64) * 2]) {
             Ok(r) => r,
             Err(e) => return ffi::fail(e),
@@ -730,8 +749,14 @@ unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
         let Some(id) = ops::find(e.serial, context as usize) else {
             return isize::neg(sys::FI_ENOENT);
         };
+        let multi = ops::multi_of(id);
         let st = lock(&e.state);
-        match st.ep.as_ref().map(|ep| ep.cancel(e.domain.core(), id)) {
+        let r = st.ep.as_ref().map(|ep| match &multi {
+            // Every slot of a multi-receive buffer (crate::multi).
+            Some(m) => m.cancel(ep),
+            None => ep.cancel(e.domain.core(), id),
+        });
+        match r {
             Some(Ok(true)) => 0,
             Some(Ok(false)) => isize::neg(sys::FI_ENOENT),
             Some(Err(err)) => ffi::fail(err),

@@ -29,15 +29,14 @@ const SOURCE: u64 = sys::FI_SOURCE;
 const SOURCE_ERR: u64 = sys::FI_SOURCE_ERR;
 const REMOTE_COMM: u64 = sys::FI_REMOTE_COMM;
 /// Secondary capabilities ringfab can give when asked (fi_getinfo(3), "CAPABILITIES").
-/// Not `FI_MULTI_RECV`: core has multi-receive buffers, but the provider's receive path
-/// copies each message into the application's buffer and does not place several in one yet
-/// (docs/libfabric.md, "Buffers").
-const SECONDARY: u64 = SOURCE | SOURCE_ERR | REMOTE_COMM;
+/// `FI_MULTI_RECV` only when asked: an endpoint made for multi-receive buffers counts a
+/// receive as many descriptors (`nic::MULTI_RECV_MSGS`), which shrinks `rx_attr->size`.
+const SECONDARY: u64 = SOURCE | SOURCE_ERR | REMOTE_COMM | MULTI_RECV;
 /// Everything a hint may ask for and get.
 const OFFERED: u64 = MSG | SEND | RECV | SECONDARY;
 /// The capabilities of a transmit and of a receive context.
 const TX_CAPS: u64 = MSG | SEND | REMOTE_COMM;
-const RX_CAPS: u64 = MSG | RECV | SOURCE | SOURCE_ERR | REMOTE_COMM;
+const RX_CAPS: u64 = MSG | RECV | SOURCE | SOURCE_ERR | REMOTE_COMM | MULTI_RECV;
 
 /// `ep_attr->protocol`: ringfab's frame format has no libfabric number; fi_endpoint(3)
 /// reserves the values with `FI_PROV_SPECIFIC` set for such protocols. The low bits are its
@@ -659,14 +658,14 @@ mod tests {
         assert_eq!(d.ep.tx.iov_limit, 2);
         let o = offer(&h, &d).unwrap();
         assert_eq!(o.caps & SECONDARY, SOURCE | SOURCE_ERR | REMOTE_COMM);
+        assert_eq!(o.caps & MULTI_RECV, 0, "multi-receive only when asked for");
         let multi = Hints {
             caps: MSG | MULTI_RECV,
             ..Hints::default()
         };
-        assert!(
-            check_provider(&multi).is_err(),
-            "multi-receive is not offered yet"
-        );
+        check_provider(&multi).unwrap();
+        let d = igb(multi.wanted());
+        assert_eq!(offer(&multi, &d).unwrap().caps & MULTI_RECV, MULTI_RECV);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use ringfab::flags::OpFlags;
 
 use crate::ep::{EpObj, Shared};
 use crate::ffi::{self, Ret};
+use crate::multi::Multi;
 use crate::ops;
 use crate::sys;
 
@@ -118,6 +119,64 @@ unsafe fn post_recv(
                 shared.give_back(buf, true);
                 ffi::fail(err)
             }
+        }
+    })
+}
+
+/// Posts a multi-receive buffer (`FI_MULTI_RECV`, [`crate::multi`]): the application's one
+/// buffer `bufs`, packed with messages until less than `FI_OPT_MIN_MULTI_RECV` bytes are
+/// left. `-FI_EBADFLAGS` on an endpoint not made for them (`FI_MULTI_RECV` not among its
+/// capabilities).
+///
+/// # Safety
+/// As [`post_recv`].
+unsafe fn post_multi_recv(
+    e: &EpObj,
+    bufs: &[AppBuf],
+    context: *mut c_void,
+    flags: OpFlags,
+) -> isize {
+    let [b] = bufs else {
+        return isize::neg(sys::FI_EINVAL);
+    };
+    if b.len == 0 {
+        return isize::neg(sys::FI_EINVAL);
+    }
+    // SAFETY: the caller's promise.
+    if let Err(err) = unsafe { check(e, bufs) } {
+        return err;
+    }
+    let dom = e.domain().core();
+    // SAFETY: the endpoint's records, this buffer's among them, go when it closes.
+    let me = unsafe { e.as_static() };
+    e.with_enabled(|ep, shared, selective| {
+        if ep.attr().multi_recv_msgs == 0 {
+            // fi_getinfo(3): a capability the endpoint was not made with.
+            return isize::neg(sys::FI_EBADFLAGS as i32);
+        }
+        let min = ep
+            .getopt(ringfab::ep::EpOpt::MinMultiRecv)
+            .unwrap_or(1)
+            .max(1);
+        if b.len < min {
+            // Released before it could take anything.
+            return isize::neg(sys::FI_EINVAL);
+        }
+        let silent = selective.silent(ep, true, Some(flags));
+        let multi = Multi::new(
+            me,
+            b.addr,
+            b.len,
+            min,
+            ep.max_msg_size(dom),
+            flags,
+            silent,
+            context,
+        );
+        match multi.fill(ep, shared) {
+            Ok(0) => isize::neg(sys::FI_EAGAIN),
+            Ok(_) => 0,
+            Err(err) => ffi::fail(err),
         }
     })
 }
@@ -280,13 +339,12 @@ pub(crate) unsafe extern "C" fn recvmsg(
             let Some(m) = msg.as_ref() else {
                 return isize::neg(sys::FI_EINVAL);
             };
-            if flags & sys::FI_MULTI_RECV != 0 {
-                // A multi-receive buffer takes several messages where the application put it;
-                // the copying receive path does not place them yet.
-                return isize::neg(sys::FI_EBADFLAGS as i32);
-            }
+            let flags = OpFlags::from_bits_retain(flags);
             match bufs_of(m.msg_iov, m.desc, m.iov_count) {
-                Ok(bufs) => post_recv(e, &bufs, m.context, Some(OpFlags::from_bits_retain(flags))),
+                Ok(bufs) if flags.contains(OpFlags::MULTI_RECV) => {
+                    post_multi_recv(e, &bufs, m.context, flags)
+                }
+                Ok(bufs) => post_recv(e, &bufs, m.context, Some(flags)),
                 Err(err) => err,
             }
         }
