@@ -126,6 +126,21 @@ impl Pool {
     }
 }
 
+/// Counts again, as an error, a receive core counted as a success of `bytes` bytes and the
+/// provider truncated (the application's buffer was shorter than the message: core received
+/// it whole into the endpoint's buffer; fi_cq(3) makes it `FI_ETRUNC`). fi_cntr(3): "If an
+/// operation associated with the counter encounters an error, it will increment the error
+/// value associated with the counter." The success is taken back (a wrapping add of its
+/// negation); a thread inside `fi_cntr_wait` may have seen it meanwhile.
+pub(crate) fn recount_truncated(c: &CoreCntr, bytes: usize) {
+    let counted = match c.attr().events {
+        CounterEvents::Bytes => bytes as u64,
+        _ => 1,
+    };
+    c.add(counted.wrapping_neg());
+    c.adderr(1);
+}
+
 /// A counter as the provider allocates it.
 #[repr(C)]
 pub(crate) struct CntrObj {

@@ -364,11 +364,18 @@ impl CqObj {
 
     /// Takes everything core has completed into `ready` (translated: buffers back to their
     /// endpoints, silent successes settled), for an endpoint's progress
-    /// ([`EpObj::progress`](crate::ep::EpObj::progress)). An error at the head of core's
-    /// queue stops it: it stays for `fi_cq_readerr`.
+    /// ([`EpObj::progress`](crate::ep::EpObj::progress)). Errors are taken in order too, and
+    /// wait in `ready` for `fi_cq_readerr`.
     pub(crate) fn progress(&self) {
         let mut ready = lock(&self.ready);
-        while let Ok(1..) = self.pull(&mut ready, BATCH) {}
+        loop {
+            match self.pull(&mut ready, BATCH) {
+                Ok(1..) => {}
+                // An error at the head of core's queue: taken, in order, and on.
+                Err(Error::Avail) if self.take_core_err(&mut ready).is_ok() => {}
+                _ => break,
+            }
+        }
     }
 
     /// Writes up to `count` ready entries into `buf` (and their sources into `src`, if not
@@ -508,6 +515,9 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
         if e.len > app_len {
             // fi_cq(3): a message longer than the buffer completes in error, FI_ETRUNC, with
             // the bytes that did not fit in `olen`.
+            if let Some(c) = rec.shared.rx_cntr {
+                crate::cntr::recount_truncated(c, e.len);
+            }
             let err = ErrEntry {
                 op_context: out.op_context,
                 flags: out.flags,
@@ -567,6 +577,9 @@ fn translate_multi(
     };
     if placed.olen > 0 {
         // fi_cq(3): FI_ETRUNC, with the bytes that did not fit in `olen`.
+        if let Some(c) = rec.shared.rx_cntr {
+            crate::cntr::recount_truncated(c, e.len);
+        }
         let err = ErrEntry {
             op_context: out.op_context,
             flags,

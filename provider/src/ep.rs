@@ -74,6 +74,8 @@ struct State {
     av: Option<&'static AvObj>,
     /// Counters bound (each drives this endpoint's progress until it closes).
     cntrs: Vec<&'static CntrObj>,
+    /// The one of them bound with `FI_RECV`.
+    rx_cntr: Option<&'static CntrObj>,
     /// `FI_SELECTIVE_COMPLETION` on the transmit and on the receive CQ binding: the provider's
     /// to honour (see the module documentation).
     selective: Selective,
@@ -86,6 +88,10 @@ struct State {
 pub(crate) struct Shared {
     /// Where the payload starts in a buffer (behind ringfab's header).
     pub(crate) payload_offset: usize,
+    /// The counter of receives, if one is bound: a receive the provider truncates is a
+    /// success to core, and the CQ counts it again as an error
+    /// ([`crate::cntr::recount_truncated`]).
+    pub(crate) rx_cntr: Option<&'static crate::cntr::CoreCntr>,
     rx: Mutex<Vec<Buf<'static>>>,
     tx: Mutex<Vec<Buf<'static>>>,
     /// The registration they were carved from. It stays registered until the domain goes
@@ -360,6 +366,7 @@ pub(crate) unsafe extern "C" fn open(
                 cqs: Vec::new(),
                 av: None,
                 cntrs: Vec::new(),
+                rx_cntr: None,
                 selective: Selective::default(),
                 shared: None,
             }),
@@ -487,6 +494,7 @@ impl EpObj {
         };
         st.shared = Some(Arc::new(Shared {
             payload_offset,
+            rx_cntr: st.rx_cntr.map(CntrObj::core),
             rx: Mutex::new(rx),
             tx: Mutex::new(tx),
             _region: region,
@@ -523,6 +531,7 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             }
         }
         st.cntrs.clear();
+        st.rx_cntr = None;
         ops::purge(e.serial);
         st.shared = None;
         drop(st);
@@ -613,6 +622,9 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             // counter's fi_close refuses while it is bound).
             c.bind(unsafe { e.as_static() });
             st.cntrs.push(c);
+            if flags.contains(CntrBindFlags::RECV) {
+                st.rx_cntr = Some(c);
+            }
             return 0;
         }
         // Wait sets, registrations, domains and other providers' fids.

@@ -390,6 +390,27 @@ int main(void)
 	ret = fi_cq_read(b.cq, e, 8);
 	CHECK(ret == 1 && e[0].op_context == &ctx[2], "then the read continues: %zd", ret);
 
+	/* A truncated receive is an error to the counter too (fi_cntr(3), as above): the
+	 * provider finds it, not core. */
+	{
+		double t0 = now_s();
+		ret = fi_recv(b.ep, b.buf, 4, fi_mr_desc(b.mr), 0, &ctx[0]);
+		CHECK(ret == 0, "fi_recv: %zd", ret);
+		ret = fi_send(a.ep, a.buf, 8, fi_mr_desc(a.mr), peer, NULL);
+		CHECK(ret == 0, "fi_send: %zd", ret);
+		while (fi_cntr_readerr(b.cntr) < 2 && now_s() - t0 < 5)
+			;
+		CHECK(fi_cntr_readerr(b.cntr) == 2 && fi_cntr_read(b.cntr) == 5,
+		      "truncation counted as an error: %llu errors, %llu",
+		      (unsigned long long)fi_cntr_readerr(b.cntr),
+		      (unsigned long long)fi_cntr_read(b.cntr));
+		ret = fi_cq_read(b.cq, e, 8);
+		CHECK(ret == -FI_EAVAIL, "truncated: %zd", ret);
+		ret = fi_cq_readerr(b.cq, &err, 0);
+		CHECK(ret == 1 && err.err == FI_ETRUNC && err.olen == 4, "fi_cq_readerr: %zd, %d",
+		      ret, err.err);
+	}
+
 	/* fi_poll(3): "The application must call fi_trywait and obtain a return value of
 	 * FI_SUCCESS prior to blocking on a native wait object." Then poll(2) on FI_GETWAIT's
 	 * descriptor returns when a completion arrives, and fi_trywait says -FI_EAGAIN while it
