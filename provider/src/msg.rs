@@ -24,13 +24,24 @@ struct AppBuf {
     desc: *mut c_void,
 }
 
-/// The endpoint `ep` is, or `-FI_EINVAL`.
+/// What every message entry point does first: runs `f` for the call `what` under
+/// [`ffi::guard`] (a panic becomes `-FI_EOTHER`) with the endpoint `ep` is, or returns
+/// `-FI_EINVAL` if it is not one of the provider's.
 ///
 /// # Safety
 /// `ep` null or a `struct fid_ep`.
-unsafe fn ep_of<'a>(ep: *mut sys::fid_ep) -> Result<&'a EpObj, isize> {
-    // SAFETY: the caller's promise.
-    unsafe { crate::ep::ours(ep.cast()) }.ok_or(isize::neg(sys::FI_EINVAL))
+unsafe fn on_ep(
+    what: &'static str,
+    ep: *mut sys::fid_ep,
+    f: impl FnOnce(&EpObj) -> isize,
+) -> isize {
+    ffi::guard(what, || {
+        // SAFETY: the caller's promise.
+        match unsafe { crate::ep::ours(ep.cast()) } {
+            Some(e) => f(e),
+            None => isize::neg(sys::FI_EINVAL),
+        }
+    })
 }
 
 /// Checks every buffer against its descriptor (a zero-length buffer needs none).
@@ -280,23 +291,14 @@ pub(crate) unsafe extern "C" fn recv(
     _src_addr: u64,
     context: *mut c_void,
 ) -> isize {
-    ffi::guard("fi_recv", || {
-        // SAFETY: the application's endpoint; its buffer is the provider's until the
-        // completion (fi_msg(3)).
-        unsafe {
-            ep_of(ep).map_or_else(
-                |e| e,
-                |e| {
-                    let b = AppBuf {
-                        addr: buf as usize,
-                        len,
-                        desc,
-                    };
-                    post_recv(e, &[b], context, None)
-                },
-            )
-        }
-    })
+    let b = AppBuf {
+        addr: buf as usize,
+        len,
+        desc,
+    };
+    // SAFETY: the application's endpoint; its buffer is the provider's until the completion
+    // (fi_msg(3)).
+    unsafe { on_ep("fi_recv", ep, |e| post_recv(e, &[b], context, None)) }
 }
 
 /// `fi_recvv`: one buffer (`rx_attr->iov_limit` is 1).
@@ -308,34 +310,25 @@ pub(crate) unsafe extern "C" fn recvv(
     _src_addr: u64,
     context: *mut c_void,
 ) -> isize {
-    ffi::guard("fi_recvv", || {
-        // SAFETY: the application's endpoint and `count` iovecs and descriptors.
-        unsafe {
-            let e = match ep_of(ep) {
-                Ok(e) => e,
-                Err(err) => return err,
-            };
-            match bufs_of(iov, desc, count) {
-                Ok(bufs) => post_recv(e, &bufs, context, None),
-                Err(err) => err,
-            }
-        }
-    })
+    // SAFETY: the application's endpoint and `count` iovecs and descriptors, the buffers the
+    // provider's until the completion (fi_msg(3)).
+    unsafe {
+        on_ep("fi_recvv", ep, |e| match bufs_of(iov, desc, count) {
+            Ok(bufs) => post_recv(e, &bufs, context, None),
+            Err(err) => err,
+        })
+    }
 }
 
-/// `fi_recvmsg`.
+/// `fi_recvmsg`; `FI_MULTI_RECV` posts a multi-receive buffer ([`crate::multi`]).
 pub(crate) unsafe extern "C" fn recvmsg(
     ep: *mut sys::fid_ep,
     msg: *const sys::fi_msg,
     flags: u64,
 ) -> isize {
-    ffi::guard("fi_recvmsg", || {
-        // SAFETY: the application's endpoint and message (fi_msg(3)).
-        unsafe {
-            let e = match ep_of(ep) {
-                Ok(e) => e,
-                Err(err) => return err,
-            };
+    // SAFETY: the application's endpoint and message (fi_msg(3)).
+    unsafe {
+        on_ep("fi_recvmsg", ep, |e| {
             let Some(m) = msg.as_ref() else {
                 return isize::neg(sys::FI_EINVAL);
             };
@@ -347,8 +340,8 @@ pub(crate) unsafe extern "C" fn recvmsg(
                 Ok(bufs) => post_recv(e, &bufs, m.context, Some(flags)),
                 Err(err) => err,
             }
-        }
-    })
+        })
+    }
 }
 
 /// `fi_send`.
@@ -360,20 +353,17 @@ pub(crate) unsafe extern "C" fn send(
     dest_addr: u64,
     context: *mut c_void,
 ) -> isize {
-    ffi::guard("fi_send", || {
-        let b = AppBuf {
-            addr: buf as usize,
-            len,
-            desc,
-        };
-        // SAFETY: the application's endpoint and buffer.
-        unsafe {
-            ep_of(ep).map_or_else(
-                |e| e,
-                |e| post_send(e, &[b], dest_addr, context, None, None),
-            )
-        }
-    })
+    let b = AppBuf {
+        addr: buf as usize,
+        len,
+        desc,
+    };
+    // SAFETY: the application's endpoint and buffer.
+    unsafe {
+        on_ep("fi_send", ep, |e| {
+            post_send(e, &[b], dest_addr, context, None, None)
+        })
+    }
 }
 
 /// `fi_senddata`.
@@ -386,20 +376,17 @@ pub(crate) unsafe extern "C" fn senddata(
     dest_addr: u64,
     context: *mut c_void,
 ) -> isize {
-    ffi::guard("fi_senddata", || {
-        let b = AppBuf {
-            addr: buf as usize,
-            len,
-            desc,
-        };
-        // SAFETY: the application's endpoint and buffer.
-        unsafe {
-            ep_of(ep).map_or_else(
-                |e| e,
-                |e| post_send(e, &[b], dest_addr, context, Some(data), None),
-            )
-        }
-    })
+    let b = AppBuf {
+        addr: buf as usize,
+        len,
+        desc,
+    };
+    // SAFETY: the application's endpoint and buffer.
+    unsafe {
+        on_ep("fi_senddata", ep, |e| {
+            post_send(e, &[b], dest_addr, context, Some(data), None)
+        })
+    }
 }
 
 /// `fi_sendv`.
@@ -411,19 +398,13 @@ pub(crate) unsafe extern "C" fn sendv(
     dest_addr: u64,
     context: *mut c_void,
 ) -> isize {
-    ffi::guard("fi_sendv", || {
-        // SAFETY: the application's endpoint and `count` iovecs and descriptors.
-        unsafe {
-            let e = match ep_of(ep) {
-                Ok(e) => e,
-                Err(err) => return err,
-            };
-            match bufs_of(iov, desc, count) {
-                Ok(bufs) => post_send(e, &bufs, dest_addr, context, None, None),
-                Err(err) => err,
-            }
-        }
-    })
+    // SAFETY: the application's endpoint and `count` iovecs and descriptors.
+    unsafe {
+        on_ep("fi_sendv", ep, |e| match bufs_of(iov, desc, count) {
+            Ok(bufs) => post_send(e, &bufs, dest_addr, context, None, None),
+            Err(err) => err,
+        })
+    }
 }
 
 /// `fi_sendmsg`: the message's flags replace the endpoint's defaults; `FI_INJECT` copies
@@ -433,30 +414,20 @@ pub(crate) unsafe extern "C" fn sendmsg(
     msg: *const sys::fi_msg,
     flags: u64,
 ) -> isize {
-    ffi::guard("fi_sendmsg", || {
-        // SAFETY: the application's endpoint and message (fi_msg(3)).
-        unsafe {
-            let e = match ep_of(ep) {
-                Ok(e) => e,
-                Err(err) => return err,
-            };
+    // SAFETY: the application's endpoint and message (fi_msg(3)).
+    unsafe {
+        on_ep("fi_sendmsg", ep, |e| {
             let Some(m) = msg.as_ref() else {
                 return isize::neg(sys::FI_EINVAL);
             };
             let data = (flags & sys::FI_REMOTE_CQ_DATA != 0).then_some(m.data);
+            let flags = Some(OpFlags::from_bits_retain(flags));
             match bufs_of(m.msg_iov, m.desc, m.iov_count) {
-                Ok(bufs) => post_send(
-                    e,
-                    &bufs,
-                    m.addr,
-                    m.context,
-                    data,
-                    Some(OpFlags::from_bits_retain(flags)),
-                ),
+                Ok(bufs) => post_send(e, &bufs, m.addr, m.context, data, flags),
                 Err(err) => err,
             }
-        }
-    })
+        })
+    }
 }
 
 /// `fi_inject`: core copies the payload; no completion for success.
@@ -466,10 +437,12 @@ pub(crate) unsafe extern "C" fn inject(
     len: usize,
     dest_addr: u64,
 ) -> isize {
-    ffi::guard("fi_inject", || {
-        // SAFETY: the application's endpoint and `len` bytes at `buf` (fi_msg(3)).
-        unsafe { inject_inner(ep, buf, len, None, dest_addr) }
-    })
+    // SAFETY: the application's endpoint and `len` bytes at `buf` (fi_msg(3)).
+    unsafe {
+        on_ep("fi_inject", ep, |e| {
+            inject_inner(e, buf, len, None, dest_addr)
+        })
+    }
 }
 
 /// `fi_injectdata`.
@@ -480,28 +453,25 @@ pub(crate) unsafe extern "C" fn injectdata(
     data: u64,
     dest_addr: u64,
 ) -> isize {
-    ffi::guard("fi_injectdata", || {
-        // SAFETY: as `inject`.
-        unsafe { inject_inner(ep, buf, len, Some(data), dest_addr) }
-    })
+    // SAFETY: as `inject`.
+    unsafe {
+        on_ep("fi_injectdata", ep, |e| {
+            inject_inner(e, buf, len, Some(data), dest_addr)
+        })
+    }
 }
 
 /// `fi_inject` and `fi_injectdata`.
 ///
 /// # Safety
-/// `ep` null or a `struct fid_ep`; `buf` null or `len` readable bytes.
+/// `buf` null or `len` readable bytes.
 unsafe fn inject_inner(
-    ep: *mut sys::fid_ep,
+    e: &EpObj,
     buf: *const c_void,
     len: usize,
     data: Option<u64>,
     dest: u64,
 ) -> isize {
-    // SAFETY: the caller's promise.
-    let e = match unsafe { ep_of(ep) } {
-        Ok(e) => e,
-        Err(err) => return err,
-    };
     if buf.is_null() && len > 0 {
         return isize::neg(sys::FI_EINVAL);
     }
