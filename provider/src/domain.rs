@@ -76,6 +76,7 @@ static DOMAIN_OPS: Ops<sys::fi_ops_domain> = Ops(sys::fi_ops_domain {
     cq_open: Some(crate::cq::open),
     endpoint: Some(crate::ep::open),
     cntr_open: Some(crate::cntr::open),
+    scalable_ep: Some(crate::sep::open),
     ..nosys_table!(fi_ops_domain {
         av_open,
         cq_open,

@@ -35,6 +35,7 @@ use ringfab::entry::OpContext;
 use ringfab::ep::{Endpoint, EpAttr, EpOpt, EpType};
 use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
 use ringfab::mr::{Buf, MemoryRegion};
+use ringfab::sep::Context;
 use ringfab::Error;
 
 use crate::av::AvObj;
@@ -45,6 +46,7 @@ use crate::ffi::{self, errno, Ret};
 use crate::fid::{self, Ops};
 use crate::nosys::{self, nosys_table, NoSys};
 use crate::ops::{self, Record};
+use crate::sep::SepObj;
 use crate::sys;
 
 /// An endpoint as the provider allocates it.
@@ -54,6 +56,8 @@ pub(crate) struct EpObj {
     domain: &'static DomainObj,
     /// Tells this endpoint's records from others' ([`crate::ops`]).
     serial: u64,
+    /// For a context, its scalable endpoint (told when the context closes).
+    sep: Option<&'static SepObj>,
     state: Mutex<State>,
 }
 
@@ -67,8 +71,8 @@ unsafe impl Send for EpObj {}
 
 /// What the endpoint's calls change.
 struct State {
-    /// Core's endpoint (taken when it closes).
-    ep: Option<Endpoint>,
+    /// Core's endpoint or context (taken when it closes).
+    ep: Option<CoreEp>,
     /// What it is bound to, for the close (binding counts) and checks.
     cqs: Vec<&'static CqObj>,
     av: Option<&'static AvObj>,
@@ -116,6 +120,61 @@ impl Shared {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Plain values: consistent whatever panicked while they were held.
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Core's object behind an endpoint fid: an endpoint, or a context of a scalable endpoint
+/// ([`crate::sep`]), which is one in every call but its enable and close.
+pub(crate) enum CoreEp {
+    Ep(Endpoint),
+    Ctx(Context<'static>),
+}
+
+impl core::ops::Deref for CoreEp {
+    type Target = Endpoint;
+    fn deref(&self) -> &Endpoint {
+        match self {
+            CoreEp::Ep(e) => e,
+            CoreEp::Ctx(c) => c,
+        }
+    }
+}
+
+impl core::ops::DerefMut for CoreEp {
+    fn deref_mut(&mut self) -> &mut Endpoint {
+        match self {
+            CoreEp::Ep(e) => e,
+            CoreEp::Ctx(c) => c,
+        }
+    }
+}
+
+impl CoreEp {
+    /// `fi_enable` (a context's also joins its scalable endpoint's RSS table, if it has one).
+    fn enable(
+        &mut self,
+        dom: &ringfab::domain::Domain<'static, crate::table::ProvNic>,
+    ) -> ringfab::Result {
+        match self {
+            CoreEp::Ep(e) => e.enable(dom),
+            CoreEp::Ctx(c) => c.enable(dom),
+        }
+    }
+
+    /// `fi_close`; the object back with the error.
+    #[allow(
+        clippy::result_large_err,
+        reason = "fi_close hands the object back on error, as core's closes do; not on the \
+                  data path"
+    )]
+    fn close(
+        self,
+        dom: &ringfab::domain::Domain<'static, crate::table::ProvNic>,
+    ) -> Result<(), (Error, CoreEp)> {
+        match self {
+            CoreEp::Ep(e) => e.close(dom).map_err(|(err, e)| (err, CoreEp::Ep(e))),
+            CoreEp::Ctx(c) => c.close(dom).map_err(|(err, c)| (err, CoreEp::Ctx(c))),
+        }
+    }
 }
 
 /// `FI_SELECTIVE_COMPLETION` on an endpoint's CQ bindings, per direction.
@@ -263,9 +322,13 @@ static COLLECTIVE_OPS: Ops<sys::fi_ops_collective> = Ops(nosys_table!(fi_ops_col
 /// # Safety
 /// `fid` is null or points to a `struct fid`.
 pub(crate) unsafe fn ours<'a>(fid: *const sys::fid) -> Option<&'a EpObj> {
-    // SAFETY: null or a valid fid; endpoints of this class and table are `EpObj`s, alive
-    // until fi_close.
-    unsafe { fid::ours(fid, sys::FI_CLASS_EP, &FI_OPS) }
+    // SAFETY: null or a valid fid; endpoints and contexts of these classes and this table
+    // are `EpObj`s, alive until fi_close.
+    unsafe {
+        fid::ours(fid, sys::FI_CLASS_EP, &FI_OPS)
+            .or_else(|| fid::ours(fid, sys::FI_CLASS_TX_CTX, &FI_OPS))
+            .or_else(|| fid::ours(fid, sys::FI_CLASS_RX_CTX, &FI_OPS))
+    }
 }
 
 /// The endpoint attributes `info` asks for.
@@ -361,8 +424,9 @@ pub(crate) unsafe extern "C" fn open(
             },
             domain: d.retain(),
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            sep: None,
             state: Mutex::new(State {
-                ep: Some(core),
+                ep: Some(CoreEp::Ep(core)),
                 cqs: Vec::new(),
                 av: None,
                 cntrs: Vec::new(),
@@ -378,6 +442,42 @@ pub(crate) unsafe extern "C" fn open(
 }
 
 impl EpObj {
+    /// A context of scalable endpoint `sep` (`fi_tx_context`, `fi_rx_context`: fid class
+    /// `class`) over core's context: disabled, as an endpoint from `fi_endpoint` is.
+    pub(crate) fn new_context(
+        domain: &'static DomainObj,
+        sep: &'static SepObj,
+        ctx: Context<'static>,
+        class: u32,
+        context: *mut c_void,
+    ) -> *mut sys::fid_ep {
+        let obj = Box::new(EpObj {
+            fid: sys::fid_ep {
+                fid: fid::new(class, context, &FI_OPS),
+                ops: EP_OPS.ptr(),
+                cm: CM_OPS.ptr(),
+                msg: MSG_OPS.ptr(),
+                rma: RMA_OPS.ptr(),
+                tagged: TAGGED_OPS.ptr(),
+                atomic: ATOMIC_OPS.ptr(),
+                collective: COLLECTIVE_OPS.ptr(),
+            },
+            domain: domain.retain(),
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            sep: Some(sep),
+            state: Mutex::new(State {
+                ep: Some(CoreEp::Ctx(ctx)),
+                cqs: Vec::new(),
+                av: None,
+                cntrs: Vec::new(),
+                rx_cntr: None,
+                selective: Selective::default(),
+                shared: None,
+            }),
+        });
+        Box::into_raw(obj).cast()
+    }
+
     /// The domain the endpoint is in.
     pub(crate) fn domain(&self) -> &'static DomainObj {
         self.domain
@@ -390,7 +490,7 @@ impl EpObj {
         f: impl FnOnce(&Endpoint, &Arc<Shared>, Selective) -> R,
     ) -> R {
         let st = lock(&self.state);
-        match (st.ep.as_ref(), st.shared.as_ref()) {
+        match (st.ep.as_deref(), st.shared.as_ref()) {
             (Some(ep), Some(shared)) => f(ep, shared, st.selective),
             _ => R::neg(sys::FI_EOPBADSTATE as i32),
         }
@@ -470,7 +570,7 @@ impl EpObj {
             Some(ep) => ep.info(dom),
             None => return errno::INVAL,
         };
-        let payload_offset = st.ep.as_ref().map_or(0, Endpoint::payload_offset);
+        let payload_offset = st.ep.as_deref().map_or(0, Endpoint::payload_offset);
         let len = st.ep.as_ref().map_or(0, |ep| ep.attr().rx_buf_len as usize);
         // With multi-receive buffers core counts a receive as `multi_recv_msgs` descriptors
         // (`rx_attr->size` shrinks so); the provider posts a buffer's slots as plain receives
@@ -535,9 +635,12 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         ops::purge(e.serial);
         st.shared = None;
         drop(st);
-        let domain = e.domain;
-        // SAFETY: made by Box::into_raw in `open`, closed once.
+        let (domain, sep) = (e.domain, e.sep);
+        // SAFETY: made by Box::into_raw in `open` or `new_context`, closed once.
         unsafe { fid::free(e) };
+        if let Some(s) = sep {
+            s.context_closed();
+        }
         domain.release();
         0
     })
@@ -590,7 +693,8 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             };
         }
         if let Some(av) = av {
-            if !core::ptr::eq(av.domain, e.domain) {
+            if !core::ptr::eq(av.domain, e.domain) || e.sep.is_some() {
+                // A context uses its scalable endpoint's AV (crate::sep).
                 return errno::INVAL;
             }
             if flags != 0 {
@@ -763,7 +867,7 @@ unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
         };
         let multi = ops::multi_of(id);
         let st = lock(&e.state);
-        let r = st.ep.as_ref().map(|ep| match &multi {
+        let r = st.ep.as_deref().map(|ep| match &multi {
             // Every slot of a multi-receive buffer (crate::multi).
             Some(m) => m.cancel(ep),
             None => ep.cancel(e.domain.core(), id),
@@ -821,15 +925,28 @@ unsafe extern "C" fn getname(fid: *mut sys::fid, addr: *mut c_void, addrlen: *mu
         let Some(name) = lock(&e.state).ep.as_ref().map(|ep| ep.name().to_bytes()) else {
             return errno::INVAL;
         };
-        // SAFETY: checked not null; `*addrlen` is the size of `addr` (fi_cm(3)).
-        unsafe {
-            let room = *addrlen;
-            *addrlen = name.len();
-            if room < name.len() || addr.is_null() {
-                return errno::TOOSMALL;
-            }
-            core::ptr::copy_nonoverlapping(name.as_ptr(), addr.cast::<u8>(), name.len());
-        }
-        0
+        // SAFETY: the application's buffer and its length (fi_cm(3)).
+        unsafe { write_name(&name, addr, addrlen) }
     })
+}
+
+/// Writes an address for `fi_getname`: `*addrlen` becomes its size; `-FI_ETOOSMALL` if the
+/// buffer is shorter (fi_cm(3)); `-FI_EINVAL` without `addrlen`.
+///
+/// # Safety
+/// `addrlen` null or valid; `addr` null or `*addrlen` writable bytes.
+pub(crate) unsafe fn write_name(name: &[u8], addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    if addrlen.is_null() {
+        return errno::INVAL;
+    }
+    // SAFETY: checked not null; `*addrlen` is the size of `addr` (fi_cm(3)).
+    unsafe {
+        let room = *addrlen;
+        *addrlen = name.len();
+        if room < name.len() || addr.is_null() {
+            return errno::TOOSMALL;
+        }
+        core::ptr::copy_nonoverlapping(name.as_ptr(), addr.cast::<u8>(), name.len());
+    }
+    0
 }
