@@ -77,6 +77,7 @@ static DOMAIN_OPS: Ops<sys::fi_ops_domain> = Ops(sys::fi_ops_domain {
     endpoint: Some(crate::ep::open),
     cntr_open: Some(crate::cntr::open),
     scalable_ep: Some(crate::sep::open),
+    stx_ctx: Some(crate::stx::open),
     ..nosys_table!(fi_ops_domain {
         av_open,
         cq_open,

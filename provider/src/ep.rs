@@ -354,7 +354,11 @@ unsafe fn attr_of(info: &sys::fi_info, context: *mut c_void) -> Result<EpAttr, c
             sys::FI_EP_DGRAM => EpType::Dgram,
             _ => return Err(errno::INVAL),
         };
-        if e.tx_ctx_cnt > 1 || e.rx_ctx_cnt > 1 {
+        // More contexts are a scalable endpoint's (`fi_scalable_ep`); FI_SHARED_CONTEXT for
+        // the transmit side is an endpoint that binds a shared transmit context
+        // (crate::stx) before it is enabled.
+        let shared_tx = e.tx_ctx_cnt == sys::FI_SHARED_CONTEXT as usize;
+        if (e.tx_ctx_cnt > 1 && !shared_tx) || e.rx_ctx_cnt > 1 {
             return Err(errno::INVAL);
         }
     }
@@ -660,14 +664,28 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             return errno::INVAL;
         };
         // SAFETY: the application's fid to bind: each check reads its class and table only.
-        let (cq, av, eq, cntr) = unsafe {
+        let (cq, av, eq, cntr, stx) = unsafe {
             (
                 crate::cq::ours(bfid),
                 crate::av::ours(bfid),
                 crate::eq::ours(bfid),
                 crate::cntr::ours(bfid),
+                crate::stx::ours(bfid),
             )
         };
+        if let Some(s) = stx {
+            if !core::ptr::eq(s.domain, e.domain) {
+                return errno::INVAL;
+            }
+            if flags != 0 {
+                return errno::BADFLAGS;
+            }
+            return match s.with_core(|core| ep.bind_stx(dom, core)) {
+                Ok(Ok(())) => 0,
+                Ok(Err(err)) => ffi::fail(err),
+                Err(err) => err,
+            };
+        }
         if let Some(cq) = cq {
             if !core::ptr::eq(cq.domain, e.domain) {
                 return errno::INVAL;
@@ -731,7 +749,8 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             }
             return 0;
         }
-        // Wait sets, registrations, domains and other providers' fids.
+        // Wait sets, registrations, domains, shared receive contexts and other providers'
+        // fids.
         errno::INVAL
     })
 }

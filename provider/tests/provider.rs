@@ -199,9 +199,9 @@ fn c_program_checks_multi_receive_buffers_through_libfabric() {
 }
 
 #[test]
-fn c_program_checks_scalable_endpoint_contexts_through_libfabric() {
-    let exe = compile("scalable_ep");
-    let hub = hub_dir("scalable-ep");
+fn c_program_checks_scalable_and_shared_contexts_through_libfabric() {
+    let exe = compile("contexts");
+    let hub = hub_dir("contexts");
     let out = with_provider(&mut Command::new(&exe), Some("emu:igb,emu:e1000e"), &hub)
         .output()
         .unwrap();

@@ -1,11 +1,13 @@
 /*
- * Scalable endpoints through libfabric's C API on the ringfab provider: node r (emu:igb,
+ * Scalable endpoints and shared transmit contexts through libfabric's C API on the ringfab
+ * provider: node r (emu:igb,
  * whose 82576 steers frames to queues by address) opens a scalable endpoint with two
  * transmit and two named receive contexts, each with its own CQ; node s (emu:e1000e) has a
  * plain endpoint and an AV with rx_ctx_bits. What fi_endpoint(3) says of them: each receive
  * context named by fi_rx_addr gets its own messages on its own CQ, each transmit context
  * completes on its own CQ, the contexts share the scalable endpoint's address, and the
- * scalable endpoint cannot be closed while a context is open. Prints "N passed, N failed".
+ * scalable endpoint cannot be closed while a context is open. Then two endpoints of node r
+ * share one transmit context, each completing on its own CQ. Prints "N passed, N failed".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +239,61 @@ int main(void)
 		CHECK(fi_close(&rxcq[i]->fid) == 0, "fi_close(cq)");
 	}
 	CHECK(fi_close(&sep->fid) == 0, "fi_close(sep)");
+
+	/* fi_endpoint(3), SHARED CONTEXTS: "Applications must allocate and bind shared
+	 * transmit contexts to endpoints, but operations are posted directly to the endpoint.
+	 * Shared transmit contexts are not associated with completion queues or counters.
+	 * Completed operations are posted to the CQs bound to the endpoint." */
+	{
+		struct fid_stx *stx;
+		struct fid_ep *sh[2];
+		struct fid_cq *shcq[2];
+		struct fi_info *info = fi_dupinfo(ri);
+		int shctx[2];
+		CHECK(ri->domain_attr->max_ep_stx_ctx >= 1, "max_ep_stx_ctx %zu",
+		      ri->domain_attr->max_ep_stx_ctx);
+		ret = fi_stx_context(rdom, NULL, &stx, NULL);
+		CHECK(ret == 0, "fi_stx_context: %zd", ret);
+		info->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
+		info->ep_attr->rx_ctx_cnt = 1;
+		for (int i = 0; i < 2; i++) {
+			/* Receive context i of the NIC: src_addr is its MAC, then i (big-endian). */
+			((unsigned char *)info->src_addr)[7] = i;
+			ret = fi_endpoint(rdom, info, &sh[i], NULL);
+			CHECK(ret == 0, "fi_endpoint(shared tx) %d: %zd", i, ret);
+			CHECK(fi_cq_open(rdom, &cq_attr, &shcq[i], NULL) == 0, "fi_cq_open");
+			CHECK(fi_ep_bind(sh[i], &rav->fid, 0) == 0, "fi_ep_bind(av)");
+			ret = fi_ep_bind(sh[i], &stx->fid, 0);
+			CHECK(ret == 0, "fi_ep_bind(stx) %d: %zd", i, ret);
+			CHECK(fi_ep_bind(sh[i], &shcq[i]->fid, FI_TRANSMIT | FI_RECV) == 0,
+			      "fi_ep_bind(cq)");
+			ret = fi_enable(sh[i]);
+			CHECK(ret == 0, "fi_enable(shared tx) %d: %zd", i, ret);
+		}
+		fi_freeinfo(info);
+		for (int i = 0; i < 2; i++) {
+			ret = fi_recv(ep, sbuf + 4096, 2048, fi_mr_desc(smr), 0, &sctx);
+			CHECK(ret == 0, "fi_recv: %zd", ret);
+			snprintf(rbuf + 4096, 64, "shared by %d", i);
+			ret = fi_send(sh[i], rbuf + 4096, 12, fi_mr_desc(rmr), to_s, &shctx[i]);
+			CHECK(ret == 0, "fi_send(shared tx %d): %zd", i, ret);
+			ret = read_one(shcq[i], &e);
+			CHECK(ret == 1 && e.op_context == &shctx[i] && (e.flags & FI_SEND),
+			      "endpoint %d's own completion: %zd", i, ret);
+			ret = fi_cq_read(shcq[1 - i], &e, 1);
+			CHECK(ret == -FI_EAGAIN, "none on the other endpoint's CQ: %zd", ret);
+			ret = read_one(scq, &e);
+			CHECK(ret == 1 && !strncmp(sbuf + 4096, rbuf + 4096, 12),
+			      "received from shared-context endpoint %d: %zd", i, ret);
+		}
+		ret = fi_close(&stx->fid);
+		CHECK(ret == -FI_EBUSY, "fi_close(stx) with endpoints bound: %zd", ret);
+		for (int i = 0; i < 2; i++) {
+			CHECK(fi_close(&sh[i]->fid) == 0, "fi_close(ep)");
+			CHECK(fi_close(&shcq[i]->fid) == 0, "fi_close(cq)");
+		}
+		CHECK(fi_close(&stx->fid) == 0, "fi_close(stx)");
+	}
 	CHECK(fi_close(&ep->fid) == 0, "fi_close(ep)");
 	CHECK(fi_close(&scq->fid) == 0, "fi_close(cq)");
 	CHECK(fi_close(&rmr->fid) == 0 && fi_close(&smr->fid) == 0, "fi_close(mr)");
