@@ -78,6 +78,7 @@ static DOMAIN_OPS: Ops<sys::fi_ops_domain> = Ops(sys::fi_ops_domain {
     cntr_open: Some(crate::cntr::open),
     scalable_ep: Some(crate::sep::open),
     stx_ctx: Some(crate::stx::open),
+    srx_ctx: Some(crate::srx::open),
     ..nosys_table!(fi_ops_domain {
         av_open,
         cq_open,

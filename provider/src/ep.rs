@@ -105,6 +105,35 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Registers a region of the domain's and carves it into `n.0` receive and `n.1`
+    /// transmit buffers of `len` bytes each.
+    pub(crate) fn carve(
+        domain: &DomainObj,
+        payload_offset: usize,
+        n: (usize, usize),
+        len: usize,
+        rx_cntr: Option<&'static crate::cntr::CoreCntr>,
+    ) -> Result<Shared, Error> {
+        let dom = domain.core();
+        let region = dom.register(vec![0u8; (n.0 + n.1) * len.next_multiple_of(64) * 2])?;
+        let carve = |n: usize| -> Result<Vec<Buf<'static>>, Error> {
+            (0..n).map(|_| region.alloc(dom, len)).collect()
+        };
+        let (rx, tx) = (carve(n.0)?, carve(n.1)?);
+        Ok(Shared {
+            payload_offset,
+            rx_cntr,
+            rx: Mutex::new(rx),
+            tx: Mutex::new(tx),
+            _region: region,
+        })
+    }
+
+    /// Receive buffers not posted.
+    pub(crate) fn rx_free(&self) -> usize {
+        lock(&self.rx).len()
+    }
+
     /// A buffer back from its completion.
     pub(crate) fn give_back(&self, b: Buf<'static>, recv: bool) {
         let pool = if recv { &self.rx } else { &self.tx };
@@ -210,8 +239,13 @@ impl Selective {
     }
 }
 
-/// Serial numbers of endpoints.
+/// Serial numbers of endpoints (and shared receive contexts: whatever owns records).
 static SERIAL: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh serial number for an owner of records ([`crate::ops`]).
+pub(crate) fn next_serial() -> u64 {
+    SERIAL.fetch_add(1, Ordering::Relaxed)
+}
 
 static FI_OPS: Ops<sys::fi_ops> = Ops(sys::fi_ops {
     size: core::mem::size_of::<sys::fi_ops>(),
@@ -354,11 +388,13 @@ unsafe fn attr_of(info: &sys::fi_info, context: *mut c_void) -> Result<EpAttr, c
             sys::FI_EP_DGRAM => EpType::Dgram,
             _ => return Err(errno::INVAL),
         };
-        // More contexts are a scalable endpoint's (`fi_scalable_ep`); FI_SHARED_CONTEXT for
-        // the transmit side is an endpoint that binds a shared transmit context
-        // (crate::stx) before it is enabled.
-        let shared_tx = e.tx_ctx_cnt == sys::FI_SHARED_CONTEXT as usize;
-        if (e.tx_ctx_cnt > 1 && !shared_tx) || e.rx_ctx_cnt > 1 {
+        // More contexts are a scalable endpoint's (`fi_scalable_ep`); FI_SHARED_CONTEXT is an
+        // endpoint that binds a shared transmit (crate::stx) or receive (crate::srx) context
+        // before it is enabled.
+        let shared = sys::FI_SHARED_CONTEXT as usize;
+        if (e.tx_ctx_cnt > 1 && e.tx_ctx_cnt != shared)
+            || (e.rx_ctx_cnt > 1 && e.rx_ctx_cnt != shared)
+        {
             return Err(errno::INVAL);
         }
     }
@@ -427,7 +463,7 @@ pub(crate) unsafe extern "C" fn open(
                 collective: COLLECTIVE_OPS.ptr(),
             },
             domain: d.retain(),
-            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            serial: next_serial(),
             sep: None,
             state: Mutex::new(State {
                 ep: Some(CoreEp::Ep(core)),
@@ -467,7 +503,7 @@ impl EpObj {
                 collective: COLLECTIVE_OPS.ptr(),
             },
             domain: domain.retain(),
-            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            serial: next_serial(),
             sep: Some(sep),
             state: Mutex::new(State {
                 ep: Some(CoreEp::Ctx(ctx)),
@@ -585,25 +621,14 @@ impl EpObj {
             .map_or(1, |ep| ep.attr().multi_recv_msgs.max(1)) as usize;
         let n_rx = (info.rx.size.max(1) * per_recv).min(crate::nic::RING_DEPTH);
         let n_tx = info.tx.size.max(1);
-        let region = match dom.register(vec![0u8; (n_rx + n_tx) * len.next_multiple_of(64) * 2]) {
-            Ok(r) => r,
-            Err(e) => return ffi::fail(e),
-        };
-        let carve = |n: usize| -> Result<Vec<Buf<'static>>, Error> {
-            (0..n).map(|_| region.alloc(dom, len)).collect()
-        };
-        let (rx, tx) = match (carve(n_rx), carve(n_tx)) {
-            (Ok(rx), Ok(tx)) => (rx, tx),
-            (Err(e), _) | (_, Err(e)) => return ffi::fail(e),
-        };
-        st.shared = Some(Arc::new(Shared {
-            payload_offset,
-            rx_cntr: st.rx_cntr.map(CntrObj::core),
-            rx: Mutex::new(rx),
-            tx: Mutex::new(tx),
-            _region: region,
-        }));
-        0
+        let rx_cntr = st.rx_cntr.map(CntrObj::core);
+        match Shared::carve(self.domain, payload_offset, (n_rx, n_tx), len, rx_cntr) {
+            Ok(shared) => {
+                st.shared = Some(Arc::new(shared));
+                0
+            }
+            Err(e) => ffi::fail(e),
+        }
     }
 }
 
@@ -664,15 +689,29 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             return errno::INVAL;
         };
         // SAFETY: the application's fid to bind: each check reads its class and table only.
-        let (cq, av, eq, cntr, stx) = unsafe {
+        let (cq, av, eq, cntr, stx, srx) = unsafe {
             (
                 crate::cq::ours(bfid),
                 crate::av::ours(bfid),
                 crate::eq::ours(bfid),
                 crate::cntr::ours(bfid),
                 crate::stx::ours(bfid),
+                crate::srx::ours(bfid),
             )
         };
+        if let Some(s) = srx {
+            if !core::ptr::eq(s.domain, e.domain) {
+                return errno::INVAL;
+            }
+            if flags != 0 {
+                return errno::BADFLAGS;
+            }
+            return match s.with_core(|core| ep.bind_srx(dom, core)) {
+                Ok(Ok(())) => 0,
+                Ok(Err(err)) => ffi::fail(err),
+                Err(err) => err,
+            };
+        }
         if let Some(s) = stx {
             if !core::ptr::eq(s.domain, e.domain) {
                 return errno::INVAL;
@@ -749,8 +788,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             }
             return 0;
         }
-        // Wait sets, registrations, domains, shared receive contexts and other providers'
-        // fids.
+        // Wait sets, registrations, domains and other providers' fids.
         errno::INVAL
     })
 }

@@ -156,9 +156,6 @@ pub(crate) fn check_provider(h: &Hints) -> Result<(), String> {
     if !matches!(h.protocol, 0 | PROTOCOL) {
         return Err("another protocol asked for".into());
     }
-    if h.rx_ctx_cnt == sys::FI_SHARED_CONTEXT as usize {
-        return Err("shared receive contexts are not offered through libfabric yet".into());
-    }
     if h.auth_key_size > 0 {
         return Err("no authorization keys".into());
     }
@@ -206,12 +203,15 @@ pub(crate) fn offer(h: &Hints, d: &Description) -> Result<Offer, String> {
     }
     let ep = &d.ep;
     let (max_tx, max_rx) = max_contexts(&d.caps, d.capacities.queues);
-    // FI_SHARED_CONTEXT asks for a shared transmit context (crate::stx), not a count.
-    let tx_asked = if h.tx_ctx_cnt == sys::FI_SHARED_CONTEXT as usize {
-        0
-    } else {
-        h.tx_ctx_cnt
+    // FI_SHARED_CONTEXT asks for a shared context (crate::stx, crate::srx), not a count.
+    let count = |n: usize| {
+        if n == sys::FI_SHARED_CONTEXT as usize {
+            0
+        } else {
+            n
+        }
     };
+    let (tx_asked, rx_asked) = (count(h.tx_ctx_cnt), count(h.rx_ctx_cnt));
     let too_big = [
         (h.max_msg_size, ep.ep.max_msg_size, "max_msg_size"),
         (h.tx_size, ep.tx.size, "tx_attr->size"),
@@ -220,7 +220,7 @@ pub(crate) fn offer(h: &Hints, d: &Description) -> Result<Offer, String> {
         (h.rx_size, ep.rx.size, "rx_attr->size"),
         (h.rx_iov_limit, ep.rx.iov_limit, "rx_attr->iov_limit"),
         (tx_asked, max_tx, "ep_attr->tx_ctx_cnt"),
-        (h.rx_ctx_cnt, max_rx, "ep_attr->rx_ctx_cnt"),
+        (rx_asked, max_rx, "ep_attr->rx_ctx_cnt"),
     ];
     for (asked, has, what) in too_big {
         if asked > has {
@@ -456,9 +456,10 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
         let (max_tx, max_rx) = max_contexts(&d.caps, d.capacities.queues);
         dom.max_ep_tx_ctx = max_tx;
         dom.max_ep_rx_ctx = max_rx;
-        // An endpoint binds one shared transmit context (crate::stx).
+        // An endpoint binds one shared transmit and one shared receive context (crate::stx,
+        // crate::srx).
         dom.max_ep_stx_ctx = 1;
-        dom.max_ep_srx_ctx = 0;
+        dom.max_ep_srx_ctx = 1;
         dom.cntr_cnt = crate::cntr::POOL_PER_KIND;
         dom.mr_iov_limit = 1;
         dom.caps = o.caps & REMOTE_COMM;

@@ -16,7 +16,7 @@
 //! (describing and measuring a NIC), [`table`] (the process's open NICs), [`getinfo`];
 //! the objects — `fabric`, `eq` (event queues), `domain`, `mr` (registrations), `av`
 //! (address vectors), `cq` (completion queues), `cntr` (counters), `waitset` (wait sets), `ep` (endpoints and their control calls),
-//! `msg` (their message calls), `multi` (multi-receive buffers), `ops` (operations in flight), `sep` (scalable endpoints), `stx` (shared transmit contexts) —; `nosys` (the `-FI_ENOSYS`
+//! `msg` (their message calls), `multi` (multi-receive buffers), `ops` (operations in flight), `sep` (scalable endpoints), `stx`, `srx` (shared transmit and receive contexts) —; `nosys` (the `-FI_ENOSYS`
 //! entries of the ops tables).
 
 use core::cell::UnsafeCell;
@@ -40,6 +40,7 @@ mod nosys;
 mod ops;
 pub mod params;
 mod sep;
+mod srx;
 mod stx;
 pub mod sys;
 pub mod table;

@@ -10,6 +10,7 @@ use core::ffi::c_void;
 use ringfab::av::FiAddr;
 use ringfab::flags::OpFlags;
 
+use crate::domain::DomainObj;
 use crate::ep::{EpObj, Shared};
 use crate::ffi::{self, Ret};
 use crate::multi::Multi;
@@ -18,10 +19,17 @@ use crate::sys;
 
 /// One buffer of the application's: address, length, descriptor.
 #[derive(Clone, Copy)]
-struct AppBuf {
-    addr: usize,
-    len: usize,
+pub(crate) struct AppBuf {
+    pub(crate) addr: usize,
+    pub(crate) len: usize,
     desc: *mut c_void,
+}
+
+impl AppBuf {
+    /// The buffer at `addr`, `len` bytes, registered under `desc`.
+    pub(crate) fn new(addr: usize, len: usize, desc: *mut c_void) -> AppBuf {
+        AppBuf { addr, len, desc }
+    }
 }
 
 /// What every message entry point does first: runs `f` for the call `what` under
@@ -48,14 +56,13 @@ unsafe fn on_ep(
 ///
 /// # Safety
 /// Each descriptor null or from `fi_mr_desc` of an open registration.
-unsafe fn check(e: &EpObj, bufs: &[AppBuf]) -> Result<(), isize> {
+pub(crate) unsafe fn check(domain: &DomainObj, bufs: &[AppBuf]) -> Result<(), isize> {
     for b in bufs.iter().filter(|b| b.len > 0) {
         if b.addr == 0 {
             return Err(isize::neg(sys::FI_EINVAL));
         }
         // SAFETY: the caller's promise.
-        unsafe { crate::mr::check(b.desc, e.domain(), b.addr, b.len) }
-            .map_err(|err| err as isize)?;
+        unsafe { crate::mr::check(b.desc, domain, b.addr, b.len) }.map_err(|err| err as isize)?;
     }
     Ok(())
 }
@@ -64,7 +71,7 @@ unsafe fn check(e: &EpObj, bufs: &[AppBuf]) -> Result<(), isize> {
 ///
 /// # Safety
 /// `iov` holds `count` entries and `desc` null or `count` entries (fi_msg(3)).
-unsafe fn bufs_of(
+pub(crate) unsafe fn bufs_of(
     iov: *const sys::iovec,
     desc: *mut *mut c_void,
     count: usize,
@@ -108,7 +115,7 @@ unsafe fn post_recv(
         return isize::neg(sys::FI_EINVAL);
     }
     // SAFETY: the caller's promise.
-    if let Err(err) = unsafe { check(e, bufs) } {
+    if let Err(err) = unsafe { check(e.domain(), bufs) } {
         return err;
     }
     let b = bufs.first().map_or((0, 0), |b| (b.addr, b.len));
@@ -154,7 +161,7 @@ unsafe fn post_multi_recv(
         return isize::neg(sys::FI_EINVAL);
     }
     // SAFETY: the caller's promise.
-    if let Err(err) = unsafe { check(e, bufs) } {
+    if let Err(err) = unsafe { check(e.domain(), bufs) } {
         return err;
     }
     let dom = e.domain().core();
@@ -207,7 +214,7 @@ unsafe fn post_send(
     flags: Option<OpFlags>,
 ) -> isize {
     // SAFETY: the caller's promise.
-    if let Err(err) = unsafe { check(e, bufs) } {
+    if let Err(err) = unsafe { check(e.domain(), bufs) } {
         return err;
     }
     let total: usize = bufs.iter().map(|b| b.len).sum();

@@ -7,8 +7,7 @@
 //! that is free (endpoints take theirs from the bottom: their receive context number).
 //! `fi_close` is `-FI_EBUSY` while an endpoint is bound. Core's limits hold (32 endpoints per
 //! context; the shared queue has no interrupt, so a blocking read of an endpoint's CQ finds
-//! its sends by polling every 10 ms). Shared receive contexts (`fi_srx_context`) are not
-//! offered yet.
+//! its sends by polling every 10 ms). Shared receive contexts are [`crate::srx`]'s.
 
 use core::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -7,7 +7,9 @@
  * context named by fi_rx_addr gets its own messages on its own CQ, each transmit context
  * completes on its own CQ, the contexts share the scalable endpoint's address, and the
  * scalable endpoint cannot be closed while a context is open. Then two endpoints of node r
- * share one transmit context, each completing on its own CQ. Prints "N passed, N failed".
+ * share one transmit context, each completing on its own CQ, and two share one receive
+ * context, whose receives complete on the CQ of the endpoint each message was for. Prints
+ * "N passed, N failed".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,15 @@ static struct fi_info *get_info(const char *domain, uint64_t caps, size_t ctx_cn
 	CHECK(ret == 0, "fi_getinfo(%s, %zu contexts): %d", domain, ctx_cnt, ret);
 	return ret ? NULL : info;
 }
+
+/* fi_rx_size_left, which libfabric 1.17 marks deprecated, on a shared receive context. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static ssize_t rx_size_left(struct fid_ep *ep)
+{
+	return fi_rx_size_left(ep);
+}
+#pragma GCC diagnostic pop
 
 static double now_s(void)
 {
@@ -293,6 +304,76 @@ int main(void)
 			CHECK(fi_close(&shcq[i]->fid) == 0, "fi_close(cq)");
 		}
 		CHECK(fi_close(&stx->fid) == 0, "fi_close(stx)");
+	}
+
+	/* fi_endpoint(3), SHARED CONTEXTS: "Users post receive buffers directly to a shared
+	 * receive context, with the buffers usable by any endpoint bound to the shared receive
+	 * context. Shared receive contexts are not associated with completion queues or
+	 * counters. Completed receive operations are posted to the CQs bound to the
+	 * endpoint." */
+	{
+		struct fid_ep *srx, *sh[2];
+		struct fid_cq *shcq[2];
+		struct fi_info *info = fi_dupinfo(ri);
+		fi_addr_t to_sh[2];
+		char shname[2][8];
+		int rcv[3];
+		CHECK(ri->domain_attr->max_ep_srx_ctx >= 1, "max_ep_srx_ctx %zu",
+		      ri->domain_attr->max_ep_srx_ctx);
+		ret = fi_srx_context(rdom, NULL, &srx, NULL);
+		CHECK(ret == 0, "fi_srx_context: %zd", ret);
+		info->ep_attr->tx_ctx_cnt = 1;
+		info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+		for (int i = 0; i < 2; i++) {
+			((unsigned char *)info->src_addr)[7] = i;
+			ret = fi_endpoint(rdom, info, &sh[i], NULL);
+			CHECK(ret == 0, "fi_endpoint(shared rx) %d: %zd", i, ret);
+			CHECK(fi_cq_open(rdom, &cq_attr, &shcq[i], NULL) == 0, "fi_cq_open");
+			CHECK(fi_ep_bind(sh[i], &rav->fid, 0) == 0, "fi_ep_bind(av)");
+			ret = fi_ep_bind(sh[i], &srx->fid, 0);
+			CHECK(ret == 0, "fi_ep_bind(srx) %d: %zd", i, ret);
+			CHECK(fi_ep_bind(sh[i], &shcq[i]->fid, FI_TRANSMIT | FI_RECV) == 0,
+			      "fi_ep_bind(cq)");
+			ret = fi_enable(sh[i]);
+			CHECK(ret == 0, "fi_enable(shared rx) %d: %zd", i, ret);
+			len = sizeof(shname[i]);
+			CHECK(fi_getname(&sh[i]->fid, shname[i], &len) == 0, "fi_getname");
+			CHECK(fi_av_insert(sav, shname[i], 1, &to_sh[i], 0, NULL) == 1,
+			      "fi_av_insert");
+		}
+		fi_freeinfo(info);
+		CHECK(rx_size_left(srx) > 0, "fi_rx_size_left(srx)");
+		for (int i = 0; i < 2; i++) {
+			ret = fi_recv(srx, rbuf + i * 2048, 2048, fi_mr_desc(rmr), 0, &rcv[i]);
+			CHECK(ret == 0, "fi_recv(srx): %zd", ret);
+		}
+		/* The first message takes the first receive, whichever endpoint it is for. */
+		for (int i = 1; i >= 0; i--) {
+			snprintf(sbuf, 64, "for endpoint %d", i);
+			ret = fi_send(ep, sbuf, 15, fi_mr_desc(smr), to_sh[i], &sctx);
+			CHECK(ret == 0, "fi_send: %zd", ret);
+			ret = read_one(scq, &e);
+			CHECK(ret == 1, "send completion: %zd", ret);
+			ret = read_one(shcq[i], &e);
+			CHECK(ret == 1 && e.op_context == &rcv[1 - i] && e.len == 15 &&
+				      !strncmp(e.buf, sbuf, 15),
+			      "endpoint %d's CQ has the shared receive: %zd", i, ret);
+			ret = fi_cq_read(shcq[1 - i], &e, 1);
+			CHECK(ret == -FI_EAGAIN, "and the other endpoint's has none: %zd", ret);
+		}
+		ret = fi_recv(srx, rbuf, 2048, fi_mr_desc(rmr), 0, &rcv[2]);
+		CHECK(ret == 0, "fi_recv(srx): %zd", ret);
+		ret = fi_cancel(&srx->fid, &rcv[2]);
+		CHECK(ret == 0, "fi_cancel(srx): %zd", ret);
+		ret = fi_cancel(&srx->fid, &rcv[2]);
+		CHECK(ret == -FI_ENOENT, "fi_cancel(srx) again: %zd", ret);
+		ret = fi_close(&srx->fid);
+		CHECK(ret == -FI_EBUSY, "fi_close(srx) with endpoints bound: %zd", ret);
+		for (int i = 0; i < 2; i++) {
+			CHECK(fi_close(&sh[i]->fid) == 0, "fi_close(ep)");
+			CHECK(fi_close(&shcq[i]->fid) == 0, "fi_close(cq)");
+		}
+		CHECK(fi_close(&srx->fid) == 0, "fi_close(srx)");
 	}
 	CHECK(fi_close(&ep->fid) == 0, "fi_close(ep)");
 	CHECK(fi_close(&scq->fid) == 0, "fi_close(cq)");
