@@ -713,6 +713,34 @@ mod tests {
     }
 
     #[test]
+    fn context_counts_are_the_nics_and_shared_contexts_are_kept() {
+        let d = igb(Wanted::default());
+        let (tx, rx) = max_contexts(&d.caps, d.capacities.queues);
+        assert!(tx > 1 && rx > 1, "the 82576 steers by address: {tx}, {rx}");
+        let within = Hints {
+            tx_ctx_cnt: tx,
+            rx_ctx_cnt: rx,
+            ..Hints::default()
+        };
+        assert_eq!(offer(&within, &d).unwrap().ctx_cnt, (tx, rx));
+        let beyond = Hints {
+            rx_ctx_cnt: rx + 1,
+            ..Hints::default()
+        };
+        assert!(offer(&beyond, &d).is_err());
+        let shared = sys::FI_SHARED_CONTEXT as usize;
+        let sharing = Hints {
+            tx_ctx_cnt: shared,
+            rx_ctx_cnt: shared,
+            ..Hints::default()
+        };
+        check_provider(&sharing).unwrap();
+        assert_eq!(offer(&sharing, &d).unwrap().ctx_cnt, (shared, shared));
+        let unasked = offer(&Hints::default(), &d).unwrap();
+        assert_eq!(unasked.ctx_cnt, (1, 1));
+    }
+
+    #[test]
     fn src_addr_picks_the_nic_with_that_address() {
         let d = igb(Wanted::default());
         let mine = Hints {
