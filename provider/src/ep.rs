@@ -297,7 +297,9 @@ static MSG_OPS: Ops<sys::fi_ops_msg> = Ops(sys::fi_ops_msg {
     injectdata: Some(crate::msg::injectdata),
 });
 
-static RMA_OPS: Ops<sys::fi_ops_rma> = Ops(nosys_table!(fi_ops_rma {
+/// The tables of calls no endpoint, context or shared context of the provider offers
+/// (`-FI_ENOSYS`), shared by all of them.
+pub(crate) static RMA_OPS: Ops<sys::fi_ops_rma> = Ops(nosys_table!(fi_ops_rma {
     read,
     readv,
     readmsg,
@@ -309,7 +311,7 @@ static RMA_OPS: Ops<sys::fi_ops_rma> = Ops(nosys_table!(fi_ops_rma {
     injectdata
 }));
 
-static TAGGED_OPS: Ops<sys::fi_ops_tagged> = Ops(nosys_table!(fi_ops_tagged {
+pub(crate) static TAGGED_OPS: Ops<sys::fi_ops_tagged> = Ops(nosys_table!(fi_ops_tagged {
     recv,
     recvv,
     recvmsg,
@@ -321,7 +323,7 @@ static TAGGED_OPS: Ops<sys::fi_ops_tagged> = Ops(nosys_table!(fi_ops_tagged {
     injectdata
 }));
 
-static ATOMIC_OPS: Ops<sys::fi_ops_atomic> = Ops(nosys_table!(fi_ops_atomic {
+pub(crate) static ATOMIC_OPS: Ops<sys::fi_ops_atomic> = Ops(nosys_table!(fi_ops_atomic {
     write,
     writev,
     writemsg,
@@ -337,19 +339,20 @@ static ATOMIC_OPS: Ops<sys::fi_ops_atomic> = Ops(nosys_table!(fi_ops_atomic {
     compwritevalid,
 }));
 
-static COLLECTIVE_OPS: Ops<sys::fi_ops_collective> = Ops(nosys_table!(fi_ops_collective {
-    barrier,
-    broadcast,
-    alltoall,
-    allreduce,
-    allgather,
-    reduce_scatter,
-    reduce,
-    scatter,
-    gather,
-    msg,
-    barrier2,
-}));
+pub(crate) static COLLECTIVE_OPS: Ops<sys::fi_ops_collective> =
+    Ops(nosys_table!(fi_ops_collective {
+        barrier,
+        broadcast,
+        alltoall,
+        allreduce,
+        allgather,
+        reduce_scatter,
+        reduce,
+        scatter,
+        gather,
+        msg,
+        barrier2,
+    }));
 
 /// The endpoint `fid` is, if it is one of this provider's.
 ///

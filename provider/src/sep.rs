@@ -20,7 +20,6 @@ use ringfab::entry::OpContext;
 use ringfab::flags::OpFlags;
 use ringfab::sep::{Context, CtxAttr, ScalableEndpoint, SepAttr};
 
-use crate::av::AvObj;
 use crate::domain::DomainObj;
 use crate::ep::EpObj;
 use crate::ffi::{self, errno};
@@ -44,8 +43,6 @@ pub(crate) struct SepObj {
 struct SepState {
     /// Contexts open.
     contexts: usize,
-    /// The AV bound.
-    av: Option<&'static AvObj>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -101,56 +98,6 @@ static MSG_OPS: Ops<sys::fi_ops_msg> = Ops(nosys_table!(fi_ops_msg {
     inject,
     senddata,
     injectdata
-}));
-static RMA_OPS: Ops<sys::fi_ops_rma> = Ops(nosys_table!(fi_ops_rma {
-    read,
-    readv,
-    readmsg,
-    write,
-    writev,
-    writemsg,
-    inject,
-    writedata,
-    injectdata
-}));
-static TAGGED_OPS: Ops<sys::fi_ops_tagged> = Ops(nosys_table!(fi_ops_tagged {
-    recv,
-    recvv,
-    recvmsg,
-    send,
-    sendv,
-    sendmsg,
-    inject,
-    senddata,
-    injectdata
-}));
-static ATOMIC_OPS: Ops<sys::fi_ops_atomic> = Ops(nosys_table!(fi_ops_atomic {
-    write,
-    writev,
-    writemsg,
-    inject,
-    readwrite,
-    readwritev,
-    readwritemsg,
-    compwrite,
-    compwritev,
-    compwritemsg,
-    writevalid,
-    readwritevalid,
-    compwritevalid,
-}));
-static COLLECTIVE_OPS: Ops<sys::fi_ops_collective> = Ops(nosys_table!(fi_ops_collective {
-    barrier,
-    broadcast,
-    alltoall,
-    allreduce,
-    allgather,
-    reduce_scatter,
-    reduce,
-    scatter,
-    gather,
-    msg,
-    barrier2,
 }));
 
 /// The scalable endpoint `fid` is, if it is one of this provider's.
@@ -212,10 +159,10 @@ pub(crate) unsafe extern "C" fn open(
                 ops: EP_OPS.ptr(),
                 cm: CM_OPS.ptr(),
                 msg: MSG_OPS.ptr(),
-                rma: RMA_OPS.ptr(),
-                tagged: TAGGED_OPS.ptr(),
-                atomic: ATOMIC_OPS.ptr(),
-                collective: COLLECTIVE_OPS.ptr(),
+                rma: crate::ep::RMA_OPS.ptr(),
+                tagged: crate::ep::TAGGED_OPS.ptr(),
+                atomic: crate::ep::ATOMIC_OPS.ptr(),
+                collective: crate::ep::COLLECTIVE_OPS.ptr(),
             },
             domain: d.retain(),
             core: UnsafeCell::new(Some(core)),
@@ -310,7 +257,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
         if flags != 0 {
             return errno::BADFLAGS;
         }
-        let mut st = lock(&s.state);
+        let st = lock(&s.state);
         let dom = s.domain.core();
         let r = s.with_core_mut(&st, |slot| {
             slot.as_mut().map(|core| av.with(|a| core.bind_av(dom, a)))
@@ -320,10 +267,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             return ffi::neg(sys::FI_EOPBADSTATE as i32);
         };
         match r {
-            Ok(Ok(())) => {
-                st.av = Some(av);
-                0
-            }
+            Ok(Ok(())) => 0,
             Ok(Err(e)) => ffi::fail(e),
             Err(e) => e,
         }

@@ -98,56 +98,6 @@ static MSG_OPS: Ops<sys::fi_ops_msg> = Ops(sys::fi_ops_msg {
         injectdata
     })
 });
-static RMA_OPS: Ops<sys::fi_ops_rma> = Ops(nosys_table!(fi_ops_rma {
-    read,
-    readv,
-    readmsg,
-    write,
-    writev,
-    writemsg,
-    inject,
-    writedata,
-    injectdata
-}));
-static TAGGED_OPS: Ops<sys::fi_ops_tagged> = Ops(nosys_table!(fi_ops_tagged {
-    recv,
-    recvv,
-    recvmsg,
-    send,
-    sendv,
-    sendmsg,
-    inject,
-    senddata,
-    injectdata
-}));
-static ATOMIC_OPS: Ops<sys::fi_ops_atomic> = Ops(nosys_table!(fi_ops_atomic {
-    write,
-    writev,
-    writemsg,
-    inject,
-    readwrite,
-    readwritev,
-    readwritemsg,
-    compwrite,
-    compwritev,
-    compwritemsg,
-    writevalid,
-    readwritevalid,
-    compwritevalid,
-}));
-static COLLECTIVE_OPS: Ops<sys::fi_ops_collective> = Ops(nosys_table!(fi_ops_collective {
-    barrier,
-    broadcast,
-    alltoall,
-    allreduce,
-    allgather,
-    reduce_scatter,
-    reduce,
-    scatter,
-    gather,
-    msg,
-    barrier2,
-}));
 
 /// The shared receive context `fid` is, if it is one of this provider's.
 ///
@@ -212,10 +162,10 @@ pub(crate) unsafe extern "C" fn open(
                 ops: EP_OPS.ptr(),
                 cm: CM_OPS.ptr(),
                 msg: MSG_OPS.ptr(),
-                rma: RMA_OPS.ptr(),
-                tagged: TAGGED_OPS.ptr(),
-                atomic: ATOMIC_OPS.ptr(),
-                collective: COLLECTIVE_OPS.ptr(),
+                rma: crate::ep::RMA_OPS.ptr(),
+                tagged: crate::ep::TAGGED_OPS.ptr(),
+                atomic: crate::ep::ATOMIC_OPS.ptr(),
+                collective: crate::ep::COLLECTIVE_OPS.ptr(),
             },
             domain: d.retain(),
             serial: crate::ep::next_serial(),
