@@ -12,9 +12,13 @@
 //! order with core's: `fi_cq_read` returns the successes before an error, then
 //! `-FI_EAVAIL` until `fi_cq_readerr` takes it, as core does for its own errors.
 //!
+//! The success of an operation posted without `FI_COMPLETION` under selective completion
+//! gives its buffer back and makes no entry ([`crate::ep`], "Selective completion").
+//!
 //! Wait objects are core's: `FI_WAIT_NONE`, `FI_WAIT_UNSPEC`, `FI_WAIT_YIELD`, and
 //! `FI_WAIT_FD`, whose descriptor `fi_control(FI_GETWAIT)` gives (the emulated NIC's
-//! interrupt eventfd); wait sets (`FI_WAIT_SET`) are not offered yet.
+//! interrupt eventfd), with `fi_trywait` before blocking on it; and `FI_WAIT_SET`, in a wait
+//! set of [`crate::waitset`]'s.
 
 use core::ffi::{c_char, c_int, c_void};
 use std::collections::VecDeque;
@@ -33,10 +37,12 @@ use ringfab::{Error, WaitObj};
 use crate::domain::DomainObj;
 use crate::ffi::{self, errno, Ret};
 use crate::fid::{self, Ops};
+use crate::multi::Multi;
 use crate::nosys;
 use crate::ops;
 use crate::sys;
 use crate::table::ProvNic;
+use crate::waitset::WaitSetObj;
 
 /// Completions read from core at once.
 const BATCH: usize = 64;
@@ -58,6 +64,8 @@ pub(crate) struct CqObj {
     /// buffer; and what `fi_cq_strerror` writes without one.
     err_buf: Mutex<[u8; ERR_DATA_MAX]>,
     str_buf: Mutex<[u8; 256]>,
+    /// The wait set it was opened in (`FI_WAIT_SET`), which it leaves when it closes.
+    wait_set: Option<&'static WaitSetObj>,
 }
 
 /// A translated entry.
@@ -152,10 +160,17 @@ pub(crate) unsafe extern "C" fn open(
             (Ok(w), Ok(c)) => (w, c),
             (Err(e), _) | (_, Err(e)) => return ffi::fail(e),
         };
-        if wait_obj == WaitObj::Set {
-            // No fi_wait_open yet: no wait set to name.
-            return errno::NOSYS;
-        }
+        // fi_cq(3): "If specified, the wait_set field must reference an existing wait set
+        // object."
+        let wait_set = if wait_obj == WaitObj::Set {
+            // SAFETY: the application's wait set fid, checked to be one of ours.
+            match unsafe { crate::waitset::ours(a.wait_set.cast()) } {
+                Some(w) => Some(w),
+                None => return errno::INVAL,
+            }
+        } else {
+            None
+        };
         let attr = CqAttr {
             size: a.size,
             flags: CqFlags::from_bits_retain(a.flags),
@@ -165,9 +180,13 @@ pub(crate) unsafe extern "C" fn open(
             wait_cond,
             wait_set: None,
         };
-        let core = match d.core().open_cq::<Tagged>(&attr) {
+        let opened = match wait_set {
+            Some(w) => w.open_cq(d, &attr),
+            None => d.core().open_cq::<Tagged>(&attr).map_err(ffi::fail),
+        };
+        let core = match opened {
             Ok(cq) => cq,
-            Err(e) => return ffi::fail(e),
+            Err(e) => return e,
         };
         let obj = Box::new(CqObj {
             fid: sys::fid_cq {
@@ -180,9 +199,15 @@ pub(crate) unsafe extern "C" fn open(
             ready: Mutex::new(VecDeque::new()),
             err_buf: Mutex::new([0; ERR_DATA_MAX]),
             str_buf: Mutex::new([0; 256]),
+            wait_set,
         });
-        // SAFETY: checked not null; the CQ is the caller's until fi_close.
-        unsafe { *cq = Box::into_raw(obj).cast() };
+        let obj: &'static CqObj = Box::leak(obj);
+        if let Some(w) = wait_set {
+            w.join(obj);
+        }
+        // SAFETY: checked not null; the CQ is the caller's until fi_close (which frees the
+        // leaked box).
+        unsafe { *cq = (obj as *const CqObj).cast_mut().cast() };
         0
     })
 }
@@ -204,6 +229,9 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         drop(guard);
         // Entries read from core and not taken: their records are gone already.
         lock(&c.ready).clear();
+        if let Some(w) = c.wait_set {
+            w.leave(c);
+        }
         let domain = c.domain;
         // SAFETY: made by Box::into_raw in `open`, closed once.
         unsafe { fid::free(c) };
@@ -269,9 +297,85 @@ impl CqObj {
             &mut bufs[..want],
         )?;
         for ((e, s), b) in entries.iter().zip(src).zip(bufs.iter_mut()).take(n) {
-            ready.push_back(translate(*e, s, b.take()));
+            ready.extend(translate(*e, s, b.take()));
         }
         Ok(n)
+    }
+
+    /// `fi_trywait` of this CQ: `Ok` if nothing is waiting to be read (neither here nor in
+    /// core), with the interrupts armed so that the next completion makes the wait object
+    /// signal; `-FI_EAGAIN` otherwise (fi_poll(3)).
+    pub(crate) fn trywait(&self) -> c_int {
+        let ready = lock(&self.ready);
+        if !ready.is_empty() {
+            return ffi::neg(sys::FI_EAGAIN);
+        }
+        let guard = self.core.read().unwrap_or_else(PoisonError::into_inner);
+        match guard.as_ref().map(|core| core.trywait(self.domain.core())) {
+            Some(Ok(())) => 0,
+            Some(Err(e)) => ffi::fail(e),
+            None => errno::INVAL,
+        }
+    }
+
+    /// Takes the error at the head of core's queue into `ready`, translated (the provider's
+    /// record taken, the buffer given back), or drops it if it is one the application does
+    /// not see ([`crate::multi`]).
+    fn take_core_err(&self, ready: &mut VecDeque<Ready>) -> Result<(), Error> {
+        let mut guard = self.core.write().unwrap_or_else(PoisonError::into_inner);
+        let core = guard.as_mut().ok_or(Error::OpBadState)?;
+        let mut e = ErrEntry::default();
+        let (data, buf) = match core.readerr_owned(self.domain.core(), &mut e, None, 0)? {
+            (ErrDataOut::Provider(d), b) => (d.to_vec(), b),
+            (ErrDataOut::Copied(_), b) => (Vec::new(), b),
+        };
+        drop(guard);
+        let Some(rec) = ops::take(e.op_context) else {
+            ready.push_back(Ready::Err(e, data));
+            return Ok(());
+        };
+        if let Some(b) = buf {
+            rec.shared
+                .give_back(b, e.flags.contains(CompletionFlags::RECV));
+        }
+        let mut out = ErrEntry {
+            op_context: OpContext(rec.context),
+            buf: rec.recv.map_or(BufAddr::NULL, |(a, _)| BufAddr(a)),
+            ..e
+        };
+        if let Some(m) = &rec.multi {
+            let (report, release) = m.failed(e.op_context);
+            if !report {
+                return Ok(());
+            }
+            out.buf = BufAddr(m.app);
+            if release {
+                out.flags |= CompletionFlags::MULTI_RECV;
+            }
+        }
+        ready.push_back(Ready::Err(out, data));
+        Ok(())
+    }
+
+    /// Whether translated entries wait to be read.
+    pub(crate) fn has_ready(&self) -> bool {
+        !lock(&self.ready).is_empty()
+    }
+
+    /// Takes everything core has completed into `ready` (translated: buffers back to their
+    /// endpoints, silent successes settled), for an endpoint's progress
+    /// ([`EpObj::progress`](crate::ep::EpObj::progress)). Errors are taken in order too, and
+    /// wait in `ready` for `fi_cq_readerr`.
+    pub(crate) fn progress(&self) {
+        let mut ready = lock(&self.ready);
+        loop {
+            match self.pull(&mut ready, BATCH) {
+                Ok(1..) => {}
+                // An error at the head of core's queue: taken, in order, and on.
+                Err(Error::Avail) if self.take_core_err(&mut ready).is_ok() => {}
+                _ => break,
+            }
+        }
     }
 
     /// Writes up to `count` ready entries into `buf` (and their sources into `src`, if not
@@ -309,6 +413,14 @@ impl CqObj {
                 None => match self.pull(&mut ready, count - n) {
                     Ok(0) => break,
                     Ok(_) => {}
+                    // An error of core's at the head: taken into `ready`, in order, unless it
+                    // is one the application does not see (then the read goes on).
+                    Err(Error::Avail) if n == 0 => {
+                        if let Err(e) = self.take_core_err(&mut ready) {
+                            core_err = Some(e);
+                            break;
+                        }
+                    }
                     Err(e) => {
                         core_err = Some(e);
                         break;
@@ -372,13 +484,17 @@ impl CqObj {
 }
 
 /// One completion of core's, as the application sees it: the provider's record taken, the
-/// payload copied, the endpoint's buffer given back.
-fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Ready {
+/// payload copied, the endpoint's buffer given back. `None` for the success of an operation
+/// posted without `FI_COMPLETION` under selective completion ([`crate::ep::Selective`]).
+fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<Ready> {
     let Some(rec) = ops::take(e.op_context) else {
         // A completion of no operation of the application's (core's own context for an
         // endpoint: the application's fi_endpoint context), or of an endpoint now closed.
-        return Ready::Ok(e, src);
+        return Some(Ready::Ok(e, src));
     };
+    if let Some(m) = rec.multi.clone() {
+        return translate_multi(e, src, buf, &rec, &m);
+    }
     let mut out = TaggedEntry {
         op_context: OpContext(rec.context),
         ..e
@@ -399,6 +515,9 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Ready {
         if e.len > app_len {
             // fi_cq(3): a message longer than the buffer completes in error, FI_ETRUNC, with
             // the bytes that did not fit in `olen`.
+            if let Some(c) = rec.shared.rx_cntr {
+                crate::cntr::recount_truncated(c, e.len);
+            }
             let err = ErrEntry {
                 op_context: out.op_context,
                 flags: out.flags,
@@ -420,7 +539,64 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Ready {
     if let Some(b) = buf {
         rec.shared.give_back(b, is_recv);
     }
-    result.unwrap_or(Ready::Ok(out, src))
+    match result {
+        Some(err) => Some(err),
+        None if rec.silent => None,
+        None => Some(Ready::Ok(out, src)),
+    }
+}
+
+/// A slot of a multi-receive buffer completed ([`crate::multi`]): its payload placed in the
+/// application's buffer, the entry pointing there; `FI_MULTI_RECV` on the one that releases
+/// the buffer.
+fn translate_multi(
+    e: TaggedEntry,
+    src: FiAddr,
+    buf: Option<Buf<'static>>,
+    rec: &ops::Record,
+    m: &std::sync::Arc<Multi>,
+) -> Option<Ready> {
+    let off = rec.shared.payload_offset;
+    let placed = match buf.as_ref() {
+        Some(b) => m.place(e.op_context, b, off, e.len),
+        None => m.place_nothing(e.op_context),
+    };
+    if let Some(b) = buf {
+        rec.shared.give_back(b, true);
+    }
+    let mut flags = e.flags;
+    if placed.release {
+        flags |= CompletionFlags::MULTI_RECV;
+    }
+    let out = TaggedEntry {
+        op_context: OpContext(m.context),
+        flags,
+        len: placed.len,
+        buf: BufAddr(placed.buf),
+        ..e
+    };
+    if placed.olen > 0 {
+        // fi_cq(3): FI_ETRUNC, with the bytes that did not fit in `olen`.
+        if let Some(c) = rec.shared.rx_cntr {
+            crate::cntr::recount_truncated(c, e.len);
+        }
+        let err = ErrEntry {
+            op_context: out.op_context,
+            flags,
+            len: placed.len,
+            buf: out.buf,
+            data: out.data,
+            olen: placed.olen,
+            err: Error::Trunc.errno(),
+            src_addr: src.0,
+            ..ErrEntry::default()
+        };
+        return Some(Ready::Err(err, Vec::new()));
+    }
+    if m.silent && !placed.release {
+        return None;
+    }
+    Some(Ready::Ok(out, src))
 }
 
 /// The CQ of an `fid_cq` from the application, as `isize`'s error if it is not one of ours.
@@ -514,32 +690,19 @@ unsafe extern "C" fn readerr(
                 _ => return isize::neg(sys::FI_EAGAIN),
             },
             None => {
-                let mut guard = c.core.write().unwrap_or_else(PoisonError::into_inner);
-                let Some(core) = guard.as_mut() else {
-                    return isize::neg(sys::FI_EINVAL);
-                };
-                let mut e = ErrEntry::default();
-                let (data, buf) = match core.readerr_owned(c.domain.core(), &mut e, None, 0) {
-                    Ok((ErrDataOut::Provider(d), b)) => (d.to_vec(), b),
-                    Ok((ErrDataOut::Copied(_), b)) => (Vec::new(), b),
-                    Err(err) => return ffi::fail(err),
-                };
-                drop(guard);
-                let e = match ops::take(e.op_context) {
-                    Some(rec) => {
-                        if let Some(b) = buf {
-                            rec.shared
-                                .give_back(b, e.flags.contains(CompletionFlags::RECV));
-                        }
-                        ErrEntry {
-                            op_context: OpContext(rec.context),
-                            buf: rec.recv.map_or(BufAddr::NULL, |(a, _)| BufAddr(a)),
-                            ..e
-                        }
+                if let Err(err) = c.take_core_err(&mut ready) {
+                    return ffi::fail(err);
+                }
+                match ready.pop_front() {
+                    Some(Ready::Err(e, d)) => (e, d),
+                    // The error belonged to nothing the application sees (a cancelled slot of
+                    // a multi-receive buffer before its last).
+                    Some(other) => {
+                        ready.push_front(other);
+                        return isize::neg(sys::FI_EAGAIN);
                     }
-                    None => e,
-                };
-                (e, data)
+                    None => return isize::neg(sys::FI_EAGAIN),
+                }
             }
         };
         drop(ready);

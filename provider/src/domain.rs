@@ -30,8 +30,10 @@ pub(crate) struct DomainObj {
     pub(crate) abi: ErrEntryAbi,
     /// The API version, for the objects that depend on it.
     pub(crate) api_version: u32,
-    /// Objects open on the domain (CQs, AVs, registrations, endpoints).
+    /// Objects open on the domain (CQs, AVs, registrations, endpoints, counters).
     children: AtomicUsize,
+    /// The counters `core` is made with: after it, so that it is dropped first.
+    pub(crate) cntrs: crate::cntr::Pool,
 }
 
 impl DomainObj {
@@ -73,6 +75,10 @@ static DOMAIN_OPS: Ops<sys::fi_ops_domain> = Ops(sys::fi_ops_domain {
     av_open: Some(crate::av::open),
     cq_open: Some(crate::cq::open),
     endpoint: Some(crate::ep::open),
+    cntr_open: Some(crate::cntr::open),
+    scalable_ep: Some(crate::sep::open),
+    stx_ctx: Some(crate::stx::open),
+    srx_ctx: Some(crate::srx::open),
     ..nosys_table!(fi_ops_domain {
         av_open,
         cq_open,
@@ -157,6 +163,9 @@ pub(crate) unsafe extern "C" fn open(
             }
         };
         let api = fab.api_version();
+        let cntrs = crate::cntr::Pool::new();
+        // SAFETY: the pool is the domain object's, declared after `core`: dropped after it.
+        let counters = unsafe { cntrs.refs() };
         let obj = Box::new(DomainObj {
             fid: sys::fid_domain {
                 fid: fid::new(sys::FI_CLASS_DOMAIN, context, &FI_OPS),
@@ -164,10 +173,13 @@ pub(crate) unsafe extern "C" fn open(
                 mr: MR_OPS.ptr(),
             },
             nic: opened,
-            core: Box::new(Domain::with_capacities(nic, &crate::nic::CAPACITIES)),
+            core: Box::new(
+                Domain::with_capacities(nic, &crate::nic::CAPACITIES).with_counters(counters),
+            ),
             abi: ErrEntryAbi::for_api(api >> 16, api & 0xffff),
             api_version: api,
             children: AtomicUsize::new(0),
+            cntrs,
         });
         // SAFETY: checked not null; the domain is the caller's until fi_close.
         unsafe { *domain = Box::into_raw(obj).cast() };

@@ -17,6 +17,15 @@
 //! send copies the application's payload behind the header in one of them. The buffers go
 //! back to the endpoint with their completions. Injects are core's own (core copies into its
 //! bounce buffers).
+//!
+//! # Selective completion
+//!
+//! Core completes an operation without `FI_COMPLETION` under `FI_SELECTIVE_COMPLETION`
+//! silently and drops its buffer back to the region it was carved from — whose memory is
+//! carved once — not to the endpoint. So the provider keeps the flag to itself
+//! ([`Selective`]): core's CQ is bound without it and reports everything, and the CQ drops the
+//! success of an operation recorded as silent after giving its buffer back. Counters, which
+//! count every completion, and errors, which are always reported (fi_cq(3)), are unchanged.
 
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,17 +33,20 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ringfab::entry::OpContext;
 use ringfab::ep::{Endpoint, EpAttr, EpOpt, EpType};
-use ringfab::flags::{BindFlags, OpFlags};
+use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
 use ringfab::mr::{Buf, MemoryRegion};
+use ringfab::sep::Context;
 use ringfab::Error;
 
 use crate::av::AvObj;
+use crate::cntr::CntrObj;
 use crate::cq::CqObj;
 use crate::domain::DomainObj;
 use crate::ffi::{self, errno, Ret};
 use crate::fid::{self, Ops};
 use crate::nosys::{self, nosys_table, NoSys};
 use crate::ops::{self, Record};
+use crate::sep::SepObj;
 use crate::sys;
 
 /// An endpoint as the provider allocates it.
@@ -44,16 +56,33 @@ pub(crate) struct EpObj {
     domain: &'static DomainObj,
     /// Tells this endpoint's records from others' ([`crate::ops`]).
     serial: u64,
+    /// For a context, its scalable endpoint (told when the context closes).
+    sep: Option<&'static SepObj>,
     state: Mutex<State>,
 }
 
+// SAFETY: the threading level is FI_THREAD_SAFE: libfabric calls an endpoint from any
+// thread. What is not `Sync` in it are the fid's pointers, to the provider's static,
+// read-only ops tables and to the application's context, which the provider never
+// dereferences; everything that changes is behind the state's mutex.
+unsafe impl Sync for EpObj {}
+// SAFETY: as for `Sync`: nothing in it belongs to one thread.
+unsafe impl Send for EpObj {}
+
 /// What the endpoint's calls change.
 struct State {
-    /// Core's endpoint (taken when it closes).
-    ep: Option<Endpoint>,
+    /// Core's endpoint or context (taken when it closes).
+    ep: Option<CoreEp>,
     /// What it is bound to, for the close (binding counts) and checks.
     cqs: Vec<&'static CqObj>,
     av: Option<&'static AvObj>,
+    /// Counters bound (each drives this endpoint's progress until it closes).
+    cntrs: Vec<&'static CntrObj>,
+    /// The one of them bound with `FI_RECV`.
+    rx_cntr: Option<&'static CntrObj>,
+    /// `FI_SELECTIVE_COMPLETION` on the transmit and on the receive CQ binding: the provider's
+    /// to honour (see the module documentation).
+    selective: Selective,
     /// The endpoint's buffers, once enabled.
     shared: Option<Arc<Shared>>,
 }
@@ -63,6 +92,10 @@ struct State {
 pub(crate) struct Shared {
     /// Where the payload starts in a buffer (behind ringfab's header).
     pub(crate) payload_offset: usize,
+    /// The counter of receives, if one is bound: a receive the provider truncates is a
+    /// success to core, and the CQ counts it again as an error
+    /// ([`crate::cntr::recount_truncated`]).
+    pub(crate) rx_cntr: Option<&'static crate::cntr::CoreCntr>,
     rx: Mutex<Vec<Buf<'static>>>,
     tx: Mutex<Vec<Buf<'static>>>,
     /// The registration they were carved from. It stays registered until the domain goes
@@ -72,6 +105,35 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Registers a region of the domain's and carves it into `n.0` receive and `n.1`
+    /// transmit buffers of `len` bytes each.
+    pub(crate) fn carve(
+        domain: &DomainObj,
+        payload_offset: usize,
+        n: (usize, usize),
+        len: usize,
+        rx_cntr: Option<&'static crate::cntr::CoreCntr>,
+    ) -> Result<Shared, Error> {
+        let dom = domain.core();
+        let region = dom.register(vec![0u8; (n.0 + n.1) * len.next_multiple_of(64) * 2])?;
+        let carve = |n: usize| -> Result<Vec<Buf<'static>>, Error> {
+            (0..n).map(|_| region.alloc(dom, len)).collect()
+        };
+        let (rx, tx) = (carve(n.0)?, carve(n.1)?);
+        Ok(Shared {
+            payload_offset,
+            rx_cntr,
+            rx: Mutex::new(rx),
+            tx: Mutex::new(tx),
+            _region: region,
+        })
+    }
+
+    /// Receive buffers not posted.
+    pub(crate) fn rx_free(&self) -> usize {
+        lock(&self.rx).len()
+    }
+
     /// A buffer back from its completion.
     pub(crate) fn give_back(&self, b: Buf<'static>, recv: bool) {
         let pool = if recv { &self.rx } else { &self.tx };
@@ -89,8 +151,101 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Serial numbers of endpoints.
+/// Core's object behind an endpoint fid: an endpoint, or a context of a scalable endpoint
+/// ([`crate::sep`]), which is one in every call but its enable and close.
+pub(crate) enum CoreEp {
+    Ep(Endpoint),
+    Ctx(Context<'static>),
+}
+
+impl core::ops::Deref for CoreEp {
+    type Target = Endpoint;
+    fn deref(&self) -> &Endpoint {
+        match self {
+            CoreEp::Ep(e) => e,
+            CoreEp::Ctx(c) => c,
+        }
+    }
+}
+
+impl core::ops::DerefMut for CoreEp {
+    fn deref_mut(&mut self) -> &mut Endpoint {
+        match self {
+            CoreEp::Ep(e) => e,
+            CoreEp::Ctx(c) => c,
+        }
+    }
+}
+
+impl CoreEp {
+    /// `fi_enable` (a context's also joins its scalable endpoint's RSS table, if it has one).
+    fn enable(
+        &mut self,
+        dom: &ringfab::domain::Domain<'static, crate::table::ProvNic>,
+    ) -> ringfab::Result {
+        match self {
+            CoreEp::Ep(e) => e.enable(dom),
+            CoreEp::Ctx(c) => c.enable(dom),
+        }
+    }
+
+    /// `fi_close`; the object back with the error.
+    #[allow(
+        clippy::result_large_err,
+        reason = "fi_close hands the object back on error, as core's closes do; not on the \
+                  data path"
+    )]
+    fn close(
+        self,
+        dom: &ringfab::domain::Domain<'static, crate::table::ProvNic>,
+    ) -> Result<(), (Error, CoreEp)> {
+        match self {
+            CoreEp::Ep(e) => e.close(dom).map_err(|(err, e)| (err, CoreEp::Ep(e))),
+            CoreEp::Ctx(c) => c.close(dom).map_err(|(err, c)| (err, CoreEp::Ctx(c))),
+        }
+    }
+}
+
+/// `FI_SELECTIVE_COMPLETION` on an endpoint's CQ bindings, per direction.
+///
+/// The provider honours it itself rather than passing it to core: core reclaims an
+/// operation that completes silently without handing its buffer back, and the buffer is one
+/// of the endpoint's own (module documentation). So core binds the CQ without it and
+/// reports every completion; the CQ gives the buffer back and drops the entry of an
+/// operation recorded as silent ([`crate::ops::Record::silent`]). Errors are reported
+/// either way (fi_cq(3)).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Selective {
+    tx: bool,
+    rx: bool,
+}
+
+impl Selective {
+    /// Whether an operation of direction `recv` posted with `flags` (the call's; `None`:
+    /// the endpoint's default op flags) completes without an entry when it succeeds:
+    /// fi_endpoint(3), `FI_SELECTIVE_COMPLETION`: "only operations that specify
+    /// FI_COMPLETION will generate successful completions".
+    pub(crate) fn silent(self, ep: &Endpoint, recv: bool, flags: Option<OpFlags>) -> bool {
+        if !(if recv { self.rx } else { self.tx }) {
+            return false;
+        }
+        let which = if recv {
+            BindFlags::RECV
+        } else {
+            BindFlags::TRANSMIT
+        };
+        let flags = flags.unwrap_or_else(|| ep.get_op_flags(which).unwrap_or_default());
+        !flags.contains(OpFlags::COMPLETION)
+    }
+}
+
+/// Serial numbers of endpoints (and shared receive contexts: whatever owns records).
 static SERIAL: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh serial number for an owner of records ([`crate::ops`]).
+pub(crate) fn next_serial() -> u64 {
+    SERIAL.fetch_add(1, Ordering::Relaxed)
+}
 
 static FI_OPS: Ops<sys::fi_ops> = Ops(sys::fi_ops {
     size: core::mem::size_of::<sys::fi_ops>(),
@@ -142,7 +297,9 @@ static MSG_OPS: Ops<sys::fi_ops_msg> = Ops(sys::fi_ops_msg {
     injectdata: Some(crate::msg::injectdata),
 });
 
-static RMA_OPS: Ops<sys::fi_ops_rma> = Ops(nosys_table!(fi_ops_rma {
+/// The tables of calls no endpoint, context or shared context of the provider offers
+/// (`-FI_ENOSYS`), shared by all of them.
+pub(crate) static RMA_OPS: Ops<sys::fi_ops_rma> = Ops(nosys_table!(fi_ops_rma {
     read,
     readv,
     readmsg,
@@ -154,7 +311,7 @@ static RMA_OPS: Ops<sys::fi_ops_rma> = Ops(nosys_table!(fi_ops_rma {
     injectdata
 }));
 
-static TAGGED_OPS: Ops<sys::fi_ops_tagged> = Ops(nosys_table!(fi_ops_tagged {
+pub(crate) static TAGGED_OPS: Ops<sys::fi_ops_tagged> = Ops(nosys_table!(fi_ops_tagged {
     recv,
     recvv,
     recvmsg,
@@ -166,7 +323,7 @@ static TAGGED_OPS: Ops<sys::fi_ops_tagged> = Ops(nosys_table!(fi_ops_tagged {
     injectdata
 }));
 
-static ATOMIC_OPS: Ops<sys::fi_ops_atomic> = Ops(nosys_table!(fi_ops_atomic {
+pub(crate) static ATOMIC_OPS: Ops<sys::fi_ops_atomic> = Ops(nosys_table!(fi_ops_atomic {
     write,
     writev,
     writemsg,
@@ -182,28 +339,33 @@ static ATOMIC_OPS: Ops<sys::fi_ops_atomic> = Ops(nosys_table!(fi_ops_atomic {
     compwritevalid,
 }));
 
-static COLLECTIVE_OPS: Ops<sys::fi_ops_collective> = Ops(nosys_table!(fi_ops_collective {
-    barrier,
-    broadcast,
-    alltoall,
-    allreduce,
-    allgather,
-    reduce_scatter,
-    reduce,
-    scatter,
-    gather,
-    msg,
-    barrier2,
-}));
+pub(crate) static COLLECTIVE_OPS: Ops<sys::fi_ops_collective> =
+    Ops(nosys_table!(fi_ops_collective {
+        barrier,
+        broadcast,
+        alltoall,
+        allreduce,
+        allgather,
+        reduce_scatter,
+        reduce,
+        scatter,
+        gather,
+        msg,
+        barrier2,
+    }));
 
 /// The endpoint `fid` is, if it is one of this provider's.
 ///
 /// # Safety
 /// `fid` is null or points to a `struct fid`.
 pub(crate) unsafe fn ours<'a>(fid: *const sys::fid) -> Option<&'a EpObj> {
-    // SAFETY: null or a valid fid; endpoints of this class and table are `EpObj`s, alive
-    // until fi_close.
-    unsafe { fid::ours(fid, sys::FI_CLASS_EP, &FI_OPS) }
+    // SAFETY: null or a valid fid; endpoints and contexts of these classes and this table
+    // are `EpObj`s, alive until fi_close.
+    unsafe {
+        fid::ours(fid, sys::FI_CLASS_EP, &FI_OPS)
+            .or_else(|| fid::ours(fid, sys::FI_CLASS_TX_CTX, &FI_OPS))
+            .or_else(|| fid::ours(fid, sys::FI_CLASS_RX_CTX, &FI_OPS))
+    }
 }
 
 /// The endpoint attributes `info` asks for.
@@ -229,7 +391,13 @@ unsafe fn attr_of(info: &sys::fi_info, context: *mut c_void) -> Result<EpAttr, c
             sys::FI_EP_DGRAM => EpType::Dgram,
             _ => return Err(errno::INVAL),
         };
-        if e.tx_ctx_cnt > 1 || e.rx_ctx_cnt > 1 {
+        // More contexts are a scalable endpoint's (`fi_scalable_ep`); FI_SHARED_CONTEXT is an
+        // endpoint that binds a shared transmit (crate::stx) or receive (crate::srx) context
+        // before it is enabled.
+        let shared = sys::FI_SHARED_CONTEXT as usize;
+        if (e.tx_ctx_cnt > 1 && e.tx_ctx_cnt != shared)
+            || (e.rx_ctx_cnt > 1 && e.rx_ctx_cnt != shared)
+        {
             return Err(errno::INVAL);
         }
     }
@@ -298,11 +466,15 @@ pub(crate) unsafe extern "C" fn open(
                 collective: COLLECTIVE_OPS.ptr(),
             },
             domain: d.retain(),
-            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            serial: next_serial(),
+            sep: None,
             state: Mutex::new(State {
-                ep: Some(core),
+                ep: Some(CoreEp::Ep(core)),
                 cqs: Vec::new(),
                 av: None,
+                cntrs: Vec::new(),
+                rx_cntr: None,
+                selective: Selective::default(),
                 shared: None,
             }),
         });
@@ -313,39 +485,114 @@ pub(crate) unsafe extern "C" fn open(
 }
 
 impl EpObj {
+    /// A context of scalable endpoint `sep` (`fi_tx_context`, `fi_rx_context`: fid class
+    /// `class`) over core's context: disabled, as an endpoint from `fi_endpoint` is.
+    pub(crate) fn new_context(
+        domain: &'static DomainObj,
+        sep: &'static SepObj,
+        ctx: Context<'static>,
+        class: u32,
+        context: *mut c_void,
+    ) -> *mut sys::fid_ep {
+        let obj = Box::new(EpObj {
+            fid: sys::fid_ep {
+                fid: fid::new(class, context, &FI_OPS),
+                ops: EP_OPS.ptr(),
+                cm: CM_OPS.ptr(),
+                msg: MSG_OPS.ptr(),
+                rma: RMA_OPS.ptr(),
+                tagged: TAGGED_OPS.ptr(),
+                atomic: ATOMIC_OPS.ptr(),
+                collective: COLLECTIVE_OPS.ptr(),
+            },
+            domain: domain.retain(),
+            serial: next_serial(),
+            sep: Some(sep),
+            state: Mutex::new(State {
+                ep: Some(CoreEp::Ctx(ctx)),
+                cqs: Vec::new(),
+                av: None,
+                cntrs: Vec::new(),
+                rx_cntr: None,
+                selective: Selective::default(),
+                shared: None,
+            }),
+        });
+        Box::into_raw(obj).cast()
+    }
+
     /// The domain the endpoint is in.
     pub(crate) fn domain(&self) -> &'static DomainObj {
         self.domain
     }
 
-    /// Runs `f` with core's endpoint and the endpoint's buffers (`-FI_EOPBADSTATE` before
-    /// `fi_enable`).
-    pub(crate) fn with_enabled<R: Ret>(&self, f: impl FnOnce(&Endpoint, &Arc<Shared>) -> R) -> R {
+    /// Runs `f` with core's endpoint, the endpoint's buffers and its selective-completion
+    /// bindings (`-FI_EOPBADSTATE` before `fi_enable`).
+    pub(crate) fn with_enabled<R: Ret>(
+        &self,
+        f: impl FnOnce(&Endpoint, &Arc<Shared>, Selective) -> R,
+    ) -> R {
         let st = lock(&self.state);
-        match (st.ep.as_ref(), st.shared.as_ref()) {
-            (Some(ep), Some(shared)) => f(ep, shared),
+        match (st.ep.as_deref(), st.shared.as_ref()) {
+            (Some(ep), Some(shared)) => f(ep, shared, st.selective),
             _ => R::neg(sys::FI_EOPBADSTATE as i32),
         }
     }
 
-    /// A record for an operation of this endpoint.
+    /// A record for an operation of this endpoint; `silent` if its success is not reported
+    /// (selective completion).
     pub(crate) fn record(
         &self,
         shared: &Arc<Shared>,
         context: *mut c_void,
         recv: Option<(usize, usize)>,
+        silent: bool,
     ) -> Record {
         Record {
             ep: self.serial,
             context: context as usize,
             recv,
+            silent,
             shared: shared.clone(),
+            multi: None,
+        }
+    }
+
+    /// Drives the endpoint's progress (`FI_PROGRESS_MANUAL`): core polls its queues (so that
+    /// counters count), then each CQ it is bound to takes what completed, so that buffers come back to the endpoint and silent
+    /// completions are settled, whether or not the application reads the CQ.
+    pub(crate) fn progress(&self) {
+        let cqs = {
+            let st = lock(&self.state);
+            if let Some(ep) = st.ep.as_ref() {
+                // Core polls the queues and counts what completed, past an error waiting at
+                // the head of a CQ (which stops a CQ read). Not yet enabled, or failed:
+                // nothing to progress.
+                let _ = ep.progress(self.domain.core());
+            }
+            // Copied out: a CQ's lock is never taken under the endpoint's (bindings are
+            // stable while a counter or size call drives progress: closing unbinds first).
+            st.cqs.clone()
+        };
+        for cq in cqs {
+            cq.progress();
         }
     }
 
     /// A buffer of the endpoint's for a receive (`true`) or a send.
     pub(crate) fn take_buf(shared: &Shared, recv: bool) -> Option<Buf<'static>> {
         shared.take(recv)
+    }
+
+    /// The endpoint as a `'static` borrow, for a counter bound to it or a multi-receive
+    /// buffer posted on it.
+    ///
+    /// # Safety
+    /// The borrow is not used once the endpoint is closed (a counter drops it in `unbind`; a
+    /// multi-receive buffer goes with the records closing purges).
+    pub(crate) unsafe fn as_static(&self) -> &'static EpObj {
+        // SAFETY: the caller's promise.
+        unsafe { &*(self as *const EpObj) }
     }
 
     /// `fi_enable`: opens the endpoint's queues and carves its buffers.
@@ -366,27 +613,25 @@ impl EpObj {
             Some(ep) => ep.info(dom),
             None => return errno::INVAL,
         };
-        let payload_offset = st.ep.as_ref().map_or(0, Endpoint::payload_offset);
+        let payload_offset = st.ep.as_deref().map_or(0, Endpoint::payload_offset);
         let len = st.ep.as_ref().map_or(0, |ep| ep.attr().rx_buf_len as usize);
-        let (n_rx, n_tx) = (info.rx.size.max(1), info.tx.size.max(1));
-        let region = match dom.register(vec![0u8; (n_rx + n_tx) * len.next_multiple_of(64) * 2]) {
-            Ok(r) => r,
-            Err(e) => return ffi::fail(e),
-        };
-        let carve = |n: usize| -> Result<Vec<Buf<'static>>, Error> {
-            (0..n).map(|_| region.alloc(dom, len)).collect()
-        };
-        let (rx, tx) = match (carve(n_rx), carve(n_tx)) {
-            (Ok(rx), Ok(tx)) => (rx, tx),
-            (Err(e), _) | (_, Err(e)) => return ffi::fail(e),
-        };
-        st.shared = Some(Arc::new(Shared {
-            payload_offset,
-            rx: Mutex::new(rx),
-            tx: Mutex::new(tx),
-            _region: region,
-        }));
-        0
+        // With multi-receive buffers core counts a receive as `multi_recv_msgs` descriptors
+        // (`rx_attr->size` shrinks so); the provider posts a buffer's slots as plain receives
+        // of its own buffers, one per descriptor (crate::multi).
+        let per_recv = st
+            .ep
+            .as_ref()
+            .map_or(1, |ep| ep.attr().multi_recv_msgs.max(1)) as usize;
+        let n_rx = (info.rx.size.max(1) * per_recv).min(crate::nic::RING_DEPTH);
+        let n_tx = info.tx.size.max(1);
+        let rx_cntr = st.rx_cntr.map(CntrObj::core);
+        match Shared::carve(self.domain, payload_offset, (n_rx, n_tx), len, rx_cntr) {
+            Ok(shared) => {
+                st.shared = Some(Arc::new(shared));
+                0
+            }
+            Err(e) => ffi::fail(e),
+        }
     }
 }
 
@@ -398,19 +643,36 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         let Some(e) = (unsafe { ours(fid) }) else {
             return errno::INVAL;
         };
+        // Counters first, without the endpoint's lock (a counter's progress takes its own,
+        // then this endpoint's).
+        let cntrs = lock(&e.state).cntrs.clone();
+        for c in &cntrs {
+            c.unbind(e);
+        }
         let mut st = lock(&e.state);
         if let Some(core) = st.ep.take() {
             if let Err((err, back)) = core.close(e.domain.core()) {
                 st.ep = Some(back);
+                drop(st);
+                // SAFETY: the endpoint stays open: it is alive until a later fi_close.
+                let me = unsafe { e.as_static() };
+                for c in cntrs {
+                    c.bind(me);
+                }
                 return ffi::fail(err);
             }
         }
+        st.cntrs.clear();
+        st.rx_cntr = None;
         ops::purge(e.serial);
         st.shared = None;
         drop(st);
-        let domain = e.domain;
-        // SAFETY: made by Box::into_raw in `open`, closed once.
+        let (domain, sep) = (e.domain, e.sep);
+        // SAFETY: made by Box::into_raw in `open` or `new_context`, closed once.
         unsafe { fid::free(e) };
+        if let Some(s) = sep {
+            s.context_closed();
+        }
         domain.release();
         0
     })
@@ -430,26 +692,60 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             return errno::INVAL;
         };
         // SAFETY: the application's fid to bind: each check reads its class and table only.
-        let (cq, av, eq) = unsafe {
+        let (cq, av, eq, cntr, stx, srx) = unsafe {
             (
                 crate::cq::ours(bfid),
                 crate::av::ours(bfid),
                 crate::eq::ours(bfid),
+                crate::cntr::ours(bfid),
+                crate::stx::ours(bfid),
+                crate::srx::ours(bfid),
             )
         };
+        if let Some(s) = srx {
+            if !core::ptr::eq(s.domain, e.domain) {
+                return errno::INVAL;
+            }
+            if flags != 0 {
+                return errno::BADFLAGS;
+            }
+            return match s.with_core(|core| ep.bind_srx(dom, core)) {
+                Ok(Ok(())) => 0,
+                Ok(Err(err)) => ffi::fail(err),
+                Err(err) => err,
+            };
+        }
+        if let Some(s) = stx {
+            if !core::ptr::eq(s.domain, e.domain) {
+                return errno::INVAL;
+            }
+            if flags != 0 {
+                return errno::BADFLAGS;
+            }
+            return match s.with_core(|core| ep.bind_stx(dom, core)) {
+                Ok(Ok(())) => 0,
+                Ok(Err(err)) => ffi::fail(err),
+                Err(err) => err,
+            };
+        }
         if let Some(cq) = cq {
             if !core::ptr::eq(cq.domain, e.domain) {
                 return errno::INVAL;
             }
-            if flags & sys::FI_SELECTIVE_COMPLETION != 0 {
-                // Operations without a completion would keep their buffers from the endpoint
-                // (module documentation): not offered yet.
-                return errno::BADFLAGS;
-            }
-            let r = cq.with_core(|core| ep.bind_cq(dom, core, BindFlags::from_bits_retain(flags)));
+            // Selective completion is the provider's to honour (`Selective`); core reports
+            // every completion.
+            let selective = flags & sys::FI_SELECTIVE_COMPLETION != 0;
+            let to_core = BindFlags::from_bits_retain(flags & !sys::FI_SELECTIVE_COMPLETION);
+            let r = cq.with_core(|core| ep.bind_cq(dom, core, to_core));
             return match r {
                 Ok(Ok(())) => {
                     st.cqs.push(cq);
+                    if flags & sys::FI_TRANSMIT != 0 {
+                        st.selective.tx = selective;
+                    }
+                    if flags & sys::FI_RECV != 0 {
+                        st.selective.rx = selective;
+                    }
                     0
                 }
                 Ok(Err(err)) => ffi::fail(err),
@@ -457,7 +753,8 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             };
         }
         if let Some(av) = av {
-            if !core::ptr::eq(av.domain, e.domain) {
+            if !core::ptr::eq(av.domain, e.domain) || e.sep.is_some() {
+                // A context uses its scalable endpoint's AV (crate::sep).
                 return errno::INVAL;
             }
             if flags != 0 {
@@ -477,7 +774,24 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             // empty.
             return 0;
         }
-        // Counters, wait sets and other providers' fids.
+        if let Some(c) = cntr {
+            if !core::ptr::eq(c.domain, e.domain) {
+                return errno::INVAL;
+            }
+            let flags = CntrBindFlags::from_bits_retain(flags);
+            if let Err(err) = ep.bind_cntr(dom, c.core(), flags) {
+                return ffi::fail(err);
+            }
+            // SAFETY: the endpoint lives until its fi_close, which unbinds it first (the
+            // counter's fi_close refuses while it is bound).
+            c.bind(unsafe { e.as_static() });
+            st.cntrs.push(c);
+            if flags.contains(CntrBindFlags::RECV) {
+                st.rx_cntr = Some(c);
+            }
+            return 0;
+        }
+        // Wait sets, registrations, domains and other providers' fids.
         errno::INVAL
     })
 }
@@ -611,8 +925,14 @@ unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
         let Some(id) = ops::find(e.serial, context as usize) else {
             return isize::neg(sys::FI_ENOENT);
         };
+        let multi = ops::multi_of(id);
         let st = lock(&e.state);
-        match st.ep.as_ref().map(|ep| ep.cancel(e.domain.core(), id)) {
+        let r = st.ep.as_deref().map(|ep| match &multi {
+            // Every slot of a multi-receive buffer (crate::multi).
+            Some(m) => m.cancel(ep),
+            None => ep.cancel(e.domain.core(), id),
+        });
+        match r {
             Some(Ok(true)) => 0,
             Some(Ok(false)) => isize::neg(sys::FI_ENOENT),
             Some(Err(err)) => ffi::fail(err),
@@ -628,7 +948,8 @@ unsafe extern "C" fn rx_size_left(ep: *mut sys::fid_ep) -> isize {
         let Some(e) = (unsafe { ours(ep.cast()) }) else {
             return isize::neg(sys::FI_EINVAL);
         };
-        e.with_enabled(|ep, shared| match ep.rx_size_left(e.domain.core()) {
+        e.progress();
+        e.with_enabled(|ep, shared, _| match ep.rx_size_left(e.domain.core()) {
             Ok(n) => n.min(lock(&shared.rx).len()) as isize,
             Err(err) => ffi::fail(err),
         })
@@ -642,7 +963,8 @@ unsafe extern "C" fn tx_size_left(ep: *mut sys::fid_ep) -> isize {
         let Some(e) = (unsafe { ours(ep.cast()) }) else {
             return isize::neg(sys::FI_EINVAL);
         };
-        e.with_enabled(|ep, shared| match ep.tx_size_left(e.domain.core()) {
+        e.progress();
+        e.with_enabled(|ep, shared, _| match ep.tx_size_left(e.domain.core()) {
             Ok(n) => n.min(lock(&shared.tx).len()) as isize,
             Err(err) => ffi::fail(err),
         })
@@ -663,15 +985,28 @@ unsafe extern "C" fn getname(fid: *mut sys::fid, addr: *mut c_void, addrlen: *mu
         let Some(name) = lock(&e.state).ep.as_ref().map(|ep| ep.name().to_bytes()) else {
             return errno::INVAL;
         };
-        // SAFETY: checked not null; `*addrlen` is the size of `addr` (fi_cm(3)).
-        unsafe {
-            let room = *addrlen;
-            *addrlen = name.len();
-            if room < name.len() || addr.is_null() {
-                return errno::TOOSMALL;
-            }
-            core::ptr::copy_nonoverlapping(name.as_ptr(), addr.cast::<u8>(), name.len());
-        }
-        0
+        // SAFETY: the application's buffer and its length (fi_cm(3)).
+        unsafe { write_name(&name, addr, addrlen) }
     })
+}
+
+/// Writes an address for `fi_getname`: `*addrlen` becomes its size; `-FI_ETOOSMALL` if the
+/// buffer is shorter (fi_cm(3)); `-FI_EINVAL` without `addrlen`.
+///
+/// # Safety
+/// `addrlen` null or valid; `addr` null or `*addrlen` writable bytes.
+pub(crate) unsafe fn write_name(name: &[u8], addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    if addrlen.is_null() {
+        return errno::INVAL;
+    }
+    // SAFETY: checked not null; `*addrlen` is the size of `addr` (fi_cm(3)).
+    unsafe {
+        let room = *addrlen;
+        *addrlen = name.len();
+        if room < name.len() || addr.is_null() {
+            return errno::TOOSMALL;
+        }
+        core::ptr::copy_nonoverlapping(name.as_ptr(), addr.cast::<u8>(), name.len());
+    }
+    0
 }

@@ -1,7 +1,7 @@
 //! The fabric (`fi_fabric`, fi_fabric(3)): the object every domain and event queue of the
 //! provider is opened from. It holds nothing of its own but the API version the application
-//! asked for; wait sets and passive endpoints return `-FI_ENOSYS` (docs/libfabric.md,
-//! "Status").
+//! asked for. Wait sets are [`crate::waitset`]'s; passive endpoints return `-FI_ENOSYS`
+//! (docs/libfabric.md, "Status").
 
 use core::ffi::{c_int, c_void};
 
@@ -32,8 +32,8 @@ static FABRIC_OPS: Ops<sys::fi_ops_fabric> = Ops(sys::fi_ops_fabric {
     domain: Some(crate::domain::open),
     passive_ep: Some(nosys::passive_ep),
     eq_open: Some(crate::eq::open),
-    wait_open: Some(nosys::wait_open),
-    trywait: Some(nosys::trywait),
+    wait_open: Some(crate::waitset::open),
+    trywait: Some(trywait),
     domain2: Some(nosys::domain2),
 });
 
@@ -90,6 +90,47 @@ impl Fabric {
     pub(crate) fn api_version(&self) -> u32 {
         self.fid.api_version
     }
+}
+
+/// `fi_trywait` (fi_poll(3)): whether it is safe to block on the wait objects of `fids`
+/// (`FI_GETWAIT`'s descriptors): `0` with each one's interrupts armed, or `-FI_EAGAIN` if any
+/// has something to read first. Completion queues and wait sets (each member) of the
+/// provider's; any other fid is `-FI_EINVAL` (counters have no wait object to block on:
+/// `crate::cntr`).
+unsafe extern "C" fn trywait(
+    fabric: *mut sys::fid_fabric,
+    fids: *mut *mut sys::fid,
+    count: c_int,
+) -> c_int {
+    ffi::guard("fi_trywait", || {
+        // SAFETY: the application's fabric, checked to be one of ours.
+        if unsafe { ours(fabric.cast()) }.is_none() {
+            return errno::INVAL;
+        }
+        let Ok(count) = usize::try_from(count) else {
+            return errno::INVAL;
+        };
+        if count > 0 && fids.is_null() {
+            return errno::INVAL;
+        }
+        for i in 0..count {
+            // SAFETY: fi_poll(3): `fids` holds `count` fids; each checked to be a CQ or a
+            // wait set of ours.
+            let (cq, set) = unsafe {
+                let f = *fids.add(i);
+                (crate::cq::ours(f), crate::waitset::ours(f))
+            };
+            let r = match (cq, set) {
+                (Some(cq), _) => cq.trywait(),
+                (_, Some(set)) => set.trywait(),
+                _ => return errno::INVAL,
+            };
+            if r != 0 {
+                return r;
+            }
+        }
+        0
+    })
 }
 
 /// `fi_ops::close` of a fabric (`fi_close`).

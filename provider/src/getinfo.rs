@@ -28,16 +28,18 @@ const MULTI_RECV: u64 = sys::FI_MULTI_RECV;
 const SOURCE: u64 = sys::FI_SOURCE;
 const SOURCE_ERR: u64 = sys::FI_SOURCE_ERR;
 const REMOTE_COMM: u64 = sys::FI_REMOTE_COMM;
+const NAMED_RX_CTX: u64 = sys::FI_NAMED_RX_CTX;
 /// Secondary capabilities ringfab can give when asked (fi_getinfo(3), "CAPABILITIES").
-/// Not `FI_MULTI_RECV`: core has multi-receive buffers, but the provider's receive path
-/// copies each message into the application's buffer and does not place several in one yet
-/// (docs/libfabric.md, "Buffers").
-const SECONDARY: u64 = SOURCE | SOURCE_ERR | REMOTE_COMM;
+/// `FI_MULTI_RECV` only when asked: an endpoint made for multi-receive buffers counts a
+/// receive as many descriptors (`nic::MULTI_RECV_MSGS`), which shrinks `rx_attr->size`.
+/// `FI_NAMED_RX_CTX`: a scalable endpoint's receive contexts are reached by `fi_rx_addr`
+/// (`crate::sep`; how many, `max_ep_rx_ctx` says).
+const SECONDARY: u64 = SOURCE | SOURCE_ERR | REMOTE_COMM | MULTI_RECV | NAMED_RX_CTX;
 /// Everything a hint may ask for and get.
 const OFFERED: u64 = MSG | SEND | RECV | SECONDARY;
 /// The capabilities of a transmit and of a receive context.
 const TX_CAPS: u64 = MSG | SEND | REMOTE_COMM;
-const RX_CAPS: u64 = MSG | RECV | SOURCE | SOURCE_ERR | REMOTE_COMM;
+const RX_CAPS: u64 = MSG | RECV | SOURCE | SOURCE_ERR | REMOTE_COMM | MULTI_RECV | NAMED_RX_CTX;
 
 /// `ep_attr->protocol`: ringfab's frame format has no libfabric number; fi_endpoint(3)
 /// reserves the values with `FI_PROV_SPECIFIC` set for such protocols. The low bits are its
@@ -102,6 +104,24 @@ pub(crate) struct Offer {
     pub(crate) src_addr: [u8; EpAddr::LEN],
     pub(crate) dest_addr: Option<Vec<u8>>,
     pub(crate) av_type: u32,
+    /// `ep_attr->tx_ctx_cnt`, `rx_ctx_cnt`: as asked (for a scalable endpoint), else the
+    /// endpoint's.
+    pub(crate) ctx_cnt: (usize, usize),
+}
+
+/// The most transmit and receive contexts a scalable endpoint on a NIC with `caps` can have
+/// (`fi_scalable_ep`, core's `Domain::scalable_endpoint`): a queue each, at most
+/// `MAX_CONTEXTS`; more than one receive context only where the NIC steers frames to queues
+/// by address (named receive contexts).
+pub(crate) fn max_contexts(caps: &ringfab::hal::Capabilities, queues: usize) -> (usize, usize) {
+    let most = usize::from(ringfab::sep::MAX_CONTEXTS).min(queues);
+    let tx = usize::from(caps.tx_queues).min(most);
+    let rx = if caps.rx_mac_queues > 1 {
+        usize::from(caps.rx_queues.min(caps.rx_mac_queues)).min(most)
+    } else {
+        1
+    };
+    (tx.max(1), rx.max(1))
 }
 
 /// Whether the hints can be met by any ringfab NIC, before one is opened.
@@ -135,9 +155,6 @@ pub(crate) fn check_provider(h: &Hints) -> Result<(), String> {
     }
     if !matches!(h.protocol, 0 | PROTOCOL) {
         return Err("another protocol asked for".into());
-    }
-    if h.tx_ctx_cnt > 1 || h.rx_ctx_cnt > 1 {
-        return Err("scalable endpoints are not offered through libfabric yet".into());
     }
     if h.auth_key_size > 0 {
         return Err("no authorization keys".into());
@@ -185,6 +202,16 @@ pub(crate) fn offer(h: &Hints, d: &Description) -> Result<Offer, String> {
         EpAddr::from_bytes(a).map_err(|_| format!("{name}: dest_addr not ringfab's"))?;
     }
     let ep = &d.ep;
+    let (max_tx, max_rx) = max_contexts(&d.caps, d.capacities.queues);
+    // FI_SHARED_CONTEXT asks for a shared context (crate::stx, crate::srx), not a count.
+    let count = |n: usize| {
+        if n == sys::FI_SHARED_CONTEXT as usize {
+            0
+        } else {
+            n
+        }
+    };
+    let (tx_asked, rx_asked) = (count(h.tx_ctx_cnt), count(h.rx_ctx_cnt));
     let too_big = [
         (h.max_msg_size, ep.ep.max_msg_size, "max_msg_size"),
         (h.tx_size, ep.tx.size, "tx_attr->size"),
@@ -192,6 +219,8 @@ pub(crate) fn offer(h: &Hints, d: &Description) -> Result<Offer, String> {
         (h.inject_size, ep.tx.inject_size, "tx_attr->inject_size"),
         (h.rx_size, ep.rx.size, "rx_attr->size"),
         (h.rx_iov_limit, ep.rx.iov_limit, "rx_attr->iov_limit"),
+        (tx_asked, max_tx, "ep_attr->tx_ctx_cnt"),
+        (rx_asked, max_rx, "ep_attr->rx_ctx_cnt"),
     ];
     for (asked, has, what) in too_big {
         if asked > has {
@@ -228,6 +257,18 @@ pub(crate) fn offer(h: &Hints, d: &Description) -> Result<Offer, String> {
         } else {
             h.av_type
         },
+        ctx_cnt: (
+            if h.tx_ctx_cnt > 0 {
+                h.tx_ctx_cnt
+            } else {
+                ep.ep.tx_ctx_cnt
+            },
+            if h.rx_ctx_cnt > 0 {
+                h.rx_ctx_cnt
+            } else {
+                ep.ep.rx_ctx_cnt
+            },
+        ),
     })
 }
 
@@ -389,8 +430,7 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
         e.max_order_war_size = ep.ep.max_order_size;
         e.max_order_waw_size = ep.ep.max_order_size;
         e.mem_tag_format = ep.ep.mem_tag_format;
-        e.tx_ctx_cnt = ep.ep.tx_ctx_cnt;
-        e.rx_ctx_cnt = ep.ep.rx_ctx_cnt;
+        (e.tx_ctx_cnt, e.rx_ctx_cnt) = o.ctx_cnt;
         e.auth_key_size = ep.ep.auth_key_size;
 
         let dom = &mut *i.domain_attr;
@@ -413,11 +453,14 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
         dom.ep_cnt = pairs.min(d.capacities.queues / 2);
         dom.tx_ctx_cnt = usize::from(d.caps.tx_queues).min(d.capacities.queues);
         dom.rx_ctx_cnt = usize::from(d.caps.rx_queues).min(d.capacities.queues);
-        dom.max_ep_tx_ctx = 1;
-        dom.max_ep_rx_ctx = 1;
-        dom.max_ep_stx_ctx = 0;
-        dom.max_ep_srx_ctx = 0;
-        dom.cntr_cnt = 0;
+        let (max_tx, max_rx) = max_contexts(&d.caps, d.capacities.queues);
+        dom.max_ep_tx_ctx = max_tx;
+        dom.max_ep_rx_ctx = max_rx;
+        // An endpoint binds one shared transmit and one shared receive context (crate::stx,
+        // crate::srx).
+        dom.max_ep_stx_ctx = 1;
+        dom.max_ep_srx_ctx = 1;
+        dom.cntr_cnt = crate::cntr::POOL_PER_KIND;
         dom.mr_iov_limit = 1;
         dom.caps = o.caps & REMOTE_COMM;
         dom.mode = 0;
@@ -659,14 +702,42 @@ mod tests {
         assert_eq!(d.ep.tx.iov_limit, 2);
         let o = offer(&h, &d).unwrap();
         assert_eq!(o.caps & SECONDARY, SOURCE | SOURCE_ERR | REMOTE_COMM);
+        assert_eq!(o.caps & MULTI_RECV, 0, "multi-receive only when asked for");
         let multi = Hints {
             caps: MSG | MULTI_RECV,
             ..Hints::default()
         };
-        assert!(
-            check_provider(&multi).is_err(),
-            "multi-receive is not offered yet"
-        );
+        check_provider(&multi).unwrap();
+        let d = igb(multi.wanted());
+        assert_eq!(offer(&multi, &d).unwrap().caps & MULTI_RECV, MULTI_RECV);
+    }
+
+    #[test]
+    fn context_counts_are_the_nics_and_shared_contexts_are_kept() {
+        let d = igb(Wanted::default());
+        let (tx, rx) = max_contexts(&d.caps, d.capacities.queues);
+        assert!(tx > 1 && rx > 1, "the 82576 steers by address: {tx}, {rx}");
+        let within = Hints {
+            tx_ctx_cnt: tx,
+            rx_ctx_cnt: rx,
+            ..Hints::default()
+        };
+        assert_eq!(offer(&within, &d).unwrap().ctx_cnt, (tx, rx));
+        let beyond = Hints {
+            rx_ctx_cnt: rx + 1,
+            ..Hints::default()
+        };
+        assert!(offer(&beyond, &d).is_err());
+        let shared = sys::FI_SHARED_CONTEXT as usize;
+        let sharing = Hints {
+            tx_ctx_cnt: shared,
+            rx_ctx_cnt: shared,
+            ..Hints::default()
+        };
+        check_provider(&sharing).unwrap();
+        assert_eq!(offer(&sharing, &d).unwrap().ctx_cnt, (shared, shared));
+        let unasked = offer(&Hints::default(), &d).unwrap();
+        assert_eq!(unasked.ctx_cnt, (1, 1));
     }
 
     #[test]

@@ -16,13 +16,14 @@
 //! (describing and measuring a NIC), [`platform`] (emulated or VFIO), [`table`] (the
 //! process's open NICs), [`getinfo`];
 //! the objects — `fabric`, `eq` (event queues), `domain`, `mr` (registrations), `av`
-//! (address vectors), `cq` (completion queues), `ep` (endpoints and their control calls),
-//! `msg` (their message calls), `ops` (operations in flight) —; `nosys` (the `-FI_ENOSYS`
+//! (address vectors), `cq` (completion queues), `cntr` (counters), `waitset` (wait sets), `ep` (endpoints and their control calls),
+//! `msg` (their message calls), `multi` (multi-receive buffers), `ops` (operations in flight), `sep` (scalable endpoints), `stx`, `srx` (shared transmit and receive contexts) —; `nosys` (the `-FI_ENOSYS`
 //! entries of the ops tables).
 
 use core::cell::UnsafeCell;
 
 mod av;
+mod cntr;
 mod cq;
 mod domain;
 mod ep;
@@ -34,13 +35,18 @@ pub mod getinfo;
 mod log;
 mod mr;
 mod msg;
+mod multi;
 pub mod nic;
 mod nosys;
 mod ops;
 pub mod params;
 pub mod platform;
+mod sep;
+mod srx;
+mod stx;
 pub mod sys;
 pub mod table;
+mod waitset;
 
 /// The provider's own version (`fi_provider::version`): the crate's major and minor.
 const VERSION: u32 = getinfo::fi_version(0, 1);

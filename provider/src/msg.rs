@@ -10,40 +10,59 @@ use core::ffi::c_void;
 use ringfab::av::FiAddr;
 use ringfab::flags::OpFlags;
 
+use crate::domain::DomainObj;
 use crate::ep::{EpObj, Shared};
 use crate::ffi::{self, Ret};
+use crate::multi::Multi;
 use crate::ops;
 use crate::sys;
 
 /// One buffer of the application's: address, length, descriptor.
 #[derive(Clone, Copy)]
-struct AppBuf {
-    addr: usize,
-    len: usize,
+pub(crate) struct AppBuf {
+    pub(crate) addr: usize,
+    pub(crate) len: usize,
     desc: *mut c_void,
 }
 
-/// The endpoint `ep` is, or `-FI_EINVAL`.
+impl AppBuf {
+    /// The buffer at `addr`, `len` bytes, registered under `desc`.
+    pub(crate) fn new(addr: usize, len: usize, desc: *mut c_void) -> AppBuf {
+        AppBuf { addr, len, desc }
+    }
+}
+
+/// What every message entry point does first: runs `f` for the call `what` under
+/// [`ffi::guard`] (a panic becomes `-FI_EOTHER`) with the endpoint `ep` is, or returns
+/// `-FI_EINVAL` if it is not one of the provider's.
 ///
 /// # Safety
 /// `ep` null or a `struct fid_ep`.
-unsafe fn ep_of<'a>(ep: *mut sys::fid_ep) -> Result<&'a EpObj, isize> {
-    // SAFETY: the caller's promise.
-    unsafe { crate::ep::ours(ep.cast()) }.ok_or(isize::neg(sys::FI_EINVAL))
+unsafe fn on_ep(
+    what: &'static str,
+    ep: *mut sys::fid_ep,
+    f: impl FnOnce(&EpObj) -> isize,
+) -> isize {
+    ffi::guard(what, || {
+        // SAFETY: the caller's promise.
+        match unsafe { crate::ep::ours(ep.cast()) } {
+            Some(e) => f(e),
+            None => isize::neg(sys::FI_EINVAL),
+        }
+    })
 }
 
 /// Checks every buffer against its descriptor (a zero-length buffer needs none).
 ///
 /// # Safety
 /// Each descriptor null or from `fi_mr_desc` of an open registration.
-unsafe fn check(e: &EpObj, bufs: &[AppBuf]) -> Result<(), isize> {
+pub(crate) unsafe fn check(domain: &DomainObj, bufs: &[AppBuf]) -> Result<(), isize> {
     for b in bufs.iter().filter(|b| b.len > 0) {
         if b.addr == 0 {
             return Err(isize::neg(sys::FI_EINVAL));
         }
         // SAFETY: the caller's promise.
-        unsafe { crate::mr::check(b.desc, e.domain(), b.addr, b.len) }
-            .map_err(|err| err as isize)?;
+        unsafe { crate::mr::check(b.desc, domain, b.addr, b.len) }.map_err(|err| err as isize)?;
     }
     Ok(())
 }
@@ -52,7 +71,7 @@ unsafe fn check(e: &EpObj, bufs: &[AppBuf]) -> Result<(), isize> {
 ///
 /// # Safety
 /// `iov` holds `count` entries and `desc` null or `count` entries (fi_msg(3)).
-unsafe fn bufs_of(
+pub(crate) unsafe fn bufs_of(
     iov: *const sys::iovec,
     desc: *mut *mut c_void,
     count: usize,
@@ -96,16 +115,17 @@ unsafe fn post_recv(
         return isize::neg(sys::FI_EINVAL);
     }
     // SAFETY: the caller's promise.
-    if let Err(err) = unsafe { check(e, bufs) } {
+    if let Err(err) = unsafe { check(e.domain(), bufs) } {
         return err;
     }
     let b = bufs.first().map_or((0, 0), |b| (b.addr, b.len));
     let dom = e.domain().core();
-    e.with_enabled(|ep, shared| {
+    e.with_enabled(|ep, shared, selective| {
         let Some(buf) = EpObj::take_buf(shared, true) else {
             return isize::neg(sys::FI_EAGAIN);
         };
-        let id = ops::insert(e.record(shared, context, Some(b)));
+        let silent = selective.silent(ep, true, flags);
+        let id = ops::insert(e.record(shared, context, Some(b), silent));
         let r = match flags {
             None => ep.recv(dom, buf, id),
             Some(f) => ep.recvmsg(dom, buf, id, f),
@@ -117,6 +137,64 @@ unsafe fn post_recv(
                 shared.give_back(buf, true);
                 ffi::fail(err)
             }
+        }
+    })
+}
+
+/// Posts a multi-receive buffer (`FI_MULTI_RECV`, [`crate::multi`]): the application's one
+/// buffer `bufs`, packed with messages until less than `FI_OPT_MIN_MULTI_RECV` bytes are
+/// left. `-FI_EBADFLAGS` on an endpoint not made for them (`FI_MULTI_RECV` not among its
+/// capabilities).
+///
+/// # Safety
+/// As [`post_recv`].
+unsafe fn post_multi_recv(
+    e: &EpObj,
+    bufs: &[AppBuf],
+    context: *mut c_void,
+    flags: OpFlags,
+) -> isize {
+    let [b] = bufs else {
+        return isize::neg(sys::FI_EINVAL);
+    };
+    if b.len == 0 {
+        return isize::neg(sys::FI_EINVAL);
+    }
+    // SAFETY: the caller's promise.
+    if let Err(err) = unsafe { check(e.domain(), bufs) } {
+        return err;
+    }
+    let dom = e.domain().core();
+    // SAFETY: the endpoint's records, this buffer's among them, go when it closes.
+    let me = unsafe { e.as_static() };
+    e.with_enabled(|ep, shared, selective| {
+        if ep.attr().multi_recv_msgs == 0 {
+            // fi_getinfo(3): a capability the endpoint was not made with.
+            return isize::neg(sys::FI_EBADFLAGS as i32);
+        }
+        let min = ep
+            .getopt(ringfab::ep::EpOpt::MinMultiRecv)
+            .unwrap_or(1)
+            .max(1);
+        if b.len < min {
+            // Released before it could take anything.
+            return isize::neg(sys::FI_EINVAL);
+        }
+        let silent = selective.silent(ep, true, Some(flags));
+        let multi = Multi::new(
+            me,
+            b.addr,
+            b.len,
+            min,
+            ep.max_msg_size(dom),
+            flags,
+            silent,
+            context,
+        );
+        match multi.fill(ep, shared) {
+            Ok(0) => isize::neg(sys::FI_EAGAIN),
+            Ok(_) => 0,
+            Err(err) => ffi::fail(err),
         }
     })
 }
@@ -136,12 +214,13 @@ unsafe fn post_send(
     flags: Option<OpFlags>,
 ) -> isize {
     // SAFETY: the caller's promise.
-    if let Err(err) = unsafe { check(e, bufs) } {
+    if let Err(err) = unsafe { check(e.domain(), bufs) } {
         return err;
     }
     let total: usize = bufs.iter().map(|b| b.len).sum();
     let dom = e.domain().core();
-    e.with_enabled(|ep, shared| {
+    e.with_enabled(|ep, shared, selective| {
+        let silent = selective.silent(ep, false, flags);
         if bufs.len() > ep.iov_limit(dom) {
             return isize::neg(sys::FI_EINVAL);
         }
@@ -150,7 +229,7 @@ unsafe fn post_send(
         }
         if flags.is_some_and(|f| f.contains(OpFlags::INJECT)) {
             let payload = gather(bufs, total);
-            let id = ops::insert(e.record(shared, context, None));
+            let id = ops::insert(e.record(shared, context, None, silent));
             let f = flags.unwrap_or_default();
             return match ep.injectmsg(dom, &payload, FiAddr(dest), data, id, f) {
                 Ok(()) => 0,
@@ -173,7 +252,7 @@ unsafe fn post_send(
             }
             at += b.len;
         }
-        let id = ops::insert(e.record(shared, context, None));
+        let id = ops::insert(e.record(shared, context, None, silent));
         let r = match (flags, data) {
             (None, None) => ep.send(dom, buf, total, FiAddr(dest), id),
             (None, Some(d)) => ep.senddata(dom, buf, total, d, FiAddr(dest), id),
@@ -219,23 +298,14 @@ pub(crate) unsafe extern "C" fn recv(
     _src_addr: u64,
     context: *mut c_void,
 ) -> isize {
-    ffi::guard("fi_recv", || {
-        // SAFETY: the application's endpoint; its buffer is the provider's until the
-        // completion (fi_msg(3)).
-        unsafe {
-            ep_of(ep).map_or_else(
-                |e| e,
-                |e| {
-                    let b = AppBuf {
-                        addr: buf as usize,
-                        len,
-                        desc,
-                    };
-                    post_recv(e, &[b], context, None)
-                },
-            )
-        }
-    })
+    let b = AppBuf {
+        addr: buf as usize,
+        len,
+        desc,
+    };
+    // SAFETY: the application's endpoint; its buffer is the provider's until the completion
+    // (fi_msg(3)).
+    unsafe { on_ep("fi_recv", ep, |e| post_recv(e, &[b], context, None)) }
 }
 
 /// `fi_recvv`: one buffer (`rx_attr->iov_limit` is 1).
@@ -247,48 +317,38 @@ pub(crate) unsafe extern "C" fn recvv(
     _src_addr: u64,
     context: *mut c_void,
 ) -> isize {
-    ffi::guard("fi_recvv", || {
-        // SAFETY: the application's endpoint and `count` iovecs and descriptors.
-        unsafe {
-            let e = match ep_of(ep) {
-                Ok(e) => e,
-                Err(err) => return err,
-            };
-            match bufs_of(iov, desc, count) {
-                Ok(bufs) => post_recv(e, &bufs, context, None),
-                Err(err) => err,
-            }
-        }
-    })
+    // SAFETY: the application's endpoint and `count` iovecs and descriptors, the buffers the
+    // provider's until the completion (fi_msg(3)).
+    unsafe {
+        on_ep("fi_recvv", ep, |e| match bufs_of(iov, desc, count) {
+            Ok(bufs) => post_recv(e, &bufs, context, None),
+            Err(err) => err,
+        })
+    }
 }
 
-/// `fi_recvmsg`.
+/// `fi_recvmsg`; `FI_MULTI_RECV` posts a multi-receive buffer ([`crate::multi`]).
 pub(crate) unsafe extern "C" fn recvmsg(
     ep: *mut sys::fid_ep,
     msg: *const sys::fi_msg,
     flags: u64,
 ) -> isize {
-    ffi::guard("fi_recvmsg", || {
-        // SAFETY: the application's endpoint and message (fi_msg(3)).
-        unsafe {
-            let e = match ep_of(ep) {
-                Ok(e) => e,
-                Err(err) => return err,
-            };
+    // SAFETY: the application's endpoint and message (fi_msg(3)).
+    unsafe {
+        on_ep("fi_recvmsg", ep, |e| {
             let Some(m) = msg.as_ref() else {
                 return isize::neg(sys::FI_EINVAL);
             };
-            if flags & sys::FI_MULTI_RECV != 0 {
-                // A multi-receive buffer takes several messages where the application put it;
-                // the copying receive path does not place them yet.
-                return isize::neg(sys::FI_EBADFLAGS as i32);
-            }
+            let flags = OpFlags::from_bits_retain(flags);
             match bufs_of(m.msg_iov, m.desc, m.iov_count) {
-                Ok(bufs) => post_recv(e, &bufs, m.context, Some(OpFlags::from_bits_retain(flags))),
+                Ok(bufs) if flags.contains(OpFlags::MULTI_RECV) => {
+                    post_multi_recv(e, &bufs, m.context, flags)
+                }
+                Ok(bufs) => post_recv(e, &bufs, m.context, Some(flags)),
                 Err(err) => err,
             }
-        }
-    })
+        })
+    }
 }
 
 /// `fi_send`.
@@ -300,20 +360,17 @@ pub(crate) unsafe extern "C" fn send(
     dest_addr: u64,
     context: *mut c_void,
 ) -> isize {
-    ffi::guard("fi_send", || {
-        let b = AppBuf {
-            addr: buf as usize,
-            len,
-            desc,
-        };
-        // SAFETY: the application's endpoint and buffer.
-        unsafe {
-            ep_of(ep).map_or_else(
-                |e| e,
-                |e| post_send(e, &[b], dest_addr, context, None, None),
-            )
-        }
-    })
+    let b = AppBuf {
+        addr: buf as usize,
+        len,
+        desc,
+    };
+    // SAFETY: the application's endpoint and buffer.
+    unsafe {
+        on_ep("fi_send", ep, |e| {
+            post_send(e, &[b], dest_addr, context, None, None)
+        })
+    }
 }
 
 /// `fi_senddata`.
@@ -326,20 +383,17 @@ pub(crate) unsafe extern "C" fn senddata(
     dest_addr: u64,
     context: *mut c_void,
 ) -> isize {
-    ffi::guard("fi_senddata", || {
-        let b = AppBuf {
-            addr: buf as usize,
-            len,
-            desc,
-        };
-        // SAFETY: the application's endpoint and buffer.
-        unsafe {
-            ep_of(ep).map_or_else(
-                |e| e,
-                |e| post_send(e, &[b], dest_addr, context, Some(data), None),
-            )
-        }
-    })
+    let b = AppBuf {
+        addr: buf as usize,
+        len,
+        desc,
+    };
+    // SAFETY: the application's endpoint and buffer.
+    unsafe {
+        on_ep("fi_senddata", ep, |e| {
+            post_send(e, &[b], dest_addr, context, Some(data), None)
+        })
+    }
 }
 
 /// `fi_sendv`.
@@ -351,19 +405,13 @@ pub(crate) unsafe extern "C" fn sendv(
     dest_addr: u64,
     context: *mut c_void,
 ) -> isize {
-    ffi::guard("fi_sendv", || {
-        // SAFETY: the application's endpoint and `count` iovecs and descriptors.
-        unsafe {
-            let e = match ep_of(ep) {
-                Ok(e) => e,
-                Err(err) => return err,
-            };
-            match bufs_of(iov, desc, count) {
-                Ok(bufs) => post_send(e, &bufs, dest_addr, context, None, None),
-                Err(err) => err,
-            }
-        }
-    })
+    // SAFETY: the application's endpoint and `count` iovecs and descriptors.
+    unsafe {
+        on_ep("fi_sendv", ep, |e| match bufs_of(iov, desc, count) {
+            Ok(bufs) => post_send(e, &bufs, dest_addr, context, None, None),
+            Err(err) => err,
+        })
+    }
 }
 
 /// `fi_sendmsg`: the message's flags replace the endpoint's defaults; `FI_INJECT` copies
@@ -373,30 +421,20 @@ pub(crate) unsafe extern "C" fn sendmsg(
     msg: *const sys::fi_msg,
     flags: u64,
 ) -> isize {
-    ffi::guard("fi_sendmsg", || {
-        // SAFETY: the application's endpoint and message (fi_msg(3)).
-        unsafe {
-            let e = match ep_of(ep) {
-                Ok(e) => e,
-                Err(err) => return err,
-            };
+    // SAFETY: the application's endpoint and message (fi_msg(3)).
+    unsafe {
+        on_ep("fi_sendmsg", ep, |e| {
             let Some(m) = msg.as_ref() else {
                 return isize::neg(sys::FI_EINVAL);
             };
             let data = (flags & sys::FI_REMOTE_CQ_DATA != 0).then_some(m.data);
+            let flags = Some(OpFlags::from_bits_retain(flags));
             match bufs_of(m.msg_iov, m.desc, m.iov_count) {
-                Ok(bufs) => post_send(
-                    e,
-                    &bufs,
-                    m.addr,
-                    m.context,
-                    data,
-                    Some(OpFlags::from_bits_retain(flags)),
-                ),
+                Ok(bufs) => post_send(e, &bufs, m.addr, m.context, data, flags),
                 Err(err) => err,
             }
-        }
-    })
+        })
+    }
 }
 
 /// `fi_inject`: core copies the payload; no completion for success.
@@ -406,10 +444,12 @@ pub(crate) unsafe extern "C" fn inject(
     len: usize,
     dest_addr: u64,
 ) -> isize {
-    ffi::guard("fi_inject", || {
-        // SAFETY: the application's endpoint and `len` bytes at `buf` (fi_msg(3)).
-        unsafe { inject_inner(ep, buf, len, None, dest_addr) }
-    })
+    // SAFETY: the application's endpoint and `len` bytes at `buf` (fi_msg(3)).
+    unsafe {
+        on_ep("fi_inject", ep, |e| {
+            inject_inner(e, buf, len, None, dest_addr)
+        })
+    }
 }
 
 /// `fi_injectdata`.
@@ -420,28 +460,25 @@ pub(crate) unsafe extern "C" fn injectdata(
     data: u64,
     dest_addr: u64,
 ) -> isize {
-    ffi::guard("fi_injectdata", || {
-        // SAFETY: as `inject`.
-        unsafe { inject_inner(ep, buf, len, Some(data), dest_addr) }
-    })
+    // SAFETY: as `inject`.
+    unsafe {
+        on_ep("fi_injectdata", ep, |e| {
+            inject_inner(e, buf, len, Some(data), dest_addr)
+        })
+    }
 }
 
 /// `fi_inject` and `fi_injectdata`.
 ///
 /// # Safety
-/// `ep` null or a `struct fid_ep`; `buf` null or `len` readable bytes.
+/// `buf` null or `len` readable bytes.
 unsafe fn inject_inner(
-    ep: *mut sys::fid_ep,
+    e: &EpObj,
     buf: *const c_void,
     len: usize,
     data: Option<u64>,
     dest: u64,
 ) -> isize {
-    // SAFETY: the caller's promise.
-    let e = match unsafe { ep_of(ep) } {
-        Ok(e) => e,
-        Err(err) => return err,
-    };
     if buf.is_null() && len > 0 {
         return isize::neg(sys::FI_EINVAL);
     }
@@ -452,7 +489,7 @@ unsafe fn inject_inner(
         unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) }
     };
     let dom = e.domain().core();
-    e.with_enabled(|ep, _| {
+    e.with_enabled(|ep, _, _| {
         let r = match data {
             None => ep.inject(dom, payload, FiAddr(dest)),
             Some(d) => ep.injectdata(dom, payload, d, FiAddr(dest)),

@@ -67,24 +67,6 @@ pub(crate) unsafe extern "C" fn passive_ep(
     NOSYS
 }
 
-/// `fi_ops_fabric::wait_open` (`fi_wait_open`).
-pub(crate) unsafe extern "C" fn wait_open(
-    _: *mut sys::fid_fabric,
-    _: *mut sys::fi_wait_attr,
-    _: *mut *mut sys::fid_wait,
-) -> c_int {
-    NOSYS
-}
-
-/// `fi_ops_fabric::trywait` (`fi_trywait`).
-pub(crate) unsafe extern "C" fn trywait(
-    _: *mut sys::fid_fabric,
-    _: *mut *mut sys::fid,
-    _: c_int,
-) -> c_int {
-    NOSYS
-}
-
 /// What an entry returns for "not implemented": `-FI_ENOSYS` as `int` or as `ssize_t`.
 pub(crate) trait NoSysRet {
     /// `-FI_ENOSYS`.

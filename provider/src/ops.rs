@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use ringfab::entry::OpContext;
 
 use crate::ep::Shared;
+use crate::multi::Multi;
 
 /// What the provider keeps of one posted operation.
 pub(crate) struct Record {
@@ -23,8 +24,13 @@ pub(crate) struct Record {
     pub(crate) context: usize,
     /// For a receive: the application's buffer and its length.
     pub(crate) recv: Option<(usize, usize)>,
+    /// Its success is not reported (selective completion: `crate::ep::Selective`); its
+    /// buffer still comes back and an error is still reported.
+    pub(crate) silent: bool,
     /// Where the operation's bounce buffer goes back to.
     pub(crate) shared: Arc<Shared>,
+    /// For a slot of a multi-receive buffer: the buffer ([`crate::multi`]).
+    pub(crate) multi: Option<Arc<Multi>>,
 }
 
 /// The tag in an id's top 16 bits.
@@ -96,6 +102,17 @@ pub(crate) fn find(ep: u64, context: usize) -> Option<OpContext> {
             .filter(|r| r.ep == ep && r.context == context)
             .map(|_| id(*g, slot as u32))
     })
+}
+
+/// The multi-receive buffer of the record `ctx` names, if it is a slot of one.
+pub(crate) fn multi_of(ctx: OpContext) -> Option<Arc<Multi>> {
+    if !is_id(ctx) {
+        return None;
+    }
+    let (generation, slot) = ((ctx.0 >> 32) as u16, ctx.0 as u32);
+    let s = lock();
+    let (g, r) = s.slots.get(slot as usize)?;
+    (*g == generation).then(|| r.as_ref()?.multi.clone())?
 }
 
 /// Drops every record of endpoint `ep` (it closed: core discarded its operations without

@@ -169,6 +169,49 @@ fn c_program_checks_domains_queues_and_messages_through_libfabric() {
     assert!(text.contains(" passed, 0 failed"), "{text}");
 }
 
+#[test]
+fn c_program_checks_counters_selective_completion_and_waiting_through_libfabric() {
+    let exe = compile("completion_objects");
+    let hub = hub_dir("completion-objects");
+    let nics = "emu:igb,emu:e1000e,emu:virtio-net";
+    let out = with_provider(&mut Command::new(&exe), Some(nics), &hub)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(" passed, 0 failed"), "{text}");
+}
+
+#[test]
+fn c_program_checks_multi_receive_buffers_through_libfabric() {
+    let exe = compile("multi_recv");
+    let hub = hub_dir("multi-recv");
+    let out = with_provider(&mut Command::new(&exe), Some("emu:igb,emu:e1000e"), &hub)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(" passed, 0 failed"), "{text}");
+}
+
+#[test]
+fn c_program_checks_scalable_and_shared_contexts_through_libfabric() {
+    let exe = compile("contexts");
+    let hub = hub_dir("contexts");
+    let out = with_provider(&mut Command::new(&exe), Some("emu:igb,emu:e1000e"), &hub)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(" passed, 0 failed"), "{text}");
+}
+
 /// A TCP port nobody listens on now, for fi_pingpong's control connection.
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
