@@ -136,8 +136,17 @@ impl Encap {
     }
 
     /// Whether frames of this encapsulation carry ringfab's own header (not plain UDP).
+    ///
+    /// Without the `plain-udp` feature no path or endpoint is ever plain UDP (they are refused
+    /// when made), and this says `true` for every encapsulation, so that the compiler leaves the
+    /// plain-UDP code out of every path (core/Cargo.toml, "features").
     pub const fn is_ringfab(self) -> bool {
-        !matches!(self, Encap::PlainUdp)
+        !(cfg!(feature = "plain-udp") && matches!(self, Encap::PlainUdp))
+    }
+
+    /// Whether this encapsulation is offered in this build (`plain-udp` for [`Encap::PlainUdp`]).
+    pub const fn is_built(self) -> bool {
+        cfg!(feature = "plain-udp") || !matches!(self, Encap::PlainUdp)
     }
 
     /// Where ringfab's own 16 bytes start.

@@ -154,6 +154,9 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// than one receive context without RSS; `AddrInUse` or `Full(Ports)` as
     /// [`Domain::endpoint`] for the port.
     pub fn scalable_endpoint(&self, attr: &SepAttr) -> Result<ScalableEndpoint> {
+        if !attr.encap.is_built() {
+            return Err(Error::OpNotSupp);
+        }
         let plain = !attr.encap.is_ringfab();
         let caps = self.nic().capabilities();
         // fi_endpoint(3), tx_ctx_cnt: "If not specified (0), 1 context will be assigned"; the

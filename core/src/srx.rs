@@ -75,11 +75,15 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Opens a shared receive context on receive queue `attr.rx_queue` (`fi_srx_context`).
     ///
     /// # Errors
-    /// `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `Inval` for a buffer size
+    /// `OpNotSupp` in a build without the `shared-contexts` feature (or plain UDP without
+    /// `plain-udp`); `BadFlags` for flags other than `FI_COMPLETION`/`FI_MORE`; `Inval` for a buffer size
     /// outside `header + 1 ..= max_rx_buf_len` (the header of `attr.encap`); `NoMem` without a
     /// free path slot; `Device(_)` when the NIC refuses the queue or cannot steer an address to
     /// it.
     pub fn srx_context(&self, attr: &SrxAttr) -> Result<SharedRxContext> {
+        if !cfg!(feature = "shared-contexts") || !attr.encap.is_built() {
+            return Err(Error::OpNotSupp);
+        }
         if !SRX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
         }

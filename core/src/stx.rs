@@ -59,13 +59,16 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     ///
     /// # Errors
     /// `BadFlags` for op flags no DGRAM transmit takes; `OpNotSupp` for plain UDP (not yet
-    /// shared, `docs/ip.md`); `NoMem` without a free path slot; `Device(_)` when the NIC
+    /// shared, `docs/ip.md`), or in a build without the `shared-contexts` feature; `NoMem` without a free path slot; `Device(_)` when the NIC
     /// refuses the queue.
     pub fn stx_context(&self, attr: &StxAttr) -> Result<SharedTxContext> {
+        if !cfg!(feature = "shared-contexts") {
+            return Err(Error::OpNotSupp);
+        }
         if !TX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
         }
-        if !attr.encap.is_ringfab() {
+        if attr.encap == crate::proto::Encap::PlainUdp {
             return Err(Error::OpNotSupp);
         }
         // No interrupt: the queue serves several CQs, and a vector belongs to one.

@@ -72,7 +72,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let (framed, plain) = match self.kind.framing() {
             Some(f) if !f.source_err => match f.encap {
                 Encap::Ethernet => (Some(FramedLane::expect(f.local.ctx)), false),
-                Encap::PlainUdp => (None, true),
+                Encap::PlainUdp => (None, cfg!(feature = "plain-udp")),
                 Encap::Udp => (None, false),
             },
             _ => (None, false),

@@ -105,7 +105,9 @@ impl Kind {
     /// A shared context's path: operations of several endpoints, each reporting to its own CQ.
     #[inline(always)]
     pub(crate) fn is_shared(&self) -> bool {
-        matches!(self, Kind::SharedTx(_) | Kind::SharedRx(..))
+        // Without the feature no path is ever shared (the contexts are refused when opened):
+        // saying so lets the compiler leave the shared paths' poll out.
+        cfg!(feature = "shared-contexts") && matches!(self, Kind::SharedTx(_) | Kind::SharedRx(..))
     }
 
     /// The endpoints bound to a shared receive context, by owner number (none elsewhere).

@@ -259,7 +259,8 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Creates a disabled endpoint (`fi_endpoint`).
     ///
     /// # Errors
-    /// `OpNotSupp` for an endpoint type other than DGRAM/UNSPEC; `Inval` for a queue the NIC
+    /// `OpNotSupp` for an endpoint type other than DGRAM/UNSPEC, or for plain UDP or
+    /// `multi_recv_msgs` in a build without the `plain-udp` or `multi-recv` feature; `Inval` for a queue the NIC
     /// does not have, a receive buffer size outside `header + 1 ..= max_rx_buf_len` (the
     /// header of [`EpAttr::encap`]), a `tx_iov_limit` outside 1 ..= the buffers a gather
     /// send can have on the NIC ([`EpAttr::tx_iov_limit`]), or a `multi_recv_msgs` over the
@@ -274,6 +275,9 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             EpType::Dgram => {}
             EpType::Unspec => attr.ep_type = EpType::Dgram,
             _ => return Err(Error::OpNotSupp),
+        }
+        if !attr.encap.is_built() || (attr.multi_recv_msgs > 0 && !cfg!(feature = "multi-recv")) {
+            return Err(Error::OpNotSupp);
         }
         let caps = self.nic().capabilities();
         if attr.tx_queue >= caps.tx_queues || attr.rx_queue >= caps.rx_queues {

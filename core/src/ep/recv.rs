@@ -108,7 +108,8 @@ impl Endpoint {
             };
             let dev_len = q.buf_len();
             if flags.contains(OpFlags::MULTI_RECV) {
-                if multi_recv_msgs == 0 {
+                // (Without the `multi-recv` feature no endpoint has `multi_recv_msgs`.)
+                if multi_recv_msgs == 0 || !cfg!(feature = "multi-recv") {
                     // The endpoint was not made for them (EpAttr::multi_recv_msgs).
                     return Err(Error::BadFlags);
                 }

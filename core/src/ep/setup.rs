@@ -176,7 +176,7 @@ impl Endpoint {
                 crate::engine::release(dom.owners(), (h.buf.mr != NO_MR).then_some(h.buf));
             });
         }
-        if self.stx.is_some() {
+        if shared(self.stx).is_some() {
             // The shared queue stays; only this endpoint's operations go. The handle does not
             // close a shared path when dropped.
             if let (Some(path), Ok(cq)) = (
@@ -192,7 +192,7 @@ impl Endpoint {
                 });
             }
         }
-        if self.srx.is_some() {
+        if shared(self.srx).is_some() {
             if let Some(path) = self.rx.take().map(|i| Path::at(dom, i)) {
                 let ctx = self.poll_ctx(dom, self.rx_cq);
                 let _ = path.with_state(|st| {
@@ -745,7 +745,7 @@ impl Endpoint {
                 .map_or(crate::ip::Ipv4Addr::UNSPECIFIED, |c| c.addr),
         };
         let mut tx = None;
-        if let (true, Some(tx_cq), Some(index)) = (self.sends, self.tx_cq, self.stx) {
+        if let (true, Some(tx_cq), Some(index)) = (self.sends, self.tx_cq, shared(self.stx)) {
             // Sends go through the shared context's queue, which reports to each operation's
             // own CQ: the CQ must fit the path's mask and the counter the op table's byte.
             if tx_cq.cq >= 64 || self.tx_cntr.is_some_and(|c| c >= usize::from(u8::MAX)) {
@@ -781,7 +781,7 @@ impl Endpoint {
             path.attach(tx_cq.cq, tx_cq.flags, framing, self.tx_cntr);
             tx = Some(path);
         }
-        if let (true, Some(rx_cq), Some(index)) = (self.recvs, self.rx_cq, self.srx) {
+        if let (true, Some(rx_cq), Some(index)) = (self.recvs, self.rx_cq, shared(self.srx)) {
             if let Err(e) = self.join_srx(dom, index, rx_cq, framing) {
                 if let (Some(p), Some(b)) = (tx, self.tx_cq) {
                     if self.stx.is_none() {
@@ -840,4 +840,12 @@ impl Endpoint {
         self.shut(dom);
         Ok(())
     }
+}
+
+/// A shared context's path slot as the endpoint keeps it: always `None` in a build without the
+/// `shared-contexts` feature (where no context can be opened to bind), so that the compiler
+/// leaves the shared branches out.
+#[inline(always)]
+fn shared(slot: Option<usize>) -> Option<usize> {
+    slot.filter(|_| cfg!(feature = "shared-contexts"))
 }
