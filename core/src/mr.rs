@@ -241,6 +241,46 @@ impl MemoryRegion {
         Ok(Buf::from_raw(raw, owner))
     }
 
+    /// The buffer of bytes `offset..offset + len` of the region, whatever [`alloc`](Self::alloc)
+    /// handed out: for [`MemoryRegion::lend`] (core/src/raw.rs), whose caller promises that no
+    /// other live buffer of the region overlaps it.
+    ///
+    /// # Errors
+    /// `Inval` for an empty range, one longer than `u32::MAX` or one outside the region;
+    /// `OpBadState` after close; `Domain` for another domain.
+    pub(crate) fn buf_at<'d, N: Nic, const D: usize>(
+        &self,
+        dom: &'d Domain<'_, N, D>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Buf<'d>> {
+        let len32 = u32::try_from(len).map_err(|_| Error::Inval)?;
+        if len == 0 {
+            return Err(Error::Inval);
+        }
+        let slot = self.slot(dom)?;
+        let guard = slot.state.lock();
+        let st = guard.as_ref().ok_or(Error::OpBadState)?;
+        let span = st.mem.span().sub(offset, len).ok_or(Error::Inval)?;
+        let iova = Iova(
+            st.mem
+                .mapping()
+                .iova()
+                .0
+                .checked_add(u64::try_from(offset).map_err(|_| Error::Inval)?)
+                .ok_or(Error::Inval)?,
+        );
+        let owner = self.owner(dom)?;
+        owner.fetch_add(1, Ordering::AcqRel);
+        let raw = RawBuf {
+            span,
+            iova,
+            len: len32,
+            mr: self.index as u16,
+        };
+        Ok(Buf::from_raw(raw, owner))
+    }
+
     /// Buffers of this region still alive (held by the application or posted).
     pub fn outstanding<N: Nic, const D: usize>(&self, dom: &Domain<'_, N, D>) -> usize {
         self.owner(dom).map_or(0, |o| o.load(Ordering::Acquire))

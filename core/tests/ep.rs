@@ -13,11 +13,12 @@ use ringfab::entry::{Data, DataEntry, ErrEntry, Msg, MsgEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr, EpOpt, EpType};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{DmaRegion, MacAddr, Nic, TxConfig, TxSegment};
-use ringfab::mr::Buf;
+use ringfab::mr::{Buf, Memory};
 use ringfab::path::SendPost;
 use ringfab::proto::{self, Encap, Header, HEADER_LEN, MAX_HEADER_LEN};
 use ringfab::{Capacities, Capacity, Error};
 use ringfab_emu::Wire;
+use std::ptr::NonNull;
 
 const D: usize = 64;
 const BUF: usize = 2048;
@@ -152,6 +153,78 @@ fn insert<N: Nic>(d: &Domain<'_, N, D>, av: &AddressVector, addr: EpAddr) -> FiA
     let mut out = [FiAddr::NOTAVAIL];
     assert_eq!(av.insert(d, &[addr], &mut out), Ok(1));
     out[0]
+}
+
+/// `MemoryRegion::lend`: buffers at offsets the caller chooses inside memory it registered,
+/// posted without a copy — the sender's payload read from, and the receiver's frame written to,
+/// exactly those bytes of the registered memory — counted as the region's until dropped;
+/// ranges outside the region refused.
+fn lent_buffers_are_sent_from_and_received_into_the_registered_memory_in_place<T: TestNic>() {
+    let p = pair_of::<T>();
+    let (da, db) = domains(&p);
+    let (cq_a, av_a, ep_a) = side(
+        &da,
+        &EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV,
+    );
+    let (cq_b, _av_b, ep_b) = side(
+        &db,
+        &EpAttr::default(),
+        BindFlags::TRANSMIT | BindFlags::RECV,
+    );
+    let to_b = insert(&da, &av_a, ep_b.name());
+    // Memory both sides manage themselves, as a C application's (`fi_mr_reg`).
+    let mut mem_a = vec![0u8; 4 * BUF].into_boxed_slice();
+    let mut mem_b = vec![0u8; 4 * BUF].into_boxed_slice();
+    let (at_a, at_b) = (1000, 3 * BUF - 77);
+    let message = b"sent from where the application put it";
+    mem_a[at_a + HEADER_LEN..at_a + HEADER_LEN + message.len()].copy_from_slice(message);
+    let (ptr_a, len_a) = (NonNull::new(mem_a.as_mut_ptr()).unwrap(), mem_a.len());
+    let (ptr_b, len_b) = (NonNull::new(mem_b.as_mut_ptr()).unwrap(), mem_b.len());
+    {
+        // SAFETY: `mem_a` and `mem_b` outlive the regions (closed below, before the scope
+        // ends), and are not touched but through the regions' buffers meanwhile.
+        let (mr_a, mr_b) = unsafe {
+            (
+                da.register(Memory::from_raw_parts(ptr_a, len_a)).unwrap(),
+                db.register(Memory::from_raw_parts(ptr_b, len_b)).unwrap(),
+            )
+        };
+        // SAFETY: each region has one buffer at a time.
+        let (sbuf, rbuf) = unsafe {
+            (
+                mr_a.lend(&da, at_a, HEADER_LEN + message.len()).unwrap(),
+                mr_b.lend(&db, at_b, BUF).unwrap(),
+            )
+        };
+        assert_eq!(rbuf.addr(), ptr_b.as_ptr().addr() + at_b, "in place");
+        assert_eq!(
+            mr_b.outstanding(&db),
+            1,
+            "a lent buffer counts as the region's"
+        );
+        ep_b.recv(&db, rbuf, OpContext(1)).unwrap();
+        ep_a.send(&da, sbuf, message.len(), to_b, OpContext(2))
+            .unwrap();
+        let (e, _, buf) = read_one(&p.wire, &db, &cq_b);
+        assert_eq!(e.len, message.len());
+        drop(buf);
+        let (_, _, sent) = read_one(&p.wire, &da, &cq_a);
+        drop(sent);
+        // SAFETY: as above; nothing else of the region is alive.
+        let outside = unsafe { mr_b.lend(&db, 4 * BUF - 10, 11) };
+        assert_eq!(outside.err(), Some(Error::Inval), "past the region's end");
+        // SAFETY: as above.
+        assert_eq!(unsafe { mr_b.lend(&db, 0, 0) }.err(), Some(Error::Inval));
+        assert_eq!(mr_b.outstanding(&db), 0);
+        closed(mr_a.close(&da));
+        closed(mr_b.close(&db));
+    }
+    let landed = &mem_b[at_b + HEADER_LEN..at_b + HEADER_LEN + message.len()];
+    assert_eq!(
+        landed, message,
+        "the frame was written where the receiver lent"
+    );
 }
 
 fn senddata_carries_remote_cq_data_to_the_receiver<T: TestNic>() {
@@ -2366,6 +2439,7 @@ fn after_a_flush_cuts_a_split_frame_the_next_message_is_a_good_completion<T: Tes
 }
 
 on_every_nic!(
+    lent_buffers_are_sent_from_and_received_into_the_registered_memory_in_place,
     close_discards_completed_but_unread_operations,
     info_reports_what_the_endpoint_does,
     a_message_goes_from_one_endpoint_to_the_other_and_both_buffers_come_back,
