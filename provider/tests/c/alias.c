@@ -342,6 +342,13 @@ int main(void)
 		ret = fi_getname(&rx->fid, name, &len);
 		CHECK(ret == 0 && len == 8 && !memcmp(name, a.name, 8), "fi_getname(alias): %zd",
 		      ret);
+		{
+			size_t v1 = 0, v2 = 1, l1 = sizeof(v1), l2 = sizeof(v2);
+			ret = fi_getopt(&rx->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v1, &l1);
+			CHECK(ret == 0, "fi_getopt(alias): %zd", ret);
+			fi_getopt(&a.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v2, &l2);
+			CHECK(v1 == v2, "the endpoint's option: %zu, %zu", v1, v2);
+		}
 		ret = tx_size_left(tx);
 		CHECK(ret > 0 && ret == tx_size_left(a.ep), "fi_tx_size_left(alias): %zd", ret);
 		ret = fi_recv(a.ep, a.buf, 1024, fi_mr_desc(a.mr), 0, &ctx[0]);
@@ -357,11 +364,21 @@ int main(void)
 	}
 
 	/* An alias of an endpoint not yet enabled: it sends nothing until the endpoint is
-	 * enabled, and binds and enables the endpoint. */
+	 * enabled; fi_ep_bind and fi_enable through it bind and enable the endpoint. A second
+	 * endpoint of b's, on receive context 1 (the last two bytes of a ringfab address; the
+	 * 82576 steers that address to its own queue). */
 	{
+		struct fi_info *info = fi_dupinfo(b.info);
 		struct fid_ep *ep2 = NULL, *early = NULL;
-		ret = fi_endpoint(b.domain, b.info, &ep2, NULL);
+		struct fid_cq *cq2 = NULL;
+		struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_DATA };
+		CHECK(info->src_addrlen == 8, "src_addrlen: %zu", info->src_addrlen);
+		memcpy(info->src_addr, b.name, 6);
+		((unsigned char *)info->src_addr)[6] = 0;
+		((unsigned char *)info->src_addr)[7] = 1;
+		ret = fi_endpoint(b.domain, info, &ep2, NULL);
 		CHECK(ret == 0, "fi_endpoint: %zd", ret);
+		fi_freeinfo(info);
 		if (ep2) {
 			ret = fi_ep_alias(ep2, &early, FI_TRANSMIT | FI_COMPLETION);
 			CHECK(ret == 0 && early, "fi_ep_alias before fi_enable: %zd", ret);
@@ -369,12 +386,35 @@ int main(void)
 		if (early) {
 			ret = fi_send(early, b.buf, 8, fi_mr_desc(b.mr), back, NULL);
 			CHECK(ret == -FI_EOPBADSTATE, "fi_send before fi_enable: %zd", ret);
+			CHECK(fi_cq_open(b.domain, &cq_attr, &cq2, NULL) == 0, "fi_cq_open");
+			ret = fi_ep_bind(early, &b.av->fid, 0);
+			CHECK(ret == 0, "fi_ep_bind(alias, av): %zd", ret);
+			ret = fi_ep_bind(early, &cq2->fid, FI_TRANSMIT | FI_RECV);
+			CHECK(ret == 0, "fi_ep_bind(alias, cq): %zd", ret);
+			ret = fi_enable(early);
+			CHECK(ret == 0, "fi_enable(alias): %zd", ret);
+			strcpy(b.buf, "early");
+			ret = fi_recv(a.ep, a.buf + 1024, 1024, fi_mr_desc(a.mr), 0, NULL);
+			CHECK(ret == 0, "fi_recv(a): %zd", ret);
+			ret = fi_send(early, b.buf, 6, fi_mr_desc(b.mr), back, &ctx[0]);
+			CHECK(ret == 0, "fi_send once enabled through the alias: %zd", ret);
+			ret = read_n(cq2, e, 1, NULL);
+			CHECK(ret == 1 && e[0].op_context == &ctx[0], "its entry: %zd", ret);
+			{
+				double t0 = now_s();
+				while (strcmp(a.buf + 1024, "early") && now_s() - t0 < 5)
+					fi_cq_read(a.cq, e, 1);
+				CHECK(!strcmp(a.buf + 1024, "early"), "a received it: '%s'",
+				      a.buf + 1024);
+			}
 			ret = fi_close(&ep2->fid);
 			CHECK(ret == -FI_EBUSY, "fi_close(ep) with an alias: %zd", ret);
 			CHECK(fi_close(&early->fid) == 0, "fi_close(alias)");
 		}
 		if (ep2)
 			CHECK(fi_close(&ep2->fid) == 0, "fi_close(ep) after its alias");
+		if (cq2)
+			CHECK(fi_close(&cq2->fid) == 0, "fi_close(cq)");
 	}
 
 	/* fi_endpoint(3): "All allocated aliases must be closed for the underlying endpoint to
