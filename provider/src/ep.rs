@@ -2,7 +2,8 @@
 //! the control calls (`fi_ep_bind`, `fi_enable`, `fi_control`, `fi_getopt`/`fi_setopt`,
 //! `fi_cancel`, `fi_getname`) and the message calls (`fi_send`, `fi_sendv`, `fi_sendmsg`,
 //! `fi_senddata`, `fi_inject`, `fi_injectdata`, `fi_recv`, `fi_recvv`, `fi_recvmsg`). RMA,
-//! tagged, atomic and collective calls return `-FI_ENOSYS`.
+//! tagged, atomic and collective calls return `-FI_ENOSYS`. Aliases (`fi_ep_alias`) are
+//! [`crate::alias`]'s; an endpoint counts them, and its close waits for them.
 //!
 //! # Buffers
 //!
@@ -28,7 +29,7 @@
 //! count every completion, and errors, which are always reported (fi_cq(3)), are unchanged.
 
 use core::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ringfab::entry::OpContext;
@@ -38,6 +39,7 @@ use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::sep::Context;
 use ringfab::Error;
 
+use crate::alias::AliasObj;
 use crate::av::AvObj;
 use crate::cntr::CntrObj;
 use crate::cq::CqObj;
@@ -58,6 +60,8 @@ pub(crate) struct EpObj {
     serial: u64,
     /// For a context, its scalable endpoint (told when the context closes).
     sep: Option<&'static SepObj>,
+    /// Aliases open on it ([`crate::alias`]): its close is `-FI_EBUSY` while there are any.
+    aliases: AtomicUsize,
     state: Mutex<State>,
 }
 
@@ -368,6 +372,16 @@ pub(crate) unsafe fn ours<'a>(fid: *const sys::fid) -> Option<&'a EpObj> {
     }
 }
 
+/// The endpoint `fid` is, or that it is an alias of ([`crate::alias`]): what the calls an
+/// alias shares with its endpoint act on.
+///
+/// # Safety
+/// `fid` is null or points to a `struct fid`.
+pub(crate) unsafe fn ours_or_aliased<'a>(fid: *const sys::fid) -> Option<&'a EpObj> {
+    // SAFETY: the caller's promise.
+    unsafe { ours(fid).or_else(|| crate::alias::ours(fid).map(AliasObj::endpoint)) }
+}
+
 /// The endpoint attributes `info` asks for.
 ///
 /// # Safety
@@ -468,6 +482,7 @@ pub(crate) unsafe extern "C" fn open(
             domain: d.retain(),
             serial: next_serial(),
             sep: None,
+            aliases: AtomicUsize::new(0),
             state: Mutex::new(State {
                 ep: Some(CoreEp::Ep(core)),
                 cqs: Vec::new(),
@@ -508,6 +523,7 @@ impl EpObj {
             domain: domain.retain(),
             serial: next_serial(),
             sep: Some(sep),
+            aliases: AtomicUsize::new(0),
             state: Mutex::new(State {
                 ep: Some(CoreEp::Ctx(ctx)),
                 cqs: Vec::new(),
@@ -536,6 +552,39 @@ impl EpObj {
         match (st.ep.as_deref(), st.shared.as_ref()) {
             (Some(ep), Some(shared)) => f(ep, shared, st.selective),
             _ => R::neg(sys::FI_EOPBADSTATE as i32),
+        }
+    }
+
+    /// Runs `f` with core's endpoint (`None` once it is closed).
+    pub(crate) fn with_core<R>(&self, f: impl FnOnce(&Endpoint) -> R) -> Option<R> {
+        lock(&self.state).ep.as_deref().map(f)
+    }
+
+    /// Counts an alias about to be opened on the endpoint, if `f` (core's endpoint) allows it.
+    pub(crate) fn open_alias<T>(
+        &self,
+        f: impl FnOnce(&Endpoint) -> Result<T, Error>,
+    ) -> Result<T, c_int> {
+        let st = lock(&self.state);
+        let Some(ep) = st.ep.as_deref() else {
+            return Err(errno::INVAL);
+        };
+        let r = f(ep).map_err(ffi::fail::<c_int>)?;
+        self.aliases.fetch_add(1, Ordering::AcqRel);
+        Ok(r)
+    }
+
+    /// An alias of the endpoint is closed.
+    pub(crate) fn alias_closed(&self) {
+        self.aliases.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The fid of an alias of the endpoint: the endpoint's class, context and tables, but
+    /// `fi_ops` (close, bind, control) of the alias's own.
+    pub(crate) fn fid_for_alias(&self, ops: &'static Ops<sys::fi_ops>) -> sys::fid_ep {
+        sys::fid_ep {
+            fid: fid::new(self.fid.fid.fclass as u32, self.fid.fid.context, ops),
+            ..self.fid
         }
     }
 
@@ -596,7 +645,7 @@ impl EpObj {
     }
 
     /// `fi_enable`: opens the endpoint's queues and carves its buffers.
-    fn enable(&self) -> c_int {
+    pub(crate) fn enable(&self) -> c_int {
         let mut st = lock(&self.state);
         let dom = self.domain.core();
         let Some(ep) = st.ep.as_mut() else {
@@ -643,6 +692,11 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         let Some(e) = (unsafe { ours(fid) }) else {
             return errno::INVAL;
         };
+        // fi_endpoint(3): "All allocated aliases must be closed for the underlying endpoint
+        // to be released."
+        if e.aliases.load(Ordering::Acquire) > 0 {
+            return errno::BUSY;
+        }
         // Counters first, without the endpoint's lock (a counter's progress takes its own,
         // then this endpoint's).
         let cntrs = lock(&e.state).cntrs.clone();
@@ -683,11 +737,18 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
 unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -> c_int {
     ffi::guard("fi_ep_bind", || {
         // SAFETY: libfabric passes the fid it was given, or null.
-        let Some(e) = (unsafe { ours(fid) }) else {
-            return errno::INVAL;
-        };
-        let dom = e.domain.core();
-        let mut st = lock(&e.state);
+        match unsafe { ours(fid) } {
+            Some(e) => e.bind(bfid, flags),
+            None => errno::INVAL,
+        }
+    })
+}
+
+impl EpObj {
+    /// `fi_ep_bind` of `bfid` to the endpoint (or through an alias of it).
+    pub(crate) fn bind(&self, bfid: *mut sys::fid, flags: u64) -> c_int {
+        let dom = self.domain.core();
+        let mut st = lock(&self.state);
         let Some(ep) = st.ep.as_mut() else {
             return errno::INVAL;
         };
@@ -703,7 +764,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             )
         };
         if let Some(s) = srx {
-            if !core::ptr::eq(s.domain, e.domain) {
+            if !core::ptr::eq(s.domain, self.domain) {
                 return errno::INVAL;
             }
             if flags != 0 {
@@ -716,7 +777,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             };
         }
         if let Some(s) = stx {
-            if !core::ptr::eq(s.domain, e.domain) {
+            if !core::ptr::eq(s.domain, self.domain) {
                 return errno::INVAL;
             }
             if flags != 0 {
@@ -729,7 +790,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             };
         }
         if let Some(cq) = cq {
-            if !core::ptr::eq(cq.domain, e.domain) {
+            if !core::ptr::eq(cq.domain, self.domain) {
                 return errno::INVAL;
             }
             // Selective completion is the provider's to honour (`Selective`); core reports
@@ -753,7 +814,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             };
         }
         if let Some(av) = av {
-            if !core::ptr::eq(av.domain, e.domain) || e.sep.is_some() {
+            if !core::ptr::eq(av.domain, self.domain) || self.sep.is_some() {
                 // A context uses its scalable endpoint's AV (crate::sep).
                 return errno::INVAL;
             }
@@ -775,7 +836,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             return 0;
         }
         if let Some(c) = cntr {
-            if !core::ptr::eq(c.domain, e.domain) {
+            if !core::ptr::eq(c.domain, self.domain) {
                 return errno::INVAL;
             }
             let flags = CntrBindFlags::from_bits_retain(flags);
@@ -784,7 +845,7 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
             }
             // SAFETY: the endpoint lives until its fi_close, which unbinds it first (the
             // counter's fi_close refuses while it is bound).
-            c.bind(unsafe { e.as_static() });
+            c.bind(unsafe { self.as_static() });
             st.cntrs.push(c);
             if flags.contains(CntrBindFlags::RECV) {
                 st.rx_cntr = Some(c);
@@ -793,11 +854,11 @@ unsafe extern "C" fn bind(fid: *mut sys::fid, bfid: *mut sys::fid, flags: u64) -
         }
         // Wait sets, registrations, domains and other providers' fids.
         errno::INVAL
-    })
+    }
 }
 
-/// `fi_ops::control` of an endpoint: `FI_ENABLE`, `FI_GETOPSFLAG`, `FI_SETOPSFLAG`
-/// (fi_endpoint(3), fi_control(3)).
+/// `fi_ops::control` of an endpoint: `FI_ENABLE`, `FI_GETOPSFLAG`, `FI_SETOPSFLAG`, `FI_ALIAS`
+/// ([`crate::alias`]) (fi_endpoint(3), fi_control(3)).
 unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, arg: *mut c_void) -> c_int {
     ffi::guard("fi_control(ep)", || {
         // SAFETY: libfabric passes the fid it was given, or null.
@@ -806,6 +867,8 @@ unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, arg: *mut c_voi
         };
         match command as u32 {
             sys::FI_ENABLE => e.enable(),
+            // SAFETY: the endpoint stays open while the alias is: its close refuses until then.
+            sys::FI_ALIAS => crate::alias::open(unsafe { e.as_static() }, None, arg),
             sys::FI_GETOPSFLAG | sys::FI_SETOPSFLAG => {
                 if arg.is_null() {
                     return errno::INVAL;
@@ -853,7 +916,7 @@ unsafe extern "C" fn getopt(
 ) -> c_int {
     ffi::guard("fi_getopt", || {
         // SAFETY: libfabric passes the fid it was given, or null.
-        let Some(e) = (unsafe { ours(fid) }) else {
+        let Some(e) = (unsafe { ours_or_aliased(fid) }) else {
             return errno::INVAL;
         };
         let opt = match option(level, optname) {
@@ -894,7 +957,7 @@ unsafe extern "C" fn setopt(
 ) -> c_int {
     ffi::guard("fi_setopt", || {
         // SAFETY: libfabric passes the fid it was given, or null.
-        let Some(e) = (unsafe { ours(fid) }) else {
+        let Some(e) = (unsafe { ours_or_aliased(fid) }) else {
             return errno::INVAL;
         };
         let opt = match option(level, optname) {
@@ -919,7 +982,7 @@ unsafe extern "C" fn setopt(
 unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
     ffi::guard("fi_cancel", || {
         // SAFETY: libfabric passes the fid it was given, or null.
-        let Some(e) = (unsafe { ours(fid) }) else {
+        let Some(e) = (unsafe { ours_or_aliased(fid) }) else {
             return isize::neg(sys::FI_EINVAL);
         };
         let Some(id) = ops::find(e.serial, context as usize) else {
@@ -945,7 +1008,7 @@ unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
 unsafe extern "C" fn rx_size_left(ep: *mut sys::fid_ep) -> isize {
     ffi::guard("fi_rx_size_left", || {
         // SAFETY: the application's endpoint, checked to be one of ours.
-        let Some(e) = (unsafe { ours(ep.cast()) }) else {
+        let Some(e) = (unsafe { ours_or_aliased(ep.cast()) }) else {
             return isize::neg(sys::FI_EINVAL);
         };
         e.progress();
@@ -960,7 +1023,7 @@ unsafe extern "C" fn rx_size_left(ep: *mut sys::fid_ep) -> isize {
 unsafe extern "C" fn tx_size_left(ep: *mut sys::fid_ep) -> isize {
     ffi::guard("fi_tx_size_left", || {
         // SAFETY: the application's endpoint, checked to be one of ours.
-        let Some(e) = (unsafe { ours(ep.cast()) }) else {
+        let Some(e) = (unsafe { ours_or_aliased(ep.cast()) }) else {
             return isize::neg(sys::FI_EINVAL);
         };
         e.progress();
@@ -976,7 +1039,7 @@ unsafe extern "C" fn tx_size_left(ep: *mut sys::fid_ep) -> isize {
 unsafe extern "C" fn getname(fid: *mut sys::fid, addr: *mut c_void, addrlen: *mut usize) -> c_int {
     ffi::guard("fi_getname", || {
         // SAFETY: libfabric passes the fid it was given, or null.
-        let Some(e) = (unsafe { ours(fid) }) else {
+        let Some(e) = (unsafe { ours_or_aliased(fid) }) else {
             return errno::INVAL;
         };
         if addrlen.is_null() {

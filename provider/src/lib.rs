@@ -22,6 +22,7 @@
 
 use core::cell::UnsafeCell;
 
+mod alias;
 mod av;
 mod cntr;
 mod cq;

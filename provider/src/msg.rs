@@ -10,6 +10,7 @@ use core::ffi::c_void;
 use ringfab::av::FiAddr;
 use ringfab::flags::OpFlags;
 
+use crate::alias::DefaultFlags;
 use crate::domain::DomainObj;
 use crate::ep::{EpObj, Shared};
 use crate::ffi::{self, Ret};
@@ -33,20 +34,26 @@ impl AppBuf {
 }
 
 /// What every message entry point does first: runs `f` for the call `what` under
-/// [`ffi::guard`] (a panic becomes `-FI_EOTHER`) with the endpoint `ep` is, or returns
-/// `-FI_EINVAL` if it is not one of the provider's.
+/// [`ffi::guard`] (a panic becomes `-FI_EOTHER`) with the endpoint `ep` is or is an alias of,
+/// or returns `-FI_EINVAL` if it is neither of the provider's. Through an alias `f` also gets
+/// the alias's default op flags, which a call without flags of its own posts with in place of
+/// the endpoint's ([`crate::alias`]); `None`: the endpoint's own apply.
 ///
 /// # Safety
 /// `ep` null or a `struct fid_ep`.
 unsafe fn on_ep(
     what: &'static str,
     ep: *mut sys::fid_ep,
-    f: impl FnOnce(&EpObj) -> isize,
+    f: impl FnOnce(&EpObj, Option<DefaultFlags>) -> isize,
 ) -> isize {
     ffi::guard(what, || {
         // SAFETY: the caller's promise.
-        match unsafe { crate::ep::ours(ep.cast()) } {
-            Some(e) => f(e),
+        if let Some(e) = unsafe { crate::ep::ours(ep.cast()) } {
+            return f(e, None);
+        }
+        // SAFETY: as above.
+        match unsafe { crate::alias::ours(ep.cast()) } {
+            Some(a) => f(a.endpoint(), Some(a.flags())),
             None => isize::neg(sys::FI_EINVAL),
         }
     })
@@ -305,7 +312,11 @@ pub(crate) unsafe extern "C" fn recv(
     };
     // SAFETY: the application's endpoint; its buffer is the provider's until the completion
     // (fi_msg(3)).
-    unsafe { on_ep("fi_recv", ep, |e| post_recv(e, &[b], context, None)) }
+    unsafe {
+        on_ep("fi_recv", ep, |e, defaults| {
+            post_recv(e, &[b], context, defaults.map(|d| d.rx))
+        })
+    }
 }
 
 /// `fi_recvv`: one buffer (`rx_attr->iov_limit` is 1).
@@ -320,9 +331,11 @@ pub(crate) unsafe extern "C" fn recvv(
     // SAFETY: the application's endpoint and `count` iovecs and descriptors, the buffers the
     // provider's until the completion (fi_msg(3)).
     unsafe {
-        on_ep("fi_recvv", ep, |e| match bufs_of(iov, desc, count) {
-            Ok(bufs) => post_recv(e, &bufs, context, None),
-            Err(err) => err,
+        on_ep("fi_recvv", ep, |e, defaults| {
+            match bufs_of(iov, desc, count) {
+                Ok(bufs) => post_recv(e, &bufs, context, defaults.map(|d| d.rx)),
+                Err(err) => err,
+            }
         })
     }
 }
@@ -335,7 +348,7 @@ pub(crate) unsafe extern "C" fn recvmsg(
 ) -> isize {
     // SAFETY: the application's endpoint and message (fi_msg(3)).
     unsafe {
-        on_ep("fi_recvmsg", ep, |e| {
+        on_ep("fi_recvmsg", ep, |e, _| {
             let Some(m) = msg.as_ref() else {
                 return isize::neg(sys::FI_EINVAL);
             };
@@ -367,8 +380,8 @@ pub(crate) unsafe extern "C" fn send(
     };
     // SAFETY: the application's endpoint and buffer.
     unsafe {
-        on_ep("fi_send", ep, |e| {
-            post_send(e, &[b], dest_addr, context, None, None)
+        on_ep("fi_send", ep, |e, defaults| {
+            post_send(e, &[b], dest_addr, context, None, defaults.map(|d| d.tx))
         })
     }
 }
@@ -390,8 +403,10 @@ pub(crate) unsafe extern "C" fn senddata(
     };
     // SAFETY: the application's endpoint and buffer.
     unsafe {
-        on_ep("fi_senddata", ep, |e| {
-            post_send(e, &[b], dest_addr, context, Some(data), None)
+        on_ep("fi_senddata", ep, |e, defaults| {
+            // As core's `senddata`: the defaults with the data's flag.
+            let flags = defaults.map(|d| d.tx | OpFlags::REMOTE_CQ_DATA);
+            post_send(e, &[b], dest_addr, context, Some(data), flags)
         })
     }
 }
@@ -407,9 +422,11 @@ pub(crate) unsafe extern "C" fn sendv(
 ) -> isize {
     // SAFETY: the application's endpoint and `count` iovecs and descriptors.
     unsafe {
-        on_ep("fi_sendv", ep, |e| match bufs_of(iov, desc, count) {
-            Ok(bufs) => post_send(e, &bufs, dest_addr, context, None, None),
-            Err(err) => err,
+        on_ep("fi_sendv", ep, |e, defaults| {
+            match bufs_of(iov, desc, count) {
+                Ok(bufs) => post_send(e, &bufs, dest_addr, context, None, defaults.map(|d| d.tx)),
+                Err(err) => err,
+            }
         })
     }
 }
@@ -423,7 +440,7 @@ pub(crate) unsafe extern "C" fn sendmsg(
 ) -> isize {
     // SAFETY: the application's endpoint and message (fi_msg(3)).
     unsafe {
-        on_ep("fi_sendmsg", ep, |e| {
+        on_ep("fi_sendmsg", ep, |e, _| {
             let Some(m) = msg.as_ref() else {
                 return isize::neg(sys::FI_EINVAL);
             };
@@ -446,7 +463,7 @@ pub(crate) unsafe extern "C" fn inject(
 ) -> isize {
     // SAFETY: the application's endpoint and `len` bytes at `buf` (fi_msg(3)).
     unsafe {
-        on_ep("fi_inject", ep, |e| {
+        on_ep("fi_inject", ep, |e, _| {
             inject_inner(e, buf, len, None, dest_addr)
         })
     }
@@ -462,7 +479,7 @@ pub(crate) unsafe extern "C" fn injectdata(
 ) -> isize {
     // SAFETY: as `inject`.
     unsafe {
-        on_ep("fi_injectdata", ep, |e| {
+        on_ep("fi_injectdata", ep, |e, _| {
             inject_inner(e, buf, len, Some(data), dest_addr)
         })
     }
