@@ -58,6 +58,10 @@ pub(crate) struct EpObj {
     serial: u64,
     /// For a context, its scalable endpoint (told when the context closes).
     sep: Option<&'static SepObj>,
+    /// Made from an `fi_info` whose transmit and receive modes have `FI_MSG_PREFIX`: the
+    /// application's send and receive buffers start with `msg_prefix_size` bytes of room
+    /// ([`crate::prefix::modes`]).
+    msg_prefix: crate::prefix::Modes,
     state: Mutex<State>,
 }
 
@@ -450,6 +454,12 @@ pub(crate) unsafe extern "C" fn open(
             Ok(a) => a,
             Err(e) => return e,
         };
+        // SAFETY: a valid fi_info.
+        let msg_prefix = unsafe { crate::prefix::modes(info) };
+        // SAFETY: as above.
+        if msg_prefix.any() && !unsafe { crate::prefix::allowed(info) } {
+            return errno::INVAL;
+        }
         let core = match d.core().endpoint(&attr) {
             Ok(e) => e,
             Err(e) => return ffi::fail(e),
@@ -468,6 +478,7 @@ pub(crate) unsafe extern "C" fn open(
             domain: d.retain(),
             serial: next_serial(),
             sep: None,
+            msg_prefix,
             state: Mutex::new(State {
                 ep: Some(CoreEp::Ep(core)),
                 cqs: Vec::new(),
@@ -508,6 +519,7 @@ impl EpObj {
             domain: domain.retain(),
             serial: next_serial(),
             sep: Some(sep),
+            msg_prefix: crate::prefix::Modes::default(),
             state: Mutex::new(State {
                 ep: Some(CoreEp::Ctx(ctx)),
                 cqs: Vec::new(),
@@ -524,6 +536,16 @@ impl EpObj {
     /// The domain the endpoint is in.
     pub(crate) fn domain(&self) -> &'static DomainObj {
         self.domain
+    }
+
+    /// Whether its receives (`true`) or sends work in prefix mode (`FI_MSG_PREFIX`,
+    /// [`crate::prefix`]).
+    pub(crate) fn msg_prefix(&self, recv: bool) -> bool {
+        if recv {
+            self.msg_prefix.rx
+        } else {
+            self.msg_prefix.tx
+        }
     }
 
     /// Runs `f` with core's endpoint, the endpoint's buffers and its selective-completion
@@ -555,6 +577,7 @@ impl EpObj {
             silent,
             shared: shared.clone(),
             multi: None,
+            prefix: None,
         }
     }
 
