@@ -334,13 +334,13 @@ impl CqObj {
             ready.push_back(Ready::Err(e, data));
             return Ok(());
         };
-        if let Some(b) = buf {
-            rec.shared
-                .give_back(b, e.flags.contains(CompletionFlags::RECV));
-        }
+        let mut rec = rec;
+        settle(&mut rec, buf, e.flags.contains(CompletionFlags::RECV));
         let mut out = ErrEntry {
             op_context: OpContext(rec.context),
-            buf: rec.recv.map_or(BufAddr::NULL, |(a, _)| BufAddr(a)),
+            buf: rec
+                .recv
+                .map_or(BufAddr::NULL, |(a, _)| BufAddr(a - prefix_of(&rec))),
             ..e
         };
         if let Some(m) = &rec.multi {
@@ -501,9 +501,13 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
     };
     let is_recv = e.flags.contains(CompletionFlags::RECV);
     let mut result = None;
+    // In prefix mode `recv` is the payload's part of the application's buffer, which starts
+    // `prefix` bytes before it.
+    let prefix = prefix_of(&rec);
+    let in_place = rec.prefix.as_ref().is_some_and(|p| p.in_place);
     if let (Some((app, app_len)), Some(b)) = (rec.recv, buf.as_ref()) {
         let n = e.len.min(app_len);
-        if n > 0 {
+        if n > 0 && !in_place {
             // SAFETY: fi_msg(3): the application's receive buffer holds `app_len` bytes and
             // is the provider's until this completion is reported; `n` <= `app_len`.
             let dst = unsafe { core::slice::from_raw_parts_mut(app as *mut u8, n) };
@@ -511,7 +515,7 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
                 out.len = 0;
             }
         }
-        out.buf = BufAddr(app);
+        out.buf = BufAddr(app - prefix);
         if e.len > app_len {
             // fi_cq(3): a message longer than the buffer completes in error, FI_ETRUNC, with
             // the bytes that did not fit in `olen`.
@@ -521,7 +525,7 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
             let err = ErrEntry {
                 op_context: out.op_context,
                 flags: out.flags,
-                len: app_len,
+                len: app_len + prefix,
                 buf: out.buf,
                 data: out.data,
                 olen: e.len - app_len,
@@ -531,18 +535,42 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
             };
             result = Some(Ready::Err(err, Vec::new()));
         } else {
-            out.len = n;
+            // fi_cq(3): "If an endpoint has been configured with the FI_MSG_PREFIX mode, the
+            // len also reflects the size of the prefix buffer."
+            out.len = n + prefix;
         }
     } else if !is_recv {
         out.buf = BufAddr::NULL;
     }
-    if let Some(b) = buf {
-        rec.shared.give_back(b, is_recv);
-    }
+    let mut rec = rec;
+    settle(&mut rec, buf, is_recv);
     match result {
         Some(err) => Some(err),
         None if rec.silent => None,
         None => Some(Ready::Ok(out, src)),
+    }
+}
+
+/// `msg_prefix_size` of the record's endpoint in prefix mode, else 0.
+fn prefix_of(rec: &ops::Record) -> usize {
+    rec.prefix.as_ref().map_or(0, |p| p.size)
+}
+
+/// Where the buffer core handed back with an operation's completion goes: back to the
+/// endpoint, or — lent from the application's registration (prefix mode) — dropped, back to
+/// the registration, before the record's lease goes. A lent buffer core kept (a fault whose
+/// flush the device did not acknowledge) keeps its lease until the endpoint closes
+/// ([`ops::strand`]), so that no other operation is lent its bytes meanwhile.
+fn settle(rec: &mut ops::Record, buf: Option<Buf<'static>>, recv: bool) {
+    match (rec.prefix.as_mut().filter(|p| p.in_place), buf) {
+        (Some(_), Some(b)) => drop(b),
+        (Some(p), None) => {
+            if let Some(lease) = p.lease.take() {
+                ops::strand(rec.ep, lease);
+            }
+        }
+        (None, Some(b)) => rec.shared.give_back(b, recv),
+        (None, None) => {}
     }
 }
 

@@ -62,6 +62,10 @@ pub(crate) struct EpObj {
     sep: Option<&'static SepObj>,
     /// Aliases open on it ([`crate::alias`]): its close is `-FI_EBUSY` while there are any.
     aliases: AtomicUsize,
+    /// Made from an `fi_info` whose transmit and receive modes have `FI_MSG_PREFIX`: the
+    /// application's send and receive buffers start with `msg_prefix_size` bytes of room
+    /// ([`crate::prefix::modes`]).
+    msg_prefix: crate::prefix::Modes,
     state: Mutex<State>,
 }
 
@@ -464,6 +468,12 @@ pub(crate) unsafe extern "C" fn open(
             Ok(a) => a,
             Err(e) => return e,
         };
+        // SAFETY: a valid fi_info.
+        let msg_prefix = unsafe { crate::prefix::modes(info) };
+        // SAFETY: as above.
+        if msg_prefix.any() && !unsafe { crate::prefix::allowed(info) } {
+            return errno::INVAL;
+        }
         let core = match d.core().endpoint(&attr) {
             Ok(e) => e,
             Err(e) => return ffi::fail(e),
@@ -483,6 +493,7 @@ pub(crate) unsafe extern "C" fn open(
             serial: next_serial(),
             sep: None,
             aliases: AtomicUsize::new(0),
+            msg_prefix,
             state: Mutex::new(State {
                 ep: Some(CoreEp::Ep(core)),
                 cqs: Vec::new(),
@@ -524,6 +535,7 @@ impl EpObj {
             serial: next_serial(),
             sep: Some(sep),
             aliases: AtomicUsize::new(0),
+            msg_prefix: crate::prefix::Modes::default(),
             state: Mutex::new(State {
                 ep: Some(CoreEp::Ctx(ctx)),
                 cqs: Vec::new(),
@@ -540,6 +552,16 @@ impl EpObj {
     /// The domain the endpoint is in.
     pub(crate) fn domain(&self) -> &'static DomainObj {
         self.domain
+    }
+
+    /// Whether its receives (`true`) or sends work in prefix mode (`FI_MSG_PREFIX`,
+    /// [`crate::prefix`]).
+    pub(crate) fn msg_prefix(&self, recv: bool) -> bool {
+        if recv {
+            self.msg_prefix.rx
+        } else {
+            self.msg_prefix.tx
+        }
     }
 
     /// Runs `f` with core's endpoint, the endpoint's buffers and its selective-completion
@@ -604,6 +626,7 @@ impl EpObj {
             silent,
             shared: shared.clone(),
             multi: None,
+            prefix: None,
         }
     }
 

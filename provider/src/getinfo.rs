@@ -72,6 +72,9 @@ pub(crate) struct Hints {
     pub(crate) control_progress: u32,
     pub(crate) cq_data_size: usize,
     pub(crate) tx_caps: u64,
+    /// `tx_attr->mode` and `rx_attr->mode` (0: the info's `mode`, fi_endpoint(3)).
+    pub(crate) tx_mode: u64,
+    pub(crate) rx_mode: u64,
     pub(crate) tx_size: usize,
     pub(crate) tx_iov_limit: usize,
     pub(crate) inject_size: usize,
@@ -107,6 +110,8 @@ pub(crate) struct Offer {
     /// `ep_attr->tx_ctx_cnt`, `rx_ctx_cnt`: as asked (for a scalable endpoint), else the
     /// endpoint's.
     pub(crate) ctx_cnt: (usize, usize),
+    /// `mode` `FI_MSG_PREFIX`, with `ep_attr->msg_prefix_size` ([`crate::prefix`]).
+    pub(crate) msg_prefix: bool,
 }
 
 /// The most transmit and receive contexts a scalable endpoint on a NIC with `caps` can have
@@ -248,7 +253,25 @@ pub(crate) fn offer(h: &Hints, d: &Description) -> Result<Offer, String> {
         m => m,
     };
     let caps = MSG | modifiers | (asked & SECONDARY) | REMOTE_COMM;
+    // fi_getinfo(3): "On input to fi_getinfo, applications set the mode bits that they
+    // support. On output, providers will clear mode bits that are not necessary to achieve
+    // high-performance." FI_MSG_PREFIX is what lets the provider post the application's own
+    // buffers, so it stays when the application supports it — but not for an endpoint whose
+    // receives are placed by copying (multi-receive buffers, a shared receive context) or a
+    // scalable endpoint's contexts (crate::prefix::allowed).
+    // fi_endpoint(3), of the transmit and receive attributes' `mode`: "A mode value of 0 will
+    // be ignored on input to fi_getinfo(3), with the mode value of the fi_info structure used
+    // instead."
+    let supports = |m: u64| (if m == 0 { h.mode } else { m }) & sys::FI_MSG_PREFIX != 0;
+    let msg_prefix = supports(h.mode)
+        && supports(h.tx_mode)
+        && supports(h.rx_mode)
+        && caps & MULTI_RECV == 0
+        && h.rx_ctx_cnt != sys::FI_SHARED_CONTEXT as usize
+        && tx_asked <= 1
+        && rx_asked <= 1;
     Ok(Offer {
+        msg_prefix,
         caps,
         src_addr,
         dest_addr: h.dest_addr.clone(),
@@ -350,6 +373,7 @@ pub(crate) unsafe fn read_hints(hints: *const sys::fi_info) -> Hints {
         }
         if let Some(t) = hi.tx_attr.as_ref() {
             h.tx_caps = t.caps;
+            h.tx_mode = t.mode;
             h.tx_size = t.size;
             h.tx_iov_limit = t.iov_limit;
             h.inject_size = t.inject_size;
@@ -358,6 +382,7 @@ pub(crate) unsafe fn read_hints(hints: *const sys::fi_info) -> Hints {
         }
         if let Some(r) = hi.rx_attr.as_ref() {
             h.rx_caps = r.caps;
+            h.rx_mode = r.mode;
             h.rx_size = r.size;
             h.rx_iov_limit = r.iov_limit;
             h.rx_msg_order = r.msg_order;
@@ -386,7 +411,7 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
     unsafe {
         let i = &mut *info;
         i.caps = o.caps;
-        i.mode = 0;
+        i.mode = if o.msg_prefix { sys::FI_MSG_PREFIX } else { 0 };
         i.addr_format = sys::FI_FORMAT_UNSPEC;
         i.src_addr = ffi::c_memdup(&o.src_addr);
         i.src_addrlen = if i.src_addr.is_null() {
@@ -399,9 +424,13 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
             i.dest_addrlen = if i.dest_addr.is_null() { 0 } else { dest.len() };
         }
 
+        // fi_endpoint(3): "On return from fi_getinfo(3), the mode will be set only to those
+        // constraints specific to transmit operations" — the prefix is one, for sends and
+        // receives alike.
+        let mode = i.mode;
         let t = &mut *i.tx_attr;
         t.caps = o.caps & TX_CAPS;
-        t.mode = 0;
+        t.mode = mode;
         t.op_flags = ep.tx.op_flags.bits();
         t.msg_order = order(ep.tx.msg_order);
         t.comp_order = order(ep.tx.comp_order);
@@ -412,7 +441,7 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
 
         let r = &mut *i.rx_attr;
         r.caps = o.caps & RX_CAPS;
-        r.mode = 0;
+        r.mode = mode;
         r.op_flags = ep.rx.op_flags.bits();
         r.msg_order = order(ep.rx.msg_order);
         r.comp_order = order(ep.rx.comp_order);
@@ -425,7 +454,12 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
         e.protocol = PROTOCOL;
         e.protocol_version = ep.ep.protocol_version;
         e.max_msg_size = ep.ep.max_msg_size;
-        e.msg_prefix_size = ep.ep.msg_prefix_size;
+        // fi_endpoint(3): "This field will be 0 unless the FI_MSG_PREFIX mode is enabled."
+        e.msg_prefix_size = if o.msg_prefix {
+            crate::prefix::MSG_PREFIX_SIZE
+        } else {
+            ep.ep.msg_prefix_size
+        };
         e.max_order_raw_size = ep.ep.max_order_size;
         e.max_order_war_size = ep.ep.max_order_size;
         e.max_order_waw_size = ep.ep.max_order_size;
@@ -710,6 +744,43 @@ mod tests {
         check_provider(&multi).unwrap();
         let d = igb(multi.wanted());
         assert_eq!(offer(&multi, &d).unwrap().caps & MULTI_RECV, MULTI_RECV);
+    }
+
+    #[test]
+    fn the_prefix_mode_stays_when_the_application_supports_it_and_its_endpoint_can() {
+        let d = igb(Wanted::default());
+        assert!(!offer(&Hints::default(), &d).unwrap().msg_prefix);
+        let prefix = Hints {
+            mode: sys::FI_MSG_PREFIX | sys::FI_CONTEXT,
+            ..Hints::default()
+        };
+        assert!(offer(&prefix, &d).unwrap().msg_prefix);
+        let shared = sys::FI_SHARED_CONTEXT as usize;
+        let refused = [
+            Hints {
+                caps: MSG | MULTI_RECV,
+                ..prefix.clone()
+            },
+            Hints {
+                rx_ctx_cnt: shared,
+                ..prefix.clone()
+            },
+            Hints {
+                tx_ctx_cnt: 2,
+                ..prefix.clone()
+            },
+        ];
+        for h in refused {
+            assert!(!offer(&h, &d).unwrap().msg_prefix, "{h:?}");
+        }
+        let stx = Hints {
+            tx_ctx_cnt: shared,
+            ..prefix
+        };
+        assert!(
+            offer(&stx, &d).unwrap().msg_prefix,
+            "a shared transmit context sends as any"
+        );
     }
 
     #[test]

@@ -42,6 +42,7 @@ mod nosys;
 mod ops;
 pub mod params;
 pub mod platform;
+mod prefix;
 mod sep;
 mod srx;
 mod stx;

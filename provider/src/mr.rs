@@ -4,15 +4,22 @@
 //! buffer must pass as its descriptor: a buffer outside the registration it names is refused
 //! with `-FI_EINVAL`.
 //!
-//! The data path copies between the application's buffers and the endpoint's own registered
-//! buffers (docs/libfabric.md, "Buffers", says why a receive must: ringfab's header lands in
-//! front of the payload); the application's mapping is not handed to the NIC yet, and core
-//! carves no buffer from it.
+//! Without `FI_MSG_PREFIX` the data path copies between the application's buffers and the
+//! endpoint's own registered buffers (docs/libfabric.md, "Buffers", says why: ringfab's header
+//! lands in front of the payload). In prefix mode ([`crate::prefix`]) the application leaves
+//! room for the header, and [`lend`] hands core a buffer at the application's own bytes of the
+//! registration (`MemoryRegion::lend`), posted without a copy.
+//!
+//! Core cannot see where the application's buffers are, so `lend`'s promise — no two live
+//! buffers of a region overlap — is kept here: each registration keeps the ranges of the lent
+//! operations in flight on its memory ([`Lease`]), and a buffer that overlaps one is not lent
+//! (the caller copies instead).
 
 use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use ringfab::mr::{Memory, MemoryRegion};
+use ringfab::mr::{Buf, Memory, MemoryRegion};
 
 use crate::domain::DomainObj;
 use crate::ffi::{self, errno};
@@ -30,6 +37,77 @@ pub(crate) struct MrObj {
     /// The application's memory: first byte and length.
     base: usize,
     len: usize,
+    /// The operations in flight on this memory in prefix mode.
+    leased: Arc<Leased>,
+}
+
+/// The byte ranges of a registration's operations in flight, and its core region once
+/// `fi_close` has been called while a buffer lent from it was still posted.
+#[derive(Default)]
+struct Leased {
+    ranges: Mutex<Vec<(usize, usize)>>,
+    /// Closed by the application while lent buffers were out: core's region and its domain
+    /// (still retained), closed when the last lease goes ([`Lease`]'s drop).
+    closing: Mutex<Option<(MemoryRegion, DomainRef)>>,
+}
+
+/// The domain a region left open by `fi_close` is in, kept by a lease that may drop on any
+/// thread.
+struct DomainRef(&'static DomainObj);
+
+// SAFETY: the threading level is FI_THREAD_SAFE: libfabric calls a domain from any thread, and
+// the provider's domain object is used so already (every object on it holds the same `'static`
+// reference). What is not `Sync` in it are the fid's pointers, to the provider's static,
+// read-only ops tables and to the application's context, which the provider never
+// dereferences; core's domain serializes itself.
+unsafe impl Send for DomainRef {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for DomainRef {}
+
+impl Leased {
+    /// Closes the region `fi_close` left behind, if there is one and no operation holds bytes
+    /// of it any more.
+    fn close_if_idle(&self) {
+        let mut closing = lock(&self.closing);
+        if !lock(&self.ranges).is_empty() {
+            return;
+        }
+        let Some((region, domain)) = closing.take() else {
+            return;
+        };
+        match region.close(domain.0.core()) {
+            Ok(()) => domain.0.release(),
+            // A buffer core kept outlives its lease only until its endpoint closes
+            // (crate::ops::strand), whose purge drops the lease after it: still busy means
+            // another lease is being taken down; the last one closes it.
+            Err((_, region)) => *closing = Some((region, domain)),
+        }
+    }
+}
+
+/// The bytes `[start, end)` of a registration, reserved for one operation in flight: no other
+/// operation may take bytes of them until it drops (with the operation's record, after the
+/// buffer core was lent is gone).
+pub(crate) struct Lease {
+    leased: Arc<Leased>,
+    range: (usize, usize),
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        {
+            let mut l = lock(&self.leased.ranges);
+            if let Some(i) = l.iter().position(|r| *r == self.range) {
+                l.swap_remove(i);
+            }
+        }
+        self.leased.close_if_idle();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain values: consistent whatever panicked while they were held.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 static FI_OPS: Ops<sys::fi_ops> = Ops(sys::fi_ops {
@@ -76,6 +154,72 @@ pub(crate) unsafe fn check(
         return Err(errno::INVAL);
     }
     Ok(())
+}
+
+/// The registration `desc` names, if `[buf, buf + len)` lies inside it ([`check`]).
+///
+/// # Safety
+/// As [`check`].
+unsafe fn inside<'a>(
+    desc: *mut c_void,
+    domain: &DomainObj,
+    buf: usize,
+    len: usize,
+) -> Result<&'a MrObj, c_int> {
+    // SAFETY: the caller's promise.
+    unsafe { check(desc, domain, buf, len)? };
+    // SAFETY: as in `check`, which has just recognised it.
+    unsafe { fid::ours::<MrObj>(desc.cast(), sys::FI_CLASS_MR, &FI_OPS) }.ok_or(errno::INVAL)
+}
+
+/// Lends core the application's bytes `lent` (first byte, length) of the registration `desc`
+/// names, under a lease of the application's whole buffer `whole` (first byte, length): a
+/// buffer core posts in place (`MemoryRegion::lend`). The buffer must drop before the lease.
+///
+/// `Ok(None)` if `whole` overlaps the buffer of another lent operation in flight: fi_msg(3)
+/// leaves a buffer to the provider until its operation completes, but an application may
+/// break that (`fi_pingpong` posts its receive buffer twice), and core must never hold two
+/// overlapping live buffers of a region — the caller copies through the endpoint's own
+/// buffers instead.
+///
+/// # Errors
+/// As [`check`]; core's error if the region refuses (closing).
+///
+/// # Safety
+/// As [`check`] for `whole`; `lent` lies inside `whole`.
+pub(crate) unsafe fn lend(
+    desc: *mut c_void,
+    domain: &'static DomainObj,
+    whole: (usize, usize),
+    lent: (usize, usize),
+) -> Result<Option<(Buf<'static>, Lease)>, c_int> {
+    // SAFETY: the caller's promise.
+    let mr = unsafe { inside(desc, domain, whole.0, whole.1)? };
+    let range = (whole.0, whole.0 + whole.1);
+    let lease = {
+        let mut l = lock(&mr.leased.ranges);
+        if l.iter().any(|&(s, e)| s < range.1 && range.0 < e) {
+            return Ok(None);
+        }
+        l.push(range);
+        Lease {
+            leased: mr.leased.clone(),
+            range,
+        }
+    };
+    let region = lock(&mr.core);
+    let Some(region) = region.as_ref() else {
+        return Err(errno::INVAL);
+    };
+    // SAFETY: `lend`'s promise: the bytes lent lie inside the lease just taken, and every
+    // buffer lent from this region lies inside a lease of its own, which lives as long as the
+    // buffer (the provider keeps it in the operation's record and drops it after the buffer,
+    // or until the endpoint closes when core keeps the buffer: crate::ops::strand). Leases do
+    // not overlap (checked above, under the lock), so neither do the buffers; and core hands
+    // out no buffer of its own from an application's registration (nothing `alloc`s from it).
+    let b = unsafe { region.lend(domain.core(), lent.0 - mr.base, lent.1) }
+        .map_err(ffi::fail::<c_int>)?;
+    Ok(Some((b, lease)))
 }
 
 /// `fi_ops_mr::reg` (`fi_mr_reg`).
@@ -223,9 +367,12 @@ unsafe fn register(
         return errno::BADFLAGS;
     }
     // SAFETY: fi_mr(3) has the application keep the memory valid while it is registered, and
-    // the region is closed (unmapped) in `close`, before fi_close returns. Core carves no
-    // buffer from the region (the data path copies through the endpoint's own buffers), so no
-    // descriptor names it and the application's own accesses race with nothing the NIC does.
+    // the region is closed (unmapped) in `close`, before fi_close returns — or, while a buffer
+    // lent from it (`lend`, prefix mode) is still posted, when the last such buffer comes back:
+    // core refuses to close a region with a live buffer, and fi_mr(3) has operations in flight
+    // on a closed registration "fail or result in accesses to invalid memory". While a lent
+    // buffer is posted the NIC reads or writes those bytes: fi_msg(3) has them the provider's
+    // until the completion.
     let mem = unsafe { Memory::from_raw_parts(ptr, len) };
     let region = match d.core().register(mem) {
         Ok(r) => r,
@@ -242,6 +389,7 @@ unsafe fn register(
         core: std::sync::Mutex::new(Some(region)),
         base: ptr.as_ptr() as usize,
         len,
+        leased: Arc::new(Leased::default()),
     });
     let raw = Box::into_raw(obj);
     // SAFETY: `raw` is the fresh object; its descriptor is its own address (`check`).
@@ -252,7 +400,14 @@ unsafe fn register(
     0
 }
 
-/// `fi_ops::close` of a registration: unmaps it.
+/// `fi_ops::close` of a registration: unmaps it. fi_mr(3): "Active or queued operations that
+/// reference a memory region being closed may fail or result in accesses to invalid memory.
+/// Applications are responsible for ensuring that a MR is no longer needed prior to closing
+/// it." So a registration with buffers lent to operations in flight (prefix mode) closes for
+/// the application at once — `fi_pingpong` closes its registration before its endpoint, a
+/// receive still posted — while core's region, which cannot unmap memory the NIC may still
+/// write, closes when the last of those operations completes or its endpoint closes; the
+/// domain stays busy until then.
 unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     ffi::guard("fi_close(mr)", || {
         // SAFETY: libfabric passes the fid it was given, or null.
@@ -264,18 +419,29 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
+        let mut deferred = false;
         if let Some(region) = region {
             if let Err((e, region)) = region.close(m.domain.core()) {
-                *m.core
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(region);
-                return ffi::fail(e);
+                if e != ringfab::Error::Busy || lock(&m.leased.ranges).is_empty() {
+                    *lock(&m.core) = Some(region);
+                    return ffi::fail(e);
+                }
+                // Lent buffers are out: the last lease closes the region and releases the
+                // domain.
+                *lock(&m.leased.closing) = Some((region, DomainRef(m.domain)));
+                deferred = true;
             }
         }
         let domain = m.domain;
+        let leased = m.leased.clone();
         // SAFETY: made by Box::into_raw in `register`, closed once.
         unsafe { fid::free(m) };
-        domain.release();
+        if deferred {
+            // The leases may all have gone meanwhile.
+            leased.close_if_idle();
+        } else {
+            domain.release();
+        }
         0
     })
 }

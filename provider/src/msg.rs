@@ -1,7 +1,8 @@
 //! The message calls of an endpoint (`fi_ops_msg`, fi_msg(3)): each checks the application's
 //! buffers against their descriptors (`FI_MR_LOCAL`), takes one of the endpoint's own
 //! buffers (a send copies the payload into it; a receive's payload is copied out when its
-//! completion is read: [`crate::ep`]'s "Buffers"), keeps a record of the operation
+//! completion is read: [`crate::ep`]'s "Buffers") — or in prefix mode lends core the
+//! application's own buffer ([`crate::prefix`]) — keeps a record of the operation
 //! ([`crate::ops`]) and posts to core. A call core refuses gives the buffer and the record
 //! back and returns core's error; no buffer is lost.
 
@@ -16,6 +17,7 @@ use crate::ep::{EpObj, Shared};
 use crate::ffi::{self, Ret};
 use crate::multi::Multi;
 use crate::ops;
+use crate::prefix::Geometry;
 use crate::sys;
 
 /// One buffer of the application's: address, length, descriptor.
@@ -30,6 +32,20 @@ impl AppBuf {
     /// The buffer at `addr`, `len` bytes, registered under `desc`.
     pub(crate) fn new(addr: usize, len: usize, desc: *mut c_void) -> AppBuf {
         AppBuf { addr, len, desc }
+    }
+
+    /// Its descriptor.
+    pub(crate) fn desc(&self) -> *mut c_void {
+        self.desc
+    }
+
+    /// Its bytes from `skip` on (`skip` <= `len`), under the same descriptor.
+    pub(crate) fn tail(&self, skip: usize) -> AppBuf {
+        AppBuf {
+            addr: self.addr + skip,
+            len: self.len - skip,
+            desc: self.desc,
+        }
     }
 }
 
@@ -108,7 +124,9 @@ pub(crate) unsafe fn bufs_of(
         .collect())
 }
 
-/// Posts a receive into the application's buffer `b` (at most one: `rx_attr->iov_limit` 1).
+/// Posts a receive into the application's buffer `b` (at most one: `rx_attr->iov_limit` 1):
+/// into one of the endpoint's buffers, or in prefix mode into the application's own when it
+/// is long enough ([`crate::prefix::recv_buf`]).
 ///
 /// # Safety
 /// `b` is the application's memory, the provider's until the completion (fi_msg(3)).
@@ -125,26 +143,37 @@ unsafe fn post_recv(
     if let Err(err) = unsafe { check(e.domain(), bufs) } {
         return err;
     }
-    let b = bufs.first().map_or((0, 0), |b| (b.addr, b.len));
     let dom = e.domain().core();
     e.with_enabled(|ep, shared, selective| {
-        let Some(buf) = EpObj::take_buf(shared, true) else {
-            return isize::neg(sys::FI_EAGAIN);
+        let (buf, recv, prefix) = if e.msg_prefix(true) {
+            let Some(whole) = bufs.first() else {
+                // fi_getinfo(3): "Prefix buffer space must be provided with all sends and
+                // receives, regardless of the size of the transfer".
+                return isize::neg(sys::FI_EINVAL);
+            };
+            let g = Geometry::of(ep);
+            let rx_buf_len = ep.attr().rx_buf_len as usize;
+            // SAFETY: checked against its descriptor above; the caller's promise.
+            match unsafe { crate::prefix::recv_buf(e.domain(), g, whole, rx_buf_len, shared) } {
+                Ok((buf, payload, op)) => (buf, (payload.addr, payload.len), Some(op)),
+                Err(err) => return err,
+            }
+        } else {
+            let Some(buf) = EpObj::take_buf(shared, true) else {
+                return isize::neg(sys::FI_EAGAIN);
+            };
+            (buf, bufs.first().map_or((0, 0), |b| (b.addr, b.len)), None)
         };
         let silent = selective.silent(ep, true, flags);
-        let id = ops::insert(e.record(shared, context, Some(b), silent));
+        let id = ops::insert(ops::Record {
+            prefix,
+            ..e.record(shared, context, Some(recv), silent)
+        });
         let r = match flags {
             None => ep.recv(dom, buf, id),
             Some(f) => ep.recvmsg(dom, buf, id, f),
         };
-        match r {
-            Ok(()) => 0,
-            Err((err, buf)) => {
-                drop(ops::take(id));
-                shared.give_back(buf, true);
-                ffi::fail(err)
-            }
-        }
+        finish(r, id, shared, true)
     })
 }
 
@@ -207,26 +236,39 @@ unsafe fn post_multi_recv(
 }
 
 /// Sends the application's buffers as one message, copied into one of the endpoint's
-/// buffers; `flags` replaces the endpoint's default flags (`fi_sendmsg`), and with
-/// `FI_INJECT` the payload goes through core's inject buffers instead.
+/// buffers — or in prefix mode, for one buffer, posted in place ([`crate::prefix`]); `flags`
+/// replaces the endpoint's default flags (`fi_sendmsg`), and with `FI_INJECT` the payload goes
+/// through core's inject buffers instead.
 ///
 /// # Safety
 /// Each buffer is the application's memory, readable for its length.
 unsafe fn post_send(
     e: &EpObj,
-    bufs: &[AppBuf],
+    app: &[AppBuf],
     dest: u64,
     context: *mut c_void,
     data: Option<u64>,
     flags: Option<OpFlags>,
 ) -> isize {
     // SAFETY: the caller's promise.
-    if let Err(err) = unsafe { check(e.domain(), bufs) } {
+    if let Err(err) = unsafe { check(e.domain(), app) } {
         return err;
     }
-    let total: usize = bufs.iter().map(|b| b.len).sum();
     let dom = e.domain().core();
     e.with_enabled(|ep, shared, selective| {
+        let geometry = e.msg_prefix(false).then(|| Geometry::of(ep));
+        // fi_getinfo(3): "the size of the prefix buffer is not counted toward any message
+        // limits, including inject": the limits apply to the payload behind it.
+        let stripped;
+        let bufs = match geometry.map(|g| g.payload(app)) {
+            None => app,
+            Some(Ok(p)) => {
+                stripped = p;
+                &stripped[..]
+            }
+            Some(Err(err)) => return err,
+        };
+        let total: usize = bufs.iter().map(|b| b.len).sum();
         let silent = selective.silent(ep, false, flags);
         if bufs.len() > ep.iov_limit(dom) {
             return isize::neg(sys::FI_EINVAL);
@@ -246,40 +288,78 @@ unsafe fn post_send(
                 }
             };
         }
-        let Some(mut buf) = EpObj::take_buf(shared, false) else {
-            return isize::neg(sys::FI_EAGAIN);
+        let lent = match (geometry, app) {
+            // One buffer, prefix and payload together: the application's own bytes.
+            // SAFETY: checked against its descriptor above, and at least the prefix long
+            // (`payload` refuses shorter).
+            (Some(g), [whole]) => match unsafe { crate::prefix::lend_send(e.domain(), g, whole) } {
+                Ok(lent) => lent,
+                Err(err) => return err,
+            },
+            _ => None,
         };
-        let mut at = shared.payload_offset;
-        for b in bufs.iter().filter(|b| b.len > 0) {
-            // SAFETY: checked against its registration: the application's readable memory.
-            let src = unsafe { core::slice::from_raw_parts(b.addr as *const u8, b.len) };
-            if let Err(err) = buf.write(at, src) {
-                shared.give_back(buf, false);
-                return ffi::fail(err);
-            }
-            at += b.len;
-        }
-        let id = ops::insert(e.record(shared, context, None, silent));
+        let (buf, prefix) = match lent {
+            Some((buf, op)) => (buf, Some(op)),
+            // No prefix, a gather of several buffers, or bytes lent already: copied behind
+            // the header.
+            None => match copy_in(shared, bufs) {
+                Ok(buf) => (buf, None),
+                Err(err) => return err,
+            },
+        };
+        let id = ops::insert(ops::Record {
+            prefix,
+            ..e.record(shared, context, None, silent)
+        });
         let r = match (flags, data) {
             (None, None) => ep.send(dom, buf, total, FiAddr(dest), id),
             (None, Some(d)) => ep.senddata(dom, buf, total, d, FiAddr(dest), id),
             (Some(f), d) => ep.sendmsg(dom, buf, total, FiAddr(dest), d, id, f),
         };
-        finish(r, id, shared)
+        finish(r, id, shared, false)
     })
 }
 
-/// A post's outcome: on failure the record and the buffer go back.
+/// One of the endpoint's buffers with the payload of `bufs` copied behind the header.
+fn copy_in(shared: &Shared, bufs: &[AppBuf]) -> Result<ringfab::mr::Buf<'static>, isize> {
+    let Some(mut buf) = EpObj::take_buf(shared, false) else {
+        return Err(isize::neg(sys::FI_EAGAIN));
+    };
+    let mut at = shared.payload_offset;
+    for b in bufs.iter().filter(|b| b.len > 0) {
+        // SAFETY: checked against its registration: the application's readable memory.
+        let src = unsafe { core::slice::from_raw_parts(b.addr as *const u8, b.len) };
+        if let Err(err) = buf.write(at, src) {
+            shared.give_back(buf, false);
+            return Err(ffi::fail(err));
+        }
+        at += b.len;
+    }
+    Ok(buf)
+}
+
+/// A post's outcome: on failure the record goes, and the buffer back to the endpoint — or,
+/// lent from the application's registration, back to it (dropped before the record's lease).
 fn finish(
     r: Result<(), (ringfab::Error, ringfab::mr::Buf<'static>)>,
     id: ringfab::entry::OpContext,
     shared: &Shared,
+    recv: bool,
 ) -> isize {
     match r {
         Ok(()) => 0,
         Err((err, buf)) => {
-            drop(ops::take(id));
-            shared.give_back(buf, false);
+            let rec = ops::take(id);
+            if rec
+                .as_ref()
+                .and_then(|r| r.prefix.as_ref())
+                .is_some_and(|p| p.in_place)
+            {
+                drop(buf);
+            } else {
+                shared.give_back(buf, recv);
+            }
+            drop(rec);
             ffi::fail(err)
         }
     }
@@ -499,7 +579,7 @@ unsafe fn inject_inner(
     if buf.is_null() && len > 0 {
         return isize::neg(sys::FI_EINVAL);
     }
-    let payload: &[u8] = if len == 0 {
+    let all: &[u8] = if len == 0 {
         &[]
     } else {
         // SAFETY: the caller's promise: `len` readable bytes, copied before the call returns.
@@ -507,6 +587,16 @@ unsafe fn inject_inner(
     };
     let dom = e.domain().core();
     e.with_enabled(|ep, _, _| {
+        // fi_getinfo(3): "Prefix buffer space must be provided with all sends and receives,
+        // regardless of the size of the transfer or other transfer options."
+        let skip = if e.msg_prefix(false) {
+            Geometry::of(ep).size
+        } else {
+            0
+        };
+        let Some(payload) = all.get(skip..) else {
+            return isize::neg(sys::FI_EINVAL);
+        };
         let r = match data {
             None => ep.inject(dom, payload, FiAddr(dest)),
             Some(d) => ep.injectdata(dom, payload, d, FiAddr(dest)),

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use ringfab::entry::OpContext;
 
 use crate::ep::Shared;
+use crate::mr::Lease;
 use crate::multi::Multi;
 
 /// What the provider keeps of one posted operation.
@@ -31,6 +32,23 @@ pub(crate) struct Record {
     pub(crate) shared: Arc<Shared>,
     /// For a slot of a multi-receive buffer: the buffer ([`crate::multi`]).
     pub(crate) multi: Option<Arc<Multi>>,
+    /// For an operation of an endpoint in prefix mode: how it uses the application's buffer
+    /// ([`crate::prefix`]).
+    pub(crate) prefix: Option<PrefixOp>,
+}
+
+/// What the record of an operation in prefix mode (`FI_MSG_PREFIX`) keeps.
+pub(crate) struct PrefixOp {
+    /// `msg_prefix_size`: the application's buffer starts this many bytes before the payload
+    /// (`Record::recv` is the payload's part), and a receive's reported `len` counts them
+    /// (fi_cq(3)).
+    pub(crate) size: usize,
+    /// The buffer core was given is the application's own, lent from its registration: the
+    /// completion drops it (back to the registration) instead of giving it to the endpoint,
+    /// and a receive's payload is already in place.
+    pub(crate) in_place: bool,
+    /// The application's bytes the operation holds until it completes.
+    pub(crate) lease: Option<Lease>,
 }
 
 /// The tag in an id's top 16 bits.
@@ -47,6 +65,19 @@ static SLAB: Mutex<Slab> = Mutex::new(Slab {
     slots: Vec::new(),
     free: Vec::new(),
 });
+
+/// Leases of lent buffers core kept when it reported their operations (a fault whose flush
+/// the device did not acknowledge hands no buffer back): held, with their endpoint's serial
+/// number, until the endpoint closes and core drops the buffers with it.
+static STRANDED: Mutex<Vec<(u64, Lease)>> = Mutex::new(Vec::new());
+
+/// Keeps `lease` until endpoint `ep` closes ([`STRANDED`]).
+pub(crate) fn strand(ep: u64, lease: Lease) {
+    STRANDED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((ep, lease));
+}
 
 fn lock() -> MutexGuard<'static, Slab> {
     // The slab is plain data: consistent whatever panicked while it was held.
@@ -135,4 +166,9 @@ pub(crate) fn purge(ep: u64) {
     // Dropped outside the lock: a record may hold the last reference to its endpoint's
     // buffers.
     drop(gone);
+    // Core's endpoint is closed: the buffers these leases covered are gone with it.
+    STRANDED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .retain(|(e, _)| *e != ep);
 }

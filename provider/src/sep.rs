@@ -130,6 +130,12 @@ pub(crate) unsafe extern "C" fn open(
         if sep.is_null() {
             return errno::INVAL;
         }
+        // SAFETY: as above.
+        if unsafe { crate::prefix::modes(info) }.any() {
+            // Contexts post through the copying path only (crate::prefix): an application in
+            // prefix mode would have its prefix sent as payload.
+            return errno::INVAL;
+        }
         let mut attr = SepAttr::default();
         // SAFETY: as above.
         if let Some(e) = unsafe { info.ep_attr.as_ref() } {

@@ -216,6 +216,7 @@ impl SrxObj {
             silent: false,
             shared: self.shared.clone(),
             multi: None,
+            prefix: None,
         });
         let r = match flags {
             None => srx.recv(dom, buf, id),

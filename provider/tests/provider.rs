@@ -226,6 +226,20 @@ fn c_program_checks_endpoint_aliases_through_libfabric() {
     assert!(text.contains(" passed, 0 failed"), "{text}");
 }
 
+#[test]
+fn c_program_checks_the_prefix_mode_and_its_zero_copy_through_libfabric() {
+    let exe = compile("msg_prefix");
+    let hub = hub_dir("msg-prefix");
+    let out = with_provider(&mut Command::new(&exe), Some("emu:igb,emu:e1000e"), &hub)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(" passed, 0 failed"), "{text}");
+}
+
 /// A TCP port nobody listens on now, for fi_pingpong's control connection.
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
