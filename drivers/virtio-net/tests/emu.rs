@@ -24,6 +24,9 @@ const F_VERSION_1: u64 = 1 << 32;
 const F_ACCESS_PLATFORM: u64 = 1 << 33;
 const F_RING_RESET: u64 = 1 << 40;
 const F_CSUM: u64 = 1 << 0;
+const F_GUEST_CSUM: u64 = 1 << 1;
+const F_GUEST_TSO4: u64 = 1 << 7;
+const F_HOST_TSO4: u64 = 1 << 11;
 const F_MRG_RXBUF: u64 = 1 << 15;
 /// Device status: ACKNOWLEDGE | DRIVER | FEATURES_OK | DRIVER_OK, FAILED, NEEDS_RESET.
 const S_RUNNING: u8 = 1 | 2 | 8 | 4;
@@ -45,7 +48,22 @@ fn bring_up_negotiates_the_required_features_and_reads_the_mac() {
     for bit in [F_VERSION_1, F_ACCESS_PLATFORM, F_RING_RESET, F_EVENT_IDX] {
         assert_ne!(f & bit, 0, "{bit:#x} negotiated");
     }
-    assert_eq!(f & (F_CSUM | F_MRG_RXBUF), 0, "offloads stay off");
+    assert_eq!(
+        f & (F_CSUM | F_GUEST_CSUM),
+        F_CSUM | F_GUEST_CSUM,
+        "checksum offloads on"
+    );
+    assert_eq!(
+        f & (F_GUEST_TSO4 | F_HOST_TSO4 | F_MRG_RXBUF),
+        0,
+        "segmentation offloads and merged buffers stay off"
+    );
+    let offloads = caps.offloads;
+    assert!(offloads.tx_l4_checksum && offloads.rx_l4_checksum);
+    assert!(
+        !offloads.rx_ipv4_checksum,
+        "DATA_VALID says nothing of the IPv4 header"
+    );
     assert_eq!(f & F_MQ, 0, "one queue pair: MQ not offered");
     assert_eq!(dev.device_status(), S_RUNNING);
     assert!(nic.link().up);
