@@ -538,3 +538,41 @@ fn a_device_with_small_queues_or_an_mtu_comes_up_and_refuses_deeper_rings_by_nam
     ));
     assert!(nic.open_rx::<4>(0, RxConfig::new(2048)).is_ok());
 }
+
+/// A received frame whose header says `NEEDS_CSUM` came from a sender on the same host that
+/// left the UDP checksum partial (virtio 1.2 §5.1.6.4): its checksum field holds only the
+/// pseudo-header's sum, so it must not be taken for a wrong checksum — the driver marks it
+/// verified (as Linux takes `CHECKSUM_PARTIAL`) and delivers it as it is. The flag is played by
+/// the model's header fault, which ORs it into the header.
+#[test]
+fn a_received_frame_with_a_partial_checksum_is_marked_verified_not_wrong() {
+    use ringfab_emu::{DeviceFault, Ring};
+    use ringfab_nic_suite::{udp_frame, Udp};
+    let p: Pair<VirtioNetFixture> = pair();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.b.platform().alloc_dma(2048 * 4).unwrap();
+    post(&mut rx, &mem, 2);
+    // UDP checksum field: the pseudo-header's sum, as a local sender leaves it.
+    let mut partial = udp_frame(MAC_B, MAC_A, Udp::ports(7, 9), b"partial");
+    partial[40..42].copy_from_slice(&0x2233u16.to_be_bytes());
+    p.b.inject(DeviceFault::GarbageStatus {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+        bits: 0x0001,
+    });
+    send_all(&p, &[partial.clone()]);
+    // The same frame without the flag: a wrong checksum, unmarked (software drops it).
+    send_all(&p, &[partial.clone()]);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(got.len(), 2);
+    let (flagged, plain) = (&got[0], &got[1]);
+    assert_eq!(flagged.0.status, Ok(()));
+    assert_eq!(
+        &flagged.1[..partial.len()],
+        &partial[..],
+        "delivered as it is"
+    );
+    assert!(flagged.0.checksum.l4_good() && !flagged.0.checksum.ipv4_good());
+    assert_eq!(plain.0.status, Ok(()));
+    assert!(!plain.0.checksum.l4_good());
+}
