@@ -40,6 +40,14 @@
 //! ([`Nic::irq_vectors`]). A vector at or above that count is refused with
 //! [`Error::InterruptUnavailable`].
 //!
+//! Checksum offload (all three [`Offloads`]): receive checking is on (RXCSUM.IPOFLD/TUOFLD,
+//! §10.2.5.15) and a completion's [`checksum`](ringfab_hal::RxCompletion::checksum) marks IPCS
+//! without IPE and TCPCS without TCPE (extended write-back, §7.1.4.2); a checksum found wrong
+//! is no frame error. [`push_checksummed`](ringfab_hal::TxQueue::push_checksummed) writes a
+//! TCP/IP context descriptor (§7.2.10.2: TUCSS = start, TUCSO = start + offset, each a byte)
+//! before the frame, whose data descriptors become extended ones with POPTS.TXSM (§7.2.10.3);
+//! frames without it keep their legacy descriptors.
+//!
 //! Transmit report policy ("RS") is `ringfab-igb`'s: a frame's last descriptor asks for a
 //! write-back if its [`Report`](ringfab_hal::Report) is `Always`, if a quarter of the ring has gone by without one,
 //! if the push fills the ring, or if it is the last frame of a doorbell batch.

@@ -24,6 +24,14 @@
 //! if the push fills the ring, or if it is the last frame of a doorbell batch. Successful
 //! `ErrorsOnly` frames are reclaimed silently when a later write-back covers them.
 //!
+//! Checksum offload (all three [`Offloads`]): receive checking is on (RXCSUM.IPOFLD/TUOFLD,
+//! §8.9.12) and a completion's [`checksum`](ringfab_hal::RxCompletion::checksum) marks IPCS
+//! without IPE and L4I without L4E (§7.1.5.2); a checksum found wrong is no frame error — the
+//! frame is delivered unmarked. [`push_checksummed`](ringfab_hal::TxQueue::push_checksummed)
+//! writes an advanced context descriptor (§7.2.2.2: MACLEN + IPLEN is the request's start,
+//! TUCMD.L4T its offset, UDP's 6 or TCP's 16) before the frame's data descriptors, each with
+//! POPTS.TXSM (§7.2.2.3), as Linux's igb does for a partial checksum.
+//!
 //! Interrupts: a queue opened with a [`vector`](TxConfig::vector) is steered there through its
 //! IVAR entry; without one, queue pair `i` (RX `i` and TX `i`) shares MSI-X vector
 //! `i % vectors`, where `vectors` is the platform's count (capped at the 25 EICR can name). A
