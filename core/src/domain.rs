@@ -156,7 +156,9 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         if busy {
             return Err(Error::Busy);
         }
-        self.ip.configure(self.nic.capabilities().mac, config);
+        let caps = self.nic.capabilities();
+        self.ip
+            .configure(caps.mac, config, caps.offloads.tx_l4_checksum);
         Ok(())
     }
 

@@ -48,8 +48,8 @@ use crate::buf::RawBuf;
 pub use crate::buf::{Buf, Iov, IOV_MAX};
 use crate::domain::Domain;
 use crate::hal::{DmaMapping, Iova, Nic};
-pub use crate::raw::Memory;
 use crate::raw::Registered;
+pub use crate::raw::{Memory, NoOverlap};
 use crate::storage::Capacity;
 use crate::{Error, Result};
 
@@ -241,19 +241,25 @@ impl MemoryRegion {
         Ok(Buf::from_raw(raw, owner))
     }
 
-    /// The buffer of bytes `offset..offset + len` of the region, whatever [`alloc`](Self::alloc)
-    /// handed out: for [`MemoryRegion::lend`] (core/src/raw.rs), whose caller promises that no
-    /// other live buffer of the region overlaps it.
+    /// Lends bytes `offset..offset + len` of the region as a buffer, wherever they are: a
+    /// caller that manages the region's memory itself — a libfabric provider whose application
+    /// names its own buffers inside memory it registered (`fi_mr_reg`) — gets a [`Buf`] it can
+    /// post without copying. The buffer counts as the region's (its close is `Busy` while the
+    /// buffer lives) and goes back when dropped, as an allocated one does. `promise`
+    /// ([`NoOverlap`], made only by an `unsafe` call) is the caller's
+    /// word that no other live buffer of the region overlaps it.
     ///
     /// # Errors
     /// `Inval` for an empty range, one longer than `u32::MAX` or one outside the region;
     /// `OpBadState` after close; `Domain` for another domain.
-    pub(crate) fn buf_at<'d, N: Nic, const D: usize>(
+    pub fn lend<'d, N: Nic, const D: usize>(
         &self,
         dom: &'d Domain<'_, N, D>,
         offset: usize,
         len: usize,
+        promise: NoOverlap,
     ) -> Result<Buf<'d>> {
+        let _ = promise;
         let len32 = u32::try_from(len).map_err(|_| Error::Inval)?;
         if len == 0 {
             return Err(Error::Inval);

@@ -202,29 +202,22 @@ impl<M> Registered<M> {
     }
 }
 
-impl crate::mr::MemoryRegion {
-    /// Lends bytes `offset..offset + len` of the region as a buffer, wherever they are: a
-    /// caller that manages the region's memory itself — a libfabric provider whose application
-    /// names its own buffers inside memory it registered (`fi_mr_reg`) — gets a [`Buf`] it can
-    /// post without copying. The buffer counts as the region's (its close is `Busy` while the
-    /// buffer lives) and goes back when dropped, as an allocated one does.
-    ///
-    /// # Errors
-    /// `Inval` for an empty range, one longer than `u32::MAX` or one outside the region;
-    /// `OpBadState` after close; `Domain` for another domain.
+/// A caller's promise that the bytes it lends from a registered region
+/// ([`MemoryRegion::lend`](crate::mr::MemoryRegion::lend)) overlap no other live buffer of that
+/// region — lent, or handed out by `alloc` — for as long as the lent buffer lives. Core's rule
+/// that a buffer's bytes are touched only by its owner (this module's documentation) is the
+/// caller's to keep there, since core cannot see where the caller's buffers are. One promise
+/// per lent buffer: neither `Copy` nor `Clone`.
+#[derive(Debug)]
+pub struct NoOverlap(());
+
+impl NoOverlap {
+    /// Makes the promise for one lent buffer.
     ///
     /// # Safety
-    /// While the buffer lives, no other live buffer of the region — lent, or handed out by
-    /// [`alloc`](crate::mr::MemoryRegion::alloc) — may overlap its bytes: core's rule that a
-    /// buffer's bytes are touched only by its owner (this module's documentation) is the caller's
-    /// to keep here, since core cannot see where the caller's buffers are.
-    pub unsafe fn lend<'d, N: Nic, const D: usize>(
-        &self,
-        dom: &'d crate::domain::Domain<'_, N, D>,
-        offset: usize,
-        len: usize,
-    ) -> crate::Result<Buf<'d>> {
-        self.buf_at(dom, offset, len)
+    /// The buffer lent with it overlaps no other live buffer of its region while it lives.
+    pub unsafe fn promise() -> NoOverlap {
+        NoOverlap(())
     }
 }
 

@@ -13,7 +13,7 @@ use ringfab::entry::{Data, DataEntry, ErrEntry, Msg, MsgEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr, EpOpt, EpType};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{DmaRegion, MacAddr, Nic, TxConfig, TxSegment};
-use ringfab::mr::{Buf, Memory};
+use ringfab::mr::{Buf, Memory, NoOverlap};
 use ringfab::path::SendPost;
 use ringfab::proto::{self, Encap, Header, HEADER_LEN, MAX_HEADER_LEN};
 use ringfab::{Capacities, Capacity, Error};
@@ -191,12 +191,11 @@ fn lent_buffers_are_sent_from_and_received_into_the_registered_memory_in_place<T
             )
         };
         // SAFETY: each region has one buffer at a time.
-        let (sbuf, rbuf) = unsafe {
-            (
-                mr_a.lend(&da, at_a, HEADER_LEN + message.len()).unwrap(),
-                mr_b.lend(&db, at_b, BUF).unwrap(),
-            )
-        };
+        let promises = unsafe { (NoOverlap::promise(), NoOverlap::promise()) };
+        let sbuf = mr_a
+            .lend(&da, at_a, HEADER_LEN + message.len(), promises.0)
+            .unwrap();
+        let rbuf = mr_b.lend(&db, at_b, BUF, promises.1).unwrap();
         assert_eq!(rbuf.addr(), ptr_b.as_ptr().addr() + at_b, "in place");
         assert_eq!(
             mr_b.outstanding(&db),
@@ -212,10 +211,12 @@ fn lent_buffers_are_sent_from_and_received_into_the_registered_memory_in_place<T
         let (_, _, sent) = read_one(&p.wire, &da, &cq_a);
         drop(sent);
         // SAFETY: as above; nothing else of the region is alive.
-        let outside = unsafe { mr_b.lend(&db, 4 * BUF - 10, 11) };
+        let promise = unsafe { NoOverlap::promise() };
+        let outside = mr_b.lend(&db, 4 * BUF - 10, 11, promise);
         assert_eq!(outside.err(), Some(Error::Inval), "past the region's end");
         // SAFETY: as above.
-        assert_eq!(unsafe { mr_b.lend(&db, 0, 0) }.err(), Some(Error::Inval));
+        let promise = unsafe { NoOverlap::promise() };
+        assert_eq!(mr_b.lend(&db, 0, 0, promise).err(), Some(Error::Inval));
         assert_eq!(mr_b.outstanding(&db), 0);
         closed(mr_a.close(&da));
         closed(mr_b.close(&db));

@@ -235,6 +235,17 @@ pub enum PushError {
         /// The queue's buffer size ([`RxQueue::buf_len`](crate::RxQueue::buf_len)).
         min: u32,
     },
+    /// A checksum insertion ([`TxQueue::push_checksummed`](crate::TxQueue::push_checksummed))
+    /// the queue cannot do: the device offers none ([`Offloads::tx_l4_checksum`] is off), or
+    /// not at these offsets, or the checksum field does not lie inside the frame.
+    ///
+    /// [`Offloads::tx_l4_checksum`]: crate::Offloads::tx_l4_checksum
+    Checksum {
+        /// Where the summed bytes begin ([`TxChecksum::start`](crate::TxChecksum::start)).
+        start: u16,
+        /// Where the checksum goes, from `start` ([`TxChecksum::offset`](crate::TxChecksum::offset)).
+        offset: u16,
+    },
     /// The queue is stopped (closed, flushed and not restarted, or the device was reset).
     Stopped,
     /// The queue met a critical fault ([`QueueFault`]) and takes nothing more until it is
@@ -263,6 +274,10 @@ impl fmt::Display for PushError {
                     "receive buffer of {len} bytes is shorter than the queue's {min}"
                 )
             }
+            PushError::Checksum { start, offset } => write!(
+                f,
+                "no checksum insertion from byte {start} at offset {offset} on this queue"
+            ),
             PushError::Stopped => write!(f, "queue is stopped"),
             PushError::Fault(fault) => write!(f, "queue stopped by a critical fault: {fault}"),
         }

@@ -47,7 +47,7 @@ pub use nic::{
 pub use platform::{DmaMapping, DmaRegion, DmaRing, DmaRingRef, Mmio, Platform};
 pub use queue::{
     Queue, Report, RssHashKind, RssInfo, RxBuffer, RxChecksum, RxCompletion, RxError, RxQueue,
-    Token, TxCompletion, TxError, TxQueue, TxSegment,
+    Token, TxChecksum, TxCompletion, TxError, TxQueue, TxSegment,
 };
 pub use span::{DmaHead, DmaSpan};
 pub use wait::{RawWait, Wait, WaitOutcome, WaitSet};

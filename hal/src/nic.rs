@@ -55,6 +55,13 @@ pub struct Offloads {
     pub rx_ipv4_checksum: bool,
     /// The NIC checks TCP/UDP checksums on receive and reports failures.
     pub rx_l4_checksum: bool,
+    /// The NIC inserts a TCP or UDP checksum as it sends a frame
+    /// ([`TxQueue::push_checksummed`], the partial-checksum
+    /// model of [`TxChecksum`](crate::TxChecksum)). It accepts at least every request whose
+    /// offset is UDP's or TCP's checksum field ([`TxChecksum::UDP`](crate::TxChecksum::UDP),
+    /// [`TxChecksum::TCP`](crate::TxChecksum::TCP)) and whose field ends within the first
+    /// [`TxChecksum::MAX_FIELD_END`](crate::TxChecksum::MAX_FIELD_END) bytes of the frame.
+    pub tx_l4_checksum: bool,
 }
 
 /// Receive-side scaling: a hash over packet headers picks the receive queue through a table.

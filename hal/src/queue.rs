@@ -119,6 +119,43 @@ pub struct TxSegment {
     pub len: u16,
 }
 
+/// A checksum the device computes and inserts as it sends a frame — the partial-checksum model
+/// both the Intel context descriptors (82576 MACLEN/IPLEN and L4T, 82574 TUCSS/TUCSO, with
+/// POPTS.TXSM in the data descriptors) and virtio-net's `VIRTIO_NET_HDR_F_NEEDS_CSUM`
+/// (`csum_start`, `csum_offset`; virtio 1.2 §5.1.6.2) implement: the device sums the frame
+/// from byte [`start`](Self::start) to its end in one's complement, **including** the 16-bit
+/// field at `start + offset`, and stores the complement of the sum there (0 sent as 0xFFFF,
+/// which means the same in one's complement and is UDP's "checksum present").
+///
+/// So the caller writes the sum of the pseudo-header (not complemented) into the field before
+/// pushing, and the device adds the header and payload to it: for UDP over IPv4, `start` is
+/// where the UDP header begins, `offset` is [`UDP`](Self::UDP), and the field holds the folded
+/// sum of the source and destination addresses, the protocol and the UDP length.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct TxChecksum {
+    /// Frame byte (from the Ethernet header's first) where the summed bytes begin.
+    pub start: u16,
+    /// Where the 16-bit checksum field is, counted from `start`.
+    pub offset: u16,
+}
+
+impl TxChecksum {
+    /// The checksum field's offset in a UDP header (RFC 768).
+    pub const UDP: u16 = 6;
+    /// The checksum field's offset in a TCP header (RFC 9293).
+    pub const TCP: u16 = 16;
+    /// How far into the frame the checksum field may end on every NIC that offers the
+    /// offload: the 82574 counts the start and the field's place in a byte each (TUCSS,
+    /// TUCSO).
+    pub const MAX_FIELD_END: usize = 256;
+
+    /// The frame byte just past the checksum field.
+    #[inline]
+    pub const fn field_end(self) -> usize {
+        self.start as usize + self.offset as usize + 2
+    }
+}
+
 /// A buffer for the device to receive one frame into.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct RxBuffer {
@@ -307,7 +344,8 @@ pub trait Queue: Send {
     /// Ring depth in descriptors.
     fn depth(&self) -> usize;
 
-    /// Descriptors free for a push now (a transmitted frame takes one per segment, a receive
+    /// Descriptors free for a push now (a transmitted frame takes one per segment, plus one on
+    /// the Intel devices when it asks for a checksum, [`TxQueue::push_checksummed`]; a receive
     /// buffer one).
     fn free(&self) -> usize;
 
@@ -376,6 +414,30 @@ pub trait TxQueue: Queue {
         token: Token,
         report: Report,
     ) -> Result<(), PushError>;
+
+    /// [`push`](Self::push) with the device computing and inserting a checksum into the frame
+    /// as it sends it ([`TxChecksum`]: the caller has written the pseudo-header's sum into the
+    /// field). A frame may take one descriptor more than its segments (the Intel devices'
+    /// context descriptor). The default refuses: a driver whose device offers
+    /// [`Offloads::tx_l4_checksum`](crate::Offloads) overrides it.
+    ///
+    /// # Errors
+    /// As [`push`](Self::push), and [`PushError::Checksum`] for an insertion the queue cannot
+    /// do (none offered, offsets the device cannot express, or a field not inside the frame);
+    /// on error nothing was queued.
+    fn push_checksummed(
+        &mut self,
+        segments: &[TxSegment],
+        token: Token,
+        report: Report,
+        checksum: TxChecksum,
+    ) -> Result<(), PushError> {
+        let _ = (segments, token, report);
+        Err(PushError::Checksum {
+            start: checksum.start,
+            offset: checksum.offset,
+        })
+    }
 
     /// Reclaims what the device finished and writes up to `out.len()` completions into `out`,
     /// oldest first; returns how many. Reads no register, except the state check after

@@ -217,7 +217,9 @@ pub(crate) unsafe fn lend(
     // or until the endpoint closes when core keeps the buffer: crate::ops::strand). Leases do
     // not overlap (checked above, under the lock), so neither do the buffers; and core hands
     // out no buffer of its own from an application's registration (nothing `alloc`s from it).
-    let b = unsafe { region.lend(domain.core(), lent.0 - mr.base, lent.1) }
+    let promise = unsafe { ringfab::mr::NoOverlap::promise() };
+    let b = region
+        .lend(domain.core(), lent.0 - mr.base, lent.1, promise)
         .map_err(ffi::fail::<c_int>)?;
     Ok(Some((b, lease)))
 }

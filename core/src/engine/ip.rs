@@ -9,7 +9,7 @@
 //! Locks: a path's lock, then the host's — never the other way round (a send looks its
 //! next hop up and lets go of the host before it takes its transmit path).
 
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, Ordering};
 use core::time::Duration;
 
 use spin::Mutex;
@@ -22,7 +22,7 @@ use crate::atomic::AtomicU64;
 use crate::buf::RawBuf;
 use crate::entry::{Completion, OpContext};
 use crate::hal::MacAddr;
-use crate::hal::{DmaRegion as _, Iova, Nic, TxSegment};
+use crate::hal::{DmaRegion as _, Iova, Nic, TxChecksum, TxSegment};
 use crate::ip::arp::{Resolve, Resolver};
 use crate::ip::checksum::Sum;
 use crate::ip::emit::{self, ArpFrame, UdpChecksum, UdpHeader};
@@ -58,8 +58,9 @@ pub(crate) struct HeldSend {
     pub(crate) payload_len: u16,
     pub(crate) src: SockAddrIn,
     pub(crate) dst: SockAddrIn,
-    /// The payload's one's-complement sum, for the UDP checksum.
-    pub(crate) sum: Sum,
+    /// What the UDP checksum field gets: the checksum from the payload's one's-complement sum,
+    /// or the pseudo-header's sum for the NIC to complete (decided when the send was made).
+    pub(crate) checksum: UdpChecksum,
     pub(crate) context: OpContext,
     /// Whether its success is reported.
     pub(crate) report: bool,
@@ -97,6 +98,10 @@ pub(crate) struct IpHost {
     /// Bound UDP ports (0: free).
     ports: Mutex<[u16; MAX_PORTS]>,
     counts: [AtomicU64; COUNTS],
+    /// Whether the NIC inserts UDP checksums on transmit
+    /// ([`Offloads::tx_l4_checksum`](crate::hal::Offloads)): plain-UDP sends then leave the
+    /// payload unsummed and ask for the insertion.
+    udp_offload: AtomicBool,
 }
 
 impl IpState {
@@ -129,18 +134,34 @@ impl IpHost {
             state: Mutex::new(None),
             ports: Mutex::new([0; MAX_PORTS]),
             counts: [const { AtomicU64::new(0) }; COUNTS],
+            udp_offload: AtomicBool::new(false),
         }
     }
 
     /// Sets (or, with no plain-UDP endpoint enabled, replaces) the configuration; the ARP
-    /// cache starts empty.
-    pub(crate) fn configure(&self, mac: MacAddr, ip: Ipv4Config) {
+    /// cache starts empty. `udp_offload`: the NIC inserts UDP checksums on transmit.
+    pub(crate) fn configure(&self, mac: MacAddr, ip: Ipv4Config, udp_offload: bool) {
+        self.udp_offload.store(udp_offload, Ordering::Relaxed);
         let local = Local { mac, ip };
         *self.state.lock() = Some(IpState {
             local,
             arp: Resolver::new(local),
             outbox: [None; OUTBOX],
         });
+    }
+
+    /// How a plain-UDP send's checksum is made: by the NIC where it offers the offload (the
+    /// field gets the pseudo-header's sum, and the payload needs no summing), else from the
+    /// payload's sum, which `payload_sum` computes only then.
+    pub(crate) fn udp_checksum(
+        &self,
+        payload_sum: impl FnOnce() -> Result<Sum>,
+    ) -> Result<UdpChecksum> {
+        if self.udp_offload.load(Ordering::Relaxed) {
+            Ok(UdpChecksum::Offload)
+        } else {
+            payload_sum().map(UdpChecksum::Payload)
+        }
     }
 
     /// The configuration, if set.
@@ -317,7 +338,8 @@ impl IpHost {
     }
 }
 
-/// Writes the 42-byte header of a plain-UDP datagram at the start of `buf`'s span.
+/// Writes the 42-byte header of a plain-UDP datagram at the start of `buf`'s span, its UDP
+/// checksum field as `checksum` says.
 fn write_udp_header(
     buf: &RawBuf,
     src_mac: MacAddr,
@@ -325,7 +347,7 @@ fn write_udp_header(
     src: SockAddrIn,
     dst: SockAddrIn,
     payload_len: usize,
-    sum: Sum,
+    checksum: UdpChecksum,
 ) -> Result {
     let mut head = [0u8; UDP_HEADER_LEN];
     UdpHeader {
@@ -334,10 +356,23 @@ fn write_udp_header(
         src,
         dst,
     }
-    .emit(&mut head, payload_len, UdpChecksum::Payload(sum))
+    .emit(&mut head, payload_len, checksum)
     .map_err(|_| Error::MsgSize)?;
     buf.span.write_bytes(0, &head).map_err(|_| Error::Inval)
 }
+
+/// The NIC's part of a plain-UDP datagram's checksum, for the post: the UDP header's checksum
+/// field (after the 14-byte Ethernet and 20-byte IPv4 headers), when the checksum is offloaded.
+pub(crate) fn udp_offload_request(checksum: UdpChecksum) -> Option<TxChecksum> {
+    matches!(checksum, UdpChecksum::Offload).then_some(UDP_TX_CHECKSUM)
+}
+
+/// Where a plain-UDP datagram's checksum starts and goes: its header follows the Ethernet
+/// header and an IPv4 header without options.
+const UDP_TX_CHECKSUM: TxChecksum = TxChecksum {
+    start: (UDP_HEADER_LEN - 8) as u16,
+    offset: TxChecksum::UDP,
+};
 
 impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// A plain-UDP transmit path's progress (module documentation): ARP retries due at `now`,
@@ -397,7 +432,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 h.src,
                 h.dst,
                 usize::from(h.payload_len),
-                h.sum,
+                h.checksum,
             )
             .and_then(|()| {
                 // The hold's credit becomes the post's.
@@ -406,10 +441,19 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                     iova: h.buf.iova,
                     len: (UDP_HEADER_LEN as u16).saturating_add(h.payload_len),
                 };
-                self.post_send_with(ctx.cq, &[segment], h.buf, h.context, h.report, None)
-                    .inspect_err(|_| {
-                        let _ = ctx.cq.reserve_credit();
-                    })
+                let offload = udp_offload_request(h.checksum);
+                self.post_send_checksummed(
+                    ctx.cq,
+                    &[segment],
+                    h.buf,
+                    h.context,
+                    h.report,
+                    None,
+                    offload,
+                )
+                .inspect_err(|_| {
+                    let _ = ctx.cq.reserve_credit();
+                })
             });
             match posted {
                 Ok(()) => rang = true,

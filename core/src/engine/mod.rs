@@ -111,7 +111,7 @@ mod state; // `PathState`'s queue, framing and accessors
 mod verdict; // what one completion becomes (the general lane)
 
 pub(crate) use credit::{Count, Counters, Credits};
-pub(crate) use ip::{HeldSend, IpCtx, IpHost, BOUNCE_SLOT};
+pub(crate) use ip::{udp_offload_request, HeldSend, IpCtx, IpHost, BOUNCE_SLOT};
 pub(crate) use op::NO_MR;
 pub(crate) use post::Poster;
 pub(crate) use sink::{ErrRecord, Outcome, Plain, Sink, Window};

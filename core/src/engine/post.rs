@@ -12,7 +12,7 @@ use super::PathState;
 use crate::buf::RawBuf;
 use crate::entry::OpContext;
 use crate::flags::{BindFlags, OpFlags};
-use crate::hal::{Nic, PushError, Report, RxQueue, Token, TxQueue, TxSegment};
+use crate::hal::{Nic, PushError, Report, RxQueue, Token, TxChecksum, TxQueue, TxSegment};
 use crate::{Error, Result};
 
 /// Who posts an operation on a shared path: the CQ it reports to, the endpoint's bind flags,
@@ -109,7 +109,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         flags: OpFlags,
         who: Option<Poster>,
     ) -> Result {
-        let report = flags.needs_completion(who.map_or(self.bind, |w| w.bind));
+        let report = self.reports(flags, who);
         self.post_send_with(cq, segments, buf, context, report, who)
     }
 
@@ -124,6 +124,31 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         context: OpContext,
         report: bool,
         who: Option<Poster>,
+    ) -> Result {
+        self.post_send_checksummed(cq, segments, buf, context, report, who, None)
+    }
+
+    /// Whether a send posted with `flags` by `who` reports its success.
+    pub(crate) fn reports(&self, flags: OpFlags, who: Option<Poster>) -> bool {
+        flags.needs_completion(who.map_or(self.bind, |w| w.bind))
+    }
+
+    /// [`post_send_with`](Self::post_send_with), asking the NIC to insert `checksum` if given
+    /// (`TxQueue::push_checksummed`: a plain-UDP datagram whose checksum field holds the
+    /// pseudo-header's sum, on a NIC that offers the offload).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "post_send_with's arguments and the checksum request"
+    )]
+    pub(crate) fn post_send_checksummed(
+        &mut self,
+        cq: &Credits,
+        segments: &[TxSegment],
+        buf: RawBuf,
+        context: OpContext,
+        report: bool,
+        who: Option<Poster>,
+        checksum: Option<TxChecksum>,
     ) -> Result {
         if self.kind.is_shared() != who.is_some() {
             return Err(Error::OpBadState);
@@ -144,7 +169,11 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
             cq.release_credit();
             return Err(Error::Again);
         };
-        if let Err(e) = q.push(segments, Token(slot as u64), hw) {
+        let pushed = match checksum {
+            None => q.push(segments, Token(slot as u64), hw),
+            Some(c) => q.push_checksummed(segments, Token(slot as u64), hw, c),
+        };
+        if let Err(e) = pushed {
             cq.release_credit();
             return Err(push_error(e));
         }

@@ -121,7 +121,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 e.is_some_and(|e| h.dst_ctx == e.local.ctx || h.dst_ctx == proto::ANY_CTX)
             })
         } else {
-            let d = match classify_plain(op, frame_len, fit, ip) {
+            let d = match classify_plain(op, c.checksum, frame_len, fit, ip) {
                 Ok(d) => d,
                 Err(n) => {
                     return Route::Nobody {

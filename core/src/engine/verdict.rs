@@ -11,7 +11,7 @@ use super::state::Framing;
 use crate::addr::{AvTables, EpAddr, RawAddr};
 use crate::entry::{BufAddr, Completion};
 use crate::flags::CompletionFlags;
-use crate::hal::{RxCompletion, RxError, TxCompletion, TxError};
+use crate::hal::{RxChecksum, RxCompletion, RxError, TxCompletion, TxError};
 use crate::ip::parse::Frame;
 use crate::ip::{classify, SockAddrIn, Verify, MAX_CLASSIFIED};
 use crate::proto::{self, Header};
@@ -120,7 +120,7 @@ pub(super) fn rx_outcome(
     };
     let (mut done, payload) = match framing {
         None => (completion(fit), frame_len),
-        Some(f) if !f.encap.is_ringfab() => match plain_udp(f, op, frame_len, fit, avs, ip) {
+        Some(f) if !f.encap.is_ringfab() => match plain_udp(f, op, c, frame_len, fit, avs, ip) {
             Ok((src, src_fi, payload, broadcast)) => {
                 let mut done = completion(payload);
                 if broadcast {
@@ -199,12 +199,13 @@ pub(super) fn rx_outcome(
 fn plain_udp(
     f: &Framing,
     op: &Op,
+    c: &RxCompletion,
     frame_len: u32,
     fit: u32,
     avs: AvTables<'_>,
     ip: Option<IpCtx<'_>>,
 ) -> core::result::Result<(SockAddrIn, Option<crate::addr::FiAddr>, u32, bool), NotDelivered> {
-    let d = classify_plain(op, frame_len, fit, ip)?;
+    let d = classify_plain(op, c.checksum, frame_len, fit, ip)?;
     if d.dst_port != f.port {
         if let Some(ip) = ip {
             ip.host.count_port();
@@ -229,11 +230,13 @@ pub(super) struct PlainDatagram {
 /// Classifies the frame in `op`'s buffer for the domain's IPv4 host (`ip::classify`, every
 /// check of docs/ip.md's receive path): a UDP datagram for the host, whatever its port; ARP
 /// and echo requests taken by the host (`Consumed`); everything else counted by reason and
-/// `Dropped`. Out of line: the copy of the frame it classifies is a stack array no other lane
-/// should carry.
+/// `Dropped`. The checksums the device verified (`checksum`, `RxCompletion::checksum`: checked
+/// and found right) are not checked again; every other one is, in software. Out of line: the
+/// copy of the frame it classifies is a stack array no other lane should carry.
 #[inline(never)]
 pub(super) fn classify_plain(
     op: &Op,
+    checksum: RxChecksum,
     frame_len: u32,
     fit: u32,
     ip: Option<IpCtx<'_>>,
@@ -257,7 +260,11 @@ pub(super) fn classify_plain(
     let Some(local) = ip.host.local() else {
         return Err(NotDelivered::Dropped);
     };
-    match classify(&bytes[..n], &local, Verify::ALL) {
+    let verify = Verify {
+        ipv4: !checksum.ipv4_good(),
+        l4: !checksum.l4_good(),
+    };
+    match classify(&bytes[..n], &local, verify) {
         Err(reason) => {
             ip.host.count(reason);
             Err(NotDelivered::Dropped)

@@ -1,18 +1,21 @@
 //! Sends of a plain-UDP endpoint (`docs/ip.md`, "The send path"): the destination's
 //! `sockaddr_in` from the AV, its next hop's MAC from the domain's ARP cache, the 42-byte
 //! Ethernet/IPv4/UDP header (RFC 894, RFC 791, RFC 768) written in front of the payload with
-//! the IPv4 checksum and the UDP checksum computed in software. A send to a next hop being
+//! the IPv4 checksum computed in software, and the UDP checksum inserted by the NIC where it
+//! offers that (`Offloads::tx_l4_checksum`: the field gets the pseudo-header's sum and the
+//! payload is not read) or computed in software from the payload. A send to a next hop being
 //! resolved is held (its completion comes later: released by the progress of a CQ read, or
 //! failed `FI_EHOSTUNREACH`); an inject to one is `Again`, its resolution started.
 
 use crate::addr::FiAddr;
 use crate::buf::Buf;
 use crate::domain::Domain;
-use crate::engine::HeldSend;
+use crate::engine::{udp_offload_request, HeldSend};
 use crate::entry::OpContext;
 use crate::flags::OpFlags;
 use crate::hal::Nic;
 use crate::ip::checksum::Sum;
+use crate::ip::emit::UdpChecksum;
 use crate::ip::{SockAddrIn, UDP_HEADER_LEN};
 use crate::{Error, Result};
 
@@ -68,17 +71,22 @@ impl Endpoint {
         let Some(segment) = buf.tx_segment(UDP_HEADER_LEN + len) else {
             return Err((Error::Inval, buf));
         };
-        let mut sum = Sum::new();
-        let mut chunk = [0u8; SUM_CHUNK];
-        let mut at = 0;
-        while at < len {
-            let n = (len - at).min(SUM_CHUNK);
-            if let Err(e) = buf.read(UDP_HEADER_LEN + at, &mut chunk[..n]) {
-                return Err((e, buf));
+        let checksum = dom.ip().udp_checksum(|| {
+            let mut sum = Sum::new();
+            let mut chunk = [0u8; SUM_CHUNK];
+            let mut at = 0;
+            while at < len {
+                let n = (len - at).min(SUM_CHUNK);
+                buf.read(UDP_HEADER_LEN + at, &mut chunk[..n])?;
+                sum.add(&chunk[..n]);
+                at += n;
             }
-            sum.add(&chunk[..n]);
-            at += n;
-        }
+            Ok(sum)
+        });
+        let checksum = match checksum {
+            Ok(c) => c,
+            Err(e) => return Err((e, buf)),
+        };
         let (tx, cq) = match (self.tx_path(dom), self.cq_slot(dom, self.tx_cq)) {
             (Some(tx), Ok(cq)) => (tx, cq),
             (None, _) => return Err((Error::OpBadState, buf)),
@@ -95,7 +103,7 @@ impl Endpoint {
             payload_len: len as u16,
             src,
             dst,
-            sum,
+            checksum,
             context,
             report,
         };
@@ -103,12 +111,13 @@ impl Endpoint {
             Ok(None) => buf.posted(Ok(())),
             Ok(Some(mac)) => {
                 cq.credits.release_credit();
-                let written = header(self.source.mac, mac, src, dst, len, sum)
+                let written = header(self.source.mac, mac, src, dst, len, checksum)
                     .and_then(|head| buf.write(0, &head));
                 if let Err(e) = written {
                     return Err((e, buf));
                 }
-                let r = self.post_tx(dom, &[segment], buf.raw(), context, flags);
+                let offload = udp_offload_request(checksum);
+                let r = self.post_tx(dom, &[segment], buf.raw(), context, flags, offload);
                 buf.posted(r)
             }
             Err(e) => {
@@ -142,22 +151,27 @@ impl Endpoint {
             .ok_or(Error::Again)?;
         let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
         let cq = self.cq_slot(dom, self.tx_cq)?;
-        let mut sum = Sum::new();
-        sum.add(payload);
-        let head = header(self.source.mac, mac, src, dst, payload.len(), sum)?;
+        let checksum = dom.ip().udp_checksum(|| {
+            let mut sum = Sum::new();
+            sum.add(payload);
+            Ok(sum)
+        })?;
+        let head = header(self.source.mac, mac, src, dst, payload.len(), checksum)?;
         // A plain-UDP endpoint is on no shared transmit context: the post has no poster.
-        self.post_copied(&tx, cq.credits, &head, payload, context, flags)
+        let offload = udp_offload_request(checksum);
+        self.post_copied(&tx, cq.credits, &head, payload, context, flags, offload)
     }
 }
 
-/// The 42-byte header of a datagram of `len` payload bytes whose one's-complement sum is `sum`.
+/// The 42-byte header of a datagram of `len` payload bytes, its UDP checksum field as
+/// `checksum` says.
 fn header(
     src_mac: crate::hal::MacAddr,
     dst_mac: crate::hal::MacAddr,
     src: SockAddrIn,
     dst: SockAddrIn,
     len: usize,
-    sum: Sum,
+    checksum: UdpChecksum,
 ) -> Result<[u8; UDP_HEADER_LEN]> {
     let mut head = [0u8; UDP_HEADER_LEN];
     crate::ip::emit::UdpHeader {
@@ -166,7 +180,7 @@ fn header(
         src,
         dst,
     }
-    .emit(&mut head, len, crate::ip::emit::UdpChecksum::Payload(sum))
+    .emit(&mut head, len, checksum)
     .map_err(|_| Error::MsgSize)?;
     Ok(head)
 }

@@ -8,7 +8,7 @@ use crate::domain::Domain;
 use crate::engine::{Credits, Poster, NO_MR};
 use crate::entry::OpContext;
 use crate::flags::OpFlags;
-use crate::hal::{DmaRegion, Nic, TxSegment};
+use crate::hal::{DmaRegion, Nic, TxChecksum, TxSegment};
 use crate::path::Path;
 use crate::proto::{self, Header, MAX_HEADER_LEN};
 use crate::{Error, Result};
@@ -92,7 +92,7 @@ impl Endpoint {
         if let Err(e) = buf.write(0, header.emit(self.attr.encap, &mut bytes)) {
             return Err((e, buf));
         }
-        let r = self.post_tx(dom, &[segment], buf.raw(), context, flags);
+        let r = self.post_tx(dom, &[segment], buf.raw(), context, flags, None);
         buf.posted(r)
     }
 
@@ -194,7 +194,7 @@ impl Endpoint {
         };
         if n == 1 {
             // A gather of one is a send: no gather record.
-            let r = self.post_tx(dom, &segs[..1], first, context, flags);
+            let r = self.post_tx(dom, &segs[..1], first, context, flags, None);
             return iov.posted(r);
         }
         let Some(tx) = self.tx_path(dom) else {
@@ -327,13 +327,19 @@ impl Endpoint {
         let mut bytes = [0u8; MAX_HEADER_LEN];
         let bytes = header.emit(self.attr.encap, &mut bytes);
         let cq = self.cq_slot(dom, self.tx_cq)?;
-        self.post_copied(&tx, cq.credits, bytes, payload, context, flags)
+        self.post_copied(&tx, cq.credits, bytes, payload, context, flags, None)
     }
 
     /// Posts `head` then `payload`, copied into the bounce slot of the op-table slot the post
     /// takes (free exactly as long as that slot is), as one segment: `flags` for an operation
     /// that completes as its flags say, `None` for `fi_inject`'s (no success reported). Rings
-    /// the doorbell unless `FI_MORE`, and on a refused post too.
+    /// the doorbell unless `FI_MORE`, and on a refused post too. `checksum`: the NIC inserts
+    /// it (a plain-UDP datagram on a NIC with the offload).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the path, its credits, the two pieces copied, the operation's context and \
+                  flags, and the checksum request"
+    )]
     pub(super) fn post_copied<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
         tx: &Path<'d, 'n, N, D>,
@@ -342,6 +348,7 @@ impl Endpoint {
         payload: &[u8],
         context: OpContext,
         flags: Option<OpFlags>,
+        checksum: Option<TxChecksum>,
     ) -> Result {
         tx.with_state(|st| {
             let slot = st.next_slot().ok_or(Error::Again)?;
@@ -360,10 +367,10 @@ impl Endpoint {
                 len: len as u32,
                 mr: NO_MR,
             };
-            let r = match flags {
-                Some(f) => st.post_send(credits, &[segment], raw, context, f, self.poster()),
-                None => st.post_send_with(credits, &[segment], raw, context, false, self.poster()),
-            };
+            let who = self.poster();
+            let report = flags.is_some_and(|f| st.reports(f, who));
+            let r =
+                st.post_send_checksummed(credits, &[segment], raw, context, report, who, checksum);
             // A refused post rings too: earlier FI_MORE posts must not wait for a call that
             // may never come.
             if !flags.is_some_and(|f| f.contains(OpFlags::MORE)) || r.is_err() {
@@ -451,11 +458,15 @@ impl Endpoint {
         raw: RawBuf,
         context: OpContext,
         flags: OpFlags,
+        checksum: Option<TxChecksum>,
     ) -> Result {
         let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
         let cq = self.cq_slot(dom, self.tx_cq)?;
         tx.with_state(|st| {
-            let r = st.post_send(cq.credits, segments, raw, context, flags, self.poster());
+            let who = self.poster();
+            let report = st.reports(flags, who);
+            let r =
+                st.post_send_checksummed(cq.credits, segments, raw, context, report, who, checksum);
             // A refused post rings too: earlier FI_MORE posts must not wait for a call that
             // may never come.
             if !flags.contains(OpFlags::MORE) || r.is_err() {

@@ -193,8 +193,9 @@ impl TestNic for VirtioNic {
     /// A frame with a bad FCS never reaches a virtio device (the host drops it).
     const RX_CRC_ERROR: Option<u32> = None;
     const RING_HOLDS_ONE_FEWER: bool = false;
-    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM` in the receive header, which the driver never negotiates.
-    const RX_GARBAGE_STATUS: u32 = 0x0001;
+    /// `gso_type` `VIRTIO_NET_HDR_GSO_TCPV4` in the receive header, which the driver never
+    /// negotiates (the checksum flags it does: `GUEST_CSUM`).
+    const RX_GARBAGE_STATUS: u32 = 0x0100;
 
     fn rx_room(buf_len: u32) -> u32 {
         buf_len.max(ringfab_virtio_net::MAX_FRAME_LEN as u32)

@@ -37,8 +37,8 @@ use core::ptr::NonNull;
 use ringfab_e1000e::{E1000e, E1000eRx, E1000eTx};
 use ringfab_hal::{
     Capabilities, Link, MacAddr, Nic, Platform, PushError, Queue, QueueFault, Report, RssConfig,
-    RxBuffer, RxCompletion, RxConfig, RxMode, RxQueue, Stats, Token, TxCompletion, TxConfig,
-    TxQueue, TxSegment,
+    RxBuffer, RxCompletion, RxConfig, RxMode, RxQueue, Stats, Token, TxChecksum, TxCompletion,
+    TxConfig, TxQueue, TxSegment,
 };
 use ringfab_igb::{Igb, IgbRx, IgbTx};
 use ringfab_virtio_net::{VirtioNet, VirtioNetRx, VirtioNetTx};
@@ -439,6 +439,17 @@ impl<P: Platform, const N: usize> TxQueue for AnyTx<'_, P, N> {
         report: Report,
     ) -> Result<(), PushError> {
         dispatch!(self, AnyTx, q => q.push(segments, token, report))
+    }
+
+    #[inline]
+    fn push_checksummed(
+        &mut self,
+        segments: &[TxSegment],
+        token: Token,
+        report: Report,
+        checksum: TxChecksum,
+    ) -> Result<(), PushError> {
+        dispatch!(self, AnyTx, q => q.push_checksummed(segments, token, report, checksum))
     }
 
     #[inline]

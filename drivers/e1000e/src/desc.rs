@@ -7,10 +7,15 @@
 //! Bit fields are `tock_registers::register_bitfields!` definitions, as in `ringfab-igb`.
 //!
 //! Layouts (82574 datasheet):
-//! * legacy transmit descriptor — §7.2.10.1 (DEXT = 0): what the driver sends with. It needs no
-//!   context descriptor, and without offloads it says everything an extended one would;
-//! * extended transmit data descriptor — §7.2.10.3 (DEXT = 1, DTYP = 0001b): codec for
-//!   completeness and tests;
+//! * legacy transmit descriptor — §7.2.10.1 (DEXT = 0): what the driver sends a frame with
+//!   when it asks for no checksum. It needs no context descriptor, and without offloads it says
+//!   everything an extended one would;
+//! * TCP/IP context transmit descriptor — §7.2.10.2 (DEXT = 1, DTYP = 0000b): TUCSS/TUCSO
+//!   for a frame whose TCP/UDP checksum the device inserts (**QEMU** honours POPTS.TXSM only
+//!   behind a context and in extended data descriptors, not a legacy descriptor's CSO/CSS);
+//! * extended transmit data descriptor — §7.2.10.3 (DEXT = 1, DTYP = 0001b, POPTS.TXSM): the
+//!   data of such a frame — a legacy descriptor with [`TX_CHECKSUM_DATA`] ORed in, the fields
+//!   being where the legacy ones are;
 //! * transmit write-back — the status nibble (DD in bit 32 of the second word) in both
 //!   formats; **QEMU** rewrites the descriptor's upper dword as the driver wrote it, DD ORed in;
 //! * extended receive descriptor (RFCTL.EXSTEN), read format — §7.1.4.2: buffer address, then
@@ -20,7 +25,7 @@
 //!   RSS hash (with RXCSUM.PCSD) in the first word; extended status and errors, length and VLAN
 //!   in the second — the same places as the 82576's advanced write-back.
 
-use ringfab_hal::{RssHashKind, RssInfo};
+use ringfab_hal::{RssHashKind, RssInfo, RxChecksum};
 use tock_registers::LocalRegisterCopy;
 
 /// Byte ranges inside a descriptor.
@@ -160,8 +165,36 @@ mod layout {
             DEXT OFFSET(29) NUMBITS(1) [],
             /// STA.DD.
             DD OFFSET(32) NUMBITS(1) [],
-            /// POPTS: checksum insertion options (zero).
+            /// POPTS: checksum insertion options (zero, or TXSM).
             POPTS OFFSET(40) NUMBITS(8) [],
+            /// POPTS.TXSM: insert the TCP/UDP checksum the last context described.
+            TXSM OFFSET(41) NUMBITS(1) [],
+        ],
+        /// First word of a TCP/IP context transmit descriptor (§7.2.10.2).
+        pub TXCTX0 [
+            /// IPCSS, IPCSO, IPCSE: the IPv4 header checksum (IXSM; zero).
+            IP OFFSET(0) NUMBITS(32) [],
+            /// TUCSS: first byte of the TCP/UDP checksum.
+            TUCSS OFFSET(32) NUMBITS(8) [],
+            /// TUCSO: where the TCP/UDP checksum goes, from the frame's start.
+            TUCSO OFFSET(40) NUMBITS(8) [],
+            /// TUCSE: last byte summed (0: the frame's end).
+            TUCSE OFFSET(48) NUMBITS(16) [],
+        ],
+        /// Second word of a TCP/IP context transmit descriptor (§7.2.10.2).
+        pub TXCTX1 [
+            /// PAYLEN (TSO only; zero).
+            PAYLEN OFFSET(0) NUMBITS(20) [],
+            /// DTYP: 0000b, a context descriptor.
+            DTYP OFFSET(20) NUMBITS(4) [],
+            /// TUCMD.TCP: the L4 header is TCP's (else UDP's; used by TSO).
+            TCP OFFSET(24) NUMBITS(1) [],
+            /// TUCMD.RS: report status (zero: the frame's data descriptor reports).
+            RS OFFSET(27) NUMBITS(1) [],
+            /// TUCMD.DEXT: extended descriptor (set).
+            DEXT OFFSET(29) NUMBITS(1) [],
+            /// HDRLEN, MSS (TSO only; zero).
+            TSO OFFSET(40) NUMBITS(24) [],
         ],
         /// First word of the extended receive write-back (§7.1.4.2).
         pub RXWB0 [
@@ -193,6 +226,12 @@ mod layout {
             EOP OFFSET(1) NUMBITS(1) [],
             /// Bit 2: reserved (IXSM on older parts).
             RSV2 OFFSET(2) NUMBITS(1) [],
+            /// UDPCS: the UDP checksum was checked (§7.1.4.2, with RXCSUM.TUOFLD).
+            UDPCS OFFSET(4) NUMBITS(1) [],
+            /// TCPCS: the TCP or UDP checksum was checked (with RXCSUM.TUOFLD).
+            TCPCS OFFSET(5) NUMBITS(1) [],
+            /// IPCS: the IPv4 header checksum was checked (with RXCSUM.IPOFLD).
+            IPCS OFFSET(6) NUMBITS(1) [],
             /// Bit 8: reserved.
             RSV8 OFFSET(8) NUMBITS(1) [],
             /// Bits 14:11: reserved. (Bit 15 is ACK, bits 19:16 the packet type **QEMU**
@@ -206,11 +245,15 @@ mod layout {
             ERR_LO OFFSET(24) NUMBITS(3) [],
             /// Error bits: CXE (28), TCPE (29), IPE (30), RXE (31).
             ERR_HI OFFSET(28) NUMBITS(4) [],
+            /// TCPE: the TCP/UDP checksum was checked and found wrong.
+            TCPE OFFSET(29) NUMBITS(1) [],
+            /// IPE: the IPv4 header checksum was checked and found wrong.
+            IPE OFFSET(30) NUMBITS(1) [],
         ],
     ];
 }
 
-pub use layout::{RXSTAT, RXWB0, RXWB1, TXD, TXD_EXT};
+pub use layout::{RXSTAT, RXWB0, RXWB1, TXCTX0, TXCTX1, TXD, TXD_EXT};
 
 /// Transmit write-back bits tested as one mask.
 pub mod tx {
@@ -304,6 +347,61 @@ impl TxExtRepr {
     }
 }
 
+/// Word-1 bits that turn a legacy data descriptor [`TxRepr`] wrote into the extended data
+/// descriptor of a frame behind a checksum context (§7.2.10.3): DEXT, DTYP = 0001b and
+/// POPTS.TXSM. The legacy fields the driver writes sit where the extended ones are — LENGTH in
+/// DTALEN's low bits, CSO (zero) under DTALEN's high bits and DTYP, the command byte's EOP,
+/// IFCS and RS in DCMD's places, CSS (zero) under POPTS — so an OR converts one to the other.
+pub const TX_CHECKSUM_DATA: u64 =
+    TXD_EXT::DEXT::SET.value | TXD_EXT::DTYP::Data.value | TXD_EXT::TXSM::SET.value;
+
+/// A TCP/IP context transmit descriptor (§7.2.10.2) for checksum insertion alone: sum from
+/// `tucss` to the frame's end, store at `tucso`; no IP checksum, no TSO.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct TxContextRepr {
+    /// First byte summed.
+    pub tucss: u8,
+    /// Where the checksum goes (from the frame's start).
+    pub tucso: u8,
+    /// The L4 header is TCP's (TUCMD.TCP; else UDP's).
+    pub tcp: bool,
+}
+
+impl TxContextRepr {
+    /// The context for a partial checksum from frame byte `start` stored at `start + offset`:
+    /// `None` if either does not fit TUCSS's or TUCSO's byte.
+    pub fn for_checksum(start: u16, offset: u16) -> Option<Self> {
+        let tucss = u8::try_from(start).ok()?;
+        let tucso = u8::try_from(start.checked_add(offset)?).ok()?;
+        Some(TxContextRepr {
+            tucss,
+            tucso,
+            tcp: offset == 16,
+        })
+    }
+
+    /// The descriptor as two words.
+    pub fn emit(&self) -> [u64; 2] {
+        let w0 = TXCTX0::TUCSS.val(self.tucss.into()) + TXCTX0::TUCSO.val(self.tucso.into());
+        let w1 = TXCTX1::DEXT::SET + TXCTX1::TCP.val(self.tcp.into());
+        [w0.value, w1.value]
+    }
+
+    /// Parses a context descriptor, or `None` if it is not one.
+    pub fn parse(words: [u64; 2]) -> Option<Self> {
+        let w0 = LocalRegisterCopy::<u64, TXCTX0::Register>::new(words[0]);
+        let w1 = LocalRegisterCopy::<u64, TXCTX1::Register>::new(words[1]);
+        if !w1.is_set(TXCTX1::DEXT) || w1.read(TXCTX1::DTYP) != 0 {
+            return None;
+        }
+        Some(TxContextRepr {
+            tucss: w0.read(TXCTX0::TUCSS) as u8,
+            tucso: w0.read(TXCTX0::TUCSO) as u8,
+            tcp: w1.is_set(TXCTX1::TCP),
+        })
+    }
+}
+
 /// What a transmit write-back says about one RS descriptor.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum TxWriteback {
@@ -350,9 +448,12 @@ impl RxReadRepr {
 pub mod rx {
     use super::RXSTAT;
 
-    /// Error bits: CE, SE, SEQ (26:24) and CXE, TCPE, IPE, RXE (31:28). Any set makes the
-    /// frame bad.
+    /// Error bits: CE, SE, SEQ (26:24) and CXE, TCPE, IPE, RXE (31:28). Any set but TCPE and
+    /// IPE makes the frame bad; the fast path leaves all of them to the full decode.
     pub const ERRORS: u32 = RXSTAT::ERR_LO::SET.value | RXSTAT::ERR_HI::SET.value;
+    /// The checksum errors, TCPE and IPE: not errors of the frame, which is delivered with
+    /// the checksum unmarked (software checks it again, and drops and counts it).
+    pub const CHECKSUM_ERRORS: u32 = RXSTAT::TCPE::SET.value | RXSTAT::IPE::SET.value;
     /// Bits no 82574 write-back defines: 2, 8, 14:11, 23:20 and 27.
     pub const UNDEFINED: u32 = RXSTAT::RSV2::SET.value
         | RXSTAT::RSV8::SET.value
@@ -422,9 +523,20 @@ impl RxWritebackRepr {
         RXSTAT::EOP.is_set(self.status_error)
     }
 
-    /// Error bits, in place.
+    /// Error bits that make the frame bad, in place (not the checksum errors:
+    /// [`checksum`](Self::checksum)).
     pub const fn errors(&self) -> u32 {
-        self.status_error & rx::ERRORS
+        self.status_error & rx::ERRORS & !rx::CHECKSUM_ERRORS
+    }
+
+    /// The checksums the device checked and found right: IPCS without IPE, TCPCS without
+    /// TCPE.
+    pub const fn checksum(&self) -> RxChecksum {
+        let s = self.status_error;
+        RxChecksum::verified(
+            s & (RXSTAT::IPCS::SET.value | RXSTAT::IPE::SET.value) == RXSTAT::IPCS::SET.value,
+            s & (RXSTAT::TCPCS::SET.value | RXSTAT::TCPE::SET.value) == RXSTAT::TCPCS::SET.value,
+        )
     }
 
     /// Whether the device set bits no write-back defines.

@@ -40,6 +40,14 @@
 //! ([`Nic::irq_vectors`]). A vector at or above that count is refused with
 //! [`Error::InterruptUnavailable`].
 //!
+//! Checksum offload (all three [`Offloads`]): receive checking is on (RXCSUM.IPOFLD/TUOFLD,
+//! §10.2.5.15) and a completion's [`checksum`](ringfab_hal::RxCompletion::checksum) marks IPCS
+//! without IPE and TCPCS without TCPE (extended write-back, §7.1.4.2); a checksum found wrong
+//! is no frame error. [`push_checksummed`](ringfab_hal::TxQueue::push_checksummed) writes a
+//! TCP/IP context descriptor (§7.2.10.2: TUCSS = start, TUCSO = start + offset, each a byte)
+//! before the frame, whose data descriptors become extended ones with POPTS.TXSM (§7.2.10.3);
+//! frames without it keep their legacy descriptors.
+//!
 //! Transmit report policy ("RS") is `ringfab-igb`'s: a frame's last descriptor asks for a
 //! write-back if its [`Report`](ringfab_hal::Report) is `Always`, if a quarter of the ring has gone by without one,
 //! if the push fills the ring, or if it is the last frame of a doorbell batch.
@@ -298,12 +306,16 @@ impl<P: Platform> E1000e<P> {
         self.wr(r::IVAR, 0);
 
         // Receive: extended descriptors, RSS off until set_rss, the write-back carrying the
-        // RSS hash (PCSD), no checksum offload (on at reset); receiver off until a queue opens.
+        // RSS hash (PCSD) and the checked-checksum status and error bits (IPOFLD, TUOFLD,
+        // §7.1.4.2 / §10.2.5.15); receiver off until a queue opens.
         st.rx_open = 0;
         st.tx_open = 0;
         st.rx_buf_len = 0;
         self.wr(r::RFCTL, r::RFCTL::EXSTEN::SET.value);
-        self.wr(r::RXCSUM, r::RXCSUM::PCSD::SET.value);
+        self.wr(
+            r::RXCSUM,
+            (r::RXCSUM::PCSD::SET + r::RXCSUM::IPOFLD::SET + r::RXCSUM::TUOFLD::SET).value,
+        );
         self.wr(r::MRQC, 0);
         self.wr(r::RCTL, rctl_for(st, false));
         let tctl =
@@ -550,7 +562,11 @@ impl<P: Platform> Nic for E1000e<P> {
         caps.max_frame_len = MAX_FRAME_LEN;
         caps.max_rx_buf_len = MAX_RX_BUF_LEN;
         caps.mac = self.state.lock().mac;
-        caps.offloads = Offloads::default();
+        let mut offloads = Offloads::default();
+        offloads.rx_ipv4_checksum = true;
+        offloads.rx_l4_checksum = true;
+        offloads.tx_l4_checksum = true;
+        caps.offloads = offloads;
         caps.rss = Some(rss);
         caps.in_order_completion = true;
         caps

@@ -266,9 +266,9 @@ register_bitfields![u32,
     ],
     /// Receive Checksum Control (§10.2.5.15).
     pub(crate) RXCSUM [
-        /// IPOFLD: IPv4 checksum offload (on at reset; the driver turns it off).
+        /// IPOFLD: check IPv4 header checksums, reported by IPCS/IPE in the write-back.
         IPOFLD OFFSET(8) NUMBITS(1) [],
-        /// TUOFLD: TCP/UDP checksum offload (on at reset; the driver turns it off).
+        /// TUOFLD: check TCP/UDP checksums, reported by TCPCS (UDPCS)/TCPE.
         TUOFLD OFFSET(9) NUMBITS(1) [],
         /// PCSD: the write-back carries the RSS hash instead of the IP id/checksum.
         /// **QEMU** computes RSS only with PCSD set.

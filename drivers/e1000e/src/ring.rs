@@ -3,10 +3,12 @@
 //! [`desc`](crate::desc) define them. Everything else about the rings — shadow, report-status
 //! policy, reclaim, flush, the fast paths — is `ringfab-ring`'s.
 
-use ringfab_hal::RssInfo;
+use ringfab_hal::{RssInfo, RxChecksum, TxChecksum};
 use ringfab_ring::{Format, RxWriteback, TxWriteback};
 
-use crate::desc::{self, rx, RxReadRepr, RxWritebackRepr, TxRepr, RXSTAT, RXWB0, RXWB1, TXD};
+use crate::desc::{
+    self, rx, RxReadRepr, RxWritebackRepr, TxContextRepr, TxRepr, RXSTAT, RXWB0, RXWB1, TXD,
+};
 
 /// The 82574's legacy transmit and extended receive descriptors: the [`Format`] of its queues
 /// ([`E1000eQueue`](crate::E1000eQueue)).
@@ -38,6 +40,13 @@ impl Format for Extended {
         }
     }
 
+    #[inline]
+    fn tx_checksum_context(checksum: TxChecksum) -> Option<[u64; 2]> {
+        TxContextRepr::for_checksum(checksum.start, checksum.offset).map(|c| c.emit())
+    }
+
+    const TX_CHECKSUM_DATA: u64 = desc::TX_CHECKSUM_DATA;
+
     #[inline(always)]
     fn rx_read(addr: u64) -> [u64; 2] {
         RxReadRepr { addr }.emit()
@@ -67,6 +76,13 @@ impl Format for Extended {
         RxWritebackRepr::parse([word0, 0]).rss()
     }
 
+    #[inline(always)]
+    fn rx_checksum(word1: u64) -> RxChecksum {
+        // The fast path took this write-back: IPE and TCPE are clear.
+        let status = word1 as u32;
+        RxChecksum::verified(RXSTAT::IPCS.is_set(status), RXSTAT::TCPCS.is_set(status))
+    }
+
     #[inline]
     fn rx_writeback(word0: u64, word1: u64) -> RxWriteback {
         let wb = RxWritebackRepr::parse([word0, word1]);
@@ -76,6 +92,7 @@ impl Format for Extended {
             errors: wb.errors(),
             undefined: wb.has_undefined_bits(),
             rss: wb.rss(),
+            checksum: wb.checksum(),
         }
     }
 }
@@ -123,8 +140,76 @@ mod tests {
                 eop: true,
                 errors: 0,
                 undefined: false,
-                rss
+                rss,
+                checksum: RxChecksum::NONE,
             }
         );
+    }
+
+    #[test]
+    fn checksum_status_marks_what_was_checked_right_and_a_wrong_one_is_no_frame_error() {
+        let ipcs = RXSTAT::IPCS::SET.value;
+        let tcpcs = RXSTAT::TCPCS::SET.value | RXSTAT::UDPCS::SET.value;
+        let w1 = |status: u32| u64::from(RX_CLEAN | status) | 60 << 32;
+        // A clean write-back, as the fast path takes it: both bits read from word 1.
+        assert_eq!(w1(ipcs | tcpcs) as u32 & Extended::RX_CLEAN_MASK, RX_CLEAN);
+        assert_eq!(
+            Extended::rx_checksum(w1(ipcs | tcpcs)),
+            RxChecksum::verified(true, true)
+        );
+        assert_eq!(
+            Extended::rx_checksum(w1(ipcs)),
+            RxChecksum::verified(true, false)
+        );
+        // TCPE or IPE: off the fast path, a good frame with that checksum unmarked.
+        let bad_l4 = w1(ipcs | tcpcs | RXSTAT::TCPE::SET.value);
+        assert_ne!(bad_l4 as u32 & Extended::RX_CLEAN_MASK, RX_CLEAN);
+        let wb = Extended::rx_writeback(0, bad_l4);
+        assert_eq!(
+            (wb.errors, wb.checksum),
+            (0, RxChecksum::verified(true, false))
+        );
+        let wb = Extended::rx_writeback(0, w1(ipcs | tcpcs | RXSTAT::IPE::SET.value));
+        assert_eq!(
+            (wb.errors, wb.checksum),
+            (0, RxChecksum::verified(false, true))
+        );
+        // A CRC error stays one.
+        let wb = Extended::rx_writeback(0, w1(ipcs | 1 << 24));
+        assert_eq!(wb.errors, 1 << 24);
+    }
+
+    #[test]
+    fn a_checksum_context_is_tucss_and_tucso_and_its_data_descriptors_are_extended_with_txsm() {
+        let udp = TxChecksum {
+            start: 34,
+            offset: TxChecksum::UDP,
+        };
+        let [w0, w1] = Extended::tx_checksum_context(udp).expect("fits a byte each");
+        assert_eq!(
+            TxContextRepr::parse([w0, w1]),
+            Some(TxContextRepr {
+                tucss: 34,
+                tucso: 40,
+                tcp: false
+            })
+        );
+        let far = TxChecksum {
+            start: 250,
+            offset: TxChecksum::TCP,
+        };
+        assert_eq!(
+            Extended::tx_checksum_context(far),
+            None,
+            "TUCSO past a byte"
+        );
+        let [addr, d] = Extended::tx_data(0x1000, 60, true, true, 60);
+        let ext = crate::desc::TxExtRepr::parse([addr, d | Extended::TX_CHECKSUM_DATA])
+            .expect("an extended data descriptor");
+        assert_eq!((ext.len, ext.eop, ext.rs), (60, true, true));
+        assert!(crate::desc::TXD_EXT::TXSM.is_set(d | Extended::TX_CHECKSUM_DATA));
+        // The write-back of such a descriptor (QEMU echoes POPTS) is a clean DD.
+        let done = d | Extended::TX_CHECKSUM_DATA | TXD::DD::SET.value;
+        assert_eq!(Extended::tx_writeback(done), TxWriteback::Done);
     }
 }

@@ -25,7 +25,7 @@
 //! * advanced receive descriptor, read format — §7.1.5.1 (packet address, header address);
 //! * advanced receive descriptor, write-back format — §7.1.5.2.
 
-use ringfab_hal::{RssHashKind, RssInfo};
+use ringfab_hal::{RssHashKind, RssInfo, RxChecksum};
 use tock_registers::LocalRegisterCopy;
 
 /// Byte ranges inside a descriptor.
@@ -144,14 +144,54 @@ mod layout {
             DD OFFSET(32) NUMBITS(1) [],
             /// STA bits 3:1: reserved.
             STA_RSV OFFSET(33) NUMBITS(3) [],
-            /// IDX: offload context index (no offloads: zero).
+            /// IDX: offload context index (the driver uses context 0 only).
             IDX OFFSET(36) NUMBITS(3) [],
-            /// CC: check context (zero).
+            /// CC: check context (zero, as Linux's igb writes it for the 82576).
             CC OFFSET(39) NUMBITS(1) [],
-            /// POPTS: offload options (zero).
+            /// POPTS: offload options (zero, or [`TXSM`](mod@TXD::TXSM) alone).
             POPTS OFFSET(40) NUMBITS(6) [],
+            /// POPTS.TXSM: insert the TCP/UDP checksum the context describes (§7.2.2.3.x,
+            /// "POPTS"; the device reads it from the frame's first data descriptor, the driver
+            /// writes it in every one).
+            TXSM OFFSET(41) NUMBITS(1) [],
             /// PAYLEN: length of the whole frame (olinfo_status bits 31:14).
             PAYLEN OFFSET(46) NUMBITS(18) [],
+        ],
+        /// First word of an advanced transmit context descriptor (§7.2.2.2): `vlan_macip_lens`
+        /// in bits 31:0, the IPsec/sequence dword (zero) in 63:32.
+        pub TXCTX0 [
+            /// IPLEN: IP header length; the L4 header starts at MACLEN + IPLEN.
+            IPLEN OFFSET(0) NUMBITS(9) [],
+            /// MACLEN: bytes before the IP header.
+            MACLEN OFFSET(9) NUMBITS(7) [],
+            /// VLAN tag to insert (zero).
+            VLAN OFFSET(16) NUMBITS(16) [],
+        ],
+        /// Second word of an advanced transmit context descriptor (§7.2.2.2):
+        /// `type_tucmd_mlhl` in bits 31:0, `mss_l4len_idx` in 63:32.
+        pub TXCTX1 [
+            /// TUCMD.IPV4: the packet is IPv4 (needed for IXSM and TSO only; zero).
+            IPV4 OFFSET(10) NUMBITS(1) [],
+            /// TUCMD.L4T: the L4 header's type, which says where its checksum field is.
+            L4T OFFSET(11) NUMBITS(2) [
+                /// UDP: the field at offset 6.
+                Udp = 0,
+                /// TCP: the field at offset 16.
+                Tcp = 1,
+            ],
+            /// DTYP: descriptor type.
+            DTYP OFFSET(20) NUMBITS(4) [
+                /// 0010b: context descriptor.
+                Context = 0b0010,
+            ],
+            /// DCMD.DEXT: advanced descriptor (set).
+            DEXT OFFSET(29) NUMBITS(1) [],
+            /// IDX: the context slot this descriptor loads (0).
+            IDX OFFSET(36) NUMBITS(3) [],
+            /// L4LEN: L4 header length (TSO only; zero).
+            L4LEN OFFSET(40) NUMBITS(8) [],
+            /// MSS (TSO only; zero).
+            MSS OFFSET(48) NUMBITS(16) [],
         ],
         /// Second word of a legacy transmit descriptor (§7.2.2.1).
         pub LEGACY_TXD [
@@ -204,6 +244,12 @@ mod layout {
             EOP OFFSET(1) NUMBITS(1) [],
             /// Bit 2: reserved.
             RSV2 OFFSET(2) NUMBITS(1) [],
+            /// UDPCS: the UDP checksum was checked (§7.1.5.2; with RXCSUM.TUOFLD).
+            UDPCS OFFSET(4) NUMBITS(1) [],
+            /// L4I: the TCP/UDP checksum was checked (L4 integrity; with RXCSUM.TUOFLD).
+            L4I OFFSET(5) NUMBITS(1) [],
+            /// IPCS: the IPv4 header checksum was checked (with RXCSUM.IPOFLD).
+            IPCS OFFSET(6) NUMBITS(1) [],
             /// Bit 8: reserved.
             RSV8 OFFSET(8) NUMBITS(1) [],
             /// Bits 14:12: not defined by any 82576 write-back. (Bit 15 is left alone: **QEMU**
@@ -212,26 +258,34 @@ mod layout {
             /// Bits 22:19: not defined by any 82576 write-back.
             RSV19 OFFSET(19) NUMBITS(4) [],
             /// Error bits 31:23: HBO (23), CE/SE/SEQ (24–26), SECERR/CXE (27–28), L4E (29), IPE
-            /// (30), RXE (31). Any set makes the frame bad.
+            /// (30), RXE (31). Any set but L4E and IPE makes the frame bad.
             ERRORS OFFSET(23) NUMBITS(9) [],
+            /// L4E: the TCP/UDP checksum was checked and found wrong.
+            L4E OFFSET(29) NUMBITS(1) [],
+            /// IPE: the IPv4 header checksum was checked and found wrong.
+            IPE OFFSET(30) NUMBITS(1) [],
         ],
     ];
 }
 
-pub use layout::{LEGACY_TXD, RXSTAT, RXWB0, RXWB1, TXD};
+pub use layout::{LEGACY_TXD, RXSTAT, RXWB0, RXWB1, TXCTX0, TXCTX1, TXD};
 
 /// Transmit write-back bits tested as one mask.
 pub mod tx {
     use super::TXD;
 
     /// Status-dword bits a write-back may not set for descriptors this driver writes: STA
-    /// bits 3:1 (reserved), IDX, CC and POPTS (bits 45:33), which the driver writes as zero.
-    /// Bits 31:0 and 63:46 are ignored: the datasheet calls them reserved in the write-back,
-    /// and **QEMU** echoes what the driver wrote there (command/length, PAYLEN). A `const` of
-    /// four fields' bits: tock-registers' `+` on field values is not a `const fn`.
-    pub const WB_UNEXPECTED: u64 =
-        TXD::STA_RSV::SET.value | TXD::IDX::SET.value | TXD::CC::SET.value | TXD::POPTS::SET.value;
-    const _: () = assert!(WB_UNEXPECTED == 0x1FFF << 33);
+    /// bits 3:1 (reserved), IDX, CC and POPTS (bits 45:33), which the driver writes as zero —
+    /// but for POPTS.TXSM, which **QEMU** echoes from a checksummed frame's descriptor. Bits
+    /// 31:0 and 63:46 are ignored: the datasheet calls them reserved in the write-back, and
+    /// QEMU echoes what the driver wrote there (command/length, PAYLEN). A `const` of the
+    /// fields' bits: tock-registers' `+` on field values is not a `const fn`.
+    pub const WB_UNEXPECTED: u64 = (TXD::STA_RSV::SET.value
+        | TXD::IDX::SET.value
+        | TXD::CC::SET.value
+        | TXD::POPTS::SET.value)
+        & !TXD::TXSM::SET.value;
+    const _: () = assert!(WB_UNEXPECTED == (0x1FFF << 33) & !(1 << 41));
 }
 
 /// An advanced transmit data descriptor, read format (§7.2.2.3).
@@ -276,6 +330,84 @@ impl TxDataRepr {
             eop: w1.is_set(TXD::EOP),
             rs: w1.is_set(TXD::RS),
             paylen: w1.read(TXD::PAYLEN) as u32,
+        })
+    }
+}
+
+/// The L4 header an advanced context descriptor describes (TUCMD.L4T), which places its
+/// checksum field.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum L4Type {
+    /// UDP: checksum at offset 6.
+    Udp,
+    /// TCP: checksum at offset 16.
+    Tcp,
+}
+
+/// An advanced transmit context descriptor (§7.2.2.2) for checksum insertion alone: the L4
+/// header starts at `maclen + iplen`, its type places the checksum field, and the data
+/// descriptors that follow with POPTS.TXSM ask for it. No VLAN insertion, no TSO, context 0.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct TxContextRepr {
+    /// Bytes before the IP header (7 bits).
+    pub maclen: u8,
+    /// IP header length (9 bits).
+    pub iplen: u16,
+    /// The L4 header's type.
+    pub l4: L4Type,
+}
+
+impl TxContextRepr {
+    /// The context for a partial checksum from frame byte `start`, stored at `start + offset`:
+    /// `None` unless `offset` is UDP's or TCP's field (the 82576 places the field by L4T, not
+    /// by an offset) and `start` splits into MACLEN and IPLEN. The split is the Ethernet
+    /// header's 14 bytes and the rest: the device adds them (its checksum starts at MACLEN +
+    /// IPLEN) and, without IXSM or TSO, uses them for nothing else.
+    pub fn for_checksum(start: u16, offset: u16) -> Option<Self> {
+        let l4 = match offset {
+            6 => L4Type::Udp,
+            16 => L4Type::Tcp,
+            _ => return None,
+        };
+        let maclen = start.min(14);
+        let iplen = start - maclen;
+        if iplen > TXCTX0::IPLEN.mask as u16 {
+            return None;
+        }
+        Some(TxContextRepr {
+            maclen: maclen as u8,
+            iplen,
+            l4,
+        })
+    }
+
+    /// The descriptor as two words.
+    pub fn emit(&self) -> [u64; 2] {
+        let w0 = TXCTX0::MACLEN.val(self.maclen.into()) + TXCTX0::IPLEN.val(self.iplen.into());
+        let l4t = match self.l4 {
+            L4Type::Udp => TXCTX1::L4T::Udp,
+            L4Type::Tcp => TXCTX1::L4T::Tcp,
+        };
+        let w1 = l4t + TXCTX1::DTYP::Context + TXCTX1::DEXT::SET;
+        [w0.value, w1.value]
+    }
+
+    /// Parses an advanced context descriptor, or `None` if it is not one (or its L4T is
+    /// SCTP's or reserved).
+    pub fn parse(words: [u64; 2]) -> Option<Self> {
+        let w0 = LocalRegisterCopy::<u64, TXCTX0::Register>::new(words[0]);
+        let w1 = LocalRegisterCopy::<u64, TXCTX1::Register>::new(words[1]);
+        if !w1.is_set(TXCTX1::DEXT) || !w1.matches_all(TXCTX1::DTYP::Context) {
+            return None;
+        }
+        let l4 = match w1.read_as_enum(TXCTX1::L4T)? {
+            TXCTX1::L4T::Value::Udp => L4Type::Udp,
+            TXCTX1::L4T::Value::Tcp => L4Type::Tcp,
+        };
+        Some(TxContextRepr {
+            maclen: w0.read(TXCTX0::MACLEN) as u8,
+            iplen: w0.read(TXCTX0::IPLEN) as u16,
+            l4,
         })
     }
 }
@@ -364,8 +496,12 @@ impl RxReadRepr {
 pub mod rx {
     use super::RXSTAT;
 
-    /// Error bits 31:23 ([`RXSTAT::ERRORS`](mod@RXSTAT::ERRORS)).
+    /// Error bits 31:23 ([`RXSTAT::ERRORS`](mod@RXSTAT::ERRORS)), the checksum errors among
+    /// them: the fast path leaves every one of them to the full decode.
     pub const ERRORS: u32 = RXSTAT::ERRORS::SET.value;
+    /// The checksum errors, L4E and IPE: not errors of the frame, which is delivered with
+    /// the checksum unmarked (software checks it again, and drops and counts it).
+    pub const CHECKSUM_ERRORS: u32 = RXSTAT::L4E::SET.value | RXSTAT::IPE::SET.value;
     /// Bits no 82576 write-back defines: 2 and 8 (reserved), 12–14, 19–22 (the `RSV` fields of
     /// [`RXSTAT`]).
     pub const UNDEFINED: u32 = RXSTAT::RSV2::SET.value
@@ -437,9 +573,19 @@ impl RxWritebackRepr {
         RXSTAT::EOP.is_set(self.status_error)
     }
 
-    /// Error bits, in place.
+    /// Error bits that make the frame bad, in place (not the checksum errors:
+    /// [`checksum`](Self::checksum)).
     pub const fn errors(&self) -> u32 {
-        self.status_error & rx::ERRORS
+        self.status_error & rx::ERRORS & !rx::CHECKSUM_ERRORS
+    }
+
+    /// The checksums the device checked and found right: IPCS without IPE, L4I without L4E.
+    pub const fn checksum(&self) -> RxChecksum {
+        let s = self.status_error;
+        RxChecksum::verified(
+            s & (RXSTAT::IPCS::SET.value | RXSTAT::IPE::SET.value) == RXSTAT::IPCS::SET.value,
+            s & (RXSTAT::L4I::SET.value | RXSTAT::L4E::SET.value) == RXSTAT::L4I::SET.value,
+        )
     }
 
     /// Whether the device set bits no write-back defines.

@@ -24,6 +24,14 @@
 //! if the push fills the ring, or if it is the last frame of a doorbell batch. Successful
 //! `ErrorsOnly` frames are reclaimed silently when a later write-back covers them.
 //!
+//! Checksum offload (all three [`Offloads`]): receive checking is on (RXCSUM.IPOFLD/TUOFLD,
+//! §8.9.12) and a completion's [`checksum`](ringfab_hal::RxCompletion::checksum) marks IPCS
+//! without IPE and L4I without L4E (§7.1.5.2); a checksum found wrong is no frame error — the
+//! frame is delivered unmarked. [`push_checksummed`](ringfab_hal::TxQueue::push_checksummed)
+//! writes an advanced context descriptor (§7.2.2.2: MACLEN + IPLEN is the request's start,
+//! TUCMD.L4T its offset, UDP's 6 or TCP's 16) before the frame's data descriptors, each with
+//! POPTS.TXSM (§7.2.2.3), as Linux's igb does for a partial checksum.
+//!
 //! Interrupts: a queue opened with a [`vector`](TxConfig::vector) is steered there through its
 //! IVAR entry; without one, queue pair `i` (RX `i` and TX `i`) shares MSI-X vector
 //! `i % vectors`, where `vectors` is the platform's count (capped at the 25 EICR can name). A
@@ -296,14 +304,18 @@ impl<P: Platform> Igb<P> {
         }
         st.armed = [0; r::EICR_VECTORS as usize];
 
-        // Receive: RSS off until set_rss; write-back carries the RSS hash (PCSD), no checksum
-        // offload; long packets up to RLPML.
+        // Receive: RSS off until set_rss; write-back carries the RSS hash (PCSD) where the
+        // fragment checksum would be, and the checked-checksum status and error bits (IPOFLD,
+        // TUOFLD, §7.1.x "Receive checksum offloading"); long packets up to RLPML.
         // The reset cleared every receive-address entry but 0, and MRQC: no queue addresses,
         // not in VMDq mode.
         self.wr(r::MRQC, 0);
         st.rss = false;
         st.rx_macs = [None; r::VM_POOLS as usize];
-        self.wr(r::RXCSUM, r::RXCSUM::PCSD::SET.value);
+        self.wr(
+            r::RXCSUM,
+            (r::RXCSUM::PCSD::SET + r::RXCSUM::IPOFLD::SET + r::RXCSUM::TUOFLD::SET).value,
+        );
         self.wr(r::RLPML, (MAX_FRAME_LEN + 4) as u32);
         st.mode = RxMode::default();
         self.wr(r::RCTL, rctl_for(st.mode));
@@ -559,7 +571,11 @@ impl<P: Platform> Nic for Igb<P> {
         caps.max_frame_len = MAX_FRAME_LEN;
         caps.max_rx_buf_len = MAX_RX_BUF_LEN;
         caps.mac = self.state.lock().mac;
-        caps.offloads = Offloads::default();
+        let mut offloads = Offloads::default();
+        offloads.rx_ipv4_checksum = true;
+        offloads.rx_l4_checksum = true;
+        offloads.tx_l4_checksum = true;
+        caps.offloads = offloads;
         caps.rss = Some(rss);
         caps.in_order_completion = true;
         caps.rx_mac_queues = r::VM_POOLS;
@@ -1004,7 +1020,11 @@ mod tests {
         assert_eq!(d.peek(r::TCTL), 1 << 1 | 1 << 3 | 0xF << 4 | 0x3F << 12);
         assert!(r::GPIE::MSIX_MODE.is_set(d.peek(r::GPIE)));
         assert_eq!(d.peek(r::EIAC), 0b1111);
-        assert_eq!(d.peek(r::RXCSUM), 1 << 13, "PCSD");
+        assert_eq!(
+            d.peek(r::RXCSUM),
+            1 << 13 | 1 << 9 | 1 << 8,
+            "PCSD, TUOFLD, IPOFLD"
+        );
         assert_eq!(d.peek(r::RLPML), 9018);
         assert!(
             !r::XDCTL::ENABLE.is_set(d.peek(r::rxdctl(0))),

@@ -278,6 +278,10 @@ register_bitfields![u32,
     ],
     /// Receive Checksum Control (§8.9.12).
     pub(crate) RXCSUM [
+        /// IPOFLD: check IPv4 header checksums, reported by IPCS/IPE in the write-back.
+        IPOFLD OFFSET(8) NUMBITS(1) [],
+        /// TUOFLD: check TCP/UDP checksums, reported by L4I (UDPCS)/L4E.
+        TUOFLD OFFSET(9) NUMBITS(1) [],
         /// PCSD: write-back dword 1 carries the RSS hash instead of the IP id/checksum.
         /// **QEMU** computes RSS at all only with PCSD set.
         PCSD OFFSET(13) NUMBITS(1) [],

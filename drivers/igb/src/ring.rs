@@ -3,10 +3,12 @@
 //! [`desc`](crate::desc) define them. Everything else about the rings — shadow, report-status
 //! policy, reclaim, flush, the fast paths — is `ringfab-ring`'s.
 
-use ringfab_hal::RssInfo;
+use ringfab_hal::{RssInfo, RxChecksum, TxChecksum};
 use ringfab_ring::{Format, RxWriteback, TxWriteback};
 
-use crate::desc::{self, rx, RxReadRepr, RxWritebackRepr, TxDataRepr, RXSTAT, RXWB0, RXWB1, TXD};
+use crate::desc::{
+    self, rx, RxReadRepr, RxWritebackRepr, TxContextRepr, TxDataRepr, RXSTAT, RXWB0, RXWB1, TXD,
+};
 
 /// The 82576's advanced descriptors: the [`Format`] of its queues ([`IgbQueue`](crate::IgbQueue)).
 pub enum Advanced {}
@@ -43,6 +45,13 @@ impl Format for Advanced {
         }
     }
 
+    #[inline]
+    fn tx_checksum_context(checksum: TxChecksum) -> Option<[u64; 2]> {
+        TxContextRepr::for_checksum(checksum.start, checksum.offset).map(|c| c.emit())
+    }
+
+    const TX_CHECKSUM_DATA: u64 = TXD::TXSM::SET.value;
+
     #[inline(always)]
     fn rx_read(addr: u64) -> [u64; 2] {
         RxReadRepr {
@@ -76,6 +85,13 @@ impl Format for Advanced {
         RxWritebackRepr::parse([word0, 0]).rss()
     }
 
+    #[inline(always)]
+    fn rx_checksum(word1: u64) -> RxChecksum {
+        // The fast path took this write-back: IPE and L4E are clear.
+        let status = word1 as u32;
+        RxChecksum::verified(RXSTAT::IPCS.is_set(status), RXSTAT::L4I.is_set(status))
+    }
+
     #[inline]
     fn rx_writeback(word0: u64, word1: u64) -> RxWriteback {
         let wb = RxWritebackRepr::parse([word0, word1]);
@@ -85,6 +101,7 @@ impl Format for Advanced {
             errors: wb.errors(),
             undefined: wb.has_undefined_bits(),
             rss: wb.rss(),
+            checksum: wb.checksum(),
         }
     }
 }
@@ -136,8 +153,71 @@ mod tests {
                 eop: true,
                 errors: 1 << 24,
                 undefined: false,
-                rss
+                rss,
+                checksum: RxChecksum::NONE,
             }
         );
+    }
+
+    #[test]
+    fn checksum_status_marks_what_was_checked_right_and_a_wrong_one_is_no_frame_error() {
+        let ipcs = RXSTAT::IPCS::SET.value;
+        let l4i = RXSTAT::L4I::SET.value | RXSTAT::UDPCS::SET.value;
+        let w1 = |status: u32| u64::from(RX_CLEAN | status) | 60 << 32;
+        assert_eq!(w1(ipcs | l4i) as u32 & Advanced::RX_CLEAN_MASK, RX_CLEAN);
+        assert_eq!(
+            Advanced::rx_checksum(w1(ipcs | l4i)),
+            RxChecksum::verified(true, true)
+        );
+        assert_eq!(Advanced::rx_checksum(w1(0)), RxChecksum::NONE);
+        let bad_l4 = w1(ipcs | l4i | RXSTAT::L4E::SET.value);
+        assert_ne!(bad_l4 as u32 & Advanced::RX_CLEAN_MASK, RX_CLEAN);
+        let wb = Advanced::rx_writeback(0, bad_l4);
+        assert_eq!(
+            (wb.errors, wb.checksum),
+            (0, RxChecksum::verified(true, false))
+        );
+        let wb = Advanced::rx_writeback(0, w1(ipcs | l4i | RXSTAT::IPE::SET.value));
+        assert_eq!(
+            (wb.errors, wb.checksum),
+            (0, RxChecksum::verified(false, true))
+        );
+        let wb = Advanced::rx_writeback(0, w1(1 << 31));
+        assert_eq!(wb.errors, 1 << 31, "RXE stays a frame error");
+    }
+
+    #[test]
+    fn a_checksum_context_places_the_l4_header_and_its_data_descriptors_carry_txsm() {
+        use crate::desc::{L4Type, TxContextRepr};
+        let udp = TxChecksum {
+            start: 34,
+            offset: TxChecksum::UDP,
+        };
+        let ctx = Advanced::tx_checksum_context(udp).expect("UDP's field");
+        assert_eq!(
+            TxContextRepr::parse(ctx),
+            Some(TxContextRepr {
+                maclen: 14,
+                iplen: 20,
+                l4: L4Type::Udp
+            })
+        );
+        let tcp = TxChecksum {
+            start: 54,
+            offset: TxChecksum::TCP,
+        };
+        assert_eq!(
+            TxContextRepr::parse(Advanced::tx_checksum_context(tcp).unwrap()).map(|c| c.l4),
+            Some(L4Type::Tcp)
+        );
+        let odd = TxChecksum {
+            start: 34,
+            offset: 4,
+        };
+        assert_eq!(Advanced::tx_checksum_context(odd), None, "no L4T has it");
+        let [_, d] = Advanced::tx_data(0x1000, 60, true, true, 60);
+        let done = d | Advanced::TX_CHECKSUM_DATA | TXD::DD::SET.value;
+        assert!(TXD::TXSM.is_set(done));
+        assert_eq!(Advanced::tx_writeback(done), TxWriteback::Done);
     }
 }

@@ -58,8 +58,8 @@ use core::marker::PhantomData;
 use core::sync::atomic::{fence, Ordering};
 
 use ringfab_hal::{
-    DmaRegion, DmaRing, DmaRingRef, PushError, Report, RssInfo, RxBuffer, RxCompletion, RxError,
-    Token, TxCompletion, TxError, TxSegment,
+    DmaRegion, DmaRing, DmaRingRef, PushError, Report, RssInfo, RxBuffer, RxChecksum, RxCompletion,
+    RxError, Token, TxChecksum, TxCompletion, TxError, TxSegment,
 };
 
 /// A device's descriptor layout: how the rings write a descriptor and read a write-back.
@@ -79,8 +79,18 @@ pub trait Format {
     /// Word 1 of a transmit descriptor already written, with its report-status request added.
     fn tx_with_rs(word1: u64) -> u64;
 
-    /// What word 1 of a transmit descriptor written with report-status says now.
+    /// What word 1 of a transmit descriptor written with report-status says now (a data
+    /// descriptor, with or without [`TX_CHECKSUM_DATA`](Self::TX_CHECKSUM_DATA)).
     fn tx_writeback(word1: u64) -> TxWriteback;
+
+    /// The context descriptor that asks the device to insert `checksum` into the frame whose
+    /// data descriptors follow it, or `None` if the device cannot express these offsets.
+    fn tx_checksum_context(checksum: TxChecksum) -> Option<[u64; 2]>;
+
+    /// Bits ORed into word 1 of every data descriptor [`tx_data`](Self::tx_data) wrote for a
+    /// frame sent behind a [checksum context](Self::tx_checksum_context): what tells the device
+    /// to use the context and insert the checksum.
+    const TX_CHECKSUM_DATA: u64;
 
     /// A receive descriptor handing the device the buffer at `addr` (its done bit clear).
     fn rx_read(addr: u64) -> [u64; 2];
@@ -105,6 +115,11 @@ pub trait Format {
 
     /// The RSS hash word 0 of a receive write-back reports, if any.
     fn rx_rss(word0: u64) -> Option<RssInfo>;
+
+    /// The checksums word 1 of a receive write-back the fast path accepted (no error bit
+    /// set, [`RX_CLEAN_MASK`](Self::RX_CLEAN_MASK)) reports checked: its checked-status bits
+    /// alone, from the word already loaded.
+    fn rx_checksum(word1: u64) -> RxChecksum;
 
     /// The whole receive write-back, decoded (off the fast path).
     fn rx_writeback(word0: u64, word1: u64) -> RxWriteback;
@@ -134,6 +149,10 @@ pub struct RxWriteback {
     pub undefined: bool,
     /// The RSS hash, if reported.
     pub rss: Option<RssInfo>,
+    /// The checksums the device checked and found right. A checksum it found wrong is not an
+    /// error here (not in `errors`): the frame is delivered unmarked, and whoever needs the
+    /// checksum checks it again in software, which counts and drops it.
+    pub checksum: RxChecksum,
 }
 
 /// What both rings keep alike: the descriptors in DMA memory, a token per slot, and the three
@@ -319,6 +338,42 @@ impl<F: Format, D: DmaRegion, const N: usize> TxRing<F, D, N> {
             return Ok(());
         }
 
+        let total = Self::frame_len(segments, max_len)?;
+        self.push_frame(segments, total, None, token, always)
+    }
+
+    /// Queues one frame behind a context descriptor asking the device to insert `checksum`
+    /// ([`Format::tx_checksum_context`]): the frame takes one descriptor more than its
+    /// segments, the context in its first slot, so that it is reclaimed with the frame (the
+    /// device writes back only the frame's last descriptor). Refuses as [`push`](Self::push)
+    /// does, and with [`PushError::Checksum`] when the format cannot express `checksum` or
+    /// its field does not lie inside the frame.
+    pub fn push_checksummed(
+        &mut self,
+        segments: &[TxSegment],
+        token: Token,
+        report: Report,
+        checksum: TxChecksum,
+        max_segments: usize,
+        max_len: usize,
+    ) -> Result<(), PushError> {
+        let count = segments.len();
+        if count.wrapping_sub(1) >= max_segments {
+            return Err(segments_error(count, max_segments));
+        }
+        let total = Self::frame_len(segments, max_len)?;
+        let context = match F::tx_checksum_context(checksum) {
+            Some(context) if checksum.field_end() <= total => context,
+            _ => return Err(checksum_error(checksum)),
+        };
+        let always = matches!(report, Report::Always);
+        self.push_frame(segments, total, Some(context), token, always)
+    }
+
+    /// The length of a frame of `segments` (at least one), checked against `max_len` and for
+    /// empty segments.
+    #[inline]
+    fn frame_len(segments: &[TxSegment], max_len: usize) -> Result<usize, PushError> {
         let mut total = 0usize;
         let mut empty = false;
         for s in segments {
@@ -328,18 +383,43 @@ impl<F: Format, D: DmaRegion, const N: usize> TxRing<F, D, N> {
         if empty || total > max_len {
             return Err(length_error(total, max_len));
         }
-        if count > free {
-            return Err(full_error(count, free));
+        Ok(total)
+    }
+
+    /// Writes a checked frame of `total` bytes: its segments, behind `context` if given (whose
+    /// data descriptors then carry [`Format::TX_CHECKSUM_DATA`]), if the ring has room for all
+    /// of its descriptors.
+    #[inline]
+    fn push_frame(
+        &mut self,
+        segments: &[TxSegment],
+        total: usize,
+        context: Option<[u64; 2]>,
+        token: Token,
+        always: bool,
+    ) -> Result<(), PushError> {
+        let free = self.free();
+        let first = self.slots.tail;
+        let (ndesc, data_at, data_bits) = match context {
+            Some(_) => (segments.len() + 1, 1, F::TX_CHECKSUM_DATA),
+            None => (segments.len(), 0, 0),
+        };
+        // Room for the whole frame, context included: the ring keeps its one empty slot.
+        if ndesc > free {
+            return Err(full_error(ndesc, free));
         }
-        let rs = self.rs_for(first, count, free, always);
-        let last = count - 1;
+        let rs = self.rs_for(first, ndesc, free, always);
+        if let Some(context) = context {
+            self.write_desc(first, context);
+        }
+        let last = segments.len() - 1;
         for (i, s) in segments.iter().enumerate() {
             let eop = i == last;
-            let d = F::tx_data(s.iova.0, s.len, eop, rs && eop, total as u32);
-            self.write_desc(first.wrapping_add(i), d);
+            let [w0, w1] = F::tx_data(s.iova.0, s.len, eop, rs && eop, total as u32);
+            self.write_desc(first.wrapping_add(data_at + i), [w0, w1 | data_bits]);
         }
-        self.record(first, count, token, always, rs);
-        self.extra += count - 1;
+        self.record(first, ndesc, token, always, rs);
+        self.extra += ndesc - 1;
         Ok(())
     }
 
@@ -552,6 +632,14 @@ impl<F: Format, D: DmaRegion, const N: usize> TxRing<F, D, N> {
 }
 
 #[cold]
+fn checksum_error(checksum: TxChecksum) -> PushError {
+    PushError::Checksum {
+        start: checksum.start,
+        offset: checksum.offset,
+    }
+}
+
+#[cold]
 fn segments_error(count: usize, max: usize) -> PushError {
     PushError::Segments { count, max }
 }
@@ -690,13 +778,14 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             let mut at = head;
             for entry in &mut out[..ready] {
                 let i = at & Self::MASK;
-                let Some(len) = self.clean(ring, i) else {
+                let Some((len, checksum)) = self.clean(ring, i) else {
                     break;
                 };
                 let w0 = ring.read(i, 0);
                 entry.token = self.slots.tokens[i];
                 entry.len = len;
                 entry.status = Ok(());
+                entry.checksum = checksum;
                 // Most frames carry no hash (RSS off, or a protocol it does not cover): then
                 // one byte-sized store, not the whole `RssInfo`.
                 if F::rx_hashed(w0) {
@@ -754,7 +843,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             let end = head.wrapping_add(ready);
             while at != end {
                 let i = at & Self::MASK;
-                let Some(len) = self.clean(ring, i) else {
+                let Some((len, checksum)) = self.clean(ring, i) else {
                     break;
                 };
                 let taken = fast(&RxCompletion {
@@ -762,7 +851,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                     len,
                     status: Ok(()),
                     rss: None,
-                    checksum: ringfab_hal::RxChecksum::NONE,
+                    checksum,
                 });
                 if !taken {
                     break;
@@ -800,7 +889,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             let end = head.wrapping_add(ready);
             while at != end {
                 let i = at & Self::MASK;
-                let Some(len) = self.clean(ring, i) else {
+                let Some((len, checksum)) = self.clean(ring, i) else {
                     break;
                 };
                 let rss = if RSS {
@@ -818,7 +907,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                     len,
                     status: Ok(()),
                     rss,
-                    checksum: ringfab_hal::RxChecksum::NONE,
+                    checksum,
                 });
                 at = at.wrapping_add(1);
             }
@@ -834,11 +923,13 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
     /// The fast path's test of the handed-over buffer at slot `i` (outside a split frame): it
     /// completes `Ok` if it is live (a flushed one has limit -1), its write-back has DD and
     /// EOP and no error or undefined bit (one mask test) and its length is within the buffer
-    /// — exactly what `poll_general` would decide for it. Returns that length; `None` for
-    /// anything else, which `poll_general` then decides. After `Some`, the rest of the
-    /// write-back and the frame data are visible (acquire).
+    /// — exactly what `poll_general` would decide for it. Returns that length and the
+    /// checksums the write-back reports checked (bits of the word already loaded: a caller
+    /// that does not look at them costs nothing); `None` for anything else, which
+    /// `poll_general` then decides. After `Some`, the rest of the write-back and the frame
+    /// data are visible (acquire).
     #[inline(always)]
-    fn clean(&self, ring: DmaRingRef<'_, N>, i: usize) -> Option<u32> {
+    fn clean(&self, ring: DmaRingRef<'_, N>, i: usize) -> Option<(u32, RxChecksum)> {
         // `RX_CLEAN` is the mask's lowest bits, all set: then `w1 - RX_CLEAN` has no mask bit
         // set exactly when `w1`'s mask bits are `RX_CLEAN` (a write-back missing one of them
         // borrows into them), which is one instruction less than masking a copy and comparing.
@@ -856,7 +947,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             return None;
         }
         fence(Ordering::Acquire);
-        Some(reported)
+        Some((reported, F::rx_checksum(w1)))
     }
 
     /// `poll_general` into an array, out of line (off `poll`'s fast path).
@@ -889,7 +980,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                     len: 0,
                     status: Err(RxError::Flushed),
                     rss: None,
-                    checksum: ringfab_hal::RxChecksum::NONE,
+                    checksum: RxChecksum::NONE,
                 });
             } else {
                 // Settled by a flush: the flush saw DD, so the token comes back now whatever
@@ -917,7 +1008,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                             len: 0,
                             status: Err(RxError::Continuation),
                             rss: None,
-                            checksum: ringfab_hal::RxChecksum::NONE,
+                            checksum: RxChecksum::NONE,
                         }
                     } else if settled && Self::is_piece(limit) {
                         // A later piece of a frame whose earlier piece the device took back
@@ -928,7 +1019,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                             len: 0,
                             status: Err(RxError::Fragment),
                             rss: None,
-                            checksum: ringfab_hal::RxChecksum::NONE,
+                            checksum: RxChecksum::NONE,
                         }
                     } else {
                         let w0 = self.slots.ring.read(i, 0);
@@ -949,7 +1040,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                                     len: 0,
                                     status: Err(RxError::Fragment),
                                     rss: None,
-                                    checksum: ringfab_hal::RxChecksum::NONE,
+                                    checksum: RxChecksum::NONE,
                                 },
                                 None => break,
                             }
@@ -976,7 +1067,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             len: 0,
             status: Err(RxError::DeviceStatus { raw }),
             rss: None,
-            checksum: ringfab_hal::RxChecksum::NONE,
+            checksum: RxChecksum::NONE,
         });
     }
 
@@ -1017,7 +1108,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
             len: 0,
             status: Err(status),
             rss: None,
-            checksum: ringfab_hal::RxChecksum::NONE,
+            checksum: RxChecksum::NONE,
         };
         let mut bad = if first.len > cap {
             Some(RxError::Length {
@@ -1072,7 +1163,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                 len: first.len,
                 status: Err(RxError::Frame { bits: errors }),
                 rss: None,
-                checksum: ringfab_hal::RxChecksum::NONE,
+                checksum: RxChecksum::NONE,
             },
             None => RxCompletion {
                 token,
@@ -1086,7 +1177,7 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
                     Ok(())
                 },
                 rss: None,
-                checksum: ringfab_hal::RxChecksum::NONE,
+                checksum: RxChecksum::NONE,
             },
         })
     }
@@ -1108,13 +1199,17 @@ impl<F: Format, D: DmaRegion, const N: usize> RxRing<F, D, N> {
         } else {
             (reported, Ok(()))
         };
-        let rss = if status.is_ok() { wb.rss } else { None };
+        let (rss, checksum) = if status.is_ok() {
+            (wb.rss, wb.checksum)
+        } else {
+            (None, RxChecksum::NONE)
+        };
         RxCompletion {
             token,
             len,
             status,
             rss,
-            checksum: ringfab_hal::RxChecksum::NONE,
+            checksum,
         }
     }
 
@@ -1289,7 +1384,17 @@ mod tests {
     const EOP: u64 = 1 << 24;
     const RS: u64 = 1 << 27;
     const DD: u64 = 1 << 32;
-    const TX_UNEXPECTED: u64 = 0x1FFF << 33;
+    /// POPTS.TXSM (41): a data descriptor of a frame behind a checksum context; the context
+    /// descriptor is DTYP 0010 (bits 23:20) with the checksum's start and offset in word 0.
+    const TXSM: u64 = 1 << 41;
+    const CONTEXT: u64 = 0b0010 << 20;
+    const TX_UNEXPECTED: u64 = (0x1FFF << 33) & !TXSM;
+    /// Receive checked-status bits: IPCS 6, L4I 5.
+    const RX_IPCS: u32 = 1 << 6;
+    const RX_L4I: u32 = 1 << 5;
+    /// Receive checksum error bits: IPE 30, L4E 29.
+    const RX_IPE: u32 = 1 << 30;
+    const RX_L4E: u32 = 1 << 29;
     /// Receive status (word 1, 31:0): DD 0, EOP 1, errors 31:23, undefined bits.
     const RX_DD: u32 = 1 << 0;
     const RX_EOP: u32 = 1 << 1;
@@ -1313,8 +1418,20 @@ mod tests {
                 TxWriteback::Done
             }
         }
+        fn tx_checksum_context(checksum: TxChecksum) -> Option<[u64; 2]> {
+            // Like the 82576's L4T: only UDP's and TCP's field places.
+            matches!(checksum.offset, TxChecksum::UDP | TxChecksum::TCP).then_some([
+                u64::from(checksum.start) | u64::from(checksum.offset) << 16,
+                CONTEXT,
+            ])
+        }
+        const TX_CHECKSUM_DATA: u64 = TXSM;
         fn rx_read(addr: u64) -> [u64; 2] {
             [addr, 0]
+        }
+        fn rx_checksum(word1: u64) -> RxChecksum {
+            let status = word1 as u32;
+            RxChecksum::verified(status & RX_IPCS != 0, status & RX_L4I != 0)
         }
         const RX_CLEAN_MASK: u32 = RX_DD | RX_EOP | RX_ERRORS | RX_UNDEFINED;
         const RX_CLEAN: u32 = RX_DD | RX_EOP;
@@ -1344,9 +1461,14 @@ mod tests {
             RxWriteback {
                 len: Self::rx_len(word1),
                 eop: status & RX_EOP != 0,
-                errors: status & RX_ERRORS,
+                // A checksum found wrong leaves the frame good and unmarked.
+                errors: status & RX_ERRORS & !(RX_IPE | RX_L4E),
                 undefined: status & RX_UNDEFINED != 0,
                 rss: Self::rx_rss(word0),
+                checksum: RxChecksum::verified(
+                    status & (RX_IPCS | RX_IPE) == RX_IPCS,
+                    status & (RX_L4I | RX_L4E) == RX_L4I,
+                ),
             }
         }
     }
@@ -1468,6 +1590,167 @@ mod tests {
         );
         assert_eq!((r.free(), r.pending(), r.doorbell()), (7, 0, None));
         assert_eq!(word1(r.dma(), 0, 8), 0, "nothing written");
+    }
+
+    const UDP_AT_34: TxChecksum = TxChecksum {
+        start: 34,
+        offset: TxChecksum::UDP,
+    };
+
+    #[test]
+    fn tx_checksummed_frame_is_a_context_then_marked_data_descriptors_reclaimed_together() {
+        let mut r = tx_ring::<8>();
+        r.push_checksummed(
+            &[seg(42), seg(21)],
+            Token(7),
+            Report::Always,
+            UDP_AT_34,
+            MAX_SEGS,
+            MAX_LEN,
+        )
+        .unwrap();
+        // Three descriptors for two segments; one frame pending.
+        assert_eq!((r.free(), r.pending()), (4, 1));
+        let ctx = [r.dma().read_u64(0), word1(r.dma(), 0, 8)];
+        assert_eq!(ctx, [34 | 6 << 16, CONTEXT]);
+        let (d1, d2) = (word1(r.dma(), 1, 8), word1(r.dma(), 2, 8));
+        assert_eq!((d1 & 0xFFFF, d2 & 0xFFFF), (42, 21));
+        assert!(
+            d1 & TXSM != 0 && d2 & TXSM != 0,
+            "every data descriptor asks"
+        );
+        assert!(
+            d1 & RS == 0 && d2 & (RS | EOP) == RS | EOP,
+            "RS on the last only"
+        );
+        assert_eq!(r.doorbell(), Some(3));
+        device_completes(&r, 0, 3);
+        let got = drain_tx(&mut r);
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].token, got[0].status), (Token(7), Ok(())));
+        assert_eq!((r.free(), r.pending()), (7, 0), "the context came back too");
+    }
+
+    #[test]
+    fn tx_checksummed_push_counts_the_context_against_room_and_refuses_what_it_cannot_express() {
+        let mut r = tx_ring::<8>();
+        for t in 0..3 {
+            r.push(&[seg(60)], Token(t), Report::ErrorsOnly, MAX_SEGS, MAX_LEN)
+                .unwrap();
+        }
+        let push = |r: &mut Tx<8>, segs: &[TxSegment], checksum| {
+            r.push_checksummed(segs, Token(9), Report::Always, checksum, MAX_SEGS, MAX_LEN)
+        };
+        // Four free: four segments and their context would need five.
+        assert_eq!(
+            push(&mut r, &[seg(60); 4], UDP_AT_34),
+            Err(PushError::Full { needed: 5, free: 4 })
+        );
+        // An offset the format has no field place for; a field past the frame's end.
+        let odd = TxChecksum {
+            start: 34,
+            offset: 10,
+        };
+        assert_eq!(
+            push(&mut r, &[seg(60)], odd),
+            Err(PushError::Checksum {
+                start: 34,
+                offset: 10
+            })
+        );
+        assert_eq!(
+            push(&mut r, &[seg(41)], UDP_AT_34),
+            Err(PushError::Checksum {
+                start: 34,
+                offset: 6
+            })
+        );
+        assert_eq!(
+            push(&mut r, &[], UDP_AT_34),
+            Err(PushError::Segments {
+                count: 0,
+                max: MAX_SEGS
+            })
+        );
+        assert_eq!((r.free(), r.pending()), (4, 3), "nothing queued");
+        // Exactly the room left: the ring's one empty slot is kept, and the push that fills
+        // it carries RS so that everything is reclaimed.
+        push(&mut r, &[seg(42); 3], UDP_AT_34).unwrap();
+        assert_eq!(r.free(), 0);
+        assert!(word1(r.dma(), 6, 8) & RS != 0);
+        r.doorbell();
+        device_completes(&r, 0, 7);
+        let got = drain_tx(&mut r);
+        assert_eq!(got.iter().map(|c| c.token).collect::<Vec<_>>(), [Token(9)]);
+        assert_eq!((r.free(), r.pending()), (7, 0));
+    }
+
+    #[test]
+    fn tx_flush_flushes_a_checksummed_frame_with_its_context() {
+        let mut r = tx_ring::<8>();
+        r.push_checksummed(
+            &[seg(60)],
+            Token(3),
+            Report::ErrorsOnly,
+            UDP_AT_34,
+            MAX_SEGS,
+            MAX_LEN,
+        )
+        .unwrap();
+        r.doorbell();
+        r.flush();
+        let got = drain_tx(&mut r);
+        assert_eq!(
+            got,
+            [TxCompletion {
+                token: Token(3),
+                status: Err(TxError::Flushed)
+            }]
+        );
+        assert_eq!((r.free(), r.pending()), (7, 0));
+    }
+
+    #[test]
+    fn rx_checksum_marks_come_from_the_writeback_on_both_paths_and_wrong_ones_are_not_errors() {
+        let mut r = rx_ring::<8>();
+        for t in 0..4 {
+            r.push(buf(2048), Token(t), 2048).unwrap();
+        }
+        r.doorbell();
+        let with = |bits: u32| {
+            let mut wb = good(60);
+            wb.status_error |= bits;
+            wb
+        };
+        device_writes(&r, 0, with(RX_IPCS | RX_L4I));
+        device_writes(&r, 1, with(RX_IPCS));
+        // Found wrong: decoded by the full rules, good and unmarked where wrong.
+        device_writes(&r, 2, with(RX_IPCS | RX_L4I | RX_L4E));
+        device_writes(&r, 3, with(RX_IPCS | RX_IPE | RX_L4I));
+        let got = drain_rx(&mut r);
+        let marks: Vec<_> = got
+            .iter()
+            .map(|c| (c.status, c.checksum.ipv4_good(), c.checksum.l4_good()))
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                (Ok(()), true, true),
+                (Ok(()), true, false),
+                (Ok(()), true, false),
+                (Ok(()), false, true)
+            ]
+        );
+        // `poll_each` (the closure path) reports the same marks.
+        for t in 0..2 {
+            r.push(buf(2048), Token(10 + t), 2048).unwrap();
+        }
+        r.doorbell();
+        device_writes(&r, 4, with(RX_IPCS | RX_L4I));
+        device_writes(&r, 5, good(60));
+        let mut seen = Vec::new();
+        r.poll_each(8, &mut |c| seen.push(c.checksum));
+        assert_eq!(seen, [RxChecksum::verified(true, true), RxChecksum::NONE]);
     }
 
     #[test]
@@ -1788,7 +2071,7 @@ mod tests {
             len: 0,
             status: Ok(()),
             rss: None,
-            checksum: ringfab_hal::RxChecksum::NONE,
+            checksum: RxChecksum::NONE,
         }; 2];
         loop {
             let n = r.poll(&mut out);
@@ -1896,7 +2179,7 @@ mod tests {
             len: 99,
             status: Err(RxError::Flushed),
             rss: None,
-            checksum: ringfab_hal::RxChecksum::NONE,
+            checksum: RxChecksum::NONE,
         }; 8];
         assert_eq!(r.poll(&mut out), 5);
         let got: Vec<_> = out[..5]

@@ -35,7 +35,8 @@ use core::sync::atomic::{fence, Ordering};
 use ringfab_hal::queue::StallCount;
 use ringfab_hal::{
     DmaRegion, DmaRing, Error, Iova, PushError, Queue, QueueFault, Report, Result, RxBuffer,
-    RxCompletion, RxConfig, RxQueue, Token, TxCompletion, TxConfig, TxQueue, TxSegment, Wait,
+    RxCompletion, RxConfig, RxQueue, Token, TxChecksum, TxCompletion, TxConfig, TxQueue, TxSegment,
+    Wait,
 };
 
 use crate::{Format, RxRing, TxRing};
@@ -543,6 +544,24 @@ impl<H: QueueHw, const N: usize> TxQueue for IntelTx<H, N> {
             segments,
             token,
             report,
+            H::MAX_TX_SEGMENTS,
+            H::MAX_FRAME_LEN,
+        )
+    }
+
+    fn push_checksummed(
+        &mut self,
+        segments: &[TxSegment],
+        token: Token,
+        report: Report,
+        checksum: TxChecksum,
+    ) -> core::result::Result<(), PushError> {
+        self.q.refuse()?;
+        self.ring.push_checksummed(
+            segments,
+            token,
+            report,
+            checksum,
             H::MAX_TX_SEGMENTS,
             H::MAX_FRAME_LEN,
         )

@@ -31,6 +31,9 @@
 //!   device's DMA engine and its IOMMU, the cable, and interrupt arming;
 //! * `critical` ([`critical`]): a device that is removed, resets itself or disables a queue,
 //!   found by the stall check and recovered through `Nic::recover`;
+//! * `checksum` ([`checksum`]): what the device marks verified on receive (good and bad IPv4
+//!   and UDP checksums, a UDP checksum of zero, a non-IP frame, a fragment) and the UDP
+//!   checksum it inserts on transmit (gathered segments, odd lengths, a wrapping ring);
 //! * `hostile` ([`hostile`]): issue 14's hostile device — lengths at their limits, all-ones
 //!   status, done bits on descriptors never posted, write-backs in the wrong slot, used ids out
 //!   of range or repeated, used index jumps and rewinds, bits flipped from a second thread —
@@ -48,6 +51,7 @@ use ringfab_hal::{
 };
 
 pub mod basics;
+pub mod checksum;
 pub mod critical;
 pub mod faults;
 pub mod hostile;
@@ -473,8 +477,8 @@ impl<D: DmaRegion> RxSlots<D> {
 macro_rules! suite {
     ($fixture:ty) => {
         $crate::suite!(
-            $fixture: basics, queues, rss, wire, device, iommu, link, interrupts, critical,
-            hostile
+            $fixture: basics, checksum, queues, rss, wire, device, iommu, link, interrupts,
+            critical, hostile
         );
     };
     ($fixture:ty: $($section:ident),+ $(,)?) => {
@@ -496,6 +500,13 @@ macro_rules! __suite_section {
             a_lying_receive_length_and_garbage_status_become_error_completions,
             a_bad_crc_is_a_frame_error_with_a_named_bit,
             a_garbage_transmit_status_is_a_device_status_error_for_that_token,
+        );
+    };
+    (checksum, $f:ty) => {
+        $crate::__suite_tests!($f, checksum:
+            receive_marks_only_the_checksums_the_device_checked_and_found_right,
+            transmit_with_the_checksum_offload_puts_the_right_udp_checksum_on_the_wire,
+            a_checksum_field_outside_the_frame_is_refused_and_nothing_is_queued,
         );
     };
     (queues, $f:ty) => {

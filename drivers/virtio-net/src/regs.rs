@@ -77,6 +77,12 @@ pub(crate) mod feature {
     pub(crate) const MAC: u64 = 1 << 5;
     /// Configuration `status` field is valid (link state).
     pub(crate) const STATUS: u64 = 1 << 16;
+    /// The device completes a partial checksum the driver asks for in the transmit header
+    /// (`VIRTIO_NET_HDR_F_NEEDS_CSUM`, §5.1.6.2).
+    pub(crate) const CSUM: u64 = 1 << 0;
+    /// The device may hand over frames whose checksum it checked (`DATA_VALID`) or that a
+    /// local sender left partial (`NEEDS_CSUM`) (§5.1.6.4).
+    pub(crate) const GUEST_CSUM: u64 = 1 << 1;
     /// Control virtqueue.
     pub(crate) const CTRL_VQ: u64 = 1 << 17;
     /// Control channel RX mode (promiscuous, all-multicast).
@@ -101,9 +107,27 @@ pub(crate) mod feature {
     /// What the driver cannot work without: a modern device behind the IOMMU; one descriptor
     /// per frame through indirect tables; per-queue reset for flush and close.
     pub(crate) const REQUIRED: u64 = VERSION_1 | ACCESS_PLATFORM | INDIRECT_DESC | RING_RESET;
-    /// Accepted when offered. Checksum and segmentation offloads stay off.
-    pub(crate) const WANTED: u64 =
-        REQUIRED | MAC | STATUS | CTRL_VQ | CTRL_RX | CTRL_RX_EXTRA | MQ | EVENT_IDX | RSS;
+    /// Accepted when offered: checksum offloads both ways; segmentation offloads stay off.
+    pub(crate) const WANTED: u64 = REQUIRED
+        | CSUM
+        | GUEST_CSUM
+        | MAC
+        | STATUS
+        | CTRL_VQ
+        | CTRL_RX
+        | CTRL_RX_EXTRA
+        | MQ
+        | EVENT_IDX
+        | RSS;
+}
+
+/// `virtio_net_hdr.flags` (§5.1.6).
+pub(crate) mod hdr {
+    /// Transmit: complete the checksum from `csum_start` and store it at `csum_start +
+    /// csum_offset`. Receive: the checksum is partial, as a local sender left it.
+    pub(crate) const F_NEEDS_CSUM: u8 = 1;
+    /// Receive: the device checked the frame's checksum and found it right.
+    pub(crate) const F_DATA_VALID: u8 = 2;
 }
 
 /// `struct virtio_net_config` offsets (§5.1.4).

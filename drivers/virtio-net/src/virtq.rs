@@ -36,6 +36,7 @@ use crate::desc::{
     flags, need_event, Desc, Layout, AVAIL_F_NO_INTERRUPT, INDIRECT_ENTRIES, NET_HDR_LEN,
     USED_F_NO_NOTIFY,
 };
+use crate::regs::hdr;
 
 /// Per-id state.
 mod st {
@@ -58,9 +59,17 @@ mod st {
 pub(crate) enum Hdr {
     /// No header (control queue).
     None,
-    /// A device-readable header first (transmit). Receive chains, whose header is
-    /// device-writable, are written once ([`Virtq::set_rx_chains`]).
+    /// A device-readable header first (transmit) asking for nothing. Receive chains, whose
+    /// header is device-writable, are written once ([`Virtq::set_rx_chains`]).
     Out,
+    /// A transmit header asking the device to complete a partial checksum
+    /// (`VIRTIO_NET_HDR_F_NEEDS_CSUM` with `csum_start`, `csum_offset`; §5.1.6.2).
+    Checksum {
+        /// `csum_start`.
+        start: u16,
+        /// `csum_offset`.
+        offset: u16,
+    },
 }
 
 /// One buffer of a chain.
@@ -217,8 +226,21 @@ impl<D: DmaRegion, const N: usize> Virtq<D, N> {
         let id = self.free[self.nfree];
         let i = usize::from(id);
         let mut k = 0;
-        if hdr == Hdr::Out {
-            let at = self.mem.iova().0 + Self::LAY.hdr_of(i) as u64;
+        if hdr != Hdr::None {
+            // The id's header is written for each frame: an id goes from frame to frame, and
+            // the device reads `csum_start`/`csum_offset` only under `NEEDS_CSUM`, so a frame
+            // that asks for nothing writes only the first dword (flags, gso_type = NONE,
+            // hdr_len).
+            let base = Self::LAY.hdr_of(i);
+            match hdr {
+                Hdr::Checksum { start, offset } => {
+                    self.mem.write_u32(base, u32::from(hdr::F_NEEDS_CSUM));
+                    self.mem.write_u32(base + 4, u32::from(start) << 16);
+                    self.mem.write_u32(base + 8, u32::from(offset));
+                }
+                _ => self.mem.write_u32(base, 0),
+            }
+            let at = self.mem.iova().0 + base as u64;
             let h = Seg {
                 addr: at,
                 len: NET_HDR_LEN as u32,

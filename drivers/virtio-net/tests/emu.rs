@@ -24,6 +24,9 @@ const F_VERSION_1: u64 = 1 << 32;
 const F_ACCESS_PLATFORM: u64 = 1 << 33;
 const F_RING_RESET: u64 = 1 << 40;
 const F_CSUM: u64 = 1 << 0;
+const F_GUEST_CSUM: u64 = 1 << 1;
+const F_GUEST_TSO4: u64 = 1 << 7;
+const F_HOST_TSO4: u64 = 1 << 11;
 const F_MRG_RXBUF: u64 = 1 << 15;
 /// Device status: ACKNOWLEDGE | DRIVER | FEATURES_OK | DRIVER_OK, FAILED, NEEDS_RESET.
 const S_RUNNING: u8 = 1 | 2 | 8 | 4;
@@ -45,7 +48,22 @@ fn bring_up_negotiates_the_required_features_and_reads_the_mac() {
     for bit in [F_VERSION_1, F_ACCESS_PLATFORM, F_RING_RESET, F_EVENT_IDX] {
         assert_ne!(f & bit, 0, "{bit:#x} negotiated");
     }
-    assert_eq!(f & (F_CSUM | F_MRG_RXBUF), 0, "offloads stay off");
+    assert_eq!(
+        f & (F_CSUM | F_GUEST_CSUM),
+        F_CSUM | F_GUEST_CSUM,
+        "checksum offloads on"
+    );
+    assert_eq!(
+        f & (F_GUEST_TSO4 | F_HOST_TSO4 | F_MRG_RXBUF),
+        0,
+        "segmentation offloads and merged buffers stay off"
+    );
+    let offloads = caps.offloads;
+    assert!(offloads.tx_l4_checksum && offloads.rx_l4_checksum);
+    assert!(
+        !offloads.rx_ipv4_checksum,
+        "DATA_VALID says nothing of the IPv4 header"
+    );
     assert_eq!(f & F_MQ, 0, "one queue pair: MQ not offered");
     assert_eq!(dev.device_status(), S_RUNNING);
     assert!(nic.link().up);
@@ -519,4 +537,42 @@ fn a_device_with_small_queues_or_an_mtu_comes_up_and_refuses_deeper_rings_by_nam
         Some(Error::QueueDepth { depth: 8, .. })
     ));
     assert!(nic.open_rx::<4>(0, RxConfig::new(2048)).is_ok());
+}
+
+/// A received frame whose header says `NEEDS_CSUM` came from a sender on the same host that
+/// left the UDP checksum partial (virtio 1.2 §5.1.6.4): its checksum field holds only the
+/// pseudo-header's sum, so it must not be taken for a wrong checksum — the driver marks it
+/// verified (as Linux takes `CHECKSUM_PARTIAL`) and delivers it as it is. The flag is played by
+/// the model's header fault, which ORs it into the header.
+#[test]
+fn a_received_frame_with_a_partial_checksum_is_marked_verified_not_wrong() {
+    use ringfab_emu::{DeviceFault, Ring};
+    use ringfab_nic_suite::{udp_frame, Udp};
+    let p: Pair<VirtioNetFixture> = pair();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.b.platform().alloc_dma(2048 * 4).unwrap();
+    post(&mut rx, &mem, 2);
+    // UDP checksum field: the pseudo-header's sum, as a local sender leaves it.
+    let mut partial = udp_frame(MAC_B, MAC_A, Udp::ports(7, 9), b"partial");
+    partial[40..42].copy_from_slice(&0x2233u16.to_be_bytes());
+    p.b.inject(DeviceFault::GarbageStatus {
+        ring: Some(Ring::Rx(0)),
+        count: 1,
+        bits: 0x0001,
+    });
+    send_all(&p, &[partial.clone()]);
+    // The same frame without the flag: a wrong checksum, unmarked (software drops it).
+    send_all(&p, &[partial.clone()]);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(got.len(), 2);
+    let (flagged, plain) = (&got[0], &got[1]);
+    assert_eq!(flagged.0.status, Ok(()));
+    assert_eq!(
+        &flagged.1[..partial.len()],
+        &partial[..],
+        "delivered as it is"
+    );
+    assert!(flagged.0.checksum.l4_good() && !flagged.0.checksum.ipv4_good());
+    assert_eq!(plain.0.status, Ok(()));
+    assert!(!plain.0.checksum.l4_good());
 }

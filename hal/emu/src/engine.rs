@@ -436,6 +436,8 @@ pub(crate) type Tuple = ([u8; 4], [u8; 4], Option<(u16, u16)>);
 /// What RSS and the write-back need of a frame's headers.
 pub(crate) struct Parsed {
     pub(crate) ipv4: bool,
+    /// Where the IPv4 header starts, when there is one.
+    pub(crate) l3: Option<usize>,
     pub(crate) l4: L4,
     pub(crate) tuple: Option<Tuple>,
 }
@@ -445,6 +447,7 @@ pub(crate) struct Parsed {
 pub(crate) fn parse(f: &[u8], vet: u16) -> Parsed {
     let none = Parsed {
         ipv4: false,
+        l3: None,
         l4: L4::None,
         tuple: None,
     };
@@ -487,6 +490,7 @@ pub(crate) fn parse(f: &[u8], vet: u16) -> Parsed {
     };
     Parsed {
         ipv4: true,
+        l3: Some(l3),
         l4: l4kind,
         tuple: Some((src, dst, ports)),
     }

@@ -47,6 +47,7 @@
     missing_docs
 )]
 
+mod csum;
 mod device;
 pub mod e1000e;
 mod engine;

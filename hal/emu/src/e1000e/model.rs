@@ -72,6 +72,21 @@ pub(crate) struct E1000eModel {
     pub(crate) engine: Engine,
     vectors: Vec<EmuWait>,
     pub(crate) outbox: Vec<Vec<u8>>,
+    /// Per transmit queue, the TCP/UDP checksum the last context descriptor described
+    /// (TUCSS, TUCSO, TUCSE; QEMU keeps `tx[i].props` per queue in the same way): used by
+    /// every later frame whose first data descriptor has POPTS.TXSM.
+    pub(crate) tx_csum: [Option<TxCsum>; QUEUES],
+}
+
+/// A TCP/IP context descriptor's TCP/UDP checksum fields (datasheet 7.2.10.2).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TxCsum {
+    /// TUCSS: first byte summed.
+    pub(crate) start: usize,
+    /// TUCSO: where the checksum goes.
+    pub(crate) field: usize,
+    /// TUCSE: last byte summed (0: the frame's end).
+    pub(crate) end: usize,
 }
 
 impl E1000eModel {
@@ -95,6 +110,7 @@ impl E1000eModel {
             engine: Engine::new(iommu),
             vectors,
             outbox: Vec::new(),
+            tx_csum: [None; QUEUES],
         };
         m.reset(false);
         // QEMU resumes autonegotiation when the VM starts (e1000e_autoneg_resume): 500 ms of
@@ -133,6 +149,7 @@ impl E1000eModel {
     pub(crate) fn reset(&mut self, software: bool) {
         let keep = [(PBA, self.r(PBA)), (PBS, self.r(PBS))];
         self.regs.fill(0);
+        self.tx_csum = [None; QUEUES];
         self.w(PBA, 0x0014_0014);
         self.w(PBS, 0x028);
         if software {

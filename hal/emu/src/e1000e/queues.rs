@@ -18,8 +18,9 @@
 //! the failed DMA read returned; the model prefers a stall a flush can recover from.) A packet
 //! without EOP before the tail waits for the rest, where QEMU would keep the pieces it has.
 
-use super::model::E1000eModel;
+use super::model::{E1000eModel, TxCsum};
 use super::regs::*;
+use crate::csum;
 use crate::engine::{le32, le64, parse, Irq, Parsed, Plan, Slot, Write, L4};
 use crate::fault::Ring;
 use crate::toeplitz;
@@ -30,46 +31,6 @@ struct Rss {
     hash: u32,
     kind: u32,
     queue: usize,
-}
-
-/// The ones' complement sum of `data` (big-endian 16-bit words, an odd byte padded).
-fn ones_sum(data: &[u8], mut sum: u32) -> u32 {
-    for w in data.chunks(2) {
-        let hi = u32::from(w[0]) << 8;
-        sum += hi | w.get(1).map_or(0, |&b| u32::from(b));
-    }
-    sum
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
-/// Whether the IPv4 header at `l3` has a good checksum (`None` if it cannot be checked).
-fn ipv4_csum_ok(f: &[u8], l3: usize) -> Option<bool> {
-    let ihl = usize::from(f.get(l3)? & 0xf) * 4;
-    let hdr = f.get(l3..l3 + ihl)?;
-    Some(fold(ones_sum(hdr, 0)) == 0xffff)
-}
-
-/// Whether the TCP/UDP checksum of an unfragmented IPv4 packet at `l3` is good (`None` if it
-/// cannot be checked, as for a UDP checksum of zero: QEMU `net_rx_pkt_validate_l4_csum`).
-fn l4_csum_ok(f: &[u8], l3: usize, udp: bool) -> Option<bool> {
-    let ip = f.get(l3..l3 + 20)?;
-    let ihl = usize::from(ip[0] & 0xf) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let seg = f.get(l3 + ihl..l3 + total.max(ihl))?;
-    if udp && seg.get(6..8)? == [0, 0] {
-        return None;
-    }
-    let mut pseudo = Vec::with_capacity(12);
-    pseudo.extend_from_slice(&ip[12..20]);
-    pseudo.extend_from_slice(&[0, ip[9]]);
-    pseudo.extend_from_slice(&(seg.len() as u16).to_be_bytes());
-    Some(fold(ones_sum(seg, ones_sum(&pseudo, 0))) == 0xffff)
 }
 
 impl E1000eModel {
@@ -118,6 +79,7 @@ impl E1000eModel {
             }
             let (mut idx, mut frame, mut used, mut done, mut data) =
                 (head, Vec::new(), Vec::new(), false, false);
+            let mut txsm = false;
             while idx != tail {
                 let addr = base + 16 * u64::from(idx);
                 let Some(desc) = self.engine.iommu.read(addr, 16) else {
@@ -127,12 +89,25 @@ impl E1000eModel {
                 let lower = le32(&desc, 8);
                 used.push((addr, desc.clone()));
                 if lower & (TXD_DEXT | TXD_DTYP_D) == TXD_DEXT {
-                    // A context descriptor: consumed, no data. Alone, it is done.
+                    // A context descriptor (7.2.10.2): consumed, no data, its checksum fields
+                    // kept for the frames after it. Alone, it is done.
+                    self.tx_csum[n] = Some(TxCsum {
+                        start: usize::from(desc[4]),
+                        field: usize::from(desc[5]),
+                        end: usize::from(u16::from_le_bytes([desc[6], desc[7]])),
+                    });
                     if used.len() == 1 {
                         done = true;
                         break;
                     }
                     continue;
+                }
+                if !data {
+                    // POPTS is read from the frame's first data descriptor, and only from
+                    // an extended one (a legacy descriptor's CSO/CSS are not modelled, as
+                    // QEMU's e1000e ignores them).
+                    txsm = lower & (TXD_DEXT | TXD_DTYP_D) == TXD_DEXT | TXD_DTYP_D
+                        && le32(&desc, 12) & TXD_POPTS_TXSM != 0;
                 }
                 data = true;
                 let len = (lower & 0xffff) as usize;
@@ -151,6 +126,11 @@ impl E1000eModel {
                 break;
             }
             if data {
+                if let (true, Some(c)) = (txsm, self.tx_csum[n]) {
+                    // TUCSE = 0 sums to the frame's end; otherwise through byte TUCSE.
+                    let end = if c.end == 0 { frame.len() } else { c.end + 1 };
+                    crate::csum::insert(&mut frame, c.start, c.field, end);
+                }
                 self.send(frame);
             }
             self.w(txq(n, Q_DH), idx);
@@ -322,12 +302,12 @@ impl E1000eModel {
         // e1000e_verify_csum_in_sw: checksums are checked only when offloaded.
         let rxcsum = self.r(RXCSUM);
         if p.ipv4 && rxcsum & RXCSUM_IPOFLD != 0 {
-            if let Some(ok) = ipv4_csum_ok(f, l3) {
+            if let Some(ok) = csum::ipv4_ok(f, l3) {
                 status |= RXD_IPCS | if ok { 0 } else { RXD_ERR_IPE };
             }
         }
         if rxcsum & RXCSUM_TUOFLD != 0 && p.l4 != L4::None {
-            if let Some(ok) = l4_csum_ok(f, l3, p.l4 == L4::Udp) {
+            if let Some(ok) = csum::l4_ok(f, l3, p.l4 == L4::Udp) {
                 status |= RXD_TCPCS | if ok { 0 } else { RXD_ERR_TCPE };
                 if p.l4 == L4::Udp {
                     status |= RXD_UDPCS;

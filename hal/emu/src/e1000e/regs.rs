@@ -314,6 +314,9 @@ pub const TXD_RS: u32 = 1 << 27;
 pub const TXD_DEXT: u32 = 1 << 29;
 /// TX: data descriptor type (with DEXT); DEXT without it is a context descriptor.
 pub const TXD_DTYP_D: u32 = 1 << 20;
+/// TX: POPTS.TXSM of an extended data descriptor (upper dword, bit 9): insert the TCP/UDP
+/// checksum the context describes.
+pub const TXD_POPTS_TXSM: u32 = 1 << 9;
 /// TX/RX status: descriptor done.
 pub const DESC_DD: u32 = 1 << 0;
 /// RX status: end of packet.

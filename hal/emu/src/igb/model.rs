@@ -36,6 +36,10 @@ pub(crate) struct IgbModel {
     pub(crate) engine: Engine,
     pub(crate) vectors: Vec<EmuWait>,
     pub(crate) outbox: Vec<Vec<u8>>,
+    /// Per transmit queue, the two context slots (IDX 0 and 1; QEMU `tx[i].ctx`): where the
+    /// L4 header starts (MACLEN + IPLEN) and its checksum field's offset (by TUCMD.L4T), or
+    /// `None` for an L4 type without one the model inserts (SCTP, reserved).
+    pub(crate) tx_ctx: [[Option<(usize, usize)>; 2]; QUEUES],
 }
 
 impl IgbModel {
@@ -57,6 +61,7 @@ impl IgbModel {
             engine: Engine::new(iommu),
             vectors,
             outbox: Vec::new(),
+            tx_ctx: [[None; 2]; QUEUES],
         };
         m.reset(false);
         // QEMU starts autonegotiation when the VM starts running (igb_vm_state_change →
@@ -93,6 +98,7 @@ impl IgbModel {
         let keep_txpbs = self.r(TXPBS);
         let keep_eitr: Vec<u32> = (0..25).map(|v| self.r(EITR0 + 4 * v)).collect();
         self.regs.fill(0);
+        self.tx_ctx = [[None; 2]; QUEUES];
         self.w(CTRL, CTRL_FD | CTRL_LRST | CTRL_SPD_1000 | CTRL_ADVD3WUC);
         self.w(CTRL_DUP, self.r(CTRL));
         self.w(STATUS, STATUS_PHYRA | 1 << 31);

@@ -124,6 +124,7 @@ impl IgbModel {
             }
             let (mut idx, mut frame, mut used, mut done, mut data) =
                 (head, Vec::new(), Vec::new(), false, false);
+            let mut csum = None;
             while idx != tail {
                 let addr = base + 16 * u64::from(idx);
                 let Some(desc) = self.engine.iommu.read(addr, 16) else {
@@ -133,6 +134,17 @@ impl IgbModel {
                 let cmd = le32(&desc, 8);
                 let buf = le64(&desc, 0);
                 let is_data = cmd & TXD_DEXT == 0 || cmd & TXD_DTYP_MASK == TXD_DTYP_DATA;
+                if cmd & TXD_DEXT != 0 && cmd & TXD_DTYP_MASK == TXD_DTYP_CTXT {
+                    self.load_context(n, &desc);
+                }
+                if is_data && !data && cmd & TXD_DEXT != 0 {
+                    // POPTS and IDX count in the frame's first data descriptor (7.2.2.3;
+                    // QEMU `first_olinfo_status`).
+                    let olinfo = le32(&desc, 12);
+                    if olinfo & TXD_POPTS_TXSM != 0 {
+                        csum = self.tx_ctx[n][(olinfo as usize >> 4) & 1];
+                    }
+                }
                 used.push((addr, desc));
                 if !is_data {
                     // A context (or unknown) descriptor: consumed, no data. Alone, it is done.
@@ -160,6 +172,10 @@ impl IgbModel {
                 break;
             }
             if data {
+                if let Some((start, offset)) = csum {
+                    let end = frame.len();
+                    crate::csum::insert(&mut frame, start, start + offset, end);
+                }
                 self.send(frame);
             }
             self.w(txq(n, Q_DH), idx);
@@ -199,6 +215,23 @@ impl IgbModel {
         if wrote {
             self.raise_icr(ICR_TXDW);
         }
+    }
+
+    /// An advanced context descriptor (7.2.2.2; QEMU `igb_process_tx_desc`): kept in the slot
+    /// `mss_l4len_idx` names (bit 4: QEMU keeps two), for the frames whose data descriptors
+    /// ask for it. The L4 header starts at MACLEN (`vlan_macip_lens` 15:9) + IPLEN (8:0); L4T
+    /// (`type_tucmd_mlhl` 12:11) places its checksum field: UDP's at 6, TCP's at 16.
+    fn load_context(&mut self, n: usize, desc: &[u8]) {
+        let macip = le32(desc, 0);
+        let tucmd = le32(desc, 8);
+        let slot = (le32(desc, 12) as usize >> 4) & 1;
+        let start = ((macip >> 9) & 0x7f) as usize + (macip & 0x1ff) as usize;
+        let offset = match (tucmd >> 11) & 3 {
+            0 => Some(6),
+            1 => Some(16),
+            _ => None,
+        };
+        self.tx_ctx[n][slot] = offset.map(|o| (start, o));
     }
 
     fn send(&mut self, frame: Vec<u8>) {
@@ -381,6 +414,33 @@ impl IgbModel {
         queues
     }
 
+    /// The checksum status and error bits of a received frame's write-back (7.1.x, "Receive
+    /// checksum offloading"; QEMU `igb_rx_checksum`): with RXCSUM.IPOFLD an IPv4 header's
+    /// checksum is checked (IPCS, IPE if wrong); with RXCSUM.TUOFLD an unfragmented TCP or UDP
+    /// packet's (L4I, and UDPCS for UDP; L4E if wrong) — not a UDP checksum of zero, which
+    /// says none was computed. PCSD does not turn this off: it only puts the RSS hash where
+    /// the write-back would carry the fragment checksum.
+    fn rx_checksum(&self, f: &[u8], parsed: &Parsed) -> u32 {
+        let rxcsum = self.r(RXCSUM);
+        let Some(l3) = parsed.l3 else { return 0 };
+        let mut status = 0;
+        if rxcsum & RXCSUM_IPOFLD != 0 {
+            if let Some(ok) = crate::csum::ipv4_ok(f, l3) {
+                status |= RXD_IPCS | if ok { 0 } else { RXD_ERR_IPE };
+            }
+        }
+        if rxcsum & RXCSUM_TUOFLD != 0 && parsed.l4 != L4::None {
+            let udp = parsed.l4 == L4::Udp;
+            if let Some(ok) = crate::csum::l4_ok(f, l3, udp) {
+                status |= RXD_L4I | if ok { 0 } else { RXD_ERR_L4E };
+                if udp {
+                    status |= RXD_UDPCS;
+                }
+            }
+        }
+        status
+    }
+
     /// A frame from the wire (QEMU igb_receive_internal): the queues it goes to are chosen by
     /// VMDq pools (MRQC bit 0) or by the accept filter and RSS, then written to each of them.
     pub(crate) fn receive(&mut self, frame: &[u8], crc_ok: bool) {
@@ -532,6 +592,7 @@ impl IgbModel {
                     info |= RXD_PKT_IPV4;
                 }
                 info |= l4_bits(parsed.l4);
+                status |= self.rx_checksum(f, parsed);
             }
             let mut bytes = Vec::with_capacity(16);
             for dw in [info, hash, status, u32::from(len)] {

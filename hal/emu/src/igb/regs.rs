@@ -236,6 +236,10 @@ pub const RCTL_BSIZE_SHIFT: u32 = 16;
 pub const RCTL_BSEX: u32 = 1 << 25;
 /// RCTL: strip Ethernet CRC.
 pub const RCTL_SECRC: u32 = 1 << 26;
+/// RXCSUM: IPv4 header checksum offload (IPCS/IPE in the write-back).
+pub const RXCSUM_IPOFLD: u32 = 1 << 8;
+/// RXCSUM: TCP/UDP checksum offload (L4I, UDPCS/L4E in the write-back).
+pub const RXCSUM_TUOFLD: u32 = 1 << 9;
 /// RXCSUM: packet checksum disable (write back the RSS hash instead).
 pub const RXCSUM_PCSD: u32 = 1 << 13;
 /// RAH: address valid.
@@ -355,6 +359,20 @@ pub const DESC_DD: u32 = 1 << 0;
 pub const RXD_EOP: u32 = 1 << 1;
 /// RX write-back error: RX data error (CRC).
 pub const RXD_ERR_RXE: u32 = 1 << 31;
+/// RX status: UDP checksum checked (7.1.5.2).
+pub const RXD_UDPCS: u32 = 1 << 4;
+/// RX status: L4I, the TCP/UDP checksum checked.
+pub const RXD_L4I: u32 = 1 << 5;
+/// RX status: IPv4 header checksum checked.
+pub const RXD_IPCS: u32 = 1 << 6;
+/// RX error: L4E, the TCP/UDP checksum found wrong.
+pub const RXD_ERR_L4E: u32 = 1 << 29;
+/// RX error: IPE, the IPv4 header checksum found wrong.
+pub const RXD_ERR_IPE: u32 = 1 << 30;
+/// TX data descriptor, `olinfo_status` (upper dword): POPTS.TXSM, insert the L4 checksum.
+pub const TXD_POPTS_TXSM: u32 = 1 << 9;
+/// TX descriptor type: advanced context descriptor (7.2.2.2).
+pub const TXD_DTYP_CTXT: u32 = 0x2 << 20;
 /// RX write-back packet type: IPv4 (pkt_info bit 4).
 pub const RXD_PKT_IPV4: u32 = 1 << 4;
 /// RX write-back packet type: TCP.

@@ -19,7 +19,11 @@
 //!   ([`VirtioNetModelConfig`], like QEMU's `mq=`/`rss=` properties). Setting `FEATURES_OK`
 //!   is refused when `ACCESS_PLATFORM` is offered and not accepted (QEMU
 //!   `virtio_validate_features`), or always with
-//!   [`refuse_features_ok`](VirtioNetModelConfig::refuse_features_ok).
+//!   [`refuse_features_ok`](VirtioNetModelConfig::refuse_features_ok). Of the offloads, the
+//!   checksum ones do what they say: with `CSUM` a transmit header's `NEEDS_CSUM` is completed
+//!   before the frame goes on the wire (the wire carries whole frames), and with `GUEST_CSUM` a
+//!   received unfragmented IPv4 TCP/UDP frame whose checksum is right gets `DATA_VALID`, as a
+//!   backend whose host checked it would (§5.1.6.2, §5.1.6.4).
 //! * **Virtqueues.** Descriptor chains (direct and indirect) are walked and checked as QEMU's
 //!   `virtqueue_split_pop` does; a malformed chain or a buffer the IOMMU refuses marks the
 //!   device broken (`virtio_error`: `DEVICE_NEEDS_RESET` set, nothing more is processed until a

@@ -98,6 +98,10 @@ const USED_F_NO_NOTIFY: u16 = 1;
 const AVAIL_F_NO_INTERRUPT: u16 = 1;
 /// `struct virtio_net_hdr_v1` (12 bytes with `VERSION_1`).
 const HDR_LEN: usize = 12;
+/// `virtio_net_hdr.flags` (virtio 1.2 §5.1.6): a partial checksum to complete (transmit).
+const HDR_F_NEEDS_CSUM: u8 = 1;
+/// `virtio_net_hdr.flags`: the checksum was checked and is right (receive).
+const HDR_F_DATA_VALID: u8 = 2;
 /// `VIRTIO_NET_S_LINK_UP`.
 const NET_S_LINK_UP: u16 = 1;
 /// Control classes and commands (virtio 1.2 §5.1.6.5).
@@ -923,7 +927,17 @@ impl VirtioNetModel {
             // A link that is down drops what is sent (virtio_net_drop_tx_queue_data; the
             // backend's link_down): completed, never on the wire.
             if self.link_up && data.len() > HDR_LEN {
-                self.outbox.push(data[HDR_LEN..].to_vec());
+                let mut frame = data[HDR_LEN..].to_vec();
+                if self.has(feature::CSUM) && data[0] & HDR_F_NEEDS_CSUM != 0 {
+                    // The partial checksum the driver asked for (§5.1.6.2), completed here
+                    // as a backend without offloads completes it (QEMU
+                    // `net_tx_pkt_do_sw_csum` / the host's `skb_checksum_help`).
+                    let start = usize::from(u16::from_le_bytes([data[6], data[7]]));
+                    let offset = usize::from(u16::from_le_bytes([data[8], data[9]]));
+                    let end = frame.len();
+                    crate::csum::insert(&mut frame, start, start + offset, end);
+                }
+                self.outbox.push(frame);
             }
             let garbage = match plan {
                 Plan::Now { garbage, .. } => garbage,
@@ -988,6 +1002,20 @@ impl VirtioNetModel {
         (hash % u32::from(self.curr_pairs)) as u16
     }
 
+    /// Whether `frame` is an unfragmented IPv4 TCP/UDP packet whose checksum is right: the
+    /// model's wire carries whole frames, and the model plays a backend that checked them (a
+    /// host whose NIC verified the checksum hands the frame on with `DATA_VALID`, §5.1.6.4).
+    /// A UDP checksum of zero is not checked, so not marked.
+    fn l4_checksum_right(frame: &[u8]) -> bool {
+        let p = crate::engine::parse(frame, 0x8100);
+        match (p.l3, p.l4) {
+            (Some(l3), crate::engine::L4::Tcp | crate::engine::L4::Udp) => {
+                crate::csum::l4_ok(frame, l3, p.l4 == crate::engine::L4::Udp) == Some(true)
+            }
+            _ => false,
+        }
+    }
+
     /// `virtio_net_receive_rcu`, non-mergeable buffers, no vnet-header backend.
     fn receive(&mut self, frame: &[u8], crc_ok: bool) {
         if !crc_ok || frame.len() < 14 {
@@ -1040,6 +1068,9 @@ impl VirtioNetModel {
         // only with MRG_RXBUF.
         let mut hdr = [0u8; 10];
         hdr[..4].copy_from_slice(&garbage.to_le_bytes());
+        if self.has(feature::GUEST_CSUM) && Self::l4_checksum_right(frame) {
+            hdr[0] |= HDR_F_DATA_VALID;
+        }
         if !self.write_iov(&e.inn, 0, &hdr) || !self.write_iov(&e.inn, HDR_LEN, frame) {
             self.error();
             return;

@@ -1,0 +1,137 @@
+//! The checksum work the models' DMA engines share: checking a received frame's IPv4 header
+//! and TCP/UDP checksums, as the 82576's and 82574's receive checksum offload (RXCSUM.IPOFLD,
+//! TUOFLD) and a virtio-net backend that sets `DATA_VALID` do, and inserting a transmitted
+//! frame's checksum in the partial-checksum model all three devices' transmit offloads use
+//! (Intel context descriptors, virtio `NEEDS_CSUM`).
+//!
+//! Never panics: every offset comes from the frame or from a descriptor the driver wrote, so
+//! anything out of range means "not checked" or "not inserted".
+
+/// The ones' complement sum of `data` (big-endian 16-bit words, an odd byte padded), added to
+/// `sum` and not folded.
+pub(crate) fn ones_sum(data: &[u8], mut sum: u32) -> u32 {
+    for w in data.chunks(2) {
+        let hi = u32::from(w[0]) << 8;
+        sum += hi | w.get(1).map_or(0, |&b| u32::from(b));
+    }
+    sum
+}
+
+/// `sum` folded to 16 bits.
+pub(crate) fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Whether the IPv4 header at `l3` has a good checksum (`None` if it cannot be checked).
+pub(crate) fn ipv4_ok(f: &[u8], l3: usize) -> Option<bool> {
+    let ihl = usize::from(f.get(l3)? & 0xf) * 4;
+    if ihl < 20 {
+        return None;
+    }
+    let hdr = f.get(l3..l3 + ihl)?;
+    Some(fold(ones_sum(hdr, 0)) == 0xffff)
+}
+
+/// Whether the TCP/UDP checksum of an unfragmented IPv4 packet at `l3` is good (`None` if it
+/// cannot be checked: the IP total length reaches past the frame, or a UDP checksum of zero,
+/// "none computed" — QEMU `net_rx_pkt_validate_l4_csum`).
+pub(crate) fn l4_ok(f: &[u8], l3: usize, udp: bool) -> Option<bool> {
+    let ip = f.get(l3..l3 + 20)?;
+    let ihl = usize::from(ip[0] & 0xf) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    let seg = f.get(l3 + ihl..l3 + total.max(ihl))?;
+    if udp && seg.get(6..8)? == [0, 0] {
+        return None;
+    }
+    let mut pseudo = Vec::with_capacity(12);
+    pseudo.extend_from_slice(&ip[12..20]);
+    pseudo.extend_from_slice(&[0, ip[9]]);
+    pseudo.extend_from_slice(&(seg.len() as u16).to_be_bytes());
+    Some(fold(ones_sum(seg, ones_sum(&pseudo, 0))) == 0xffff)
+}
+
+/// Completes a partial checksum as the devices' transmit offloads do: sums `frame[start..end]`
+/// — the checksum field at `field` included, holding the pseudo-header's sum the driver put
+/// there — and stores the complement at `field`, 0 as 0xFFFF (the same value in one's
+/// complement, and UDP's "checksum present"). `end` is the frame's length unless a device
+/// bounds the sum (82574 TUCSE). Returns `false` and changes nothing if the field or the range
+/// is not inside the frame.
+///
+/// QEMU's models (`net_tx_pkt_do_sw_csum`) instead zero the field and add a pseudo-header of
+/// their own parsing of the IP header; for a driver that stored the pseudo-header's sum, as
+/// the partial model asks, both give the same checksum.
+pub(crate) fn insert(frame: &mut [u8], start: usize, field: usize, end: usize) -> bool {
+    let end = end.min(frame.len());
+    if start > end || field < start || field + 2 > end {
+        return false;
+    }
+    let sum = !fold(ones_sum(&frame[start..end], 0));
+    let sum = if sum == 0 { 0xffff } else { sum };
+    frame[field..field + 2].copy_from_slice(&sum.to_be_bytes());
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Ethernet/IPv4/UDP frame with a right IPv4 header checksum and the UDP checksum
+    /// field holding the pseudo-header's sum (the partial model's starting point).
+    fn partial_udp(payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let total = (20 + 8 + payload.len()) as u16;
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        let c = !fold(ones_sum(&ip, 0));
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+        let ulen = (8 + payload.len()) as u16;
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&ip[12..20]);
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&ulen.to_be_bytes());
+        let seed = fold(ones_sum(&pseudo, 0));
+        f.extend_from_slice(&1234u16.to_be_bytes());
+        f.extend_from_slice(&5678u16.to_be_bytes());
+        f.extend_from_slice(&ulen.to_be_bytes());
+        f.extend_from_slice(&seed.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn inserting_a_partial_udp_checksum_gives_one_the_receive_check_finds_right() {
+        for payload in [&b""[..], b"odd", b"even", &[0xffu8; 101][..]] {
+            let mut f = partial_udp(payload);
+            let len = f.len();
+            assert!(insert(&mut f, 34, 40, len));
+            assert_eq!(ipv4_ok(&f, 14), Some(true));
+            assert_eq!(l4_ok(&f, 14, true), Some(true), "payload {payload:?}");
+            f[len - 1] ^= 1;
+            if !payload.is_empty() {
+                assert_eq!(l4_ok(&f, 14, true), Some(false));
+            }
+        }
+    }
+
+    #[test]
+    fn a_zero_udp_checksum_is_not_checked_and_an_insertion_outside_the_frame_changes_nothing() {
+        let mut f = partial_udp(b"abc");
+        f[40..42].copy_from_slice(&[0, 0]);
+        assert_eq!(l4_ok(&f, 14, true), None);
+        let before = f.clone();
+        let len = f.len();
+        assert!(!insert(&mut f, 34, len - 1, len));
+        assert!(!insert(&mut f, 50, 40, len));
+        assert_eq!(f, before);
+    }
+}
