@@ -728,6 +728,36 @@ fn fd_wait_gives_an_eventfd_the_emulated_interrupt_makes_readable<T: TestNic>() 
     });
 }
 
+/// `fi_trywait` re-arms the CQ's interrupts every time: after the application read what the
+/// first completion brought, a second `trywait` and a second completion make the descriptor
+/// readable again (and a third), each within the wait, with no sread polling in between.
+fn fd_wait_is_signalled_again_after_each_trywait<T: TestNic>() {
+    let p = pair_of::<T>();
+    p.b.use_eventfds().unwrap();
+    let dom = Domain::<_, D>::with_capacities(&p.nic_b, &RIG_CAPS);
+    let (mut cq, _mem, _rx) = rig(&p, &dom, attr(WaitObj::Fd));
+    let Ok(RawWait::Fd(fd)) = cq.control(CqControl::GetWait) else {
+        panic!("an FD CQ gives its descriptor");
+    };
+    let mut sender = Sender::new(&p);
+    let mut out = entries();
+    for round in 0..3 {
+        assert_eq!(cq.trywait(&dom), Ok(()), "round {round}: nothing queued");
+        assert!(!poll_readable(fd, 0), "round {round}: trywait drained it");
+        thread::scope(|s| {
+            s.spawn(|| {
+                thread::sleep(Duration::from_millis(20));
+                sender.send(&p, 1);
+            });
+            assert!(
+                poll_readable(fd, 5_000),
+                "round {round}: the completion made the descriptor readable"
+            );
+        });
+        assert_eq!(cq.read(&dom, &mut out), Ok(1), "round {round}");
+    }
+}
+
 on_every_nic!(
     sread_times_out_with_again_and_never_early,
     sread_is_woken_by_the_emulated_interrupt_of_its_vector,
@@ -746,4 +776,5 @@ on_every_nic!(
     a_wait_set_over_two_cqs_wakes_on_either_and_on_signal,
     a_closed_member_leaves_the_set_and_its_vector_no_longer_wakes_it,
     fd_wait_gives_an_eventfd_the_emulated_interrupt_makes_readable,
+    fd_wait_is_signalled_again_after_each_trywait,
 );

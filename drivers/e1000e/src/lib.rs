@@ -295,7 +295,7 @@ impl<P: Platform> E1000e<P> {
 
         // MSI-X causes: each queue cause auto-clears after its message (EIAC) and stays
         // unmasked (IAME; IAM empty), so an armed queue keeps interrupting until disarmed.
-        // EITR stays at its reset value (QEMU clamps it to at least 500 × 256 ns anyway).
+        // EITR stays at its reset value, 0: no throttling (§7.4.4; older QEMU resets it to 500).
         self.modify(
             r::CTRL_EXT,
             r::CTRL_EXT::IAME::SET + r::CTRL_EXT::PBA_CLR::SET,

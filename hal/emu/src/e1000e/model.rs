@@ -172,9 +172,8 @@ impl E1000eModel {
         self.w(txq(1, Q_TARC), 0x3 | TARC_ENABLE);
         self.w(RXCSUM, RXCSUM_IPOFLD | RXCSUM_TUOFLD);
         self.w(ITR, MIN_XITR);
-        for v in 0..usize::from(MSIX_VECTORS) {
-            self.w(EITR0 + 4 * v, MIN_XITR);
-        }
+        // EITR resets to 0, throttling off (datasheet §7.4.4; §10.2.4.2: an interval of 0
+        // disables it), not to QEMU's 500: a driver that never programs EITR is not throttled.
         self.eitr_guest = [0; MSIX_VECTORS as usize];
         self.eitr_due = [None; MSIX_VECTORS as usize];
         self.phy = [[0; 32]; PHY_PAGES];
@@ -387,13 +386,16 @@ impl E1000eModel {
 
     /// EITR throttling (e1000e_postpone_interrupt): while a vector's timer runs its messages
     /// are postponed to the timer's expiry; a message sent starts the timer when EITR is
-    /// non-zero — which it always is, QEMU clamping it to at least 500 (128 µs).
+    /// non-zero (§7.4.4: zero, the reset value, disables throttling), for at least 500 units
+    /// (128 µs, QEMU's floor). The timer runs on emulated time: a postponed message waits for
+    /// `Platform::delay` or `advance_clock` to pass its expiry.
     fn eitr_postpone(&mut self, v: usize) -> bool {
         if self.eitr_due[v].is_some() {
             return true;
         }
         let interval = u64::from(self.r(EITR0 + 4 * v));
         if interval != 0 {
+            let interval = interval.max(u64::from(MIN_XITR));
             self.eitr_due[v] = Some(self.now_ns + interval * XITR_NS);
         }
         false
@@ -540,9 +542,10 @@ impl E1000eModel {
                 self.w(ITR, (val & 0xffff).max(MIN_XITR));
             }
             o if (EITR0..EITR0 + 4 * usize::from(MSIX_VECTORS)).contains(&o) => {
-                // e1000e_set_eitr: the guest value reads back, at least 500 is used.
+                // e1000e_set_eitr: the guest value reads back; 0 disables throttling
+                // (§10.2.4.2), any other interval is used as at least 500 (`eitr_postpone`).
                 self.eitr_guest[(o - EITR0) / 4] = val & 0xffff;
-                self.w(o, (val & 0xffff).max(MIN_XITR));
+                self.w(o, val & 0xffff);
             }
             RCTL => {
                 // A refused stop or start (`DeviceFault::RefuseStop`/`RefuseStart`, aimed at

@@ -160,8 +160,8 @@ pub const IVAR_VEC_MASK: u32 = 0x7;
 pub const IVAR_TX_INT_EVERY_WB: u32 = 1 << 31;
 /// MSI-X vectors (QEMU `E1000E_MSIX_VEC_NUM`, datasheet 7.4.2: five).
 pub const MSIX_VECTORS: u16 = 5;
-/// The smallest interval QEMU keeps in ITR/EITR (`E1000E_MIN_XITR`), in 256 ns units: also
-/// their reset value.
+/// The smallest interval QEMU keeps in ITR (`E1000E_MIN_XITR`), in 256 ns units, and ITR's
+/// reset value; a non-zero EITR throttles for at least this long (EITR resets to 0, §7.4.4).
 pub const MIN_XITR: u32 = 500;
 /// Nanoseconds per ITR/EITR unit.
 pub const XITR_NS: u64 = 256;

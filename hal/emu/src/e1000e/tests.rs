@@ -63,6 +63,22 @@ fn a_queue_transmits_only_while_tarc_enable_is_set() {
 }
 
 #[test]
+fn eitr_resets_to_zero_and_a_second_message_is_not_held_back() {
+    // §7.4.4: EITR is 0 after reset, throttling off; nothing moves the emulated clock here.
+    let d = dev(0xa);
+    let bar = d.platform().bar(0).unwrap();
+    bar.write32(CTRL_EXT, CTRL_EXT_IAME);
+    bar.write32(IVAR, (IVAR_VALID | 2) << 8); // TXQ0 → vector 2
+    bar.write32(EIAC, ICR_TXQ0);
+    bar.write32(IMS, ICR_TXQ0);
+    let v = d.vector(2).unwrap();
+    bar.write32(ICS, ICR_TXQ0);
+    assert_eq!(v.notifications(), 1);
+    bar.write32(ICS, ICR_TXQ0);
+    assert_eq!(v.notifications(), 2, "no throttle timer holds the second");
+}
+
+#[test]
 fn without_iame_an_auto_cleared_cause_masks_itself_and_eitr_throttles_the_vector() {
     let d = dev(0xa);
     d.advance_clock(Duration::from_millis(500));
@@ -71,6 +87,7 @@ fn without_iame_an_auto_cleared_cause_masks_itself_and_eitr_throttles_the_vector
     let buf = p.alloc_dma(4096).unwrap();
     let _ring = one_tx(&p, &bar, buf.iova().0, 60);
     bar.write32(IVAR, (IVAR_VALID | 2) << 8); // TXQ0 → vector 2
+    bar.write32(EITR0 + 4 * 2, 1); // throttled (reset: 0, off), for at least 500 units
     bar.write32(EIAC, ICR_TXQ0);
     bar.write32(IMS, ICR_TXQ0);
     let v = d.vector(2).unwrap();
