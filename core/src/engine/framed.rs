@@ -96,14 +96,7 @@ impl<'s> FramedLane<'s> {
                 *a = last;
             }
         }
-        match win.bufs.as_deref_mut() {
-            Some(bufs) => {
-                for (i, b) in bufs[..direct].iter_mut().enumerate() {
-                    *b = Some(Buf::from_raw(taken(i).buf, self.owner));
-                }
-            }
-            None => forget_posted(self.owner, direct),
-        }
+        hand_back(self.owner, table, head, win, direct);
     }
 
     /// The framed lane, inside the driver's loop: an endpoint's receive of the next slot in order
@@ -178,6 +171,30 @@ impl<'s> FramedLane<'s> {
             },
         );
         (got, next, kept as usize, bytes)
+    }
+}
+
+/// The buffers of the `direct` operations a lane took from slot `head` on, where the reader takes
+/// them (each rebuilt from its slot, which nothing has reused yet), or back to their region
+/// (`owner`) in one subtraction: the framed and the plain-UDP lane's second pass alike.
+#[inline(always)]
+pub(super) fn hand_back<'s, const D: usize, E>(
+    owner: &'s AtomicUsize,
+    table: &OpTable<D>,
+    head: usize,
+    win: &mut Window<'_, 's, E>,
+    direct: usize,
+) {
+    match win.bufs.as_deref_mut() {
+        Some(bufs) => {
+            for (i, b) in bufs[..direct].iter_mut().enumerate() {
+                *b = Some(Buf::from_raw(
+                    table.ops[head.wrapping_add(i) % D].buf,
+                    owner,
+                ));
+            }
+        }
+        None => forget_posted(owner, direct),
     }
 }
 

@@ -15,7 +15,7 @@ use super::state::CHUNK;
 use super::verdict::RECV_FLAGS;
 use super::OpTable;
 use crate::addr::{AvRef, FiAddr, RawAddr};
-use crate::buf::{forget_posted, owner_of, Buf};
+use crate::buf::owner_of;
 use crate::hal::{MacAddr, Nic, RxChecksum, RxCompletion, RxQueue};
 use crate::ip::{Ipv4Addr, SockAddrIn, MAX_CLASSIFIED, UDP_HEADER_LEN};
 
@@ -128,14 +128,7 @@ impl<'s> PlainLane<'s> {
                 *a = last;
             }
         }
-        match win.bufs.as_deref_mut() {
-            Some(bufs) => {
-                for (i, b) in bufs[..direct].iter_mut().enumerate() {
-                    *b = Some(Buf::from_raw(taken(i).buf, self.owner));
-                }
-            }
-            None => forget_posted(self.owner, direct),
-        }
+        super::framed::hand_back(self.owner, table, head, win, direct);
     }
 
     /// The payload length of the datagram whose buffer starts with `h`, `frame_len` bytes

@@ -18,20 +18,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-	do {                                                                                   \
-		if (cond) {                                                                    \
-			passed++;                                                              \
-		} else {                                                                       \
-			failed++;                                                              \
-			printf("FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);               \
-			printf(__VA_ARGS__);                                                   \
-			printf("\n");                                                          \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define BUF 8192
 
@@ -99,13 +86,6 @@ static void close_node(struct node *n)
 	CHECK(fi_close(&n->fabric->fid) == 0, "fi_close(fabric)");
 	fi_freeinfo(n->info);
 	free(n->buf);
-}
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
 /* Reads `want` entries into `e` (at most 8), retrying -FI_EAGAIN for up to 5 s; then whether

@@ -19,20 +19,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-	do {                                                                                   \
-		if (cond) {                                                                    \
-			passed++;                                                              \
-		} else {                                                                       \
-			failed++;                                                              \
-			printf("FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);               \
-			printf(__VA_ARGS__);                                                   \
-			printf("\n");                                                          \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define BUF 4096
 
@@ -130,13 +117,6 @@ static void close_node(struct node *n)
 	CHECK(fi_close(&n->fabric->fid) == 0, "fi_close(fabric)");
 	fi_freeinfo(n->info);
 	free(n->buf);
-}
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
 /* fi_cntr(3) on a counter of its own: open, add, set, the error value, wait and its wait

@@ -21,20 +21,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-	do {                                                                                   \
-		if (cond) {                                                                    \
-			passed++;                                                              \
-		} else {                                                                       \
-			failed++;                                                              \
-			printf("FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);               \
-			printf(__VA_ARGS__);                                                   \
-			printf("\n");                                                          \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define BUF 8192
 #define CTX 2
@@ -65,23 +52,6 @@ static ssize_t rx_size_left(struct fid_ep *ep)
 	return fi_rx_size_left(ep);
 }
 #pragma GCC diagnostic pop
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static ssize_t read_one(struct fid_cq *cq, struct fi_cq_data_entry *e)
-{
-	double t0 = now_s();
-	ssize_t ret;
-	do {
-		ret = fi_cq_read(cq, e, 1);
-	} while (ret == -FI_EAGAIN && now_s() - t0 < 5);
-	return ret;
-}
 
 int main(void)
 {

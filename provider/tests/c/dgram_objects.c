@@ -17,20 +17,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-	do {                                                                                   \
-		if (cond) {                                                                    \
-			passed++;                                                              \
-		} else {                                                                       \
-			failed++;                                                              \
-			printf("FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);               \
-			printf(__VA_ARGS__);                                                   \
-			printf("\n");                                                          \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define BUF 4096
 
@@ -123,19 +110,6 @@ static void close_node(struct node *n)
 	CHECK(fi_close(&n->fabric->fid) == 0, "fi_close(fabric)");
 	fi_freeinfo(n->info);
 	free(n->buf);
-}
-
-/* Reads one entry (up to 5 s); the fi_cq_read result. */
-static ssize_t read_one(struct fid_cq *cq, struct fi_cq_data_entry *e)
-{
-	struct timespec start, now;
-	ssize_t ret;
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	do {
-		ret = fi_cq_read(cq, e, 1);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while (ret == -FI_EAGAIN && now.tv_sec - start.tv_sec < 5);
-	return ret;
 }
 
 int main(void)

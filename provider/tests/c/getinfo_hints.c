@@ -9,20 +9,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-	do {                                                                                   \
-		if (cond) {                                                                    \
-			passed++;                                                              \
-		} else {                                                                       \
-			failed++;                                                              \
-			printf("FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);               \
-			printf(__VA_ARGS__);                                                   \
-			printf("\n");                                                          \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 /* Hints for ringfab's DGRAM endpoints, as an application that registers its buffers. */
 static struct fi_info *dgram_hints(void)

@@ -16,20 +16,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-	do {                                                                                   \
-		if (cond) {                                                                    \
-			passed++;                                                              \
-		} else {                                                                       \
-			failed++;                                                              \
-			printf("FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);               \
-			printf(__VA_ARGS__);                                                   \
-			printf("\n");                                                          \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define BUF (64 * 1024)
 /* A slot of a receive long enough to be lent (the receive queue's buffers are 2 KiB). */
@@ -116,24 +103,7 @@ static void close_node(struct node *n)
 	free(n->buf);
 }
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 /* Reads one entry, retrying -FI_EAGAIN for up to 5 s. */
-static ssize_t read_one(struct fid_cq *cq, struct fi_cq_data_entry *e)
-{
-	double t0 = now_s();
-	ssize_t ret;
-	do {
-		ret = fi_cq_read(cq, e, 1);
-	} while (ret == -FI_EAGAIN && now_s() - t0 < 5);
-	return ret;
-}
-
 /* Byte `i` of message `seed`'s payload. */
 static unsigned char pattern(int seed, size_t i)
 {
