@@ -349,7 +349,11 @@ mod tests {
         }
     }
 
+    // Not under Miri: each head is leaked (`DmaHead::from_static` takes `'static` bytes, and
+    // core's tests make no `DmaSpan`), which Miri's leak check reports. The lane's reads are the
+    // same `DmaHead` loads the framed lane makes, which Miri checks in core's integration tests.
     #[test]
+    #[cfg_attr(miri, ignore = "leaks a head per frame; see above")]
     fn the_lane_takes_well_formed_datagrams_without_a_checksum_or_with_a_verified_one() {
         for len in [0, 1, 18, 100, 1472] {
             let f = datagram(len, true);
@@ -375,6 +379,7 @@ mod tests {
     /// several bytes with random frame lengths: the lane never takes what the general lane
     /// would not deliver as the same plain success.
     #[test]
+    #[cfg_attr(miri, ignore = "leaks a head per frame, and 20 000 classifications")]
     fn whatever_the_lane_takes_the_general_lane_delivers_alike() {
         let mut taken = 0;
         let mut check = |f: &[u8], checked: RxChecksum| {
