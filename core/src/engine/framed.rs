@@ -45,13 +45,7 @@ impl<'s> FramedLane<'s> {
         want: usize,
         counted: bool,
     ) -> (usize, usize, usize, u64) {
-        let mut room = win.entries.len().min(want);
-        if let Some(src) = &win.src {
-            room = room.min(src.len());
-        }
-        if let Some(bufs) = &win.bufs {
-            room = room.min(bufs.len());
-        }
+        let room = win.room(want);
         let entries = &mut win.entries[..room];
         if counted {
             Self::fast_lane_framed::<N, D, S, true>(q, table, scratch, entries, self, want)

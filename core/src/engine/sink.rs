@@ -109,6 +109,20 @@ impl<E> Window<'_, '_, E> {
             whole: false,
         }
     }
+
+    /// Entries a lane may write in one poll of at most `want`: as many as the entries, and the
+    /// sources and buffers the reader takes beside them, have room for.
+    #[inline(always)]
+    pub(crate) fn room(&self, want: usize) -> usize {
+        let mut room = self.entries.len().min(want);
+        if let Some(src) = &self.src {
+            room = room.min(src.len());
+        }
+        if let Some(bufs) = &self.bufs {
+            room = room.min(bufs.len());
+        }
+        room
+    }
 }
 
 /// A closure is a sink without a window.
