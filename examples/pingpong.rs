@@ -13,7 +13,10 @@
 //!   last), B receives them; `Mxfers/sec` is the one-way message rate.
 //!
 //! `--encap udp` puts ringfab's header inside IPv4/UDP (`Encap::Udp`, 58 bytes instead of 30)
-//! on both endpoints, the encapsulation RSS-fed receive contexts use.
+//! on both endpoints, the encapsulation RSS-fed receive contexts use. `--encap plain` makes
+//! them plain IPv4/UDP endpoints (`Encap::PlainUdp`, docs/ip.md): A is 10.0.0.1:7000, B is
+//! 10.0.0.2:7000 on a /24, the message is the UDP payload and nothing else, and each side finds
+//! the other's MAC address by ARP (started when the peer is inserted in the AV).
 //!
 //! ```sh
 //! cargo run --example pingpong                          # 64 B and 1 KiB, both modes
@@ -21,19 +24,21 @@
 //! cargo run --release --example pingpong -- --vfio 0000:00:03.0 0000:00:0b.0
 //! ```
 
+use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ringfab::av::{AvAttr, FiAddr};
+use ringfab::av::{AddrFormat, AvAttr, FiAddr};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};
+use ringfab::ip::Ipv4Config;
 use ringfab::mr::Buf;
 use ringfab::proto::Encap;
-use ringfab::Error;
+use ringfab::{Clock, Error};
 use ringfab_emu::{
     EmuE1000e, EmuIgb, EmuNic, EmuPlatform, EmuVirtioNet, Kind, ModelConfig, VirtioNetModelConfig,
     Wire,
@@ -63,7 +68,8 @@ struct Options {
 }
 
 const USAGE: &str = "usage: pingpong [-S bytes[,bytes…]] [-I iterations] [-w warmup] \
-[-W window[,window…]] [--nic igb|e1000e|virtio-net] [--encap ethernet|udp] [--vfio BDF_A BDF_B]";
+[-W window[,window…]] [--nic igb|e1000e|virtio-net] [--encap ethernet|udp|plain] \
+[--vfio BDF_A BDF_B]";
 
 fn list(flag: &str, v: Option<String>) -> Result<Vec<usize>, String> {
     let v = v.ok_or(format!("{flag} needs a value"))?;
@@ -99,7 +105,8 @@ fn parse_args() -> Result<Options, String> {
                 o.encap = match args.next().as_deref() {
                     Some("ethernet") => Encap::Ethernet,
                     Some("udp") => Encap::Udp,
-                    _ => return Err("--encap needs ethernet or udp".into()),
+                    Some("plain") => Encap::PlainUdp,
+                    _ => return Err("--encap needs ethernet, udp or plain".into()),
                 }
             }
             "-h" | "--help" => return Err(USAGE.into()),
@@ -265,24 +272,56 @@ fn fail(what: &'static str) -> impl Fn(Error) -> String {
     move |e| format!("{what}: {e}")
 }
 
+/// Wall-clock time since the program's first endpoint was opened: what ARP's retries and
+/// cache expiry are measured with on plain UDP (core has no clock of its own).
+struct WallClock(Instant);
+
+impl Clock for WallClock {
+    fn now(&self) -> Duration {
+        self.0.elapsed()
+    }
+}
+
+/// With `--encap plain`: each side's address (one /24, no gateway) and both endpoints' port.
+const IP_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const PORT: u16 = 7000;
+
 /// Opens everything on two NICs and runs every size × window.
 fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result<(), String> {
-    let da = Domain::new(nic_a);
-    let db = Domain::new(nic_b);
+    let clock = WallClock(Instant::now());
+    let plain = o.encap == Encap::PlainUdp;
+    let (mut da, mut db) = (Domain::new(nic_a), Domain::new(nic_b));
+    if plain {
+        (da, db) = (da.with_clock(&clock), db.with_clock(&clock));
+        for (d, addr) in [(&da, IP_A), (&db, IP_B)] {
+            d.set_ipv4(Ipv4Config {
+                addr,
+                prefix_len: 24,
+                gateway: None,
+            })
+            .map_err(fail("setting the domain's IPv4 address"))?;
+        }
+    }
     let attr = CqAttr {
         size: CQ_SIZE,
         ..CqAttr::default()
     };
     let cq_a = da.open_cq::<Msg>(&attr).map_err(fail("opening CQ A"))?;
     let cq_b = db.open_cq::<Msg>(&attr).map_err(fail("opening CQ B"))?;
-    let av_a = da
-        .open_av(&AvAttr::default())
-        .map_err(fail("opening AV A"))?;
-    let av_b = db
-        .open_av(&AvAttr::default())
-        .map_err(fail("opening AV B"))?;
+    let av_attr = AvAttr {
+        format: if plain {
+            AddrFormat::SockaddrIn
+        } else {
+            AddrFormat::Ringfab
+        },
+        ..AvAttr::default()
+    };
+    let av_a = da.open_av(&av_attr).map_err(fail("opening AV A"))?;
+    let av_b = db.open_av(&av_attr).map_err(fail("opening AV B"))?;
     let ep_attr = EpAttr {
         encap: o.encap,
+        port: if plain { PORT } else { 0 },
         ..EpAttr::default()
     };
     let mut ep_a = da.endpoint(&ep_attr).map_err(fail("endpoint A"))?;
@@ -297,10 +336,24 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
     ep_a.enable(&da).map_err(fail("enabling A"))?;
     ep_b.enable(&db).map_err(fail("enabling B"))?;
     let (mut to_b, mut to_a) = ([FiAddr::NOTAVAIL], [FiAddr::NOTAVAIL]);
-    av_a.insert(&da, &[ep_b.name()], &mut to_b)
-        .map_err(fail("AV insert"))?;
-    av_b.insert(&db, &[ep_a.name()], &mut to_a)
-        .map_err(fail("AV insert"))?;
+    if plain {
+        // The peer's `sockaddr_in`; inserting it starts its ARP resolution.
+        let (name_a, name_b) = (ep_a.sockaddr(&da), ep_b.sockaddr(&db));
+        let (Some(name_a), Some(name_b)) = (name_a, name_b) else {
+            return Err("a plain-UDP endpoint without its sockaddr_in".into());
+        };
+        to_b[0] = av_a
+            .insert_sockaddr_one(&da, name_b)
+            .map_err(fail("AV insert"))?;
+        to_a[0] = av_b
+            .insert_sockaddr_one(&db, name_a)
+            .map_err(fail("AV insert"))?;
+    } else {
+        av_a.insert(&da, &[ep_b.name()], &mut to_b)
+            .map_err(fail("AV insert"))?;
+        av_b.insert(&db, &[ep_a.name()], &mut to_a)
+            .map_err(fail("AV insert"))?;
+    }
 
     // Each side: D buffers, half for receives, half for sends.
     let mr_a = da
@@ -349,7 +402,9 @@ fn run<N: Nic>(nic_a: &N, nic_b: &N, o: &Options, progress: &dyn Fn()) -> Result
     match o.encap {
         Encap::Ethernet => println!("# ringfab's own EtherType, {header}-byte header"),
         Encap::Udp => println!("# UDP encapsulation, {header}-byte header"),
-        Encap::PlainUdp => println!("# plain UDP, {header}-byte header"),
+        Encap::PlainUdp => {
+            println!("# plain IPv4/UDP, {IP_A}:{PORT} <-> {IP_B}:{PORT}, {header}-byte header")
+        }
     }
     println!(
         "{:<9} {:>6} {:>8} {:>7} {:>10} {:>9} {:>10} {:>11}",
