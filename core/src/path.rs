@@ -344,10 +344,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
             }
             posted += 1;
         }
-        match &mut st.queue {
-            Queue::Tx(q) => q.doorbell(),
-            Queue::Rx(q) => q.doorbell(),
-        }
+        st.doorbell();
         match failure {
             Err(e) if posted == 0 => Err(e),
             _ => Ok(posted),

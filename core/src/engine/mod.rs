@@ -185,6 +185,9 @@ struct OpTable<const D: usize> {
     tail: usize,
     /// Live slots.
     live: usize,
+    /// `tail` when the queue's doorbell was last rung: the slots after it are posted but not
+    /// yet given to the device (`PathState::recv_doorbell`).
+    rung: usize,
 }
 
 /// What one poll completed, for the path's counter: added once per poll, not per operation.

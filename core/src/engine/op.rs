@@ -236,6 +236,7 @@ impl<const D: usize> OpTable<D> {
             head: 0,
             tail: 0,
             live: 0,
+            rung: 0,
         }
     }
 

@@ -291,9 +291,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 break;
             }
         }
-        if reposted {
-            if let Queue::Rx(q) = &mut self.queue {
+        if let Queue::Rx(q) = &mut self.queue {
+            // Frames dropped and posted again, or receives posted earlier whose doorbell
+            // waited and which the device now needs (`recv_doorbell`).
+            if reposted || self.table.recv_doorbell_due(true) {
                 q.doorbell();
+                self.table.rung = self.table.tail;
             }
         }
         if self.is_tx() && self.kind.framing().is_some_and(|f| !f.encap.is_ringfab()) {

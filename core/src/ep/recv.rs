@@ -123,7 +123,7 @@ impl Endpoint {
                 let r =
                     st.post_multi_recv(cq.credits, raw, dev_len, slots, accepted, context, flags);
                 if !flags.contains(OpFlags::MORE) || r.is_err() {
-                    st.doorbell();
+                    st.recv_doorbell();
                 }
                 return r;
             }
@@ -133,7 +133,9 @@ impl Endpoint {
             let accepted = dev_len.min(raw.len) - header;
             let r = st.post_recv_one(cq.credits, raw, accepted, context, flags);
             if !flags.contains(OpFlags::MORE) || r.is_err() {
-                st.doorbell();
+                // The device may see it later (`recv_doorbell`): fi_endpoint(3) asks a post to
+                // be accepted, not to be visible to the hardware at once.
+                st.recv_doorbell();
             }
             r
         });
