@@ -83,8 +83,8 @@ pub trait Mmio: Send + Sync {
 /// Implementors guarantee that `cpu()..cpu()+len()` is valid for volatile reads and writes, aligned
 /// to at least 4096 bytes, zeroed when handed out, and reachable by the device at `iova()` and
 /// nowhere else, for as long as the value lives; that `cpu()` and `len()` return the same values
-/// for as long as the value lives (moving it does not change them — [`DmaRing`] relies on this);
-/// and that no other `DmaRegion` overlaps it.
+/// for as long as the value lives (moving it does not change them — [`DmaRing`] and
+/// [`DmaBlock`] rely on this); and that no other `DmaRegion` overlaps it.
 pub unsafe trait DmaRegion: Send {
     /// CPU address of the first byte.
     fn cpu(&self) -> NonNull<u8>;
