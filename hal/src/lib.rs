@@ -44,7 +44,9 @@ pub use nic::{
     Capabilities, Link, Nic, Offloads, RssCaps, RssConfig, RssHashes, RssSaved, RxConfig, RxMode,
     Stats, TxConfig,
 };
-pub use platform::{DmaMapping, DmaRegion, DmaRing, DmaRingRef, Mmio, Platform};
+pub use platform::{
+    DmaBlock, DmaMapping, DmaRegion, DmaRing, DmaRingRef, FixedLen, Mmio, Platform,
+};
 pub use queue::{
     Queue, Report, RssHashKind, RssInfo, RxBuffer, RxChecksum, RxCompletion, RxError, RxQueue,
     Token, TxChecksum, TxCompletion, TxError, TxQueue, TxSegment,

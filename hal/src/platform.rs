@@ -83,8 +83,8 @@ pub trait Mmio: Send + Sync {
 /// Implementors guarantee that `cpu()..cpu()+len()` is valid for volatile reads and writes, aligned
 /// to at least 4096 bytes, zeroed when handed out, and reachable by the device at `iova()` and
 /// nowhere else, for as long as the value lives; that `cpu()` and `len()` return the same values
-/// for as long as the value lives (moving it does not change them — [`DmaRing`] relies on this);
-/// and that no other `DmaRegion` overlaps it.
+/// for as long as the value lives (moving it does not change them — [`DmaRing`] and
+/// [`DmaBlock`] rely on this); and that no other `DmaRegion` overlaps it.
 pub unsafe trait DmaRegion: Send {
     /// CPU address of the first byte.
     fn cpu(&self) -> NonNull<u8>;
@@ -350,6 +350,167 @@ impl<const N: usize> DmaRingRef<'_, N> {
     }
 }
 
+/// A byte length fixed at compile time: what a [`DmaBlock`] is checked against. A driver
+/// implements it on a type of its own that names a layout (a virtqueue of `N` entries, say),
+/// its `LEN` a `const fn` of the layout's parameters.
+pub trait FixedLen {
+    /// The length in bytes.
+    const LEN: usize;
+}
+
+/// A [`DmaRegion`] checked once to hold at least `L::LEN` bytes, whose accessors then check
+/// each offset against that constant instead of against [`DmaRegion::len`]: the accessor for a
+/// hot path that reaches several areas of one region by computed offsets (a virtqueue's
+/// descriptor tables, rings and headers).
+///
+/// The checks stay, and a wrong offset is still a panic (out of line), never a stray access;
+/// but they compare with a constant, and the base address is a field rather than a call, so
+/// where the compiler knows an offset's range — an index reduced modulo a power of two times a
+/// stride, plus a constant — it proves the access inside and the check costs nothing. The
+/// region's `len` is not read again after [`new`](Self::new). Accesses are volatile and go
+/// through a raw pointer, never a reference, as with [`DmaRegion`]; ordering against the device
+/// stays the driver's job.
+///
+/// ```
+/// # use core::ptr::NonNull;
+/// # use ringfab_hal::{DmaBlock, DmaRegion, FixedLen, Iova};
+/// # #[repr(C, align(4096))] struct Page([u8; 4096]);
+/// # struct Mem(NonNull<Page>);
+/// # unsafe impl Send for Mem {}
+/// # // SAFETY: a boxed, zeroed, 4096-aligned page owned by this value alone until drop.
+/// # unsafe impl DmaRegion for Mem {
+/// #     fn cpu(&self) -> NonNull<u8> { self.0.cast() }
+/// #     fn iova(&self) -> Iova { Iova(0x1000) }
+/// #     fn len(&self) -> usize { 4096 }
+/// # }
+/// # impl Drop for Mem {
+/// #     // SAFETY: from `Box::into_raw` below, freed once.
+/// #     fn drop(&mut self) { drop(unsafe { Box::from_raw(self.0.as_ptr()) }) }
+/// # }
+/// # let region = Mem(NonNull::new(Box::into_raw(Box::new(Page([0; 4096])))).unwrap());
+/// /// Eight 16-byte entries.
+/// struct Table;
+/// impl FixedLen for Table {
+///     const LEN: usize = 8 * 16;
+/// }
+/// let block = DmaBlock::<_, Table>::new(region).ok().expect("128 bytes fit a page");
+/// let entry = |i: usize| 16 * (i % 8);
+/// block.write_u64(entry(11) + 8, 0xAB);
+/// assert_eq!(block.read_u32(entry(3) + 8), 0xAB);
+/// assert_eq!(block.region().read_u64(3 * 16 + 8), 0xAB);
+/// ```
+pub struct DmaBlock<D: DmaRegion, L: FixedLen> {
+    /// First byte; `base..base + L::LEN` lies inside `region`.
+    base: NonNull<u8>,
+    region: D,
+    _len: PhantomData<fn() -> L>,
+}
+
+// SAFETY: as `DmaRing`'s: `base` points into memory owned by `region` and is used only as that
+// region's own accessors would use `cpu()`.
+unsafe impl<D: DmaRegion, L: FixedLen> Send for DmaBlock<D, L> {}
+
+// SAFETY: as `DmaRing`'s: shared access only makes volatile reads and writes through `base`.
+unsafe impl<D: DmaRegion + Sync, L: FixedLen> Sync for DmaBlock<D, L> {}
+
+impl<D: DmaRegion, L: FixedLen> DmaBlock<D, L> {
+    /// Views `region` as the first `L::LEN` bytes of it.
+    ///
+    /// # Errors
+    /// Gives `region` back if it is shorter than `L::LEN` bytes.
+    pub fn new(region: D) -> core::result::Result<Self, D> {
+        if region.len() < L::LEN {
+            return Err(region);
+        }
+        Ok(DmaBlock {
+            base: region.cpu(),
+            region,
+            _len: PhantomData,
+        })
+    }
+
+    /// The region underneath (for its IOVA, or for tests that play the device).
+    pub fn region(&self) -> &D {
+        &self.region
+    }
+
+    /// Reads the `u16` at byte `offset`.
+    ///
+    /// # Panics
+    /// If `offset` is not 2-byte aligned or `offset + 2 > L::LEN`.
+    #[inline(always)]
+    pub fn read_u16(&self, offset: usize) -> u16 {
+        // SAFETY: `at` proved the 2 aligned bytes inside the first `L::LEN` bytes of the
+        // region, which `new` checked it holds and which stay valid while `self` lives.
+        unsafe { self.at::<u16>(offset).read_volatile() }
+    }
+
+    /// Reads the `u32` at byte `offset`.
+    ///
+    /// # Panics
+    /// If `offset` is not 4-byte aligned or `offset + 4 > L::LEN`.
+    #[inline(always)]
+    pub fn read_u32(&self, offset: usize) -> u32 {
+        // SAFETY: as in `read_u16`, for 4 bytes.
+        unsafe { self.at::<u32>(offset).read_volatile() }
+    }
+
+    /// Reads the `u64` at byte `offset` (one 64-bit access on 64-bit targets).
+    ///
+    /// # Panics
+    /// If `offset` is not 8-byte aligned or `offset + 8 > L::LEN`.
+    #[inline(always)]
+    pub fn read_u64(&self, offset: usize) -> u64 {
+        // SAFETY: as in `read_u16`, for 8 bytes.
+        unsafe { self.at::<u64>(offset).read_volatile() }
+    }
+
+    /// Writes `value` as the `u16` at byte `offset`.
+    ///
+    /// # Panics
+    /// If `offset` is not 2-byte aligned or `offset + 2 > L::LEN`.
+    #[inline(always)]
+    pub fn write_u16(&self, offset: usize, value: u16) {
+        // SAFETY: as in `read_u16`, for a volatile write; no reference points into the region.
+        unsafe { self.at::<u16>(offset).write_volatile(value) }
+    }
+
+    /// Writes `value` as the `u32` at byte `offset`.
+    ///
+    /// # Panics
+    /// If `offset` is not 4-byte aligned or `offset + 4 > L::LEN`.
+    #[inline(always)]
+    pub fn write_u32(&self, offset: usize, value: u32) {
+        // SAFETY: as in `write_u16`, for 4 bytes.
+        unsafe { self.at::<u32>(offset).write_volatile(value) }
+    }
+
+    /// Writes `value` as the `u64` at byte `offset`.
+    ///
+    /// # Panics
+    /// If `offset` is not 8-byte aligned or `offset + 8 > L::LEN`.
+    #[inline(always)]
+    pub fn write_u64(&self, offset: usize, value: u64) {
+        // SAFETY: as in `write_u16`, for 8 bytes.
+        unsafe { self.at::<u64>(offset).write_volatile(value) }
+    }
+
+    /// Checked pointer to the `T` at `offset`: aligned, and inside the first `L::LEN` bytes.
+    #[inline(always)]
+    fn at<T>(&self, offset: usize) -> *mut T {
+        checked_ptr::<T>(self.base, L::LEN, offset)
+    }
+}
+
+impl<D: DmaRegion, L: FixedLen> core::fmt::Debug for DmaBlock<D, L> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DmaBlock")
+            .field("iova", &self.region.iova())
+            .field("len", &L::LEN)
+            .finish()
+    }
+}
+
 /// Reads the 8 bytes at `p` as two 4-byte volatile reads, bytes 0–3 first and bytes 4–7 after
 /// an acquire fence: [`DmaRingRef::read`] on a 32-bit target (compiled on every target for its
 /// test).
@@ -581,6 +742,45 @@ mod tests {
         ring.write(usize::MAX, usize::MAX, 0xCD); // descriptor 3, word 1: the last word
         assert_eq!(ring.region().read_u64(56), 0xCD);
         assert_eq!(ring.view().read(1, 1), 0xAB);
+    }
+
+    /// 64 bytes, as `Words` holds.
+    struct SixtyFour;
+    impl FixedLen for SixtyFour {
+        const LEN: usize = 64;
+    }
+
+    /// More than `Words` holds.
+    struct SixtyFive;
+    impl FixedLen for SixtyFive {
+        const LEN: usize = 65;
+    }
+
+    #[test]
+    fn dma_block_refuses_a_region_shorter_than_its_length() {
+        assert!(DmaBlock::<_, SixtyFive>::new(words()).is_err());
+        let block = DmaBlock::<_, SixtyFour>::new(words()).ok().unwrap();
+        block.write_u64(56, 0x1122_3344_5566_7788);
+        assert_eq!(block.read_u32(60), 0x1122_3344);
+        assert_eq!(block.read_u16(56), 0x7788);
+        block.write_u16(2, 0xAB);
+        block.write_u32(4, 0xCD);
+        assert_eq!(block.region().read_u64(0), 0xCD_00AB_0000);
+        assert_eq!(block.read_u64(56), 0x1122_3344_5566_7788);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a region")]
+    fn dma_block_refuses_an_access_past_its_length() {
+        let block = DmaBlock::<_, SixtyFour>::new(words()).ok().unwrap();
+        let _ = block.read_u32(62);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a region")]
+    fn dma_block_refuses_a_misaligned_access() {
+        let block = DmaBlock::<_, SixtyFour>::new(words()).ok().unwrap();
+        block.write_u64(4, 0);
     }
 
     #[test]

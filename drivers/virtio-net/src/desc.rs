@@ -137,14 +137,21 @@ impl Layout {
         self.used + 4 + USED_ELEM_LEN * self.n
     }
 
-    /// Descriptor `k` of id `id`'s indirect table.
-    pub const fn indirect_desc(&self, id: usize, k: usize) -> usize {
-        self.indirect + (id * INDIRECT_ENTRIES + k) * DESC_LEN
+    /// Ring descriptor `id % n`.
+    pub const fn ring_desc(&self, id: usize) -> usize {
+        self.desc + DESC_LEN * (id & (self.n - 1))
     }
 
-    /// Id `id`'s network header.
+    /// Descriptor `k % 8` of id `id % n`'s indirect table. (Ids wrap as ring positions do:
+    /// whatever the id, the offset lies inside the table area.)
+    pub const fn indirect_desc(&self, id: usize, k: usize) -> usize {
+        self.indirect
+            + ((id & (self.n - 1)) * INDIRECT_ENTRIES + (k & (INDIRECT_ENTRIES - 1))) * DESC_LEN
+    }
+
+    /// Id `id % n`'s network header.
     pub const fn hdr_of(&self, id: usize) -> usize {
-        self.hdr + id * HDR_STRIDE
+        self.hdr + (id & (self.n - 1)) * HDR_STRIDE
     }
 }
 
@@ -200,6 +207,19 @@ mod tests {
             assert_eq!(l.len, l.hdr + 16 * n);
         }
         let l = Layout::new(256);
+        assert_eq!(l.indirect_desc(3, 2), l.indirect + (3 * 8 + 2) * 16);
+        assert_eq!(
+            l.indirect_desc(256 + 3, 8 + 2),
+            l.indirect_desc(3, 2),
+            "ids wrap"
+        );
+        assert_eq!(
+            l.indirect_desc(255, 7) + 16,
+            l.hdr,
+            "the last table ends at the headers"
+        );
+        assert_eq!(l.hdr_of(255) + 16, l.len);
+        assert_eq!(l.ring_desc(257), l.desc + 16);
         assert_eq!(l.used_event(), 4096 + 4 + 512);
         assert_eq!(l.used_ring(257), l.used + 4 + 8);
         assert_eq!(l.avail_event(), l.used + 4 + 2048);

@@ -405,7 +405,7 @@ impl<P: Platform> VirtioNet<P> {
             let len = Layout::new(CTRL_DEPTH).len;
             let mem = self.platform.alloc_dma(len)?;
             let buf = self.platform.alloc_dma(4096)?;
-            let mut vq = Virtq::new(mem, features & feature::EVENT_IDX != 0);
+            let mut vq = Virtq::new(mem, features & feature::EVENT_IDX != 0)?;
             let notify_at = self.setup_queue(index, &mut vq, None)?;
             st.ctrl = Some(Ctrl {
                 vq,
@@ -567,9 +567,7 @@ impl<P: Platform> VirtioNet<P> {
                 write: true,
             },
         ];
-        let id =
-            c.vq.push(Hdr::None, &segs, Token(0), true, 1)
-                .map_err(|_| err)?;
+        let id = c.vq.push(&segs, Token(0)).map_err(|_| err)?;
         if c.vq.publish() {
             self.t.notify(c.notify_at, c.index);
         }
@@ -734,7 +732,7 @@ impl<P: Platform> VirtioNet<P> {
         let made = (|| {
             let irq = self.interrupt_for(index, interrupt, vector)?;
             let mem = self.platform.alloc_dma(Layout::new(N).len)?;
-            let mut vq = Virtq::new(mem, dev.features & feature::EVENT_IDX != 0);
+            let mut vq = Virtq::new(mem, dev.features & feature::EVENT_IDX != 0)?;
             let v = irq.as_ref().map(|(v, _)| *v);
             let notify_at = {
                 let _st = self.state.lock();
@@ -867,7 +865,10 @@ impl<P: Platform> Nic for VirtioNet<P> {
         config: TxConfig,
     ) -> Result<VirtioNetTx<'_, P, N>> {
         let csum = self.state.lock().dev.features & feature::CSUM != 0;
-        let (q, vq) = self.open_queue::<N>(index, true, config.interrupt, config.vector)?;
+        let (q, mut vq) = self.open_queue::<N>(index, true, config.interrupt, config.vector)?;
+        // Every chain's fixed parts, written once: the avail ring is empty, so the device
+        // reads none of them yet (§2.7.13).
+        vq.set_tx_chains();
         Ok(VirtioNetTx { q, vq, csum })
     }
 
@@ -1160,18 +1161,11 @@ impl<P: Platform, const N: usize> VirtioNetTx<'_, P, N> {
                 max: MAX_TX_SEGMENTS,
             });
         }
-        let mut segs = [Seg {
-            addr: 0,
-            len: 0,
-            write: false,
-        }; MAX_TX_SEGMENTS];
         let mut total = 0usize;
         let mut empty = false;
-        for (s, d) in segments.iter().zip(segs.iter_mut()) {
+        for s in segments {
             total += usize::from(s.len);
             empty |= s.len == 0;
-            d.addr = s.iova.0;
-            d.len = s.len.into();
         }
         if empty || total > MAX_FRAME_LEN {
             return Err(PushError::FrameLength {
@@ -1187,7 +1181,7 @@ impl<P: Platform, const N: usize> VirtioNetTx<'_, P, N> {
         let always = matches!(report, Report::Always);
         // `cap` carries the frame length for the statistics: the device writes nothing.
         self.vq
-            .push(hdr, &segs[..count], token, always, total as u32)
+            .push_tx(segments, hdr, token, always, total as u32)
             .map(|_| ())
     }
 }
