@@ -130,9 +130,19 @@ fn domain<'n, N: Nic>(nic: &'n N, clock: &'n TestClock, addr: Ipv4Addr) -> Domai
 }
 
 fn host<N: Nic>(d: &Domain<'_, N, D>, port: u16, source_err: bool) -> Host<N> {
+    host_with_cq(d, port, source_err, 256)
+}
+
+/// [`host`] with a CQ of `cq_size` entries.
+fn host_with_cq<N: Nic>(
+    d: &Domain<'_, N, D>,
+    port: u16,
+    source_err: bool,
+    cq_size: usize,
+) -> Host<N> {
     let cq = d
         .open_cq::<Msg>(&CqAttr {
-            size: 256,
+            size: cq_size,
             ..CqAttr::default()
         })
         .unwrap();
@@ -422,11 +432,7 @@ fn icmp_echo_requests_are_answered<T: TestNic>() {
         );
         p.wire.run_until_idle();
     }
-    let replies: Vec<_> = cap
-        .frames()
-        .into_iter()
-        .filter(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 1 && f[34] == 0)
-        .collect();
+    let replies = echo_replies(cap.frames());
     assert_eq!(replies.len(), 1, "one echo reply");
     let r = &replies[0];
     assert_eq!(&r[0..6], &MAC_A.0);
@@ -441,6 +447,154 @@ fn icmp_echo_requests_are_answered<T: TestNic>() {
     assert_eq!(&r[42..42 + data.len()], &data[..], "the data echoed whole");
     assert_eq!(checksum::of(&r[34..42 + data.len()]), 0);
     assert_eq!(b.ep.dropped_frames(&db), 0, "an answered ping is no drop");
+}
+
+/// The echo replies among `frames` (IPv4, ICMP, type 0).
+fn echo_replies(frames: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    frames
+        .into_iter()
+        .filter(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 1 && f[34] == 0)
+        .collect()
+}
+
+/// An ARP request from A (MAC A, IP A) for `target` (RFC 826).
+fn arp_request(target: Ipv4Addr) -> Vec<u8> {
+    let mut out = [0u8; 60];
+    ringfab::ip::emit::arp(
+        &ringfab::ip::emit::ArpFrame {
+            op: ringfab::ip::parse::ArpOp::Request,
+            eth_dst: MacAddr::BROADCAST,
+            sender_mac: MAC_A,
+            sender_ip: IP_A,
+            target_mac: MacAddr([0; 6]),
+            target_ip: target,
+        },
+        &mut out,
+    );
+    out.to_vec()
+}
+
+/// RFC 1122 §3.2.2.6: "The data received in the Echo Request MUST be entirely included in the
+/// Echo Reply." An echo request as long as a 1500-byte MTU allows (`ping -s 1472`), and one as
+/// long as the receive path takes (the NIC's largest frame or the receive buffer), are each
+/// answered with all their data.
+fn an_echo_request_as_long_as_the_mtu_gets_all_its_data_back<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&db, &b, 4, 0);
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    let largest = p.nic_b.capabilities().max_frame_len.min(BUF) - UDP_HEADER_LEN;
+    for (seq, len) in [(1u16, 1472usize), (2, largest)] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+        raw.send_long(&p, &echo_request(0x4242, seq, &data));
+        for _ in 0..3 {
+            let (ok, err) = read_all(&db, &mut b);
+            assert!(
+                ok.is_empty() && err.is_empty(),
+                "nothing reaches the application"
+            );
+            p.wire.run_until_idle();
+        }
+        let replies: Vec<_> = echo_replies(cap.frames())
+            .into_iter()
+            .filter(|r| r[40..42] == seq.to_be_bytes())
+            .collect();
+        assert_eq!(replies.len(), 1, "one reply to the request of {len} bytes");
+        let r = &replies[0];
+        assert_eq!(
+            r.len(),
+            UDP_HEADER_LEN + len,
+            "the reply is as long as the request"
+        );
+        assert_eq!(&r[42..], &data[..], "the data echoed whole");
+        assert_eq!(checksum::of(&r[14..34]), 0);
+        assert_eq!(checksum::of(&r[34..]), 0, "ICMP checksum");
+    }
+    assert_eq!(db.ip_drops().control, 0);
+}
+
+/// fi_cq(3): the CQ's size bounds the completions it holds; docs/ip.md: control frames take
+/// no CQ credit and are never reported, so a CQ whose every credit is taken does not hold back
+/// RFC 826's reply ("the ar$op field is set to ares_op$REPLY, and the packet is sent ... to
+/// the same hardware on which the request was received") nor RFC 1122 §3.2.2.6's ("Every host
+/// MUST implement an ICMP Echo server function"). B's CQ has 4 entries, all taken by the 4
+/// receives posted.
+fn a_full_cq_does_not_hold_back_arp_and_icmp_answers<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host_with_cq(&db, 7000, false, 4);
+    post_recvs(&db, &b, 4, 0);
+    let more = b.ep.recv(&db, b.mr.alloc(&db, BUF).unwrap(), OpContext(9));
+    assert!(
+        matches!(more, Err((Error::Again, _))),
+        "the CQ's credits are all taken"
+    );
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    raw.send(&p, &[arp_request(IP_B), echo_request(1, 1, b"ping")]);
+    for _ in 0..3 {
+        let (ok, err) = read_all(&db, &mut b);
+        assert!(
+            ok.is_empty() && err.is_empty(),
+            "nothing reaches the application"
+        );
+        p.wire.run_until_idle();
+    }
+    let frames = cap.frames();
+    let arp_replies = frames
+        .iter()
+        .filter(|f| f[12..14] == [8, 6] && f[20..22] == [0, 2] && f[28..32] == IP_B.octets())
+        .count();
+    assert_eq!(arp_replies, 1, "B answered ARP");
+    assert_eq!(echo_replies(frames).len(), 1, "B answered the ping");
+    assert_eq!(db.ip_drops().control, 0);
+}
+
+/// RFC 826: when the address is not in the table, the resolution module "generates an
+/// Ethernet packet with a type field of ether_type$ADDRESS_RESOLUTION" — and here it leaves
+/// with the send that needed it (docs/ip.md: the outbox is drained on sends, not only on CQ
+/// reads): A sends to B, whose MAC it does not know, and never reads its CQ; the request is
+/// on the wire, B answers, and A's held send goes out at A's next read.
+fn a_send_takes_the_arp_request_it_needs_out_with_it<T: TestNic>() {
+    let p = pair_of::<T>();
+    let cap = Captured::on(&p.wire);
+    let clock = TestClock::new();
+    let (da, db) = (
+        domain(&p.nic_a, &clock, IP_A),
+        domain(&p.nic_b, &clock, IP_B),
+    );
+    let mut a = host(&da, 7000, false);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&da, &a, 8, 100);
+    post_recvs(&db, &b, 8, 0);
+    let to_b =
+        a.av.insert_sockaddr_one(&da, SockAddrIn::new(IP_B, 7000))
+            .unwrap();
+    p.wire.run_until_idle();
+    assert!(
+        !cap.frames().iter().any(|f| is_arp_request_for(f, IP_B)),
+        "nothing sent A's outbox yet"
+    );
+    send(&da, &a, to_b, b"first", 1);
+    p.wire.run_until_idle();
+    assert!(
+        cap.frames().iter().any(|f| is_arp_request_for(f, IP_B)),
+        "the send sent A's ARP request"
+    );
+    let mut got_a = Vec::new();
+    let mut got_b = Vec::new();
+    for _ in 0..4 {
+        got_b.extend(read_all(&db, &mut b).0);
+        p.wire.run_until_idle();
+        got_a.extend(read_all(&da, &mut a).0);
+        p.wire.run_until_idle();
+    }
+    assert_eq!(got_a.iter().map(|c| c.0).collect::<Vec<_>>(), [1]);
+    assert_eq!(got_b.iter().map(|c| c.1).collect::<Vec<_>>(), [5]);
 }
 
 /// A valid datagram from A (port 5000) to B's `port`.
@@ -1025,6 +1179,9 @@ on_every_nic!(
     two_endpoints_exchange_datagrams_with_arp_in_between,
     a_peer_that_never_answers_arp_fails_each_held_send,
     icmp_echo_requests_are_answered,
+    an_echo_request_as_long_as_the_mtu_gets_all_its_data_back,
+    a_full_cq_does_not_hold_back_arp_and_icmp_answers,
+    a_send_takes_the_arp_request_it_needs_out_with_it,
     malformed_frames_are_dropped_and_counted_never_reported,
     plain_udp_needs_its_address_format_and_the_domains_address,
     several_endpoints_share_one_queue_told_apart_by_port,

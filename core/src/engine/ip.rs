@@ -3,17 +3,27 @@
 //! outbox (ARP and ICMP frames waiting for a transmit path), the bound UDP ports and the drop
 //! counts. A plain-UDP receive path hands it ARP packets and echo requests
 //! ([`IpHost::take_control`]); a plain-UDP transmit path, each time it is polled, sends what the
-//! outbox holds and releases or fails its held sends ([`PathState::ip_progress`]). No thread
-//! and no timer: the time is the one the poll's caller read from the domain's clock.
+//! outbox holds and releases or fails its held sends ([`PathState::ip_progress`]), and each
+//! time it sends, sends what the outbox holds ([`PathState::drain_outbox`]). Both first test
+//! one atomic ([`IpHost::has_control`], [`IpHost::has_work`]): an idle host costs a path one
+//! load. No thread and no timer: the time is the one the poll's caller read from the domain's
+//! clock.
+//!
+//! Control frames go out as operations of their own kind (`OpKind::Control`): from a slot of
+//! the transmit path's control region (`PathState::control`, [`CONTROL_SLOTS`] frames of
+//! [`CONTROL_LEN`] bytes in DMA memory), with no CQ credit, never reported to the application;
+//! a failure is counted (`IpDrops::control`). So a full CQ of the application's does not hold
+//! ARP and ICMP answers back.
 //!
 //! Locks: a path's lock, then the host's — never the other way round (a send looks its
 //! next hop up and lets go of the host before it takes its transmit path).
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use core::time::Duration;
 
 use spin::Mutex;
 
+use super::op::{Op, OpKind};
 use super::sink::{ErrRecord, Outcome, Sink};
 use super::state::{PollCtx, Queue};
 use super::verdict::SEND_FLAGS;
@@ -22,7 +32,7 @@ use crate::atomic::AtomicU64;
 use crate::buf::RawBuf;
 use crate::entry::{Completion, OpContext};
 use crate::hal::MacAddr;
-use crate::hal::{DmaRegion as _, Iova, Nic, TxChecksum, TxSegment};
+use crate::hal::{DmaRegion as _, Iova, Nic, Report, Token, TxChecksum, TxQueue, TxSegment};
 use crate::ip::arp::{Resolve, Resolver};
 use crate::ip::checksum::Sum;
 use crate::ip::emit::{self, ArpFrame, UdpChecksum, UdpHeader};
@@ -38,14 +48,24 @@ pub(crate) const ARP_ENTRIES: usize = 16;
 pub(crate) const HELD: usize = 8;
 /// Control frames waiting for a transmit path.
 const OUTBOX: usize = 4;
+/// Control frames one transmit path has in flight at once: the slots of its control region.
+pub(crate) const CONTROL_SLOTS: usize = 4;
+/// Bytes of a transmit path's control region (DMA memory, allocated with the path).
+pub(crate) const CONTROL_REGION: usize = CONTROL_SLOTS * CONTROL_LEN;
 /// UDP ports bound at once.
 pub(crate) const MAX_PORTS: usize = 16;
 /// The first port handed out for `EpAttr::port` 0 (RFC 6335 §6: the dynamic range).
 const DYNAMIC_PORTS: u16 = 49152;
 
-/// Bytes of one inject bounce slot of a transmit path: an inject's frame, a gather send's
-/// header, or a control frame.
-pub(crate) const BOUNCE_SLOT: usize = CONTROL_LEN;
+/// Bytes of one inject bounce slot of a transmit path: an inject's frame or a gather send's
+/// header (the longest header and `inject_size`, rounded to cache lines).
+pub(crate) const BOUNCE_SLOT: usize = 128;
+
+/// [`IpHost::work`]: the outbox holds a frame (a send drains it).
+const WORK_OUTBOX: u8 = 1;
+/// [`IpHost::work`]: the resolver is busy (`Resolver::busy`: a retry, a verdict or a held send
+/// waits; a poll's progress sees to it).
+const WORK_RESOLVER: u8 = 2;
 
 /// A send held while its next hop resolves: everything its post needs.
 #[derive(Clone, Copy, Debug)]
@@ -80,6 +100,13 @@ pub(crate) struct IpState {
     outbox: [Option<Control>; OUTBOX],
 }
 
+impl Control {
+    const EMPTY: Control = Control {
+        len: 0,
+        bytes: [0; CONTROL_LEN],
+    };
+}
+
 /// What the host does with a frame a receive path classified as its own business.
 pub(crate) enum ControlIn<'a> {
     Arp(Arp),
@@ -102,29 +129,50 @@ pub(crate) struct IpHost {
     /// ([`Offloads::tx_l4_checksum`](crate::hal::Offloads)): plain-UDP sends then leave the
     /// payload unsummed and ask for the insertion.
     udp_offload: AtomicBool,
+    /// What waits for a transmit path ([`WORK_OUTBOX`], [`WORK_RESOLVER`]): written under the
+    /// state's lock after every change, read without it — the one load a path pays when the
+    /// host is idle.
+    work: AtomicU8,
 }
 
 impl IpState {
-    fn queue(&mut self, frame: &[u8]) -> bool {
+    /// Queues the frame `emit` writes into a free outbox slot (returning its length); `false`
+    /// if the outbox is full or `emit` writes nothing. The frame is written in place: a slot
+    /// is a full frame, too large to build on the stack and copy.
+    fn queue_with(&mut self, emit: impl FnOnce(&mut [u8; CONTROL_LEN]) -> Option<usize>) -> bool {
         let Some(slot) = self.outbox.iter_mut().find(|c| c.is_none()) else {
             return false;
         };
-        let mut bytes = [0; CONTROL_LEN];
-        let Some(dst) = bytes.get_mut(..frame.len()) else {
-            return false;
-        };
-        dst.copy_from_slice(frame);
-        *slot = Some(Control {
-            len: frame.len(),
-            bytes,
-        });
-        true
+        let control = slot.insert(Control::EMPTY);
+        match emit(&mut control.bytes).filter(|&n| n <= CONTROL_LEN) {
+            Some(len) => {
+                control.len = len;
+                true
+            }
+            None => {
+                *slot = None;
+                false
+            }
+        }
     }
 
     fn queue_arp(&mut self, a: &ArpFrame) -> bool {
-        let mut out = [0; ETH_MIN_FRAME];
-        emit::arp(a, &mut out);
-        self.queue(&out)
+        self.queue_with(|out| {
+            let frame: &mut [u8; ETH_MIN_FRAME] = (&mut out[..ETH_MIN_FRAME]).try_into().ok()?;
+            emit::arp(a, frame);
+            Some(ETH_MIN_FRAME)
+        })
+    }
+
+    /// The [`IpHost::work`] bits of this state.
+    fn work(&self) -> u8 {
+        let outbox = if self.outbox.iter().any(Option::is_some) {
+            WORK_OUTBOX
+        } else {
+            0
+        };
+        let resolver = if self.arp.busy() { WORK_RESOLVER } else { 0 };
+        outbox | resolver
     }
 }
 
@@ -135,7 +183,26 @@ impl IpHost {
             ports: Mutex::new([0; MAX_PORTS]),
             counts: [const { AtomicU64::new(0) }; COUNTS],
             udp_offload: AtomicBool::new(false),
+            work: AtomicU8::new(0),
         }
+    }
+
+    /// Publishes what `st` leaves waiting (call under the state's lock, after a change).
+    fn publish(&self, st: &IpState) {
+        self.work.store(st.work(), Ordering::Release);
+    }
+
+    /// Whether the outbox holds a frame: one load, what a send pays when it does not.
+    #[inline]
+    pub(crate) fn has_control(&self) -> bool {
+        self.work.load(Ordering::Acquire) & WORK_OUTBOX != 0
+    }
+
+    /// Whether a transmit path's progress has anything to do (the outbox, a retry or verdict
+    /// of ARP, a held send): one load, what a poll pays when it does not.
+    #[inline]
+    pub(crate) fn has_work(&self) -> bool {
+        self.work.load(Ordering::Acquire) != 0
     }
 
     /// Sets (or, with no plain-UDP endpoint enabled, replaces) the configuration; the ARP
@@ -143,11 +210,13 @@ impl IpHost {
     pub(crate) fn configure(&self, mac: MacAddr, ip: Ipv4Config, udp_offload: bool) {
         self.udp_offload.store(udp_offload, Ordering::Relaxed);
         let local = Local { mac, ip };
-        *self.state.lock() = Some(IpState {
+        let mut guard = self.state.lock();
+        let st = guard.insert(IpState {
             local,
             arp: Resolver::new(local),
             outbox: [None; OUTBOX],
         });
+        self.publish(st);
     }
 
     /// How a plain-UDP send's checksum is made: by the NIC where it offers the offload (the
@@ -245,16 +314,14 @@ impl IpHost {
                 None => true,
             },
             ControlIn::Echo(e) => {
-                let mut out = [0; CONTROL_LEN];
-                match emit::echo_reply(&e, st.local.mac, st.local.ip.addr, &mut out) {
-                    Ok(len) => st.queue(&out[..len]),
-                    Err(_) => false,
-                }
+                let (mac, addr) = (st.local.mac, st.local.ip.addr);
+                st.queue_with(|out| emit::echo_reply(&e, mac, addr, out).ok())
             }
         };
         if !queued {
             self.count_control();
         }
+        self.publish(st);
     }
 
     /// Queues the announcement of our address (RFC 5227 §2.3).
@@ -265,6 +332,7 @@ impl IpHost {
             if !st.queue_arp(&a) {
                 self.count_control();
             }
+            self.publish(st);
         }
     }
 
@@ -282,6 +350,7 @@ impl IpHost {
                 self.count_control();
             }
         }
+        self.publish(st);
     }
 
     /// Where a send to `dst` goes at `now`: `Ok(Some(mac))` to send at once, `Ok(None)` when
@@ -309,6 +378,7 @@ impl IpHost {
                     self.count_control();
                 }
             }
+            self.publish(st);
             return Err(Error::Again);
         };
         match st.arp.resolve(hop, item, now) {
@@ -319,6 +389,7 @@ impl IpHost {
                         self.count_control();
                     }
                 }
+                self.publish(st);
                 Ok(None)
             }
             Resolve::Full(_) => Err(Error::Again),
@@ -335,6 +406,7 @@ impl IpHost {
         while let Some(h) = st.arp.take_any_if(|h| h.path == path) {
             each(h);
         }
+        self.publish(st);
     }
 }
 
@@ -378,7 +450,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// A plain-UDP transmit path's progress (module documentation): ARP retries due at `now`,
     /// the outbox, then its held sends — released in order to resolved next hops, or failed
     /// (`FI_EHOSTUNREACH`) where resolution gave up. Returns the outcomes given to `sink` and
-    /// the errors among them (for the counter).
+    /// the errors among them (for the counter). An idle host costs one load.
     pub(super) fn ip_progress<'s, S: Sink<'s>>(
         &mut self,
         ctx: &PollCtx<'s>,
@@ -388,9 +460,9 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         let Some(ip) = ctx.ip else {
             return (0, 0);
         };
-        let Some(context) = self.kind.framing().map(|f| f.context) else {
+        if !ip.host.has_work() {
             return (0, 0);
-        };
+        }
         let me = self.index;
         let mut guard = ip.host.state.lock();
         let Some(st) = guard.as_mut() else {
@@ -401,22 +473,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 ip.host.count_control();
             }
         }
-        let mut rang = false;
-        for i in 0..OUTBOX {
-            let Some(c) = st.outbox[i] else { continue };
-            match self.post_control(ctx, context, &c.bytes[..c.len]) {
-                Ok(()) => {
-                    st.outbox[i] = None;
-                    rang = true;
-                }
-                // The ring, the op table or the CQ is full: the frame waits for the next poll.
-                Err(Error::Again) => break,
-                Err(_) => {
-                    st.outbox[i] = None;
-                    ip.host.count_control();
-                }
-            }
-        }
+        let mut rang = self.post_outbox(ip.host, st);
         let (mut given, mut errors) = (0, 0);
         while let Some(h) = st.arp.take_failed_if(|h| h.path == me) {
             given += 1;
@@ -464,6 +521,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 }
             }
         }
+        ip.host.publish(st);
         drop(guard);
         if rang {
             self.doorbell();
@@ -471,28 +529,115 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         (given, errors)
     }
 
-    /// Posts one control frame out of the bounce slot of the op-table slot it takes, as an
-    /// inject is posted (no success reported).
-    fn post_control(&mut self, ctx: &PollCtx<'_>, context: OpContext, frame: &[u8]) -> Result {
-        if !matches!(self.queue, Queue::Tx(_)) {
+    /// A send's part of the progress: the outbox, if it holds anything (one load if not),
+    /// posted on this path and the doorbell rung. Nothing here can fail an application's
+    /// operation, so a send needs no sink.
+    pub(crate) fn drain_outbox(&mut self, host: &IpHost) {
+        if !host.has_control() {
+            return;
+        }
+        let mut guard = host.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return;
+        };
+        let rang = self.post_outbox(host, st);
+        host.publish(st);
+        drop(guard);
+        if rang {
+            self.doorbell();
+        }
+    }
+
+    /// Posts what the outbox holds, in order, until the path has no room; a frame that cannot
+    /// go at all is dropped and counted. Returns whether anything was posted (no doorbell).
+    fn post_outbox(&mut self, host: &IpHost, st: &mut IpState) -> bool {
+        let mut posted = false;
+        for slot in st.outbox.iter_mut() {
+            let Some(c) = slot else { continue };
+            match self.post_control(c.bytes.get(..c.len).unwrap_or(&[])) {
+                Ok(()) => {
+                    *slot = None;
+                    posted = true;
+                }
+                // The ring, the op table or the control region is full: the frame waits.
+                Err(Error::Again) => break,
+                Err(_) => {
+                    *slot = None;
+                    host.count_control();
+                }
+            }
+        }
+        posted
+    }
+
+    /// Posts one control frame from a free slot of the path's control region, as an operation
+    /// of the control kind: no CQ credit (a full CQ of the application's does not hold it
+    /// back), no success reported (pushed `Report::ErrorsOnly` where the device completes in
+    /// order, so the driver reclaims it silently), a failure counted when its completion is
+    /// taken ([`settle_control`](Self::settle_control)). No doorbell.
+    fn post_control(&mut self, frame: &[u8]) -> Result {
+        if self.fault.is_some() {
             return Err(Error::OpBadState);
         }
+        let region = self.control.as_ref().ok_or(Error::OpBadState)?;
+        let free = (0..CONTROL_SLOTS)
+            .find(|k| self.control_busy & (1 << k) == 0)
+            .ok_or(Error::Again)?;
         let slot = self.table.next_free().ok_or(Error::Again)?;
-        let offset = slot * BOUNCE_SLOT;
-        let bounce = self.bounce.as_ref().ok_or(Error::OpBadState)?;
-        bounce.write_bytes(offset, frame);
-        let iova = Iova(bounce.iova().0 + offset as u64);
-        let raw = RawBuf {
-            span: crate::hal::DmaSpan::EMPTY,
-            iova,
-            len: frame.len() as u32,
-            mr: NO_MR,
+        let offset = free * CONTROL_LEN;
+        if frame.len() > CONTROL_LEN {
+            return Err(Error::MsgSize);
+        }
+        region.write_bytes(offset, frame);
+        let iova = Iova(region.iova().0 + offset as u64);
+        let hw = if self.hw_selective {
+            Report::ErrorsOnly
+        } else {
+            Report::Always
         };
         let segment = TxSegment {
             iova,
             len: frame.len() as u16,
         };
-        self.post_send_with(ctx.cq, &[segment], raw, context, false, None)
+        let Queue::Tx(q) = &mut self.queue else {
+            return Err(Error::OpBadState);
+        };
+        q.push(&[segment], Token(slot as u64), hw)
+            .map_err(super::post::push_error)?;
+        self.control_busy |= 1 << free;
+        self.table.commit(
+            slot,
+            Op {
+                kind: OpKind::Control,
+                buf: RawBuf {
+                    span: crate::hal::DmaSpan::EMPTY,
+                    iova,
+                    len: frame.len() as u32,
+                    mr: NO_MR,
+                },
+                len: frame.len() as u32,
+                ..Op::FREE
+            },
+        );
+        Ok(())
+    }
+
+    /// Settles the control frame `op` (taken out of the op table): its slot of the control
+    /// region is free again, and a failure (`ok` false: the device could not send it, or a
+    /// flush took it back) is counted in `IpDrops::control` — never reported, the application
+    /// did not post it.
+    pub(super) fn settle_control(&mut self, op: &Op, ok: bool, ip: Option<IpCtx<'_>>) {
+        if let Some(region) = &self.control {
+            let k = op.buf.iova.0.wrapping_sub(region.iova().0) / CONTROL_LEN as u64;
+            if k < CONTROL_SLOTS as u64 {
+                self.control_busy &= !(1 << k);
+            }
+        }
+        if !ok {
+            if let Some(ip) = ip {
+                ip.host.count_control();
+            }
+        }
     }
 }
 

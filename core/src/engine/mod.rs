@@ -111,7 +111,7 @@ mod state; // `PathState`'s queue, framing and accessors
 mod verdict; // what one completion becomes (the general lane)
 
 pub(crate) use credit::{Count, Counters, Credits};
-pub(crate) use ip::{udp_offload_request, HeldSend, IpCtx, IpHost, BOUNCE_SLOT};
+pub(crate) use ip::{udp_offload_request, HeldSend, IpCtx, IpHost, BOUNCE_SLOT, CONTROL_REGION};
 pub(crate) use op::NO_MR;
 pub(crate) use post::Poster;
 pub(crate) use sink::{ErrRecord, Outcome, Plain, Sink, Window};
@@ -169,6 +169,11 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     /// `queue`, so it is freed only once the queue that could read it has stopped — and it
     /// lives with the path, not with an endpoint handle that could be dropped first.
     pub(crate) bounce: Option<N::Dma>,
+    /// A plain-UDP transmit path: the control region, where the domain's IPv4 host's frames
+    /// (ARP, ICMP) are sent from (`engine/ip.rs`), and which of its slots are in flight (bit
+    /// `k`: slot `k`). Declared after `queue`, as `bounce`.
+    pub(crate) control: Option<N::Dma>,
+    control_busy: u8,
 }
 
 /// The op table of a path of depth `D`: slots handed out in ring order.

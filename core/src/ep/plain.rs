@@ -108,7 +108,11 @@ impl Endpoint {
             report,
         };
         match dom.ip().route(dst.addr, Some(held), dom.now()) {
-            Ok(None) => buf.posted(Ok(())),
+            Ok(None) => {
+                // Held: the ARP request it asked for goes out now.
+                self.drain_control(dom);
+                buf.posted(Ok(()))
+            }
             Ok(Some(mac)) => {
                 cq.credits.release_credit();
                 let written = header(self.source.mac, mac, src, dst, len, checksum)
@@ -118,6 +122,7 @@ impl Endpoint {
                 }
                 let offload = udp_offload_request(checksum);
                 let r = self.post_tx(dom, &[segment], buf.raw(), context, flags, offload);
+                self.drain_control(dom);
                 buf.posted(r)
             }
             Err(e) => {
@@ -145,10 +150,15 @@ impl Endpoint {
             data,
             flags.unwrap_or(OpFlags::empty()),
         )?;
-        let mac = dom
-            .ip()
-            .route(dst.addr, None, dom.now())?
-            .ok_or(Error::Again)?;
+        let mac = match dom.ip().route(dst.addr, None, dom.now()) {
+            Ok(Some(mac)) => mac,
+            Ok(None) | Err(Error::Again) => {
+                // Not resolved: the ARP request it asked for goes out now.
+                self.drain_control(dom);
+                return Err(Error::Again);
+            }
+            Err(e) => return Err(e),
+        };
         let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
         let cq = self.cq_slot(dom, self.tx_cq)?;
         let checksum = dom.ip().udp_checksum(|| {
@@ -159,7 +169,25 @@ impl Endpoint {
         let head = header(self.source.mac, mac, src, dst, payload.len(), checksum)?;
         // A plain-UDP endpoint is on no shared transmit context: the post has no poster.
         let offload = udp_offload_request(checksum);
-        self.post_copied(&tx, cq.credits, &head, payload, context, flags, offload)
+        let r = self.post_copied(&tx, cq.credits, &head, payload, context, flags, offload);
+        self.drain_control(dom);
+        r
+    }
+
+    /// A send's share of the domain's IPv4 progress (`docs/ip.md`, "ARP, ICMP answers and the
+    /// control outbox"): what the control outbox holds goes out on this endpoint's transmit
+    /// path. One load when it holds nothing, which is nearly always.
+    fn drain_control<'d, 'n, N: Nic + 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) {
+        if !dom.ip().has_control() {
+            return;
+        }
+        if let Some(tx) = self.tx_path(dom) {
+            // A path closed meanwhile has nothing to drain into: the next poll will.
+            let _ = tx.with_state(|st| {
+                st.drain_outbox(dom.ip());
+                Ok(())
+            });
+        }
     }
 }
 

@@ -773,9 +773,17 @@ impl Endpoint {
                 Some(v) => TxConfig::with_vector(v),
                 None => TxConfig::default(),
             };
+            // A plain-UDP endpoint's queue also sends the domain's ARP and ICMP frames, from
+            // a control region of their own (`engine/ip.rs`).
+            let control = if self.attr.encap.is_ringfab() {
+                None
+            } else {
+                Some(dom.nic().alloc_dma(crate::engine::CONTROL_REGION)?)
+            };
             let path = dom.open_tx(self.attr.tx_queue, config)?;
             path.with_state(|st| {
                 st.bounce = Some(bounce);
+                st.control = control;
                 Ok(())
             })?;
             path.attach(tx_cq.cq, tx_cq.flags, framing, self.tx_cntr);

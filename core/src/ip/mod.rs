@@ -64,7 +64,8 @@ pub struct IpDrops {
     /// fit their buffer: their checksum cannot be checked.
     pub too_long: u64,
     /// ARP and ICMP answers, and ARP requests, dropped because the control outbox was full, or
-    /// (echo replies) longer than a control frame ([`CONTROL_LEN`]).
+    /// lost on their way out (the device failed to send them, or a queue was flushed with
+    /// them in it): control frames are never reported to the application.
     pub control: u64,
 }
 
@@ -80,7 +81,8 @@ impl IpDrops {
 /// UDP.
 pub const MAX_CLASSIFIED: usize = 2048;
 
-/// The longest control frame (ARP, an ICMP echo reply): one inject bounce slot. An echo
-/// request whose reply would be longer — more than 86 bytes of data; `ping` sends 56 — is
-/// dropped and counted.
-pub const CONTROL_LEN: usize = 128;
+/// The longest control frame (ARP, an ICMP echo reply, an ICMP error): as long as the longest
+/// frame the receive path classifies, so that an echo request of any length it takes gets its
+/// whole data back (RFC 1122 §3.2.2.6: "The data received in the Echo Request MUST be entirely
+/// included in the Echo Reply").
+pub const CONTROL_LEN: usize = MAX_CLASSIFIED;
