@@ -604,16 +604,125 @@ fn datagram(port: u16, payload: &[u8]) -> Vec<u8> {
 
 /// A valid datagram from A's port `from` to B's `port`.
 fn datagram_from(from: u16, port: u16, payload: &[u8]) -> Vec<u8> {
+    datagram_to(MAC_B, IP_B, from, port, payload)
+}
+
+/// A valid datagram from A's port `from` to `dst_ip`'s `port`, at the Ethernet address
+/// `dst_mac`.
+fn datagram_to(
+    dst_mac: MacAddr,
+    dst_ip: Ipv4Addr,
+    from: u16,
+    port: u16,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut out = vec![0u8; UDP_HEADER_LEN + payload.len()];
     let h = UdpHeader {
         src_mac: MAC_A,
-        dst_mac: MAC_B,
+        dst_mac,
         src: SockAddrIn::new(IP_A, from),
-        dst: SockAddrIn::new(IP_B, port),
+        dst: SockAddrIn::new(dst_ip, port),
     };
     let n = udp_frame(&h, payload, &mut out).unwrap();
     out.truncate(n);
     out
+}
+
+/// The ICMP port-unreachable messages among `frames` (IPv4, ICMP, type 3, code 3).
+fn port_unreachables(frames: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    frames
+        .into_iter()
+        .filter(|f| f.len() > 35 && f[12..14] == [8, 0] && f[23] == 1 && f[34..36] == [3, 3])
+        .collect()
+}
+
+/// RFC 1122 §4.1.3.1: "If a datagram arrives addressed to a UDP port for which there is no
+/// pending LISTEN call, UDP SHOULD send an ICMP Port Unreachable message." RFC 792: the message
+/// carries "the internet header plus the first 64 bits of the original datagram's data".
+/// RFC 1122 §3.2.2: "An ICMP error message MUST NOT be sent as the result of receiving: ... a
+/// datagram destined to an IP broadcast or IP multicast address, or a datagram sent as a
+/// link-layer broadcast". RFC 1122 §3.2.2 also allows limiting the rate ("a host MAY limit the
+/// rate at which it sends ICMP error messages"): a burst of 10, then one per 100 ms. Every
+/// such datagram still counts as dropped for its port.
+fn a_datagram_to_a_port_nobody_bound_is_answered_port_unreachable<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&db, &b, 16, 0);
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    let pass = |raw: &mut RawSender<T>, b: &mut Host<_>, frames: &[Vec<u8>]| {
+        raw.send(&p, frames);
+        for _ in 0..3 {
+            let (ok, err) = read_all(&db, b);
+            assert!(
+                ok.is_empty() && err.is_empty(),
+                "nothing reaches the application"
+            );
+            p.wire.run_until_idle();
+        }
+    };
+    let closed = datagram(7001, b"anyone there?");
+    pass(&mut raw, &mut b, std::slice::from_ref(&closed));
+    let answers = port_unreachables(cap.frames());
+    assert_eq!(answers.len(), 1, "one port unreachable");
+    let r = &answers[0];
+    assert_eq!((&r[0..6], &r[6..12]), (&MAC_A.0[..], &MAC_B.0[..]));
+    assert_eq!(
+        (&r[26..30], &r[30..34]),
+        (&IP_B.octets()[..], &IP_A.octets()[..])
+    );
+    assert_eq!(checksum::of(&r[14..34]), 0, "IPv4 header checksum");
+    assert_eq!(&r[38..42], &[0; 4], "unused");
+    assert_eq!(
+        &r[42..70],
+        &closed[14..42],
+        "the IPv4 header and 64 bits of data"
+    );
+    assert_eq!(checksum::of(&r[34..70]), 0, "ICMP checksum");
+    assert_eq!(db.ip_drops().port, 1);
+
+    // Broadcast, at the IP layer or the link layer: counted, never answered.
+    let subnet_broadcast = Ipv4Addr::new(192, 0, 2, 255);
+    pass(
+        &mut raw,
+        &mut b,
+        &[
+            datagram_to(MacAddr::BROADCAST, subnet_broadcast, 5000, 7001, b"all"),
+            datagram_to(MacAddr::BROADCAST, Ipv4Addr::BROADCAST, 5000, 7001, b"all"),
+            datagram_to(MacAddr::BROADCAST, IP_B, 5000, 7001, b"link broadcast"),
+        ],
+    );
+    assert_eq!(
+        port_unreachables(cap.frames()).len(),
+        1,
+        "no answer to a broadcast"
+    );
+    assert_eq!(db.ip_drops().port, 4);
+
+    // The rate limit: of 15 more at one instant, the 9 tokens left in the burst; a second
+    // later the bucket is full again (10).
+    for i in 0..15 {
+        pass(
+            &mut raw,
+            &mut b,
+            &[datagram(7002, format!("{i}").as_bytes())],
+        );
+    }
+    assert_eq!(port_unreachables(cap.frames()).len(), 10);
+    clock.advance(Duration::from_secs(1));
+    for i in 0..15 {
+        pass(
+            &mut raw,
+            &mut b,
+            &[datagram(7002, format!("{i}").as_bytes())],
+        );
+    }
+    assert_eq!(port_unreachables(cap.frames()).len(), 20);
+    let drops = db.ip_drops();
+    assert_eq!((drops.port, drops.control), (34, 0));
+    assert_eq!(b.ep.dropped_frames(&db), 34);
 }
 
 /// Sets the IPv4 header checksum of `f` right again after an edit (over the header length
@@ -1182,6 +1291,7 @@ on_every_nic!(
     an_echo_request_as_long_as_the_mtu_gets_all_its_data_back,
     a_full_cq_does_not_hold_back_arp_and_icmp_answers,
     a_send_takes_the_arp_request_it_needs_out_with_it,
+    a_datagram_to_a_port_nobody_bound_is_answered_port_unreachable,
     malformed_frames_are_dropped_and_counted_never_reported,
     plain_udp_needs_its_address_format_and_the_domains_address,
     several_endpoints_share_one_queue_told_apart_by_port,

@@ -100,9 +100,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 if cfg!(feature = "plain-udp") && op.kind == OpKind::Control {
                     // A control frame is not the application's to cancel, nor to post again:
                     // sent or (flushed) lost and counted.
-                    if let Some(op) = self.table.take(token, OpKind::Control) {
-                        let sent = !flushed && tx[i].status.is_ok();
-                        self.settle_control(&op, sent, ctx.ip);
+                    let sent = !flushed && tx[i].status.is_ok();
+                    if self.table.take(token, OpKind::Control).is_some() && !sent {
+                        super::ip::control_lost(ctx.ip);
                     }
                     continue;
                 }

@@ -148,7 +148,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     pub(super) fn discard(&mut self, op: &Op, ctx: &PollCtx<'_>) {
         if cfg!(feature = "plain-udp") && op.kind == OpKind::Control {
             // Flushed before it was sent: lost, and counted (it holds no credit).
-            self.settle_control(op, false, ctx.ip);
+            super::ip::control_lost(ctx.ip);
             return;
         }
         // A shared receive context's receives hold no credit (module documentation).

@@ -10,8 +10,8 @@
 //! clock.
 //!
 //! Control frames go out as operations of their own kind (`OpKind::Control`): from a slot of
-//! the transmit path's control region (`PathState::control`, [`CONTROL_SLOTS`] frames of
-//! [`CONTROL_LEN`] bytes in DMA memory), with no CQ credit, never reported to the application;
+//! the transmit path's control region ([`CONTROL_SLOTS`] frames of [`CONTROL_LEN`] bytes in
+//! DMA memory, after the path's bounce slots), with no CQ credit, never reported to the application;
 //! a failure is counted (`IpDrops::control`). So a full CQ of the application's does not hold
 //! ARP and ICMP answers back.
 //!
@@ -36,9 +36,11 @@ use crate::hal::{DmaRegion as _, Iova, Nic, Report, Token, TxChecksum, TxQueue, 
 use crate::ip::arp::{Resolve, Resolver};
 use crate::ip::checksum::Sum;
 use crate::ip::emit::{self, ArpFrame, UdpChecksum, UdpHeader};
+use crate::ip::limit::{self, TokenBucket};
 use crate::ip::parse::{Arp, Echo, Local};
 use crate::ip::{
-    Discard, IpDrops, Ipv4Addr, Ipv4Config, SockAddrIn, CONTROL_LEN, ETH_MIN_FRAME, UDP_HEADER_LEN,
+    Discard, IpDrops, Ipv4Addr, Ipv4Config, SockAddrIn, CONTROL_LEN, ETH_LEN, ETH_MIN_FRAME,
+    UDP_HEADER_LEN, UDP_LEN,
 };
 use crate::{Error, Result};
 
@@ -49,8 +51,9 @@ pub(crate) const HELD: usize = 8;
 /// Control frames waiting for a transmit path.
 const OUTBOX: usize = 4;
 /// Control frames one transmit path has in flight at once: the slots of its control region.
-pub(crate) const CONTROL_SLOTS: usize = 4;
-/// Bytes of a transmit path's control region (DMA memory, allocated with the path).
+const CONTROL_SLOTS: usize = 4;
+/// Bytes of a plain-UDP transmit path's control region (DMA memory, allocated with the path's
+/// bounce slots, after them).
 pub(crate) const CONTROL_REGION: usize = CONTROL_SLOTS * CONTROL_LEN;
 /// UDP ports bound at once.
 pub(crate) const MAX_PORTS: usize = 16;
@@ -98,6 +101,8 @@ pub(crate) struct IpState {
     pub(crate) local: Local,
     pub(crate) arp: Resolver<HeldSend, ARP_ENTRIES, HELD>,
     outbox: [Option<Control>; OUTBOX],
+    /// How many port-unreachable messages may go now (`ip::limit::UNREACHABLE`).
+    unreachable: TokenBucket,
 }
 
 impl Control {
@@ -215,6 +220,7 @@ impl IpHost {
             local,
             arp: Resolver::new(local),
             outbox: [None; OUTBOX],
+            unreachable: limit::UNREACHABLE,
         });
         self.publish(st);
     }
@@ -319,6 +325,58 @@ impl IpHost {
             }
         };
         if !queued {
+            self.count_control();
+        }
+        self.publish(st);
+    }
+
+    /// Answers the UDP datagram that starts `frame` (as received: its Ethernet header, its
+    /// IPv4 header and at least the 8 bytes of its UDP header, which `ip::classify` passed) —
+    /// to a port no endpoint of the domain bound — with an ICMP port unreachable (RFC 1122
+    /// §4.1.3.1: "If a datagram arrives addressed to a UDP port for which there is no pending
+    /// LISTEN call, UDP SHOULD send an ICMP Port Unreachable message"), unless RFC 1122 §3.2.2
+    /// forbids it ("An ICMP error message MUST NOT be sent as the result of receiving: ... a
+    /// datagram destined to an IP broadcast or IP multicast address, or a datagram sent as a
+    /// link-layer broadcast", the other cases of that list being frames `classify` already
+    /// refused: fragments, sources that are no single host, ICMP) or the rate limit
+    /// (`ip::limit`) says to keep quiet. The datagram is counted (`IpDrops::port`) by the
+    /// caller either way.
+    pub(crate) fn port_unreachable(&self, frame: &[u8], now: Duration) {
+        let Some(&version_ihl) = frame.get(ETH_LEN) else {
+            return;
+        };
+        let ihl = usize::from(version_ihl & 0x0f) * 4;
+        let (Some(eth), Some(original)) = (
+            frame.get(..ETH_LEN),
+            frame.get(ETH_LEN..ETH_LEN + ihl + UDP_LEN),
+        ) else {
+            return;
+        };
+        let (Some(src), Some(dst), Some(port)) = (
+            original.get(12..16),
+            original.get(16..20),
+            original.get(ihl + 2..ihl + 4),
+        ) else {
+            return;
+        };
+        let (to_mac, link_dst) = (mac_at(&eth[6..]), mac_at(eth));
+        let (to, dst) = (ipv4_at(src), ipv4_at(dst));
+        let port = u16::from_be_bytes([port[0], port[1]]);
+        if link_dst.is_multicast() || self.ports.lock().contains(&port) {
+            // A link-layer broadcast; or a port bound by an endpoint whose queue the datagram
+            // did not reach (it is there, only not on this queue): not unreachable.
+            return;
+        }
+        let mut guard = self.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return;
+        };
+        // Only a datagram to our own unicast address is answered (never a broadcast one).
+        if dst != st.local.ip.addr || !st.unreachable.take(now) {
+            return;
+        }
+        let (mac, addr) = (st.local.mac, st.local.ip.addr);
+        if !st.queue_with(|out| emit::port_unreachable(original, mac, addr, to_mac, to, out).ok()) {
             self.count_control();
         }
         self.publish(st);
@@ -450,7 +508,9 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// A plain-UDP transmit path's progress (module documentation): ARP retries due at `now`,
     /// the outbox, then its held sends — released in order to resolved next hops, or failed
     /// (`FI_EHOSTUNREACH`) where resolution gave up. Returns the outcomes given to `sink` and
-    /// the errors among them (for the counter). An idle host costs one load.
+    /// the errors among them (for the counter). An idle host costs one load. Out of line: the
+    /// read path's poll calls it for plain-UDP transmit paths only, and must not grow for it.
+    #[inline(never)]
     pub(super) fn ip_progress<'s, S: Sink<'s>>(
         &mut self,
         ctx: &PollCtx<'s>,
@@ -574,20 +634,23 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// of the control kind: no CQ credit (a full CQ of the application's does not hold it
     /// back), no success reported (pushed `Report::ErrorsOnly` where the device completes in
     /// order, so the driver reclaims it silently), a failure counted when its completion is
-    /// taken ([`settle_control`](Self::settle_control)). No doorbell.
+    /// taken ([`control_lost`]). No doorbell.
     fn post_control(&mut self, frame: &[u8]) -> Result {
         if self.fault.is_some() {
             return Err(Error::OpBadState);
         }
-        let region = self.control.as_ref().ok_or(Error::OpBadState)?;
-        let free = (0..CONTROL_SLOTS)
-            .find(|k| self.control_busy & (1 << k) == 0)
-            .ok_or(Error::Again)?;
-        let slot = self.table.next_free().ok_or(Error::Again)?;
-        let offset = free * CONTROL_LEN;
         if frame.len() > CONTROL_LEN {
             return Err(Error::MsgSize);
         }
+        let region = self.bounce.as_ref().ok_or(Error::OpBadState)?;
+        // The control region follows the `D` bounce slots, on a plain-UDP endpoint's path.
+        let base = D * BOUNCE_SLOT;
+        if region.len() < base + CONTROL_REGION {
+            return Err(Error::OpBadState);
+        }
+        let free = self.free_control_slot().ok_or(Error::Again)?;
+        let slot = self.table.next_free().ok_or(Error::Again)?;
+        let offset = base + free * CONTROL_LEN;
         region.write_bytes(offset, frame);
         let iova = Iova(region.iova().0 + offset as u64);
         let hw = if self.hw_selective {
@@ -604,7 +667,6 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         };
         q.push(&[segment], Token(slot as u64), hw)
             .map_err(super::post::push_error)?;
-        self.control_busy |= 1 << free;
         self.table.commit(
             slot,
             Op {
@@ -622,22 +684,59 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         Ok(())
     }
 
-    /// Settles the control frame `op` (taken out of the op table): its slot of the control
-    /// region is free again, and a failure (`ok` false: the device could not send it, or a
-    /// flush took it back) is counted in `IpDrops::control` — never reported, the application
-    /// did not post it.
-    pub(super) fn settle_control(&mut self, op: &Op, ok: bool, ip: Option<IpCtx<'_>>) {
-        if let Some(region) = &self.control {
-            let k = op.buf.iova.0.wrapping_sub(region.iova().0) / CONTROL_LEN as u64;
-            if k < CONTROL_SLOTS as u64 {
-                self.control_busy &= !(1 << k);
+    /// A slot of the control region no live control frame uses: each names its slot by its
+    /// address. A walk over the live operations — control frames are rare, and the path keeps
+    /// no state for them that its read would carry.
+    fn free_control_slot(&self) -> Option<usize> {
+        let base = self.bounce.as_ref()?.iova().0 + (D * BOUNCE_SLOT) as u64;
+        let mut used = [false; CONTROL_SLOTS];
+        for k in 0..self.table.live_span() {
+            let op = &self.table.ops[(self.table.head + k) % D];
+            if op.kind == OpKind::Control {
+                let at = op.buf.iova.0.wrapping_sub(base) / CONTROL_LEN as u64;
+                if let Some(u) = used.get_mut(at as usize) {
+                    *u = true;
+                }
             }
         }
-        if !ok {
-            if let Some(ip) = ip {
-                ip.host.count_control();
-            }
+        used.iter().position(|u| !u)
+    }
+
+    /// The completion of `token` on a transmit path when it names no send: a control frame's
+    /// (taken, and counted if it failed), or nothing. Out of line: the read path's poll calls it
+    /// and must not grow for it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn control_done(&mut self, token: Token, ok: bool, ctx: &PollCtx<'_>) {
+        if self.table.take(token, OpKind::Control).is_some() && !ok {
+            control_lost(ctx.ip);
         }
+    }
+}
+
+/// Counts a control frame that did not go (the device could not send it, or a flush took it
+/// back unsent) in `IpDrops::control`: it is never reported, the application did not post it.
+/// Its slot of the control region is free with its op-table slot.
+#[cold]
+#[inline(never)]
+pub(super) fn control_lost(ip: Option<IpCtx<'_>>) {
+    if let Some(ip) = ip {
+        ip.host.count_control();
+    }
+}
+
+fn mac_at(b: &[u8]) -> MacAddr {
+    let mut m = [0; 6];
+    if let Some(src) = b.get(..6) {
+        m.copy_from_slice(src);
+    }
+    MacAddr(m)
+}
+
+fn ipv4_at(b: &[u8]) -> Ipv4Addr {
+    match b {
+        [a, b, c, d, ..] => Ipv4Addr::new(*a, *b, *c, *d),
+        _ => Ipv4Addr::UNSPECIFIED,
     }
 }
 

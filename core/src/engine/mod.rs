@@ -168,12 +168,11 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     /// frame, a gather send's header), free exactly as long as that slot is. Declared after
     /// `queue`, so it is freed only once the queue that could read it has stopped — and it
     /// lives with the path, not with an endpoint handle that could be dropped first.
+    ///
+    /// On a plain-UDP endpoint's path the region also holds, after the `D` bounce slots, the
+    /// control region ([`CONTROL_REGION`]) the domain's IPv4 host's frames (ARP, ICMP) are
+    /// sent from (`engine/ip.rs`).
     pub(crate) bounce: Option<N::Dma>,
-    /// A plain-UDP transmit path: the control region, where the domain's IPv4 host's frames
-    /// (ARP, ICMP) are sent from (`engine/ip.rs`), and which of its slots are in flight (bit
-    /// `k`: slot `k`). Declared after `queue`, as `bounce`.
-    pub(crate) control: Option<N::Dma>,
-    control_busy: u8,
 }
 
 /// The op table of a path of depth `D`: slots handed out in ring order.

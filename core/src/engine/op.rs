@@ -337,14 +337,22 @@ impl<const D: usize> OpTable<D> {
 
     /// Takes the transmit operation of `token`: an application's send, or (with the
     /// `plain-udp` feature) a control frame of the domain's IPv4 host, which the caller
-    /// settles apart (`PathState::settle_control`).
+    /// settles apart (it holds no credit; `engine/ip.rs`).
     #[inline(always)]
     pub(super) fn take_tx(&mut self, token: Token) -> Option<Op> {
         match self.take(token, OpKind::Send) {
             Some(op) => Some(op),
-            None if cfg!(feature = "plain-udp") => self.take(token, OpKind::Control),
+            None if cfg!(feature = "plain-udp") => self.take_control(token),
             None => None,
         }
+    }
+
+    /// [`take_tx`](Self::take_tx)'s rare case, out of line: the read path's poll, which
+    /// inlines `take_tx`, stays as it was for ringfab's own encapsulations.
+    #[cold]
+    #[inline(never)]
+    fn take_control(&mut self, token: Token) -> Option<Op> {
+        self.take(token, OpKind::Control)
     }
 
     /// Moves `head` past the slots freed since (what [`take`](Self::take) does each time).

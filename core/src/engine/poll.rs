@@ -254,13 +254,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         }
                         let c = &self.tx_scratch[i];
                         i += 1;
-                        let Some(op) = self.table.take_tx(c.token) else {
+                        let Some(op) = self.table.take(c.token, OpKind::Send) else {
+                            if cfg!(feature = "plain-udp") {
+                                // A control frame of the domain's IPv4 host, or nothing.
+                                self.control_done(c.token, c.status.is_ok(), ctx);
+                            }
                             continue;
                         };
-                        if cfg!(feature = "plain-udp") && op.kind == OpKind::Control {
-                            self.settle_control(&op, c.status.is_ok(), ctx.ip);
-                            continue;
-                        }
                         let payload = tx_payload(header, op.len);
                         let mut verdict = tx_outcome(&op, c);
                         self.attach_extras(&op, &mut verdict, ctx.owners);
@@ -337,14 +337,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 break;
             }
             if cfg!(feature = "plain-udp") && op.kind == OpKind::Control {
-                // A control frame holds no credit and counts for no counter.
-                if self
-                    .table
-                    .take(Token(slot as u64), OpKind::Control)
-                    .is_some()
-                {
-                    self.settle_control(&op, true, ctx.ip);
-                }
+                // A control frame, sent: it holds no credit and counts for no counter.
+                self.table.take(Token(slot as u64), OpKind::Control);
                 continue;
             }
             if self.table.take(Token(slot as u64), OpKind::Send).is_some() {

@@ -178,8 +178,6 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             plains: [Plain::NONE; CHUNK],
             iov: [IovRec::FREE; IOV_POOL],
             bounce: None,
-            control: None,
-            control_busy: 0,
         }
     }
 

@@ -13,7 +13,7 @@ use crate::entry::{BufAddr, Completion};
 use crate::flags::CompletionFlags;
 use crate::hal::{RxChecksum, RxCompletion, RxError, TxCompletion, TxError};
 use crate::ip::parse::Frame;
-use crate::ip::{classify, SockAddrIn, Verify, MAX_CLASSIFIED};
+use crate::ip::{classify, SockAddrIn, Verify, ETH_LEN, MAX_CLASSIFIED, UDP_LEN};
 use crate::proto::{self, Header};
 use crate::strerror::ProvError;
 use crate::Error;
@@ -207,15 +207,31 @@ fn plain_udp(
 ) -> core::result::Result<(SockAddrIn, Option<crate::addr::FiAddr>, u32, bool), NotDelivered> {
     let d = classify_plain(op, c.checksum, frame_len, fit, ip)?;
     if d.dst_port != f.port {
-        if let Some(ip) = ip {
-            ip.host.count_port();
-        }
+        unbound_port(op, fit, ip);
         return Err(NotDelivered::Dropped);
     }
     let src_fi =
         f.av.and_then(|i| avs.get(i))
             .and_then(|av| av.reverse_raw(RawAddr::In(d.src)));
     Ok((d.src, src_fi, d.payload_len, d.broadcast))
+}
+
+/// A datagram [`classify_plain`] passed, in `op`'s buffer (`fit` bytes), to a port no endpoint
+/// on its queue bound: counted (`IpDrops::port`) and, where the host may, answered with an ICMP
+/// port unreachable (`IpHost::port_unreachable`: RFC 1122 §4.1.3.1 and the cases §3.2.2
+/// excludes). Reads only the headers the answer quotes; out of line, as the drop is rare.
+#[inline(never)]
+pub(super) fn unbound_port(op: &Op, fit: u32, ip: Option<IpCtx<'_>>) {
+    let Some(ip) = ip else {
+        return;
+    };
+    ip.host.count_port();
+    // Ethernet, the longest IPv4 header, the UDP header.
+    let mut head = [0u8; ETH_LEN + 60 + UDP_LEN];
+    let n = (fit as usize).min(head.len());
+    if op.buf.span.read_bytes(0, &mut head[..n]).is_ok() {
+        ip.host.port_unreachable(&head[..n], ip.now);
+    }
 }
 
 /// What the receive path keeps of a UDP datagram [`classify_plain`] passed.

@@ -766,24 +766,23 @@ impl Endpoint {
             slot.cq_mask.fetch_or(1 << tx_cq.cq, Ordering::AcqRel);
             tx = Some(path);
         } else if let (true, Some(tx_cq)) = (self.sends, self.tx_cq) {
-            let bounce = dom.nic().alloc_dma(D * INJECT_SLOT)?;
+            // A plain-UDP endpoint's queue also sends the domain's ARP and ICMP frames, from
+            // a control region after the bounce slots (`engine/ip.rs`).
+            let control = if self.attr.encap.is_ringfab() {
+                0
+            } else {
+                crate::engine::CONTROL_REGION
+            };
+            let bounce = dom.nic().alloc_dma(D * INJECT_SLOT + control)?;
             // A blocking CQ owns an interrupt vector: its queues are steered there, so that
             // one wait handle covers them (docs/architecture.md, "Waiting").
             let config = match dom.cqs()[tx_cq.cq].interrupt_vector() {
                 Some(v) => TxConfig::with_vector(v),
                 None => TxConfig::default(),
             };
-            // A plain-UDP endpoint's queue also sends the domain's ARP and ICMP frames, from
-            // a control region of their own (`engine/ip.rs`).
-            let control = if self.attr.encap.is_ringfab() {
-                None
-            } else {
-                Some(dom.nic().alloc_dma(crate::engine::CONTROL_REGION)?)
-            };
             let path = dom.open_tx(self.attr.tx_queue, config)?;
             path.with_state(|st| {
                 st.bounce = Some(bounce);
-                st.control = control;
                 Ok(())
             })?;
             path.attach(tx_cq.cq, tx_cq.flags, framing, self.tx_cntr);

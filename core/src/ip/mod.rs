@@ -10,9 +10,11 @@
 //!   ICMP echo request (RFC 792), a UDP datagram (RFC 768 over RFC 791) — or why it is dropped
 //!   ([`Discard`]). Every length is checked before it is used: a malformed frame is a reason,
 //!   never a panic.
-//! * [`emit`]: the 42-byte Ethernet/IPv4/UDP header of a send, ARP packets and echo replies.
+//! * [`emit`]: the 42-byte Ethernet/IPv4/UDP header of a send, ARP packets, echo replies and
+//!   port-unreachable messages.
 //! * [`arp`]: the ARP cache, resolver and responder as a state machine that is handed frames
 //!   and the time and says what to send; it does no I/O.
+//! * [`limit`]: the token bucket that limits ICMP error messages (RFC 1122 §3.2.2).
 //!
 //! The header formats themselves are smoltcp's `wire` module (its Packet/Repr views, whose
 //! `check_len` guarantees that no accessor panics afterwards); what is here is what ringfab
@@ -24,6 +26,7 @@ pub mod addr;
 pub mod arp;
 pub mod checksum;
 pub mod emit;
+pub mod limit;
 pub mod parse;
 
 pub use addr::{Ipv4Config, NextHop, SockAddrIn};
