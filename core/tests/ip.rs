@@ -725,6 +725,80 @@ fn a_datagram_to_a_port_nobody_bound_is_answered_port_unreachable<T: TestNic>() 
     assert_eq!(b.ep.dropped_frames(&db), 34);
 }
 
+/// `frame` (a datagram) with IPv4 `options` (a multiple of 4 bytes) after its fixed header:
+/// IHL, total length and header checksum made right (the UDP checksum does not cover them).
+fn with_options(frame: &[u8], options: &[u8]) -> Vec<u8> {
+    let mut f = frame[..34].to_vec();
+    f.extend_from_slice(options);
+    f.extend_from_slice(&frame[34..]);
+    f[14] = 0x45 + (options.len() / 4) as u8;
+    let total = u16::from_be_bytes([f[16], f[17]]) + options.len() as u16;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    fix_ipv4(&mut f);
+    f
+}
+
+/// RFC 1122 §3.2.1.8: "The IP and transport layer MUST each interpret those IP options that
+/// they understand and silently ignore the others." A datagram whose IPv4 header carries
+/// options completes as one without them would: its payload at `payload_offset()` (42) in the
+/// buffer, its length and source the same (the options are moved past, not delivered).
+/// RFC 791 §3.1 defines an option's length octet; one that runs past the header is malformed:
+/// dropped and counted (`Ipv4Options`), never reported. A datagram with options to a closed
+/// port is answered with its whole header quoted, options included (RFC 792).
+fn datagrams_with_ipv4_options_complete_with_the_payload_at_its_offset<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, false);
+    let from_a =
+        b.av.insert_sockaddr_one(&db, SockAddrIn::new(IP_A, 5000))
+            .unwrap();
+    post_recvs(&db, &b, 8, 0);
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    let payload: Vec<u8> = (0..300).map(|i| (i * 13 + 1) as u8).collect();
+    let router_alert = [148, 4, 0, 0];
+    let timestamp = [68, 12, 5, 0, 0, 0, 0, 1, 0, 0, 0, 2, 1, 1, 1, 0];
+    let longest = [1u8; 40];
+    let frames = vec![
+        with_options(&datagram(7000, &payload), &router_alert),
+        with_options(&datagram(7000, b"short"), &timestamp),
+        with_options(&datagram(7000, &payload[..17]), &longest),
+        with_options(&datagram(7000, b"bad"), &[7, 5, 0, 0]),
+        with_options(&datagram(7001, b"closed"), &router_alert),
+    ];
+    raw.send(&p, &frames);
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let (ok, err) = read_all(&db, &mut b);
+        assert!(err.is_empty());
+        got.extend(ok);
+        p.wire.run_until_idle();
+    }
+    let want: [&[u8]; 3] = [&payload, b"short", &payload[..17]];
+    assert_eq!(got.len(), 3);
+    for ((_, len, src, buf), want) in got.iter().zip(want) {
+        assert_eq!((*len, *src), (want.len(), from_a));
+        let mut bytes = vec![0; *len];
+        buf.as_ref()
+            .unwrap()
+            .read(b.ep.payload_offset(), &mut bytes)
+            .unwrap();
+        assert_eq!(bytes, want, "the payload at payload_offset()");
+    }
+    let drops = db.ip_drops();
+    assert_eq!((drops.of(Discard::Ipv4Options), drops.port), (1, 1));
+    let answers = port_unreachables(cap.frames());
+    assert_eq!(answers.len(), 1);
+    let closed = &frames[4];
+    assert_eq!(
+        &answers[0][42..42 + 24 + 8],
+        &closed[14..14 + 24 + 8],
+        "options quoted"
+    );
+    assert_eq!(checksum::of(&answers[0][34..]), 0, "ICMP checksum");
+}
+
 /// Sets the IPv4 header checksum of `f` right again after an edit (over the header length
 /// its IHL says).
 fn fix_ipv4(f: &mut [u8]) {
@@ -756,7 +830,9 @@ fn malformed_frames_are_dropped_and_counted_never_reported<T: TestNic>() {
     fragment[20] |= 0x20; // more fragments
     fix_ipv4(&mut fragment);
     let mut options = good.clone();
-    options[14] = 0x46; // a 24-byte header: the UDP header's first word read as an option
+    // A 24-byte header: the UDP header's first word read as an option (type 0x13, length
+    // 0x88: past the header), which RFC 791 §3.1's option format refuses.
+    options[14] = 0x46;
     fix_ipv4(&mut options);
     let mut other_host = good.clone();
     other_host[30..34].copy_from_slice(&Ipv4Addr::new(192, 0, 2, 77).octets());
@@ -1292,6 +1368,7 @@ on_every_nic!(
     a_full_cq_does_not_hold_back_arp_and_icmp_answers,
     a_send_takes_the_arp_request_it_needs_out_with_it,
     a_datagram_to_a_port_nobody_bound_is_answered_port_unreachable,
+    datagrams_with_ipv4_options_complete_with_the_payload_at_its_offset,
     malformed_frames_are_dropped_and_counted_never_reported,
     plain_udp_needs_its_address_format_and_the_domains_address,
     several_endpoints_share_one_queue_told_apart_by_port,

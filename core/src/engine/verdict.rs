@@ -13,7 +13,7 @@ use crate::entry::{BufAddr, Completion};
 use crate::flags::CompletionFlags;
 use crate::hal::{RxChecksum, RxCompletion, RxError, TxCompletion, TxError};
 use crate::ip::parse::Frame;
-use crate::ip::{classify, SockAddrIn, Verify, ETH_LEN, MAX_CLASSIFIED, UDP_LEN};
+use crate::ip::{classify, SockAddrIn, Verify, ETH_LEN, MAX_CLASSIFIED, UDP_HEADER_LEN, UDP_LEN};
 use crate::proto::{self, Header};
 use crate::strerror::ProvError;
 use crate::Error;
@@ -210,6 +210,9 @@ fn plain_udp(
         unbound_port(op, fit, ip);
         return Err(NotDelivered::Dropped);
     }
+    if d.payload_at != UDP_HEADER_LEN as u32 && lower_payload(op, &d).is_err() {
+        return Err(NotDelivered::Dropped);
+    }
     let src_fi =
         f.av.and_then(|i| avs.get(i))
             .and_then(|av| av.reverse_raw(RawAddr::In(d.src)));
@@ -234,12 +237,40 @@ pub(super) fn unbound_port(op: &Op, fit: u32, ip: Option<IpCtx<'_>>) {
     }
 }
 
+/// Moves the payload of a datagram with IPv4 options (`d.payload_at` past 42) down to
+/// [`UDP_HEADER_LEN`] in `op`'s buffer, where a completion promises it (`payload_offset()`):
+/// RFC 1122 §3.2.1.8 has hosts accept options they ignore, and only this rare path pays for
+/// them (the plain-UDP lane leaves such datagrams to the general lane). Done once, as the
+/// datagram is delivered: the header behind it is not read again. The bytes move forward
+/// (to a lower offset), a chunk at a time, so no chunk overwrites one not yet read.
+#[inline(never)]
+fn lower_payload(op: &Op, d: &PlainDatagram) -> Result<(), ()> {
+    let mut chunk = [0u8; 256];
+    let (from, len) = (d.payload_at as usize, d.payload_len as usize);
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(chunk.len());
+        op.buf
+            .span
+            .read_bytes(from + at, &mut chunk[..n])
+            .map_err(|_| ())?;
+        op.buf
+            .span
+            .write_bytes(UDP_HEADER_LEN + at, &chunk[..n])
+            .map_err(|_| ())?;
+        at += n;
+    }
+    Ok(())
+}
+
 /// What the receive path keeps of a UDP datagram [`classify_plain`] passed.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct PlainDatagram {
     pub(super) src: SockAddrIn,
     pub(super) dst_port: u16,
     pub(super) payload_len: u32,
+    /// Where the payload starts in the frame: [`UDP_HEADER_LEN`], or more after IPv4 options.
+    pub(super) payload_at: u32,
     pub(super) broadcast: bool,
 }
 
@@ -297,6 +328,8 @@ pub(super) fn classify_plain(
             src: d.src,
             dst_port: d.dst.port,
             payload_len: d.payload.len() as u32,
+            // `classify` checked the IPv4 header length (20 to 60) against the frame.
+            payload_at: (ETH_LEN + usize::from(bytes[ETH_LEN] & 0x0f) * 4 + UDP_LEN) as u32,
             broadcast: d.broadcast,
         }),
     }
