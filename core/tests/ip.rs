@@ -140,6 +140,17 @@ fn host_with_cq<N: Nic>(
     source_err: bool,
     cq_size: usize,
 ) -> Host<N> {
+    let attr = EpAttr {
+        encap: Encap::PlainUdp,
+        port,
+        source_err,
+        ..EpAttr::default()
+    };
+    host_with(d, &attr, cq_size)
+}
+
+/// A plain-UDP host whose endpoint has `attr`, with a CQ of `cq_size` entries.
+fn host_with<N: Nic>(d: &Domain<'_, N, D>, attr: &EpAttr, cq_size: usize) -> Host<N> {
     let cq = d
         .open_cq::<Msg>(&CqAttr {
             size: cq_size,
@@ -152,14 +163,7 @@ fn host_with_cq<N: Nic>(
             ..AvAttr::default()
         })
         .unwrap();
-    let mut ep = d
-        .endpoint(&EpAttr {
-            encap: Encap::PlainUdp,
-            port,
-            source_err,
-            ..EpAttr::default()
-        })
-        .unwrap();
+    let mut ep = d.endpoint(attr).unwrap();
     ep.bind_cq(d, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
     ep.bind_av(d, &av).unwrap();
@@ -595,6 +599,125 @@ fn a_send_takes_the_arp_request_it_needs_out_with_it<T: TestNic>() {
     }
     assert_eq!(got_a.iter().map(|c| c.0).collect::<Vec<_>>(), [1]);
     assert_eq!(got_b.iter().map(|c| c.1).collect::<Vec<_>>(), [5]);
+}
+
+/// Whether the UDP checksum of the IPv4/UDP frame `f` (no options) is right (RFC 768).
+fn udp_checksum_verifies(f: &[u8]) -> bool {
+    let mut s = checksum::Sum::new();
+    let len = u16::from_be_bytes([f[38], f[39]]);
+    s.add_pseudo_header(
+        Ipv4Addr::new(f[26], f[27], f[28], f[29]),
+        Ipv4Addr::new(f[30], f[31], f[32], f[33]),
+        17,
+        len,
+    )
+    .add(&f[34..34 + usize::from(len)]);
+    s.verifies()
+}
+
+/// fi_endpoint(3), iov_limit: "This is the maximum number of IO vectors (scatter-gather
+/// elements) that a single posted operation may reference"; RFC 768: the checksum is "the
+/// 16-bit one's complement of the one's complement sum of a pseudo header of information from
+/// the IP header, the UDP header, and the data". A gather send of three buffers of odd lengths
+/// is one datagram of their bytes in order, with a right checksum (summed across the pieces in
+/// software, or inserted by the NIC where it offers that); the first, to a peer not yet
+/// resolved, is held and released as a send of one buffer is; the buffers come back together.
+fn gather_sends_on_plain_udp_are_one_datagram_of_every_piece<T: TestNic>() {
+    use ringfab::mr::Iov;
+    let p = pair_of::<T>();
+    let cap = Captured::on(&p.wire);
+    let clock = TestClock::new();
+    let (da, db) = (
+        domain(&p.nic_a, &clock, IP_A),
+        domain(&p.nic_b, &clock, IP_B),
+    );
+    let attr = EpAttr {
+        encap: Encap::PlainUdp,
+        port: 7000,
+        tx_iov_limit: 3,
+        ..EpAttr::default()
+    };
+    let a = host_with(&da, &attr, 256);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&da, &a, 8, 100);
+    post_recvs(&db, &b, 8, 100);
+    let to_b =
+        a.av.insert_sockaddr_one(&da, SockAddrIn::new(IP_B, 7000))
+            .unwrap();
+    let lens = [5usize, 7, 9];
+    let gather = |seed: u8| {
+        let mut iov = Iov::new();
+        for (k, len) in lens.into_iter().enumerate() {
+            let mut buf = a.mr.alloc(&da, 256).unwrap();
+            let bytes: Vec<u8> = (0..len).map(|j| seed + (k * 16 + j) as u8).collect();
+            // The first buffer's payload sits behind the header, as a send's.
+            let at = if k == 0 { UDP_HEADER_LEN } else { 0 };
+            buf.write(at, &bytes).unwrap();
+            iov.push(buf, len).unwrap();
+        }
+        iov
+    };
+    let expect = |seed: u8| -> Vec<u8> {
+        lens.into_iter()
+            .enumerate()
+            .flat_map(|(k, len)| (0..len).map(move |j| seed + (k * 16 + j) as u8))
+            .collect()
+    };
+    // B is not resolved yet: the first is held, the second sent when it is.
+    if let Err((e, _)) = a.ep.sendv(&da, gather(0x10), to_b, OpContext(1)) {
+        panic!("sendv 1: {e}");
+    }
+    let (mut sent, mut got) = (Vec::new(), Vec::new());
+    let mut iovs_back = 0;
+    for round in 0..6 {
+        p.wire.run_until_idle();
+        loop {
+            let mut e = [MsgEntry::default(); 4];
+            let mut src = [FiAddr::NOTAVAIL; 4];
+            let mut iovs: [Iov; 4] = Default::default();
+            match a.cq.read_owned_iov(&da, &mut e, &mut src, &mut iovs) {
+                Ok(n) => {
+                    for k in 0..n {
+                        sent.push(e[k].op_context.0);
+                        iovs_back += usize::from(iovs[k].len() == lens.len());
+                    }
+                }
+                Err(Error::Again) => break,
+                Err(other) => panic!("A's read: {other:?}"),
+            }
+        }
+        let (ok, err) = read_all(&db, &mut b);
+        assert!(err.is_empty());
+        got.extend(ok);
+        if round == 1 {
+            if let Err((e, _)) = a.ep.sendv(&da, gather(0x40), to_b, OpContext(2)) {
+                panic!("sendv 2: {e}");
+            }
+        }
+    }
+    assert_eq!(sent, [1, 2], "each gather send completes once, in order");
+    assert_eq!(iovs_back, 2, "the three buffers come back together");
+    assert_eq!(got.len(), 2);
+    for ((_, len, _, buf), seed) in got.iter().zip([0x10, 0x40]) {
+        let want = expect(seed);
+        assert_eq!(*len, want.len());
+        let mut bytes = vec![0; *len];
+        buf.as_ref()
+            .unwrap()
+            .read(UDP_HEADER_LEN, &mut bytes)
+            .unwrap();
+        assert_eq!(bytes, want, "the pieces, in order");
+    }
+    let udp: Vec<_> = cap
+        .frames()
+        .into_iter()
+        .filter(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 17)
+        .collect();
+    assert_eq!(udp.len(), 2);
+    for f in &udp {
+        assert_eq!(checksum::of(&f[14..34]), 0, "IPv4 header checksum");
+        assert!(udp_checksum_verifies(f), "UDP checksum over every piece");
+    }
 }
 
 /// A valid datagram from A (port 5000) to B's `port`.
@@ -1369,6 +1492,7 @@ on_every_nic!(
     a_send_takes_the_arp_request_it_needs_out_with_it,
     a_datagram_to_a_port_nobody_bound_is_answered_port_unreachable,
     datagrams_with_ipv4_options_complete_with_the_payload_at_its_offset,
+    gather_sends_on_plain_udp_are_one_datagram_of_every_piece,
     malformed_frames_are_dropped_and_counted_never_reported,
     plain_udp_needs_its_address_format_and_the_domains_address,
     several_endpoints_share_one_queue_told_apart_by_port,

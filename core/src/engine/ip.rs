@@ -29,7 +29,7 @@ use super::state::{PollCtx, Queue};
 use super::verdict::SEND_FLAGS;
 use super::{PathState, NO_MR};
 use crate::atomic::AtomicU64;
-use crate::buf::RawBuf;
+use crate::buf::{RawBuf, IOV_MAX};
 use crate::entry::{Completion, OpContext};
 use crate::hal::MacAddr;
 use crate::hal::{DmaRegion as _, Iova, Nic, Report, Token, TxChecksum, TxQueue, TxSegment};
@@ -77,8 +77,12 @@ pub(crate) struct HeldSend {
     pub(crate) path: usize,
     /// The owned buffer, the 42-byte header room at its start.
     pub(crate) buf: RawBuf,
-    /// Payload bytes after the header.
+    /// Payload bytes after the header, in `buf` and `extra` together.
     pub(crate) payload_len: u16,
+    /// A gather send's buffers after `buf`, each sent from its start, and the bytes sent of
+    /// each (`Endpoint::sendv`); `None` and 0 for a send of one buffer.
+    pub(crate) extra: [Option<RawBuf>; IOV_MAX - 1],
+    pub(crate) extra_lens: [u16; IOV_MAX - 1],
     pub(crate) src: SockAddrIn,
     pub(crate) dst: SockAddrIn,
     /// What the UDP checksum field gets: the checksum from the payload's one's-complement sum,
@@ -87,6 +91,33 @@ pub(crate) struct HeldSend {
     pub(crate) context: OpContext,
     /// Whether its success is reported.
     pub(crate) report: bool,
+}
+
+impl HeldSend {
+    /// The segments of its frame, and how many: the first buffer's header and payload, then
+    /// each further buffer's bytes from its start.
+    pub(crate) fn segments(&self) -> ([TxSegment; IOV_MAX], usize) {
+        let mut segs = [TxSegment {
+            iova: Iova(0),
+            len: 0,
+        }; IOV_MAX];
+        let extra_len: u16 = self.extra_lens.iter().sum();
+        segs[0] = TxSegment {
+            iova: self.buf.iova,
+            len: (UDP_HEADER_LEN as u16).saturating_add(self.payload_len - extra_len),
+        };
+        let mut n = 1;
+        for (raw, &len) in self.extra.iter().zip(&self.extra_lens) {
+            if let Some(raw) = raw {
+                segs[n] = TxSegment {
+                    iova: raw.iova,
+                    len,
+                };
+                n += 1;
+            }
+        }
+        (segs, n)
+    }
 }
 
 /// A control frame waiting in the outbox.
@@ -554,21 +585,31 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
             .and_then(|()| {
                 // The hold's credit becomes the post's.
                 ctx.cq.release_credit();
-                let segment = TxSegment {
-                    iova: h.buf.iova,
-                    len: (UDP_HEADER_LEN as u16).saturating_add(h.payload_len),
-                };
+                let (segments, n) = h.segments();
                 let offload = udp_offload_request(h.checksum);
-                self.post_send_checksummed(
-                    ctx.cq,
-                    &[segment],
-                    h.buf,
-                    h.context,
-                    h.report,
-                    None,
-                    offload,
-                )
-                .inspect_err(|_| {
+                let posted = if n == 1 {
+                    self.post_send_checksummed(
+                        ctx.cq,
+                        &segments[..1],
+                        h.buf,
+                        h.context,
+                        h.report,
+                        None,
+                        offload,
+                    )
+                } else {
+                    self.post_send_iov(
+                        ctx.cq,
+                        &segments[..n],
+                        h.buf,
+                        h.extra,
+                        h.context,
+                        h.report,
+                        None,
+                        offload,
+                    )
+                };
+                posted.inspect_err(|_| {
                     let _ = ctx.cq.reserve_credit();
                 })
             });
@@ -747,6 +788,7 @@ fn held_failed(h: &HeldSend, err: Error) -> ErrRecord {
             context: h.context,
             flags: SEND_FLAGS,
             owned: (h.buf.mr != NO_MR).then_some(h.buf),
+            extra: h.extra,
             ..Completion::default()
         },
         err,

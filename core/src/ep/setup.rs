@@ -174,6 +174,9 @@ impl Endpoint {
                     c.release_credit();
                 }
                 crate::engine::release(dom.owners(), (h.buf.mr != NO_MR).then_some(h.buf));
+                for raw in h.extra {
+                    crate::engine::release(dom.owners(), raw);
+                }
             });
         }
         if shared(self.stx).is_some() {
