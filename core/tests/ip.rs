@@ -720,6 +720,126 @@ fn gather_sends_on_plain_udp_are_one_datagram_of_every_piece<T: TestNic>() {
     }
 }
 
+/// fi_endpoint(3), SHARED CONTEXTS: "Conceptually, shareable transmit contexts are transmit
+/// queues that may be accessed by many endpoints. ... operations are posted directly to the
+/// endpoint. ... Completed operations are posted to the CQs bound to the endpoint." Two
+/// plain-UDP endpoints of A, each with its own port and CQ, send through one shared transmit
+/// context: each datagram leaves from its endpoint's port (B's `FI_SOURCE` tells them apart),
+/// the first ones held while B resolves and released to each endpoint's own CQ, in order, and
+/// the later ones (a send and an inject) sent at once.
+fn endpoints_on_a_shared_transmit_context_send_plain_udp_from_their_own_ports<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let caps = Capacities {
+        queues: 4,
+        cqs: 2,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 4,
+    };
+    let da = Domain::<_, D>::with_capacities(&p.nic_a, &caps).with_clock(&clock);
+    da.set_ipv4(config(IP_A)).unwrap();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 9000, false);
+    post_recvs(&db, &b, 16, 0);
+    let stx = da
+        .stx_context(&ringfab::stx::StxAttr {
+            encap: Encap::PlainUdp,
+            ..Default::default()
+        })
+        .unwrap();
+    let av = da
+        .open_av(&AvAttr {
+            format: AddrFormat::SockaddrIn,
+            ..AvAttr::default()
+        })
+        .unwrap();
+    let mr = da.register(memory(40 * BUF)).unwrap();
+    let mut sides = Vec::new();
+    for (i, port) in [7000u16, 7001].into_iter().enumerate() {
+        let cq = da
+            .open_cq::<Msg>(&CqAttr {
+                size: 64,
+                ..CqAttr::default()
+            })
+            .unwrap();
+        let mut ep = da
+            .endpoint(&EpAttr {
+                encap: Encap::PlainUdp,
+                port,
+                rx_queue: i as u16,
+                ..EpAttr::default()
+            })
+            .unwrap();
+        ep.bind_cq(&da, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&da, &av).unwrap();
+        ep.bind_stx(&da, &stx).unwrap();
+        ep.enable(&da).unwrap();
+        for k in 0..4 {
+            ep.recv(&da, mr.alloc(&da, BUF).unwrap(), OpContext(100 + k))
+                .unwrap();
+        }
+        sides.push((cq, ep));
+    }
+    let to_b = av
+        .insert_sockaddr_one(&da, SockAddrIn::new(IP_B, 9000))
+        .unwrap();
+    let from: Vec<FiAddr> = [7000, 7001]
+        .into_iter()
+        .map(|port| {
+            b.av.insert_sockaddr_one(&db, SockAddrIn::new(IP_A, port))
+                .unwrap()
+        })
+        .collect();
+    let send_from =
+        |sides: &[(CompletionQueue<_, Msg>, Endpoint)], i: usize, payload: &[u8], ctx: usize| {
+            let mut buf = mr.alloc(&da, BUF).unwrap();
+            buf.write(UDP_HEADER_LEN, payload).unwrap();
+            if let Err((e, _)) = sides[i]
+                .1
+                .send(&da, buf, payload.len(), to_b, OpContext(ctx))
+            {
+                panic!("send {ctx} from endpoint {i}: {e}");
+            }
+        };
+    let pass = |sides: &mut [(CompletionQueue<_, Msg>, Endpoint)],
+                completed: &mut [Vec<usize>; 2],
+                got: &mut Vec<(usize, FiAddr)>,
+                b: &mut Host<_>| {
+        for _ in 0..4 {
+            p.wire.run_until_idle();
+            for (i, (cq, _)) in sides.iter_mut().enumerate() {
+                let (ok, err) = read_cq(&da, cq);
+                assert!(err.is_empty(), "endpoint {i}'s errors");
+                completed[i].extend(ok.iter().map(|c| c.0));
+            }
+            let (ok, err) = read_all(&db, b);
+            assert!(err.is_empty());
+            got.extend(ok.into_iter().map(|c| (c.1, c.2)));
+        }
+    };
+    // B is not resolved yet: both are held on the shared queue.
+    send_from(&sides, 0, b"zero", 1);
+    send_from(&sides, 1, b"one", 2);
+    let mut completed = [Vec::new(), Vec::new()];
+    let mut got = Vec::new();
+    pass(&mut sides, &mut completed, &mut got, &mut b);
+    assert_eq!(
+        completed,
+        [vec![1], vec![2]],
+        "each on its own endpoint's CQ"
+    );
+    assert_eq!(got, [(4, from[0]), (3, from[1])], "each from its own port");
+    // Resolved now: sent at once, an inject too.
+    send_from(&sides, 1, b"one again", 3);
+    sides[0].1.inject(&da, b"inj", to_b).unwrap();
+    pass(&mut sides, &mut completed, &mut got, &mut b);
+    assert_eq!(completed, [vec![1], vec![2, 3]]);
+    assert_eq!(got[2..], [(9, from[1]), (3, from[0])]);
+}
+
 /// A valid datagram from A (port 5000) to B's `port`.
 fn datagram(port: u16, payload: &[u8]) -> Vec<u8> {
     datagram_from(5000, port, payload)
@@ -1493,6 +1613,7 @@ on_every_nic!(
     a_datagram_to_a_port_nobody_bound_is_answered_port_unreachable,
     datagrams_with_ipv4_options_complete_with_the_payload_at_its_offset,
     gather_sends_on_plain_udp_are_one_datagram_of_every_piece,
+    endpoints_on_a_shared_transmit_context_send_plain_udp_from_their_own_ports,
     malformed_frames_are_dropped_and_counted_never_reported,
     plain_udp_needs_its_address_format_and_the_domains_address,
     several_endpoints_share_one_queue_told_apart_by_port,

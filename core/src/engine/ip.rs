@@ -24,7 +24,8 @@ use core::time::Duration;
 use spin::Mutex;
 
 use super::op::{Op, OpKind};
-use super::sink::{ErrRecord, Outcome, Sink};
+use super::post::Poster;
+use super::sink::{ErrRecord, Outcome};
 use super::state::{PollCtx, Queue};
 use super::verdict::SEND_FLAGS;
 use super::{PathState, NO_MR};
@@ -91,6 +92,9 @@ pub(crate) struct HeldSend {
     pub(crate) context: OpContext,
     /// Whether its success is reported.
     pub(crate) report: bool,
+    /// The endpoint that posted it, on a shared transmit context's path (its CQ, counter and
+    /// owner number: `Poster`); `None` on an endpoint's own path.
+    pub(crate) who: Option<Poster>,
 }
 
 impl HeldSend {
@@ -485,14 +489,23 @@ impl IpHost {
         }
     }
 
-    /// Takes every send held for transmit path `path` out (the path is closing): their
-    /// credits go back to `credits` and their buffers to their regions.
-    pub(crate) fn forget_path(&self, path: usize, mut each: impl FnMut(HeldSend)) {
+    /// Takes every send held for transmit path `path` by the endpoint of owner number `owner`
+    /// (`None`: the path is an endpoint's own) out — the endpoint is closing — and hands each
+    /// to `each`, which gives its credit and buffers back.
+    pub(crate) fn forget_held(
+        &self,
+        path: usize,
+        owner: Option<u8>,
+        mut each: impl FnMut(HeldSend),
+    ) {
         let mut guard = self.state.lock();
         let Some(st) = guard.as_mut() else {
             return;
         };
-        while let Some(h) = st.arp.take_any_if(|h| h.path == path) {
+        while let Some(h) = st
+            .arp
+            .take_any_if(|h| h.path == path && h.who.map(|w| w.owner) == owner)
+        {
             each(h);
         }
         self.publish(st);
@@ -541,11 +554,15 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// (`FI_EHOSTUNREACH`) where resolution gave up. Returns the outcomes given to `sink` and
     /// the errors among them (for the counter). An idle host costs one load. Out of line: the
     /// read path's poll calls it for plain-UDP transmit paths only, and must not grow for it.
+    ///
+    /// On a shared transmit context's path only the held sends of endpoints that report to
+    /// the reading CQ (`ctx.reader`) are released or failed: their credits are that CQ's, and
+    /// their errors are its entries.
     #[inline(never)]
-    pub(super) fn ip_progress<'s, S: Sink<'s>>(
+    pub(super) fn ip_progress(
         &mut self,
-        ctx: &PollCtx<'s>,
-        sink: &mut S,
+        ctx: &PollCtx<'_>,
+        sink: &mut dyn FnMut(Outcome<'_>) -> bool,
         stop: &mut bool,
     ) -> (usize, u64) {
         let Some(ip) = ctx.ip else {
@@ -555,6 +572,8 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
             return (0, 0);
         }
         let me = self.index;
+        let reader = ctx.reader;
+        let mine = |h: &HeldSend| h.path == me && h.who.is_none_or(|w| w.cq == reader);
         let mut guard = ip.host.state.lock();
         let Some(st) = guard.as_mut() else {
             return (0, 0);
@@ -566,13 +585,14 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         }
         let mut rang = self.post_outbox(ip.host, st);
         let (mut given, mut errors) = (0, 0);
-        while let Some(h) = st.arp.take_failed_if(|h| h.path == me) {
+        while let Some(h) = st.arp.take_failed_if(mine) {
             given += 1;
             errors += 1;
-            *stop |= sink.outcome(Outcome::Failed(&held_failed(&h, Error::HostUnreach)));
+            count_held_error(&h, ctx);
+            *stop |= sink(Outcome::Failed(&held_failed(&h, Error::HostUnreach)));
         }
         let src_mac = st.local.mac;
-        while let Some((mac, h)) = st.arp.take_ready_if(|h| h.path == me) {
+        while let Some((mac, h)) = st.arp.take_ready_if(mine) {
             let posted = write_udp_header(
                 &h.buf,
                 src_mac,
@@ -594,7 +614,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                         h.buf,
                         h.context,
                         h.report,
-                        None,
+                        h.who,
                         offload,
                     )
                 } else {
@@ -605,7 +625,7 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                         h.extra,
                         h.context,
                         h.report,
-                        None,
+                        h.who,
                         offload,
                     )
                 };
@@ -618,7 +638,8 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 Err(e) => {
                     given += 1;
                     errors += 1;
-                    *stop |= sink.outcome(Outcome::Failed(&held_failed(&h, e)));
+                    count_held_error(&h, ctx);
+                    *stop |= sink(Outcome::Failed(&held_failed(&h, e)));
                 }
             }
         }
@@ -778,6 +799,19 @@ fn ipv4_at(b: &[u8]) -> Ipv4Addr {
     match b {
         [a, b, c, d, ..] => Ipv4Addr::new(*a, *b, *c, *d),
         _ => Ipv4Addr::UNSPECIFIED,
+    }
+}
+
+/// Counts a held send's failure in its endpoint's counter on a shared transmit context's path
+/// (where each operation names its counter); an endpoint's own path counts it in the poll's
+/// tally.
+fn count_held_error(h: &HeldSend, ctx: &PollCtx<'_>) {
+    if let Some(c) = h
+        .who
+        .and_then(|w| w.cntr)
+        .and_then(|i| ctx.cntrs.counter(i))
+    {
+        c.complete_err(1);
     }
 }
 

@@ -302,7 +302,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         }
         if self.is_tx() && self.kind.framing().is_some_and(|f| !f.encap.is_ringfab()) {
             // A plain-UDP transmit path sends the host's control frames and its held sends.
-            let (g, errors) = self.ip_progress(ctx, sink, &mut stop);
+            let (g, errors) = self.ip_progress(ctx, &mut |o| sink.outcome(o), &mut stop);
             given += g;
             tally.err += errors;
         }

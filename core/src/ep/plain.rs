@@ -99,6 +99,7 @@ impl Endpoint {
             checksum,
             context,
             report,
+            who: self.poster(),
             extra: [None; IOV_MAX - 1],
             extra_lens: [0; IOV_MAX - 1],
         };
@@ -211,6 +212,7 @@ impl Endpoint {
             checksum,
             context,
             report,
+            who: self.poster(),
             extra,
             extra_lens,
         };
@@ -242,7 +244,7 @@ impl Endpoint {
                             extra,
                             context,
                             report,
-                            None,
+                            self.poster(),
                             offload,
                         );
                         if !flags.contains(OpFlags::MORE) || r.is_err() {
@@ -296,7 +298,6 @@ impl Endpoint {
             Ok(sum)
         })?;
         let head = header(self.source.mac, mac, src, dst, payload.len(), checksum)?;
-        // A plain-UDP endpoint is on no shared transmit context: the post has no poster.
         let offload = udp_offload_request(checksum);
         let r = self.post_copied(&tx, cq.credits, &head, payload, context, flags, offload);
         self.drain_control(dom);

@@ -169,7 +169,8 @@ impl Endpoint {
             // Sends held for address resolution go with the queue, as its posted ones do:
             // no completion, credits and buffers back.
             let credits = self.cq_slot(dom, self.tx_cq).ok().map(|cq| cq.credits);
-            dom.ip().forget_path(tx, |h| {
+            let owner = self.poster().map(|w| w.owner);
+            dom.ip().forget_held(tx, owner, |h| {
                 if let Some(c) = credits {
                     c.release_credit();
                 }
@@ -759,10 +760,16 @@ impl Endpoint {
                 return Err(Error::OpBadState);
             }
             let path = Path::shared(dom, index);
-            // One bounce slot per op-table slot serves every endpoint of the context.
+            // One bounce slot per op-table slot serves every endpoint of the context (and, on
+            // plain UDP, one control region the domain's ARP and ICMP frames).
+            let control = if self.attr.encap.is_ringfab() {
+                0
+            } else {
+                crate::engine::CONTROL_REGION
+            };
             path.with_state(|st| {
                 if st.bounce.is_none() {
-                    st.bounce = Some(dom.nic().alloc_dma(D * INJECT_SLOT)?);
+                    st.bounce = Some(dom.nic().alloc_dma(D * INJECT_SLOT + control)?);
                 }
                 Ok(())
             })?;
