@@ -558,6 +558,39 @@ fn a_full_cq_does_not_hold_back_arp_and_icmp_answers<T: TestNic>() {
     assert_eq!(db.ip_drops().control, 0);
 }
 
+/// docs/ip.md: a control frame is never reported to the application, and one that does not go
+/// is counted (`IpDrops::control`) rather than lost silently. B answers a ping, and its
+/// endpoint is closed before the device sent the answer (the emulated devices send when the
+/// wire runs): the flush takes the echo reply back, no entry reaches B's CQ, and the reply
+/// counts as a control drop.
+fn a_control_frame_that_does_not_go_is_counted_never_reported<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&db, &b, 4, 0);
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    raw.send(&p, &[echo_request(9, 9, b"lost?")]);
+    // One read: the request is taken and the reply posted on B's transmit queue; the wire is
+    // not run again before the close.
+    let (ok, err) = read_all(&db, &mut b);
+    assert!(ok.is_empty() && err.is_empty());
+    let Host { cq, ep, .. } = b;
+    ep.close(&db).unwrap();
+    p.wire.run_until_idle();
+    let mut e = [MsgEntry::default(); 4];
+    assert!(
+        matches!(cq.read(&db, &mut e), Err(Error::Again)),
+        "nothing reported"
+    );
+    assert!(
+        echo_replies(cap.frames()).is_empty(),
+        "the reply never left"
+    );
+    assert_eq!(db.ip_drops().control, 1, "and was counted");
+}
+
 /// RFC 826: when the address is not in the table, the resolution module "generates an
 /// Ethernet packet with a type field of ether_type$ADDRESS_RESOLUTION" — and here it leaves
 /// with the send that needed it (docs/ip.md: the outbox is drained on sends, not only on CQ
@@ -1610,6 +1643,7 @@ on_every_nic!(
     an_echo_request_as_long_as_the_mtu_gets_all_its_data_back,
     a_full_cq_does_not_hold_back_arp_and_icmp_answers,
     a_send_takes_the_arp_request_it_needs_out_with_it,
+    a_control_frame_that_does_not_go_is_counted_never_reported,
     a_datagram_to_a_port_nobody_bound_is_answered_port_unreachable,
     datagrams_with_ipv4_options_complete_with_the_payload_at_its_offset,
     gather_sends_on_plain_udp_are_one_datagram_of_every_piece,
