@@ -58,8 +58,8 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
     /// Opens a shared transmit context on transmit queue `attr.tx_queue` (`fi_stx_context`).
     ///
     /// # Errors
-    /// `BadFlags` for op flags no DGRAM transmit takes; `OpNotSupp` for plain UDP (not yet
-    /// shared, `docs/ip.md`), or in a build without the `shared-contexts` feature; `NoMem` without a free path slot; `Device(_)` when the NIC
+    /// `BadFlags` for op flags no DGRAM transmit takes; `OpNotSupp` in a build without the
+    /// `shared-contexts` feature (or, for plain UDP, the `plain-udp` feature); `NoMem` without a free path slot; `Device(_)` when the NIC
     /// refuses the queue.
     pub fn stx_context(&self, attr: &StxAttr) -> Result<SharedTxContext> {
         if !cfg!(feature = "shared-contexts") {
@@ -68,7 +68,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         if !TX_FLAGS_OK.contains(attr.op_flags) {
             return Err(Error::BadFlags);
         }
-        if attr.encap == crate::proto::Encap::PlainUdp {
+        if !attr.encap.is_built() {
             return Err(Error::OpNotSupp);
         }
         // No interrupt: the queue serves several CQs, and a vector belongs to one.

@@ -130,9 +130,30 @@ fn domain<'n, N: Nic>(nic: &'n N, clock: &'n TestClock, addr: Ipv4Addr) -> Domai
 }
 
 fn host<N: Nic>(d: &Domain<'_, N, D>, port: u16, source_err: bool) -> Host<N> {
+    host_with_cq(d, port, source_err, 256)
+}
+
+/// [`host`] with a CQ of `cq_size` entries.
+fn host_with_cq<N: Nic>(
+    d: &Domain<'_, N, D>,
+    port: u16,
+    source_err: bool,
+    cq_size: usize,
+) -> Host<N> {
+    let attr = EpAttr {
+        encap: Encap::PlainUdp,
+        port,
+        source_err,
+        ..EpAttr::default()
+    };
+    host_with(d, &attr, cq_size)
+}
+
+/// A plain-UDP host whose endpoint has `attr`, with a CQ of `cq_size` entries.
+fn host_with<N: Nic>(d: &Domain<'_, N, D>, attr: &EpAttr, cq_size: usize) -> Host<N> {
     let cq = d
         .open_cq::<Msg>(&CqAttr {
-            size: 256,
+            size: cq_size,
             ..CqAttr::default()
         })
         .unwrap();
@@ -142,14 +163,7 @@ fn host<N: Nic>(d: &Domain<'_, N, D>, port: u16, source_err: bool) -> Host<N> {
             ..AvAttr::default()
         })
         .unwrap();
-    let mut ep = d
-        .endpoint(&EpAttr {
-            encap: Encap::PlainUdp,
-            port,
-            source_err,
-            ..EpAttr::default()
-        })
-        .unwrap();
+    let mut ep = d.endpoint(attr).unwrap();
     ep.bind_cq(d, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .unwrap();
     ep.bind_av(d, &av).unwrap();
@@ -422,11 +436,7 @@ fn icmp_echo_requests_are_answered<T: TestNic>() {
         );
         p.wire.run_until_idle();
     }
-    let replies: Vec<_> = cap
-        .frames()
-        .into_iter()
-        .filter(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 1 && f[34] == 0)
-        .collect();
+    let replies = echo_replies(cap.frames());
     assert_eq!(replies.len(), 1, "one echo reply");
     let r = &replies[0];
     assert_eq!(&r[0..6], &MAC_A.0);
@@ -443,6 +453,426 @@ fn icmp_echo_requests_are_answered<T: TestNic>() {
     assert_eq!(b.ep.dropped_frames(&db), 0, "an answered ping is no drop");
 }
 
+/// The echo replies among `frames` (IPv4, ICMP, type 0).
+fn echo_replies(frames: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    frames
+        .into_iter()
+        .filter(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 1 && f[34] == 0)
+        .collect()
+}
+
+/// An ARP request from A (MAC A, IP A) for `target` (RFC 826).
+fn arp_request(target: Ipv4Addr) -> Vec<u8> {
+    let mut out = [0u8; 60];
+    ringfab::ip::emit::arp(
+        &ringfab::ip::emit::ArpFrame {
+            op: ringfab::ip::parse::ArpOp::Request,
+            eth_dst: MacAddr::BROADCAST,
+            sender_mac: MAC_A,
+            sender_ip: IP_A,
+            target_mac: MacAddr([0; 6]),
+            target_ip: target,
+        },
+        &mut out,
+    );
+    out.to_vec()
+}
+
+/// RFC 1122 §3.2.2.6: "The data received in the Echo Request MUST be entirely included in the
+/// Echo Reply." An echo request as long as a 1500-byte MTU allows (`ping -s 1472`), and one as
+/// long as the receive path takes (the NIC's largest frame or the receive buffer), are each
+/// answered with all their data.
+fn an_echo_request_as_long_as_the_mtu_gets_all_its_data_back<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&db, &b, 4, 0);
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    let largest = p.nic_b.capabilities().max_frame_len.min(BUF) - UDP_HEADER_LEN;
+    for (seq, len) in [(1u16, 1472usize), (2, largest)] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+        raw.send_long(&p, &echo_request(0x4242, seq, &data));
+        for _ in 0..3 {
+            let (ok, err) = read_all(&db, &mut b);
+            assert!(
+                ok.is_empty() && err.is_empty(),
+                "nothing reaches the application"
+            );
+            p.wire.run_until_idle();
+        }
+        let replies: Vec<_> = echo_replies(cap.frames())
+            .into_iter()
+            .filter(|r| r[40..42] == seq.to_be_bytes())
+            .collect();
+        assert_eq!(replies.len(), 1, "one reply to the request of {len} bytes");
+        let r = &replies[0];
+        assert_eq!(
+            r.len(),
+            UDP_HEADER_LEN + len,
+            "the reply is as long as the request"
+        );
+        assert_eq!(&r[42..], &data[..], "the data echoed whole");
+        assert_eq!(checksum::of(&r[14..34]), 0);
+        assert_eq!(checksum::of(&r[34..]), 0, "ICMP checksum");
+    }
+    assert_eq!(db.ip_drops().control, 0);
+}
+
+/// fi_cq(3): the CQ's size bounds the completions it holds; docs/ip.md: control frames take
+/// no CQ credit and are never reported, so a CQ whose every credit is taken does not hold back
+/// RFC 826's reply ("the ar$op field is set to ares_op$REPLY, and the packet is sent ... to
+/// the same hardware on which the request was received") nor RFC 1122 §3.2.2.6's ("Every host
+/// MUST implement an ICMP Echo server function"). B's CQ has 4 entries, all taken by the 4
+/// receives posted.
+fn a_full_cq_does_not_hold_back_arp_and_icmp_answers<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host_with_cq(&db, 7000, false, 4);
+    post_recvs(&db, &b, 4, 0);
+    let more = b.ep.recv(&db, b.mr.alloc(&db, BUF).unwrap(), OpContext(9));
+    assert!(
+        matches!(more, Err((Error::Again, _))),
+        "the CQ's credits are all taken"
+    );
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    raw.send(&p, &[arp_request(IP_B), echo_request(1, 1, b"ping")]);
+    for _ in 0..3 {
+        let (ok, err) = read_all(&db, &mut b);
+        assert!(
+            ok.is_empty() && err.is_empty(),
+            "nothing reaches the application"
+        );
+        p.wire.run_until_idle();
+    }
+    let frames = cap.frames();
+    let arp_replies = frames
+        .iter()
+        .filter(|f| f[12..14] == [8, 6] && f[20..22] == [0, 2] && f[28..32] == IP_B.octets())
+        .count();
+    assert_eq!(arp_replies, 1, "B answered ARP");
+    assert_eq!(echo_replies(frames).len(), 1, "B answered the ping");
+    assert_eq!(db.ip_drops().control, 0);
+}
+
+/// docs/ip.md: a control frame is never reported to the application, and one that does not go
+/// is counted (`IpDrops::control`) rather than lost silently. B answers a ping, and its
+/// endpoint is closed before the device sent the answer (the emulated devices send when the
+/// wire runs): the flush takes the echo reply back, no entry reaches B's CQ, and the reply
+/// counts as a control drop.
+fn a_control_frame_that_does_not_go_is_counted_never_reported<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&db, &b, 4, 0);
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    raw.send(&p, &[echo_request(9, 9, b"lost?")]);
+    // One read: the request is taken and the reply posted on B's transmit queue; the wire is
+    // not run again before the close.
+    let (ok, err) = read_all(&db, &mut b);
+    assert!(ok.is_empty() && err.is_empty());
+    let Host { cq, ep, .. } = b;
+    ep.close(&db).unwrap();
+    p.wire.run_until_idle();
+    let mut e = [MsgEntry::default(); 4];
+    assert!(
+        matches!(cq.read(&db, &mut e), Err(Error::Again)),
+        "nothing reported"
+    );
+    assert!(
+        echo_replies(cap.frames()).is_empty(),
+        "the reply never left"
+    );
+    assert_eq!(db.ip_drops().control, 1, "and was counted");
+}
+
+/// RFC 826: when the address is not in the table, the resolution module "generates an
+/// Ethernet packet with a type field of ether_type$ADDRESS_RESOLUTION" — and here it leaves
+/// with the send that needed it (docs/ip.md: the outbox is drained on sends, not only on CQ
+/// reads): A sends to B, whose MAC it does not know, and never reads its CQ; the request is
+/// on the wire, B answers, and A's held send goes out at A's next read.
+fn a_send_takes_the_arp_request_it_needs_out_with_it<T: TestNic>() {
+    let p = pair_of::<T>();
+    let cap = Captured::on(&p.wire);
+    let clock = TestClock::new();
+    let (da, db) = (
+        domain(&p.nic_a, &clock, IP_A),
+        domain(&p.nic_b, &clock, IP_B),
+    );
+    let mut a = host(&da, 7000, false);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&da, &a, 8, 100);
+    post_recvs(&db, &b, 8, 0);
+    let to_b =
+        a.av.insert_sockaddr_one(&da, SockAddrIn::new(IP_B, 7000))
+            .unwrap();
+    p.wire.run_until_idle();
+    assert!(
+        !cap.frames().iter().any(|f| is_arp_request_for(f, IP_B)),
+        "nothing sent A's outbox yet"
+    );
+    send(&da, &a, to_b, b"first", 1);
+    p.wire.run_until_idle();
+    assert!(
+        cap.frames().iter().any(|f| is_arp_request_for(f, IP_B)),
+        "the send sent A's ARP request"
+    );
+    let mut got_a = Vec::new();
+    let mut got_b = Vec::new();
+    for _ in 0..4 {
+        got_b.extend(read_all(&db, &mut b).0);
+        p.wire.run_until_idle();
+        got_a.extend(read_all(&da, &mut a).0);
+        p.wire.run_until_idle();
+    }
+    assert_eq!(got_a.iter().map(|c| c.0).collect::<Vec<_>>(), [1]);
+    assert_eq!(got_b.iter().map(|c| c.1).collect::<Vec<_>>(), [5]);
+}
+
+/// Whether the UDP checksum of the IPv4/UDP frame `f` (no options) is right (RFC 768).
+fn udp_checksum_verifies(f: &[u8]) -> bool {
+    let mut s = checksum::Sum::new();
+    let len = u16::from_be_bytes([f[38], f[39]]);
+    s.add_pseudo_header(
+        Ipv4Addr::new(f[26], f[27], f[28], f[29]),
+        Ipv4Addr::new(f[30], f[31], f[32], f[33]),
+        17,
+        len,
+    )
+    .add(&f[34..34 + usize::from(len)]);
+    s.verifies()
+}
+
+/// fi_endpoint(3), iov_limit: "This is the maximum number of IO vectors (scatter-gather
+/// elements) that a single posted operation may reference"; RFC 768: the checksum is "the
+/// 16-bit one's complement of the one's complement sum of a pseudo header of information from
+/// the IP header, the UDP header, and the data". A gather send of three buffers of odd lengths
+/// is one datagram of their bytes in order, with a right checksum (summed across the pieces in
+/// software, or inserted by the NIC where it offers that); the first, to a peer not yet
+/// resolved, is held and released as a send of one buffer is; the buffers come back together.
+fn gather_sends_on_plain_udp_are_one_datagram_of_every_piece<T: TestNic>() {
+    use ringfab::mr::Iov;
+    let p = pair_of::<T>();
+    let cap = Captured::on(&p.wire);
+    let clock = TestClock::new();
+    let (da, db) = (
+        domain(&p.nic_a, &clock, IP_A),
+        domain(&p.nic_b, &clock, IP_B),
+    );
+    let attr = EpAttr {
+        encap: Encap::PlainUdp,
+        port: 7000,
+        tx_iov_limit: 3,
+        ..EpAttr::default()
+    };
+    let a = host_with(&da, &attr, 256);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&da, &a, 8, 100);
+    post_recvs(&db, &b, 8, 100);
+    let to_b =
+        a.av.insert_sockaddr_one(&da, SockAddrIn::new(IP_B, 7000))
+            .unwrap();
+    let lens = [5usize, 7, 9];
+    let gather = |seed: u8| {
+        let mut iov = Iov::new();
+        for (k, len) in lens.into_iter().enumerate() {
+            let mut buf = a.mr.alloc(&da, 256).unwrap();
+            let bytes: Vec<u8> = (0..len).map(|j| seed + (k * 16 + j) as u8).collect();
+            // The first buffer's payload sits behind the header, as a send's.
+            let at = if k == 0 { UDP_HEADER_LEN } else { 0 };
+            buf.write(at, &bytes).unwrap();
+            iov.push(buf, len).unwrap();
+        }
+        iov
+    };
+    let expect = |seed: u8| -> Vec<u8> {
+        lens.into_iter()
+            .enumerate()
+            .flat_map(|(k, len)| (0..len).map(move |j| seed + (k * 16 + j) as u8))
+            .collect()
+    };
+    // B is not resolved yet: the first is held, the second sent when it is.
+    if let Err((e, _)) = a.ep.sendv(&da, gather(0x10), to_b, OpContext(1)) {
+        panic!("sendv 1: {e}");
+    }
+    let (mut sent, mut got) = (Vec::new(), Vec::new());
+    let mut iovs_back = 0;
+    for round in 0..6 {
+        p.wire.run_until_idle();
+        loop {
+            let mut e = [MsgEntry::default(); 4];
+            let mut src = [FiAddr::NOTAVAIL; 4];
+            let mut iovs: [Iov; 4] = Default::default();
+            match a.cq.read_owned_iov(&da, &mut e, &mut src, &mut iovs) {
+                Ok(n) => {
+                    for k in 0..n {
+                        sent.push(e[k].op_context.0);
+                        iovs_back += usize::from(iovs[k].len() == lens.len());
+                    }
+                }
+                Err(Error::Again) => break,
+                Err(other) => panic!("A's read: {other:?}"),
+            }
+        }
+        let (ok, err) = read_all(&db, &mut b);
+        assert!(err.is_empty());
+        got.extend(ok);
+        if round == 1 {
+            if let Err((e, _)) = a.ep.sendv(&da, gather(0x40), to_b, OpContext(2)) {
+                panic!("sendv 2: {e}");
+            }
+        }
+    }
+    assert_eq!(sent, [1, 2], "each gather send completes once, in order");
+    assert_eq!(iovs_back, 2, "the three buffers come back together");
+    assert_eq!(got.len(), 2);
+    for ((_, len, _, buf), seed) in got.iter().zip([0x10, 0x40]) {
+        let want = expect(seed);
+        assert_eq!(*len, want.len());
+        let mut bytes = vec![0; *len];
+        buf.as_ref()
+            .unwrap()
+            .read(UDP_HEADER_LEN, &mut bytes)
+            .unwrap();
+        assert_eq!(bytes, want, "the pieces, in order");
+    }
+    let udp: Vec<_> = cap
+        .frames()
+        .into_iter()
+        .filter(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 17)
+        .collect();
+    assert_eq!(udp.len(), 2);
+    for f in &udp {
+        assert_eq!(checksum::of(&f[14..34]), 0, "IPv4 header checksum");
+        assert!(udp_checksum_verifies(f), "UDP checksum over every piece");
+    }
+}
+
+/// fi_endpoint(3), SHARED CONTEXTS: "Conceptually, shareable transmit contexts are transmit
+/// queues that may be accessed by many endpoints. ... operations are posted directly to the
+/// endpoint. ... Completed operations are posted to the CQs bound to the endpoint." Two
+/// plain-UDP endpoints of A, each with its own port and CQ, send through one shared transmit
+/// context: each datagram leaves from its endpoint's port (B's `FI_SOURCE` tells them apart),
+/// the first ones held while B resolves and released to each endpoint's own CQ, in order, and
+/// the later ones (a send and an inject) sent at once.
+fn endpoints_on_a_shared_transmit_context_send_plain_udp_from_their_own_ports<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let caps = Capacities {
+        queues: 4,
+        cqs: 2,
+        cq_size: 256,
+        mrs: 1,
+        avs: 1,
+        av_entries: 4,
+    };
+    let da = Domain::<_, D>::with_capacities(&p.nic_a, &caps).with_clock(&clock);
+    da.set_ipv4(config(IP_A)).unwrap();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 9000, false);
+    post_recvs(&db, &b, 16, 0);
+    let stx = da
+        .stx_context(&ringfab::stx::StxAttr {
+            encap: Encap::PlainUdp,
+            ..Default::default()
+        })
+        .unwrap();
+    let av = da
+        .open_av(&AvAttr {
+            format: AddrFormat::SockaddrIn,
+            ..AvAttr::default()
+        })
+        .unwrap();
+    let mr = da.register(memory(40 * BUF)).unwrap();
+    let mut sides = Vec::new();
+    for (i, port) in [7000u16, 7001].into_iter().enumerate() {
+        let cq = da
+            .open_cq::<Msg>(&CqAttr {
+                size: 64,
+                ..CqAttr::default()
+            })
+            .unwrap();
+        let mut ep = da
+            .endpoint(&EpAttr {
+                encap: Encap::PlainUdp,
+                port,
+                rx_queue: i as u16,
+                ..EpAttr::default()
+            })
+            .unwrap();
+        ep.bind_cq(&da, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
+            .unwrap();
+        ep.bind_av(&da, &av).unwrap();
+        ep.bind_stx(&da, &stx).unwrap();
+        ep.enable(&da).unwrap();
+        for k in 0..4 {
+            ep.recv(&da, mr.alloc(&da, BUF).unwrap(), OpContext(100 + k))
+                .unwrap();
+        }
+        sides.push((cq, ep));
+    }
+    let to_b = av
+        .insert_sockaddr_one(&da, SockAddrIn::new(IP_B, 9000))
+        .unwrap();
+    let from: Vec<FiAddr> = [7000, 7001]
+        .into_iter()
+        .map(|port| {
+            b.av.insert_sockaddr_one(&db, SockAddrIn::new(IP_A, port))
+                .unwrap()
+        })
+        .collect();
+    let send_from =
+        |sides: &[(CompletionQueue<_, Msg>, Endpoint)], i: usize, payload: &[u8], ctx: usize| {
+            let mut buf = mr.alloc(&da, BUF).unwrap();
+            buf.write(UDP_HEADER_LEN, payload).unwrap();
+            if let Err((e, _)) = sides[i]
+                .1
+                .send(&da, buf, payload.len(), to_b, OpContext(ctx))
+            {
+                panic!("send {ctx} from endpoint {i}: {e}");
+            }
+        };
+    let pass = |sides: &mut [(CompletionQueue<_, Msg>, Endpoint)],
+                completed: &mut [Vec<usize>; 2],
+                got: &mut Vec<(usize, FiAddr)>,
+                b: &mut Host<_>| {
+        for _ in 0..4 {
+            p.wire.run_until_idle();
+            for (i, (cq, _)) in sides.iter_mut().enumerate() {
+                let (ok, err) = read_cq(&da, cq);
+                assert!(err.is_empty(), "endpoint {i}'s errors");
+                completed[i].extend(ok.iter().map(|c| c.0));
+            }
+            let (ok, err) = read_all(&db, b);
+            assert!(err.is_empty());
+            got.extend(ok.into_iter().map(|c| (c.1, c.2)));
+        }
+    };
+    // B is not resolved yet: both are held on the shared queue.
+    send_from(&sides, 0, b"zero", 1);
+    send_from(&sides, 1, b"one", 2);
+    let mut completed = [Vec::new(), Vec::new()];
+    let mut got = Vec::new();
+    pass(&mut sides, &mut completed, &mut got, &mut b);
+    assert_eq!(
+        completed,
+        [vec![1], vec![2]],
+        "each on its own endpoint's CQ"
+    );
+    assert_eq!(got, [(4, from[0]), (3, from[1])], "each from its own port");
+    // Resolved now: sent at once, an inject too.
+    send_from(&sides, 1, b"one again", 3);
+    sides[0].1.inject(&da, b"inj", to_b).unwrap();
+    pass(&mut sides, &mut completed, &mut got, &mut b);
+    assert_eq!(completed, [vec![1], vec![2, 3]]);
+    assert_eq!(got[2..], [(9, from[1]), (3, from[0])]);
+}
+
 /// A valid datagram from A (port 5000) to B's `port`.
 fn datagram(port: u16, payload: &[u8]) -> Vec<u8> {
     datagram_from(5000, port, payload)
@@ -450,16 +880,199 @@ fn datagram(port: u16, payload: &[u8]) -> Vec<u8> {
 
 /// A valid datagram from A's port `from` to B's `port`.
 fn datagram_from(from: u16, port: u16, payload: &[u8]) -> Vec<u8> {
+    datagram_to(MAC_B, IP_B, from, port, payload)
+}
+
+/// A valid datagram from A's port `from` to `dst_ip`'s `port`, at the Ethernet address
+/// `dst_mac`.
+fn datagram_to(
+    dst_mac: MacAddr,
+    dst_ip: Ipv4Addr,
+    from: u16,
+    port: u16,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut out = vec![0u8; UDP_HEADER_LEN + payload.len()];
     let h = UdpHeader {
         src_mac: MAC_A,
-        dst_mac: MAC_B,
+        dst_mac,
         src: SockAddrIn::new(IP_A, from),
-        dst: SockAddrIn::new(IP_B, port),
+        dst: SockAddrIn::new(dst_ip, port),
     };
     let n = udp_frame(&h, payload, &mut out).unwrap();
     out.truncate(n);
     out
+}
+
+/// The ICMP port-unreachable messages among `frames` (IPv4, ICMP, type 3, code 3).
+fn port_unreachables(frames: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    frames
+        .into_iter()
+        .filter(|f| f.len() > 35 && f[12..14] == [8, 0] && f[23] == 1 && f[34..36] == [3, 3])
+        .collect()
+}
+
+/// RFC 1122 §4.1.3.1: "If a datagram arrives addressed to a UDP port for which there is no
+/// pending LISTEN call, UDP SHOULD send an ICMP Port Unreachable message." RFC 792: the message
+/// carries "the internet header plus the first 64 bits of the original datagram's data".
+/// RFC 1122 §3.2.2: "An ICMP error message MUST NOT be sent as the result of receiving: ... a
+/// datagram destined to an IP broadcast or IP multicast address, or a datagram sent as a
+/// link-layer broadcast". RFC 1122 §3.2.2 also allows limiting the rate ("a host MAY limit the
+/// rate at which it sends ICMP error messages"): a burst of 10, then one per 100 ms. Every
+/// such datagram still counts as dropped for its port.
+fn a_datagram_to_a_port_nobody_bound_is_answered_port_unreachable<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&db, &b, 16, 0);
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    let pass = |raw: &mut RawSender<T>, b: &mut Host<_>, frames: &[Vec<u8>]| {
+        raw.send(&p, frames);
+        for _ in 0..3 {
+            let (ok, err) = read_all(&db, b);
+            assert!(
+                ok.is_empty() && err.is_empty(),
+                "nothing reaches the application"
+            );
+            p.wire.run_until_idle();
+        }
+    };
+    let closed = datagram(7001, b"anyone there?");
+    pass(&mut raw, &mut b, std::slice::from_ref(&closed));
+    let answers = port_unreachables(cap.frames());
+    assert_eq!(answers.len(), 1, "one port unreachable");
+    let r = &answers[0];
+    assert_eq!((&r[0..6], &r[6..12]), (&MAC_A.0[..], &MAC_B.0[..]));
+    assert_eq!(
+        (&r[26..30], &r[30..34]),
+        (&IP_B.octets()[..], &IP_A.octets()[..])
+    );
+    assert_eq!(checksum::of(&r[14..34]), 0, "IPv4 header checksum");
+    assert_eq!(&r[38..42], &[0; 4], "unused");
+    assert_eq!(
+        &r[42..70],
+        &closed[14..42],
+        "the IPv4 header and 64 bits of data"
+    );
+    assert_eq!(checksum::of(&r[34..70]), 0, "ICMP checksum");
+    assert_eq!(db.ip_drops().port, 1);
+
+    // Broadcast, at the IP layer or the link layer: counted, never answered.
+    let subnet_broadcast = Ipv4Addr::new(192, 0, 2, 255);
+    pass(
+        &mut raw,
+        &mut b,
+        &[
+            datagram_to(MacAddr::BROADCAST, subnet_broadcast, 5000, 7001, b"all"),
+            datagram_to(MacAddr::BROADCAST, Ipv4Addr::BROADCAST, 5000, 7001, b"all"),
+            datagram_to(MacAddr::BROADCAST, IP_B, 5000, 7001, b"link broadcast"),
+        ],
+    );
+    assert_eq!(
+        port_unreachables(cap.frames()).len(),
+        1,
+        "no answer to a broadcast"
+    );
+    assert_eq!(db.ip_drops().port, 4);
+
+    // The rate limit: of 15 more at one instant, the 9 tokens left in the burst; a second
+    // later the bucket is full again (10).
+    for i in 0..15 {
+        pass(
+            &mut raw,
+            &mut b,
+            &[datagram(7002, format!("{i}").as_bytes())],
+        );
+    }
+    assert_eq!(port_unreachables(cap.frames()).len(), 10);
+    clock.advance(Duration::from_secs(1));
+    for i in 0..15 {
+        pass(
+            &mut raw,
+            &mut b,
+            &[datagram(7002, format!("{i}").as_bytes())],
+        );
+    }
+    assert_eq!(port_unreachables(cap.frames()).len(), 20);
+    let drops = db.ip_drops();
+    assert_eq!((drops.port, drops.control), (34, 0));
+    assert_eq!(b.ep.dropped_frames(&db), 34);
+}
+
+/// `frame` (a datagram) with IPv4 `options` (a multiple of 4 bytes) after its fixed header:
+/// IHL, total length and header checksum made right (the UDP checksum does not cover them).
+fn with_options(frame: &[u8], options: &[u8]) -> Vec<u8> {
+    let mut f = frame[..34].to_vec();
+    f.extend_from_slice(options);
+    f.extend_from_slice(&frame[34..]);
+    f[14] = 0x45 + (options.len() / 4) as u8;
+    let total = u16::from_be_bytes([f[16], f[17]]) + options.len() as u16;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    fix_ipv4(&mut f);
+    f
+}
+
+/// RFC 1122 §3.2.1.8: "The IP and transport layer MUST each interpret those IP options that
+/// they understand and silently ignore the others." A datagram whose IPv4 header carries
+/// options completes as one without them would: its payload at `payload_offset()` (42) in the
+/// buffer, its length and source the same (the options are moved past, not delivered).
+/// RFC 791 §3.1 defines an option's length octet; one that runs past the header is malformed:
+/// dropped and counted (`Ipv4Options`), never reported. A datagram with options to a closed
+/// port is answered with its whole header quoted, options included (RFC 792).
+fn datagrams_with_ipv4_options_complete_with_the_payload_at_its_offset<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let db = domain(&p.nic_b, &clock, IP_B);
+    let mut b = host(&db, 7000, false);
+    let from_a =
+        b.av.insert_sockaddr_one(&db, SockAddrIn::new(IP_A, 5000))
+            .unwrap();
+    post_recvs(&db, &b, 8, 0);
+    let mut raw = RawSender::new(&p);
+    let cap = Captured::on(&p.wire);
+    let payload: Vec<u8> = (0..300).map(|i| (i * 13 + 1) as u8).collect();
+    let router_alert = [148, 4, 0, 0];
+    let timestamp = [68, 12, 5, 0, 0, 0, 0, 1, 0, 0, 0, 2, 1, 1, 1, 0];
+    let longest = [1u8; 40];
+    let frames = vec![
+        with_options(&datagram(7000, &payload), &router_alert),
+        with_options(&datagram(7000, b"short"), &timestamp),
+        with_options(&datagram(7000, &payload[..17]), &longest),
+        with_options(&datagram(7000, b"bad"), &[7, 5, 0, 0]),
+        with_options(&datagram(7001, b"closed"), &router_alert),
+    ];
+    raw.send(&p, &frames);
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let (ok, err) = read_all(&db, &mut b);
+        assert!(err.is_empty());
+        got.extend(ok);
+        p.wire.run_until_idle();
+    }
+    let want: [&[u8]; 3] = [&payload, b"short", &payload[..17]];
+    assert_eq!(got.len(), 3);
+    for ((_, len, src, buf), want) in got.iter().zip(want) {
+        assert_eq!((*len, *src), (want.len(), from_a));
+        let mut bytes = vec![0; *len];
+        buf.as_ref()
+            .unwrap()
+            .read(b.ep.payload_offset(), &mut bytes)
+            .unwrap();
+        assert_eq!(bytes, want, "the payload at payload_offset()");
+    }
+    let drops = db.ip_drops();
+    assert_eq!((drops.of(Discard::Ipv4Options), drops.port), (1, 1));
+    let answers = port_unreachables(cap.frames());
+    assert_eq!(answers.len(), 1);
+    let closed = &frames[4];
+    assert_eq!(
+        &answers[0][42..42 + 24 + 8],
+        &closed[14..14 + 24 + 8],
+        "options quoted"
+    );
+    assert_eq!(checksum::of(&answers[0][34..]), 0, "ICMP checksum");
 }
 
 /// Sets the IPv4 header checksum of `f` right again after an edit (over the header length
@@ -493,7 +1106,9 @@ fn malformed_frames_are_dropped_and_counted_never_reported<T: TestNic>() {
     fragment[20] |= 0x20; // more fragments
     fix_ipv4(&mut fragment);
     let mut options = good.clone();
-    options[14] = 0x46; // a 24-byte header: the UDP header's first word read as an option
+    // A 24-byte header: the UDP header's first word read as an option (type 0x13, length
+    // 0x88: past the header), which RFC 791 §3.1's option format refuses.
+    options[14] = 0x46;
     fix_ipv4(&mut options);
     let mut other_host = good.clone();
     other_host[30..34].copy_from_slice(&Ipv4Addr::new(192, 0, 2, 77).octets());
@@ -1025,6 +1640,14 @@ on_every_nic!(
     two_endpoints_exchange_datagrams_with_arp_in_between,
     a_peer_that_never_answers_arp_fails_each_held_send,
     icmp_echo_requests_are_answered,
+    an_echo_request_as_long_as_the_mtu_gets_all_its_data_back,
+    a_full_cq_does_not_hold_back_arp_and_icmp_answers,
+    a_send_takes_the_arp_request_it_needs_out_with_it,
+    a_control_frame_that_does_not_go_is_counted_never_reported,
+    a_datagram_to_a_port_nobody_bound_is_answered_port_unreachable,
+    datagrams_with_ipv4_options_complete_with_the_payload_at_its_offset,
+    gather_sends_on_plain_udp_are_one_datagram_of_every_piece,
+    endpoints_on_a_shared_transmit_context_send_plain_udp_from_their_own_ports,
     malformed_frames_are_dropped_and_counted_never_reported,
     plain_udp_needs_its_address_format_and_the_domains_address,
     several_endpoints_share_one_queue_told_apart_by_port,

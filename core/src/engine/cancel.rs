@@ -55,7 +55,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let live = |t: &OpTable<D>| {
             (0..t.live_span()).any(|k| {
                 let op = t.ops[(t.head + k) % D];
-                op.kind != OpKind::Free && op.context == target
+                matches!(op.kind, OpKind::Send | OpKind::Recv) && op.context == target
             })
         };
         if !live(&self.table) {
@@ -66,7 +66,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         // entry, with the last of them, releases the buffer.
         let target_group = (0..self.table.live_span())
             .map(|k| self.table.ops[(self.table.head + k) % D])
-            .find(|op| op.kind != OpKind::Free && op.context == target)
+            .find(|op| matches!(op.kind, OpKind::Send | OpKind::Recv) && op.context == target)
             .map_or(NO_GROUP, |op| op.group);
         match &mut self.queue {
             Queue::Tx(q) => q.flush(),
@@ -97,6 +97,15 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     continue;
                 };
                 let op = self.table.ops[slot];
+                if cfg!(feature = "plain-udp") && op.kind == OpKind::Control {
+                    // A control frame is not the application's to cancel, nor to post again:
+                    // sent or (flushed) lost and counted.
+                    let sent = !flushed && tx[i].status.is_ok();
+                    if self.table.take(token, OpKind::Control).is_some() && !sent {
+                        super::ip::control_lost(ctx.ip);
+                    }
+                    continue;
+                }
                 if op.kind != kind {
                     continue;
                 }

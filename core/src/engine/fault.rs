@@ -118,7 +118,11 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             let mut any = false;
             for (token, kind) in tokens {
                 any = true;
-                if let Some(op) = self.table.take(token, kind) {
+                let op = match kind {
+                    OpKind::Send => self.table.take_tx(token),
+                    _ => self.table.take(token, kind),
+                };
+                if let Some(op) = op {
                     self.discard(&op, ctx);
                 }
             }
@@ -142,6 +146,11 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// Forgets receive `op` without a completion (close), releasing a multi-receive buffer
     /// with its last slot.
     pub(super) fn discard(&mut self, op: &Op, ctx: &PollCtx<'_>) {
+        if cfg!(feature = "plain-udp") && op.kind == OpKind::Control {
+            // Flushed before it was sent: lost, and counted (it holds no credit).
+            super::ip::control_lost(ctx.ip);
+            return;
+        }
         // A shared receive context's receives hold no credit (module documentation).
         if !(self.kind.is_shared() && op.kind == OpKind::Recv) {
             self.op_cq(op, ctx).release_credit();

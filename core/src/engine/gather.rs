@@ -11,8 +11,7 @@ use super::Credits;
 use super::{release, PathState};
 use crate::buf::{RawBuf, IOV_MAX};
 use crate::entry::OpContext;
-use crate::flags::OpFlags;
-use crate::hal::{Iova, Nic, TxSegment};
+use crate::hal::{Iova, Nic, TxChecksum, TxSegment};
 use crate::{Error, Result};
 
 /// `Op::iov` of an operation that is not a gather send.
@@ -48,14 +47,16 @@ impl IovRec {
 /// the segment list wait in a pool record until the operation completes, when they travel
 /// with the completion (`Completion::extra`) or go back to their regions with the first.
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
-    /// Posts a gather send: as [`post_send`](Self::post_send) with `segments` (the first in
-    /// `buf`, which holds the header) and `extra`, the buffers after `buf`.
+    /// Posts a gather send: as [`post_send_checksummed`](Self::post_send_checksummed) with
+    /// `segments` (the first in `buf`, which holds the header) and `extra`, the buffers after
+    /// `buf`; `report` whether its success is reported, `checksum` the NIC's part of a
+    /// plain-UDP datagram's checksum, if it has one.
     ///
     /// # Errors
     /// `Again` when the pool is full; otherwise as `post_send`.
     #[allow(
         clippy::too_many_arguments,
-        reason = "post_send's, plus the further buffers"
+        reason = "post_send_checksummed's, plus the further buffers"
     )]
     pub(crate) fn post_send_iov(
         &mut self,
@@ -64,8 +65,9 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         buf: RawBuf,
         extra: [Option<RawBuf>; IOV_MAX - 1],
         context: OpContext,
-        flags: OpFlags,
+        report: bool,
         who: Option<Poster>,
+        checksum: Option<TxChecksum>,
     ) -> Result {
         if segments.len() > IOV_MAX {
             return Err(Error::Inval);
@@ -73,7 +75,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let Some(r) = self.iov.iter().position(|r| !r.used) else {
             return Err(Error::Again);
         };
-        self.post_send(cq, segments, buf, context, flags, who)?;
+        self.post_send_checksummed(cq, segments, buf, context, report, who, checksum)?;
         let slot = self.table.tail.wrapping_sub(1) % D;
         self.table.ops[slot].iov = r as u8;
         let mut rec = IovRec {

@@ -3,32 +3,45 @@
 //! outbox (ARP and ICMP frames waiting for a transmit path), the bound UDP ports and the drop
 //! counts. A plain-UDP receive path hands it ARP packets and echo requests
 //! ([`IpHost::take_control`]); a plain-UDP transmit path, each time it is polled, sends what the
-//! outbox holds and releases or fails its held sends ([`PathState::ip_progress`]). No thread
-//! and no timer: the time is the one the poll's caller read from the domain's clock.
+//! outbox holds and releases or fails its held sends ([`PathState::ip_progress`]), and each
+//! time it sends, sends what the outbox holds ([`PathState::drain_outbox`]). Both first test
+//! one atomic ([`IpHost::has_control`], [`IpHost::has_work`]): an idle host costs a path one
+//! load. No thread and no timer: the time is the one the poll's caller read from the domain's
+//! clock.
+//!
+//! Control frames go out as operations of their own kind (`OpKind::Control`): from a slot of
+//! the transmit path's control region ([`CONTROL_SLOTS`] frames of [`CONTROL_LEN`] bytes in
+//! DMA memory, after the path's bounce slots), with no CQ credit, never reported to the application;
+//! a failure is counted (`IpDrops::control`). So a full CQ of the application's does not hold
+//! ARP and ICMP answers back.
 //!
 //! Locks: a path's lock, then the host's — never the other way round (a send looks its
 //! next hop up and lets go of the host before it takes its transmit path).
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use core::time::Duration;
 
 use spin::Mutex;
 
-use super::sink::{ErrRecord, Outcome, Sink};
+use super::op::{Op, OpKind};
+use super::post::Poster;
+use super::sink::{ErrRecord, Outcome};
 use super::state::{PollCtx, Queue};
 use super::verdict::SEND_FLAGS;
 use super::{PathState, NO_MR};
 use crate::atomic::AtomicU64;
-use crate::buf::RawBuf;
+use crate::buf::{RawBuf, IOV_MAX};
 use crate::entry::{Completion, OpContext};
 use crate::hal::MacAddr;
-use crate::hal::{DmaRegion as _, Iova, Nic, TxChecksum, TxSegment};
+use crate::hal::{DmaRegion as _, Iova, Nic, Report, Token, TxChecksum, TxQueue, TxSegment};
 use crate::ip::arp::{Resolve, Resolver};
 use crate::ip::checksum::Sum;
 use crate::ip::emit::{self, ArpFrame, UdpChecksum, UdpHeader};
+use crate::ip::limit::{self, TokenBucket};
 use crate::ip::parse::{Arp, Echo, Local};
 use crate::ip::{
-    Discard, IpDrops, Ipv4Addr, Ipv4Config, SockAddrIn, CONTROL_LEN, ETH_MIN_FRAME, UDP_HEADER_LEN,
+    Discard, IpDrops, Ipv4Addr, Ipv4Config, SockAddrIn, CONTROL_LEN, ETH_LEN, ETH_MIN_FRAME,
+    UDP_HEADER_LEN, UDP_LEN,
 };
 use crate::{Error, Result};
 
@@ -38,14 +51,25 @@ pub(crate) const ARP_ENTRIES: usize = 16;
 pub(crate) const HELD: usize = 8;
 /// Control frames waiting for a transmit path.
 const OUTBOX: usize = 4;
+/// Control frames one transmit path has in flight at once: the slots of its control region.
+const CONTROL_SLOTS: usize = 4;
+/// Bytes of a plain-UDP transmit path's control region (DMA memory, allocated with the path's
+/// bounce slots, after them).
+pub(crate) const CONTROL_REGION: usize = CONTROL_SLOTS * CONTROL_LEN;
 /// UDP ports bound at once.
 pub(crate) const MAX_PORTS: usize = 16;
 /// The first port handed out for `EpAttr::port` 0 (RFC 6335 §6: the dynamic range).
 const DYNAMIC_PORTS: u16 = 49152;
 
-/// Bytes of one inject bounce slot of a transmit path: an inject's frame, a gather send's
-/// header, or a control frame.
-pub(crate) const BOUNCE_SLOT: usize = CONTROL_LEN;
+/// Bytes of one inject bounce slot of a transmit path: an inject's frame or a gather send's
+/// header (the longest header and `inject_size`, rounded to cache lines).
+pub(crate) const BOUNCE_SLOT: usize = 128;
+
+/// [`IpHost::work`]: the outbox holds a frame (a send drains it).
+const WORK_OUTBOX: u8 = 1;
+/// [`IpHost::work`]: the resolver is busy (`Resolver::busy`: a retry, a verdict or a held send
+/// waits; a poll's progress sees to it).
+const WORK_RESOLVER: u8 = 2;
 
 /// A send held while its next hop resolves: everything its post needs.
 #[derive(Clone, Copy, Debug)]
@@ -54,8 +78,12 @@ pub(crate) struct HeldSend {
     pub(crate) path: usize,
     /// The owned buffer, the 42-byte header room at its start.
     pub(crate) buf: RawBuf,
-    /// Payload bytes after the header.
+    /// Payload bytes after the header, in `buf` and `extra` together.
     pub(crate) payload_len: u16,
+    /// A gather send's buffers after `buf`, each sent from its start, and the bytes sent of
+    /// each (`Endpoint::sendv`); `None` and 0 for a send of one buffer.
+    pub(crate) extra: [Option<RawBuf>; IOV_MAX - 1],
+    pub(crate) extra_lens: [u16; IOV_MAX - 1],
     pub(crate) src: SockAddrIn,
     pub(crate) dst: SockAddrIn,
     /// What the UDP checksum field gets: the checksum from the payload's one's-complement sum,
@@ -64,6 +92,36 @@ pub(crate) struct HeldSend {
     pub(crate) context: OpContext,
     /// Whether its success is reported.
     pub(crate) report: bool,
+    /// The endpoint that posted it, on a shared transmit context's path (its CQ, counter and
+    /// owner number: `Poster`); `None` on an endpoint's own path.
+    pub(crate) who: Option<Poster>,
+}
+
+impl HeldSend {
+    /// The segments of its frame, and how many: the first buffer's header and payload, then
+    /// each further buffer's bytes from its start.
+    pub(crate) fn segments(&self) -> ([TxSegment; IOV_MAX], usize) {
+        let mut segs = [TxSegment {
+            iova: Iova(0),
+            len: 0,
+        }; IOV_MAX];
+        let extra_len: u16 = self.extra_lens.iter().sum();
+        segs[0] = TxSegment {
+            iova: self.buf.iova,
+            len: (UDP_HEADER_LEN as u16).saturating_add(self.payload_len - extra_len),
+        };
+        let mut n = 1;
+        for (raw, &len) in self.extra.iter().zip(&self.extra_lens) {
+            if let Some(raw) = raw {
+                segs[n] = TxSegment {
+                    iova: raw.iova,
+                    len,
+                };
+                n += 1;
+            }
+        }
+        (segs, n)
+    }
 }
 
 /// A control frame waiting in the outbox.
@@ -78,6 +136,15 @@ pub(crate) struct IpState {
     pub(crate) local: Local,
     pub(crate) arp: Resolver<HeldSend, ARP_ENTRIES, HELD>,
     outbox: [Option<Control>; OUTBOX],
+    /// How many port-unreachable messages may go now (`ip::limit::UNREACHABLE`).
+    unreachable: TokenBucket,
+}
+
+impl Control {
+    const EMPTY: Control = Control {
+        len: 0,
+        bytes: [0; CONTROL_LEN],
+    };
 }
 
 /// What the host does with a frame a receive path classified as its own business.
@@ -102,29 +169,50 @@ pub(crate) struct IpHost {
     /// ([`Offloads::tx_l4_checksum`](crate::hal::Offloads)): plain-UDP sends then leave the
     /// payload unsummed and ask for the insertion.
     udp_offload: AtomicBool,
+    /// What waits for a transmit path ([`WORK_OUTBOX`], [`WORK_RESOLVER`]): written under the
+    /// state's lock after every change, read without it — the one load a path pays when the
+    /// host is idle.
+    work: AtomicU8,
 }
 
 impl IpState {
-    fn queue(&mut self, frame: &[u8]) -> bool {
+    /// Queues the frame `emit` writes into a free outbox slot (returning its length); `false`
+    /// if the outbox is full or `emit` writes nothing. The frame is written in place: a slot
+    /// is a full frame, too large to build on the stack and copy.
+    fn queue_with(&mut self, emit: impl FnOnce(&mut [u8; CONTROL_LEN]) -> Option<usize>) -> bool {
         let Some(slot) = self.outbox.iter_mut().find(|c| c.is_none()) else {
             return false;
         };
-        let mut bytes = [0; CONTROL_LEN];
-        let Some(dst) = bytes.get_mut(..frame.len()) else {
-            return false;
-        };
-        dst.copy_from_slice(frame);
-        *slot = Some(Control {
-            len: frame.len(),
-            bytes,
-        });
-        true
+        let control = slot.insert(Control::EMPTY);
+        match emit(&mut control.bytes).filter(|&n| n <= CONTROL_LEN) {
+            Some(len) => {
+                control.len = len;
+                true
+            }
+            None => {
+                *slot = None;
+                false
+            }
+        }
     }
 
     fn queue_arp(&mut self, a: &ArpFrame) -> bool {
-        let mut out = [0; ETH_MIN_FRAME];
-        emit::arp(a, &mut out);
-        self.queue(&out)
+        self.queue_with(|out| {
+            let frame: &mut [u8; ETH_MIN_FRAME] = (&mut out[..ETH_MIN_FRAME]).try_into().ok()?;
+            emit::arp(a, frame);
+            Some(ETH_MIN_FRAME)
+        })
+    }
+
+    /// The [`IpHost::work`] bits of this state.
+    fn work(&self) -> u8 {
+        let outbox = if self.outbox.iter().any(Option::is_some) {
+            WORK_OUTBOX
+        } else {
+            0
+        };
+        let resolver = if self.arp.busy() { WORK_RESOLVER } else { 0 };
+        outbox | resolver
     }
 }
 
@@ -135,7 +223,26 @@ impl IpHost {
             ports: Mutex::new([0; MAX_PORTS]),
             counts: [const { AtomicU64::new(0) }; COUNTS],
             udp_offload: AtomicBool::new(false),
+            work: AtomicU8::new(0),
         }
+    }
+
+    /// Publishes what `st` leaves waiting (call under the state's lock, after a change).
+    fn publish(&self, st: &IpState) {
+        self.work.store(st.work(), Ordering::Release);
+    }
+
+    /// Whether the outbox holds a frame: one load, what a send pays when it does not.
+    #[inline]
+    pub(crate) fn has_control(&self) -> bool {
+        self.work.load(Ordering::Acquire) & WORK_OUTBOX != 0
+    }
+
+    /// Whether a transmit path's progress has anything to do (the outbox, a retry or verdict
+    /// of ARP, a held send): one load, what a poll pays when it does not.
+    #[inline]
+    pub(crate) fn has_work(&self) -> bool {
+        self.work.load(Ordering::Acquire) != 0
     }
 
     /// Sets (or, with no plain-UDP endpoint enabled, replaces) the configuration; the ARP
@@ -143,11 +250,14 @@ impl IpHost {
     pub(crate) fn configure(&self, mac: MacAddr, ip: Ipv4Config, udp_offload: bool) {
         self.udp_offload.store(udp_offload, Ordering::Relaxed);
         let local = Local { mac, ip };
-        *self.state.lock() = Some(IpState {
+        let mut guard = self.state.lock();
+        let st = guard.insert(IpState {
             local,
             arp: Resolver::new(local),
             outbox: [None; OUTBOX],
+            unreachable: limit::UNREACHABLE,
         });
+        self.publish(st);
     }
 
     /// How a plain-UDP send's checksum is made: by the NIC where it offers the offload (the
@@ -245,16 +355,66 @@ impl IpHost {
                 None => true,
             },
             ControlIn::Echo(e) => {
-                let mut out = [0; CONTROL_LEN];
-                match emit::echo_reply(&e, st.local.mac, st.local.ip.addr, &mut out) {
-                    Ok(len) => st.queue(&out[..len]),
-                    Err(_) => false,
-                }
+                let (mac, addr) = (st.local.mac, st.local.ip.addr);
+                st.queue_with(|out| emit::echo_reply(&e, mac, addr, out).ok())
             }
         };
         if !queued {
             self.count_control();
         }
+        self.publish(st);
+    }
+
+    /// Answers the UDP datagram that starts `frame` (as received: its Ethernet header, its
+    /// IPv4 header and at least the 8 bytes of its UDP header, which `ip::classify` passed) —
+    /// to a port no endpoint of the domain bound — with an ICMP port unreachable (RFC 1122
+    /// §4.1.3.1: "If a datagram arrives addressed to a UDP port for which there is no pending
+    /// LISTEN call, UDP SHOULD send an ICMP Port Unreachable message"), unless RFC 1122 §3.2.2
+    /// forbids it ("An ICMP error message MUST NOT be sent as the result of receiving: ... a
+    /// datagram destined to an IP broadcast or IP multicast address, or a datagram sent as a
+    /// link-layer broadcast", the other cases of that list being frames `classify` already
+    /// refused: fragments, sources that are no single host, ICMP) or the rate limit
+    /// (`ip::limit`) says to keep quiet. The datagram is counted (`IpDrops::port`) by the
+    /// caller either way.
+    pub(crate) fn port_unreachable(&self, frame: &[u8], now: Duration) {
+        let Some(&version_ihl) = frame.get(ETH_LEN) else {
+            return;
+        };
+        let ihl = usize::from(version_ihl & 0x0f) * 4;
+        let (Some(eth), Some(original)) = (
+            frame.get(..ETH_LEN),
+            frame.get(ETH_LEN..ETH_LEN + ihl + UDP_LEN),
+        ) else {
+            return;
+        };
+        let (Some(src), Some(dst), Some(port)) = (
+            original.get(12..16),
+            original.get(16..20),
+            original.get(ihl + 2..ihl + 4),
+        ) else {
+            return;
+        };
+        let (to_mac, link_dst) = (mac_at(&eth[6..]), mac_at(eth));
+        let (to, dst) = (ipv4_at(src), ipv4_at(dst));
+        let port = u16::from_be_bytes([port[0], port[1]]);
+        if link_dst.is_multicast() || self.ports.lock().contains(&port) {
+            // A link-layer broadcast; or a port bound by an endpoint whose queue the datagram
+            // did not reach (it is there, only not on this queue): not unreachable.
+            return;
+        }
+        let mut guard = self.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return;
+        };
+        // Only a datagram to our own unicast address is answered (never a broadcast one).
+        if dst != st.local.ip.addr || !st.unreachable.take(now) {
+            return;
+        }
+        let (mac, addr) = (st.local.mac, st.local.ip.addr);
+        if !st.queue_with(|out| emit::port_unreachable(original, mac, addr, to_mac, to, out).ok()) {
+            self.count_control();
+        }
+        self.publish(st);
     }
 
     /// Queues the announcement of our address (RFC 5227 §2.3).
@@ -265,6 +425,7 @@ impl IpHost {
             if !st.queue_arp(&a) {
                 self.count_control();
             }
+            self.publish(st);
         }
     }
 
@@ -282,6 +443,7 @@ impl IpHost {
                 self.count_control();
             }
         }
+        self.publish(st);
     }
 
     /// Where a send to `dst` goes at `now`: `Ok(Some(mac))` to send at once, `Ok(None)` when
@@ -309,6 +471,7 @@ impl IpHost {
                     self.count_control();
                 }
             }
+            self.publish(st);
             return Err(Error::Again);
         };
         match st.arp.resolve(hop, item, now) {
@@ -319,22 +482,33 @@ impl IpHost {
                         self.count_control();
                     }
                 }
+                self.publish(st);
                 Ok(None)
             }
             Resolve::Full(_) => Err(Error::Again),
         }
     }
 
-    /// Takes every send held for transmit path `path` out (the path is closing): their
-    /// credits go back to `credits` and their buffers to their regions.
-    pub(crate) fn forget_path(&self, path: usize, mut each: impl FnMut(HeldSend)) {
+    /// Takes every send held for transmit path `path` by the endpoint of owner number `owner`
+    /// (`None`: the path is an endpoint's own) out — the endpoint is closing — and hands each
+    /// to `each`, which gives its credit and buffers back.
+    pub(crate) fn forget_held(
+        &self,
+        path: usize,
+        owner: Option<u8>,
+        mut each: impl FnMut(HeldSend),
+    ) {
         let mut guard = self.state.lock();
         let Some(st) = guard.as_mut() else {
             return;
         };
-        while let Some(h) = st.arp.take_any_if(|h| h.path == path) {
+        while let Some(h) = st
+            .arp
+            .take_any_if(|h| h.path == path && h.who.map(|w| w.owner) == owner)
+        {
             each(h);
         }
+        self.publish(st);
     }
 }
 
@@ -378,20 +552,28 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
     /// A plain-UDP transmit path's progress (module documentation): ARP retries due at `now`,
     /// the outbox, then its held sends — released in order to resolved next hops, or failed
     /// (`FI_EHOSTUNREACH`) where resolution gave up. Returns the outcomes given to `sink` and
-    /// the errors among them (for the counter).
-    pub(super) fn ip_progress<'s, S: Sink<'s>>(
+    /// the errors among them (for the counter). An idle host costs one load. Out of line: the
+    /// read path's poll calls it for plain-UDP transmit paths only, and must not grow for it.
+    ///
+    /// On a shared transmit context's path only the held sends of endpoints that report to
+    /// the reading CQ (`ctx.reader`) are released or failed: their credits are that CQ's, and
+    /// their errors are its entries.
+    #[inline(never)]
+    pub(super) fn ip_progress(
         &mut self,
-        ctx: &PollCtx<'s>,
-        sink: &mut S,
+        ctx: &PollCtx<'_>,
+        sink: &mut dyn FnMut(Outcome<'_>) -> bool,
         stop: &mut bool,
     ) -> (usize, u64) {
         let Some(ip) = ctx.ip else {
             return (0, 0);
         };
-        let Some(context) = self.kind.framing().map(|f| f.context) else {
+        if !ip.host.has_work() {
             return (0, 0);
-        };
+        }
         let me = self.index;
+        let reader = ctx.reader;
+        let mine = |h: &HeldSend| h.path == me && h.who.is_none_or(|w| w.cq == reader);
         let mut guard = ip.host.state.lock();
         let Some(st) = guard.as_mut() else {
             return (0, 0);
@@ -401,30 +583,16 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 ip.host.count_control();
             }
         }
-        let mut rang = false;
-        for i in 0..OUTBOX {
-            let Some(c) = st.outbox[i] else { continue };
-            match self.post_control(ctx, context, &c.bytes[..c.len]) {
-                Ok(()) => {
-                    st.outbox[i] = None;
-                    rang = true;
-                }
-                // The ring, the op table or the CQ is full: the frame waits for the next poll.
-                Err(Error::Again) => break,
-                Err(_) => {
-                    st.outbox[i] = None;
-                    ip.host.count_control();
-                }
-            }
-        }
+        let mut rang = self.post_outbox(ip.host, st);
         let (mut given, mut errors) = (0, 0);
-        while let Some(h) = st.arp.take_failed_if(|h| h.path == me) {
+        while let Some(h) = st.arp.take_failed_if(mine) {
             given += 1;
             errors += 1;
-            *stop |= sink.outcome(Outcome::Failed(&held_failed(&h, Error::HostUnreach)));
+            count_held_error(&h, ctx);
+            *stop |= sink(Outcome::Failed(&held_failed(&h, Error::HostUnreach)));
         }
         let src_mac = st.local.mac;
-        while let Some((mac, h)) = st.arp.take_ready_if(|h| h.path == me) {
+        while let Some((mac, h)) = st.arp.take_ready_if(mine) {
             let posted = write_udp_header(
                 &h.buf,
                 src_mac,
@@ -437,21 +605,31 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
             .and_then(|()| {
                 // The hold's credit becomes the post's.
                 ctx.cq.release_credit();
-                let segment = TxSegment {
-                    iova: h.buf.iova,
-                    len: (UDP_HEADER_LEN as u16).saturating_add(h.payload_len),
-                };
+                let (segments, n) = h.segments();
                 let offload = udp_offload_request(h.checksum);
-                self.post_send_checksummed(
-                    ctx.cq,
-                    &[segment],
-                    h.buf,
-                    h.context,
-                    h.report,
-                    None,
-                    offload,
-                )
-                .inspect_err(|_| {
+                let posted = if n == 1 {
+                    self.post_send_checksummed(
+                        ctx.cq,
+                        &segments[..1],
+                        h.buf,
+                        h.context,
+                        h.report,
+                        h.who,
+                        offload,
+                    )
+                } else {
+                    self.post_send_iov(
+                        ctx.cq,
+                        &segments[..n],
+                        h.buf,
+                        h.extra,
+                        h.context,
+                        h.report,
+                        h.who,
+                        offload,
+                    )
+                };
+                posted.inspect_err(|_| {
                     let _ = ctx.cq.reserve_credit();
                 })
             });
@@ -460,10 +638,12 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
                 Err(e) => {
                     given += 1;
                     errors += 1;
-                    *stop |= sink.outcome(Outcome::Failed(&held_failed(&h, e)));
+                    count_held_error(&h, ctx);
+                    *stop |= sink(Outcome::Failed(&held_failed(&h, e)));
                 }
             }
         }
+        ip.host.publish(st);
         drop(guard);
         if rang {
             self.doorbell();
@@ -471,28 +651,167 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         (given, errors)
     }
 
-    /// Posts one control frame out of the bounce slot of the op-table slot it takes, as an
-    /// inject is posted (no success reported).
-    fn post_control(&mut self, ctx: &PollCtx<'_>, context: OpContext, frame: &[u8]) -> Result {
-        if !matches!(self.queue, Queue::Tx(_)) {
+    /// A send's part of the progress: the outbox, if it holds anything (one load if not),
+    /// posted on this path and the doorbell rung. Nothing here can fail an application's
+    /// operation, so a send needs no sink.
+    pub(crate) fn drain_outbox(&mut self, host: &IpHost) {
+        if !host.has_control() {
+            return;
+        }
+        let mut guard = host.state.lock();
+        let Some(st) = guard.as_mut() else {
+            return;
+        };
+        let rang = self.post_outbox(host, st);
+        host.publish(st);
+        drop(guard);
+        if rang {
+            self.doorbell();
+        }
+    }
+
+    /// Posts what the outbox holds, in order, until the path has no room; a frame that cannot
+    /// go at all is dropped and counted. Returns whether anything was posted (no doorbell).
+    fn post_outbox(&mut self, host: &IpHost, st: &mut IpState) -> bool {
+        let mut posted = false;
+        for slot in st.outbox.iter_mut() {
+            let Some(c) = slot else { continue };
+            match self.post_control(c.bytes.get(..c.len).unwrap_or(&[])) {
+                Ok(()) => {
+                    *slot = None;
+                    posted = true;
+                }
+                // The ring, the op table or the control region is full: the frame waits.
+                Err(Error::Again) => break,
+                Err(_) => {
+                    *slot = None;
+                    host.count_control();
+                }
+            }
+        }
+        posted
+    }
+
+    /// Posts one control frame from a free slot of the path's control region, as an operation
+    /// of the control kind: no CQ credit (a full CQ of the application's does not hold it
+    /// back), no success reported (pushed `Report::ErrorsOnly` where the device completes in
+    /// order, so the driver reclaims it silently), a failure counted when its completion is
+    /// taken ([`control_lost`]). No doorbell.
+    fn post_control(&mut self, frame: &[u8]) -> Result {
+        if self.fault.is_some() {
             return Err(Error::OpBadState);
         }
+        if frame.len() > CONTROL_LEN {
+            return Err(Error::MsgSize);
+        }
+        let region = self.bounce.as_ref().ok_or(Error::OpBadState)?;
+        // The control region follows the `D` bounce slots, on a plain-UDP endpoint's path.
+        let base = D * BOUNCE_SLOT;
+        if region.len() < base + CONTROL_REGION {
+            return Err(Error::OpBadState);
+        }
+        let free = self.free_control_slot().ok_or(Error::Again)?;
         let slot = self.table.next_free().ok_or(Error::Again)?;
-        let offset = slot * BOUNCE_SLOT;
-        let bounce = self.bounce.as_ref().ok_or(Error::OpBadState)?;
-        bounce.write_bytes(offset, frame);
-        let iova = Iova(bounce.iova().0 + offset as u64);
-        let raw = RawBuf {
-            span: crate::hal::DmaSpan::EMPTY,
-            iova,
-            len: frame.len() as u32,
-            mr: NO_MR,
+        let offset = base + free * CONTROL_LEN;
+        region.write_bytes(offset, frame);
+        let iova = Iova(region.iova().0 + offset as u64);
+        let hw = if self.hw_selective {
+            Report::ErrorsOnly
+        } else {
+            Report::Always
         };
         let segment = TxSegment {
             iova,
             len: frame.len() as u16,
         };
-        self.post_send_with(ctx.cq, &[segment], raw, context, false, None)
+        let Queue::Tx(q) = &mut self.queue else {
+            return Err(Error::OpBadState);
+        };
+        q.push(&[segment], Token(slot as u64), hw)
+            .map_err(super::post::push_error)?;
+        self.table.commit(
+            slot,
+            Op {
+                kind: OpKind::Control,
+                buf: RawBuf {
+                    span: crate::hal::DmaSpan::EMPTY,
+                    iova,
+                    len: frame.len() as u32,
+                    mr: NO_MR,
+                },
+                len: frame.len() as u32,
+                ..Op::FREE
+            },
+        );
+        Ok(())
+    }
+
+    /// A slot of the control region no live control frame uses: each names its slot by its
+    /// address. A walk over the live operations — control frames are rare, and the path keeps
+    /// no state for them that its read would carry.
+    fn free_control_slot(&self) -> Option<usize> {
+        let base = self.bounce.as_ref()?.iova().0 + (D * BOUNCE_SLOT) as u64;
+        let mut used = [false; CONTROL_SLOTS];
+        for k in 0..self.table.live_span() {
+            let op = &self.table.ops[(self.table.head + k) % D];
+            if op.kind == OpKind::Control {
+                let at = op.buf.iova.0.wrapping_sub(base) / CONTROL_LEN as u64;
+                if let Some(u) = used.get_mut(at as usize) {
+                    *u = true;
+                }
+            }
+        }
+        used.iter().position(|u| !u)
+    }
+
+    /// The completion of `token` on a transmit path when it names no send: a control frame's
+    /// (taken, and counted if it failed), or nothing. Out of line: the read path's poll calls it
+    /// and must not grow for it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn control_done(&mut self, token: Token, ok: bool, ctx: &PollCtx<'_>) {
+        if self.table.take(token, OpKind::Control).is_some() && !ok {
+            control_lost(ctx.ip);
+        }
+    }
+}
+
+/// Counts a control frame that did not go (the device could not send it, or a flush took it
+/// back unsent) in `IpDrops::control`: it is never reported, the application did not post it.
+/// Its slot of the control region is free with its op-table slot.
+#[cold]
+#[inline(never)]
+pub(super) fn control_lost(ip: Option<IpCtx<'_>>) {
+    if let Some(ip) = ip {
+        ip.host.count_control();
+    }
+}
+
+fn mac_at(b: &[u8]) -> MacAddr {
+    let mut m = [0; 6];
+    if let Some(src) = b.get(..6) {
+        m.copy_from_slice(src);
+    }
+    MacAddr(m)
+}
+
+fn ipv4_at(b: &[u8]) -> Ipv4Addr {
+    match b {
+        [a, b, c, d, ..] => Ipv4Addr::new(*a, *b, *c, *d),
+        _ => Ipv4Addr::UNSPECIFIED,
+    }
+}
+
+/// Counts a held send's failure in its endpoint's counter on a shared transmit context's path
+/// (where each operation names its counter); an endpoint's own path counts it in the poll's
+/// tally.
+fn count_held_error(h: &HeldSend, ctx: &PollCtx<'_>) {
+    if let Some(c) = h
+        .who
+        .and_then(|w| w.cntr)
+        .and_then(|i| ctx.cntrs.counter(i))
+    {
+        c.complete_err(1);
     }
 }
 
@@ -503,6 +822,7 @@ fn held_failed(h: &HeldSend, err: Error) -> ErrRecord {
             context: h.context,
             flags: SEND_FLAGS,
             owned: (h.buf.mr != NO_MR).then_some(h.buf),
+            extra: h.extra,
             ..Completion::default()
         },
         err,

@@ -111,7 +111,7 @@ mod state; // `PathState`'s queue, framing and accessors
 mod verdict; // what one completion becomes (the general lane)
 
 pub(crate) use credit::{Count, Counters, Credits};
-pub(crate) use ip::{udp_offload_request, HeldSend, IpCtx, IpHost, BOUNCE_SLOT};
+pub(crate) use ip::{udp_offload_request, HeldSend, IpCtx, IpHost, BOUNCE_SLOT, CONTROL_REGION};
 pub(crate) use op::NO_MR;
 pub(crate) use post::Poster;
 pub(crate) use sink::{ErrRecord, Outcome, Plain, Sink, Window};
@@ -168,6 +168,10 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     /// frame, a gather send's header), free exactly as long as that slot is. Declared after
     /// `queue`, so it is freed only once the queue that could read it has stopped — and it
     /// lives with the path, not with an endpoint handle that could be dropped first.
+    ///
+    /// On a plain-UDP endpoint's path the region also holds, after the `D` bounce slots, the
+    /// control region ([`CONTROL_REGION`]) the domain's IPv4 host's frames (ARP, ICMP) are
+    /// sent from (`engine/ip.rs`).
     pub(crate) bounce: Option<N::Dma>,
 }
 

@@ -24,6 +24,9 @@ pub(super) enum OpKind {
     Free,
     Send,
     Recv,
+    /// A control frame of the domain's IPv4 host (ARP, ICMP; `engine/ip.rs`) on a plain-UDP
+    /// transmit path: no CQ credit, never reported; a failure is counted.
+    Control,
 }
 
 /// The fast lane a success of a live operation may take, decided once, when it is posted
@@ -117,7 +120,7 @@ impl Lane {
         match kind {
             OpKind::Send => Lane::Send,
             OpKind::Recv => Lane::Recv,
-            OpKind::Free => Lane::General,
+            OpKind::Free | OpKind::Control => Lane::General,
         }
     }
 }
@@ -331,6 +334,26 @@ impl<const D: usize> OpTable<D> {
         if self.held[slot].replace(status).is_none() {
             self.holding += 1;
         }
+    }
+
+    /// Takes the transmit operation of `token`: an application's send, or (with the
+    /// `plain-udp` feature) a control frame of the domain's IPv4 host, which the caller
+    /// settles apart (it holds no credit; `engine/ip.rs`).
+    #[inline(always)]
+    pub(super) fn take_tx(&mut self, token: Token) -> Option<Op> {
+        match self.take(token, OpKind::Send) {
+            Some(op) => Some(op),
+            None if cfg!(feature = "plain-udp") => self.take_control(token),
+            None => None,
+        }
+    }
+
+    /// [`take_tx`](Self::take_tx)'s rare case, out of line: the read path's poll, which
+    /// inlines `take_tx`, stays as it was for ringfab's own encapsulations.
+    #[cold]
+    #[inline(never)]
+    fn take_control(&mut self, token: Token) -> Option<Op> {
+        self.take(token, OpKind::Control)
     }
 
     /// Moves `head` past the slots freed since (what [`take`](Self::take) does each time).

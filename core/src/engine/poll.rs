@@ -255,6 +255,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         let c = &self.tx_scratch[i];
                         i += 1;
                         let Some(op) = self.table.take(c.token, OpKind::Send) else {
+                            if cfg!(feature = "plain-udp") {
+                                // A control frame of the domain's IPv4 host, or nothing.
+                                self.control_done(c.token, c.status.is_ok(), ctx);
+                            }
                             continue;
                         };
                         let payload = tx_payload(header, op.len);
@@ -301,7 +305,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         }
         if self.is_tx() && self.kind.framing().is_some_and(|f| !f.encap.is_ringfab()) {
             // A plain-UDP transmit path sends the host's control frames and its held sends.
-            let (g, errors) = self.ip_progress(ctx, sink, &mut stop);
+            let (g, errors) = self.ip_progress(ctx, &mut |o| sink.outcome(o), &mut stop);
             given += g;
             tally.err += errors;
         }
@@ -334,6 +338,11 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             // disagree for a reason this inference does not know: stop rather than guess.
             if op.report {
                 break;
+            }
+            if cfg!(feature = "plain-udp") && op.kind == OpKind::Control {
+                // A control frame, sent: it holds no credit and counts for no counter.
+                self.table.take(Token(slot as u64), OpKind::Control);
+                continue;
             }
             if self.table.take(Token(slot as u64), OpKind::Send).is_some() {
                 ctx.cq.release_credit();

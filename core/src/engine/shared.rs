@@ -108,6 +108,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             for i in 0..got {
                 let c = self.tx_scratch[i];
                 let Some((slot, op)) = self.unheld_op(c.token, OpKind::Send) else {
+                    if cfg!(feature = "plain-udp") {
+                        // A control frame of the domain's IPv4 host, or nothing.
+                        self.control_done(c.token, c.status.is_ok(), ctx);
+                    }
                     continue;
                 };
                 self.count_shared(&op, c.status.is_ok(), ctx);
@@ -135,6 +139,12 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 });
                 break;
             }
+        }
+        if self.kind.framing().is_some_and(|f| !f.encap.is_ringfab()) {
+            // Plain UDP: the host's control frames, and the held sends of the endpoints that
+            // report to this CQ.
+            let mut stop = false;
+            given += self.ip_progress(ctx, sink, &mut stop).0;
         }
         given
     }
@@ -253,10 +263,14 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 break;
             }
             for c in &tx[..got] {
+                let flushed = c.status == Err(TxError::Flushed);
                 let Some((slot, op)) = self.unheld_op(c.token, OpKind::Send) else {
+                    if cfg!(feature = "plain-udp") {
+                        // A control frame: sent, or (flushed) lost and counted.
+                        self.control_done(c.token, !flushed && c.status.is_ok(), ctx);
+                    }
                     continue;
                 };
-                let flushed = c.status == Err(TxError::Flushed);
                 match pick(&op, flushed) {
                     Settle::Discard => {
                         self.table.take(c.token, OpKind::Send);

@@ -11,7 +11,7 @@ use super::op::{Held, LaneKey, Op, OpKind};
 use super::post::push_error;
 use super::sink::Outcome;
 use super::state::{Framing, Kind, PollCtx, Queue, CHUNK, NO_RX};
-use super::verdict::{classify_plain, rx_outcome, NotDelivered, Verdict};
+use super::verdict::{classify_plain, rx_outcome, unbound_port, NotDelivered, Verdict};
 use super::{release, OpTable, PathState};
 use crate::addr::EpAddr;
 use crate::buf::RawBuf;
@@ -133,9 +133,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 .iter()
                 .position(|e| e.is_some_and(|e| e.port == d.dst_port));
             if owner.is_none() {
-                if let Some(ip) = ip {
-                    ip.host.count_port();
-                }
+                unbound_port(op, fit, ip);
             }
             owner
         };

@@ -13,7 +13,7 @@ use crate::entry::{BufAddr, Completion};
 use crate::flags::CompletionFlags;
 use crate::hal::{RxChecksum, RxCompletion, RxError, TxCompletion, TxError};
 use crate::ip::parse::Frame;
-use crate::ip::{classify, SockAddrIn, Verify, MAX_CLASSIFIED};
+use crate::ip::{classify, SockAddrIn, Verify, ETH_LEN, MAX_CLASSIFIED, UDP_HEADER_LEN, UDP_LEN};
 use crate::proto::{self, Header};
 use crate::strerror::ProvError;
 use crate::Error;
@@ -207,9 +207,10 @@ fn plain_udp(
 ) -> core::result::Result<(SockAddrIn, Option<crate::addr::FiAddr>, u32, bool), NotDelivered> {
     let d = classify_plain(op, c.checksum, frame_len, fit, ip)?;
     if d.dst_port != f.port {
-        if let Some(ip) = ip {
-            ip.host.count_port();
-        }
+        unbound_port(op, fit, ip);
+        return Err(NotDelivered::Dropped);
+    }
+    if d.payload_at != UDP_HEADER_LEN as u32 && lower_payload(op, &d).is_err() {
         return Err(NotDelivered::Dropped);
     }
     let src_fi =
@@ -218,12 +219,58 @@ fn plain_udp(
     Ok((d.src, src_fi, d.payload_len, d.broadcast))
 }
 
+/// A datagram [`classify_plain`] passed, in `op`'s buffer (`fit` bytes), to a port no endpoint
+/// on its queue bound: counted (`IpDrops::port`) and, where the host may, answered with an ICMP
+/// port unreachable (`IpHost::port_unreachable`: RFC 1122 §4.1.3.1 and the cases §3.2.2
+/// excludes). Reads only the headers the answer quotes; out of line, as the drop is rare.
+#[inline(never)]
+pub(super) fn unbound_port(op: &Op, fit: u32, ip: Option<IpCtx<'_>>) {
+    let Some(ip) = ip else {
+        return;
+    };
+    ip.host.count_port();
+    // Ethernet, the longest IPv4 header, the UDP header.
+    let mut head = [0u8; ETH_LEN + 60 + UDP_LEN];
+    let n = (fit as usize).min(head.len());
+    if op.buf.span.read_bytes(0, &mut head[..n]).is_ok() {
+        ip.host.port_unreachable(&head[..n], ip.now);
+    }
+}
+
+/// Moves the payload of a datagram with IPv4 options (`d.payload_at` past 42) down to
+/// [`UDP_HEADER_LEN`] in `op`'s buffer, where a completion promises it (`payload_offset()`):
+/// RFC 1122 §3.2.1.8 has hosts accept options they ignore, and only this rare path pays for
+/// them (the plain-UDP lane leaves such datagrams to the general lane). Done once, as the
+/// datagram is delivered: the header behind it is not read again. The bytes move forward
+/// (to a lower offset), a chunk at a time, so no chunk overwrites one not yet read.
+#[inline(never)]
+fn lower_payload(op: &Op, d: &PlainDatagram) -> Result<(), ()> {
+    let mut chunk = [0u8; 256];
+    let (from, len) = (d.payload_at as usize, d.payload_len as usize);
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(chunk.len());
+        op.buf
+            .span
+            .read_bytes(from + at, &mut chunk[..n])
+            .map_err(|_| ())?;
+        op.buf
+            .span
+            .write_bytes(UDP_HEADER_LEN + at, &chunk[..n])
+            .map_err(|_| ())?;
+        at += n;
+    }
+    Ok(())
+}
+
 /// What the receive path keeps of a UDP datagram [`classify_plain`] passed.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct PlainDatagram {
     pub(super) src: SockAddrIn,
     pub(super) dst_port: u16,
     pub(super) payload_len: u32,
+    /// Where the payload starts in the frame: [`UDP_HEADER_LEN`], or more after IPv4 options.
+    pub(super) payload_at: u32,
     pub(super) broadcast: bool,
 }
 
@@ -281,6 +328,8 @@ pub(super) fn classify_plain(
             src: d.src,
             dst_port: d.dst.port,
             payload_len: d.payload.len() as u32,
+            // `classify` checked the IPv4 header length (20 to 60) against the frame.
+            payload_at: (ETH_LEN + usize::from(bytes[ETH_LEN] & 0x0f) * 4 + UDP_LEN) as u32,
             broadcast: d.broadcast,
         }),
     }

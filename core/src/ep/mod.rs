@@ -83,7 +83,7 @@ pub enum EpType {
 /// Payload bytes `inject` copies (`inject_size`).
 pub const INJECT_SIZE: usize = 64;
 /// One inject bounce slot: the longest header plus payload, rounded to cache lines — the
-/// engine's bounce slot, which also carries control frames (ARP, ICMP) on plain UDP.
+/// engine's bounce slot (control frames on plain UDP have a region of their own).
 const INJECT_SLOT: usize = crate::engine::BOUNCE_SLOT;
 const _: () = assert!(INJECT_SLOT >= (MAX_HEADER_LEN + INJECT_SIZE).next_multiple_of(64));
 

@@ -8,12 +8,12 @@
 //! failed `FI_EHOSTUNREACH`); an inject to one is `Again`, its resolution started.
 
 use crate::addr::FiAddr;
-use crate::buf::Buf;
+use crate::buf::{Buf, Iov, RawBuf, IOV_MAX};
 use crate::domain::Domain;
 use crate::engine::{udp_offload_request, HeldSend};
 use crate::entry::OpContext;
 use crate::flags::OpFlags;
-use crate::hal::Nic;
+use crate::hal::{Nic, TxSegment};
 use crate::ip::checksum::Sum;
 use crate::ip::emit::UdpChecksum;
 use crate::ip::{SockAddrIn, UDP_HEADER_LEN};
@@ -73,14 +73,7 @@ impl Endpoint {
         };
         let checksum = dom.ip().udp_checksum(|| {
             let mut sum = Sum::new();
-            let mut chunk = [0u8; SUM_CHUNK];
-            let mut at = 0;
-            while at < len {
-                let n = (len - at).min(SUM_CHUNK);
-                buf.read(UDP_HEADER_LEN + at, &mut chunk[..n])?;
-                sum.add(&chunk[..n]);
-                at += n;
-            }
+            sum_into(&mut sum, &buf, UDP_HEADER_LEN, len)?;
             Ok(sum)
         });
         let checksum = match checksum {
@@ -106,9 +99,16 @@ impl Endpoint {
             checksum,
             context,
             report,
+            who: self.poster(),
+            extra: [None; IOV_MAX - 1],
+            extra_lens: [0; IOV_MAX - 1],
         };
         match dom.ip().route(dst.addr, Some(held), dom.now()) {
-            Ok(None) => buf.posted(Ok(())),
+            Ok(None) => {
+                // Held: the ARP request it asked for goes out now.
+                self.drain_control(dom);
+                buf.posted(Ok(()))
+            }
             Ok(Some(mac)) => {
                 cq.credits.release_credit();
                 let written = header(self.source.mac, mac, src, dst, len, checksum)
@@ -118,11 +118,147 @@ impl Endpoint {
                 }
                 let offload = udp_offload_request(checksum);
                 let r = self.post_tx(dom, &[segment], buf.raw(), context, flags, offload);
+                self.drain_control(dom);
                 buf.posted(r)
             }
             Err(e) => {
                 cq.credits.release_credit();
                 Err((e, buf))
+            }
+        }
+    }
+
+    /// [`sendmsgv`](Self::sendmsgv) on plain UDP: one datagram of the buffers' bytes, in
+    /// order. The 42-byte header goes in front of the first buffer's payload (at
+    /// [`payload_offset`](Self::payload_offset)), as a [`send`](Self::send)'s does; each further
+    /// buffer is sent from its start, with no copy. The UDP checksum covers every piece: summed
+    /// in software across them (RFC 1071's sum is the same over pieces as over the whole), or
+    /// inserted by the NIC, which sums the whole frame it gathers. A next hop not yet resolved
+    /// holds the send, all its buffers with it, as a send of one buffer is held.
+    #[allow(
+        clippy::result_large_err,
+        reason = "decision 6: the buffers come back with the error; no allocator to box them"
+    )]
+    pub(super) fn sendv_plain<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        mut iov: Iov<'d>,
+        dest: FiAddr,
+        data: Option<u64>,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> core::result::Result<(), (Error, Iov<'d>)> {
+        let n = iov.len();
+        if n == 0 || n > self.iov_limit(dom) || (1..n).any(|i| iov.get(i).is_some_and(|b| b.1 == 0))
+        {
+            return Err((Error::Inval, iov));
+        }
+        let total = iov.total();
+        let (src, dst) = match self.check_plain(dom, total, dest, data, flags) {
+            Ok(a) => a,
+            Err(e) => return Err((e, iov)),
+        };
+        let mut segs = [TxSegment {
+            iova: crate::hal::Iova(0),
+            len: 0,
+        }; IOV_MAX];
+        let mut raws: [Option<RawBuf>; IOV_MAX] = [None; IOV_MAX];
+        let mut lens = [0u16; IOV_MAX];
+        for i in 0..n {
+            let Some((b, len)) = iov.get(i) else {
+                return Err((Error::Inval, iov));
+            };
+            let front = if i == 0 { UDP_HEADER_LEN } else { 0 };
+            let Some(seg) = b.tx_segment(front + len) else {
+                return Err((Error::Inval, iov));
+            };
+            segs[i] = seg;
+            raws[i] = Some(b.raw());
+            lens[i] = len as u16;
+        }
+        let checksum = dom.ip().udp_checksum(|| {
+            let mut sum = Sum::new();
+            for i in 0..n {
+                let (b, len) = iov.get(i).ok_or(Error::Inval)?;
+                let front = if i == 0 { UDP_HEADER_LEN } else { 0 };
+                sum_into(&mut sum, b, front, len)?;
+            }
+            Ok(sum)
+        });
+        let checksum = match checksum {
+            Ok(c) => c,
+            Err(e) => return Err((e, iov)),
+        };
+        let (Some(first), Some(tx), Ok(cq)) =
+            (raws[0], self.tx_path(dom), self.cq_slot(dom, self.tx_cq))
+        else {
+            return Err((Error::OpBadState, iov));
+        };
+        let report = flags.needs_completion(self.tx_cq.map_or(BindFlags::empty(), |b| b.flags));
+        // The held send's credit: its completion, success or error, must find room.
+        if let Err(e) = cq.credits.reserve_credit() {
+            return Err((e, iov));
+        }
+        let mut extra = [None; IOV_MAX - 1];
+        extra.copy_from_slice(&raws[1..]);
+        let mut extra_lens = [0; IOV_MAX - 1];
+        extra_lens.copy_from_slice(&lens[1..]);
+        let held = HeldSend {
+            path: tx.index,
+            buf: first,
+            payload_len: total as u16,
+            src,
+            dst,
+            checksum,
+            context,
+            report,
+            who: self.poster(),
+            extra,
+            extra_lens,
+        };
+        match dom.ip().route(dst.addr, Some(held), dom.now()) {
+            Ok(None) => {
+                // Held: the ARP request it asked for goes out now.
+                self.drain_control(dom);
+                iov.posted(Ok(()))
+            }
+            Ok(Some(mac)) => {
+                cq.credits.release_credit();
+                let written =
+                    header(self.source.mac, mac, src, dst, total, checksum).and_then(|head| {
+                        iov.first_mut()
+                            .map_or(Err(Error::Inval), |b| b.write(0, &head))
+                    });
+                if let Err(e) = written {
+                    return Err((e, iov));
+                }
+                let offload = udp_offload_request(checksum);
+                let r = if n == 1 {
+                    self.post_tx(dom, &segs[..1], first, context, flags, offload)
+                } else {
+                    tx.with_state(|st| {
+                        let r = st.post_send_iov(
+                            cq.credits,
+                            &segs[..n],
+                            first,
+                            extra,
+                            context,
+                            report,
+                            self.poster(),
+                            offload,
+                        );
+                        if !flags.contains(OpFlags::MORE) || r.is_err() {
+                            st.doorbell();
+                        }
+                        r
+                    })
+                };
+                self.drain_control(dom);
+                iov.posted(r)
+            }
+            Err(e) => {
+                cq.credits.release_credit();
+                Err((e, iov))
             }
         }
     }
@@ -145,10 +281,15 @@ impl Endpoint {
             data,
             flags.unwrap_or(OpFlags::empty()),
         )?;
-        let mac = dom
-            .ip()
-            .route(dst.addr, None, dom.now())?
-            .ok_or(Error::Again)?;
+        let mac = match dom.ip().route(dst.addr, None, dom.now()) {
+            Ok(Some(mac)) => mac,
+            Ok(None) | Err(Error::Again) => {
+                // Not resolved: the ARP request it asked for goes out now.
+                self.drain_control(dom);
+                return Err(Error::Again);
+            }
+            Err(e) => return Err(e),
+        };
         let tx = self.tx_path(dom).ok_or(Error::OpBadState)?;
         let cq = self.cq_slot(dom, self.tx_cq)?;
         let checksum = dom.ip().udp_checksum(|| {
@@ -157,10 +298,40 @@ impl Endpoint {
             Ok(sum)
         })?;
         let head = header(self.source.mac, mac, src, dst, payload.len(), checksum)?;
-        // A plain-UDP endpoint is on no shared transmit context: the post has no poster.
         let offload = udp_offload_request(checksum);
-        self.post_copied(&tx, cq.credits, &head, payload, context, flags, offload)
+        let r = self.post_copied(&tx, cq.credits, &head, payload, context, flags, offload);
+        self.drain_control(dom);
+        r
     }
+
+    /// A send's share of the domain's IPv4 progress (`docs/ip.md`, "ARP, ICMP answers and the
+    /// control outbox"): what the control outbox holds goes out on this endpoint's transmit
+    /// path. One load when it holds nothing, which is nearly always.
+    fn drain_control<'d, 'n, N: Nic + 'n, const D: usize>(&self, dom: &'d Domain<'n, N, D>) {
+        if !dom.ip().has_control() {
+            return;
+        }
+        if let Some(tx) = self.tx_path(dom) {
+            // A path closed meanwhile has nothing to drain into: the next poll will.
+            let _ = tx.with_state(|st| {
+                st.drain_outbox(dom.ip());
+                Ok(())
+            });
+        }
+    }
+}
+
+/// Adds `len` bytes of `buf` from `from` to `sum`, read a chunk at a time.
+fn sum_into(sum: &mut Sum, buf: &Buf<'_>, from: usize, len: usize) -> Result {
+    let mut chunk = [0u8; SUM_CHUNK];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(SUM_CHUNK);
+        buf.read(from + at, &mut chunk[..n])?;
+        sum.add(&chunk[..n]);
+        at += n;
+    }
+    Ok(())
 }
 
 /// The 42-byte header of a datagram of `len` payload bytes, its UDP checksum field as

@@ -107,8 +107,9 @@ impl Endpoint {
 
     /// Sends the buffers of `iov` as one message, in order (`fi_sendv`), with the endpoint's
     /// default transmit flags. The first buffer is laid out as [`send`](Self::send)'s: its
-    /// payload at [`payload_offset`](Self::payload_offset), ringfab's header written in front
-    /// of it; each further buffer contributes the bytes [`Iov::push`] said, from its start.
+    /// payload at [`payload_offset`](Self::payload_offset), ringfab's header (or, on plain
+    /// UDP, the Ethernet/IPv4/UDP header, its checksum over every buffer) written in front of
+    /// it; each further buffer contributes the bytes [`Iov::push`] said, from its start.
     /// Nothing is copied, and a list of `k` buffers takes `k` descriptors (so `sendv` of one
     /// buffer is `send`). At most [`iov_limit`](Self::iov_limit) buffers
     /// ([`EpAttr::tx_iov_limit`]). The buffers come back together with the completion
@@ -154,8 +155,7 @@ impl Endpoint {
     ) -> core::result::Result<(), (Error, Iov<'d>)> {
         let n = iov.len();
         if !self.attr.encap.is_ringfab() {
-            // Gather sends on plain UDP are not built yet (docs/ip.md, "Status").
-            return Err((Error::OpNotSupp, iov));
+            return self.sendv_plain(dom, iov, dest, data, context, flags);
         }
         if n == 0 || n > self.iov_limit(dom) || (1..n).any(|i| iov.get(i).is_some_and(|b| b.1 == 0))
         {
@@ -207,14 +207,17 @@ impl Endpoint {
         let mut extra = [None; crate::buf::IOV_MAX - 1];
         extra.copy_from_slice(&raws[1..]);
         let r = tx.with_state(|st| {
+            let who = self.poster();
+            let report = st.reports(flags, who);
             let r = st.post_send_iov(
                 cq.credits,
                 &segs[..n],
                 first,
                 extra,
                 context,
-                flags,
-                self.poster(),
+                report,
+                who,
+                None,
             );
             if !flags.contains(OpFlags::MORE) || r.is_err() {
                 st.doorbell();

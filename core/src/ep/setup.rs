@@ -169,11 +169,15 @@ impl Endpoint {
             // Sends held for address resolution go with the queue, as its posted ones do:
             // no completion, credits and buffers back.
             let credits = self.cq_slot(dom, self.tx_cq).ok().map(|cq| cq.credits);
-            dom.ip().forget_path(tx, |h| {
+            let owner = self.poster().map(|w| w.owner);
+            dom.ip().forget_held(tx, owner, |h| {
                 if let Some(c) = credits {
                     c.release_credit();
                 }
                 crate::engine::release(dom.owners(), (h.buf.mr != NO_MR).then_some(h.buf));
+                for raw in h.extra {
+                    crate::engine::release(dom.owners(), raw);
+                }
             });
         }
         if shared(self.stx).is_some() {
@@ -756,17 +760,30 @@ impl Endpoint {
                 return Err(Error::OpBadState);
             }
             let path = Path::shared(dom, index);
-            // One bounce slot per op-table slot serves every endpoint of the context.
+            // One bounce slot per op-table slot serves every endpoint of the context (and, on
+            // plain UDP, one control region the domain's ARP and ICMP frames).
+            let control = if self.attr.encap.is_ringfab() {
+                0
+            } else {
+                crate::engine::CONTROL_REGION
+            };
             path.with_state(|st| {
                 if st.bounce.is_none() {
-                    st.bounce = Some(dom.nic().alloc_dma(D * INJECT_SLOT)?);
+                    st.bounce = Some(dom.nic().alloc_dma(D * INJECT_SLOT + control)?);
                 }
                 Ok(())
             })?;
             slot.cq_mask.fetch_or(1 << tx_cq.cq, Ordering::AcqRel);
             tx = Some(path);
         } else if let (true, Some(tx_cq)) = (self.sends, self.tx_cq) {
-            let bounce = dom.nic().alloc_dma(D * INJECT_SLOT)?;
+            // A plain-UDP endpoint's queue also sends the domain's ARP and ICMP frames, from
+            // a control region after the bounce slots (`engine/ip.rs`).
+            let control = if self.attr.encap.is_ringfab() {
+                0
+            } else {
+                crate::engine::CONTROL_REGION
+            };
+            let bounce = dom.nic().alloc_dma(D * INJECT_SLOT + control)?;
             // A blocking CQ owns an interrupt vector: its queues are steered there, so that
             // one wait handle covers them (docs/architecture.md, "Waiting").
             let config = match dom.cqs()[tx_cq.cq].interrupt_vector() {

@@ -102,6 +102,17 @@ impl<T: Copy, const ENTRIES: usize, const HELD: usize> Resolver<T, ENTRIES, HELD
         self.held.iter().flatten().count()
     }
 
+    /// Whether anything waits on time or on a transmit path: an address being resolved (a
+    /// retry or the verdict falls due) or an item held. An idle resolver needs no progress.
+    pub fn busy(&self) -> bool {
+        self.held.iter().any(Option::is_some)
+            || self
+                .cache
+                .iter()
+                .flatten()
+                .any(|e| matches!(e.state, State::Resolving { .. }))
+    }
+
     fn find(&self, ip: Ipv4Addr) -> Option<usize> {
         self.cache
             .iter()

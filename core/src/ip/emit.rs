@@ -1,5 +1,6 @@
 //! Frames this host sends: the 42-byte Ethernet/IPv4/UDP header written in front of a payload
-//! ([`UdpHeader::emit`]), ARP packets ([`arp`]) and ICMP echo replies ([`echo_reply`]).
+//! ([`UdpHeader::emit`]), ARP packets ([`arp`]), ICMP echo replies ([`echo_reply`]) and
+//! port-unreachable messages ([`port_unreachable`]).
 //!
 //! IPv4 headers are written as smoltcp's `Ipv4Repr` writes them (RFC 791): no options, DF set
 //! (ringfab never fragments), identification 0 — allowed for an atomic datagram, RFC 6864
@@ -10,7 +11,8 @@ use core::net::Ipv4Addr;
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
-    EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr, UdpPacket,
+    EthernetRepr, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr,
+    UdpPacket,
 };
 
 use super::addr::SockAddrIn;
@@ -218,6 +220,63 @@ pub fn echo_reply(
     Ok(len)
 }
 
+/// The code of an ICMP destination unreachable for a port nobody listens on (RFC 792).
+pub const PORT_UNREACHABLE: u8 = 3;
+
+/// Writes the ICMP destination unreachable, code 3 (port unreachable), from `mac`/`ip` to the
+/// sender `to_mac`/`to` of the UDP datagram whose IPv4 header and first 8 data bytes, as
+/// received, are `original` (RFC 792: type 3, 4 unused bytes of zero, then "the internet
+/// header plus the first 64 bits of the original datagram's data"; RFC 1122 §4.1.3.1); returns
+/// the frame's length (padded to 60 bytes, as [`arp`]). Which datagrams may be answered is the
+/// caller's to decide (RFC 1122 §3.2.2: no broadcast, no fragment after the first, …).
+///
+/// # Errors
+/// `TooLong` if `out` cannot hold it, or `original` is longer than an IPv4 header of 60
+/// bytes and 8 more.
+pub fn port_unreachable(
+    original: &[u8],
+    mac: MacAddr,
+    ip: Ipv4Addr,
+    to_mac: MacAddr,
+    to: Ipv4Addr,
+    out: &mut [u8],
+) -> Result<usize, TooLong> {
+    if original.len() > 60 + UDP_LEN {
+        return Err(TooLong);
+    }
+    // The ICMP header: type, code, checksum, 4 unused bytes.
+    let icmp_len = 8 + original.len();
+    let len = (ETH_LEN + IPV4_LEN + icmp_len).max(ETH_MIN_FRAME);
+    let frame = out.get_mut(..len).ok_or(TooLong)?;
+    frame.fill(0);
+    let (eth_out, rest) = frame.split_at_mut(ETH_LEN);
+    let (ip_out, rest) = rest.split_at_mut(IPV4_LEN);
+    let icmp_out = rest.get_mut(..icmp_len).ok_or(TooLong)?;
+    EthernetRepr {
+        src_addr: eth(mac),
+        dst_addr: eth(to_mac),
+        ethertype: EthernetProtocol::Ipv4,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(eth_out));
+    Ipv4Repr {
+        src_addr: ip,
+        dst_addr: to,
+        next_header: IpProtocol::Icmp,
+        payload_len: icmp_len,
+        hop_limit: TTL,
+    }
+    .emit(
+        &mut Ipv4Packet::new_unchecked(ip_out),
+        &ChecksumCapabilities::default(),
+    );
+    let mut icmp = Icmpv4Packet::new_unchecked(icmp_out);
+    icmp.set_msg_type(Icmpv4Message::DstUnreachable);
+    icmp.set_msg_code(PORT_UNREACHABLE);
+    icmp.data_mut().copy_from_slice(original);
+    icmp.fill_checksum();
+    Ok(len)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,6 +384,50 @@ mod tests {
         let tiny = Echo { data: &[], ..req };
         assert_eq!(echo_reply(&tiny, A, A_IP, &mut out), Ok(ETH_MIN_FRAME));
         assert_eq!(echo_reply(&req, A, A_IP, &mut out[..60]), Err(TooLong));
+    }
+
+    /// RFC 792, Destination Unreachable Message: type 3, code 3 "port unreachable", "unused"
+    /// zero, then "Internet Header + 64 bits of Original Data Datagram"; the ICMP checksum
+    /// "is the 16-bit ones's complement of the one's complement sum of the ICMP message".
+    #[test]
+    fn a_port_unreachable_quotes_the_datagram_and_checksums_right() {
+        let mut datagram = [0u8; 60];
+        let n = udp_frame(&header(), b"hello", &mut datagram).expect("fits");
+        let original = &datagram[ETH_LEN..ETH_LEN + IPV4_LEN + UDP_LEN];
+        let mut out = [0xffu8; 128];
+        let len = port_unreachable(original, B, B_IP, A, A_IP, &mut out).expect("fits");
+        assert_eq!(len, 14 + 20 + 8 + 28);
+        assert_eq!(&out[..6], &A.0, "to the sender's station");
+        let ip = Ipv4Packet::new_checked(&out[14..len]).expect("ipv4");
+        assert!(ip.verify_checksum());
+        assert_eq!((ip.src_addr(), ip.dst_addr()), (B_IP, A_IP));
+        assert_eq!(ip.next_header(), IpProtocol::Icmp);
+        let icmp = Icmpv4Packet::new_checked(&out[34..len]).expect("icmp");
+        assert!(icmp.verify_checksum());
+        assert_eq!(
+            &out[34..36],
+            &[3, 3],
+            "destination unreachable, port unreachable"
+        );
+        assert_eq!(&out[38..42], &[0; 4], "unused");
+        assert_eq!(
+            &out[42..len],
+            original,
+            "the header and 64 bits, as received"
+        );
+        assert!(
+            n > len - 14 - 20 - 8,
+            "the payload past 8 bytes is not quoted"
+        );
+        assert_eq!(
+            port_unreachable(original, B, B_IP, A, A_IP, &mut out[..60]),
+            Err(TooLong)
+        );
+        assert_eq!(
+            port_unreachable(&[0; 69], B, B_IP, A, A_IP, &mut out),
+            Err(TooLong),
+            "longer than a header with options and 8 bytes"
+        );
     }
 
     #[test]

@@ -10,9 +10,11 @@
 //!   ICMP echo request (RFC 792), a UDP datagram (RFC 768 over RFC 791) — or why it is dropped
 //!   ([`Discard`]). Every length is checked before it is used: a malformed frame is a reason,
 //!   never a panic.
-//! * [`emit`]: the 42-byte Ethernet/IPv4/UDP header of a send, ARP packets and echo replies.
+//! * [`emit`]: the 42-byte Ethernet/IPv4/UDP header of a send, ARP packets, echo replies and
+//!   port-unreachable messages.
 //! * [`arp`]: the ARP cache, resolver and responder as a state machine that is handed frames
 //!   and the time and says what to send; it does no I/O.
+//! * [`limit`]: the token bucket that limits ICMP error messages (RFC 1122 §3.2.2).
 //!
 //! The header formats themselves are smoltcp's `wire` module (its Packet/Repr views, whose
 //! `check_len` guarantees that no accessor panics afterwards); what is here is what ringfab
@@ -24,6 +26,7 @@ pub mod addr;
 pub mod arp;
 pub mod checksum;
 pub mod emit;
+pub mod limit;
 pub mod parse;
 
 pub use addr::{Ipv4Config, NextHop, SockAddrIn};
@@ -64,7 +67,8 @@ pub struct IpDrops {
     /// fit their buffer: their checksum cannot be checked.
     pub too_long: u64,
     /// ARP and ICMP answers, and ARP requests, dropped because the control outbox was full, or
-    /// (echo replies) longer than a control frame ([`CONTROL_LEN`]).
+    /// lost on their way out (the device failed to send them, or a queue was flushed with
+    /// them in it): control frames are never reported to the application.
     pub control: u64,
 }
 
@@ -80,7 +84,8 @@ impl IpDrops {
 /// UDP.
 pub const MAX_CLASSIFIED: usize = 2048;
 
-/// The longest control frame (ARP, an ICMP echo reply): one inject bounce slot. An echo
-/// request whose reply would be longer — more than 86 bytes of data; `ping` sends 56 — is
-/// dropped and counted.
-pub const CONTROL_LEN: usize = 128;
+/// The longest control frame (ARP, an ICMP echo reply, an ICMP error): as long as the longest
+/// frame the receive path classifies, so that an echo request of any length it takes gets its
+/// whole data back (RFC 1122 §3.2.2.6: "The data received in the Echo Request MUST be entirely
+/// included in the Echo Reply").
+pub const CONTROL_LEN: usize = MAX_CLASSIFIED;

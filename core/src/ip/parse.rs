@@ -8,9 +8,10 @@
 //! 2. ARP (RFC 826): Ethernet/IPv4 hardware and protocol types and lengths, request or reply.
 //! 3. IPv4 (RFC 791): version 4, header length of 20 to 60 bytes within the total length, the
 //!    total length within the frame (Ethernet padding after it is ignored), the header
-//!    checksum; then no fragment (ringfab reassembles nothing), no options (the payload must be
-//!    where `payload_offset` says), a destination this host accepts and a source a host may
-//!    have (RFC 1122 §3.2.1.3), UDP or ICMP.
+//!    checksum; then no fragment (ringfab reassembles nothing), options well formed if there
+//!    are any (RFC 791 §3.1's option list; none is acted on — RFC 1122 §3.2.1.8: a host must
+//!    "silently ignore" the options it does not understand), a destination this host accepts
+//!    and a source a host may have (RFC 1122 §3.2.1.3), UDP or ICMP.
 //! 4. ICMP (RFC 792): the checksum; an echo request (type 8, code 0) to the host's own address
 //!    (RFC 1122 §3.2.2.6 lets a host ignore one sent to a broadcast address).
 //! 5. UDP (RFC 768): a length of at least 8 equal to the IPv4 payload's, a destination port
@@ -54,7 +55,8 @@ pub enum Discard {
     Ipv4Checksum,
     /// A fragment (more-fragments set, or a fragment offset): nothing is reassembled.
     Fragment,
-    /// An IPv4 header with options (longer than 20 bytes).
+    /// IPv4 options that are malformed (RFC 791 §3.1): an option whose length octet is under 2
+    /// or runs past the header. Well-formed options are accepted and ignored.
     Ipv4Options,
     /// To an IPv4 address this host does not accept (another host's, a multicast group).
     Ipv4Destination,
@@ -182,7 +184,8 @@ pub struct Datagram<'a> {
     /// Sent to a broadcast address (`FI_MULTICAST` on its completion).
     pub broadcast: bool,
     /// The payload: the UDP data, Ethernet padding excluded. It starts at
-    /// [`UDP_HEADER_LEN`](super::UDP_HEADER_LEN) in the frame (no IPv4 options).
+    /// [`UDP_HEADER_LEN`](super::UDP_HEADER_LEN) in the frame, plus the length of the IPv4
+    /// options if there are any.
     pub payload: &'a [u8],
 }
 
@@ -285,7 +288,7 @@ fn ip<'a>(
     if p.more_frags() || p.frag_offset() != 0 {
         return Err(Discard::Fragment);
     }
-    if header_len != IPV4_LEN {
+    if !options_well_formed(bytes.get(IPV4_LEN..header_len).unwrap_or(&[])) {
         return Err(Discard::Ipv4Options);
     }
     let (src, dst) = (p.src_addr(), p.dst_addr());
@@ -302,6 +305,30 @@ fn ip<'a>(
         IpProtocol::Udp => udp(payload, src_mac, src, dst, broadcast, verify),
         _ => Err(Discard::Protocol),
     }
+}
+
+/// Whether `options` (the IPv4 header after its 20 fixed bytes) is a well-formed option list
+/// (RFC 791 §3.1): each option is "a single octet of option-type" (End of Option List, 0, which
+/// ends the list — what follows is padding; No Operation, 1) or "an option-type octet, an
+/// option-length octet, and the actual option-data octets", whose length "counts the
+/// option-type octet and the option-length octet as well as the option-data octets": at least
+/// 2, and within the header. What an option means is not looked at: none changes how this
+/// host takes a datagram.
+fn options_well_formed(mut options: &[u8]) -> bool {
+    while let Some((&kind, rest)) = options.split_first() {
+        match kind {
+            0 => return true,
+            1 => options = rest,
+            _ => {
+                let len = rest.first().map_or(0, |&l| usize::from(l));
+                match options.get(len..) {
+                    Some(after) if len >= 2 => options = after,
+                    _ => return false,
+                }
+            }
+        }
+    }
+    true
 }
 
 /// RFC 792's echo request.

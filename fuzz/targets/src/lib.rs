@@ -14,6 +14,7 @@ pub mod api_sequence;
 pub mod frame_parse;
 pub mod intel_rx;
 pub mod intel_tx;
+pub mod ip_classify;
 pub mod virtio_bringup;
 pub mod virtio_used;
 
@@ -83,4 +84,5 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("virtio_bringup", virtio_bringup::run),
     ("api_sequence", api_sequence::run),
     ("virtio_used_ring", virtio_used::run),
+    ("ip_classify", ip_classify::run),
 ];

@@ -242,3 +242,35 @@ fn take_if_releases_only_the_items_asked_for_in_order() {
     assert_eq!(r.take_ready(), Some((B_MAC, 1)));
     assert_eq!(r.take_ready(), Some((B_MAC, 3)));
 }
+
+/// RFC 1122 §2.3.2.1 ("a mechanism to prevent ARP flooding (repeatedly sending an ARP Request
+/// for the same IP address, at a high rate) MUST be included"): retries fall due only while an
+/// address is being resolved, and `busy` says exactly when — what lets a transmit path skip
+/// the resolver with one load the rest of the time.
+#[test]
+fn the_resolver_is_busy_only_while_it_resolves_or_holds() {
+    let mut r = resolver::<4, 4>();
+    assert!(!r.busy(), "a fresh resolver has nothing to do");
+    assert!(r.prefetch(B, secs(0)).is_some());
+    assert!(
+        r.busy(),
+        "B is being resolved: a retry or a verdict will fall due"
+    );
+    r.receive(&reply_from(B_MAC, B), secs(0));
+    assert!(!r.busy(), "B resolved and nothing held");
+    assert!(matches!(r.resolve(C, 7, secs(0)), Resolve::Held(Some(_))));
+    r.receive(&reply_from(C_MAC, C), secs(0));
+    assert!(
+        r.busy(),
+        "C resolved, its item still held for a transmit path"
+    );
+    assert_eq!(r.take_ready(), Some((C_MAC, 7)));
+    assert!(!r.busy());
+    assert!(r.prefetch(Ipv4Addr::new(192, 0, 2, 13), secs(0)).is_some());
+    for s in 1..=2 {
+        assert!(r.next_request(secs(s)).is_some(), "retry {s}");
+    }
+    assert!(r.busy(), "the last interval has not ended");
+    assert_eq!(r.next_request(secs(3)), None);
+    assert!(!r.busy(), "given up: nothing more falls due");
+}

@@ -236,24 +236,88 @@ fn fragments_are_dropped_whichever_part_they_are() {
     ));
 }
 
-#[test]
-fn a_header_with_options_is_dropped_as_such() {
-    // The datagram with a 4-byte option (No Operation ×3, End of Option List) inserted:
-    // IHL 6, total length + 4, checksum right.
-    let f = udp(b"opts");
-    let mut o = f[..34].to_vec();
-    o.extend_from_slice(&[1, 1, 1, 0]);
-    o.extend_from_slice(&f[34..]);
-    o[14] = 0x46;
-    let total = u16::from_be_bytes([o[16], o[17]]) + 4;
+/// `frame` (a UDP one to us) with `options` (a multiple of 4 bytes, at most 40) inserted after
+/// its IPv4 header: IHL, total length and checksum made right.
+fn with_options(frame: &[u8], options: &[u8]) -> Vec<u8> {
+    assert!(options.len() % 4 == 0 && options.len() <= 40);
+    let mut o = frame[..34].to_vec();
+    o.extend_from_slice(options);
+    o.extend_from_slice(&frame[34..]);
+    o[14] = 0x45 + (options.len() / 4) as u8;
+    let total = u16::from_be_bytes([o[16], o[17]]) + options.len() as u16;
     o[16..18].copy_from_slice(&total.to_be_bytes());
     refresh_ip_checksum(&mut o);
-    assert_eq!(classify_all(&o), Err(Discard::Ipv4Options));
+    o
+}
+
+/// RFC 1122 §3.2.1.8: "The IP and transport layer MUST each interpret those IP options that
+/// they understand and silently ignore the others." A datagram whose header carries options
+/// — No Operation, End of Option List, options this host does not act on (Record Route,
+/// Timestamp, Router Alert, an unknown type), up to the longest header (60 bytes) — is taken,
+/// its payload the same.
+#[test]
+fn a_header_with_well_formed_options_is_taken_and_its_options_ignored() {
+    let f = udp(b"opts");
+    for options in [
+        &[1, 1, 1, 0][..],
+        &[0, 0xde, 0xad, 0xbe][..], // End of Option List, then padding of any value
+        &[148, 4, 0, 0][..],        // Router Alert (RFC 2113)
+        &[7, 7, 8, 192, 0, 2, 1, 0][..], // Record Route: a pointer, one slot used, padding
+        &[68, 12, 5, 0, 0, 0, 0, 1, 0, 0, 0, 2][..], // Timestamp, two stamps
+        &[0x9e, 4, 0xff, 0xff][..], // a type nobody defined, with a right length
+        &[1; 40][..],               // 40 No Operations: the longest header
+    ] {
+        let o = with_options(&f, options);
+        match classify_all(&o) {
+            Ok(Frame::Udp(d)) => {
+                assert_eq!(d.payload, b"opts", "{options:?}");
+                assert_eq!(d.src, SockAddrIn::new(PEER, 40000));
+            }
+            other => panic!("{options:?}: {other:?}"),
+        }
+    }
+}
+
+/// RFC 791 §3.1: an option is a single type octet (0, 1) or "an option-type octet, an
+/// option-length octet, and the actual option-data octets", its length counting all three:
+/// a length under 2, or one that runs past the header, is malformed — dropped and counted as
+/// `Ipv4Options`, never a panic. An IHL under 5, or past the total length or the frame, is a
+/// header error.
+#[test]
+fn malformed_options_and_header_lengths_are_dropped_with_their_reason() {
+    let f = udp(b"opts");
+    for options in [
+        &[7, 0, 0, 0][..],                // length 0
+        &[7, 1, 0, 0][..],                // length 1: shorter than its own two octets
+        &[7, 5, 0, 0][..],                // one byte past the header
+        &[1, 1, 1, 7][..],                // a type octet with no length octet
+        &[68, 255, 0, 0][..],             // far past it
+        &[1, 1, 130, 11, 0, 0, 0, 0][..], // Security, one short of its 11 bytes
+    ] {
+        assert_eq!(
+            classify_all(&with_options(&f, options)),
+            Err(Discard::Ipv4Options),
+            "{options:?}"
+        );
+    }
     // An IHL that runs past the total length is a header error, not options.
     assert_eq!(
         classify_all(&edit_ip(&f, 14, 0x4f)),
         Err(Discard::Ipv4Header)
     );
+    // An IHL under 5 would put the payload inside the fixed header.
+    for ihl in 0..5u8 {
+        assert_eq!(
+            classify_all(&edit_ip(&f, 14, 0x40 | ihl)),
+            Err(Discard::Ipv4Header),
+            "IHL {ihl}"
+        );
+    }
+    // An IHL past the frame itself (the frame cut inside the options).
+    let o = with_options(&f, &[1; 8]);
+    for cut in 34..42 {
+        assert!(classify_all(&o[..cut]).is_err(), "cut at {cut}");
+    }
 }
 
 #[test]
