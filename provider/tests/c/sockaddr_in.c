@@ -264,11 +264,10 @@ static void sent(struct node *from, struct node *other, void *ctx)
 }
 
 /* Posts the receive of slot `i` of `to`'s buffer. Each node keeps RX posted from the start:
- * the ARP frames of address resolution land in the receive ring's buffers too
- * (docs/libfabric.md, "FI_SOCKADDR_IN"), so a node that sends needs receives posted, and
- * enough of them: ARP frames that arrive while a node is not progressed hold its buffers
- * until it is, and a datagram behind them finds the ring empty (with two posted, the first
- * datagram was lost in about one run in six on a loaded machine). */
+ * the ARP frames of address resolution land in the receive ring's buffers too, so a node that
+ * sends needs receives posted, and enough of them: with two, the receiver's ring was found
+ * empty when the first datagram came, in four runs of six run at once (docs/libfabric.md,
+ * "FI_SOCKADDR_IN (plain UDP)", "Limits"; not yet explained). */
 static void post_recv(struct node *to, int i)
 {
 	unsigned char *slot = to->buf + i * SLOT;
