@@ -368,19 +368,20 @@ fn fi_pingpong_dgram_between_two_processes_on_virtio_net() {
 /// (`FI_RINGFAB_IPV4`), the names exchanged are `sockaddr_in`, address resolution is ARP, the
 /// messages are plain UDP payloads (in fi_pingpong's prefix mode, `msg_prefix_size` 48).
 ///
-/// Ignored until the receive ring stops starving with few receives posted: fi_pingpong keeps
-/// two, and the receiver's ring is often found empty when the first datagram comes
+/// Ignored until the receive ring stops depending on the application's receives alone:
+/// fi_pingpong keeps two, ARP frames of the address exchange can fill both just before the
+/// first datagram comes, and the datagram is missed
 /// (docs/libfabric.md, "FI_SOCKADDR_IN (plain UDP)", "Limits"); its DGRAM test never
 /// retransmits, so the run waits until `timeout` ends it. Run them with `--ignored`: they
 /// pass about one run in three.
 #[test]
-#[ignore = "with fi_pingpong's two receives posted the ring can starve before the first datagram"]
+#[ignore = "fi_pingpong's two receives can both hold ARP frames when its first datagram comes"]
 fn fi_pingpong_dgram_over_sockaddr_in_between_two_processes_on_igb() {
     pingpong("igb", Layering::DgramSockaddrIn);
 }
 
 #[test]
-#[ignore = "with fi_pingpong's two receives posted the ring can starve before the first datagram"]
+#[ignore = "fi_pingpong's two receives can both hold ARP frames when its first datagram comes"]
 fn fi_pingpong_dgram_over_sockaddr_in_between_two_processes_on_virtio_net() {
     pingpong("virtio-net", Layering::DgramSockaddrIn);
 }

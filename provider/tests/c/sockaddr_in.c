@@ -265,9 +265,9 @@ static void sent(struct node *from, struct node *other, void *ctx)
 
 /* Posts the receive of slot `i` of `to`'s buffer. Each node keeps RX posted from the start:
  * the ARP frames of address resolution land in the receive ring's buffers too, so a node that
- * sends needs receives posted, and enough of them: with two, the receiver's ring was found
- * empty when the first datagram came, in four runs of six run at once (docs/libfabric.md,
- * "FI_SOCKADDR_IN (plain UDP)", "Limits"; not yet explained). */
+ * sends needs receives posted, and more than a peer sends at once: with two, the first
+ * datagram, right behind two ARP frames, found the ring empty in four runs of six
+ * (docs/libfabric.md, "FI_SOCKADDR_IN (plain UDP)", "Limits"). */
 static void post_recv(struct node *to, int i)
 {
 	unsigned char *slot = to->buf + i * SLOT;
