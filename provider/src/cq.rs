@@ -293,11 +293,13 @@ impl CqObj {
 
     /// Core's progress of the plain-UDP endpoints bound here, both directions (see
     /// `plain_udp`). Their completions go to their CQs' core queues; none is translated here,
-    /// so no other CQ's lock is taken.
+    /// so no other CQ's lock is taken. The list stays locked meanwhile, so that an endpoint's
+    /// `fi_close`, which takes itself off the list first, waits for this to finish with it;
+    /// nothing takes the list's lock while holding an endpoint's.
     fn progress_plain_udp(&self) {
-        let eps = lock(&self.plain_udp).clone();
+        let eps = lock(&self.plain_udp);
         let dom = self.domain.core();
-        for ep in eps {
+        for ep in eps.iter() {
             // Not enabled yet, or failed: nothing to progress (the read reports the rest).
             let _ = ep.with_core(|core| core.progress(dom));
         }

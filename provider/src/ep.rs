@@ -887,16 +887,18 @@ impl EpObj {
             return match r {
                 Ok(Ok(())) => {
                     st.cqs.push(cq);
-                    if plain {
-                        // SAFETY: the endpoint lives until its fi_close, which takes it off
-                        // the CQ's list first.
-                        cq.add_plain_udp(unsafe { self.as_static() });
-                    }
                     if flags & sys::FI_TRANSMIT != 0 {
                         st.selective.tx = selective;
                     }
                     if flags & sys::FI_RECV != 0 {
                         st.selective.rx = selective;
+                    }
+                    // The CQ's list is never locked under an endpoint's lock (crate::cq).
+                    drop(st);
+                    if plain {
+                        // SAFETY: the endpoint lives until its fi_close, which takes it off
+                        // the CQ's list first.
+                        cq.add_plain_udp(unsafe { self.as_static() });
                     }
                     0
                 }
