@@ -264,15 +264,9 @@ fn native_src(h: &Hints, d: &Description, name: &str) -> Result<Vec<u8>, String>
     Ok(a.to_bytes().to_vec())
 }
 
-/// The endpoint's `sockaddr_in` under the hints: the hints' `src_addr` if its address is
-/// the domain's (its port is the one the endpoint binds; 0: a free one), else the domain's
-/// address with port 0. And what plain UDP refuses (module `NOT_ON_PLAIN_UDP`, contexts,
-/// remote CQ data).
-fn sockaddr_src(h: &Hints, d: &Description, name: &str) -> Result<Vec<u8>, String> {
-    let ours = SockAddrIn::from_bytes(&d.addr).map_err(|_| format!("{name}: no sockaddr_in"))?;
-    if let Some(a) = &h.dest_addr {
-        SockAddrIn::from_bytes(a).map_err(|_| format!("{name}: dest_addr not a sockaddr_in"))?;
-    }
+/// What plain UDP cannot give, asked for in the hints (`NOT_ON_PLAIN_UDP`, contexts, remote
+/// CQ data): why not, for the log.
+fn refused_on_plain_udp(h: &Hints, name: &str) -> Result<(), String> {
     let asked = h.caps | h.tx_caps | h.rx_caps;
     if asked & NOT_ON_PLAIN_UDP != 0 {
         return Err(format!(
@@ -287,6 +281,17 @@ fn sockaddr_src(h: &Hints, d: &Description, name: &str) -> Result<Vec<u8>, Strin
     // docs/ip.md: "a UDP datagram has no field for it".
     if h.cq_data_size > 0 {
         return Err(format!("{name}: no remote CQ data on FI_SOCKADDR_IN"));
+    }
+    Ok(())
+}
+
+/// The endpoint's `sockaddr_in` under the hints: the hints' `src_addr` if its address is
+/// the domain's (its port is the one the endpoint binds; 0: a free one), else the domain's
+/// address with port 0.
+fn sockaddr_src(h: &Hints, d: &Description, name: &str) -> Result<Vec<u8>, String> {
+    let ours = SockAddrIn::from_bytes(&d.addr).map_err(|_| format!("{name}: no sockaddr_in"))?;
+    if let Some(a) = &h.dest_addr {
+        SockAddrIn::from_bytes(a).map_err(|_| format!("{name}: dest_addr not a sockaddr_in"))?;
     }
     let Some(a) = &h.src_addr else {
         return Ok(d.addr.clone());
@@ -305,12 +310,15 @@ pub(crate) fn offer(h: &Hints, d: &Description, format: Format) -> Result<Offer,
     if h.domain_name.as_deref().is_some_and(|n| n != name) {
         return Err(format!("{name}: another domain asked for"));
     }
-    if !matches!(h.protocol, 0) && h.protocol != format.protocol() {
+    if h.protocol != 0 && h.protocol != format.protocol() {
         return Err(format!("{name}: another protocol asked for"));
     }
     let src_addr = match format {
         Format::Native => native_src(h, d, &name)?,
-        Format::SockaddrIn => sockaddr_src(h, d, &name)?,
+        Format::SockaddrIn => {
+            refused_on_plain_udp(h, &name)?;
+            sockaddr_src(h, d, &name)?
+        }
     };
     let ep = &d.ep;
     let (max_tx, max_rx) = max_contexts(&d.caps, d.capacities.queues);
