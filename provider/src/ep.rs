@@ -724,6 +724,14 @@ impl EpObj {
         if let Err(e) = ep.enable(dom) {
             return ffi::fail(e);
         }
+        if !ep.attr().encap.is_ringfab() {
+            // The gratuitous ARP announcement core queues at enable (RFC 5227 §2.3) leaves
+            // now, when the address comes into use, rather than with the first progress —
+            // where it would go out back to back with the ARP request and the first datagram
+            // and could take the last of a peer's few posted receives (docs/libfabric.md,
+            // "FI_SOCKADDR_IN (plain UDP)", "Limits"). A failure shows at the next call.
+            let _ = ep.progress(dom);
+        }
         if st.shared.is_some() {
             // Enabled again after a critical error: the buffers are still the endpoint's.
             return 0;

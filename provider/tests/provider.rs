@@ -372,8 +372,8 @@ fn fi_pingpong_dgram_between_two_processes_on_virtio_net() {
 /// fi_pingpong keeps two, ARP frames of the address exchange can fill both just before the
 /// first datagram comes, and the datagram is missed
 /// (docs/libfabric.md, "FI_SOCKADDR_IN (plain UDP)", "Limits"); its DGRAM test never
-/// retransmits, so the run waits until `timeout` ends it. Run them with `--ignored`: they
-/// pass about one run in three.
+/// retransmits, so the run waits until `timeout` ends it. Run them with `--ignored`: alone,
+/// one passes about three runs in four.
 #[test]
 #[ignore = "fi_pingpong's two receives can both hold ARP frames when its first datagram comes"]
 fn fi_pingpong_dgram_over_sockaddr_in_between_two_processes_on_igb() {
