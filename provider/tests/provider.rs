@@ -115,6 +115,7 @@ fn fi_info_env_lists_the_nics_parameter() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("# FI_RINGFAB_NICS: String"));
+    assert!(text.contains("# FI_RINGFAB_IPV4: String"));
 }
 
 #[test]
