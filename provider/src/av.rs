@@ -1,8 +1,9 @@
 //! Address vectors (`fi_av_open`, fi_av(3)) over core's [`AddressVector`]: addresses are
-//! ringfab's 8 bytes (`FI_FORMAT_UNSPEC`: the NIC's MAC, then the receive context,
-//! big-endian), and an `fi_addr_t` is the index of the address in the table — for
-//! `FI_AV_TABLE` as fi_av(3) requires, and for `FI_AV_MAP`, whose values are the provider's
-//! to choose.
+//! in the format of the `fi_info` the domain was opened with — ringfab's 8 bytes
+//! (`FI_FORMAT_UNSPEC`: the NIC's MAC, then the receive context, big-endian) or a 16-byte
+//! `struct sockaddr_in` (`FI_SOCKADDR_IN`, plain UDP) — and an `fi_addr_t` is the index of the
+//! address in the table — for `FI_AV_TABLE` as fi_av(3) requires, and for `FI_AV_MAP`, whose
+//! values are the provider's to choose.
 //!
 //! Inserting an address on an emulated NIC first waits (at most [`PEER_WAIT`]) until the
 //! emulated wire's hub knows another process: frames sent before a member is known do not
@@ -12,7 +13,8 @@ use core::ffi::{c_char, c_int, c_void};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use ringfab::av::{AddressVector, AvAttr, EpAddr, FiAddr};
+use ringfab::av::{AddrFormat, AddressVector, AvAttr, EpAddr, FiAddr};
+use ringfab::ip::SockAddrIn;
 
 use crate::domain::DomainObj;
 use crate::ffi::{self, errno};
@@ -28,6 +30,8 @@ const PEER_WAIT: Duration = Duration::from_secs(2);
 pub(crate) struct AvObj {
     fid: sys::fid_av,
     pub(crate) domain: &'static DomainObj,
+    /// The format of its addresses (the domain's).
+    format: AddrFormat,
     /// Core's AV; `None` once closed (a close core refused puts it back).
     core: Mutex<Option<AddressVector>>,
 }
@@ -110,7 +114,7 @@ pub(crate) unsafe extern "C" fn open(
         let attr = AvAttr {
             count: a.count,
             rx_ctx_bits,
-            ..AvAttr::default()
+            format: d.addr_format,
         };
         let core = match d.core().open_av(&attr) {
             Ok(av) => av,
@@ -122,6 +126,7 @@ pub(crate) unsafe extern "C" fn open(
                 ops: AV_OPS.ptr(),
             },
             domain: d.retain(),
+            format: d.addr_format,
             core: Mutex::new(Some(core)),
         });
         // SAFETY: checked not null; the AV is the caller's until fi_close.
@@ -153,13 +158,41 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
     })
 }
 
+/// Addresses to insert, in one of the two formats.
+enum Addrs {
+    Native(Vec<EpAddr>),
+    SockaddrIn(Vec<SockAddrIn>),
+}
+
+impl Addrs {
+    fn len(&self) -> usize {
+        match self {
+            Addrs::Native(v) => v.len(),
+            Addrs::SockaddrIn(v) => v.len(),
+        }
+    }
+}
+
+/// The length of one address of `format`.
+fn addr_len(format: AddrFormat) -> usize {
+    match format {
+        AddrFormat::SockaddrIn => SockAddrIn::LEN,
+        _ => EpAddr::LEN,
+    }
+}
+
 /// Inserts `addrs` (with `fi_addr` null or `addrs.len()` long): the number inserted.
 ///
 /// # Safety
 /// `fi_addr` null or valid for `addrs.len()` writes.
-unsafe fn insert_addrs(a: &AvObj, addrs: &[EpAddr], fi_addr: *mut u64) -> c_int {
+unsafe fn insert_addrs(a: &AvObj, addrs: &Addrs, fi_addr: *mut u64) -> c_int {
     let mut out = vec![FiAddr::NOTAVAIL; addrs.len()];
-    let n = match a.with(|av| av.insert(a.domain.core(), addrs, &mut out)) {
+    let dom = a.domain.core();
+    let inserted = a.with(|av| match addrs {
+        Addrs::Native(v) => av.insert(dom, v, &mut out),
+        Addrs::SockaddrIn(v) => av.insert_sockaddr(dom, v, &mut out),
+    });
+    let n = match inserted {
         Ok(Ok(n)) => n,
         Ok(Err(e)) => return ffi::fail(e),
         Err(e) => return e,
@@ -176,7 +209,9 @@ unsafe fn insert_addrs(a: &AvObj, addrs: &[EpAddr], fi_addr: *mut u64) -> c_int 
     c_int::try_from(n).unwrap_or(c_int::MAX)
 }
 
-/// `fi_av_insert`: `count` addresses of 8 bytes each.
+/// `fi_av_insert`: `count` addresses of the AV's format, 8 bytes each (ringfab's) or 16
+/// (`struct sockaddr_in`: one of another family makes the whole call `-FI_EINVAL`, and
+/// nothing is inserted).
 unsafe extern "C" fn insert(
     av: *mut sys::fid_av,
     addr: *const c_void,
@@ -196,25 +231,44 @@ unsafe extern "C" fn insert(
         if count == 0 {
             return 0;
         }
-        let Some(bytes_len) = count.checked_mul(EpAddr::LEN) else {
+        let len = addr_len(a.format);
+        let Some(bytes_len) = count.checked_mul(len) else {
             return errno::INVAL;
         };
         if addr.is_null() {
             return errno::INVAL;
         }
-        // SAFETY: fi_av(3): `count` addresses of the AV's format (8 bytes each) at `addr`.
+        // SAFETY: fi_av(3): `count` addresses of the AV's format (`len` bytes each) at `addr`.
         let bytes = unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), bytes_len) };
-        let addrs: Vec<EpAddr> = bytes
-            .chunks_exact(EpAddr::LEN)
-            .filter_map(|c| EpAddr::from_bytes(c).ok())
-            .collect();
+        let addrs = match a.format {
+            AddrFormat::SockaddrIn => {
+                let parsed: Result<Vec<SockAddrIn>, _> = bytes
+                    .chunks_exact(len)
+                    .map(SockAddrIn::from_bytes)
+                    .collect();
+                match parsed {
+                    Ok(v) => Addrs::SockaddrIn(v),
+                    Err(_) => {
+                        crate::log::info("fi_av_insert: an address is not a sockaddr_in");
+                        return errno::INVAL;
+                    }
+                }
+            }
+            _ => Addrs::Native(
+                bytes
+                    .chunks_exact(len)
+                    .filter_map(|c| EpAddr::from_bytes(c).ok())
+                    .collect(),
+            ),
+        };
         // SAFETY: `fi_addr` holds `count` entries (fi_av(3)) or is null.
         unsafe { insert_addrs(a, &addrs, fi_addr) }
     })
 }
 
 /// `fi_av_insertsvc`: `node` a MAC address (`02:52:00:12:34:00`), `service` a receive
-/// context (none: 0), as `fi_getinfo` takes them.
+/// context (none: 0), as `fi_getinfo` takes them; in an AV of `sockaddr_in`, `node` a
+/// numeric IPv4 address and `service` a UDP port (no name is resolved).
 unsafe extern "C" fn insertsvc(
     av: *mut sys::fid_av,
     node: *const c_char,
@@ -233,11 +287,20 @@ unsafe extern "C" fn insertsvc(
         }
         // SAFETY: null or the application's strings.
         let (node, service) = unsafe { (ffi::str_at(node), ffi::str_at(service)) };
-        let Some(addr) = node.and_then(|n| crate::getinfo::parse_node(n, service)) else {
+        let Some(node) = node else {
+            return errno::INVAL;
+        };
+        let addrs = match a.format {
+            AddrFormat::SockaddrIn => {
+                crate::ipv4::parse_node(node, service).map(|addr| Addrs::SockaddrIn(vec![addr]))
+            }
+            _ => crate::getinfo::parse_node(node, service).map(|addr| Addrs::Native(vec![addr])),
+        };
+        let Some(addrs) = addrs else {
             return errno::INVAL;
         };
         // SAFETY: one entry at `fi_addr`, or null.
-        unsafe { insert_addrs(a, &[addr], fi_addr) }
+        unsafe { insert_addrs(a, &addrs, fi_addr) }
     })
 }
 
@@ -275,8 +338,8 @@ unsafe extern "C" fn remove(
     })
 }
 
-/// `fi_av_lookup`: the address behind `fi_addr`; `*addrlen` becomes its size (8), and only
-/// as much as fits is copied (fi_av(3)).
+/// `fi_av_lookup`: the address behind `fi_addr`; `*addrlen` becomes its size (8, or 16 for a
+/// `sockaddr_in`), and only as much as fits is copied (fi_av(3)).
 unsafe extern "C" fn lookup(
     av: *mut sys::fid_av,
     fi_addr: u64,
@@ -291,8 +354,17 @@ unsafe extern "C" fn lookup(
         if addrlen.is_null() {
             return errno::INVAL;
         }
-        let found = match a.with(|av| av.lookup(a.domain.core(), FiAddr(fi_addr))) {
-            Ok(Ok(found)) => found.to_bytes(),
+        let dom = a.domain.core();
+        let found = a.with(|av| match a.format {
+            AddrFormat::SockaddrIn => av
+                .lookup_sockaddr(dom, FiAddr(fi_addr))
+                .map(|s| s.to_bytes().to_vec()),
+            _ => av
+                .lookup(dom, FiAddr(fi_addr))
+                .map(|e| e.to_bytes().to_vec()),
+        });
+        let found = match found {
+            Ok(Ok(found)) => found,
             Ok(Err(_)) => return ffi::neg(sys::FI_ENOENT),
             Err(e) => return e,
         };
@@ -309,8 +381,9 @@ unsafe extern "C" fn lookup(
     })
 }
 
-/// `fi_av_straddr`: `ringfab://02:52:00:12:34:00/0` (MAC, receive context); `*len` becomes
-/// the size the whole string needs, NUL included.
+/// `fi_av_straddr`: `ringfab://02:52:00:12:34:00/0` (MAC, receive context), or
+/// `fi_sockaddr_in://192.0.2.1:49152` in an AV of `sockaddr_in`; `*len` becomes the size the
+/// whole string needs, NUL included.
 unsafe extern "C" fn straddr(
     av: *mut sys::fid_av,
     addr: *const c_void,
@@ -320,15 +393,25 @@ unsafe extern "C" fn straddr(
     let mut out: *const c_char = core::ptr::null();
     let _: c_int = ffi::guard("fi_av_straddr", || {
         // SAFETY: the application's fid, checked to be one of ours.
-        if unsafe { ours(av.cast()) }.is_none() || addr.is_null() || len.is_null() {
-            return errno::INVAL;
-        }
-        // SAFETY: an address of the AV's format: 8 bytes.
-        let bytes = unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), EpAddr::LEN) };
-        let Ok(a) = EpAddr::from_bytes(bytes) else {
+        let Some(av) = (unsafe { ours(av.cast()) }) else {
             return errno::INVAL;
         };
-        let text = format!("ringfab://{}/{}", a.mac, a.ctx);
+        if addr.is_null() || len.is_null() {
+            return errno::INVAL;
+        }
+        // SAFETY: fi_av(3): "The specified address must be of the same format as those stored
+        // by the AV": that many bytes.
+        let bytes = unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), addr_len(av.format)) };
+        let text = match av.format {
+            AddrFormat::SockaddrIn => match SockAddrIn::from_bytes(bytes) {
+                Ok(a) => crate::ipv4::straddr(a),
+                Err(_) => return errno::INVAL,
+            },
+            _ => match EpAddr::from_bytes(bytes) {
+                Ok(a) => format!("ringfab://{}/{}", a.mac, a.ctx),
+                Err(_) => return errno::INVAL,
+            },
+        };
         // SAFETY: checked not null: the caller's size of `buf`.
         let room = unsafe { *len };
         if !buf.is_null() && room > 0 {

@@ -66,6 +66,12 @@ pub(crate) struct CqObj {
     str_buf: Mutex<[u8; 256]>,
     /// The wait set it was opened in (`FI_WAIT_SET`), which it leaves when it closes.
     wait_set: Option<&'static WaitSetObj>,
+    /// Plain-UDP endpoints bound to it ([`crate::ep`]), each progressed in both directions
+    /// by every read: address resolution crosses directions — the ARP reply a held send
+    /// waits for arrives on the receive queue, and the reply to a peer's request leaves on
+    /// the transmit queue — while an application with a CQ per direction (`fi_pingpong`)
+    /// reads only the one its next completion is due on.
+    plain_udp: Mutex<Vec<&'static crate::ep::EpObj>>,
 }
 
 /// A translated entry.
@@ -200,6 +206,7 @@ pub(crate) unsafe extern "C" fn open(
             err_buf: Mutex::new([0; ERR_DATA_MAX]),
             str_buf: Mutex::new([0; 256]),
             wait_set,
+            plain_udp: Mutex::new(Vec::new()),
         });
         let obj: &'static CqObj = Box::leak(obj);
         if let Some(w) = wait_set {
@@ -271,6 +278,33 @@ unsafe extern "C" fn control(fid: *mut sys::fid, command: c_int, arg: *mut c_voi
 }
 
 impl CqObj {
+    /// A plain-UDP endpoint is bound to the CQ (for either direction).
+    pub(crate) fn add_plain_udp(&self, ep: &'static crate::ep::EpObj) {
+        let mut eps = lock(&self.plain_udp);
+        if !eps.iter().any(|e| core::ptr::eq(*e, ep)) {
+            eps.push(ep);
+        }
+    }
+
+    /// `ep` is closing.
+    pub(crate) fn remove_plain_udp(&self, ep: &crate::ep::EpObj) {
+        lock(&self.plain_udp).retain(|e| !core::ptr::eq(*e, ep));
+    }
+
+    /// Core's progress of the plain-UDP endpoints bound here, both directions (see
+    /// `plain_udp`). Their completions go to their CQs' core queues; none is translated here,
+    /// so no other CQ's lock is taken. The list stays locked meanwhile, so that an endpoint's
+    /// `fi_close`, which takes itself off the list first, waits for this to finish with it;
+    /// nothing takes the list's lock while holding an endpoint's.
+    fn progress_plain_udp(&self) {
+        let eps = lock(&self.plain_udp);
+        let dom = self.domain.core();
+        for ep in eps.iter() {
+            // Not enabled yet, or failed: nothing to progress (the read reports the rest).
+            let _ = ep.with_core(|core| core.progress(dom));
+        }
+    }
+
     /// Runs `f` on core's CQ (`-FI_EINVAL` if it is closed).
     pub(crate) fn with_core<R>(
         &self,
@@ -335,9 +369,20 @@ impl CqObj {
             return Ok(());
         };
         let mut rec = rec;
+        // fi_cq(3), FI_EADDRNOTAVAIL: "the data transfer was successfully received and
+        // processed": the payload is placed as a success's is, and `len` counts it (and the
+        // prefix, in prefix mode).
+        let mut len = e.len;
+        if e.err == Error::AddrNotAvail.errno() && rec.multi.is_none() {
+            if let Some((_, app_len)) = rec.recv {
+                let placed = place_payload(&rec, buf.as_ref(), e.len.min(app_len));
+                len = placed.map_or(0, |n| n + prefix_of(&rec));
+            }
+        }
         settle(&mut rec, buf, e.flags.contains(CompletionFlags::RECV));
         let mut out = ErrEntry {
             op_context: OpContext(rec.context),
+            len,
             buf: rec
                 .recv
                 .map_or(BufAddr::NULL, |(a, _)| BufAddr(a - prefix_of(&rec))),
@@ -387,6 +432,7 @@ impl CqObj {
         if buf.is_null() && count > 0 {
             return isize::neg(sys::FI_EINVAL);
         }
+        self.progress_plain_udp();
         let size = entry_size(self.format);
         let mut ready = lock(&self.ready);
         let mut n = 0;
@@ -504,16 +550,10 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
     // In prefix mode `recv` is the payload's part of the application's buffer, which starts
     // `prefix` bytes before it.
     let prefix = prefix_of(&rec);
-    let in_place = rec.prefix.as_ref().is_some_and(|p| p.in_place);
-    if let (Some((app, app_len)), Some(b)) = (rec.recv, buf.as_ref()) {
+    if let (Some((app, app_len)), Some(_)) = (rec.recv, buf.as_ref()) {
         let n = e.len.min(app_len);
-        if n > 0 && !in_place {
-            // SAFETY: fi_msg(3): the application's receive buffer holds `app_len` bytes and
-            // is the provider's until this completion is reported; `n` <= `app_len`.
-            let dst = unsafe { core::slice::from_raw_parts_mut(app as *mut u8, n) };
-            if b.read(rec.shared.payload_offset, dst).is_err() {
-                out.len = 0;
-            }
+        if place_payload(&rec, buf.as_ref(), n).is_none() {
+            out.len = 0;
         }
         out.buf = BufAddr(app - prefix);
         if e.len > app_len {
@@ -549,6 +589,25 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
         None if rec.silent => None,
         None => Some(Ready::Ok(out, src)),
     }
+}
+
+/// Places the first `n` bytes of a received payload (`n` at most the application's buffer)
+/// from the endpoint's buffer `buf` into the application's receive buffer, unless the NIC
+/// wrote it there already (prefix mode, in place): `n`, or `None` if the buffer could not be
+/// read.
+fn place_payload(rec: &ops::Record, buf: Option<&Buf<'static>>, n: usize) -> Option<usize> {
+    let in_place = rec.prefix.as_ref().is_some_and(|p| p.in_place);
+    let (Some((app, app_len)), Some(b)) = (rec.recv, buf) else {
+        return Some(0);
+    };
+    if n == 0 || in_place {
+        return Some(n);
+    }
+    let n = n.min(app_len);
+    // SAFETY: fi_msg(3): the application's receive buffer holds `app_len` bytes and is the
+    // provider's until this completion is reported; `n` <= `app_len`.
+    let dst = unsafe { core::slice::from_raw_parts_mut(app as *mut u8, n) };
+    b.read(rec.shared.payload_offset, dst).ok().map(|()| n)
 }
 
 /// `msg_prefix_size` of the record's endpoint in prefix mode, else 0.

@@ -30,6 +30,11 @@ pub(crate) struct DomainObj {
     pub(crate) abi: ErrEntryAbi,
     /// The API version, for the objects that depend on it.
     pub(crate) api_version: u32,
+    /// The address format of the `fi_info` the domain was opened with, which its AVs take:
+    /// fi_av(3), "Addresses inserted into an address vector must be in the same format as
+    /// specified in the addr_format field of the fi_info struct provided when opening the
+    /// corresponding domain."
+    pub(crate) addr_format: ringfab::av::AddrFormat,
     /// Objects open on the domain (CQs, AVs, registrations, endpoints, counters).
     children: AtomicUsize,
     /// The counters `core` is made with: after it, so that it is dropped first.
@@ -132,11 +137,22 @@ pub(crate) unsafe extern "C" fn open(
         }
         // SAFETY: `info` checked not null; libfabric and applications pass fi_info lists with
         // valid (or null) attribute pointers.
-        let name = unsafe {
-            (*info)
-                .domain_attr
-                .as_ref()
-                .and_then(|d| ffi::str_at(d.name))
+        let (name, addr_format) = unsafe {
+            (
+                (*info)
+                    .domain_attr
+                    .as_ref()
+                    .and_then(|d| ffi::str_at(d.name)),
+                (*info).addr_format,
+            )
+        };
+        let addr_format = match addr_format {
+            sys::FI_FORMAT_UNSPEC => ringfab::av::AddrFormat::Ringfab,
+            sys::FI_SOCKADDR_IN => ringfab::av::AddrFormat::SockaddrIn,
+            other => {
+                crate::log::warn(&format!("fi_domain: address format {other} not offered"));
+                return errno::INVAL;
+            }
         };
         let specs = crate::params::nics();
         let found = specs
@@ -154,6 +170,15 @@ pub(crate) unsafe extern "C" fn open(
                 return errno::NODATA;
             }
         };
+        // A NIC with an IPv4 configuration gets it, and the clock its ARP needs, in every
+        // domain (a domain without one never reads a clock); FI_SOCKADDR_IN needs one.
+        let ipv4 = crate::params::ipv4_of(spec);
+        if ipv4.is_none() && addr_format == ringfab::av::AddrFormat::SockaddrIn {
+            crate::log::warn(&format!(
+                "fi_domain: FI_SOCKADDR_IN on {spec}, which FI_RINGFAB_IPV4 gives no address"
+            ));
+            return errno::NODATA;
+        }
         let hub = crate::params::hub();
         let nic = match opened.start_domain(&hub) {
             Ok(nic) => nic,
@@ -166,6 +191,17 @@ pub(crate) unsafe extern "C" fn open(
         let cntrs = crate::cntr::Pool::new();
         // SAFETY: the pool is the domain object's, declared after `core`: dropped after it.
         let counters = unsafe { cntrs.refs() };
+        let mut core =
+            Domain::with_capacities(nic, &crate::nic::CAPACITIES).with_counters(counters);
+        if let Some(config) = ipv4 {
+            core = core.with_clock(&crate::ipv4::CLOCK);
+            if let Err(e) = core.set_ipv4(config) {
+                crate::log::warn(&format!("fi_domain: {spec}: set_ipv4: {e}"));
+                drop(core);
+                opened.end_domain();
+                return ffi::fail(e);
+            }
+        }
         let obj = Box::new(DomainObj {
             fid: sys::fid_domain {
                 fid: fid::new(sys::FI_CLASS_DOMAIN, context, &FI_OPS),
@@ -173,11 +209,10 @@ pub(crate) unsafe extern "C" fn open(
                 mr: MR_OPS.ptr(),
             },
             nic: opened,
-            core: Box::new(
-                Domain::with_capacities(nic, &crate::nic::CAPACITIES).with_counters(counters),
-            ),
+            core: Box::new(core),
             abi: ErrEntryAbi::for_api(api >> 16, api & 0xffff),
             api_version: api,
+            addr_format,
             children: AtomicUsize::new(0),
             cntrs,
         });

@@ -386,11 +386,15 @@ pub(crate) unsafe fn ours_or_aliased<'a>(fid: *const sys::fid) -> Option<&'a EpO
     unsafe { ours(fid).or_else(|| crate::alias::ours(fid).map(AliasObj::endpoint)) }
 }
 
-/// The endpoint attributes `info` asks for.
+/// The endpoint attributes `info` asks for, in domain `d`.
 ///
 /// # Safety
 /// `info` is a valid `fi_info` (null attribute pointers allowed).
-unsafe fn attr_of(info: &sys::fi_info, context: *mut c_void) -> Result<EpAttr, c_int> {
+unsafe fn attr_of(
+    info: &sys::fi_info,
+    d: &DomainObj,
+    context: *mut c_void,
+) -> Result<EpAttr, c_int> {
     let mut attr = EpAttr {
         context: OpContext(context as usize),
         ..EpAttr::default()
@@ -431,6 +435,10 @@ unsafe fn attr_of(info: &sys::fi_info, context: *mut c_void) -> Result<EpAttr, c
     if let Some(r) = rx {
         attr.rx_op_flags = OpFlags::from_bits_retain(r.op_flags);
     }
+    if info.addr_format == sys::FI_SOCKADDR_IN {
+        // SAFETY: the caller's promise.
+        return unsafe { plain_udp(info, d, attr) };
+    }
     // A src_addr names the NIC (the domain's) and the receive context.
     if !info.src_addr.is_null() && info.src_addrlen == ringfab::av::EpAddr::LEN {
         // SAFETY: `src_addrlen` bytes at `src_addr` (fi_getinfo(3)).
@@ -442,6 +450,45 @@ unsafe fn attr_of(info: &sys::fi_info, context: *mut c_void) -> Result<EpAttr, c
         }
     }
     Ok(attr)
+}
+
+/// `attr` made a plain-UDP endpoint (`FI_SOCKADDR_IN`, docs/ip.md) on queue pair 0, bound to
+/// the port of `info->src_addr` (none, or 0: a free one), whose address must be the domain's.
+///
+/// # Errors
+/// `-FI_EINVAL` for a `src_addr` that is not a `sockaddr_in` or names another address, or
+/// for more than one context; `-FI_EADDRNOTAVAIL` in a domain without an IPv4 configuration.
+///
+/// # Safety
+/// `info` is a valid `fi_info`.
+unsafe fn plain_udp(info: &sys::fi_info, d: &DomainObj, attr: EpAttr) -> Result<EpAttr, c_int> {
+    let Some(config) = d.core().ipv4() else {
+        crate::log::warn("fi_endpoint: FI_SOCKADDR_IN in a domain without FI_RINGFAB_IPV4");
+        return Err(ffi::neg(sys::FI_EADDRNOTAVAIL));
+    };
+    let port = if info.src_addr.is_null() {
+        0
+    } else {
+        // SAFETY: `src_addrlen` bytes at `src_addr` (fi_getinfo(3)).
+        let bytes =
+            unsafe { core::slice::from_raw_parts(info.src_addr.cast::<u8>(), info.src_addrlen) };
+        match ringfab::ip::SockAddrIn::from_bytes(bytes) {
+            Ok(a) if a.addr == config.addr => a.port,
+            _ => return Err(errno::INVAL),
+        }
+    };
+    // SAFETY: null or the caller's endpoint attributes.
+    if let Some(e) = unsafe { info.ep_attr.as_ref() } {
+        // A datagram names no receive context, and plain UDP has no shared contexts here.
+        if e.tx_ctx_cnt > 1 || e.rx_ctx_cnt > 1 {
+            return Err(errno::INVAL);
+        }
+    }
+    Ok(EpAttr {
+        encap: ringfab::proto::Encap::PlainUdp,
+        port,
+        ..attr
+    })
 }
 
 /// `fi_ops_domain::endpoint` (`fi_endpoint`): a disabled endpoint.
@@ -464,7 +511,7 @@ pub(crate) unsafe extern "C" fn open(
             return errno::INVAL;
         }
         // SAFETY: a valid fi_info.
-        let attr = match unsafe { attr_of(info, context) } {
+        let attr = match unsafe { attr_of(info, d, context) } {
             Ok(a) => a,
             Err(e) => return e,
         };
@@ -677,6 +724,14 @@ impl EpObj {
         if let Err(e) = ep.enable(dom) {
             return ffi::fail(e);
         }
+        if !ep.attr().encap.is_ringfab() {
+            // The gratuitous ARP announcement core queues at enable (RFC 5227 §2.3) leaves
+            // now, when the address comes into use, rather than with the first progress —
+            // where it would go out back to back with the ARP request and the first datagram
+            // and could take the last of a peer's few posted receives (docs/libfabric.md,
+            // "FI_SOCKADDR_IN (plain UDP)", "Limits"). A failure shows at the next call.
+            let _ = ep.progress(dom);
+        }
         if st.shared.is_some() {
             // Enabled again after a critical error: the buffers are still the endpoint's.
             return 0;
@@ -722,9 +777,17 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         }
         // Counters first, without the endpoint's lock (a counter's progress takes its own,
         // then this endpoint's).
-        let cntrs = lock(&e.state).cntrs.clone();
+        let (cntrs, cqs) = {
+            let st = lock(&e.state);
+            (st.cntrs.clone(), st.cqs.clone())
+        };
         for c in &cntrs {
             c.unbind(e);
+        }
+        // Off the CQs' lists of plain-UDP endpoints they progress (crate::cq), before the
+        // endpoint goes; put back if the close is refused.
+        for cq in &cqs {
+            cq.remove_plain_udp(e);
         }
         let mut st = lock(&e.state);
         if let Some(core) = st.ep.take() {
@@ -735,6 +798,13 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
                 let me = unsafe { e.as_static() };
                 for c in cntrs {
                     c.bind(me);
+                }
+                let plain = lock(&e.state)
+                    .ep
+                    .as_ref()
+                    .is_some_and(|ep| !ep.attr().encap.is_ringfab());
+                for cq in cqs.iter().filter(|_| plain) {
+                    cq.add_plain_udp(me);
                 }
                 return ffi::fail(err);
             }
@@ -821,6 +891,7 @@ impl EpObj {
             let selective = flags & sys::FI_SELECTIVE_COMPLETION != 0;
             let to_core = BindFlags::from_bits_retain(flags & !sys::FI_SELECTIVE_COMPLETION);
             let r = cq.with_core(|core| ep.bind_cq(dom, core, to_core));
+            let plain = !ep.attr().encap.is_ringfab();
             return match r {
                 Ok(Ok(())) => {
                     st.cqs.push(cq);
@@ -829,6 +900,13 @@ impl EpObj {
                     }
                     if flags & sys::FI_RECV != 0 {
                         st.selective.rx = selective;
+                    }
+                    // The CQ's list is never locked under an endpoint's lock (crate::cq).
+                    drop(st);
+                    if plain {
+                        // SAFETY: the endpoint lives until its fi_close, which takes it off
+                        // the CQ's list first.
+                        cq.add_plain_udp(unsafe { self.as_static() });
                     }
                     0
                 }
@@ -1057,7 +1135,8 @@ unsafe extern "C" fn tx_size_left(ep: *mut sys::fid_ep) -> isize {
     })
 }
 
-/// `fi_getname`: the endpoint's 8-byte address; `*addrlen` becomes its size, and
+/// `fi_getname`: the endpoint's 8-byte address, or on plain UDP its 16-byte `sockaddr_in`
+/// (the domain's address and the endpoint's port); `*addrlen` becomes its size, and
 /// `-FI_ETOOSMALL` if the buffer is shorter (fi_cm(3)).
 unsafe extern "C" fn getname(fid: *mut sys::fid, addr: *mut c_void, addrlen: *mut usize) -> c_int {
     ffi::guard("fi_getname", || {
@@ -1068,7 +1147,12 @@ unsafe extern "C" fn getname(fid: *mut sys::fid, addr: *mut c_void, addrlen: *mu
         if addrlen.is_null() {
             return errno::INVAL;
         }
-        let Some(name) = lock(&e.state).ep.as_ref().map(|ep| ep.name().to_bytes()) else {
+        let dom = e.domain.core();
+        let name = lock(&e.state).ep.as_ref().map(|ep| match ep.sockaddr(dom) {
+            Some(a) => a.to_bytes().to_vec(),
+            None => ep.name().to_bytes().to_vec(),
+        });
+        let Some(name) = name else {
             return errno::INVAL;
         };
         // SAFETY: the application's buffer and its length (fi_cm(3)).

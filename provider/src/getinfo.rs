@@ -3,14 +3,19 @@
 //!
 //! The hints are first copied out of C into `Hints`; the decision whether a NIC matches and
 //! what it offers (`offer`) is plain Rust, tested without libfabric; only `fill` writes C.
+//!
+//! A NIC offers ringfab's own address format (`FI_FORMAT_UNSPEC`) and, when
+//! `FI_RINGFAB_IPV4` gives it an IPv4 configuration, `FI_SOCKADDR_IN` (plain UDP,
+//! [`crate::ipv4`]): `Format`, `Hints::formats`.
 
 use core::ffi::{c_char, c_int};
 
 use ringfab::av::EpAddr;
 use ringfab::hal::MacAddr;
+use ringfab::ip::SockAddrIn;
 
 use crate::ffi::{self, errno};
-use crate::nic::{Description, NicSpec, Wanted};
+use crate::nic::{Description, NicSpec, Plain, Wanted};
 use crate::sys;
 
 /// `FI_VERSION(major, minor)` (the header's macro).
@@ -40,6 +45,37 @@ const OFFERED: u64 = MSG | SEND | RECV | SECONDARY;
 /// The capabilities of a transmit and of a receive context.
 const TX_CAPS: u64 = MSG | SEND | REMOTE_COMM;
 const RX_CAPS: u64 = MSG | RECV | SOURCE | SOURCE_ERR | REMOTE_COMM | MULTI_RECV | NAMED_RX_CTX;
+
+/// What plain UDP cannot give (docs/ip.md): a datagram names no receive context
+/// (`FI_NAMED_RX_CTX`), and multi-receive buffers are not offered on it yet.
+const NOT_ON_PLAIN_UDP: u64 = MULTI_RECV | NAMED_RX_CTX;
+
+/// The address format of an `fi_info`, and with it the endpoint's encapsulation.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Format {
+    /// `FI_FORMAT_UNSPEC`: ringfab's own 8 bytes, ringfab's header on Ethernet.
+    Native,
+    /// `FI_SOCKADDR_IN`: plain IPv4/UDP, the message the whole UDP payload (docs/ip.md).
+    SockaddrIn,
+}
+
+impl Format {
+    /// `fi_info::addr_format`.
+    pub(crate) const fn addr_format(self) -> u32 {
+        match self {
+            Format::Native => sys::FI_FORMAT_UNSPEC,
+            Format::SockaddrIn => sys::FI_SOCKADDR_IN,
+        }
+    }
+
+    /// `ep_attr->protocol`.
+    pub(crate) const fn protocol(self) -> u32 {
+        match self {
+            Format::Native => PROTOCOL,
+            Format::SockaddrIn => sys::FI_PROTO_UDP,
+        }
+    }
+}
 
 /// `ep_attr->protocol`: ringfab's frame format has no libfabric number; fi_endpoint(3)
 /// reserves the values with `FI_PROV_SPECIFIC` set for such protocols. The low bits are its
@@ -88,6 +124,29 @@ pub(crate) struct Hints {
 }
 
 impl Hints {
+    /// The formats a NIC offers under the hints, in the order its infos are listed;
+    /// `configured`: the NIC has an IPv4 configuration.
+    ///
+    /// `FI_SOCKADDR_IN` asked for, or an address in the hints (`src_addr`, `dest_addr`, a
+    /// numeric IPv4 `node`) that is a `sockaddr_in`: plain UDP only. An address of ringfab's
+    /// own: ringfab's format only. Neither: both where the NIC has a configuration, the
+    /// `sockaddr_in` info first — an IPv4 configuration is the user's explicit choice to speak
+    /// UDP on that NIC, and programs that take the first info (`fi_pingpong`) then do.
+    pub(crate) fn formats(&self, configured: bool) -> Vec<Format> {
+        let named = self.src_addr.as_ref().or(self.dest_addr.as_ref());
+        let sockaddr = match self.addr_format {
+            sys::FI_SOCKADDR_IN => Some(true),
+            sys::FI_FORMAT_UNSPEC => named.map(|a| crate::ipv4::is_sockaddr_in(a)),
+            _ => Some(false),
+        };
+        match (sockaddr, configured) {
+            (Some(true), true) => vec![Format::SockaddrIn],
+            (Some(true), false) => Vec::new(),
+            (Some(false), _) | (None, false) => vec![Format::Native],
+            (None, true) => vec![Format::SockaddrIn, Format::Native],
+        }
+    }
+
     /// What the endpoint to be measured must be made with.
     pub(crate) fn wanted(&self) -> Wanted {
         let caps = self.caps | self.rx_caps;
@@ -95,6 +154,7 @@ impl Hints {
             tx_iov_limit: self.tx_iov_limit,
             multi_recv: caps & MULTI_RECV != 0,
             source_err: caps & SOURCE_ERR != 0,
+            plain_udp: None,
         }
     }
 }
@@ -104,7 +164,8 @@ impl Hints {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Offer {
     pub(crate) caps: u64,
-    pub(crate) src_addr: [u8; EpAddr::LEN],
+    pub(crate) format: Format,
+    pub(crate) src_addr: Vec<u8>,
     pub(crate) dest_addr: Option<Vec<u8>>,
     pub(crate) av_type: u32,
     /// `ep_attr->tx_ctx_cnt`, `rx_ctx_cnt`: as asked (for a scalable endpoint), else the
@@ -155,10 +216,10 @@ pub(crate) fn check_provider(h: &Hints) -> Result<(), String> {
         // fi_getinfo(3): FI_SOURCE_ERR "must be paired with FI_SOURCE".
         return Err("FI_SOURCE_ERR without FI_SOURCE".into());
     }
-    if h.addr_format != sys::FI_FORMAT_UNSPEC {
-        return Err("only FI_FORMAT_UNSPEC addresses (ringfab's own)".into());
+    if !matches!(h.addr_format, sys::FI_FORMAT_UNSPEC | sys::FI_SOCKADDR_IN) {
+        return Err("only FI_FORMAT_UNSPEC (ringfab's own) and FI_SOCKADDR_IN addresses".into());
     }
-    if !matches!(h.protocol, 0 | PROTOCOL) {
+    if !matches!(h.protocol, 0 | PROTOCOL | sys::FI_PROTO_UDP) {
         return Err("another protocol asked for".into());
     }
     if h.auth_key_size > 0 {
@@ -187,25 +248,78 @@ pub(crate) fn check_provider(h: &Hints) -> Result<(), String> {
     Ok(())
 }
 
-/// What NIC `d` offers under the hints, or why it cannot meet them (for the log).
-pub(crate) fn offer(h: &Hints, d: &Description) -> Result<Offer, String> {
+/// The endpoint's address under the hints in ringfab's format: the hints' `src_addr` if it
+/// is this NIC's (its receive context one the NIC has), else the NIC's.
+fn native_src(h: &Hints, d: &Description, name: &str) -> Result<Vec<u8>, String> {
+    if let Some(a) = &h.dest_addr {
+        EpAddr::from_bytes(a).map_err(|_| format!("{name}: dest_addr not ringfab's"))?;
+    }
+    let Some(a) = &h.src_addr else {
+        return Ok(d.addr.clone());
+    };
+    let a = EpAddr::from_bytes(a).map_err(|_| format!("{name}: src_addr not ringfab's"))?;
+    if a.mac.0 != d.addr[..6] || a.ctx >= d.caps.rx_queues {
+        return Err(format!("{name}: src_addr is another NIC's"));
+    }
+    Ok(a.to_bytes().to_vec())
+}
+
+/// What plain UDP cannot give, asked for in the hints (`NOT_ON_PLAIN_UDP`, contexts, remote
+/// CQ data): why not, for the log.
+fn refused_on_plain_udp(h: &Hints, name: &str) -> Result<(), String> {
+    let asked = h.caps | h.tx_caps | h.rx_caps;
+    if asked & NOT_ON_PLAIN_UDP != 0 {
+        return Err(format!(
+            "{name}: capabilities {:#x} not offered on FI_SOCKADDR_IN",
+            asked & NOT_ON_PLAIN_UDP
+        ));
+    }
+    // A datagram names no receive context; shared contexts are not offered on plain UDP.
+    if h.tx_ctx_cnt > 1 || h.rx_ctx_cnt > 1 {
+        return Err(format!("{name}: one context per FI_SOCKADDR_IN endpoint"));
+    }
+    // docs/ip.md: "a UDP datagram has no field for it".
+    if h.cq_data_size > 0 {
+        return Err(format!("{name}: no remote CQ data on FI_SOCKADDR_IN"));
+    }
+    Ok(())
+}
+
+/// The endpoint's `sockaddr_in` under the hints: the hints' `src_addr` if its address is
+/// the domain's (its port is the one the endpoint binds; 0: a free one), else the domain's
+/// address with port 0.
+fn sockaddr_src(h: &Hints, d: &Description, name: &str) -> Result<Vec<u8>, String> {
+    let ours = SockAddrIn::from_bytes(&d.addr).map_err(|_| format!("{name}: no sockaddr_in"))?;
+    if let Some(a) = &h.dest_addr {
+        SockAddrIn::from_bytes(a).map_err(|_| format!("{name}: dest_addr not a sockaddr_in"))?;
+    }
+    let Some(a) = &h.src_addr else {
+        return Ok(d.addr.clone());
+    };
+    let a = SockAddrIn::from_bytes(a).map_err(|_| format!("{name}: src_addr not a sockaddr_in"))?;
+    if a.addr != ours.addr {
+        return Err(format!("{name}: src_addr {} is not its address", a.addr));
+    }
+    Ok(a.to_bytes().to_vec())
+}
+
+/// What NIC `d`, measured in `format`, offers under the hints, or why it cannot meet them
+/// (for the log).
+pub(crate) fn offer(h: &Hints, d: &Description, format: Format) -> Result<Offer, String> {
     let name = d.spec.to_string();
     if h.domain_name.as_deref().is_some_and(|n| n != name) {
         return Err(format!("{name}: another domain asked for"));
     }
-    let src_addr = match &h.src_addr {
-        None => d.addr,
-        Some(a) => {
-            let a = EpAddr::from_bytes(a).map_err(|_| format!("{name}: src_addr not ringfab's"))?;
-            if a.mac.0 != d.addr[..6] || a.ctx >= d.caps.rx_queues {
-                return Err(format!("{name}: src_addr is another NIC's"));
-            }
-            a.to_bytes()
+    if h.protocol != 0 && h.protocol != format.protocol() {
+        return Err(format!("{name}: another protocol asked for"));
+    }
+    let src_addr = match format {
+        Format::Native => native_src(h, d, &name)?,
+        Format::SockaddrIn => {
+            refused_on_plain_udp(h, &name)?;
+            sockaddr_src(h, d, &name)?
         }
     };
-    if let Some(a) = &h.dest_addr {
-        EpAddr::from_bytes(a).map_err(|_| format!("{name}: dest_addr not ringfab's"))?;
-    }
     let ep = &d.ep;
     let (max_tx, max_rx) = max_contexts(&d.caps, d.capacities.queues);
     // FI_SHARED_CONTEXT asks for a shared context (crate::stx, crate::srx), not a count.
@@ -273,6 +387,7 @@ pub(crate) fn offer(h: &Hints, d: &Description) -> Result<Offer, String> {
     Ok(Offer {
         msg_prefix,
         caps,
+        format,
         src_addr,
         dest_addr: h.dest_addr.clone(),
         av_type: if h.av_type == sys::FI_AV_UNSPEC {
@@ -412,7 +527,8 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
         let i = &mut *info;
         i.caps = o.caps;
         i.mode = if o.msg_prefix { sys::FI_MSG_PREFIX } else { 0 };
-        i.addr_format = sys::FI_FORMAT_UNSPEC;
+        i.addr_format = o.format.addr_format();
+        let plain = o.format == Format::SockaddrIn;
         i.src_addr = ffi::c_memdup(&o.src_addr);
         i.src_addrlen = if i.src_addr.is_null() {
             0
@@ -451,12 +567,12 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
 
         let e = &mut *i.ep_attr;
         e.type_ = sys::FI_EP_DGRAM;
-        e.protocol = PROTOCOL;
+        e.protocol = o.format.protocol();
         e.protocol_version = ep.ep.protocol_version;
         e.max_msg_size = ep.ep.max_msg_size;
         // fi_endpoint(3): "This field will be 0 unless the FI_MSG_PREFIX mode is enabled."
         e.msg_prefix_size = if o.msg_prefix {
-            crate::prefix::MSG_PREFIX_SIZE
+            crate::prefix::prefix_size(d.header_len)
         } else {
             ep.ep.msg_prefix_size
         };
@@ -480,7 +596,8 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
         dom.av_type = o.av_type;
         dom.mr_mode = sys::FI_MR_LOCAL as c_int; // mr_mode is an int in fi_domain_attr
         dom.mr_key_size = 0;
-        dom.cq_data_size = 8;
+        // docs/ip.md: a UDP datagram has no field for remote CQ data.
+        dom.cq_data_size = if plain { 0 } else { 8 };
         dom.cq_cnt = d.capacities.cqs;
         // An endpoint takes a transmit and a receive queue of the NIC.
         let pairs = usize::from(d.caps.tx_queues.min(d.caps.rx_queues));
@@ -488,12 +605,11 @@ pub(crate) unsafe fn fill(info: *mut sys::fi_info, o: &Offer, d: &Description) -
         dom.tx_ctx_cnt = usize::from(d.caps.tx_queues).min(d.capacities.queues);
         dom.rx_ctx_cnt = usize::from(d.caps.rx_queues).min(d.capacities.queues);
         let (max_tx, max_rx) = max_contexts(&d.caps, d.capacities.queues);
-        dom.max_ep_tx_ctx = max_tx;
-        dom.max_ep_rx_ctx = max_rx;
         // An endpoint binds one shared transmit and one shared receive context (crate::stx,
-        // crate::srx).
-        dom.max_ep_stx_ctx = 1;
-        dom.max_ep_srx_ctx = 1;
+        // crate::srx); on plain UDP neither, nor a scalable endpoint's contexts.
+        (dom.max_ep_tx_ctx, dom.max_ep_rx_ctx) = if plain { (1, 1) } else { (max_tx, max_rx) };
+        dom.max_ep_stx_ctx = usize::from(!plain);
+        dom.max_ep_srx_ctx = usize::from(!plain);
         dom.cntr_cnt = crate::cntr::POOL_PER_KIND;
         dom.mr_iov_limit = 1;
         dom.caps = o.caps & REMOTE_COMM;
@@ -543,11 +659,22 @@ pub(crate) unsafe extern "C" fn getinfo(
         let (mut h, node, service) =
             unsafe { (read_hints(hints), ffi::str_at(node), ffi::str_at(service)) };
         if let Some(node) = node {
-            let Some(addr) = parse_node(node, service) else {
-                crate::log::info(&format!("node '{node}' is not a ringfab address"));
-                return errno::NODATA;
+            // A MAC (ringfab's format) or a numeric IPv4 address (FI_SOCKADDR_IN); no name
+            // is resolved.
+            let bytes = match (
+                parse_node(node, service),
+                crate::ipv4::parse_node(node, service),
+            ) {
+                (Some(mac), _) => mac.to_bytes().to_vec(),
+                (None, Some(ip)) => ip.to_bytes().to_vec(),
+                (None, None) => {
+                    crate::log::info(&format!(
+                        "node '{node}' is neither a ringfab address nor a numeric IPv4 address"
+                    ));
+                    return errno::NODATA;
+                }
             };
-            let bytes = Some(addr.to_bytes().to_vec());
+            let bytes = Some(bytes);
             if flags & sys::FI_SOURCE != 0 {
                 h.src_addr = bytes;
             } else {
@@ -561,22 +688,29 @@ pub(crate) unsafe extern "C" fn getinfo(
         let mut head: *mut sys::fi_info = core::ptr::null_mut();
         let mut tail: *mut sys::fi_info = core::ptr::null_mut();
         for (index, spec) in crate::params::nics().iter().enumerate() {
-            match one(&h, spec, index) {
-                Ok(None) => {}
-                Ok(Some(i)) => {
-                    if tail.is_null() {
-                        head = i;
-                    } else {
-                        // SAFETY: `tail` is the last fi_info made here, valid and ours.
-                        unsafe { (*tail).next = i };
+            let config = crate::params::ipv4_of(spec);
+            for format in h.formats(config.is_some()) {
+                let plain = match format {
+                    Format::Native => None,
+                    Format::SockaddrIn => config.map(Plain),
+                };
+                match one(&h, spec, index, format, plain) {
+                    Ok(None) => {}
+                    Ok(Some(i)) => {
+                        if tail.is_null() {
+                            head = i;
+                        } else {
+                            // SAFETY: `tail` is the last fi_info made here, valid and ours.
+                            unsafe { (*tail).next = i };
+                        }
+                        tail = i;
                     }
-                    tail = i;
-                }
-                Err(e) => {
-                    // SAFETY: `head` is null or the list made here; libfabric's freeinfo
-                    // frees what its allocator and malloc gave.
-                    unsafe { sys::fi_freeinfo(head) };
-                    return e;
+                    Err(e) => {
+                        // SAFETY: `head` is null or the list made here; libfabric's freeinfo
+                        // frees what its allocator and malloc gave.
+                        unsafe { sys::fi_freeinfo(head) };
+                        return e;
+                    }
                 }
             }
         }
@@ -589,9 +723,16 @@ pub(crate) unsafe extern "C" fn getinfo(
     })
 }
 
-/// The `fi_info` of NIC `spec` under the hints, `None` if it cannot meet them or cannot be
-/// opened (logged).
-fn one(h: &Hints, spec: &NicSpec, index: usize) -> Result<Option<*mut sys::fi_info>, c_int> {
+/// The `fi_info` of NIC `spec` in `format` under the hints (`plain`: the NIC's IPv4
+/// configuration, for `FI_SOCKADDR_IN`), `None` if it cannot meet them or cannot be opened
+/// (logged).
+fn one(
+    h: &Hints,
+    spec: &NicSpec,
+    index: usize,
+    format: Format,
+    plain: Option<Plain>,
+) -> Result<Option<*mut sys::fi_info>, c_int> {
     // A domain name asked for is checked before the NIC is opened.
     if h.domain_name
         .as_deref()
@@ -599,14 +740,18 @@ fn one(h: &Hints, spec: &NicSpec, index: usize) -> Result<Option<*mut sys::fi_in
     {
         return Ok(None);
     }
-    let d = match crate::nic::describe(spec, index, h.wanted()) {
+    let wanted = Wanted {
+        plain_udp: plain,
+        ..h.wanted()
+    };
+    let d = match crate::nic::describe(spec, index, wanted) {
         Ok(d) => d,
         Err(e) => {
             crate::log::warn(&e);
             return Ok(None);
         }
     };
-    let o = match offer(h, &d) {
+    let o = match offer(h, &d, format) {
         Ok(o) => o,
         Err(why) => {
             crate::log::info(&format!("fi_getinfo: {why}"));
@@ -641,7 +786,7 @@ mod tests {
         let h = Hints::default();
         check_provider(&h).unwrap();
         let d = igb(h.wanted());
-        let o = offer(&h, &d).unwrap();
+        let o = offer(&h, &d, Format::Native).unwrap();
         assert_eq!(o.caps, MSG | SEND | RECV | REMOTE_COMM);
         assert_eq!(o.src_addr, d.addr);
         assert_eq!(o.av_type, sys::FI_AV_TABLE);
@@ -663,7 +808,11 @@ mod tests {
                 ..Hints::default()
             },
             Hints {
-                addr_format: sys::FI_SOCKADDR_IN,
+                addr_format: sys::FI_SOCKADDR_IN6,
+                ..Hints::default()
+            },
+            Hints {
+                protocol: sys::FI_PROTO_RXD,
                 ..Hints::default()
             },
             Hints {
@@ -701,7 +850,7 @@ mod tests {
             rx_size: d.ep.rx.size,
             ..Hints::default()
         };
-        offer(&ok, &d).unwrap();
+        offer(&ok, &d, Format::Native).unwrap();
         for h in [
             Hints {
                 tx_size: d.ep.tx.size + 1,
@@ -720,7 +869,7 @@ mod tests {
                 ..Hints::default()
             },
         ] {
-            assert!(offer(&h, &d).is_err(), "{h:?}");
+            assert!(offer(&h, &d, Format::Native).is_err(), "{h:?}");
         }
     }
 
@@ -734,7 +883,7 @@ mod tests {
         check_provider(&h).unwrap();
         let d = igb(h.wanted());
         assert_eq!(d.ep.tx.iov_limit, 2);
-        let o = offer(&h, &d).unwrap();
+        let o = offer(&h, &d, Format::Native).unwrap();
         assert_eq!(o.caps & SECONDARY, SOURCE | SOURCE_ERR | REMOTE_COMM);
         assert_eq!(o.caps & MULTI_RECV, 0, "multi-receive only when asked for");
         let multi = Hints {
@@ -743,18 +892,25 @@ mod tests {
         };
         check_provider(&multi).unwrap();
         let d = igb(multi.wanted());
-        assert_eq!(offer(&multi, &d).unwrap().caps & MULTI_RECV, MULTI_RECV);
+        assert_eq!(
+            offer(&multi, &d, Format::Native).unwrap().caps & MULTI_RECV,
+            MULTI_RECV
+        );
     }
 
     #[test]
     fn the_prefix_mode_stays_when_the_application_supports_it_and_its_endpoint_can() {
         let d = igb(Wanted::default());
-        assert!(!offer(&Hints::default(), &d).unwrap().msg_prefix);
+        assert!(
+            !offer(&Hints::default(), &d, Format::Native)
+                .unwrap()
+                .msg_prefix
+        );
         let prefix = Hints {
             mode: sys::FI_MSG_PREFIX | sys::FI_CONTEXT,
             ..Hints::default()
         };
-        assert!(offer(&prefix, &d).unwrap().msg_prefix);
+        assert!(offer(&prefix, &d, Format::Native).unwrap().msg_prefix);
         let shared = sys::FI_SHARED_CONTEXT as usize;
         let refused = [
             Hints {
@@ -771,14 +927,14 @@ mod tests {
             },
         ];
         for h in refused {
-            assert!(!offer(&h, &d).unwrap().msg_prefix, "{h:?}");
+            assert!(!offer(&h, &d, Format::Native).unwrap().msg_prefix, "{h:?}");
         }
         let stx = Hints {
             tx_ctx_cnt: shared,
             ..prefix
         };
         assert!(
-            offer(&stx, &d).unwrap().msg_prefix,
+            offer(&stx, &d, Format::Native).unwrap().msg_prefix,
             "a shared transmit context sends as any"
         );
     }
@@ -793,12 +949,15 @@ mod tests {
             rx_ctx_cnt: rx,
             ..Hints::default()
         };
-        assert_eq!(offer(&within, &d).unwrap().ctx_cnt, (tx, rx));
+        assert_eq!(
+            offer(&within, &d, Format::Native).unwrap().ctx_cnt,
+            (tx, rx)
+        );
         let beyond = Hints {
             rx_ctx_cnt: rx + 1,
             ..Hints::default()
         };
-        assert!(offer(&beyond, &d).is_err());
+        assert!(offer(&beyond, &d, Format::Native).is_err());
         let shared = sys::FI_SHARED_CONTEXT as usize;
         let sharing = Hints {
             tx_ctx_cnt: shared,
@@ -806,8 +965,11 @@ mod tests {
             ..Hints::default()
         };
         check_provider(&sharing).unwrap();
-        assert_eq!(offer(&sharing, &d).unwrap().ctx_cnt, (shared, shared));
-        let unasked = offer(&Hints::default(), &d).unwrap();
+        assert_eq!(
+            offer(&sharing, &d, Format::Native).unwrap().ctx_cnt,
+            (shared, shared)
+        );
+        let unasked = offer(&Hints::default(), &d, Format::Native).unwrap();
         assert_eq!(unasked.ctx_cnt, (1, 1));
     }
 
@@ -818,14 +980,14 @@ mod tests {
             src_addr: Some(d.addr.to_vec()),
             ..Hints::default()
         };
-        assert_eq!(offer(&mine, &d).unwrap().src_addr, d.addr);
-        let mut other = d.addr;
+        assert_eq!(offer(&mine, &d, Format::Native).unwrap().src_addr, d.addr);
+        let mut other = d.addr.clone();
         other[5] ^= 1;
         let theirs = Hints {
             src_addr: Some(other.to_vec()),
             ..Hints::default()
         };
-        assert!(offer(&theirs, &d).is_err());
+        assert!(offer(&theirs, &d, Format::Native).is_err());
     }
 
     #[test]
@@ -835,5 +997,140 @@ mod tests {
         assert_eq!(a.ctx, 3);
         assert!(parse_node("10.0.0.1", None).is_none());
         assert!(parse_node("02:52:00:00:00:01:07", None).is_none());
+    }
+
+    fn plain_igb(wanted: Wanted) -> Description {
+        let config = ringfab::ip::Ipv4Config {
+            addr: std::net::Ipv4Addr::new(192, 0, 2, 1),
+            prefix_len: 24,
+            gateway: None,
+        };
+        let wanted = Wanted {
+            plain_udp: Some(Plain(config)),
+            ..wanted
+        };
+        describe(&NicSpec::Emu(EmuKind::Igb), 0, wanted).unwrap()
+    }
+
+    fn sockaddr(a: [u8; 4], port: u16) -> Vec<u8> {
+        SockAddrIn::new(a.into(), port).to_bytes().to_vec()
+    }
+
+    #[test]
+    fn sockaddr_in_is_offered_first_where_configured_and_alone_when_asked_for() {
+        use Format::{Native, SockaddrIn as In};
+        let none = Hints::default();
+        assert_eq!(none.formats(true), [In, Native]);
+        assert_eq!(none.formats(false), [Native]);
+        let asked = Hints {
+            addr_format: sys::FI_SOCKADDR_IN,
+            ..Hints::default()
+        };
+        assert_eq!(asked.formats(true), [In]);
+        assert!(asked.formats(false).is_empty());
+        let named = Hints {
+            dest_addr: Some(sockaddr([192, 0, 2, 2], 7)),
+            ..Hints::default()
+        };
+        assert_eq!(named.formats(true), [In]);
+        let native = Hints {
+            src_addr: Some(vec![2, 0x52, 0, 0, 0, 1, 0, 0]),
+            ..Hints::default()
+        };
+        assert_eq!(native.formats(true), [Native]);
+        check_provider(&asked).unwrap();
+    }
+
+    #[test]
+    fn a_sockaddr_in_offer_names_the_domains_address_and_the_port_asked_for() {
+        let h = Hints {
+            addr_format: sys::FI_SOCKADDR_IN,
+            ..Hints::default()
+        };
+        let d = plain_igb(h.wanted());
+        let o = offer(&h, &d, Format::SockaddrIn).unwrap();
+        assert_eq!(o.src_addr, sockaddr([192, 0, 2, 1], 0));
+        assert_eq!(o.caps, MSG | SEND | RECV | REMOTE_COMM);
+        // fi_getinfo(3), FI_SOURCE: "the node and service parameters specify the local
+        // source address": its port is the endpoint's.
+        let bound = Hints {
+            src_addr: Some(sockaddr([192, 0, 2, 1], 4791)),
+            ..h.clone()
+        };
+        assert_eq!(
+            offer(&bound, &d, Format::SockaddrIn).unwrap().src_addr,
+            sockaddr([192, 0, 2, 1], 4791)
+        );
+        let prefix = Hints {
+            mode: sys::FI_MSG_PREFIX,
+            ..h.clone()
+        };
+        assert!(offer(&prefix, &d, Format::SockaddrIn).unwrap().msg_prefix);
+        let source = Hints {
+            caps: MSG | SOURCE | SOURCE_ERR,
+            ..h.clone()
+        };
+        let ds = plain_igb(source.wanted());
+        let o = offer(&source, &ds, Format::SockaddrIn).unwrap();
+        assert_eq!(o.caps & (SOURCE | SOURCE_ERR), SOURCE | SOURCE_ERR);
+    }
+
+    #[test]
+    fn what_plain_udp_cannot_give_matches_nothing() {
+        let h = Hints {
+            addr_format: sys::FI_SOCKADDR_IN,
+            ..Hints::default()
+        };
+        let d = plain_igb(h.wanted());
+        let refused = [
+            Hints {
+                src_addr: Some(sockaddr([192, 0, 2, 9], 0)),
+                ..h.clone()
+            },
+            Hints {
+                src_addr: Some(vec![2, 0x52, 0, 0, 0, 1, 0, 0]),
+                ..h.clone()
+            },
+            Hints {
+                dest_addr: Some(vec![2, 0x52, 0, 0, 0, 1, 0, 0]),
+                ..h.clone()
+            },
+            Hints {
+                caps: MSG | MULTI_RECV,
+                ..h.clone()
+            },
+            Hints {
+                caps: MSG | NAMED_RX_CTX,
+                ..h.clone()
+            },
+            Hints {
+                rx_ctx_cnt: 2,
+                ..h.clone()
+            },
+            Hints {
+                tx_ctx_cnt: sys::FI_SHARED_CONTEXT as usize,
+                ..h.clone()
+            },
+            Hints {
+                cq_data_size: 8,
+                ..h.clone()
+            },
+            Hints {
+                protocol: PROTOCOL,
+                ..h.clone()
+            },
+            Hints {
+                max_msg_size: d.ep.ep.max_msg_size + 1,
+                ..h.clone()
+            },
+        ];
+        for r in refused {
+            assert!(offer(&r, &d, Format::SockaddrIn).is_err(), "{r:?}");
+        }
+        let udp = Hints {
+            protocol: sys::FI_PROTO_UDP,
+            ..h
+        };
+        offer(&udp, &d, Format::SockaddrIn).unwrap();
     }
 }

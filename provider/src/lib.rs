@@ -12,7 +12,7 @@
 //! it is given, and returns libfabric's negated error numbers; nothing unwinds into C.
 //!
 //! Modules, one job each: [`sys`] (the C types, generated from the installed headers),
-//! `ffi` (the boundary), `fid` (what every object shares), `log`, [`params`], [`nic`]
+//! `ffi` (the boundary), `fid` (what every object shares), `log`, [`params`], [`ipv4`] (the `FI_SOCKADDR_IN` configuration and addresses), [`nic`]
 //! (describing and measuring a NIC), [`platform`] (emulated or VFIO), [`table`] (the
 //! process's open NICs), [`getinfo`];
 //! the objects — `fabric`, `eq` (event queues), `domain`, `mr` (registrations), `av`
@@ -33,6 +33,7 @@ mod fabric;
 mod ffi;
 mod fid;
 pub mod getinfo;
+pub mod ipv4;
 mod log;
 mod mr;
 mod msg;

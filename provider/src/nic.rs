@@ -3,13 +3,15 @@
 
 use std::fmt;
 
-use ringfab::av::AvAttr;
+use ringfab::av::{AddrFormat, AvAttr};
 use ringfab::cq::CqAttr;
 use ringfab::domain::Domain;
 use ringfab::ep::EpAttr;
 use ringfab::flags::BindFlags;
 use ringfab::hal::{Capabilities, MacAddr, Nic};
 use ringfab::info::EpInfo;
+use ringfab::ip::Ipv4Config;
+use ringfab::proto::Encap;
 use ringfab::Capacities;
 use ringfab_nics::AnyNic;
 
@@ -83,6 +85,20 @@ pub struct Wanted {
     pub multi_recv: bool,
     /// `FI_SOURCE_ERR`.
     pub source_err: bool,
+    /// A plain-UDP endpoint (`FI_SOCKADDR_IN`) in a domain with this configuration; `None`:
+    /// ringfab's own address format.
+    pub plain_udp: Option<Plain>,
+}
+
+/// The IPv4 configuration a plain-UDP endpoint is measured in (a key of the measurements,
+/// hence `Hash`, which core's [`Ipv4Config`] does not derive).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Plain(pub Ipv4Config);
+
+impl std::hash::Hash for Plain {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self.0.addr, self.0.prefix_len, self.0.gateway).hash(h);
+    }
 }
 
 /// Messages one `FI_MULTI_RECV` buffer may take when the capability is asked for
@@ -116,8 +132,12 @@ pub struct Description {
     pub caps: Capabilities,
     /// The endpoint's attributes.
     pub ep: EpInfo,
-    /// The endpoint's address (`fi_getname`): the NIC's MAC and its receive queue.
-    pub addr: [u8; ringfab::av::EpAddr::LEN],
+    /// The endpoint's address (`fi_getname`): the NIC's MAC and its receive queue (8 bytes),
+    /// or on plain UDP its `struct sockaddr_in` (16 bytes; the port the one it was given).
+    pub addr: Vec<u8>,
+    /// Where the payload starts in a frame: the header in front of it (`Endpoint::
+    /// payload_offset`), which the `FI_MSG_PREFIX` prefix holds.
+    pub header_len: usize,
     /// The largest CQ a domain holds.
     pub max_cq_size: usize,
     /// The domain's tables.
@@ -156,8 +176,20 @@ pub(crate) fn measure<P: ringfab::hal::Platform>(
     wanted: Wanted,
 ) -> Result<Description, String> {
     let capacities = CAPACITIES;
-    let domain: Domain<'_, _, RING_DEPTH> = Domain::with_capacities(nic, &capacities);
+    let mut domain: Domain<'_, _, RING_DEPTH> = Domain::with_capacities(nic, &capacities);
+    if let Some(Plain(config)) = wanted.plain_udp {
+        domain = domain.with_clock(&crate::ipv4::CLOCK);
+        domain
+            .set_ipv4(config)
+            .map_err(|e| format!("{spec}: giving the domain its IPv4 configuration: {e}"))?;
+    }
+    let plain = wanted.plain_udp.is_some();
     let attr = EpAttr {
+        encap: if plain {
+            Encap::PlainUdp
+        } else {
+            Encap::Ethernet
+        },
         tx_iov_limit: wanted.tx_iov_limit.max(1),
         multi_recv_msgs: if wanted.multi_recv {
             MULTI_RECV_MSGS
@@ -173,6 +205,11 @@ pub(crate) fn measure<P: ringfab::hal::Platform>(
     let av = domain
         .open_av(&AvAttr {
             count: 1,
+            format: if plain {
+                AddrFormat::SockaddrIn
+            } else {
+                AddrFormat::Ringfab
+            },
             ..AvAttr::default()
         })
         .map_err(|e| format!("{spec}: opening an AV: {e}"))?;
@@ -188,7 +225,13 @@ pub(crate) fn measure<P: ringfab::hal::Platform>(
         device: format!("{}, {} driver", nic.driver().device(), nic.driver()),
         caps: nic.capabilities(),
         ep: ep.info(&domain),
-        addr: ep.name().to_bytes(),
+        addr: match ep.sockaddr(&domain) {
+            // Bound to a free port for the measurement: an endpoint made from the info binds
+            // the port its src_addr names, or a free one for 0.
+            Some(a) => ringfab::ip::SockAddrIn::new(a.addr, 0).to_bytes().to_vec(),
+            None => ep.name().to_bytes().to_vec(),
+        },
+        header_len: ep.payload_offset(),
         max_cq_size: domain.max_cq_size(),
         capacities,
         irq_vectors: nic.irq_vectors(),
@@ -228,6 +271,32 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_udp_endpoint_is_measured_in_a_domain_with_the_configuration() {
+        let config = Ipv4Config {
+            addr: std::net::Ipv4Addr::new(192, 0, 2, 1),
+            prefix_len: 24,
+            gateway: None,
+        };
+        let spec = NicSpec::Emu(EmuKind::Igb);
+        let native = describe(&spec, 0, Wanted::default()).unwrap();
+        let wanted = Wanted {
+            source_err: true,
+            plain_udp: Some(Plain(config)),
+            ..Wanted::default()
+        };
+        let d = describe(&spec, 0, wanted).unwrap();
+        let name = ringfab::ip::SockAddrIn::from_bytes(&d.addr).unwrap();
+        assert_eq!((name.addr, name.port), (config.addr, 0));
+        // docs/ip.md, "Sizes": max_msg_size = MTU - 28 (the MTU the NIC's largest frame less
+        // the 14-byte Ethernet header), at most what a 2 KiB receive buffer holds behind the
+        // 42 bytes of headers.
+        let mtu = d.caps.max_frame_len - 14;
+        assert_eq!(d.ep.ep.max_msg_size, (mtu - 28).min(2048 - 42));
+        assert_eq!(d.header_len, 42, "Ethernet, IPv4 and UDP headers");
+        assert_eq!(native.header_len, ringfab::proto::HEADER_LEN);
+    }
+
+    #[test]
     fn multi_recv_and_gather_change_what_is_measured() {
         let spec = NicSpec::Emu(EmuKind::Igb);
         let plain = describe(&spec, 0, Wanted::default()).unwrap();
@@ -235,6 +304,7 @@ mod tests {
             tx_iov_limit: 2,
             multi_recv: true,
             source_err: true,
+            plain_udp: None,
         };
         let d = describe(&spec, 0, asked).unwrap();
         assert_eq!(d.ep.tx.iov_limit, 2);

@@ -1,7 +1,8 @@
 //! The provider's parameters, declared with `fi_param_define` so that `fi_info -e` lists them
 //! and read from the environment with `fi_param_get` (fi_provider(7), "PROVIDER PARAMETERS"):
-//! libfabric spells them `FI_RINGFAB_<NAME>`: `FI_RINGFAB_NICS` (which NICs) and
-//! `FI_RINGFAB_HUB` (where emulated NICs of several processes meet).
+//! libfabric spells them `FI_RINGFAB_<NAME>`: `FI_RINGFAB_NICS` (which NICs),
+//! `FI_RINGFAB_HUB` (where emulated NICs of several processes meet) and `FI_RINGFAB_IPV4`
+//! (the NICs' IPv4 configurations, for `FI_SOCKADDR_IN` endpoints: [`crate::ipv4`]).
 
 use core::ffi::{c_char, CStr};
 
@@ -18,6 +19,9 @@ pub(crate) const DEFAULT_NICS: &str = "emu:igb,emu:e1000e,emu:virtio-net";
 /// `FI_RINGFAB_HUB`: the directory where emulated NICs of several processes meet.
 const HUB: &CStr = c"hub";
 
+/// `FI_RINGFAB_IPV4`: the IPv4 configuration of each NIC that offers `FI_SOCKADDR_IN`.
+const IPV4: &CStr = c"ipv4";
+
 /// Declares the parameters (called once, from `fi_prov_ini`).
 pub(crate) fn define() {
     let nics = format!(
@@ -30,8 +34,13 @@ pub(crate) fn define() {
          same directory are on one wire while a domain is open on them. (default: {})",
         default_hub().display()
     );
+    let ipv4 = "Comma-separated IPv4 configurations of NICs, each <nic>=<address>/<prefix \
+                length>[/<gateway>] with <nic> as in FI_RINGFAB_NICS (emu:igb=192.0.2.1/24, \
+                0000:03:00.0=10.0.0.2/24/10.0.0.1); numeric addresses only. A NIC with one \
+                offers FI_SOCKADDR_IN (plain UDP) endpoints. (default: none)";
     declare(NICS, &nics);
     declare(HUB, &hub);
+    declare(IPV4, ipv4);
 }
 
 fn declare(name: &CStr, help: &str) {
@@ -81,6 +90,18 @@ pub(crate) fn nics() -> Vec<NicSpec> {
     parse_list(&list, |bad| {
         crate::log::warn(&format!("FI_RINGFAB_NICS: {bad}; left out"));
     })
+}
+
+/// The IPv4 configuration `FI_RINGFAB_IPV4` gives the NIC `spec`, if any. Entries that do
+/// not parse are logged (naming the entry) and left out.
+pub(crate) fn ipv4_of(spec: &NicSpec) -> Option<ringfab::ip::Ipv4Config> {
+    let list = get(IPV4)?;
+    let configs = crate::ipv4::parse_list(&list, |bad| {
+        crate::log::warn(&format!("FI_RINGFAB_IPV4: {bad}; left out"));
+    });
+    configs
+        .into_iter()
+        .find_map(|(s, c)| (s == *spec).then_some(c))
 }
 
 /// The hub directory: `FI_RINGFAB_HUB`, or [`default_hub`].

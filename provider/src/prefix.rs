@@ -10,6 +10,8 @@
 //! fi_getinfo(3): "Providers are required to define a msg_prefix_size that is a multiple of 8
 //! bytes." ringfab's Ethernet header is 30 bytes, so the prefix is 32 and the header sits in
 //! its last 30 bytes, right in front of the payload ([`Geometry`]); the first 2 are unused.
+//! On plain UDP (`FI_SOCKADDR_IN`) the header is Ethernet, IPv4 and UDP's 42 bytes: the prefix
+//! is 48, the first 6 unused.
 
 use ringfab::ep::Endpoint;
 use ringfab::mr::Buf;
@@ -27,10 +29,6 @@ use crate::sys;
 pub(crate) const fn prefix_size(header: usize) -> usize {
     header.next_multiple_of(8)
 }
-
-/// `ep_attr->msg_prefix_size` that `fi_getinfo` offers: the prefix of ringfab's header on
-/// Ethernet, the encapsulation of the provider's endpoints.
-pub(crate) const MSG_PREFIX_SIZE: usize = prefix_size(ringfab::proto::HEADER_LEN);
 
 /// Where the header and the payload lie in an application's buffer in prefix mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,7 +209,8 @@ mod tests {
     #[test]
     fn the_prefix_is_the_header_rounded_up_to_a_multiple_of_eight() {
         assert_eq!(ringfab::proto::HEADER_LEN, 30);
-        assert_eq!(MSG_PREFIX_SIZE, 32);
+        assert_eq!(prefix_size(ringfab::proto::HEADER_LEN), 32);
+        // Plain UDP: Ethernet, IPv4 and UDP headers (docs/ip.md).
         assert_eq!(prefix_size(42), 48);
         assert_eq!(prefix_size(32), 32);
         let g = Geometry {

@@ -130,6 +130,11 @@ pub(crate) unsafe extern "C" fn open(
         if sep.is_null() {
             return errno::INVAL;
         }
+        if info.addr_format == sys::FI_SOCKADDR_IN {
+            // fi_getinfo offers FI_SOCKADDR_IN with one context (max_ep_rx_ctx 1): plain UDP's
+            // scalable endpoints (core's SepAttr::port, RSS) are not offered through libfabric.
+            return errno::NOSYS;
+        }
         // SAFETY: as above.
         if unsafe { crate::prefix::modes(info) }.any() {
             // Contexts post through the copying path only (crate::prefix): an application in

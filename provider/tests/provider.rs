@@ -115,6 +115,7 @@ fn fi_info_env_lists_the_nics_parameter() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("# FI_RINGFAB_NICS: String"));
+    assert!(text.contains("# FI_RINGFAB_IPV4: String"));
 }
 
 #[test]
@@ -150,9 +151,15 @@ fn compile(name: &str) -> PathBuf {
 /// (`FI_RINGFAB_NICS`) on a hub of its own, and checks that it printed `N passed, 0 failed` and
 /// exited 0 (its output shown either way).
 fn run_c_program(name: &str, hub: &str, nics: &str) {
+    run_c_program_with(name, hub, nics, &[]);
+}
+
+/// [`run_c_program`] with the environment variables `env` set too.
+fn run_c_program_with(name: &str, hub: &str, nics: &str, env: &[(&str, &str)]) {
     let exe = compile(name);
     let hub = hub_dir(hub);
     let out = with_provider(&mut Command::new(&exe), Some(nics), &hub)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -205,6 +212,23 @@ fn c_program_checks_the_prefix_mode_and_its_zero_copy_through_libfabric() {
     run_c_program("msg_prefix", "msg-prefix", "emu:igb,emu:e1000e");
 }
 
+/// FI_SOCKADDR_IN (plain UDP): fi_getinfo's formats and addresses, fi_getname, the AV's
+/// sockaddr_in calls, datagrams both ways, FI_SOURCE and FI_SOURCE_ERR, the size limit, and
+/// FI_EHOSTUNREACH for a peer nobody answers ARP for (emu:virtio-net is listed without an
+/// address, to be refused).
+#[test]
+fn c_program_checks_sockaddr_in_endpoints_through_libfabric() {
+    run_c_program_with(
+        "sockaddr_in",
+        "sockaddr-in",
+        "emu:igb,emu:e1000e,emu:virtio-net",
+        &[(
+            "FI_RINGFAB_IPV4",
+            "emu:igb=192.0.2.1/24,emu:e1000e=192.0.2.2/24",
+        )],
+    );
+}
+
 /// A TCP port nobody listens on now, for fi_pingpong's control connection.
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -218,12 +242,15 @@ enum Layering {
     Dgram,
     /// `-p "ringfab;ofi_rxd" -e rdm`: libfabric's reliable-datagram utility provider over it.
     RdmOverRxd,
+    /// `-p ringfab -e dgram` with `FI_RINGFAB_IPV4` giving each side an address: the first
+    /// info is then `FI_SOCKADDR_IN` (plain UDP), which fi_pingpong takes.
+    DgramSockaddrIn,
 }
 
 impl Layering {
     fn args(self) -> [&'static str; 4] {
         match self {
-            Layering::Dgram => ["-p", "ringfab", "-e", "dgram"],
+            Layering::Dgram | Layering::DgramSockaddrIn => ["-p", "ringfab", "-e", "dgram"],
             Layering::RdmOverRxd => ["-p", "ringfab;ofi_rxd", "-e", "rdm"],
         }
     }
@@ -232,21 +259,55 @@ impl Layering {
     /// and 1k bytes for DGRAM (they fit a datagram); up to 1m for RDM, which rxd segments.
     fn sizes(self) -> usize {
         match self {
-            Layering::Dgram => 3,
+            Layering::Dgram | Layering::DgramSockaddrIn => 3,
             Layering::RdmOverRxd => 6,
         }
     }
+
+    /// `FI_RINGFAB_IPV4` of the server and of the client (`nic` their NIC), and the line of
+    /// fi_pingpong's `-v` banner that shows which address format it was given.
+    fn ipv4(self, nic: &str) -> Option<([String; 2], &'static str)> {
+        match self {
+            Layering::DgramSockaddrIn => Some((
+                [format!("{nic}=192.0.2.1/24"), format!("{nic}=192.0.2.2/24")],
+                "addr_format: FI_SOCKADDR_IN",
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// `fi_pingpong` under coreutils' `timeout`: its DGRAM test never retransmits, so a lost
+/// datagram would otherwise hold the test for ever; two minutes is far beyond a run's seconds.
+fn fi_pingpong() -> Command {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["120", "fi_pingpong"]);
+    cmd
 }
 
 /// `fi_pingpong` through `layering` with data checks between a server and a client process,
 /// each with an emulated `nic`, on a hub of their own.
 fn pingpong(nic: &str, layering: Layering) {
-    let name = format!("pingpong-{}-{nic}", layering.args()[3]);
+    let format = match layering {
+        Layering::DgramSockaddrIn => "-sockaddr-in",
+        _ => "",
+    };
+    let name = format!("pingpong-{}{format}-{nic}", layering.args()[3]);
     let hub = hub_dir(&name);
     let nics = format!("emu:{nic}");
     let port = free_port().to_string();
-    let args = ["-I", "20", "-c"];
-    let server = with_provider(&mut Command::new("fi_pingpong"), Some(&nics), &hub)
+    let ipv4 = layering.ipv4(&nics);
+    let args: &[&str] = if ipv4.is_some() {
+        &["-I", "20", "-c", "-v"]
+    } else {
+        &["-I", "20", "-c"]
+    };
+    let env = |side: usize| {
+        ipv4.as_ref()
+            .map(|(configs, _)| ("FI_RINGFAB_IPV4", configs[side].clone()))
+    };
+    let server = with_provider(&mut fi_pingpong(), Some(&nics), &hub)
+        .envs(env(0))
         .args(layering.args())
         .args(args)
         .args(["-B", &port])
@@ -257,7 +318,8 @@ fn pingpong(nic: &str, layering: Layering) {
     // The client connects to the server's control port: retried until the server listens.
     let deadline = Instant::now() + Duration::from_secs(10);
     let client = loop {
-        let out = with_provider(&mut Command::new("fi_pingpong"), Some(&nics), &hub)
+        let out = with_provider(&mut fi_pingpong(), Some(&nics), &hub)
+            .envs(env(1))
             .args(layering.args())
             .args(args)
             .args(["-P", &port, "127.0.0.1"])
@@ -280,6 +342,9 @@ fn pingpong(nic: &str, layering: Layering) {
         // One line per size, every message acknowledged.
         let acked = text.matches("=20 ").count();
         assert_eq!(acked, layering.sizes(), "{name}: {who}: {text}");
+        if let Some((_, format)) = &ipv4 {
+            assert!(text.contains(format), "{name}: {who} did not use {format}");
+        }
     }
     let left: Vec<_> = std::fs::read_dir(&hub).unwrap().collect();
     assert!(left.is_empty(), "{name}: the hub keeps {left:?}");
@@ -298,6 +363,28 @@ fn fi_pingpong_dgram_between_two_processes_on_e1000e() {
 #[test]
 fn fi_pingpong_dgram_between_two_processes_on_virtio_net() {
     pingpong("virtio-net", Layering::Dgram);
+}
+
+/// FI_SOCKADDR_IN between two processes: each side's NIC has an IPv4 address
+/// (`FI_RINGFAB_IPV4`), the names exchanged are `sockaddr_in`, address resolution is ARP, the
+/// messages are plain UDP payloads (in fi_pingpong's prefix mode, `msg_prefix_size` 48).
+///
+/// Ignored until the receive ring stops depending on the application's receives alone:
+/// fi_pingpong keeps two, ARP frames of the address exchange can fill both just before the
+/// first datagram comes, and the datagram is missed
+/// (docs/libfabric.md, "FI_SOCKADDR_IN (plain UDP)", "Limits"); its DGRAM test never
+/// retransmits, so the run waits until `timeout` ends it. Run them with `--ignored`: alone,
+/// one passes about three runs in four.
+#[test]
+#[ignore = "fi_pingpong's two receives can both hold ARP frames when its first datagram comes"]
+fn fi_pingpong_dgram_over_sockaddr_in_between_two_processes_on_igb() {
+    pingpong("igb", Layering::DgramSockaddrIn);
+}
+
+#[test]
+#[ignore = "fi_pingpong's two receives can both hold ARP frames when its first datagram comes"]
+fn fi_pingpong_dgram_over_sockaddr_in_between_two_processes_on_virtio_net() {
+    pingpong("virtio-net", Layering::DgramSockaddrIn);
 }
 
 /// ofi_rxd asks the core provider for `FI_MSG` DGRAM endpoints under `FI_MR_LOCAL` and
