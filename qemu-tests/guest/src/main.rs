@@ -209,9 +209,7 @@ mod guest {
         test("virtio-pingpong", examples::virtio_pingpong),
         test("virtio-fi-pingpong", fabric::virtio),
         // NIC B of each pair on the kernel's own driver: after every test that uses it
-        // through ringfab (docs/qemu-tests.md, "ringfab against Linux"). No TCP echo on
-        // virtio-net: the kernel's segments arrive there with partial checksums, which smoltcp
-        // refuses (the same section).
+        // through ringfab (docs/qemu-tests.md, "ringfab against Linux").
         test("linux-nic-b", linux::nic_b::<IgbModel>),
         test("linux-ping", linux::ping::<IgbModel>),
         test("linux-udp-100k", linux::udp_100k::<IgbModel>),
@@ -228,6 +226,7 @@ mod guest {
         test("virtio-linux-nic-b", linux::nic_b::<VirtioModel>),
         test("virtio-linux-ping", linux::ping::<VirtioModel>),
         test("virtio-linux-udp-100k", linux::udp_100k::<VirtioModel>),
+        test("virtio-linux-tcp-echo", linux::tcp_echo::<VirtioModel>),
         test(
             "virtio-linux-packet-flood",
             linux::packet_flood::<VirtioModel>,
