@@ -1,6 +1,7 @@
 #!/bin/busybox sh
 # /init of ringfab's QEMU test guest. ringfab-qemu-tests puts it into the initramfs with static
-# busybox, the vfio modules (modules/N-name.ko, N = load order) and the guest programs.
+# busybox, the vfio modules (modules/N-name.ko, N = load order), the kernel's NIC drivers
+# (modules/nic/, loaded later by the guest program) and the guest programs.
 # Everything it prints goes to the serial console, which the host runner reads.
 /bin/busybox --install -s /bin
 export PATH=/bin

@@ -119,7 +119,7 @@ pub(crate) fn initramfs(
 ) -> Result<Vec<u8>> {
     let read = |p: &Path| fs::read(p).ctx("reading", p);
     let mut a = Archive::default();
-    let mut dirs: Vec<String> = ["bin", "dev", "proc", "sys", "tmp", "modules"]
+    let mut dirs: Vec<String> = ["bin", "dev", "proc", "sys", "tmp", "modules", "modules/nic"]
         .map(String::from)
         .to_vec();
     for (name, _) in extra {

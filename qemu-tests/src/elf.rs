@@ -1,6 +1,7 @@
 //! What a dynamically linked ELF file asks of the loader: its interpreter (`PT_INTERP`) and the
 //! shared libraries it needs (`DT_NEEDED`), read from the file itself so that the runner needs
-//! neither `ldd` (which runs the host's loader) nor binutils' `readelf`.
+//! neither `ldd` (which runs the host's loader) nor binutils' `readelf`; and what a kernel module
+//! needs loaded before it (`depends=` in its `.modinfo` section), without `modinfo`.
 //!
 //! Only what the guest's files are is read: 64-bit little-endian ELF (System V ABI, "ELF
 //! Header", "Program Header", "Sections", "Dynamic Section"; the x86-64 psABI fixes the
@@ -99,6 +100,46 @@ pub(crate) fn dynamic(b: &[u8]) -> Result<Dynamic, String> {
     Ok(out)
 }
 
+/// The bytes of the section named `name` (`.modinfo`, `.interp`), if the file has one: section
+/// names are offsets into the section-name string table that `e_shstrndx` indexes.
+///
+/// # Errors
+/// What is wrong with the file, as for [`dynamic`].
+pub(crate) fn section<'b>(b: &'b [u8], name: &str) -> Result<Option<&'b [u8]>, String> {
+    if b.get(..6) != Some(b"\x7fELF\x02\x01".as_slice()) {
+        return Err("not a 64-bit little-endian ELF file".into());
+    }
+    let shoff = u64_at(b, 0x28)?;
+    let (shentsize, shnum, shstrndx) = (u16_at(b, 0x3a)?, u16_at(b, 0x3c)?, u16_at(b, 0x3e)?);
+    let section = |i: u64| shoff + i * u64::from(shentsize);
+    let names = u64_at(b, section(u64::from(shstrndx)) + 24)?;
+    for i in 0..u64::from(shnum) {
+        let sh = section(i);
+        if c_str(b, names + u64::from(u32_at(b, sh)?))? == name {
+            let (offset, size) = (u64_at(b, sh + 24)?, u64_at(b, sh + 32)?);
+            return slice(b, offset, size).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// The modules a kernel module needs loaded before it: the `depends=` entry of its `.modinfo`
+/// section (NUL-separated `key=value` strings, what `modinfo -F depends` prints), comma-separated
+/// names as the kernel spells them (`i2c-algo-bit`, `virtio_ring`).
+pub(crate) fn module_depends(modinfo: &[u8]) -> Vec<String> {
+    modinfo
+        .split(|&c| c == 0)
+        .filter_map(|kv| kv.strip_prefix(b"depends="))
+        .flat_map(|v| {
+            String::from_utf8_lossy(v)
+                .split(',')
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter(|d| !d.is_empty())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +161,27 @@ mod tests {
         let mut big_endian = exe[..64].to_vec();
         big_endian[5] = 2;
         assert!(dynamic(&big_endian).is_err());
+    }
+
+    #[test]
+    fn sections_are_found_by_name() {
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let interp = section(&exe, ".interp").unwrap().expect(".interp");
+        let d = dynamic(&exe).unwrap();
+        assert_eq!(
+            interp.strip_suffix(b"\0"),
+            d.interp.as_deref().map(str::as_bytes),
+            "the section PT_INTERP points into"
+        );
+        assert_eq!(section(&exe, ".no-such-section").unwrap(), None);
+        assert!(section(b"#!/bin/sh\n", ".modinfo").is_err());
+    }
+
+    #[test]
+    fn a_module_s_dependencies_come_from_its_modinfo() {
+        let igb = b"license=GPL v2\0srcversion=ABC\0depends=dca,i2c-algo-bit\0retpoline=Y\0";
+        assert_eq!(module_depends(igb), ["dca", "i2c-algo-bit"]);
+        assert!(module_depends(b"license=GPL v2\0depends=\0intree=Y\0").is_empty());
+        assert!(module_depends(b"").is_empty());
     }
 }

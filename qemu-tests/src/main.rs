@@ -35,7 +35,7 @@ use boot::{Accel, End, Outcome};
 use error::{IoContext, Result};
 
 const USAGE: &str = "usage: ringfab-qemu-tests [--timeout SECONDS] [--kvm] [--only TEST,TEST…] \
-    [--verbose] [--bare-metal]\n  --timeout  hard limit for boot + guest tests (default 300)\n  \
+    [--verbose] [--bare-metal]\n  --timeout  hard limit for boot + guest tests (default 600)\n  \
     --kvm      use KVM instead of TCG (where nested KVM can run a stock kernel)\n  \
     --only     run only these guest tests (names as printed)\n  \
     --verbose  echo the whole guest console\n  \
@@ -54,7 +54,7 @@ struct Options {
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Options, String> {
     let mut o = Options {
-        timeout: Duration::from_secs(300),
+        timeout: Duration::from_secs(600),
         accel: Accel::Tcg,
         only: None,
         verbose: false,
@@ -265,11 +265,11 @@ mod tests {
     }
 
     #[test]
-    fn options_default_to_tcg_and_five_minutes() {
+    fn options_default_to_tcg_and_ten_minutes() {
         let o = args("").unwrap();
         assert_eq!(
             (o.accel, o.timeout.as_secs(), o.verbose),
-            (Accel::Tcg, 300, false)
+            (Accel::Tcg, 600, false)
         );
         let o = args("--kvm --timeout 60 --only link,cq -v").unwrap();
         assert_eq!(o.accel, Accel::Kvm);

@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 
 use crate::apt::{self, Apt};
 use crate::cmd;
+use crate::elf;
 use crate::error::{Error, IoContext, Result};
 
 /// The QEMU binary.
@@ -20,9 +21,9 @@ pub(crate) const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
 /// glibc's static archive, needed to link `+crt-static` binaries.
 const STATIC_LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.a";
 
-/// The kernel modules the guest loads, in load order (each depends only on earlier ones):
-/// vfio-pci and what it needs. The Intel IOMMU driver is built into Debian's kernel.
-pub(crate) const GUEST_MODULES: &[&str] = &[
+/// The kernel modules `/init` loads at boot, in load order: vfio-pci and what it needs. The
+/// Intel IOMMU driver is built into Debian's kernel.
+pub(crate) const BOOT_MODULES: &[&str] = &[
     "virt/lib/irqbypass",
     "drivers/vfio/vfio",
     "drivers/vfio/vfio_virqfd",
@@ -30,6 +31,80 @@ pub(crate) const GUEST_MODULES: &[&str] = &[
     "drivers/vfio/pci/vfio-pci-core",
     "drivers/vfio/pci/vfio-pci",
 ];
+
+/// The kernel's own drivers of the three NIC models and what they need, in load order, for the
+/// tests that hand one NIC of a pair to Linux (`linux-nic-b`…). The guest program loads them
+/// there, not `/init` at boot: loaded at boot they would take every NIC before the tests bind
+/// them to vfio-pci. The order follows each module's `depends=` (checked when the kernel is
+/// unpacked, [`check_load_order`]); `virtio_pci` is the transport `virtio_net` needs
+/// without naming it.
+pub(crate) const NIC_MODULES: &[&str] = &[
+    "drivers/dca/dca",
+    "drivers/i2c/algos/i2c-algo-bit",
+    "drivers/net/ethernet/intel/igb/igb",
+    "drivers/net/ethernet/intel/e1000e/e1000e",
+    "drivers/virtio/virtio_ring",
+    "drivers/virtio/virtio",
+    "drivers/virtio/virtio_pci_modern_dev",
+    "drivers/virtio/virtio_pci_legacy_dev",
+    "drivers/virtio/virtio_pci",
+    "net/core/failover",
+    "drivers/net/net_failover",
+    "drivers/net/virtio_net",
+];
+
+/// A module's name as the kernel and `depends=` spell it: its file name.
+fn module_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Every kept module with its path inside the initramfs: the boot modules as
+/// `modules/N-name.ko` (`/init` loads `/modules/*.ko` in name order), the NIC drivers as
+/// `modules/nic/NN-name.ko` (two digits, so that name order is load order).
+fn initramfs_modules() -> Vec<(String, &'static str)> {
+    let boot = BOOT_MODULES
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (format!("modules/{i}-{}.ko", module_name(m)), *m));
+    let nic = NIC_MODULES
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (format!("modules/nic/{i:02}-{}.ko", module_name(m)), *m));
+    boot.chain(nic).collect()
+}
+
+/// Checks that every module in `order` (boot modules, then NIC drivers) comes after the modules
+/// its `depends=` names, reading each from `dir/<name>.ko`.
+fn check_load_order(dir: &Path, order: &[&str]) -> Result {
+    for (i, m) in order.iter().enumerate() {
+        let name = module_name(m);
+        let path = dir.join(format!("{name}.ko"));
+        let bytes = fs::read(&path).ctx("reading", &path)?;
+        let modinfo = elf::section(&bytes, ".modinfo")
+            .map_err(|detail| Error::Unexpected {
+                what: "a kernel module",
+                detail: format!("{}: {detail}", path.display()),
+            })?
+            .unwrap_or_default();
+        let earlier: Vec<&str> = order[..i].iter().map(|m| module_name(m)).collect();
+        // `depends=` spells names as the module files do, except that the kernel takes `-` and
+        // `_` as the same character in module names.
+        let same = |a: &str, b: &str| a.replace('-', "_") == b.replace('-', "_");
+        if let Some(missing) = elf::module_depends(modinfo)
+            .into_iter()
+            .find(|d| !earlier.iter().any(|e| same(e, d)))
+        {
+            return Err(Error::Unexpected {
+                what: "the guest's kernel modules",
+                detail: format!(
+                    "{name} needs {missing}, which is not loaded before it: add it to \
+                     BOOT_MODULES or NIC_MODULES"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
 
 /// `QEMU emulator version 10.0.2 (…)` → (10, 0).
 pub(crate) fn parse_qemu_version(out: &str) -> Option<(u32, u32)> {
@@ -104,7 +179,8 @@ pub(crate) struct GuestFiles {
     /// The kernel image to boot: the uncompressed `vmlinux` if it could be extracted (boots
     /// several seconds faster under TCG through its PVH entry), else the distribution's bzImage.
     pub(crate) kernel: PathBuf,
-    /// `(path inside the initramfs, file)` for each module of [`GUEST_MODULES`], in order.
+    /// `(path inside the initramfs, file)` for each module of [`BOOT_MODULES`] and
+    /// [`NIC_MODULES`], in order.
     pub(crate) modules: Vec<(String, PathBuf)>,
     /// Static busybox.
     pub(crate) busybox: PathBuf,
@@ -118,7 +194,12 @@ const KERNEL_STAMP: &str = "package";
 /// Fetches (or finds in `cache`) the distribution's kernel and static busybox.
 pub(crate) fn guest_files(apt: &mut Apt, cache: &Path) -> Result<GuestFiles> {
     let kdir = cache.join("kernel");
-    if !kdir.join(KERNEL_STAMP).exists() {
+    let modules: Vec<(String, PathBuf)> = initramfs_modules()
+        .into_iter()
+        .map(|(at, m)| (at, kdir.join(format!("{}.ko", module_name(m)))))
+        .collect();
+    // A cache from before a module was added to the lists is fetched again.
+    if !kdir.join(KERNEL_STAMP).exists() || modules.iter().any(|(_, f)| !f.exists()) {
         fetch_kernel(apt, cache, &kdir)?;
     }
     let busybox = cache.join("busybox");
@@ -145,17 +226,6 @@ pub(crate) fn guest_files(apt: &mut Apt, cache: &Path) -> Result<GuestFiles> {
     } else {
         kdir.join("vmlinuz")
     };
-    let modules = GUEST_MODULES
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let name = m.rsplit('/').next().unwrap_or(m);
-            (
-                format!("modules/{i}-{name}.ko"),
-                kdir.join(format!("{name}.ko")),
-            )
-        })
-        .collect();
     Ok(GuestFiles {
         kernel,
         modules,
@@ -187,8 +257,8 @@ fn fetch_kernel(apt: &mut Apt, cache: &Path, kdir: &Path) -> Result {
     fs::create_dir_all(kdir).ctx("creating", kdir)?;
     let vmlinuz = x.join(format!("boot/vmlinuz-{release}"));
     fs::copy(&vmlinuz, kdir.join("vmlinuz")).ctx("copying", &vmlinuz)?;
-    for m in GUEST_MODULES {
-        let name = m.rsplit('/').next().unwrap_or(m);
+    for m in BOOT_MODULES.iter().chain(NIC_MODULES) {
+        let name = module_name(m);
         let dst = kdir.join(format!("{name}.ko"));
         let src = mods.join(&release).join(format!("kernel/{m}.ko"));
         let xz = src.with_extension("ko.xz");
@@ -208,6 +278,8 @@ fn fetch_kernel(apt: &mut Apt, cache: &Path, kdir: &Path) -> Result {
             });
         }
     }
+    let order: Vec<&str> = BOOT_MODULES.iter().chain(NIC_MODULES).copied().collect();
+    check_load_order(kdir, &order)?;
     match extract_vmlinux(&vmlinuz, &kdir.join("vmlinux")) {
         Ok(()) => {}
         Err(e) => println!("setup: booting the compressed kernel ({e})"),
@@ -292,6 +364,9 @@ mod tests {
         fs::write(kdir.join(KERNEL_STAMP), "linux-image-x").unwrap();
         fs::write(kdir.join("release"), "6.1.0-x-amd64\n").unwrap();
         fs::write(dir.join("busybox"), "").unwrap();
+        for m in BOOT_MODULES.iter().chain(NIC_MODULES) {
+            fs::write(kdir.join(format!("{}.ko", module_name(m))), "").unwrap();
+        }
         let files = guest_files(&mut Apt::default(), &dir).unwrap();
         fs::remove_dir_all(&dir).unwrap();
         assert_eq!(files.release, "6.1.0-x-amd64");
@@ -302,7 +377,7 @@ mod tests {
         );
         let names: Vec<&str> = files.modules.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
-            names,
+            names[..6],
             [
                 "modules/0-irqbypass.ko",
                 "modules/1-vfio.ko",
@@ -313,5 +388,15 @@ mod tests {
             ]
         );
         assert_eq!(files.modules[5].1, kdir.join("vfio-pci.ko"));
+        assert_eq!(
+            names[6..9],
+            [
+                "modules/nic/00-dca.ko",
+                "modules/nic/01-i2c-algo-bit.ko",
+                "modules/nic/02-igb.ko"
+            ]
+        );
+        assert_eq!(names[17], "modules/nic/11-virtio_net.ko");
+        assert_eq!(files.modules[17].1, kdir.join("virtio_net.ko"));
     }
 }

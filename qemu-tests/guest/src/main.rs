@@ -30,17 +30,25 @@ mod examples;
 #[cfg(target_os = "linux")]
 mod fabric;
 #[cfg(target_os = "linux")]
+mod flood;
+#[cfg(target_os = "linux")]
 mod frames;
 #[cfg(target_os = "linux")]
 mod iommu;
 #[cfg(target_os = "linux")]
+mod kernel_nic;
+#[cfg(target_os = "linux")]
 mod kmsg;
+#[cfg(target_os = "linux")]
+mod linux;
 #[cfg(target_os = "linux")]
 mod nic;
 #[cfg(target_os = "linux")]
 mod sep;
 #[cfg(target_os = "linux")]
 mod shared;
+#[cfg(target_os = "linux")]
+mod udp_exchange;
 #[cfg(target_os = "linux")]
 mod virtio;
 #[cfg(target_os = "linux")]
@@ -69,6 +77,7 @@ mod guest {
     use ringfab_igb::Igb;
     use ringfab_vfio::VfioPlatform;
 
+    use crate::linux::{self, E1000eModel, Igb as IgbModel, Peer, Virtio as VirtioModel};
     use crate::virtio::NicVirtio;
     use crate::{cq, dma, e1000e, ep, examples, fabric, iommu, nic, sep, shared, virtio, wait};
 
@@ -98,6 +107,12 @@ mod guest {
         pub(crate) virtio_macs: Option<[String; 2]>,
         /// Both virtio-net NICs, once `virtio-open` has run.
         pub(crate) virtio: Option<[NicVirtio; 2]>,
+        /// igb A on ringfab and igb B on Linux's driver, once `linux-nic-b` has run.
+        pub(crate) linux_igb: Option<Peer<Nic>>,
+        /// The same for the 82574s (`e1000e-linux-nic-b`).
+        pub(crate) linux_e1000e: Option<Peer<E1000e<VfioPlatform>>>,
+        /// The same for virtio-net (`virtio-linux-nic-b`).
+        pub(crate) linux_virtio: Option<Peer<NicVirtio>>,
     }
 
     impl Ctx {
@@ -193,6 +208,29 @@ mod guest {
         ),
         test("virtio-pingpong", examples::virtio_pingpong),
         test("virtio-fi-pingpong", fabric::virtio),
+        // NIC B of each pair on the kernel's own driver: after every test that uses it
+        // through ringfab (docs/qemu-tests.md, "ringfab against Linux").
+        test("linux-nic-b", linux::nic_b::<IgbModel>),
+        test("linux-ping", linux::ping::<IgbModel>),
+        test("linux-udp-100k", linux::udp_100k::<IgbModel>),
+        test("linux-tcp-echo", linux::tcp_echo::<IgbModel>),
+        test("linux-packet-flood", linux::packet_flood::<IgbModel>),
+        test("e1000e-linux-nic-b", linux::nic_b::<E1000eModel>),
+        test("e1000e-linux-ping", linux::ping::<E1000eModel>),
+        test("e1000e-linux-udp-100k", linux::udp_100k::<E1000eModel>),
+        test("e1000e-linux-tcp-echo", linux::tcp_echo::<E1000eModel>),
+        test(
+            "e1000e-linux-packet-flood",
+            linux::packet_flood::<E1000eModel>,
+        ),
+        test("virtio-linux-nic-b", linux::nic_b::<VirtioModel>),
+        test("virtio-linux-ping", linux::ping::<VirtioModel>),
+        test("virtio-linux-udp-100k", linux::udp_100k::<VirtioModel>),
+        test("virtio-linux-tcp-echo", linux::tcp_echo::<VirtioModel>),
+        test(
+            "virtio-linux-packet-flood",
+            linux::packet_flood::<VirtioModel>,
+        ),
     ];
 
     const fn test(name: &'static str, run: fn(&mut Ctx) -> Outcome) -> Test {
@@ -271,6 +309,9 @@ mod guest {
             virtio_bdfs: cmdline_pair(&cmdline, "ringfab.virtio"),
             virtio_macs: cmdline_pair(&cmdline, "ringfab.virtio_macs"),
             virtio: None,
+            linux_igb: None,
+            linux_e1000e: None,
+            linux_virtio: None,
         };
         for t in selected {
             let start = Instant::now();

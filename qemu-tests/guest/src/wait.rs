@@ -19,7 +19,14 @@ use crate::guest::{Ctx, Outcome};
 use crate::nic::{iova_at, sender, Slots, BUF, DEPTH, PATIENCE};
 
 /// Time as `std` measures it, for core's waits.
-struct StdClock(Instant);
+/// Time since the clock was made: the `Clock` a domain's waits (and ARP's retries) read.
+pub(crate) struct StdClock(Instant);
+
+impl StdClock {
+    pub(crate) fn new() -> Self {
+        StdClock(Instant::now())
+    }
+}
 
 impl Clock for StdClock {
     fn now(&self) -> Duration {
