@@ -96,6 +96,12 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
             o.timeout = Duration::from_secs(bench::DEFAULT_TIMEOUT_S);
         }
         let pairs = pairs.unwrap_or_else(|| bench::DEFAULT_PAIRS.into());
+        if let Some(bad) = pairs
+            .split(',')
+            .find(|p| !bench::DEFAULT_PAIRS.split(',').any(|d| d == *p))
+        {
+            return Err(format!("--nics: no pair '{bad}' (igb, e1000e, virtio)"));
+        }
         o.bench = Some((rounds.unwrap_or(bench::DEFAULT_ROUNDS), pairs));
     } else if rounds.is_some() || pairs.is_some() {
         return Err(format!("--rounds and --nics go with --bench\n{USAGE}"));
@@ -339,5 +345,6 @@ mod tests {
             Some((3, "igb,e1000e,virtio".into()))
         );
         assert!(args("--rounds 2").is_err(), "--rounds without --bench");
+        assert!(args("--bench --nics igb,e1000").is_err());
     }
 }

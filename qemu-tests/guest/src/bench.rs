@@ -526,9 +526,18 @@ fn parse_result(stdout: &str) -> Option<(f64, String)> {
     })
 }
 
-/// Kills a role that runs until killed (`send`, `pong`) and returns what it said on stderr
-/// (empty unless it failed first).
+/// Stops a role that runs until SIGTERM (`send`, `pong`): SIGTERM, then SIGKILL if it has not
+/// exited after five seconds. Returns what it said on stderr (empty unless it failed).
 fn finish(mut child: Child) -> String {
+    // SAFETY: kill on the pid of a child this process spawned and has not yet waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let _ = child.kill();
     let mut err = String::new();
     if let Some(mut s) = child.stderr.take() {

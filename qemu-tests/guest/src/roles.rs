@@ -8,17 +8,18 @@
 //! and plays `ROLE`:
 //!
 //! * `send`: sends 34-byte messages (64-byte frames) in bursts of 32, one doorbell a burst,
-//!   until it is killed;
+//!   until SIGTERM;
 //! * `recv`: counts messages from the first one plus the warm-up for the measuring time and
 //!   prints `result <messages/s>`;
 //! * `ping`: sends a message and waits for one back, prints `result <µs per round trip>`;
-//! * `pong`: sends back every message it receives, until it is killed.
+//! * `pong`: sends back every message it receives, until SIGTERM.
 //!
 //! Context 0 on both sides is what makes `ping` work against testpmd's macswap too: the frame
 //! comes back with its MACs swapped and ringfab's header untouched, so it names context 0 of
 //! the pinging NIC as its destination and context 0 of the peer as its source.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ringfab::av::{AvAttr, EpAddr, FiAddr};
@@ -61,6 +62,7 @@ fn play(args: &[String]) -> Result<String, String> {
         ));
     };
     let cpu: usize = cpu.parse().map_err(|_| format!("bad CPU {cpu}"))?;
+    stop_on_sigterm()?;
     pin(cpu)?;
     let peer = parse_mac(peer).ok_or_else(|| format!("bad MAC {peer}"))?;
     let nic = open(bdf)?;
@@ -196,15 +198,39 @@ fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: MacAddr) -> Resul
     }
 }
 
-/// Bursts of [`BURST`] messages, one doorbell each, for ever.
+/// Set by SIGTERM: `send` and `pong` then return, and their endpoint, queues and mappings are
+/// dropped in order. Killed outright, the process would lose its mappings while the NIC still
+/// reads descriptors through them (the vIOMMU reports the faults).
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Makes SIGTERM set [`STOP`].
+fn stop_on_sigterm() -> Result<(), String> {
+    let handler: extern "C" fn(libc::c_int) = on_sigterm;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    let previous = unsafe { libc::signal(libc::SIGTERM, handler as libc::sighandler_t) };
+    if previous == libc::SIG_ERR {
+        return Err(format!(
+            "installing the SIGTERM handler: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Bursts of [`BURST`] messages, one doorbell each, until SIGTERM.
 fn send<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
-    loop {
+    while !STOP.load(Ordering::Relaxed) {
         let mut posted = 0;
         while posted < BURST && side.send(posted + 1 < BURST && side.pool.len() > 1)? {
             posted += 1;
         }
         side.poll()?;
     }
+    Ok("stopped".into())
 }
 
 /// Messages per second from the first one plus [`WARMUP`] for [`MEASURE`].
@@ -293,13 +319,14 @@ const LOST: Duration = Duration::from_millis(500);
 /// Lost messages a ping measurement tolerates.
 const MAX_LOST: usize = 20;
 
-/// Every message received is answered, for ever.
+/// Every message received is answered, until SIGTERM.
 fn pong<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
-    loop {
+    while !STOP.load(Ordering::Relaxed) {
         for _ in 0..side.poll()? {
-            while !side.send(false)? {
+            while !side.send(false)? && !STOP.load(Ordering::Relaxed) {
                 side.poll()?;
             }
         }
     }
+    Ok("stopped".into())
 }
