@@ -118,6 +118,36 @@ impl Apt {
     }
 }
 
+impl Apt {
+    /// Every package `package` names in its `field` (`Depends`, `Recommends`; alternatives
+    /// included, virtual packages left out), as `apt-cache depends` lists them.
+    pub(crate) fn related(&mut self, package: &str, field: &str) -> Result<Vec<String>> {
+        self.update()?;
+        let out = cmd::output(
+            "reading a package's dependencies",
+            Command::new("apt-cache").args(["depends", package]),
+        )?;
+        Ok(dependencies(&out, field))
+    }
+}
+
+/// The packages of `field` (`Depends`, `Recommends`) in `apt-cache depends` output (`|Depends:`
+/// alternatives included, virtual `<names>` left out).
+pub(crate) fn dependencies(apt_cache_depends: &str, field: &str) -> Vec<String> {
+    apt_cache_depends
+        .lines()
+        .filter_map(|l| {
+            let dep = l
+                .trim()
+                .trim_start_matches('|')
+                .strip_prefix(field)?
+                .strip_prefix(':')?;
+            let name = dep.split_whitespace().next()?;
+            (!name.starts_with('<')).then(|| name.to_owned())
+        })
+        .collect()
+}
+
 /// Unpacks a `.deb` into `dir` (`dpkg -x`: files only, nothing installed).
 pub(crate) fn unpack(deb: &Path, dir: &Path) -> Result {
     fs::create_dir_all(dir).ctx("creating", dir)?;
@@ -302,6 +332,17 @@ mod tests {
             Some("linux-image-6.1.0-40-amd64")
         );
         assert_eq!(first_dependency(out, "busybox"), None);
+    }
+
+    #[test]
+    fn dependencies_are_the_depends_lines_without_virtual_packages() {
+        let out = "dpdk-dev\n  Depends: libdpdk-dev\n |Depends: libpcap0.8\n  Depends: <python3:any>\n    \
+                   python3\n  Recommends: librte-net-e1000-23\n  Depends: librte-net-e1000-23\n";
+        assert_eq!(
+            dependencies(out, "Depends"),
+            ["libdpdk-dev", "libpcap0.8", "librte-net-e1000-23"]
+        );
+        assert_eq!(dependencies(out, "Recommends"), ["librte-net-e1000-23"]);
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! the cache, never installed. Which package ships a library the packages unpacked so far lack
 //! is asked of the host's dpkg database (`dpkg -S`): the host builds the provider, so it has
 //! libfabric and its dependencies installed (docs/libfabric.md, "Building"), and the guest
-//! gets the same packages.
+//! gets the same packages. The same resolver ([`with_libraries`]) serves DPDK for `--bench`
+//! ([`crate::dpdk`]), whose libraries the host does not have: those are found among the
+//! dependencies of the package that needs them ([`policy_names`]).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -41,17 +43,24 @@ const LIB_DIRS: [&str; 5] = [
 ];
 
 /// The cache of unpacked packages: one directory per package, with a stamp once unpacked.
-struct Packages {
+pub(crate) struct Packages {
     dir: PathBuf,
 }
 
 impl Packages {
-    fn root(&self, package: &str) -> PathBuf {
+    /// The cache in `dir` (made if missing).
+    pub(crate) fn new(dir: PathBuf) -> Result<Packages> {
+        fs::create_dir_all(&dir).ctx("creating", &dir)?;
+        Ok(Packages { dir })
+    }
+
+    /// Where `package` is unpacked.
+    pub(crate) fn root(&self, package: &str) -> PathBuf {
         self.dir.join(package)
     }
 
     /// The packages unpacked so far.
-    fn unpacked(&self) -> Vec<PathBuf> {
+    pub(crate) fn unpacked(&self) -> Vec<PathBuf> {
         let mut roots: Vec<PathBuf> = fs::read_dir(&self.dir)
             .into_iter()
             .flatten()
@@ -64,7 +73,7 @@ impl Packages {
     }
 
     /// Downloads and unpacks `package` unless it is already.
-    fn ensure(&self, apt: &mut Apt, package: &str) -> Result {
+    pub(crate) fn ensure(&self, apt: &mut Apt, package: &str) -> Result {
         let root = self.root(package);
         if root.join(".unpacked").exists() {
             return Ok(());
@@ -86,6 +95,50 @@ impl Packages {
                 .iter()
                 .find_map(|d| resolve_in(root, &Path::new(d).join(name)))
         })
+    }
+
+    /// The package `file` was unpacked from, if it is in this cache.
+    fn package_of(&self, file: &Path) -> Option<String> {
+        let inside = file.strip_prefix(&self.dir).ok()?;
+        let first = inside.components().next()?;
+        Some(first.as_os_str().to_string_lossy().into_owned())
+    }
+
+    /// Fetches the package that ships `soname`, which `needed_by` needs, and returns the
+    /// library in it. The host's dpkg database is asked first ([`owner`]: the host that builds
+    /// the provider has libfabric's libraries installed); for a library the host lacks (DPDK's
+    /// are not installed on the host), the package is the dependency of `needed_by`'s package
+    /// that Debian's naming policy gives the library ([`policy_names`]) — a package that links
+    /// a library depends on the package shipping it.
+    fn fetch_owner(&self, apt: &mut Apt, soname: &str, needed_by: &Path) -> Result<PathBuf> {
+        let (package, target) = match owner(soname) {
+            Ok(found) => found,
+            Err(host_lacks) => {
+                let dependent = self.package_of(needed_by).ok_or(host_lacks)?;
+                let names = policy_names(soname).unwrap_or_default();
+                let package = apt
+                    .related(&dependent, "Depends")?
+                    .into_iter()
+                    .find(|d| names.contains(d))
+                    .ok_or_else(|| Error::Missing {
+                        what: format!("the package that ships {soname}"),
+                        fix: format!(
+                            "neither the host's dpkg database nor the dependencies of \
+                             {dependent} name it"
+                        ),
+                    })?;
+                (package, None)
+            }
+        };
+        self.ensure(apt, &package)?;
+        let root = self.root(&package);
+        target
+            .and_then(|t| resolve_in(&root, t.strip_prefix("/").ok()?))
+            .or_else(|| self.find_library(soname))
+            .ok_or_else(|| Error::Unexpected {
+                what: "a package dpkg named",
+                detail: format!("{package} has no {soname} after unpacking"),
+            })
     }
 }
 
@@ -178,10 +231,7 @@ pub(crate) fn guest_files(
     cache: &Path,
     provider: &Path,
 ) -> Result<Vec<(String, PathBuf)>> {
-    let packages = Packages {
-        dir: cache.join("libfabric"),
-    };
-    fs::create_dir_all(&packages.dir).ctx("creating", &packages.dir)?;
+    let packages = Packages::new(cache.join("libfabric"))?;
     for p in ROOT_PACKAGES {
         packages.ensure(apt, p)?;
     }
@@ -193,11 +243,25 @@ pub(crate) fn guest_files(
         what: "libfabric-bin",
         detail: format!("no {GUEST_FI_PINGPONG} in the package"),
     })?;
-    let mut files = vec![
+    let files = vec![
         (GUEST_FI_PINGPONG.to_owned(), fi_pingpong),
         (GUEST_PROVIDER.to_owned(), provider.to_owned()),
     ];
-    let mut placed: BTreeSet<String> = BTreeSet::new();
+    with_libraries(apt, &packages, files)
+}
+
+/// `files` (`(path in the initramfs, file on the host)`) followed by the loader and every
+/// shared library they need, transitively, each found in an unpacked package of `packages`
+/// (fetched when missing, [`Packages::fetch_owner`]); libraries go to [`GUEST_LIB_DIR`].
+///
+/// # Errors
+/// A package that cannot be fetched, a library no package ships, a file that is not ELF.
+pub(crate) fn with_libraries(
+    apt: &mut Apt,
+    packages: &Packages,
+    mut files: Vec<(String, PathBuf)>,
+) -> Result<Vec<(String, PathBuf)>> {
+    let mut placed: BTreeSet<String> = files.iter().map(|(g, _)| g.clone()).collect();
     let mut next = 0;
     while next < files.len() {
         let file = files[next].1.clone();
@@ -227,23 +291,22 @@ pub(crate) fn guest_files(
                 .unwrap_or(name);
             let host = match packages.find_library(&soname) {
                 Some(p) => p,
-                None => {
-                    let (package, target) = owner(&soname)?;
-                    packages.ensure(apt, &package)?;
-                    let root = packages.root(&package);
-                    target
-                        .and_then(|t| resolve_in(&root, t.strip_prefix("/").ok()?))
-                        .or_else(|| packages.find_library(&soname))
-                        .ok_or_else(|| Error::Unexpected {
-                            what: "a package dpkg named",
-                            detail: format!("{package} has no {soname} after unpacking"),
-                        })?
-                }
+                None => packages.fetch_owner(apt, &soname, &file)?,
             };
             files.push((guest, host));
         }
     }
     Ok(files)
+}
+
+/// The names Debian's library packaging policy gives the package of `soname`: the library's
+/// name, lower case with `_` as `-`, then its version, after a `-` when the name ends in a
+/// digit (`librte_net_e1000.so.23` → `librte-net-e1000-23`, `libpcap.so.0.8` → `libpcap0.8`).
+/// Both spellings are returned; which one a package uses is read from its dependencies.
+pub(crate) fn policy_names(soname: &str) -> Option<[String; 2]> {
+    let (name, version) = soname.split_once(".so.")?;
+    let name = name.to_lowercase().replace('_', "-");
+    Some([format!("{name}{version}"), format!("{name}-{version}")])
 }
 
 #[cfg(test)]
@@ -273,6 +336,21 @@ mod tests {
             owner_in("x: /usr/lib/x86_64-linux-gnu/libc.so.6.bak\n", "libc.so.6"),
             None
         );
+    }
+
+    #[test]
+    fn library_packages_are_named_by_debian_policy() {
+        assert_eq!(
+            policy_names("librte_net_e1000.so.23").unwrap(),
+            ["librte-net-e100023", "librte-net-e1000-23"]
+        );
+        assert!(policy_names("libpcap.so.0.8")
+            .unwrap()
+            .contains(&"libpcap0.8".to_owned()));
+        assert!(policy_names("librte_eal.so.23")
+            .unwrap()
+            .contains(&"librte-eal23".to_owned()));
+        assert_eq!(policy_names("ld-linux-x86-64.so"), None);
     }
 
     #[test]

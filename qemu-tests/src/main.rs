@@ -17,10 +17,12 @@
 
 mod apt;
 mod bare_metal;
+mod bench;
 mod boot;
 mod build;
 mod cmd;
 mod cpio;
+mod dpdk;
 mod elf;
 mod error;
 mod libfabric;
@@ -39,7 +41,9 @@ const USAGE: &str = "usage: ringfab-qemu-tests [--timeout SECONDS] [--kvm] [--on
     --kvm      use KVM instead of TCG (where nested KVM can run a stock kernel)\n  \
     --only     run only these guest tests (names as printed)\n  \
     --verbose  echo the whole guest console\n  \
-    --bare-metal  boot the bare-metal image (examples/bare-metal) instead of the Linux guest";
+    --bare-metal  boot the bare-metal image (examples/bare-metal) instead of the Linux guest\n  \
+    --bench    ringfab side by side with DPDK's testpmd (docs/perf.md); with --rounds N \
+    (default 3) and --nics igb,e1000e,virtio";
 
 /// Command-line options.
 #[derive(Debug)]
@@ -50,6 +54,8 @@ struct Options {
     verbose: bool,
     /// Boot the bare-metal image instead of the Linux guest.
     bare_metal: bool,
+    /// Run the side-by-side benchmark instead of the tests: (rounds, pairs).
+    bench: Option<(usize, String)>,
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Options, String> {
@@ -59,7 +65,9 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
         only: None,
         verbose: false,
         bare_metal: false,
+        bench: None,
     };
+    let (mut bench, mut rounds, mut pairs, mut timeout) = (false, None, None, false);
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -67,7 +75,14 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
                 let v = it.next().ok_or("--timeout needs a number of seconds")?;
                 let s: u64 = v.parse().map_err(|_| format!("bad --timeout '{v}'"))?;
                 o.timeout = Duration::from_secs(s);
+                timeout = true;
             }
+            "--bench" => bench = true,
+            "--rounds" => {
+                let v = it.next().ok_or("--rounds needs a number")?;
+                rounds = Some(v.parse().map_err(|_| format!("bad --rounds '{v}'"))?);
+            }
+            "--nics" => pairs = Some(it.next().ok_or("--nics needs igb,e1000e,virtio")?),
             "--kvm" => o.accel = Accel::Kvm,
             "--only" => o.only = Some(it.next().ok_or("--only needs test names")?),
             "--verbose" | "-v" => o.verbose = true,
@@ -75,6 +90,21 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
             "--help" | "-h" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument '{other}'\n{USAGE}")),
         }
+    }
+    if bench {
+        if !timeout {
+            o.timeout = Duration::from_secs(bench::DEFAULT_TIMEOUT_S);
+        }
+        let pairs = pairs.unwrap_or_else(|| bench::DEFAULT_PAIRS.into());
+        if let Some(bad) = pairs
+            .split(',')
+            .find(|p| !bench::DEFAULT_PAIRS.split(',').any(|d| d == *p))
+        {
+            return Err(format!("--nics: no pair '{bad}' (igb, e1000e, virtio)"));
+        }
+        o.bench = Some((rounds.unwrap_or(bench::DEFAULT_ROUNDS), pairs));
+    } else if rounds.is_some() || pairs.is_some() {
+        return Err(format!("--rounds and --nics go with --bench\n{USAGE}"));
     }
     Ok(o)
 }
@@ -122,12 +152,16 @@ fn prepare(
     let t = Instant::now();
     let programs = build::guest_programs(workspace, target)?;
     let provider = build::provider(workspace, target)?;
-    let fabric = libfabric::guest_files(&mut apt, cache, &provider)?;
+    let mut fabric = libfabric::guest_files(&mut apt, cache, &provider)?;
+    if o.bench.is_some() {
+        fabric.extend(dpdk::guest_files(&mut apt, cache)?);
+    }
     let initrd = cache.join("initramfs.cpio");
     let image = boot::initramfs(&files, &programs, &fabric)?;
     std::fs::write(&initrd, &image).ctx("writing", &initrd)?;
     println!(
-        "build: guest programs, provider, libfabric ({} files) and initramfs ({} KiB), {:.1} s",
+        "build: guest programs, provider, libfabric{} ({} files) and initramfs ({} KiB), {:.1} s",
+        if o.bench.is_some() { ", DPDK" } else { "" },
         fabric.len(),
         image.len() / 1024,
         t.elapsed().as_secs_f64()
@@ -139,12 +173,14 @@ fn prepare(
         netns::TAPS.join(", "),
         netns::QUEUES
     );
-    let args = boot::qemu_args(
-        &files.kernel,
-        &initrd,
-        o.accel,
-        &boot::append(o.only.as_deref()),
-    );
+    let mut append = boot::append(o.only.as_deref());
+    if let Some((rounds, pairs)) = &o.bench {
+        append = bench::append(&append, *rounds, pairs);
+    }
+    let mut args = boot::qemu_args(&files.kernel, &initrd, o.accel, &append);
+    if o.bench.is_some() {
+        args = bench::machine(args);
+    }
     Ok((args, ns))
 }
 
@@ -205,7 +241,18 @@ fn main() -> ExitCode {
     );
     let show = |r: &Outcome| {
         let verdict = if r.passed { "PASS" } else { "FAIL" };
-        println!("{verdict} {}: {}", r.name, r.detail);
+        if o.bench.is_some() {
+            // The load beside each figure: the host is shared, and the guest's vCPUs are its
+            // threads.
+            println!(
+                "{verdict} {}: {} (host load {})",
+                r.name,
+                r.detail,
+                bench::host_load()
+            );
+        } else {
+            println!("{verdict} {}: {}", r.name, r.detail);
+        }
     };
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let qemu = ns.command(setup::QEMU, &args);
@@ -249,6 +296,17 @@ fn main() -> ExitCode {
     if end != End::Finished {
         print_tail(&log, 25);
     }
+    if o.bench.is_some() {
+        let ms: Vec<bench::Measurement> = report
+            .outcomes
+            .iter()
+            .filter_map(bench::measurement)
+            .collect();
+        println!(
+            "bench: median [min–max] over rounds\n{}",
+            bench::summary(&ms)
+        );
+    }
     if report.plan.is_none() && end == End::Finished {
         println!("FAIL guest: the guest program announced no tests");
         failed += 1;
@@ -278,5 +336,15 @@ mod tests {
         assert!(o.verbose);
         assert!(args("--timeout x").is_err());
         assert!(args("--frobnicate").unwrap_err().contains("usage"));
+        assert!(args("").unwrap().bench.is_none());
+        let b = args("--bench --rounds 2 --nics igb").unwrap();
+        assert_eq!(b.bench, Some((2, "igb".into())));
+        assert_eq!(b.timeout.as_secs(), bench::DEFAULT_TIMEOUT_S);
+        assert_eq!(
+            args("--bench").unwrap().bench,
+            Some((3, "igb,e1000e,virtio".into()))
+        );
+        assert!(args("--rounds 2").is_err(), "--rounds without --bench");
+        assert!(args("--bench --nics igb,e1000").is_err());
     }
 }

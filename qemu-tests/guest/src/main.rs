@@ -18,6 +18,8 @@
 //! A test that panics fails alone.
 
 #[cfg(target_os = "linux")]
+mod bench;
+#[cfg(target_os = "linux")]
 mod cq;
 #[cfg(target_os = "linux")]
 mod dma;
@@ -44,6 +46,8 @@ mod linux;
 #[cfg(target_os = "linux")]
 mod nic;
 #[cfg(target_os = "linux")]
+mod roles;
+#[cfg(target_os = "linux")]
 mod sep;
 #[cfg(target_os = "linux")]
 mod shared;
@@ -58,6 +62,11 @@ mod workload;
 
 #[cfg(target_os = "linux")]
 fn main() -> std::process::ExitCode {
+    // The bench runs this program again as one side of an endpoint pair.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == roles::ROLE) {
+        return roles::main(&args[1..]);
+    }
     guest::run()
 }
 
@@ -251,7 +260,7 @@ mod guest {
         <[String; 2]>::try_from(v.split(',').map(String::from).collect::<Vec<_>>()).ok()
     }
 
-    fn say(line: &str) {
+    pub(crate) fn say(line: &str) {
         // One write per line, so a line reaches the console whole.
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -265,6 +274,10 @@ mod guest {
 
     pub(crate) fn run() -> ExitCode {
         let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+        // `ringfab-qemu-tests --bench` boots the same guest to run the benchmark instead.
+        if cmdline_value(&cmdline, "ringfab.bench").is_some() {
+            return crate::bench::run(&cmdline);
+        }
         let bdfs: Vec<String> = cmdline_value(&cmdline, "ringfab.igb")
             .map(|v| v.split(',').map(String::from).collect())
             .unwrap_or_default();

@@ -1,0 +1,599 @@
+//! The side-by-side benchmark against DPDK (`ringfab-qemu-tests --bench`, docs/perf.md "Side
+//! by side with DPDK"): on each NIC pair, in interleaved rounds, DPDK's `dpdk-testpmd` and
+//! ringfab measure the same things on the same device models.
+//!
+//! Each measurement is one protocol line, `pass bench/<pair>/<kind>/<round> <value> <unit>
+//! <detail>` (or `fail …` with the reason), which the runner prints with the host's load and
+//! turns into the ratio table. The guest is booted with two vCPUs: every program that polls is
+//! pinned to one of them, the frame source on CPU 0 and the frame sink (or the reflector) on
+//! CPU 1, ringfab's as testpmd's (`-l 0,1 --main-lcore <the other>`: testpmd's main lcore only
+//! sleeps and prints statistics).
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ringfab_hal::{MacAddr, Nic as HalNic, Queue, RxBuffer, RxConfig, RxQueue, Token};
+use ringfab_nics::AnyNic;
+use ringfab_vfio::VfioPlatform;
+
+use crate::guest::{cmdline_pair, cmdline_value, say};
+use crate::nic::{bind_all, iova_at, BUF, NO_RX};
+
+/// testpmd in the initramfs (the runner's `dpdk::GUEST_TESTPMD`).
+const TESTPMD: &str = "/usr/bin/dpdk-testpmd";
+/// Bytes of every frame sent, without the frame check sequence (testpmd's `--txpkts=64`).
+const FRAME: usize = 64;
+/// ringfab's message size that makes a 64-byte frame: its Ethernet encapsulation has 30 bytes
+/// of headers (docs/ip.md, "header before the payload").
+pub(crate) const MESSAGE: usize = FRAME - 30;
+/// Frames per burst, testpmd's `--burst` and ringfab's window.
+pub(crate) const BURST: usize = 32;
+/// How long a throughput is measured, after [`WARMUP`].
+pub(crate) const MEASURE: Duration = Duration::from_secs(5);
+/// How long a flood runs before it is measured.
+pub(crate) const WARMUP: Duration = Duration::from_secs(2);
+/// How long testpmd may take to start forwarding (EAL and the port under TCG take seconds).
+pub(crate) const STARTUP: Duration = Duration::from_secs(30);
+/// How long testpmd-rx lets its two testpmd processes start before the flood's warm-up and
+/// measurement (EAL and the port take 3–5 s each under TCG on a loaded host); which periods
+/// were flooded is read from rxonly's own statistics, so a late start shortens the
+/// measurement rather than spoiling it.
+const TESTPMD_START: Duration = Duration::from_secs(15);
+/// Round trips measured per ping round (after [`PING_WARMUP`]).
+pub(crate) const PINGS: usize = 2000;
+/// Round trips before measuring.
+pub(crate) const PING_WARMUP: usize = 100;
+/// The CPU of the frame source (testpmd txonly, ringfab's sender and pinger).
+const SOURCE_CPU: usize = 0;
+/// The CPU of the frame sink and the reflector (testpmd rxonly and macswap, ringfab's receiver).
+const SINK_CPU: usize = 1;
+
+/// One NIC pair: the name the runner knows it by, its PCI addresses and MACs, the PCI IDs
+/// its driver drives, and the ring depth both DPDK and ringfab use on it (testpmd's defaults).
+struct Pair {
+    name: &'static str,
+    bdfs: [String; 2],
+    macs: [String; 2],
+    ids: &'static [(u16, u16)],
+    depth: usize,
+}
+
+/// What one round measures on a pair, in the order it runs.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// testpmd txonly on A → testpmd rxonly on B: frames/s received.
+    TestpmdRx,
+    /// testpmd txonly on A → ringfab's driver receive loop on B: frames/s received.
+    RingfabRx,
+    /// ringfab's endpoint sender on A → endpoint receiver on B, two processes: messages/s.
+    RingfabStream,
+    /// ringfab's endpoint ping on A against its endpoint pong on B, two processes: µs per
+    /// round trip.
+    RingfabRtt,
+    /// The same ping on A against testpmd's macswap on B: µs per round trip.
+    MacswapRtt,
+}
+
+const KINDS: [Kind; 5] = [
+    Kind::TestpmdRx,
+    Kind::RingfabRx,
+    Kind::RingfabStream,
+    Kind::RingfabRtt,
+    Kind::MacswapRtt,
+];
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::TestpmdRx => "testpmd-rx",
+            Kind::RingfabRx => "ringfab-rx",
+            Kind::RingfabStream => "ringfab-stream",
+            Kind::RingfabRtt => "ringfab-rtt",
+            Kind::MacswapRtt => "macswap-rtt",
+        }
+    }
+}
+
+/// A measurement: its value, its unit, and a short detail.
+struct Measured {
+    value: f64,
+    unit: &'static str,
+    detail: String,
+}
+
+/// Runs the bench the kernel command line asks for (`ringfab.bench=ROUNDS`,
+/// `ringfab.bench_nics=igb,e1000e,virtio`) and says `done`.
+pub(crate) fn run(cmdline: &str) -> std::process::ExitCode {
+    let rounds: usize = cmdline_value(cmdline, "ringfab.bench")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let wanted =
+        cmdline_value(cmdline, "ringfab.bench_nics").unwrap_or_else(|| "igb,e1000e,virtio".into());
+    let pairs: Vec<Pair> = wanted
+        .split(',')
+        .filter_map(|name| pair(cmdline, name))
+        .collect();
+    say(&format!("plan {}", 1 + rounds * pairs.len() * KINDS.len()));
+    match prepare(&pairs) {
+        Ok(d) => say(&format!("pass bench-setup {d}")),
+        Err(e) => {
+            say(&format!("fail bench-setup {e}"));
+            say("done");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    for round in 1..=rounds {
+        for p in &pairs {
+            for kind in KINDS {
+                let name = format!("bench/{}/{}/{round}", p.name, kind.name());
+                match measure(p, kind) {
+                    Ok(m) => say(&format!(
+                        "pass {name} {:.3} {} {}",
+                        m.value,
+                        m.unit,
+                        one_line(&m.detail)
+                    )),
+                    Err(e) => say(&format!("fail {name} {}", one_line(&e))),
+                }
+            }
+        }
+    }
+    say("done");
+    std::process::ExitCode::SUCCESS
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The pair `name` as the kernel command line describes it.
+fn pair(cmdline: &str, name: &str) -> Option<Pair> {
+    let (ids, depth): (&'static [(u16, u16)], usize) = match name {
+        "igb" => (ringfab_igb::PCI_IDS, 512),
+        "e1000e" => (ringfab_e1000e::PCI_IDS, 512),
+        "virtio" => (ringfab_virtio_net::PCI_IDS, 256),
+        _ => return None,
+    };
+    let name = match name {
+        "igb" => "igb",
+        "e1000e" => "e1000e",
+        _ => "virtio",
+    };
+    Some(Pair {
+        name,
+        bdfs: cmdline_pair(cmdline, &format!("ringfab.{name}"))?,
+        macs: cmdline_pair(cmdline, &format!("ringfab.{name}_macs"))?,
+        ids,
+        depth,
+    })
+}
+
+/// Binds every NIC to vfio-pci, mounts hugetlbfs for testpmd and makes its runtime directory.
+fn prepare(pairs: &[Pair]) -> Result<String, String> {
+    for p in pairs {
+        bind_all(&p.bdfs, p.ids, p.name)?;
+    }
+    // EAL refuses to load plugins from a directory with a world-writable ancestor, and the
+    // initramfs's root (the kernel's rootfs) is world-writable.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions("/", std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("chmod 755 /: {e}"))?;
+    std::fs::create_dir_all("/dev/hugepages").map_err(|e| format!("mkdir /dev/hugepages: {e}"))?;
+    std::fs::create_dir_all("/var/run").map_err(|e| format!("mkdir /var/run: {e}"))?;
+    let status = Command::new("/bin/mount")
+        .args(["-t", "hugetlbfs", "nodev", "/dev/hugepages"])
+        .status()
+        .map_err(|e| format!("running mount: {e}"))?;
+    if !status.success() {
+        return Err(format!("mount -t hugetlbfs: {status}"));
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let huge = meminfo
+        .lines()
+        .find(|l| l.starts_with("HugePages_Total"))
+        .unwrap_or("HugePages_Total: ?");
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let names: Vec<&str> = pairs.iter().map(|p| p.name).collect();
+    Ok(format!(
+        "pairs {} bound to vfio-pci, {cpus} CPUs, {}",
+        names.join(","),
+        one_line(huge)
+    ))
+}
+
+fn measure(p: &Pair, kind: Kind) -> Result<Measured, String> {
+    match kind {
+        Kind::TestpmdRx => testpmd_rx(p),
+        Kind::RingfabRx => ringfab_rx(p),
+        Kind::RingfabStream => {
+            let sink = role(p, "recv", 1, SINK_CPU)?;
+            let source = role(p, "send", 0, SOURCE_CPU)?;
+            let got = result(sink);
+            let sent = finish(source);
+            let (value, _) = got.map_err(|e| format!("{e}; sender: {sent}"))?;
+            Ok(Measured {
+                value,
+                unit: "frames/s",
+                detail: format!("{MESSAGE}-byte messages, bursts of {BURST}"),
+            })
+        }
+        Kind::RingfabRtt => {
+            let reflector = role(p, "pong", 1, SINK_CPU)?;
+            let pinger = role(p, "ping", 0, SOURCE_CPU)?;
+            let rtt = result(pinger);
+            let pong = finish(reflector);
+            let (value, lost) = rtt.map_err(|e| format!("{e}; pong: {pong}"))?;
+            Ok(Measured {
+                value,
+                unit: "µs",
+                detail: format!("{PINGS} round trips of {MESSAGE}-byte messages, {lost}"),
+            })
+        }
+        Kind::MacswapRtt => {
+            let reflector = testpmd(p, 1, "macswap", SINK_CPU, &[])?;
+            let pinger = role(p, "ping", 0, SOURCE_CPU);
+            let rtt = pinger.and_then(result);
+            let macswap = stop(reflector);
+            let (value, lost) = rtt.map_err(|e| format!("{e}; macswap: {}", tail(&macswap)))?;
+            Ok(Measured {
+                value,
+                unit: "µs",
+                detail: format!("{PINGS} round trips of {MESSAGE}-byte messages, {lost}"),
+            })
+        }
+    }
+}
+
+/// A testpmd process on one NIC: forwarding mode `mode` on `cpu` (its main lcore on the other
+/// CPU), the pair's ring depth, bursts of 32, statistics every second.
+fn testpmd(
+    p: &Pair,
+    nic: usize,
+    mode: &str,
+    cpu: usize,
+    extra: &[String],
+) -> Result<Child, String> {
+    let main = 1 - cpu;
+    let mut c = Command::new(TESTPMD);
+    c.args([
+        "-l",
+        "0,1",
+        "--main-lcore",
+        &main.to_string(),
+        "-n",
+        "1",
+        "--file-prefix",
+        &format!("rf{mode}"),
+        "-a",
+        &p.bdfs[nic],
+        "--iova-mode=pa",
+        "--log-level=*:warning",
+        "--",
+        &format!("--forward-mode={mode}"),
+        "--port-topology=loop",
+        "--nb-cores=1",
+        &format!("--txd={}", p.depth),
+        &format!("--rxd={}", p.depth),
+        &format!("--burst={BURST}"),
+        &format!("--txpkts={FRAME}"),
+        "--stats-period=1",
+        "--total-num-mbufs=8192",
+    ])
+    .args(extra)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    c.spawn().map_err(|e| format!("running {TESTPMD}: {e}"))
+}
+
+/// Stops a testpmd with SIGINT (it then stops forwarding, prints its totals and exits) and
+/// returns what it printed; SIGKILL if it has not exited after ten seconds.
+fn stop(mut child: Child) -> String {
+    // SAFETY: kill on the pid of a child this process spawned and has not yet waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut out = String::new();
+    if let Some(mut s) = child.stdout.take() {
+        let _ = s.read_to_string(&mut out);
+    }
+    if let Some(mut s) = child.stderr.take() {
+        let _ = s.read_to_string(&mut out);
+    }
+    out
+}
+
+/// The `Rx-pps:` figures of testpmd's periodic port statistics: each is the rate over the
+/// last period as testpmd measured it with its own clock (so the pipe's buffering of its
+/// output does not matter).
+fn rx_pps(out: &str) -> Vec<f64> {
+    out.lines()
+        .filter_map(|l| {
+            let v = l.split("Rx-pps:").nth(1)?.split_whitespace().next()?;
+            v.parse().ok()
+        })
+        .collect()
+}
+
+/// testpmd txonly on A → testpmd rxonly on B: the mean of rxonly's `Rx-pps` over the periods
+/// of the flood, the first (partly before the flood) left out.
+fn testpmd_rx(p: &Pair) -> Result<Measured, String> {
+    let rx = testpmd(p, 1, "rxonly", SINK_CPU, &[])?;
+    let tx = testpmd(
+        p,
+        0,
+        "txonly",
+        SOURCE_CPU,
+        &[format!("--eth-peer=0,{}", p.macs[1])],
+    );
+    let tx = match tx {
+        Ok(t) => t,
+        Err(e) => {
+            stop(rx);
+            return Err(e);
+        }
+    };
+    std::thread::sleep(TESTPMD_START + WARMUP + MEASURE);
+    // The receiver first, so that its last period is still under the flood.
+    let rx_out = stop(rx);
+    let tx_out = stop(tx);
+    let flooded: Vec<f64> = rx_pps(&rx_out)
+        .into_iter()
+        .skip_while(|&v| v == 0.0)
+        .skip(1)
+        .collect();
+    if flooded.len() < 2 {
+        return Err(format!(
+            "fewer than 3 periods of traffic in rxonly's statistics; rxonly: {} …; txonly: {}",
+            tail(&rx_out),
+            tail(&tx_out)
+        ));
+    }
+    let mean = flooded.iter().sum::<f64>() / flooded.len() as f64;
+    Ok(Measured {
+        value: mean,
+        unit: "frames/s",
+        detail: format!("mean Rx-pps of {} one-second periods", flooded.len()),
+    })
+}
+
+/// The last lines of a program's output, for an error.
+fn tail(out: &str) -> String {
+    let lines: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(6)..].join(" | ")
+}
+
+/// Pins the calling thread to `cpu`.
+pub(crate) fn pin(cpu: usize) -> Result<(), String> {
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it for cpu < 1024.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "sched_setaffinity to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
+/// Lets the calling thread run on every CPU again.
+fn unpin() {
+    // SAFETY: as in `pin`, with both CPUs set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(SOURCE_CPU, &mut set);
+        libc::CPU_SET(SINK_CPU, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Opens one NIC through VFIO with the driver its PCI ID names.
+pub(crate) fn open(bdf: &str) -> Result<AnyNic<VfioPlatform>, String> {
+    let platform = VfioPlatform::open(bdf).map_err(|e| format!("{bdf}: {e}"))?;
+    AnyNic::open(platform).map_err(|e| format!("{bdf}: {e}"))
+}
+
+/// testpmd txonly on A → ringfab's driver receive loop on B, pinned to the sink CPU.
+fn ringfab_rx(p: &Pair) -> Result<Measured, String> {
+    let tx = testpmd(
+        p,
+        0,
+        "txonly",
+        SOURCE_CPU,
+        &[format!("--eth-peer=0,{}", p.macs[1])],
+    )?;
+    pin(SINK_CPU)?;
+    let r = (|| {
+        let b = open(&p.bdfs[1])?;
+        match p.depth {
+            512 => receive::<_, 512>(&b),
+            _ => receive::<_, 256>(&b),
+        }
+    })();
+    unpin();
+    let tx_out = stop(tx);
+    r.map_err(|e| format!("{e}; txonly: {}", tail(&tx_out)))
+}
+
+/// ringfab's receive loop on queue 0 of `nic`, `D` descriptors: every buffer posted, then poll
+/// a burst, post the same buffers again, one doorbell per burst. Counts frames from the first
+/// one plus [`WARMUP`] for [`MEASURE`].
+fn receive<N: HalNic, const D: usize>(nic: &N) -> Result<Measured, String> {
+    // The buffers before the queue, so that the queue is dropped (and stops) before they
+    // are unmapped: the flood goes on after the measurement.
+    let mem = nic
+        .alloc_dma(D * BUF)
+        .map_err(|e| format!("allocating receive buffers: {e}"))?;
+    let mut rx = nic
+        .open_rx::<D>(0, RxConfig::new(BUF as u32))
+        .map_err(|e| format!("opening receive queue 0: {e}"))?;
+    let buffer = |t: u64| RxBuffer {
+        iova: iova_at(&mem, t as usize * BUF),
+        len: BUF as u32,
+    };
+    for t in 0..D as u64 {
+        if rx.push(buffer(t), Token(t)).is_err() {
+            break;
+        }
+    }
+    rx.doorbell();
+    let mut out = [NO_RX; BURST];
+    let mut count = |rx: &mut N::Rx<'_, D>| -> Result<usize, String> {
+        let n = rx.poll(&mut out);
+        for c in &out[..n] {
+            rx.push(buffer(c.token.0), c.token)
+                .map_err(|e| format!("posting buffer {} again: {e:?}", c.token.0))?;
+        }
+        if n > 0 {
+            rx.doorbell();
+        }
+        Ok(out[..n].iter().filter(|c| c.status.is_ok()).count())
+    };
+    let start = Instant::now();
+    while count(&mut rx)? == 0 {
+        if start.elapsed() > STARTUP {
+            return Err(format!("no frame from testpmd txonly in {STARTUP:?}"));
+        }
+    }
+    let first = start.elapsed();
+    let warm = Instant::now();
+    while warm.elapsed() < WARMUP {
+        count(&mut rx)?;
+    }
+    let mut frames = 0;
+    let t = Instant::now();
+    while t.elapsed() < MEASURE {
+        frames += count(&mut rx)?;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    Ok(Measured {
+        value: frames as f64 / secs,
+        unit: "frames/s",
+        detail: format!(
+            "{frames} frames in {secs:.2} s (first frame {:.1} s after opening)",
+            first.as_secs_f64()
+        ),
+    })
+}
+
+/// This program again as one side of an endpoint pair ([`crate::roles`]) on NIC `nic` of
+/// the pair, its peer the other NIC, pinned to `cpu`.
+fn role(p: &Pair, role: &str, nic: usize, cpu: usize) -> Result<Child, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?;
+    Command::new(exe)
+        .args([crate::roles::ROLE, role, &p.bdfs[nic], &p.macs[1 - nic]])
+        .args([p.depth.to_string(), cpu.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running {role}: {e}"))
+}
+
+/// Waits for a role that ends by itself and reads its result ([`parse_result`]).
+fn result(child: Child) -> Result<(f64, String), String> {
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("waiting for a role: {e}"))?;
+    parse_result(&String::from_utf8_lossy(&out.stdout)).ok_or_else(|| {
+        format!(
+            "{}: {}",
+            out.status,
+            one_line(&String::from_utf8_lossy(&out.stderr))
+        )
+    })
+}
+
+/// The `result <value> [detail]` line of a role's output.
+fn parse_result(stdout: &str) -> Option<(f64, String)> {
+    stdout.lines().find_map(|l| {
+        let rest = l.strip_prefix("result ")?.trim();
+        let (value, detail) = rest.split_once(' ').unwrap_or((rest, ""));
+        Some((value.parse().ok()?, detail.to_owned()))
+    })
+}
+
+/// Stops a role that runs until SIGTERM (`send`, `pong`): SIGTERM, then SIGKILL if it has not
+/// exited after five seconds. Returns what it said on stderr (empty unless it failed).
+fn finish(mut child: Child) -> String {
+    // SAFETY: kill on the pid of a child this process spawned and has not yet waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let mut err = String::new();
+    if let Some(mut s) = child.stderr.take() {
+        let _ = s.read_to_string(&mut err);
+    }
+    let _ = child.wait();
+    one_line(&err)
+}
+
+/// `52:54:00:12:34:0b` as a MAC.
+pub(crate) fn parse_mac(s: &str) -> Option<MacAddr> {
+    let bytes: Vec<u8> = s
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16).ok())
+        .collect::<Option<_>>()?;
+    Some(MacAddr(bytes.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rx_pps_is_read_from_testpmds_port_statistics() {
+        let out = "  ######## NIC statistics for port 0 ########\n  \
+                   RX-packets: 120  RX-missed: 0  RX-bytes: 7680\n  \
+                   Throughput (since last show)\n  Rx-pps:        41234          Rx-bps: 21111808\n  \
+                   Tx-pps:            0          Tx-bps:            0\n  Rx-pps:  0  Rx-bps: 0\n";
+        assert_eq!(rx_pps(out), [41234.0, 0.0]);
+    }
+
+    #[test]
+    fn a_role_result_is_a_value_and_an_optional_detail() {
+        assert_eq!(
+            parse_result("result 13284.1\n"),
+            Some((13284.1, String::new()))
+        );
+        assert_eq!(
+            parse_result("# ready\nresult 274.75 lost 0\n"),
+            Some((274.75, "lost 0".into()))
+        );
+        assert_eq!(parse_result("result x\n"), None);
+    }
+
+    #[test]
+    fn macs_parse_from_the_command_line_form() {
+        assert_eq!(
+            parse_mac("52:54:00:12:34:0b"),
+            Some(MacAddr([0x52, 0x54, 0, 0x12, 0x34, 0x0b]))
+        );
+        assert_eq!(parse_mac("52:54:00"), None);
+        assert_eq!(parse_mac("52:54:00:12:34:zz"), None);
+    }
+
+    #[test]
+    fn the_message_makes_a_64_byte_frame() {
+        assert_eq!(MESSAGE + 30, FRAME);
+    }
+}

@@ -1,0 +1,332 @@
+//! One side of a ringfab endpoint pair, as a process of its own: what the bench
+//! ([`crate::bench`]) runs so that ringfab's two sides poll on two CPUs, as testpmd's two
+//! processes do, instead of taking turns in one process (as the pingpong example's do).
+//!
+//! `ringfab-qemu-guest bench-role ROLE BDF PEER_MAC DEPTH CPU` opens the NIC at `BDF` through
+//! VFIO, pins itself to `CPU`, opens one endpoint (ringfab's Ethernet encapsulation, receive
+//! context 0, a CQ of `2 × DEPTH`, rings of `DEPTH`) whose peer is context 0 on `PEER_MAC`,
+//! and plays `ROLE`:
+//!
+//! * `send`: sends 34-byte messages (64-byte frames) in bursts of 32, one doorbell a burst,
+//!   until SIGTERM;
+//! * `recv`: counts messages from the first one plus the warm-up for the measuring time and
+//!   prints `result <messages/s>`;
+//! * `ping`: sends a message and waits for one back, prints `result <µs per round trip>`;
+//! * `pong`: sends back every message it receives, until SIGTERM.
+//!
+//! Context 0 on both sides is what makes `ping` work against testpmd's macswap too: the frame
+//! comes back with its MACs swapped and ringfab's header untouched, so it names context 0 of
+//! the pinging NIC as its destination and context 0 of the peer as its source.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ringfab::av::{AvAttr, EpAddr, FiAddr};
+use ringfab::cq::{CompletionQueue, CqAttr};
+use ringfab::domain::Domain;
+use ringfab::entry::{Msg, MsgEntry, OpContext};
+use ringfab::ep::{Endpoint, EpAttr};
+use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
+use ringfab::hal::{MacAddr, Nic};
+use ringfab::mr::Buf;
+use ringfab::{Capacities, Error};
+
+use crate::bench::{
+    open, parse_mac, pin, BURST, MEASURE, MESSAGE, PINGS, PING_WARMUP, STARTUP, WARMUP,
+};
+use crate::nic::BUF;
+
+/// The first argument that makes the guest program play a role instead of running its tests.
+pub(crate) const ROLE: &str = "bench-role";
+
+/// `bench-role ROLE BDF PEER_MAC DEPTH CPU`: prints `result …` and exits 0, or the error on
+/// stderr and exits 1.
+pub(crate) fn main(args: &[String]) -> ExitCode {
+    match play(args) {
+        Ok(result) => {
+            println!("result {result}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bench-role: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn play(args: &[String]) -> Result<String, String> {
+    let [role, bdf, peer, depth, cpu] = args else {
+        return Err(format!(
+            "usage: {ROLE} send|recv|ping|pong BDF PEER_MAC DEPTH CPU"
+        ));
+    };
+    let cpu: usize = cpu.parse().map_err(|_| format!("bad CPU {cpu}"))?;
+    stop_on_sigterm()?;
+    pin(cpu)?;
+    let peer = parse_mac(peer).ok_or_else(|| format!("bad MAC {peer}"))?;
+    let nic = open(bdf)?;
+    match depth.as_str() {
+        "512" => endpoint::<_, 512>(&nic, role, peer),
+        "256" => endpoint::<_, 256>(&nic, role, peer),
+        other => Err(format!("depth {other}: 256 or 512")),
+    }
+}
+
+fn fail(what: &'static str) -> impl Fn(Error) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+/// One endpoint, its CQ, its send buffers and its peer.
+struct Side<'d, 'n, N: Nic, const D: usize> {
+    dom: &'d Domain<'n, N, D>,
+    ep: Endpoint,
+    cq: CompletionQueue<N, Msg>,
+    pool: Vec<Buf<'d>>,
+    peer: FiAddr,
+}
+
+impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
+    /// Reads completions: receives are posted again at once, send buffers go back to the
+    /// pool. Returns the receives completed.
+    fn poll(&mut self) -> Result<usize, String> {
+        let mut e = [MsgEntry::default(); BURST];
+        let mut src = [FiAddr::NOTAVAIL; BURST];
+        let mut bufs: [Option<Buf<'d>>; BURST] = std::array::from_fn(|_| None);
+        let n = match self.cq.read_owned(self.dom, &mut e, &mut src, &mut bufs) {
+            Ok(n) => n,
+            Err(Error::Again) => return Ok(0),
+            Err(err) => return Err(format!("reading the CQ: {err}")),
+        };
+        let mut recvs = 0;
+        for (entry, buf) in e[..n].iter().zip(bufs.iter_mut()) {
+            let buf = buf.take().ok_or("a completion without its buffer")?;
+            if entry.flags.contains(CompletionFlags::RECV) {
+                recvs += 1;
+                self.ep
+                    .recv(self.dom, buf, OpContext(1))
+                    .map_err(|(err, _)| format!("reposting a receive: {err}"))?;
+            } else {
+                self.pool.push(buf);
+            }
+        }
+        Ok(recvs)
+    }
+
+    /// Sends one message; `more` defers the doorbell. `false` if no buffer or credit is free.
+    fn send(&mut self, more: bool) -> Result<bool, String> {
+        let Some(buf) = self.pool.pop() else {
+            return Ok(false);
+        };
+        let flags = if more {
+            OpFlags::MORE
+        } else {
+            OpFlags::empty()
+        };
+        match self
+            .ep
+            .sendmsg(self.dom, buf, MESSAGE, self.peer, None, OpContext(2), flags)
+        {
+            Ok(()) => Ok(true),
+            Err((Error::Again, buf)) => {
+                self.pool.push(buf);
+                Ok(false)
+            }
+            Err((err, _)) => Err(format!("sending: {err}")),
+        }
+    }
+}
+
+fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: MacAddr) -> Result<String, String> {
+    // CQs of up to 1024 entries: enough for 2 × 512.
+    let dom: Domain<'_, N, D> = Domain::with_capacities(nic, &Capacities::DEFAULT);
+    let cq = dom
+        .open_cq::<Msg>(&CqAttr {
+            size: 2 * D,
+            ..CqAttr::default()
+        })
+        .map_err(fail("opening the CQ"))?;
+    let av = dom
+        .open_av(&AvAttr::default())
+        .map_err(fail("opening the AV"))?;
+    let mut ep = dom
+        .endpoint(&EpAttr::default())
+        .map_err(fail("opening the endpoint"))?;
+    ep.bind_cq(&dom, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
+        .map_err(fail("binding the CQ"))?;
+    ep.bind_av(&dom, &av).map_err(fail("binding the AV"))?;
+    ep.enable(&dom).map_err(fail("enabling the endpoint"))?;
+    let mut to = [FiAddr::NOTAVAIL];
+    let peer = EpAddr {
+        mac: peer,
+        ctx: ep.name().ctx,
+    };
+    av.insert(&dom, &[peer], &mut to)
+        .map_err(fail("inserting the peer"))?;
+    let mr = dom
+        .register(vec![0u8; D * BUF + ringfab::mr::PAGE])
+        .map_err(fail("registering buffers"))?;
+    let mut side = Side {
+        dom: &dom,
+        ep,
+        cq,
+        pool: Vec::new(),
+        peer: to[0],
+    };
+    // Half the buffers receive, half send: one doorbell for all the receives.
+    for i in 0..D {
+        let buf = mr.alloc(&dom, BUF).map_err(fail("carving a buffer"))?;
+        if i < D / 2 {
+            let more = if i + 1 < D / 2 {
+                OpFlags::MORE
+            } else {
+                OpFlags::empty()
+            };
+            side.ep
+                .recvmsg(&dom, buf, OpContext(1), more)
+                .map_err(|(e, _)| format!("posting a receive: {e}"))?;
+        } else {
+            side.pool.push(buf);
+        }
+    }
+    match role {
+        "send" => send(&mut side),
+        "recv" => recv(&mut side),
+        "ping" => ping(&mut side),
+        "pong" => pong(&mut side),
+        other => Err(format!("no role {other}")),
+    }
+}
+
+/// Set by SIGTERM: `send` and `pong` then return, and their endpoint, queues and mappings are
+/// dropped in order. Killed outright, the process would lose its mappings while the NIC still
+/// reads descriptors through them (the vIOMMU reports the faults).
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Makes SIGTERM set [`STOP`].
+fn stop_on_sigterm() -> Result<(), String> {
+    let handler: extern "C" fn(libc::c_int) = on_sigterm;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    let previous = unsafe { libc::signal(libc::SIGTERM, handler as libc::sighandler_t) };
+    if previous == libc::SIG_ERR {
+        return Err(format!(
+            "installing the SIGTERM handler: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Bursts of [`BURST`] messages, one doorbell each, until SIGTERM.
+fn send<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
+    while !STOP.load(Ordering::Relaxed) {
+        let mut posted = 0;
+        while posted < BURST && side.send(posted + 1 < BURST && side.pool.len() > 1)? {
+            posted += 1;
+        }
+        side.poll()?;
+    }
+    Ok("stopped".into())
+}
+
+/// Messages per second from the first one plus [`WARMUP`] for [`MEASURE`].
+fn recv<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
+    let start = Instant::now();
+    while side.poll()? == 0 {
+        if start.elapsed() > STARTUP {
+            return Err(format!("no message in {STARTUP:?}"));
+        }
+    }
+    let warm = Instant::now();
+    while warm.elapsed() < WARMUP {
+        side.poll()?;
+    }
+    let (mut got, t) = (0, Instant::now());
+    while t.elapsed() < MEASURE {
+        got += side.poll()?;
+    }
+    Ok(format!("{:.1}", got as f64 / t.elapsed().as_secs_f64()))
+}
+
+/// One round trip: a message out, polling until one comes back (or `patience` passes).
+fn trip<N: Nic, const D: usize>(
+    side: &mut Side<'_, '_, N, D>,
+    patience: Duration,
+) -> Result<bool, String> {
+    let start = Instant::now();
+    while !side.send(false)? {
+        side.poll()?;
+        if start.elapsed() > patience {
+            return Err("no send buffer came back".into());
+        }
+    }
+    loop {
+        if side.poll()? > 0 {
+            return Ok(true);
+        }
+        if start.elapsed() > patience {
+            return Ok(false);
+        }
+    }
+}
+
+/// µs per round trip, the mean over [`PINGS`] answered ones after [`PING_WARMUP`]; until the
+/// peer answers, a message every 100 ms. A message not answered within [`LOST`] is counted
+/// as lost and its time left out (a tap bridge under load drops the odd frame); more than
+/// [`MAX_LOST`] fail the measurement.
+fn ping<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
+    let start = Instant::now();
+    while !trip(side, Duration::from_millis(100))? {
+        if start.elapsed() > STARTUP {
+            return Err(format!("no answer in {STARTUP:?}"));
+        }
+    }
+    let mut lost = 0;
+    let mut answered = |side: &mut Side<'_, '_, N, D>| -> Result<Option<Duration>, String> {
+        let t = Instant::now();
+        if trip(side, LOST)? {
+            return Ok(Some(t.elapsed()));
+        }
+        lost += 1;
+        if lost > MAX_LOST {
+            return Err(format!("more than {MAX_LOST} messages lost"));
+        }
+        Ok(None)
+    };
+    let mut warm = 0;
+    while warm < PING_WARMUP {
+        warm += usize::from(answered(side)?.is_some());
+    }
+    let (mut total, mut trips) = (Duration::ZERO, 0);
+    while trips < PINGS {
+        if let Some(t) = answered(side)? {
+            total += t;
+            trips += 1;
+        }
+    }
+    Ok(format!(
+        "{:.2} lost {lost}",
+        total.as_secs_f64() * 1e6 / PINGS as f64
+    ))
+}
+
+/// How long a round trip may take before its message counts as lost.
+const LOST: Duration = Duration::from_millis(500);
+/// Lost messages a ping measurement tolerates.
+const MAX_LOST: usize = 20;
+
+/// Every message received is answered, until SIGTERM.
+fn pong<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
+    while !STOP.load(Ordering::Relaxed) {
+        for _ in 0..side.poll()? {
+            while !side.send(false)? && !STOP.load(Ordering::Relaxed) {
+                side.poll()?;
+            }
+        }
+    }
+    Ok("stopped".into())
+}

@@ -1,0 +1,248 @@
+//! `--bench`: ringfab side by side with DPDK on the same emulated NICs (docs/perf.md, "Side by
+//! side with DPDK"). The guest is the test guest with DPDK's `dpdk-testpmd` added
+//! ([`crate::dpdk`]), two vCPUs, more memory and huge pages; its program runs the bench
+//! (`qemu-tests/guest/src/bench.rs`) instead of the tests and reports one measurement per
+//! protocol line, which this module prints with the host's load average and condenses into
+//! ratios.
+
+use crate::boot::Outcome;
+
+/// Rounds by default: each round measures every kind on every pair once, interleaved.
+pub(crate) const DEFAULT_ROUNDS: usize = 3;
+/// The pairs measured by default (the guest's names: `ringfab.<name>=`).
+pub(crate) const DEFAULT_PAIRS: &str = "igb,e1000e,virtio";
+/// Hard limit of a bench run by default (a run of three rounds takes about ten minutes).
+pub(crate) const DEFAULT_TIMEOUT_S: u64 = 1500;
+/// Guest memory: two testpmd processes with their huge pages, and ringfab's rings.
+const MEMORY: &str = "2G";
+/// Two vCPUs: the frame source and the frame sink each poll on one (testpmd's two lcores, and
+/// ringfab's two sides pinned the same way), instead of taking turns on one.
+const CPUS: &str = "2";
+/// 2 MiB huge pages reserved at boot for testpmd (512 MiB).
+const HUGEPAGES: usize = 256;
+
+/// The test guest's kernel command line with the bench's additions: huge pages, and the
+/// rounds and pairs the guest program reads (`ringfab.bench=`, `ringfab.bench_nics=`).
+pub(crate) fn append(base: &str, rounds: usize, pairs: &str) -> String {
+    format!(
+        "{base} default_hugepagesz=2M hugepagesz=2M hugepages={HUGEPAGES} \
+         ringfab.bench={rounds} ringfab.bench_nics={pairs}"
+    )
+}
+
+/// The test guest's QEMU arguments with the bench's memory and vCPUs.
+pub(crate) fn machine(mut args: Vec<String>) -> Vec<String> {
+    for (flag, value) in [("-m", MEMORY), ("-smp", CPUS)] {
+        if let Some(i) = args.iter().position(|a| a == flag) {
+            if let Some(v) = args.get_mut(i + 1) {
+                *v = value.to_owned();
+            }
+        }
+    }
+    args
+}
+
+/// One measurement as the guest reported it (`bench/<pair>/<kind>/<round> <value> <unit> …`).
+#[derive(Clone, PartialEq, Debug)]
+pub(crate) struct Measurement {
+    pub(crate) pair: String,
+    pub(crate) kind: String,
+    pub(crate) round: usize,
+    pub(crate) value: f64,
+    pub(crate) unit: String,
+}
+
+/// The measurement in a guest outcome, if it is one that passed.
+pub(crate) fn measurement(o: &Outcome) -> Option<Measurement> {
+    let mut name = o.name.strip_prefix("bench/")?.split('/');
+    let (pair, kind, round) = (name.next()?, name.next()?, name.next()?.parse().ok()?);
+    let mut detail = o.detail.split_whitespace();
+    let value = detail.next()?.parse().ok()?;
+    let unit = detail.next()?.to_owned();
+    o.passed.then(|| Measurement {
+        pair: pair.to_owned(),
+        kind: kind.to_owned(),
+        round,
+        value,
+        unit,
+    })
+}
+
+/// The host's one-minute load average (the guest's vCPUs are threads of the host).
+pub(crate) fn host_load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The ratios the bench reports: a name, the numerator's and denominator's kinds, and
+/// whether the ratio reads as "× of" (throughput) or "× slower" (latency).
+const RATIOS: [(&str, &str, &str); 3] = [
+    (
+        "driver receive (ringfab-rx ÷ testpmd-rx)",
+        "ringfab-rx",
+        "testpmd-rx",
+    ),
+    (
+        "endpoint streaming (ringfab-stream ÷ testpmd-rx)",
+        "ringfab-stream",
+        "testpmd-rx",
+    ),
+    (
+        "round trip (ringfab-rtt ÷ macswap-rtt)",
+        "ringfab-rtt",
+        "macswap-rtt",
+    ),
+];
+
+/// The median and range of `v` (not empty).
+fn median_range(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    (median, v[0], v[n - 1])
+}
+
+/// The summary: each kind's median [min–max] over rounds per pair, then each ratio computed
+/// round by round (both figures of one round on one pair) and summarised the same way.
+pub(crate) fn summary(ms: &[Measurement]) -> String {
+    let mut pairs: Vec<&str> = Vec::new();
+    let mut kinds: Vec<(&str, &str)> = Vec::new();
+    for m in ms {
+        if !pairs.contains(&m.pair.as_str()) {
+            pairs.push(&m.pair);
+        }
+        if !kinds.iter().any(|(k, _)| *k == m.kind) {
+            kinds.push((&m.kind, &m.unit));
+        }
+    }
+    let mut out = String::from("| measurement | unit |");
+    for p in &pairs {
+        out.push_str(&format!(" {p} |"));
+    }
+    out.push_str(&format!("\n|---|---|{}\n", "---:|".repeat(pairs.len())));
+    let cell = |v: &mut Vec<f64>, digits: usize| {
+        if v.is_empty() {
+            return "–".to_owned();
+        }
+        let (m, lo, hi) = median_range(v);
+        format!(
+            "{m:.digits$} [{lo:.digits$}–{hi:.digits$}] ({} rounds)",
+            v.len()
+        )
+    };
+    for (kind, unit) in &kinds {
+        out.push_str(&format!("| {kind} | {unit} |"));
+        for p in &pairs {
+            let mut v: Vec<f64> = ms
+                .iter()
+                .filter(|m| m.pair == *p && m.kind == *kind)
+                .map(|m| m.value)
+                .collect();
+            out.push_str(&format!(" {} |", cell(&mut v, 1)));
+        }
+        out.push('\n');
+    }
+    for (name, num, den) in RATIOS {
+        out.push_str(&format!("| {name} | × |"));
+        for p in &pairs {
+            let of = |kind: &str, round: usize| {
+                ms.iter()
+                    .find(|m| m.pair == *p && m.kind == kind && m.round == round)
+                    .map(|m| m.value)
+            };
+            let mut v: Vec<f64> = ms
+                .iter()
+                .filter(|m| m.pair == *p && m.kind == num)
+                .filter_map(|m| Some(m.value / of(den, m.round)?))
+                .collect();
+            out.push_str(&format!(" {} |", cell(&mut v, 2)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(name: &str, detail: &str) -> Outcome {
+        Outcome {
+            name: name.into(),
+            passed: true,
+            detail: detail.into(),
+        }
+    }
+
+    #[test]
+    fn measurements_are_read_from_bench_outcomes_only() {
+        let m = measurement(&outcome(
+            "bench/igb/testpmd-rx/2",
+            "41234.500 frames/s mean Rx-pps of 4 periods",
+        ))
+        .unwrap();
+        assert_eq!(
+            m,
+            Measurement {
+                pair: "igb".into(),
+                kind: "testpmd-rx".into(),
+                round: 2,
+                value: 41234.5,
+                unit: "frames/s".into()
+            }
+        );
+        assert_eq!(measurement(&outcome("bench-setup", "pairs igb")), None);
+        assert_eq!(measurement(&outcome("link", "1000 Mb/s")), None);
+        let mut failed = outcome("bench/igb/ringfab-rx/1", "1 frames/s");
+        failed.passed = false;
+        assert_eq!(measurement(&failed), None);
+    }
+
+    #[test]
+    fn ratios_pair_figures_of_the_same_round() {
+        let m = |kind: &str, round, value| Measurement {
+            pair: "igb".into(),
+            kind: kind.into(),
+            round,
+            value,
+            unit: "frames/s".into(),
+        };
+        let ms = [
+            m("testpmd-rx", 1, 100.0),
+            m("ringfab-rx", 1, 80.0),
+            m("testpmd-rx", 2, 50.0),
+            m("ringfab-rx", 2, 45.0),
+        ];
+        let s = summary(&ms);
+        assert!(
+            s.contains("| testpmd-rx | frames/s | 75.0 [50.0–100.0] (2 rounds) |"),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "| driver receive (ringfab-rx ÷ testpmd-rx) | × | 0.85 [0.80–0.90] (2 rounds) |"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("| round trip (ringfab-rtt ÷ macswap-rtt) | × | – |"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn the_bench_machine_has_two_cpus_and_more_memory() {
+        let args: Vec<String> = ["-m", "512M", "-smp", "1", "-kernel", "k"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(machine(args).join(" "), "-m 2G -smp 2 -kernel k");
+        assert!(append("console=ttyS0", 3, "igb")
+            .ends_with("hugepages=256 ringfab.bench=3 ringfab.bench_nics=igb"));
+    }
+}
