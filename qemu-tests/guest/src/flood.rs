@@ -230,16 +230,23 @@ pub(crate) fn malformed(l: &Link) -> Vec<Malformed> {
         bridge_checks(Discard::Ipv4Checksum),
         udp_frame(&bad_sum, &good_udp),
     );
-    let mut options = good_ip.clone();
-    options[0] = 0x46;
-    options.extend_from_slice(&[1, 1, 1, 0]); // NOP, NOP, NOP, end of options (§3.1)
-    let total = (24 + good_udp.len()) as u16;
-    options[2..4].copy_from_slice(&total.to_be_bytes());
-    set_ipv4_checksum(&mut options);
+    // The header with 4 bytes of options, its length and checksum right, carrying `udp`.
+    let with_options = |options: [u8; 4], udp: &[u8]| {
+        let mut ip = good_ip.clone();
+        ip[0] = 0x46;
+        ip.extend_from_slice(&options);
+        let total = (24 + udp.len()) as u16;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        set_ipv4_checksum(&mut ip);
+        udp_frame(&ip, udp)
+    };
+    // RFC 791 §3.1: an option other than end-of-list and no-operation has a length octet
+    // counting itself and the type, so at least 2: a record-route option of length 1 is
+    // malformed. (Well-formed options are taken and ignored, RFC 1122 §3.2.1.8: below.)
     add(
-        "ipv4-options",
-        Expect::Counted(Discard::Ipv4Options),
-        udp_frame(&options, &good_udp),
+        "ipv4-options-malformed",
+        bridge_checks(Discard::Ipv4Options),
+        with_options([7, 1, 0, 0], &good_udp),
     );
     for (name, flags_offset) in [("fragment-first", 0x2000u16), ("fragment-later", 0x00b9)] {
         let mut frag = good_ip.clone();
@@ -329,6 +336,13 @@ pub(crate) fn malformed(l: &Link) -> Vec<Malformed> {
         "udp-unbound-port",
         Expect::Port,
         udp_frame(&good_ip, &unbound),
+    );
+    // NOP, NOP, NOP, end of options (RFC 791 §3.1): taken, the options ignored (RFC 1122
+    // §3.2.1.8), and then refused for its port like the datagram above.
+    add(
+        "ipv4-options-unbound-port",
+        Expect::Port,
+        with_options([1, 1, 1, 0], &unbound),
     );
     let broadcast = udp(me, l.broadcast_ip, 40000, DISCARD_PORT, &payload);
     add(
