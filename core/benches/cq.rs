@@ -18,6 +18,11 @@
 //! * **cycle**: post a batch of receives (the buffers the last read handed back), the doorbell
 //!   with the last, then read the batch back with `read_owned`: an application's receive loop,
 //!   everything timed, per message.
+//! * **send**: send a batch of messages (a [`SEND_PAYLOAD`]-byte payload each, to the AV's
+//!   peer) with `Endpoint::sendmsg`, `FI_MORE` on all but the last (whose doorbell the null
+//!   device completes them in), then read their completions back from the send CQ with
+//!   `read_owned`: an application's streaming loop, everything timed, per message. Not on
+//!   plain UDP, whose first send to the peer waits for an ARP reply the null device never gives.
 //!
 //! The endpoint's sends report to a CQ of their own (as libfabric's fabtests bind them);
 //! `--one-cq` binds them to the receive CQ, whose read then polls the idle transmit queue too.
@@ -34,11 +39,12 @@
 //! `cq.read` — in the modes `read` and `cycle`.
 //!
 //! The timed work is in `#[inline(never)]` functions — `cq_read_all`, `cq_read_owned_all`,
-//! `cq_post_batch` and `cq_cycle` — so that callgrind can attribute it;
+//! `cq_post_batch`, `cq_cycle`, `cq_send_batch` and `cq_send_cycle` — so that callgrind can
+//! attribute it;
 //! `core/benches/instructions.sh` counts instructions per entry that way.
 //!
 //! `cargo bench -p ringfab --bench cq [-- --entries N] [-- --batch B]
-//! [-- --mode read|read-owned|cycle] [-- --format msg|data] [-- --nic igb|e1000e|virtio-net]
+//! [-- --mode read|read-owned|cycle|send] [-- --format msg|data] [-- --nic igb|e1000e|virtio-net]
 //! [-- --layer endpoint|plain|raw] [-- --one-cq]`
 
 use std::hint::black_box;
@@ -71,6 +77,9 @@ const D: usize = 256;
 const ROUND: usize = 192;
 /// Receive buffer size (the endpoint's `rx_buf_len` and every buffer's length).
 const SLOT: usize = 2048;
+/// Payload bytes of every message the send measurement sends (a receive's, in the frames of
+/// [`Frames`]).
+const SEND_PAYLOAD: usize = RX_FRAME_LEN as usize - HEADER_LEN;
 const BATCHES: [usize; 3] = [1, 16, 64];
 const MAX_BATCH: usize = 64;
 /// The peer whose frames the buffers hold: the AV's first entry.
@@ -98,6 +107,7 @@ enum Mode {
     Read,
     ReadOwned,
     Cycle,
+    Send,
 }
 
 impl Mode {
@@ -106,6 +116,7 @@ impl Mode {
             Mode::Read => "read",
             Mode::ReadOwned => "read_owned",
             Mode::Cycle => "post → complete → read_owned",
+            Mode::Send => "send → complete → read_owned",
         }
     }
 }
@@ -150,12 +161,14 @@ fn main() {
     };
     let modes = match value("--mode").as_deref() {
         None if layer == Layer::Raw => vec![Mode::Read, Mode::Cycle],
-        None => vec![Mode::Read, Mode::ReadOwned, Mode::Cycle],
+        None if layer == Layer::Plain => vec![Mode::Read, Mode::ReadOwned, Mode::Cycle],
+        None => vec![Mode::Read, Mode::ReadOwned, Mode::Cycle, Mode::Send],
         Some("read") => vec![Mode::Read],
         Some("read-owned") if layer != Layer::Raw => vec![Mode::ReadOwned],
         Some("cycle") => vec![Mode::Cycle],
+        Some("send") if layer != Layer::Raw && layer != Layer::Plain => vec![Mode::Send],
         Some(m) => fail(format!(
-            "unknown --mode {m} (read, read-owned, cycle; raw: read, cycle)"
+            "unknown --mode {m} (read, read-owned, cycle, send; plain: no send; raw: read, cycle)"
         )),
     };
     let formats: Vec<&str> = match value("--format").as_deref() {
@@ -370,10 +383,11 @@ fn run_endpoint<N: Nic, F: Format>(
         .expect("endpoint");
     // Sends report to a CQ of their own, as libfabric's fabtests set endpoints up: the
     // receive CQ's read polls the receive queue alone. With `--one-cq` they share the receive
-    // CQ, whose read then also polls the (empty) transmit queue every other call.
+    // CQ, whose read then also polls the (empty) transmit queue every other call. Room for a
+    // send measurement's batch.
     let tx_cq = domain
         .open_cq::<F>(&CqAttr {
-            size: 16,
+            size: MAX_BATCH,
             ..CqAttr::default()
         })
         .expect("open the send CQ");
@@ -454,6 +468,27 @@ fn run_endpoint<N: Nic, F: Format>(
             }
             start.elapsed().as_nanos() as f64 / done as f64
         }
+        Mode::Send => {
+            let mr = register();
+            carve(&domain, &mr, &mut pool[..batch]);
+            // With `--one-cq` the completions are read from the receive CQ they report to.
+            let send_cq = if one_cq { &cq } else { &tx_cq };
+            let start = Instant::now();
+            let mut done = 0;
+            while done < entries {
+                cq_send_cycle(
+                    &domain,
+                    &ep,
+                    send_cq,
+                    peer[0],
+                    &mut out[..batch],
+                    &mut src[..batch],
+                    &mut pool[..batch],
+                );
+                done += batch;
+            }
+            start.elapsed().as_nanos() as f64 / done as f64
+        }
     };
     drop(pool);
     if let Err((e, _)) = ep.close(&domain) {
@@ -494,6 +529,54 @@ fn cq_post_batch<'d, N: Nic>(
             panic!("cq: recv failed: {e}");
         }
     }
+}
+
+/// Sends every buffer in `pool` (taking them) to `dest`, a [`SEND_PAYLOAD`]-byte payload each,
+/// the doorbell with the last (`FI_MORE` before it); the null device completes them all in it —
+/// its own cost is its `complete_tx`, to be subtracted.
+#[inline(never)]
+fn cq_send_batch<'d, N: Nic>(
+    domain: &'d Domain<'_, N, D>,
+    ep: &Endpoint,
+    dest: FiAddr,
+    pool: &mut [Option<Buf<'d>>],
+) {
+    let last = pool.len() - 1;
+    for (i, b) in pool.iter_mut().enumerate() {
+        let buf = b.take().expect("a buffer to send");
+        let flags = if i == last {
+            OpFlags::empty()
+        } else {
+            OpFlags::MORE
+        };
+        if let Err((e, _)) = ep.sendmsg(
+            domain,
+            buf,
+            SEND_PAYLOAD,
+            dest,
+            None,
+            OpContext(i + 1),
+            flags,
+        ) {
+            panic!("cq: send failed: {e}");
+        }
+    }
+}
+
+/// One send → complete → read cycle of `pool.len()` messages: send every buffer of `pool`, read
+/// their completions (and the buffers) back from `cq`.
+#[inline(never)]
+fn cq_send_cycle<'d, N: Nic, F: Format>(
+    domain: &'d Domain<'_, N, D>,
+    ep: &Endpoint,
+    cq: &CompletionQueue<N, F>,
+    dest: FiAddr,
+    out: &mut [F::Entry],
+    src: &mut [FiAddr],
+    pool: &mut [Option<Buf<'d>>],
+) {
+    cq_send_batch(domain, ep, dest, pool);
+    cq_read_owned_all(domain, cq, out, src, pool);
 }
 
 /// Reads `total` entries from `cq`, `out.len()` at a time, as an application's completion loop

@@ -9,11 +9,15 @@
 #   read_owned — the same for `cq_read_owned_all` (`cq.read_owned`: sources and buffers back);
 #   cycle      — inclusive cost of `cq_cycle` (post a batch of receives, the doorbell with the
 #                last, read them back with `read_owned`) per message, minus the device's own
-#                `complete_rx`; also split into post and read.
+#                `complete_rx`; also split into post and read;
+#   send       — inclusive cost of `cq_send_batch` (send a batch with `Endpoint::sendmsg`, the
+#                doorbell with the last) per message, minus the device's own `complete_tx`
+#                (the benchmark's `--mode send`; its read of the completions is not counted).
 #
 # With --raw, the raw layer instead (`Path::post_recvs`, `cq.read`): read and cycle. With
 # --one-cq, the endpoint's sends report to its receive CQ (the benchmark's `--one-cq`). With
-# --plain, the endpoint on plain IPv4/UDP (the benchmark's `--layer plain`).
+# --plain, the endpoint on plain IPv4/UDP (the benchmark's `--layer plain`; no send column:
+# its sends wait for ARP).
 #
 #   core/benches/instructions.sh [--raw|--one-cq|--plain] [igb|e1000e|virtio-net …]
 #   (default: igb; needs valgrind)
@@ -58,7 +62,7 @@ for nic in "${nics[@]}"; do
   if [ "$layer" = raw ]; then
     printf '%-6s %12s %14s %13s %13s\n' batch "read/entry" "cycle/op" "(post/op" "read/op)"
   else
-    printf '%-6s %12s %16s %14s %13s %13s\n' batch "read/entry" "read_owned/entry" "cycle/msg" "(post/msg" "read/msg)"
+    printf '%-6s %12s %16s %14s %13s %13s %10s\n' batch "read/entry" "read_owned/entry" "cycle/msg" "(post/msg" "read/msg)" "send/msg"
   fi
   for batch in 1 16 64; do
     profile "$out/read.$batch" read "$batch" "$nic"
@@ -71,12 +75,18 @@ for nic in "${nics[@]}"; do
         "$(per "$out/cycle.$batch" cq_read_all)"
     else
       profile "$out/owned.$batch" read-owned "$batch" "$nic"
-      printf '%-6s %12s %16s %14s %13s %13s\n' "$batch" \
+      send=-
+      if [ "$layer" = endpoint ]; then
+        profile "$out/send.$batch" send "$batch" "$nic"
+        send=$(per "$out/send.$batch" cq_send_batch complete_tx)
+      fi
+      printf '%-6s %12s %16s %14s %13s %13s %10s\n' "$batch" \
         "$(per "$out/read.$batch" cq_read_all)" \
         "$(per "$out/owned.$batch" cq_read_owned_all)" \
         "$(per "$out/cycle.$batch" cq_cycle complete_rx)" \
         "$(per "$out/cycle.$batch" cq_post_batch complete_rx)" \
-        "$(per "$out/cycle.$batch" cq_read_owned_all)"
+        "$(per "$out/cycle.$batch" cq_read_owned_all)" \
+        "$send"
     fi
   done
 done

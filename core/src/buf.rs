@@ -73,6 +73,9 @@ impl<'s> Buf<'s> {
     ///
     /// # Errors
     /// `Inval` if `offset + src.len()` passes the end.
+    // Inlined: every send writes its header with it, from generic code in the caller's crate
+    // that would otherwise call out for it (docs/perf.md).
+    #[inline]
     pub fn write(&mut self, offset: usize, src: &[u8]) -> Result {
         // The buffer is owned here, so the device is not writing it.
         self.raw
@@ -106,6 +109,8 @@ impl<'s> Buf<'s> {
     }
 
     /// The first `len` bytes as one transmit segment (`len` ≤ the buffer, ≤ `u16::MAX`).
+    // Inlined for every send, as `write`.
+    #[inline]
     pub(crate) fn tx_segment(&self, len: usize) -> Option<TxSegment> {
         let len = u16::try_from(len)
             .ok()

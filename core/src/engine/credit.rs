@@ -47,6 +47,11 @@ impl Credits {
     /// # Errors
     /// `OpBadState` if the CQ is overrun (fatal: it reports nothing new); `Again` if it already
     /// owes as many completions as it can hold.
+    ///
+    /// Inlined (as [`take`](Self::take) and [`release_credit`](Self::release_credit)): every post
+    /// takes a credit, and the driver crates' generic posts would otherwise call out of this crate
+    /// and get the `Result` back through memory.
+    #[inline]
     pub(crate) fn reserve_credit(&self) -> Result {
         if self.is_overrun() {
             return Err(Error::OpBadState);
@@ -67,6 +72,7 @@ impl Credits {
     }
 
     /// Takes one credit if there is one.
+    #[inline]
     pub(crate) fn take(&self) -> bool {
         self.avail
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(1))
@@ -74,6 +80,7 @@ impl Credits {
     }
 
     /// Gives back the credit of a completion delivered (or of a post that failed).
+    #[inline]
     pub(crate) fn release_credit(&self) {
         self.avail.fetch_add(1, Ordering::AcqRel);
     }
@@ -91,6 +98,7 @@ impl Credits {
     }
 
     /// Whether the CQ is overrun.
+    #[inline]
     pub(crate) fn is_overrun(&self) -> bool {
         self.overrun.load(Ordering::Acquire)
     }

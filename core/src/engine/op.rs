@@ -200,7 +200,7 @@ impl Op {
 
     /// The fast lane a success of this operation may take ([`Lane`]), and the head the framed
     /// lane reads ([`Op::head`]).
-    fn lane(&self) -> (LaneKey, FrameHead) {
+    pub(super) fn lane(&self) -> (LaneKey, FrameHead) {
         match self.kind {
             _ if self.group != NO_GROUP => (LaneKey::GENERAL, NO_HEAD),
             OpKind::Recv => recv_lane(self.report, &self.buf, self.len),

@@ -5,7 +5,7 @@
 
 use super::gather::NO_IOV;
 use super::multi::NO_GROUP;
-use super::op::{recv_lane, LaneKey, Op, OpKind, NO_CNTR, NO_HEAD};
+use super::op::{recv_lane, Lane, LaneKey, Op, OpKind, NO_CNTR, NO_HEAD, NO_MR};
 use super::state::Queue;
 use super::Credits;
 use super::PathState;
@@ -183,23 +183,30 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         });
         // The frame's length (what counts as bytes sent), not the buffer's.
         let frame: u32 = segments.iter().map(|s| u32::from(s.len)).sum();
-        self.table.commit(
-            slot,
-            Op {
-                kind: OpKind::Send,
-                context,
-                buf,
-                len: frame,
-                report,
-                group: NO_GROUP,
-                plain: LaneKey::GENERAL, // commit decides
-                head: NO_HEAD,
-                cq: cq_index,
-                owner,
-                cntr,
-                iov: NO_IOV,
-            },
-        );
+        // The lane `Op::lane` would decide for a send, decided here rather than by building the
+        // operation twice (`OpTable::commit`): a reported success with no owned buffer to hand
+        // back is plain.
+        let plain = if report && buf.mr == NO_MR {
+            LaneKey::of(Lane::Send, NO_MR)
+        } else {
+            LaneKey::GENERAL
+        };
+        let op = Op {
+            kind: OpKind::Send,
+            context,
+            buf,
+            len: frame,
+            report,
+            group: NO_GROUP,
+            plain,
+            head: NO_HEAD,
+            cq: cq_index,
+            owner,
+            cntr,
+            iov: NO_IOV,
+        };
+        debug_assert!(op.lane().0 == plain, "a send's lane as Op::lane decides it");
+        self.table.commit_as(slot, op);
         Ok(())
     }
 
