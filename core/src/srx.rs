@@ -111,6 +111,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             encap: attr.encap,
             port: 0,
             addr: crate::ip::Ipv4Addr::UNSPECIFIED,
+            broadcast: crate::ip::Ipv4Addr::UNSPECIFIED,
         });
         Ok(SharedRxContext {
             queue: SharedPath {

@@ -85,6 +85,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             encap: attr.encap,
             port: 0,
             addr: crate::ip::Ipv4Addr::UNSPECIFIED,
+            broadcast: crate::ip::Ipv4Addr::UNSPECIFIED,
         });
         Ok(SharedTxContext {
             queue: SharedPath {

@@ -44,6 +44,9 @@ pub(super) struct PlainLane<'s> {
     /// Bytes 30..38 of a datagram for this endpoint, masked with [`DST_ADDR_AND_PORT`]: the
     /// domain's IPv4 address and the endpoint's port.
     dst: u64,
+    /// The subnet's broadcast address as a little-endian number (0 where there is none): a
+    /// source the lane must refuse although its first byte looks like a host's.
+    broadcast: u32,
     /// `LaneKey::of(Lane::PlainRecv, mr)`.
     key: LaneKey,
     owner: &'s AtomicUsize,
@@ -55,6 +58,7 @@ impl<'s> PlainLane<'s> {
     pub(super) fn new(
         mac: MacAddr,
         addr: Ipv4Addr,
+        broadcast: Ipv4Addr,
         port: u16,
         mr: u16,
         owners: &'s [AtomicUsize],
@@ -66,6 +70,7 @@ impl<'s> PlainLane<'s> {
         owner_of(owners, mr).map(|owner| PlainLane {
             mac: u64::from_le_bytes(w),
             dst: u64::from_le_bytes([a, b, c, d, 0, 0, p0, p1]),
+            broadcast: u32::from_le_bytes(broadcast.octets()),
             key: LaneKey::of(Lane::PlainRecv, mr),
             owner,
         })
@@ -135,7 +140,8 @@ impl<'s> PlainLane<'s> {
     /// * IPv4 (RFC 791): version 4 without options; the header checksum right (the device's
     ///   mark, or summed here: 20 bytes); no fragment; to the domain's unicast address; from an
     ///   address a host may have (not 0.0.0.0 — here: no address in 0/8 —, loopback,
-    ///   multicast or class E: RFC 1122 §3.2.1.3); protocol UDP; total length inside the frame.
+    ///   multicast, class E or the subnet's broadcast: RFC 1122 §3.2.1.3); protocol UDP; total
+    ///   length inside the frame.
     /// * UDP (RFC 768): to the endpoint's port; length = the IPv4 payload; checksum 0 (none) or
     ///   marked right by the device — one nobody verified is the general lane's, which sums
     ///   the payload.
@@ -148,12 +154,15 @@ impl<'s> PlainLane<'s> {
         let w30 = h.read_u64_le::<30>();
         let total = u32::from(h.read_u16_be::<16>());
         let udp_len = u32::from(h.read_u16_be::<38>());
-        let src0 = h.read_u8::<26>();
+        // The source address, bytes 26..30 (the high half of the word at 22).
+        let src = (h.read_u64_le::<22>() >> 32) as u32;
+        let src0 = src as u8;
         let ok = w0 & (MAC_MASK | SRC_GROUP) == self.mac
             && w12 & 0xff_ffff == IPV4_NO_OPTIONS
             && w20 & FRAG_AND_PROTOCOL == UNFRAGMENTED_UDP
             && w30 & DST_ADDR_AND_PORT == self.dst
             && !matches!(src0, 0 | 127 | 224..)
+            && src != self.broadcast
             && udp_len >= 8
             && total == udp_len + 20
             && total + 14 <= frame_len
@@ -305,7 +314,7 @@ mod tests {
     fn lane() -> PlainLane<'static> {
         static OWNER: AtomicUsize = AtomicUsize::new(0);
         let owners = core::slice::from_ref(&OWNER);
-        PlainLane::new(US_MAC, US, PORT, 0, owners).unwrap()
+        PlainLane::new(US_MAC, US, Ipv4Addr::new(192, 0, 2, 255), PORT, 0, owners).unwrap()
     }
 
     /// A datagram from the peer to us carrying `len` bytes, its UDP checksum cleared (none)

@@ -98,6 +98,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         Some(f) if plain && win.whole => PlainLane::new(
                             f.local.mac,
                             f.addr,
+                            f.broadcast,
                             f.port,
                             table.ops[head % D].buf.mr,
                             ctx.owners,

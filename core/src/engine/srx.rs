@@ -297,6 +297,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             encap: self.header_encap(),
             port: ep.port,
             addr: crate::ip::Ipv4Addr::UNSPECIFIED,
+            broadcast: crate::ip::Ipv4Addr::UNSPECIFIED,
         };
         let c = RxCompletion {
             token: Token(0),

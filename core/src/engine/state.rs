@@ -63,6 +63,10 @@ pub(crate) struct Framing {
     /// The domain's IPv4 address when a plain-UDP endpoint was enabled (it cannot change while
     /// one is: `Domain::set_ipv4`); unspecified on ringfab's encapsulations.
     pub(crate) addr: crate::ip::Ipv4Addr,
+    /// The subnet's broadcast address of that configuration, which no datagram may come from
+    /// (RFC 1122 §3.2.1.3); unspecified where there is none (a /31 or /32) and on ringfab's
+    /// encapsulations.
+    pub(crate) broadcast: crate::ip::Ipv4Addr,
 }
 
 /// What a path is for — one type per kind, each with what only it keeps. The kind decides how

@@ -747,6 +747,10 @@ impl Endpoint {
             addr: dom
                 .ipv4()
                 .map_or(crate::ip::Ipv4Addr::UNSPECIFIED, |c| c.addr),
+            broadcast: dom
+                .ipv4()
+                .and_then(|c| c.broadcast())
+                .unwrap_or(crate::ip::Ipv4Addr::UNSPECIFIED),
         };
         let mut tx = None;
         if let (true, Some(tx_cq), Some(index)) = (self.sends, self.tx_cq, shared(self.stx)) {

@@ -295,7 +295,9 @@ fn ip<'a>(
     if !local.ip.accepts(dst) {
         return Err(Discard::Ipv4Destination);
     }
-    if !is_host(src) {
+    // RFC 1122 §3.2.1.3: a host discards a datagram whose source is not one a host may
+    // have — among them a broadcast address, the subnet's directed broadcast included.
+    if !is_host(src) || local.ip.is_broadcast(src) {
         return Err(Discard::Ipv4Source);
     }
     let broadcast = local.ip.is_broadcast(dst);

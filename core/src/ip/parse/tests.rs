@@ -320,12 +320,18 @@ fn malformed_options_and_header_lengths_are_dropped_with_their_reason() {
     }
 }
 
+/// RFC 1122 §3.2.1.3: "A host MUST silently discard an incoming datagram containing an IP
+/// source address that is invalid by the rules of this section" — among them a broadcast
+/// address, the subnet's directed broadcast (`{<Network-number>, -1}`) as much as the limited
+/// one (the subnet's broadcast was found by the `ip_classify` fuzz target).
 #[test]
 fn sources_no_host_may_have_are_refused() {
     let f = udp(b"x");
+    let subnet_broadcast = local().ip.broadcast().unwrap();
     for src in [
         Ipv4Addr::UNSPECIFIED,
         Ipv4Addr::BROADCAST,
+        subnet_broadcast,
         Ipv4Addr::LOCALHOST,
         Ipv4Addr::new(224, 1, 2, 3),
         Ipv4Addr::new(240, 0, 0, 9),
