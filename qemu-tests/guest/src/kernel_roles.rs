@@ -235,7 +235,7 @@ impl Batch {
         if n < 0 {
             let e = std::io::Error::last_os_error();
             return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                Some(libc::EAGAIN | libc::EINTR) => Ok(0),
                 _ => Err(format!("recvmmsg: {e}")),
             };
         }
@@ -251,7 +251,9 @@ impl Batch {
         if n < 0 {
             let e = std::io::Error::last_os_error();
             return match e.raw_os_error() {
-                Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                // ECONNREFUSED: an ICMP port unreachable for an earlier datagram, sent before
+                // the receiver bound its socket.
+                Some(libc::ENOBUFS | libc::EAGAIN | libc::EINTR | libc::ECONNREFUSED) => Ok(0),
                 _ => Err(format!("sendmmsg: {e}")),
             };
         }
@@ -319,6 +321,12 @@ fn trip(sock: &UdpSocket, seq: u64, patience: Duration) -> Result<bool, String> 
         match sock.recv(&mut back) {
             Ok(n) if n == PAYLOAD && back[..8] == out[..8] => return Ok(true),
             Ok(_) => {}
+            // An ICMP port unreachable: the pong had not bound its socket yet when this
+            // datagram (or an earlier one) came. Unanswered, like a lost one.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                std::thread::sleep(left);
+                return Ok(false);
+            }
             Err(e)
                 if matches!(
                     e.kind(),
