@@ -11,8 +11,9 @@ use crate::boot::Outcome;
 pub(crate) const DEFAULT_ROUNDS: usize = 3;
 /// The pairs measured by default (the guest's names: `ringfab.<name>=`).
 pub(crate) const DEFAULT_PAIRS: &str = "igb,e1000e,virtio";
-/// Hard limit of a bench run by default (a run of three rounds takes about ten minutes).
-pub(crate) const DEFAULT_TIMEOUT_S: u64 = 1500;
+/// Hard limit of a bench run by default (a run of three rounds on the three pairs takes about 25
+/// minutes on a loaded host).
+pub(crate) const DEFAULT_TIMEOUT_S: u64 = 2700;
 /// Guest memory: two testpmd processes with their huge pages, and ringfab's rings.
 const MEMORY: &str = "2G";
 /// Two vCPUs: the frame source and the frame sink each poll on one (testpmd's two lcores, and

@@ -308,8 +308,17 @@ fn trip(sock: &UdpSocket, seq: u64, patience: Duration) -> Result<bool, String> 
     let mut out = [0u8; PAYLOAD];
     out[..8].copy_from_slice(&seq.to_le_bytes());
     let start = Instant::now();
-    sock.send(&out)
-        .map_err(|e| format!("send of datagram {seq}: {e}"))?;
+    match sock.send(&out) {
+        Ok(_) => {}
+        // The ICMP port unreachable of an earlier datagram, sent before the pong bound its
+        // socket, reported by this send, which then sends nothing (udp(7), ECONNREFUSED:
+        // "This might be caused by a previous packet sent over the socket").
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            std::thread::sleep(patience);
+            return Ok(false);
+        }
+        Err(e) => return Err(format!("send of datagram {seq}: {e}")),
+    }
     let mut back = [0u8; 2048];
     loop {
         let left = patience.saturating_sub(start.elapsed());
