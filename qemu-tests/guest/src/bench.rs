@@ -1,13 +1,15 @@
-//! The side-by-side benchmark against DPDK (`ringfab-qemu-tests --bench`, docs/perf.md "Side
-//! by side with DPDK"): on each NIC pair, in interleaved rounds, DPDK's `dpdk-testpmd` and
-//! ringfab measure the same things on the same device models.
+//! The side-by-side benchmark against DPDK and the kernel (`ringfab-qemu-tests --bench`,
+//! docs/perf.md "Side by side with DPDK"): on each NIC pair, in interleaved rounds, DPDK's
+//! `dpdk-testpmd`, the guest kernel's drivers and UDP sockets, and ringfab (on its own header
+//! and on plain UDP) measure the same things on the same device models.
 //!
 //! Each measurement is one protocol line, `pass bench/<pair>/<kind>/<round> <value> <unit>
 //! <detail>` (or `fail …` with the reason), which the runner prints with the host's load and
 //! turns into the ratio table. The guest is booted with two vCPUs: every program that polls is
 //! pinned to one of them, the frame source on CPU 0 and the frame sink (or the reflector) on
 //! CPU 1, ringfab's as testpmd's (`-l 0,1 --main-lcore <the other>`: testpmd's main lcore only
-//! sleeps and prints statistics).
+//! sleeps and prints statistics); the kernel's processes are pinned the same way, and a NIC on
+//! the kernel's driver has its interrupts on its side's CPU.
 
 use std::io::Read;
 use std::net::Ipv4Addr;
