@@ -1,15 +1,18 @@
-//! The side-by-side benchmark against DPDK (`ringfab-qemu-tests --bench`, docs/perf.md "Side
-//! by side with DPDK"): on each NIC pair, in interleaved rounds, DPDK's `dpdk-testpmd` and
-//! ringfab measure the same things on the same device models.
+//! The side-by-side benchmark against DPDK and the kernel (`ringfab-qemu-tests --bench`,
+//! docs/perf.md "Side by side with DPDK"): on each NIC pair, in interleaved rounds, DPDK's
+//! `dpdk-testpmd`, the guest kernel's drivers and UDP sockets, and ringfab (on its own header
+//! and on plain UDP) measure the same things on the same device models.
 //!
 //! Each measurement is one protocol line, `pass bench/<pair>/<kind>/<round> <value> <unit>
 //! <detail>` (or `fail …` with the reason), which the runner prints with the host's load and
 //! turns into the ratio table. The guest is booted with two vCPUs: every program that polls is
 //! pinned to one of them, the frame source on CPU 0 and the frame sink (or the reflector) on
 //! CPU 1, ringfab's as testpmd's (`-l 0,1 --main-lcore <the other>`: testpmd's main lcore only
-//! sleeps and prints statistics).
+//! sleeps and prints statistics); the kernel's processes are pinned the same way, and a NIC on
+//! the kernel's driver has its interrupts on its side's CPU.
 
 use std::io::Read;
+use std::net::Ipv4Addr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,15 +21,21 @@ use ringfab_nics::AnyNic;
 use ringfab_vfio::VfioPlatform;
 
 use crate::guest::{cmdline_pair, cmdline_value, say};
+use crate::kernel_nic;
+use crate::kernel_roles::PORT;
+use crate::linux::{E1000eModel, Igb, Model, Virtio};
 use crate::nic::{bind_all, iova_at, BUF, NO_RX};
 
 /// testpmd in the initramfs (the runner's `dpdk::GUEST_TESTPMD`).
 const TESTPMD: &str = "/usr/bin/dpdk-testpmd";
 /// Bytes of every frame sent, without the frame check sequence (testpmd's `--txpkts=64`).
-const FRAME: usize = 64;
+pub(crate) const FRAME: usize = 64;
 /// ringfab's message size that makes a 64-byte frame: its Ethernet encapsulation has 30 bytes
 /// of headers (docs/ip.md, "header before the payload").
 pub(crate) const MESSAGE: usize = FRAME - 30;
+/// The UDP payload that makes a 64-byte frame: Ethernet's, IPv4's and UDP's headers are 42
+/// bytes (ringfab's plain-UDP messages, the kernel's datagrams, testpmd txonly's).
+pub(crate) const PLAIN_MESSAGE: usize = FRAME - 42;
 /// Frames per burst, testpmd's `--burst` and ringfab's window.
 pub(crate) const BURST: usize = 32;
 /// How long a throughput is measured, after [`WARMUP`].
@@ -50,13 +59,38 @@ const SOURCE_CPU: usize = 0;
 const SINK_CPU: usize = 1;
 
 /// One NIC pair: the name the runner knows it by, its PCI addresses and MACs, the PCI IDs
-/// its driver drives, and the ring depth both DPDK and ringfab use on it (testpmd's defaults).
+/// its driver drives, the ring depth both DPDK and ringfab use on it (testpmd's defaults), the
+/// kernel's driver for it and its /24 (the tests against Linux's: [`Model`]).
 struct Pair {
     name: &'static str,
     bdfs: [String; 2],
     macs: [String; 2],
     ids: &'static [(u16, u16)],
     depth: usize,
+    kernel_driver: &'static str,
+    subnet: [u8; 3],
+}
+
+impl Pair {
+    /// NIC `nic`'s IPv4 address, for every kind that uses one (ringfab's plain-UDP endpoints,
+    /// the kernel's interfaces, testpmd txonly's UDP): `.1` for A, `.2` for B.
+    fn addr(&self, nic: usize) -> Ipv4Addr {
+        let [a, b, c] = self.subnet;
+        Ipv4Addr::new(a, b, c, 1 + nic as u8)
+    }
+}
+
+/// Which driver each NIC of a pair is on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Drivers {
+    /// Both on vfio-pci: ringfab's and testpmd's kinds.
+    Vfio,
+    /// B on the kernel's driver with its address, A on vfio-pci: `kernel-rx`, where testpmd
+    /// floods from A.
+    KernelB,
+    /// Both on the kernel's driver: B with its address, A without, for a role to take into
+    /// a network namespace of its own ([`crate::kernel_roles`]).
+    Kernel,
 }
 
 /// What one round measures on a pair, in the order it runs.
@@ -73,14 +107,33 @@ enum Kind {
     RingfabRtt,
     /// The same ping on A against testpmd's macswap on B: µs per round trip.
     MacswapRtt,
+    /// ringfab-stream with plain IPv4/UDP endpoints: messages/s.
+    PlainStream,
+    /// ringfab-rtt with plain IPv4/UDP endpoints: µs per round trip.
+    PlainRtt,
+    /// testpmd txonly's UDP on A → the kernel's driver on B and a socket's `recvmmsg`:
+    /// datagrams/s the socket got.
+    KernelRx,
+    /// The kernel's UDP ping on A against its pong on B, two processes: µs per round trip.
+    KernelRtt,
+    /// The kernel's `sendmmsg` on A → `recvmmsg` on B, two processes: datagrams/s.
+    KernelStream,
 }
 
-const KINDS: [Kind; 5] = [
+/// The kinds in the order a round runs them on a pair: every kind on vfio-pci first, then NIC
+/// B to the kernel, then NIC A; the next round's first kind takes both back to vfio-pci. So
+/// each NIC moves to the kernel and back once a round.
+const KINDS: [Kind; 10] = [
     Kind::TestpmdRx,
     Kind::RingfabRx,
     Kind::RingfabStream,
+    Kind::PlainStream,
     Kind::RingfabRtt,
+    Kind::PlainRtt,
     Kind::MacswapRtt,
+    Kind::KernelRx,
+    Kind::KernelRtt,
+    Kind::KernelStream,
 ];
 
 impl Kind {
@@ -91,6 +144,20 @@ impl Kind {
             Kind::RingfabStream => "ringfab-stream",
             Kind::RingfabRtt => "ringfab-rtt",
             Kind::MacswapRtt => "macswap-rtt",
+            Kind::PlainStream => "plain-stream",
+            Kind::PlainRtt => "plain-rtt",
+            Kind::KernelRx => "kernel-rx",
+            Kind::KernelRtt => "kernel-rtt",
+            Kind::KernelStream => "kernel-stream",
+        }
+    }
+
+    /// The drivers the kind runs on.
+    fn drivers(self) -> Drivers {
+        match self {
+            Kind::KernelRx => Drivers::KernelB,
+            Kind::KernelRtt | Kind::KernelStream => Drivers::Kernel,
+            _ => Drivers::Vfio,
         }
     }
 }
@@ -123,11 +190,14 @@ pub(crate) fn run(cmdline: &str) -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     }
+    // Every NIC is on vfio-pci after `prepare`.
+    let mut drivers: Vec<Drivers> = pairs.iter().map(|_| Drivers::Vfio).collect();
     for round in 1..=rounds {
-        for p in &pairs {
+        for (p, on) in pairs.iter().zip(&mut drivers) {
             for kind in KINDS {
                 let name = format!("bench/{}/{}/{round}", p.name, kind.name());
-                match measure(p, kind) {
+                let measured = place(p, on, kind.drivers()).and_then(|()| measure(p, kind));
+                match measured {
                     Ok(m) => say(&format!(
                         "pass {name} {:.3} {} {}",
                         m.value,
@@ -149,10 +219,20 @@ fn one_line(s: &str) -> String {
 
 /// The pair `name` as the kernel command line describes it.
 fn pair(cmdline: &str, name: &str) -> Option<Pair> {
-    let (ids, depth): (&'static [(u16, u16)], usize) = match name {
-        "igb" => (ringfab_igb::PCI_IDS, 512),
-        "e1000e" => (ringfab_e1000e::PCI_IDS, 512),
-        "virtio" => (ringfab_virtio_net::PCI_IDS, 256),
+    let (ids, depth, kernel_driver, subnet): (&'static [(u16, u16)], usize, _, _) = match name {
+        "igb" => (ringfab_igb::PCI_IDS, 512, Igb::KERNEL_DRIVER, Igb::SUBNET),
+        "e1000e" => (
+            ringfab_e1000e::PCI_IDS,
+            512,
+            E1000eModel::KERNEL_DRIVER,
+            E1000eModel::SUBNET,
+        ),
+        "virtio" => (
+            ringfab_virtio_net::PCI_IDS,
+            256,
+            Virtio::KERNEL_DRIVER,
+            Virtio::SUBNET,
+        ),
         _ => return None,
     };
     let name = match name {
@@ -166,14 +246,19 @@ fn pair(cmdline: &str, name: &str) -> Option<Pair> {
         macs: cmdline_pair(cmdline, &format!("ringfab.{name}_macs"))?,
         ids,
         depth,
+        kernel_driver,
+        subnet,
     })
 }
 
-/// Binds every NIC to vfio-pci, mounts hugetlbfs for testpmd and makes its runtime directory.
+/// Binds every NIC to vfio-pci, loads the kernel's NIC drivers (which take no NIC bound to
+/// vfio-pci) with IPv6 off, mounts hugetlbfs for testpmd and makes its runtime directory.
 fn prepare(pairs: &[Pair]) -> Result<String, String> {
     for p in pairs {
         bind_all(&p.bdfs, p.ids, p.name)?;
     }
+    kernel_nic::no_ipv6()?;
+    let modules = kernel_nic::load_nic_drivers()?;
     // EAL refuses to load plugins from a directory with a world-writable ancestor, and the
     // initramfs's root (the kernel's rootfs) is world-writable.
     use std::os::unix::fs::PermissionsExt;
@@ -196,43 +281,144 @@ fn prepare(pairs: &[Pair]) -> Result<String, String> {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let names: Vec<&str> = pairs.iter().map(|p| p.name).collect();
     Ok(format!(
-        "pairs {} bound to vfio-pci, {cpus} CPUs, {}",
+        "pairs {} bound to vfio-pci, {modules} kernel NIC modules loaded, {cpus} CPUs, {}",
         names.join(","),
         one_line(huge)
     ))
 }
 
+/// Moves the pair's NICs to the drivers `want` (bind_all and the kernel's bind are no-ops for
+/// a NIC already there); `on` is where they are, updated when the move succeeds. NIC B on the
+/// kernel gets its address and its interrupts on the sink's CPU; NIC A's address and
+/// interrupts are set by the role that takes it ([`crate::kernel_roles`]).
+fn place(p: &Pair, on: &mut Drivers, want: Drivers) -> Result<(), String> {
+    if *on == want {
+        return Ok(());
+    }
+    let (a, b) = (&p.bdfs[0], &p.bdfs[1]);
+    if want != Drivers::Kernel {
+        bind_all(std::slice::from_ref(a), p.ids, p.name)?;
+    }
+    match want {
+        Drivers::Vfio => {
+            bind_all(std::slice::from_ref(b), p.ids, p.name)?;
+        }
+        Drivers::KernelB | Drivers::Kernel if *on == Drivers::Vfio => {
+            kernel_nic::hand_over(b, p.kernel_driver, p.addr(1), 24)?;
+            kernel_nic::steer_irqs(b, SINK_CPU)?;
+        }
+        Drivers::KernelB | Drivers::Kernel => {}
+    }
+    if want == Drivers::Kernel {
+        kernel_nic::to_kernel(a, p.kernel_driver)?;
+    }
+    *on = want;
+    Ok(())
+}
+
+/// Measures `kind` on `p`; a `kernel-*` kind's detail says what NIC B's kernel interface and
+/// the kernel's UDP counted meanwhile, which shows the traffic went through the NIC.
 fn measure(p: &Pair, kind: Kind) -> Result<Measured, String> {
+    if kind.drivers() == Drivers::Vfio {
+        return measure_kind(p, kind);
+    }
+    let before = KernelCounts::read(p)?;
+    let mut m = measure_kind(p, kind)?;
+    let after = KernelCounts::read(p)?;
+    m.detail = format!("{}; {}", m.detail, after.since(&before));
+    Ok(m)
+}
+
+/// NIC B's interface counters and the kernel's UDP errors.
+struct KernelCounts {
+    rx_packets: u64,
+    rx_missed: u64,
+    tx_packets: u64,
+    /// `RcvbufErrors` of `/proc/net/snmp`: datagrams for a socket that had no room.
+    rcvbuf_errors: u64,
+}
+
+impl KernelCounts {
+    fn read(p: &Pair) -> Result<KernelCounts, String> {
+        let name = kernel_nic::interface_of(&p.bdfs[1])
+            .ok_or_else(|| format!("{} has no network interface", p.bdfs[1]))?;
+        let stat = |s: &str| {
+            let f = format!("/sys/class/net/{name}/statistics/{s}");
+            std::fs::read_to_string(&f)
+                .map_err(|e| format!("reading {f}: {e}"))?
+                .trim()
+                .parse::<u64>()
+                .map_err(|e| format!("{f}: {e}"))
+        };
+        Ok(KernelCounts {
+            rx_packets: stat("rx_packets")?,
+            rx_missed: stat("rx_missed_errors")?,
+            tx_packets: stat("tx_packets")?,
+            rcvbuf_errors: crate::linux::kernel_udp_errors()?.1,
+        })
+    }
+
+    /// What changed since `before`, as a detail says it.
+    fn since(&self, before: &KernelCounts) -> String {
+        format!(
+            "meanwhile B's interface received {} frames ({} missed) and sent {}, and {} \
+             datagrams found no room in their socket",
+            self.rx_packets.saturating_sub(before.rx_packets),
+            self.rx_missed.saturating_sub(before.rx_missed),
+            self.tx_packets.saturating_sub(before.tx_packets),
+            self.rcvbuf_errors.saturating_sub(before.rcvbuf_errors)
+        )
+    }
+}
+
+fn measure_kind(p: &Pair, kind: Kind) -> Result<Measured, String> {
     match kind {
         Kind::TestpmdRx => testpmd_rx(p),
         Kind::RingfabRx => ringfab_rx(p),
-        Kind::RingfabStream => {
-            let sink = role(p, "recv", 1, SINK_CPU)?;
-            let source = role(p, "send", 0, SOURCE_CPU)?;
-            let got = result(sink);
-            let sent = finish(source);
-            let (value, _) = got.map_err(|e| format!("{e}; sender: {sent}"))?;
-            Ok(Measured {
-                value,
-                unit: "frames/s",
-                detail: format!("{MESSAGE}-byte messages, bursts of {BURST}"),
-            })
-        }
-        Kind::RingfabRtt => {
-            let reflector = role(p, "pong", 1, SINK_CPU)?;
-            let pinger = role(p, "ping", 0, SOURCE_CPU)?;
-            let rtt = result(pinger);
+        Kind::RingfabStream => stream(p, Encapsulation::Ringfab),
+        Kind::PlainStream => stream(p, Encapsulation::Plain),
+        Kind::RingfabRtt => rtt(p, Encapsulation::Ringfab),
+        Kind::PlainRtt => rtt(p, Encapsulation::Plain),
+        Kind::KernelRx => kernel_rx(p),
+        Kind::KernelRtt => {
+            let reflector = kernel_role(p, "pong", 1, SINK_CPU)?;
+            let pinger = kernel_role(p, "ping", 0, SOURCE_CPU);
+            let rtt = pinger.and_then(result);
             let pong = finish(reflector);
+            let back = interface_back(p);
             let (value, lost) = rtt.map_err(|e| format!("{e}; pong: {pong}"))?;
+            back?;
             Ok(Measured {
                 value,
                 unit: "µs",
-                detail: format!("{PINGS} round trips of {MESSAGE}-byte messages, {lost}"),
+                detail: format!(
+                    "{PINGS} round trips of {PLAIN_MESSAGE}-byte datagrams, blocking sockets, {lost}"
+                ),
+            })
+        }
+        Kind::KernelStream => {
+            let sink = kernel_role(p, "recv", 1, SINK_CPU)?;
+            let source = match kernel_role(p, "send", 0, SOURCE_CPU) {
+                Ok(s) => s,
+                Err(e) => {
+                    finish(sink);
+                    return Err(e);
+                }
+            };
+            let got = result(sink);
+            let sent = finish(source);
+            let back = interface_back(p);
+            let (value, _) = got.map_err(|e| format!("{e}; sender: {sent}"))?;
+            back?;
+            Ok(Measured {
+                value,
+                unit: "frames/s",
+                detail: format!("{PLAIN_MESSAGE}-byte datagrams, sendmmsg and recvmmsg of {BURST}"),
             })
         }
         Kind::MacswapRtt => {
             let reflector = testpmd(p, 1, "macswap", SINK_CPU, &[])?;
-            let pinger = role(p, "ping", 0, SOURCE_CPU);
+            let pinger = role(p, "ping", 0, SOURCE_CPU, Encapsulation::Ringfab);
             let rtt = pinger.and_then(result);
             let macswap = stop(reflector);
             let (value, lost) = rtt.map_err(|e| format!("{e}; macswap: {}", tail(&macswap)))?;
@@ -489,12 +675,148 @@ fn receive<N: HalNic, const D: usize>(nic: &N) -> Result<Measured, String> {
     })
 }
 
+/// The encapsulation of ringfab's endpoints in a kind.
+#[derive(Clone, Copy, Debug)]
+enum Encapsulation {
+    /// ringfab's header on Ethernet (the `ringfab-*` kinds).
+    Ringfab,
+    /// Plain IPv4/UDP (the `plain-*` kinds), each NIC at its [`Pair::addr`].
+    Plain,
+}
+
+impl Encapsulation {
+    /// The message that makes a [`FRAME`]-byte frame.
+    fn message(self) -> usize {
+        match self {
+            Encapsulation::Ringfab => MESSAGE,
+            Encapsulation::Plain => PLAIN_MESSAGE,
+        }
+    }
+}
+
+/// ringfab's endpoint sender on A → receiver on B, two processes: messages/s.
+fn stream(p: &Pair, encap: Encapsulation) -> Result<Measured, String> {
+    let sink = role(p, "recv", 1, SINK_CPU, encap)?;
+    let source = match role(p, "send", 0, SOURCE_CPU, encap) {
+        Ok(s) => s,
+        Err(e) => {
+            finish(sink);
+            return Err(e);
+        }
+    };
+    let got = result(sink);
+    let sent = finish(source);
+    let (value, _) = got.map_err(|e| format!("{e}; sender: {sent}"))?;
+    Ok(Measured {
+        value,
+        unit: "frames/s",
+        detail: format!("{}-byte messages, bursts of {BURST}", encap.message()),
+    })
+}
+
+/// ringfab's endpoint ping on A against its pong on B, two processes: µs per round trip.
+fn rtt(p: &Pair, encap: Encapsulation) -> Result<Measured, String> {
+    let reflector = role(p, "pong", 1, SINK_CPU, encap)?;
+    let pinger = role(p, "ping", 0, SOURCE_CPU, encap);
+    let rtt = pinger.and_then(result);
+    let pong = finish(reflector);
+    let (value, lost) = rtt.map_err(|e| format!("{e}; pong: {pong}"))?;
+    Ok(Measured {
+        value,
+        unit: "µs",
+        detail: format!(
+            "{PINGS} round trips of {}-byte messages, {lost}",
+            encap.message()
+        ),
+    })
+}
+
+/// testpmd txonly on A, its frames UDP datagrams to B's address, MAC and port → the kernel's
+/// driver on B and a socket's `recvmmsg` ([`crate::kernel_roles`] `recv`), pinned to the sink
+/// CPU like B's interrupts: datagrams/s the socket got, counted as `ringfab-rx` counts frames.
+fn kernel_rx(p: &Pair) -> Result<Measured, String> {
+    let sink = kernel_role(p, "recv", 1, SINK_CPU)?;
+    let tx = testpmd(
+        p,
+        0,
+        "txonly",
+        SOURCE_CPU,
+        &[
+            format!("--eth-peer=0,{}", p.macs[1]),
+            format!("--tx-ip={},{}", p.addr(0), p.addr(1)),
+            format!("--tx-udp={PORT},{PORT}"),
+        ],
+    );
+    let tx = match tx {
+        Ok(t) => t,
+        Err(e) => {
+            finish(sink);
+            return Err(e);
+        }
+    };
+    let got = result(sink);
+    let tx_out = stop(tx);
+    let (value, _) = got.map_err(|e| format!("{e}; txonly: {}", tail(&tx_out)))?;
+    Ok(Measured {
+        value,
+        unit: "frames/s",
+        detail: format!(
+            "{PLAIN_MESSAGE}-byte UDP datagrams, recvmmsg of up to {BURST}, over {:.0} s after \
+             the first and {:.0} s of warm-up",
+            MEASURE.as_secs_f64(),
+            WARMUP.as_secs_f64()
+        ),
+    })
+}
+
+/// This program again as one side of a kernel UDP pair ([`crate::kernel_roles`]) at NIC
+/// `nic`'s address, its peer the other NIC's, pinned to `cpu`; on NIC A the role takes the
+/// interface into a network namespace of its own.
+fn kernel_role(p: &Pair, role: &str, nic: usize, cpu: usize) -> Result<Child, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?;
+    let (own, peer) = (p.addr(nic).to_string(), p.addr(1 - nic).to_string());
+    let mut c = Command::new(exe);
+    c.args([
+        crate::kernel_roles::ROLE,
+        role,
+        &own,
+        &peer,
+        &cpu.to_string(),
+    ]);
+    if nic == 0 {
+        c.arg(&p.bdfs[0]);
+    }
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running kernel {role}: {e}"))
+}
+
+/// Waits until NIC A's interface is back in the first network namespace (the kernel moves it
+/// there when the role's namespace goes, after the role has exited).
+fn interface_back(p: &Pair) -> Result<(), String> {
+    kernel_nic::wait_for(|| kernel_nic::interface_of(&p.bdfs[0]), "interface back")
+        .map(|_| ())
+        .map_err(|e| format!("{} after its role's namespace: {e}", p.bdfs[0]))
+}
+
 /// This program again as one side of an endpoint pair ([`crate::roles`]) on NIC `nic` of
 /// the pair, its peer the other NIC, pinned to `cpu`.
-fn role(p: &Pair, role: &str, nic: usize, cpu: usize) -> Result<Child, String> {
+fn role(
+    p: &Pair,
+    role: &str,
+    nic: usize,
+    cpu: usize,
+    encap: Encapsulation,
+) -> Result<Child, String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?;
+    let peer = match encap {
+        Encapsulation::Ringfab => p.macs[1 - nic].clone(),
+        Encapsulation::Plain => format!("plain:{},{}", p.addr(nic), p.addr(1 - nic)),
+    };
     Command::new(exe)
-        .args([crate::roles::ROLE, role, &p.bdfs[nic], &p.macs[1 - nic]])
+        .args([crate::roles::ROLE, role, &p.bdfs[nic], &peer])
         .args([p.depth.to_string(), cpu.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -1,7 +1,9 @@
-//! NIC B of a pair handed to the guest kernel's own driver: its modules loaded (the runner puts
-//! them in `/modules/nic/`, numbered in load order), the device moved from vfio-pci to the
-//! kernel's driver (`driver_override` + `drivers_probe`, what `ringfab_vfio::bind` does), and
-//! the interface it becomes given an IPv4 address with busybox `ip` and brought up.
+//! A NIC handed to the guest kernel's own driver: its modules loaded (the runner puts them in
+//! `/modules/nic/`, numbered in load order), the device moved from vfio-pci to the kernel's
+//! driver (`driver_override` + `drivers_probe`, what `ringfab_vfio::bind` does), and the
+//! interface it becomes given an IPv4 address with busybox `ip` and brought up. The tests
+//! against Linux hand NIC B of a pair over for good; the bench ([`crate::bench`]) hands both
+//! NICs over and takes them back to vfio-pci (`nic::bind_all`) every round.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -77,16 +79,7 @@ pub(crate) fn hand_over(
     addr: Ipv4Addr,
     prefix_len: u8,
 ) -> Result<LinuxIf, String> {
-    let sys = Sysfs::default();
-    let at: Bdf = bdf.parse().map_err(|e| format!("{bdf}: {e}"))?;
-    bind::unbind(&sys, at, false).map_err(|e| format!("unbinding {bdf}: {e}"))?;
-    let iommu = identity_domain(&sys, at)?;
-    let out = bind::bind(&sys, at, driver, false).map_err(|e| format!("{bdf} to {driver}: {e}"))?;
-    if out.after.as_deref() != Some(driver) {
-        return Err(format!("{bdf} is bound to {:?}, not {driver}", out.after));
-    }
-    let name = wait_for(|| interface_of(bdf), "its network interface")
-        .map_err(|e| format!("{bdf} ({driver}): {e}"))?;
+    let (name, iommu) = to_kernel(bdf, driver)?;
     run(
         "ip",
         &["addr", "add", &format!("{addr}/{prefix_len}"), "dev", &name],
@@ -110,6 +103,55 @@ pub(crate) fn hand_over(
         mac,
         iommu,
     })
+}
+
+/// Moves `bdf` to the kernel's `driver` (from vfio-pci or from no driver), its IOMMU group
+/// given an identity domain first, and waits for its network interface, which it leaves without
+/// an address and down. Returns the interface's name and the group as [`LinuxIf::iommu`] says
+/// it.
+pub(crate) fn to_kernel(bdf: &str, driver: &str) -> Result<(String, String), String> {
+    let sys = Sysfs::default();
+    let at: Bdf = bdf.parse().map_err(|e| format!("{bdf}: {e}"))?;
+    bind::unbind(&sys, at, false).map_err(|e| format!("unbinding {bdf}: {e}"))?;
+    let iommu = identity_domain(&sys, at)?;
+    let out = bind::bind(&sys, at, driver, false).map_err(|e| format!("{bdf} to {driver}: {e}"))?;
+    if out.after.as_deref() != Some(driver) {
+        return Err(format!("{bdf} is bound to {:?}, not {driver}", out.after));
+    }
+    let name = wait_for(|| interface_of(bdf), "its network interface")
+        .map_err(|e| format!("{bdf} ({driver}): {e}"))?;
+    Ok((name, iommu))
+}
+
+/// Sends the interrupts of `bdf` (its MSI and MSI-X vectors, or its INTx line) to `cpu` alone
+/// (`/proc/irq/N/smp_affinity_list`, Documentation/core-api/irq/irq-affinity.rst), so that the
+/// kernel's receive work runs on the CPU the bench gives that side. Vectors the kernel has not
+/// requested yet (no `/proc/irq/N`) are left out. Returns how many it steered.
+pub(crate) fn steer_irqs(bdf: &str, cpu: usize) -> Result<usize, String> {
+    let dev = Path::new("/sys/bus/pci/devices").join(bdf);
+    let mut irqs: Vec<String> = std::fs::read_dir(dev.join("msi_irqs"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if irqs.is_empty() {
+        let line = dev.join("irq");
+        let irq = std::fs::read_to_string(&line)
+            .map_err(|e| format!("reading {}: {e}", line.display()))?;
+        irqs.push(irq.trim().to_owned());
+    }
+    let mut steered = 0;
+    for irq in irqs {
+        let f = format!("/proc/irq/{irq}/smp_affinity_list");
+        if !Path::new(&f).exists() {
+            continue;
+        }
+        std::fs::write(&f, cpu.to_string()).map_err(|e| format!("writing {cpu} to {f}: {e}"))?;
+        steered += 1;
+    }
+    Ok(steered)
 }
 
 /// Gives `bdf`'s IOMMU group (no driver bound) an identity domain (sysfs-kernel-iommu_groups:
@@ -139,7 +181,7 @@ fn parse_mac(s: &str) -> Option<MacAddr> {
 
 /// The network interface of PCI function `bdf`: under the function itself (igb, e1000e), or
 /// under the virtio device the function carries (`virtio_pci` → `virtioN` → `virtio_net`).
-fn interface_of(bdf: &str) -> Option<String> {
+pub(crate) fn interface_of(bdf: &str) -> Option<String> {
     let dev = Path::new("/sys/bus/pci/devices").join(bdf);
     let first = |dir: PathBuf| {
         std::fs::read_dir(dir)
@@ -201,7 +243,7 @@ pub(crate) fn set_tx_checksum(ifname: &str, on: bool) -> Result<(), String> {
 }
 
 /// Asks `f` every 10 ms until it answers, for at most [`SETTLE`].
-fn wait_for<T>(mut f: impl FnMut() -> Option<T>, what: &str) -> Result<T, String> {
+pub(crate) fn wait_for<T>(mut f: impl FnMut() -> Option<T>, what: &str) -> Result<T, String> {
     let start = Instant::now();
     loop {
         if let Some(v) = f() {

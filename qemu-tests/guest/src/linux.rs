@@ -302,7 +302,7 @@ pub(crate) fn ping<M: Model>(ctx: &mut Ctx) -> Outcome {
 
 /// `(InCsumErrors, RcvbufErrors)` of the kernel's UDP counters (`/proc/net/snmp`): a datagram
 /// with a wrong checksum, or one its socket had no room for, counts there.
-fn kernel_udp_errors() -> Result<(u64, u64), String> {
+pub(crate) fn kernel_udp_errors() -> Result<(u64, u64), String> {
     let snmp = std::fs::read_to_string("/proc/net/snmp").map_err(|e| e.to_string())?;
     let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
     let (names, values) = (udp.next(), udp.next());

@@ -40,6 +40,8 @@ mod iommu;
 #[cfg(target_os = "linux")]
 mod kernel_nic;
 #[cfg(target_os = "linux")]
+mod kernel_roles;
+#[cfg(target_os = "linux")]
 mod kmsg;
 #[cfg(target_os = "linux")]
 mod linux;
@@ -62,10 +64,14 @@ mod workload;
 
 #[cfg(target_os = "linux")]
 fn main() -> std::process::ExitCode {
-    // The bench runs this program again as one side of an endpoint pair.
+    // The bench runs this program again as one side of an endpoint pair, or of a kernel
+    // UDP pair.
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == roles::ROLE) {
         return roles::main(&args[1..]);
+    }
+    if args.first().is_some_and(|a| a == kernel_roles::ROLE) {
+        return kernel_roles::main(&args[1..]);
     }
     guest::run()
 }

@@ -2,13 +2,15 @@
 //! ([`crate::bench`]) runs so that ringfab's two sides poll on two CPUs, as testpmd's two
 //! processes do, instead of taking turns in one process (as the pingpong example's do).
 //!
-//! `ringfab-qemu-guest bench-role ROLE BDF PEER_MAC DEPTH CPU` opens the NIC at `BDF` through
-//! VFIO, pins itself to `CPU`, opens one endpoint (ringfab's Ethernet encapsulation, receive
-//! context 0, a CQ of `2 × DEPTH`, rings of `DEPTH`) whose peer is context 0 on `PEER_MAC`,
-//! and plays `ROLE`:
+//! `ringfab-qemu-guest bench-role ROLE BDF PEER DEPTH CPU` opens the NIC at `BDF` through
+//! VFIO, pins itself to `CPU`, opens one endpoint (receive context 0, a CQ of `2 × DEPTH`,
+//! rings of `DEPTH`) and plays `ROLE` against its peer. `PEER` is either a MAC — ringfab's
+//! Ethernet encapsulation, the peer context 0 on that MAC — or `plain:OWN,PEER`, two IPv4
+//! addresses — a plain IPv4/UDP endpoint (docs/ip.md) on port [`PORT`] of a domain whose
+//! address is `OWN`/24, the peer port [`PORT`] at `PEER` (reached through ARP):
 //!
-//! * `send`: sends 34-byte messages (64-byte frames) in bursts of 32, one doorbell a burst,
-//!   until SIGTERM;
+//! * `send`: sends messages that make 64-byte frames (34 bytes after ringfab's header, 22
+//!   after plain UDP's) in bursts of 32, one doorbell a burst, until SIGTERM;
 //! * `recv`: counts messages from the first one plus the warm-up for the measuring time and
 //!   prints `result <messages/s>`;
 //! * `ping`: sends a message and waits for one back, prints `result <µs per round trip>`;
@@ -22,25 +24,30 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ringfab::av::{AvAttr, EpAddr, FiAddr};
+use std::net::Ipv4Addr;
+
+use ringfab::av::{AddrFormat, AvAttr, EpAddr, FiAddr};
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::{MacAddr, Nic};
+use ringfab::ip::{Ipv4Config, SockAddrIn};
 use ringfab::mr::Buf;
+use ringfab::proto::Encap;
 use ringfab::{Capacities, Error};
 
 use crate::bench::{
-    open, parse_mac, pin, BURST, MEASURE, MESSAGE, PINGS, PING_WARMUP, STARTUP, WARMUP,
+    open, parse_mac, pin, BURST, FRAME, MEASURE, PINGS, PING_WARMUP, STARTUP, WARMUP,
 };
 use crate::nic::BUF;
+use crate::wait::StdClock;
 
 /// The first argument that makes the guest program play a role instead of running its tests.
 pub(crate) const ROLE: &str = "bench-role";
 
-/// `bench-role ROLE BDF PEER_MAC DEPTH CPU`: prints `result …` and exits 0, or the error on
+/// `bench-role ROLE BDF PEER DEPTH CPU`: prints `result …` and exits 0, or the error on
 /// stderr and exits 1.
 pub(crate) fn main(args: &[String]) -> ExitCode {
     match play(args) {
@@ -55,16 +62,42 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     }
 }
 
+/// Whom an endpoint talks to, and so its encapsulation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Peer {
+    /// ringfab's Ethernet encapsulation: context 0 on this MAC.
+    Ringfab(MacAddr),
+    /// Plain IPv4/UDP: this domain's address and the peer's, both on [`PORT`].
+    Plain { own: Ipv4Addr, peer: Ipv4Addr },
+}
+
+impl Peer {
+    /// A MAC, or `plain:OWN,PEER`.
+    fn parse(s: &str) -> Option<Peer> {
+        if let Some(pair) = s.strip_prefix("plain:") {
+            let (own, peer) = pair.split_once(',')?;
+            return Some(Peer::Plain {
+                own: own.parse().ok()?,
+                peer: peer.parse().ok()?,
+            });
+        }
+        parse_mac(s).map(Peer::Ringfab)
+    }
+}
+
+/// The plain-UDP endpoints' port, on both sides.
+pub(crate) const PORT: u16 = 9000;
+
 fn play(args: &[String]) -> Result<String, String> {
     let [role, bdf, peer, depth, cpu] = args else {
         return Err(format!(
-            "usage: {ROLE} send|recv|ping|pong BDF PEER_MAC DEPTH CPU"
+            "usage: {ROLE} send|recv|ping|pong BDF PEER_MAC|plain:OWN,PEER DEPTH CPU"
         ));
     };
     let cpu: usize = cpu.parse().map_err(|_| format!("bad CPU {cpu}"))?;
     stop_on_sigterm()?;
     pin(cpu)?;
-    let peer = parse_mac(peer).ok_or_else(|| format!("bad MAC {peer}"))?;
+    let peer = Peer::parse(peer).ok_or_else(|| format!("bad peer {peer}"))?;
     let nic = open(bdf)?;
     match depth.as_str() {
         "512" => endpoint::<_, 512>(&nic, role, peer),
@@ -77,13 +110,14 @@ fn fail(what: &'static str) -> impl Fn(Error) -> String {
     move |e| format!("{what}: {e}")
 }
 
-/// One endpoint, its CQ, its send buffers and its peer.
+/// One endpoint, its CQ, its send buffers, its peer and the length of its messages.
 struct Side<'d, 'n, N: Nic, const D: usize> {
     dom: &'d Domain<'n, N, D>,
     ep: Endpoint,
     cq: CompletionQueue<N, Msg>,
     pool: Vec<Buf<'d>>,
     peer: FiAddr,
+    message: usize,
 }
 
 impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
@@ -123,10 +157,15 @@ impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
         } else {
             OpFlags::empty()
         };
-        match self
-            .ep
-            .sendmsg(self.dom, buf, MESSAGE, self.peer, None, OpContext(2), flags)
-        {
+        match self.ep.sendmsg(
+            self.dom,
+            buf,
+            self.message,
+            self.peer,
+            None,
+            OpContext(2),
+            flags,
+        ) {
             Ok(()) => Ok(true),
             Err((Error::Again, buf)) => {
                 self.pool.push(buf);
@@ -137,9 +176,21 @@ impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
     }
 }
 
-fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: MacAddr) -> Result<String, String> {
+fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: Peer) -> Result<String, String> {
+    let clock = StdClock::new();
     // CQs of up to 1024 entries: enough for 2 × 512.
-    let dom: Domain<'_, N, D> = Domain::with_capacities(nic, &Capacities::DEFAULT);
+    let mut dom: Domain<'_, N, D> = Domain::with_capacities(nic, &Capacities::DEFAULT);
+    if let Peer::Plain { own, .. } = peer {
+        // ARP's retries and expiry need time.
+        dom = dom.with_clock(&clock);
+        dom.set_ipv4(Ipv4Config {
+            addr: own,
+            prefix_len: 24,
+            gateway: None,
+        })
+        .map_err(fail("setting the domain's IPv4 address"))?;
+    }
+    let plain = matches!(peer, Peer::Plain { .. });
     let cq = dom
         .open_cq::<Msg>(&CqAttr {
             size: 2 * D,
@@ -147,22 +198,48 @@ fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: MacAddr) -> Resul
         })
         .map_err(fail("opening the CQ"))?;
     let av = dom
-        .open_av(&AvAttr::default())
+        .open_av(&AvAttr {
+            format: if plain {
+                AddrFormat::SockaddrIn
+            } else {
+                AddrFormat::Ringfab
+            },
+            ..AvAttr::default()
+        })
         .map_err(fail("opening the AV"))?;
     let mut ep = dom
-        .endpoint(&EpAttr::default())
+        .endpoint(&EpAttr {
+            encap: if plain {
+                Encap::PlainUdp
+            } else {
+                Encap::Ethernet
+            },
+            port: if plain { PORT } else { 0 },
+            ..EpAttr::default()
+        })
         .map_err(fail("opening the endpoint"))?;
     ep.bind_cq(&dom, &cq, BindFlags::TRANSMIT | BindFlags::RECV)
         .map_err(fail("binding the CQ"))?;
     ep.bind_av(&dom, &av).map_err(fail("binding the AV"))?;
     ep.enable(&dom).map_err(fail("enabling the endpoint"))?;
     let mut to = [FiAddr::NOTAVAIL];
-    let peer = EpAddr {
-        mac: peer,
-        ctx: ep.name().ctx,
-    };
-    av.insert(&dom, &[peer], &mut to)
-        .map_err(fail("inserting the peer"))?;
+    match peer {
+        Peer::Ringfab(mac) => {
+            let peer = EpAddr {
+                mac,
+                ctx: ep.name().ctx,
+            };
+            av.insert(&dom, &[peer], &mut to)
+                .map_err(fail("inserting the peer"))?;
+        }
+        // Inserting the peer's `sockaddr_in` starts its ARP resolution.
+        Peer::Plain { peer, .. } => {
+            to[0] = av
+                .insert_sockaddr_one(&dom, SockAddrIn::new(peer, PORT))
+                .map_err(fail("inserting the peer"))?;
+        }
+    }
+    let message = FRAME - ep.payload_offset();
     let mr = dom
         .register(vec![0u8; D * BUF + ringfab::mr::PAGE])
         .map_err(fail("registering buffers"))?;
@@ -172,6 +249,7 @@ fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: MacAddr) -> Resul
         cq,
         pool: Vec::new(),
         peer: to[0],
+        message,
     };
     // Half the buffers receive, half send: one doorbell for all the receives.
     for i in 0..D {
@@ -201,14 +279,14 @@ fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: MacAddr) -> Resul
 /// Set by SIGTERM: `send` and `pong` then return, and their endpoint, queues and mappings are
 /// dropped in order. Killed outright, the process would lose its mappings while the NIC still
 /// reads descriptors through them (the vIOMMU reports the faults).
-static STOP: AtomicBool = AtomicBool::new(false);
+pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigterm(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
 /// Makes SIGTERM set [`STOP`].
-fn stop_on_sigterm() -> Result<(), String> {
+pub(crate) fn stop_on_sigterm() -> Result<(), String> {
     let handler: extern "C" fn(libc::c_int) = on_sigterm;
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     let previous = unsafe { libc::signal(libc::SIGTERM, handler as libc::sighandler_t) };
@@ -315,9 +393,9 @@ fn ping<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String,
 }
 
 /// How long a round trip may take before its message counts as lost.
-const LOST: Duration = Duration::from_millis(500);
+pub(crate) const LOST: Duration = Duration::from_millis(500);
 /// Lost messages a ping measurement tolerates.
-const MAX_LOST: usize = 20;
+pub(crate) const MAX_LOST: usize = 20;
 
 /// Every message received is answered, until SIGTERM.
 fn pong<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
