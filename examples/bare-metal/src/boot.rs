@@ -25,8 +25,13 @@ use core::arch::global_asm;
 /// `hvm_start_info.magic` (Xen `xen/include/public/arch-x86/hvm/start_info.h`).
 pub(crate) const PVH_START_MAGIC: u32 = 0x336e_c578;
 
-/// Bytes of stack for the Rust code (in `.bss`).
-const STACK_LEN: usize = 64 * 1024;
+/// Bytes of stack for the Rust code (in `.bss`). Nothing guards its end: an overflow writes
+/// over whatever `.bss` holds below it and ends, at worst, in a triple fault (QEMU then exits
+/// with status 0 and no result on the console). 64 KiB overflowed once core's IPv4 host, which
+/// every domain holds with or without plain UDP, kept its outbox of control frames in
+/// frame-sized slots (4 × 2048 bytes instead of 4 × 128): core's objects are built by value
+/// before they settle in their storage. Four times that leaves room; it costs `.bss`, not text.
+const STACK_LEN: usize = 256 * 1024;
 
 /// The page tables, 4 KiB-aligned: PML4, PDPT, four page directories (4 × 512 × 2 MiB = 4 GiB).
 #[repr(C, align(4096))]
