@@ -473,19 +473,25 @@ fn testpmd(
     c.spawn().map_err(|e| format!("running {TESTPMD}: {e}"))
 }
 
-/// Stops a testpmd with SIGINT (it then stops forwarding, prints its totals and exits) and
-/// returns what it printed; SIGKILL if it has not exited after ten seconds.
-fn stop(mut child: Child) -> String {
+/// Sends `signal` to `child` and gives it `grace` to exit, then SIGKILL (a no-op if it has
+/// exited). The caller still reaps it and reads its output.
+fn signal_then_kill(child: &mut Child, signal: libc::c_int, grace: Duration) {
     // SAFETY: kill on the pid of a child this process spawned and has not yet waited for.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
+    while start.elapsed() < grace {
         if let Ok(Some(_)) = child.try_wait() {
             break;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     }
     let _ = child.kill();
+}
+
+/// Stops a testpmd with SIGINT (it then stops forwarding, prints its totals and exits) and
+/// returns what it printed; SIGKILL if it has not exited after ten seconds.
+fn stop(mut child: Child) -> String {
+    signal_then_kill(&mut child, libc::SIGINT, Duration::from_secs(10));
     let _ = child.wait();
     let mut out = String::new();
     if let Some(mut s) = child.stdout.take() {
@@ -851,16 +857,7 @@ fn parse_result(stdout: &str) -> Option<(f64, String)> {
 /// Stops a role that runs until SIGTERM (`send`, `pong`): SIGTERM, then SIGKILL if it has not
 /// exited after five seconds. Returns what it said on stderr (empty unless it failed).
 fn finish(mut child: Child) -> String {
-    // SAFETY: kill on the pid of a child this process spawned and has not yet waited for.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(5) {
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
+    signal_then_kill(&mut child, libc::SIGTERM, Duration::from_secs(5));
     let mut err = String::new();
     if let Some(mut s) = child.stderr.take() {
         let _ = s.read_to_string(&mut err);

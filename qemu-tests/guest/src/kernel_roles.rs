@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use crate::bench::{pin, BURST, MEASURE, PINGS, PING_WARMUP, PLAIN_MESSAGE, STARTUP, WARMUP};
 use crate::kernel_nic::{interface_of, no_ipv6, run, steer_irqs, wait_for};
 use crate::roles::{stop_on_sigterm, LOST, MAX_LOST, STOP};
+use crate::udp_exchange::set_int;
 
 /// The first argument that makes the guest program play a kernel role.
 pub(crate) const ROLE: &str = "bench-kernel";
@@ -162,28 +163,6 @@ fn running(name: &str) -> bool {
     // SAFETY: after a successful SIOCGIFFLAGS the union holds the flags.
     let flags = i32::from(unsafe { req.ifr_ifru.ifru_flags });
     r == 0 && flags & libc::IFF_UP != 0 && flags & libc::IFF_RUNNING != 0
-}
-
-/// Sets an integer socket option; `what` names it in the error.
-fn set_int(sock: &UdpSocket, level: i32, name: i32, value: i32, what: &str) -> Result<(), String> {
-    // SAFETY: setsockopt(2) reads `size_of::<c_int>()` bytes at `&value`, which lives for the
-    // call; the descriptor is the socket's own.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            level,
-            name,
-            std::ptr::addr_of!(value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(format!(
-            "setsockopt {what} {value}: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
 }
 
 /// [`BURST`] buffers and the `mmsghdr`s that point at them, for `sendmmsg`/`recvmmsg`.

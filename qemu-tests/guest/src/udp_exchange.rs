@@ -238,8 +238,14 @@ pub(crate) fn exchange<N: Nic>(
     count: u64,
 ) -> Result<Exchanged, String> {
     let p = Progress::default();
-    set_int(sock, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, LINUX_RCVBUF)?;
-    set_int(sock, libc::IPPROTO_IP, libc::IP_RECVERR, 1)?;
+    set_int(
+        sock,
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUFFORCE,
+        LINUX_RCVBUF,
+        "SO_RCVBUFFORCE",
+    )?;
+    set_int(sock, libc::IPPROTO_IP, libc::IP_RECVERR, 1, "IP_RECVERR")?;
     let rx = sock
         .try_clone()
         .map_err(|e| format!("cloning the socket: {e}"))?;
@@ -340,10 +346,17 @@ fn mismatch(way: Way, seq: u64, got: &[u8]) -> String {
     }
 }
 
-/// Sets an integer socket option (socket(7), ip(7)): `SO_RCVBUFFORCE` sets the receive buffer
-/// past `net.core.rmem_max` (root); `IP_RECVERR` makes a datagram the interface's queue refuses
-/// an `ENOBUFS` of the send instead of a silent drop.
-fn set_int(sock: &UdpSocket, level: i32, name: i32, value: i32) -> Result<(), String> {
+/// Sets an integer socket option (socket(7), ip(7)); `what` names it in the error. Here
+/// `SO_RCVBUFFORCE` sets the receive buffer past `net.core.rmem_max` (root) and `IP_RECVERR`
+/// makes a datagram the interface's queue refuses an `ENOBUFS` of the send instead of a silent
+/// drop; the bench's kernel roles use it too.
+pub(crate) fn set_int(
+    sock: &UdpSocket,
+    level: i32,
+    name: i32,
+    value: i32,
+    what: &str,
+) -> Result<(), String> {
     use std::os::fd::AsRawFd;
     // SAFETY: setsockopt(2) reads `size_of::<c_int>()` bytes at `&value`, which lives for the
     // call; the descriptor is the socket's own.
@@ -358,7 +371,7 @@ fn set_int(sock: &UdpSocket, level: i32, name: i32, value: i32) -> Result<(), St
     };
     if r != 0 {
         return Err(format!(
-            "setsockopt({level}, {name}, {value}): {}",
+            "setsockopt {what} {value}: {}",
             std::io::Error::last_os_error()
         ));
     }
