@@ -23,7 +23,6 @@
 
 use core::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
 
 use ringfab::cntr::{Counter, CounterAttr, CounterEvents, WaitObj};
 
@@ -287,15 +286,6 @@ impl CntrObj {
     }
 }
 
-/// A monotonic clock for core's waits.
-struct StdClock(Instant);
-
-impl ringfab::Clock for StdClock {
-    fn now(&self) -> Duration {
-        self.0.elapsed()
-    }
-}
-
 /// The counter of an `fid_cntr` from the application.
 ///
 /// # Safety
@@ -377,7 +367,7 @@ unsafe extern "C" fn wait(cntr: *mut sys::fid_cntr, threshold: u64, timeout: c_i
             // fi_cntr(3): waiting needs a wait object; core refuses it as libfabric does.
             return errno::NOSYS;
         }
-        let clock = StdClock(Instant::now());
+        let clock = crate::clock::CallClock::start();
         let timeout = ringfab::cntr::timeout_from_ms(timeout);
         match c
             .core()

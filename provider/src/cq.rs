@@ -23,7 +23,7 @@
 use core::ffi::{c_char, c_int, c_void};
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringfab::av::FiAddr;
 use ringfab::cq::{CompletionQueue, CqAttr, CqControl, CqFormat, ErrEntry, TaggedEntry, WaitCond};
@@ -114,15 +114,6 @@ pub(crate) unsafe fn ours<'a>(fid: *const sys::fid) -> Option<&'a CqObj> {
     // SAFETY: null or a valid fid; CQs of this class and table are `CqObj`s, alive until
     // fi_close.
     unsafe { fid::ours(fid, sys::FI_CLASS_CQ, &FI_OPS) }
-}
-
-/// A monotonic clock for core's blocking reads.
-struct StdClock(Instant);
-
-impl ringfab::Clock for StdClock {
-    fn now(&self) -> Duration {
-        self.0.elapsed()
-    }
 }
 
 /// The size of one entry of `format` in the application's buffer.
@@ -497,7 +488,7 @@ impl CqObj {
         src: *mut u64,
         timeout: c_int,
     ) -> isize {
-        let clock = StdClock(Instant::now());
+        let clock = crate::clock::CallClock::start();
         let deadline = u64::try_from(timeout).ok().map(Duration::from_millis);
         loop {
             // SAFETY: the caller's promise.

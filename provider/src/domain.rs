@@ -194,7 +194,7 @@ pub(crate) unsafe extern "C" fn open(
         let mut core =
             Domain::with_capacities(nic, &crate::nic::CAPACITIES).with_counters(counters);
         if let Some(config) = ipv4 {
-            core = core.with_clock(&crate::ipv4::CLOCK);
+            core = core.with_clock(&crate::clock::CLOCK);
             if let Err(e) = core.set_ipv4(config) {
                 crate::log::warn(&format!("fi_domain: {spec}: set_ipv4: {e}"));
                 drop(core);

@@ -10,8 +10,6 @@
 //! names.
 
 use std::net::Ipv4Addr;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use ringfab::ip::{Ipv4Config, SockAddrIn};
 
@@ -102,19 +100,6 @@ pub fn straddr(a: SockAddrIn) -> String {
 pub fn is_sockaddr_in(bytes: &[u8]) -> bool {
     SockAddrIn::from_bytes(bytes).is_ok()
 }
-
-/// The process's monotonic clock, from its first reading: the time source of every domain
-/// with an IPv4 configuration (`Domain::with_clock`), which keeps it for its whole life.
-pub(crate) struct ProcessClock(OnceLock<Instant>);
-
-impl ringfab::Clock for ProcessClock {
-    fn now(&self) -> Duration {
-        self.0.get_or_init(Instant::now).elapsed()
-    }
-}
-
-/// The clock every domain with an IPv4 configuration is given.
-pub(crate) static CLOCK: ProcessClock = ProcessClock(OnceLock::new());
 
 #[cfg(test)]
 mod tests {

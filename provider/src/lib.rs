@@ -24,6 +24,7 @@ use core::cell::UnsafeCell;
 
 mod alias;
 mod av;
+mod clock;
 mod cntr;
 mod cq;
 mod domain;

@@ -178,7 +178,7 @@ pub(crate) fn measure<P: ringfab::hal::Platform>(
     let capacities = CAPACITIES;
     let mut domain: Domain<'_, _, RING_DEPTH> = Domain::with_capacities(nic, &capacities);
     if let Some(Plain(config)) = wanted.plain_udp {
-        domain = domain.with_clock(&crate::ipv4::CLOCK);
+        domain = domain.with_clock(&crate::clock::CLOCK);
         domain
             .set_ipv4(config)
             .map_err(|e| format!("{spec}: giving the domain its IPv4 configuration: {e}"))?;

@@ -15,7 +15,6 @@
 
 use core::ffi::c_int;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
 
 use ringfab::cq::{CompletionQueue, CqAttr, WaitSet};
 use ringfab::entry::Tagged;
@@ -204,15 +203,6 @@ impl WaitSetObj {
     }
 }
 
-/// A monotonic clock for core's wait.
-struct StdClock(Instant);
-
-impl ringfab::Clock for StdClock {
-    fn now(&self) -> Duration {
-        self.0.elapsed()
-    }
-}
-
 /// `fi_wait`: until a member CQ has an entry to read (0) or `timeout` ms pass
 /// (`-FI_ETIMEDOUT`; negative: no timeout).
 unsafe extern "C" fn wait(waitset: *mut sys::fid_wait, timeout: c_int) -> c_int {
@@ -221,7 +211,7 @@ unsafe extern "C" fn wait(waitset: *mut sys::fid_wait, timeout: c_int) -> c_int 
         let Some(w) = (unsafe { ours(waitset.cast()) }) else {
             return errno::INVAL;
         };
-        let clock = StdClock(Instant::now());
+        let clock = crate::clock::CallClock::start();
         let timeout = ringfab::cntr::timeout_from_ms(timeout);
         let bound = lock(&w.bound);
         let Some(b) = bound.as_ref() else {
