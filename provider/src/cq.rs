@@ -22,7 +22,8 @@
 
 use core::ffi::{c_char, c_int, c_void};
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use ringfab::av::FiAddr;
@@ -35,11 +36,13 @@ use ringfab::mr::Buf;
 use ringfab::{Error, WaitObj};
 
 use crate::domain::DomainObj;
+use crate::ep::Shared;
 use crate::ffi::{self, errno, Ret};
 use crate::fid::{self, Ops};
 use crate::multi::Multi;
 use crate::nosys;
 use crate::ops;
+use crate::rxpool::{Arrival, Arrived, Waiting};
 use crate::sys;
 use crate::table::ProvNic;
 use crate::waitset::WaitSetObj;
@@ -72,10 +75,15 @@ pub(crate) struct CqObj {
     /// the transmit queue — while an application with a CQ per direction (`fi_pingpong`)
     /// reads only the one its next completion is due on.
     plain_udp: Mutex<Vec<&'static crate::ep::EpObj>>,
+    /// `fi_cq_signal`s of the application, and how many of them a blocking read has returned
+    /// for: core's wait also ends for the entries the provider queues outside a read
+    /// ([`deliver`](CqObj::deliver)), which are not the application's signal.
+    app_signals: AtomicU64,
+    app_signals_seen: AtomicU64,
 }
 
 /// A translated entry.
-enum Ready {
+pub(crate) enum Ready {
     Ok(TaggedEntry, FiAddr),
     Err(ErrEntry, Vec<u8>),
 }
@@ -198,6 +206,8 @@ pub(crate) unsafe extern "C" fn open(
             str_buf: Mutex::new([0; 256]),
             wait_set,
             plain_udp: Mutex::new(Vec::new()),
+            app_signals: AtomicU64::new(0),
+            app_signals_seen: AtomicU64::new(0),
         });
         let obj: &'static CqObj = Box::leak(obj);
         if let Some(w) = wait_set {
@@ -283,16 +293,15 @@ impl CqObj {
     }
 
     /// Core's progress of the plain-UDP endpoints bound here, both directions (see
-    /// `plain_udp`). Their completions go to their CQs' core queues; none is translated here,
+    /// `plain_udp`), and their receive pools' buffers back on the ring ([`crate::rxpool`]).
+    /// Their completions go to their CQs' core queues; none is translated here,
     /// so no other CQ's lock is taken. The list stays locked meanwhile, so that an endpoint's
     /// `fi_close`, which takes itself off the list first, waits for this to finish with it;
     /// nothing takes the list's lock while holding an endpoint's.
     fn progress_plain_udp(&self) {
         let eps = lock(&self.plain_udp);
-        let dom = self.domain.core();
         for ep in eps.iter() {
-            // Not enabled yet, or failed: nothing to progress (the read reports the rest).
-            let _ = ep.with_core(|core| core.progress(dom));
+            ep.progress_plain_udp();
         }
     }
 
@@ -359,6 +368,38 @@ impl CqObj {
             ready.push_back(Ready::Err(e, data));
             return Ok(());
         };
+        if rec.pooled {
+            // A buffer of a receive pool: cancelled (the endpoint's queue flushed) it holds
+            // nothing; otherwise its datagram is the application's (crate::rxpool).
+            if e.err == Error::Canceled.errno() {
+                if let Some(b) = buf {
+                    rec.shared.give_back(b, true);
+                }
+            } else {
+                ready.extend(pool_arrival(
+                    &rec.shared,
+                    rec.ep,
+                    Arrival::Err(e, data, buf),
+                ));
+            }
+            return Ok(());
+        }
+        ready.extend(translate_err(rec, e, data, buf));
+        Ok(())
+    }
+}
+
+/// An error of core's for an operation of the application's (its record `rec`), as the
+/// application sees it: the context and buffer the application's, a datagram's payload
+/// placed, the endpoint's buffer given back. `None` for one the application does not see
+/// (a slot of a multi-receive buffer, [`crate::multi`]).
+fn translate_err(
+    rec: ops::Record,
+    e: ErrEntry,
+    data: Vec<u8>,
+    buf: Option<Buf<'static>>,
+) -> Option<Ready> {
+    {
         let mut rec = rec;
         // fi_cq(3), FI_EADDRNOTAVAIL: "the data transfer was successfully received and
         // processed": the payload is placed as a success's is, and `len` counts it (and the
@@ -382,15 +423,37 @@ impl CqObj {
         if let Some(m) = &rec.multi {
             let (report, release) = m.failed(e.op_context);
             if !report {
-                return Ok(());
+                return None;
             }
             out.buf = BufAddr(m.app);
             if release {
                 out.flags |= CompletionFlags::MULTI_RECV;
             }
         }
-        ready.push_back(Ready::Err(out, data));
-        Ok(())
+        Some(Ready::Err(out, data))
+    }
+}
+
+impl CqObj {
+    /// Whether an `fi_cq_signal` of the application's came that no blocking read has returned
+    /// for yet (then one returns: a signal that finds nobody blocked is kept, as core's is).
+    fn take_app_signal(&self) -> bool {
+        let now = self.app_signals.load(Ordering::Acquire);
+        self.app_signals_seen.swap(now, Ordering::AcqRel) != now
+    }
+
+    /// An entry the provider made outside a read of the CQ — a receive of a plain-UDP
+    /// endpoint that `fi_recv` matched with a held datagram, or that `fi_cancel` took back
+    /// ([`crate::rxpool`]) — queued behind the entries translated already; a thread blocked
+    /// on the CQ, or on its wait object, is woken (core's signal, which a blocking read
+    /// here tells from the application's).
+    pub(crate) fn deliver(&self, r: Ready) {
+        lock(&self.ready).push_back(r);
+        let guard = self.core.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(core) = guard.as_ref() {
+            // `NoSys` without a wait object: nobody can be blocked.
+            let _ = core.signal(self.domain.core());
+        }
     }
 
     /// Whether translated entries wait to be read.
@@ -511,8 +574,10 @@ impl CqObj {
             // the loop reads it above.
             match core.sread(self.domain.core(), &mut [], None, left, &clock) {
                 Ok(_) => {}
-                // Timed out or signalled with nothing read.
-                Err(Error::Again) => return isize::neg(sys::FI_EAGAIN),
+                // Timed out (the deadline check above returns), signalled by the application
+                // (return), or woken for an entry the provider queued (read above).
+                Err(Error::Again) if self.take_app_signal() => return isize::neg(sys::FI_EAGAIN),
+                Err(Error::Again) => {}
                 Err(Error::Avail) => {}
                 Err(e) => return ffi::fail(e),
             }
@@ -529,9 +594,22 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
         // endpoint: the application's fi_endpoint context), or of an endpoint now closed.
         return Some(Ready::Ok(e, src));
     };
+    if rec.pooled {
+        return pool_arrival(&rec.shared, rec.ep, Arrival::Ok(e, src, buf));
+    }
     if let Some(m) = rec.multi.clone() {
         return translate_multi(e, src, buf, &rec, &m);
     }
+    translate_record(rec, e, src, buf)
+}
+
+/// A success of core's for the operation whose record is `rec` (not a multi-receive slot's).
+fn translate_record(
+    rec: ops::Record,
+    e: TaggedEntry,
+    src: FiAddr,
+    buf: Option<Buf<'static>>,
+) -> Option<Ready> {
     let mut out = TaggedEntry {
         op_context: OpContext(rec.context),
         ..e
@@ -580,6 +658,71 @@ fn translate(e: TaggedEntry, src: FiAddr, buf: Option<Buf<'static>>) -> Option<R
         None if rec.silent => None,
         None => Some(Ready::Ok(out, src)),
     }
+}
+
+/// A datagram core completed into a buffer of the receive pool of endpoint `ep`
+/// ([`crate::rxpool`]): matched with the oldest receive waiting, or held.
+fn pool_arrival(shared: &Arc<Shared>, ep: u64, a: Arrival) -> Option<Ready> {
+    let pool = shared.pool.as_ref()?;
+    match pool.arrive(a) {
+        Arrived::Matched(w, a) => matched(shared, ep, w, a),
+        Arrived::Held => None,
+        Arrived::Full(mut a) => {
+            // Unreachable while each held datagram holds one of the pool's buffers; should
+            // it come, the datagram is dropped as the NIC drops one that finds no buffer.
+            if let Some(b) = a.take_buf() {
+                shared.give_back(b, true);
+            }
+            None
+        }
+    }
+}
+
+/// The entry of receive `w` of endpoint `ep`, which datagram `a` completes: the payload
+/// copied behind the prefix (in prefix mode), truncation and `FI_SOURCE_ERR` as for any
+/// receive; counted on the endpoint's receive counter.
+pub(crate) fn matched(shared: &Arc<Shared>, ep: u64, w: Waiting, a: Arrival) -> Option<Ready> {
+    let rec = ops::Record {
+        ep,
+        context: w.context,
+        recv: Some(w.recv),
+        silent: w.silent,
+        shared: shared.clone(),
+        multi: None,
+        prefix: (w.prefix > 0).then_some(ops::PrefixOp {
+            size: w.prefix,
+            in_place: false,
+            lease: None,
+        }),
+        pooled: false,
+    };
+    let (r, len) = match a {
+        Arrival::Ok(e, src, buf) => (translate_record(rec, e, src, buf), e.len),
+        Arrival::Err(e, data, buf) => (translate_err(rec, e, data, buf), e.len),
+    };
+    if let Some(pool) = shared.pool.as_ref() {
+        pool.count(!matches!(r, Some(Ready::Err(..))), len);
+    }
+    r
+}
+
+/// The error entry of receive `w`, which `fi_cancel` took back before a datagram came
+/// (fi_endpoint(3), fi_cancel: "An error queue entry will be available in the the
+/// associated error queue with error code FI_ECANCELED"); counted as an error.
+pub(crate) fn cancelled(shared: &Shared, w: Waiting) -> Ready {
+    if let Some(pool) = shared.pool.as_ref() {
+        pool.count(false, 0);
+    }
+    Ready::Err(
+        ErrEntry {
+            op_context: OpContext(w.context),
+            flags: CompletionFlags::MSG | CompletionFlags::RECV,
+            buf: BufAddr(w.recv.0 - w.prefix),
+            err: Error::Canceled.errno(),
+            ..ErrEntry::default()
+        },
+        Vec::new(),
+    )
 }
 
 /// Places the first `n` bytes of a received payload (`n` at most the application's buffer)
@@ -804,6 +947,12 @@ unsafe extern "C" fn signal(cq: *mut sys::fid_cq) -> c_int {
             return errno::INVAL;
         };
         let guard = c.core.read().unwrap_or_else(PoisonError::into_inner);
+        if guard
+            .as_ref()
+            .is_some_and(|core| core.attr().signal_allowed())
+        {
+            c.app_signals.fetch_add(1, Ordering::AcqRel);
+        }
         match guard.as_ref().map(|core| core.signal(c.domain.core())) {
             Some(Ok(())) => 0,
             Some(Err(e)) => ffi::fail(e),

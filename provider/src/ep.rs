@@ -17,7 +17,8 @@
 //! buffer ([`crate::ops`]), whose payload the CQ copies there when the completion is read; a
 //! send copies the application's payload behind the header in one of them. The buffers go
 //! back to the endpoint with their completions. Injects are core's own (core copies into its
-//! bounce buffers).
+//! bounce buffers). A plain-UDP endpoint's receive buffers are all on the ring, whatever the
+//! application posted, and matched to its receives in order ([`crate::rxpool`]).
 //!
 //! # Selective completion
 //!
@@ -32,6 +33,7 @@ use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use ringfab::domain::Domain;
 use ringfab::entry::OpContext;
 use ringfab::ep::{Endpoint, EpAttr, EpOpt, EpType};
 use ringfab::flags::{BindFlags, CntrBindFlags, OpFlags};
@@ -48,8 +50,10 @@ use crate::ffi::{self, errno, Ret};
 use crate::fid::{self, Ops};
 use crate::nosys::{self, nosys_table, NoSys};
 use crate::ops::{self, Record};
+use crate::rxpool::RxPool;
 use crate::sep::SepObj;
 use crate::sys;
+use crate::table::ProvNic;
 
 /// An endpoint as the provider allocates it.
 #[repr(C)]
@@ -88,6 +92,8 @@ struct State {
     cntrs: Vec<&'static CntrObj>,
     /// The one of them bound with `FI_RECV`.
     rx_cntr: Option<&'static CntrObj>,
+    /// The CQ bound with `FI_RECV`.
+    rx_cq: Option<&'static CqObj>,
     /// `FI_SELECTIVE_COMPLETION` on the transmit and on the receive CQ binding: the provider's
     /// to honour (see the module documentation).
     selective: Selective,
@@ -104,6 +110,9 @@ pub(crate) struct Shared {
     /// success to core, and the CQ counts it again as an error
     /// ([`crate::cntr::recount_truncated`]).
     pub(crate) rx_cntr: Option<&'static crate::cntr::CoreCntr>,
+    /// A plain-UDP endpoint's receive matching ([`crate::rxpool`]): its receive buffers are
+    /// all posted, whatever the application posted.
+    pub(crate) pool: Option<RxPool>,
     rx: Mutex<Vec<Buf<'static>>>,
     tx: Mutex<Vec<Buf<'static>>>,
     /// The registration they were carved from. It stays registered until the domain goes
@@ -114,13 +123,15 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// Registers a region of the domain's and carves it into `n.0` receive and `n.1`
-    /// transmit buffers of `len` bytes each.
+    /// transmit buffers of `len` bytes each; `pool`: the receive buffers are a plain-UDP
+    /// endpoint's pool.
     pub(crate) fn carve(
         domain: &DomainObj,
         payload_offset: usize,
         n: (usize, usize),
         len: usize,
         rx_cntr: Option<&'static crate::cntr::CoreCntr>,
+        pool: Option<RxPool>,
     ) -> Result<Shared, Error> {
         let dom = domain.core();
         let region = dom.register(vec![0u8; (n.0 + n.1) * len.next_multiple_of(64) * 2])?;
@@ -131,6 +142,7 @@ impl Shared {
         Ok(Shared {
             payload_offset,
             rx_cntr,
+            pool,
             rx: Mutex::new(rx),
             tx: Mutex::new(tx),
             _region: region,
@@ -151,6 +163,49 @@ impl Shared {
     fn take(&self, recv: bool) -> Option<Buf<'static>> {
         let pool = if recv { &self.rx } else { &self.tx };
         lock(pool).pop()
+    }
+
+    /// Posts every receive buffer not on the ring as a buffer of the receive pool
+    /// ([`crate::rxpool`]); nothing without a pool. Stops at the first that core refuses (the
+    /// ring full, the endpoint failed: the next call tries again).
+    pub(crate) fn refill(
+        self: &Arc<Shared>,
+        ep: &Endpoint,
+        dom: &'static Domain<'static, ProvNic>,
+        serial: u64,
+    ) {
+        if self.pool.is_none() {
+            return;
+        }
+        let bufs = core::mem::take(&mut *lock(&self.rx));
+        let last = bufs.len().saturating_sub(1);
+        let mut bufs = bufs.into_iter().enumerate();
+        for (i, buf) in bufs.by_ref() {
+            let id = ops::insert(Record {
+                ep: serial,
+                context: 0,
+                recv: None,
+                silent: false,
+                shared: self.clone(),
+                multi: None,
+                prefix: None,
+                pooled: true,
+            });
+            // One doorbell for the batch (core defers it further on a busy queue).
+            let flags = if i == last {
+                OpFlags::empty()
+            } else {
+                OpFlags::MORE
+            };
+            if let Err((_, buf)) = ep.recvmsg(dom, buf, id, flags) {
+                drop(ops::take(id));
+                self.give_back(buf, true);
+                break;
+            }
+        }
+        for (_, buf) in bufs {
+            self.give_back(buf, true);
+        }
     }
 }
 
@@ -547,6 +602,7 @@ pub(crate) unsafe extern "C" fn open(
                 av: None,
                 cntrs: Vec::new(),
                 rx_cntr: None,
+                rx_cq: None,
                 selective: Selective::default(),
                 shared: None,
             }),
@@ -589,6 +645,7 @@ impl EpObj {
                 av: None,
                 cntrs: Vec::new(),
                 rx_cntr: None,
+                rx_cq: None,
                 selective: Selective::default(),
                 shared: None,
             }),
@@ -674,6 +731,7 @@ impl EpObj {
             shared: shared.clone(),
             multi: None,
             prefix: None,
+            pooled: false,
         }
     }
 
@@ -688,6 +746,9 @@ impl EpObj {
                 // the head of a CQ (which stops a CQ read). Not yet enabled, or failed:
                 // nothing to progress.
                 let _ = ep.progress(self.domain.core());
+                if let Some(shared) = &st.shared {
+                    shared.refill(ep, self.domain.core(), self.serial);
+                }
             }
             // Copied out: a CQ's lock is never taken under the endpoint's (bindings are
             // stable while a counter or size call drives progress: closing unbinds first).
@@ -696,6 +757,46 @@ impl EpObj {
         for cq in cqs {
             cq.progress();
         }
+    }
+
+    /// Core's progress of a plain-UDP endpoint, both directions, and its receive pool's
+    /// buffers back on the ring ([`crate::rxpool`]): what a read of a CQ it is bound to does
+    /// first ([`crate::cq`]). Not enabled yet, or failed: nothing (the read reports the rest).
+    pub(crate) fn progress_plain_udp(&self) {
+        let st = lock(&self.state);
+        if let Some(ep) = st.ep.as_deref() {
+            let dom = self.domain.core();
+            let _ = ep.progress(dom);
+            if let Some(shared) = &st.shared {
+                shared.refill(ep, dom, self.serial);
+            }
+        }
+    }
+
+    /// `fi_cancel` of a receive waiting in a plain-UDP endpoint's receive pool
+    /// ([`crate::rxpool`]) posted with `context`: its `FI_ECANCELED` entry queued on the
+    /// receive CQ, `Some(0)`; `None` if there is no pool or no such receive in it.
+    pub(crate) fn cancel_pooled(&self, context: usize) -> Option<isize> {
+        let (shared, cq) = {
+            let st = lock(&self.state);
+            (st.shared.clone()?, st.rx_cq)
+        };
+        let w = shared.pool.as_ref()?.cancel(context)?;
+        let r = crate::cq::cancelled(&shared, w);
+        if let Some(cq) = cq {
+            cq.deliver(r);
+        }
+        Some(0)
+    }
+
+    /// Its serial number ([`crate::ops::Record::ep`]).
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// The CQ bound for its receives, if one is.
+    pub(crate) fn rx_cq(&self) -> Option<&'static CqObj> {
+        lock(&self.state).rx_cq
     }
 
     /// A buffer of the endpoint's for a receive (`true`) or a send.
@@ -732,8 +833,10 @@ impl EpObj {
             // "FI_SOCKADDR_IN (plain UDP)", "Limits"). A failure shows at the next call.
             let _ = ep.progress(dom);
         }
-        if st.shared.is_some() {
-            // Enabled again after a critical error: the buffers are still the endpoint's.
+        if let (Some(shared), Some(ep)) = (st.shared.as_ref(), st.ep.as_deref()) {
+            // Enabled again after a critical error: the buffers are still the endpoint's (a
+            // receive pool's go back on the ring).
+            shared.refill(ep, dom, self.serial);
             return 0;
         }
         let info = match st.ep.as_ref() {
@@ -752,9 +855,31 @@ impl EpObj {
         let n_rx = (info.rx.size.max(1) * per_recv).min(crate::nic::RING_DEPTH);
         let n_tx = info.tx.size.max(1);
         let rx_cntr = st.rx_cntr.map(CntrObj::core);
-        match Shared::carve(self.domain, payload_offset, (n_rx, n_tx), len, rx_cntr) {
+        // A plain-UDP endpoint receives through a pool of its buffers, which counts its
+        // receives itself (crate::rxpool).
+        let plain = st
+            .ep
+            .as_ref()
+            .is_some_and(|ep| !ep.attr().encap.is_ringfab());
+        let (rx_cntr, pool) = if plain {
+            (None, Some(RxPool::new(info.rx.size, n_rx, rx_cntr)))
+        } else {
+            (rx_cntr, None)
+        };
+        match Shared::carve(
+            self.domain,
+            payload_offset,
+            (n_rx, n_tx),
+            len,
+            rx_cntr,
+            pool,
+        ) {
             Ok(shared) => {
-                st.shared = Some(Arc::new(shared));
+                let shared = Arc::new(shared);
+                if let Some(ep) = st.ep.as_deref() {
+                    shared.refill(ep, dom, self.serial);
+                }
+                st.shared = Some(shared);
                 0
             }
             Err(e) => ffi::fail(e),
@@ -842,6 +967,7 @@ impl EpObj {
     pub(crate) fn bind(&self, bfid: *mut sys::fid, flags: u64) -> c_int {
         let dom = self.domain.core();
         let mut st = lock(&self.state);
+        let (enabled, has_rx_cntr) = (st.shared.is_some(), st.rx_cntr.is_some());
         let Some(ep) = st.ep.as_mut() else {
             return errno::INVAL;
         };
@@ -900,6 +1026,7 @@ impl EpObj {
                     }
                     if flags & sys::FI_RECV != 0 {
                         st.selective.rx = selective;
+                        st.rx_cq = Some(cq);
                     }
                     // The CQ's list is never locked under an endpoint's lock (crate::cq).
                     drop(st);
@@ -941,8 +1068,23 @@ impl EpObj {
                 return errno::INVAL;
             }
             let flags = CntrBindFlags::from_bits_retain(flags);
-            if let Err(err) = ep.bind_cntr(dom, c.core(), flags) {
-                return ffi::fail(err);
+            // A plain-UDP endpoint's receives are counted by its receive pool when they are
+            // matched (crate::rxpool), so core is not given `FI_RECV`; what core would check
+            // of it is checked here.
+            let mut to_core = flags;
+            if !ep.attr().encap.is_ringfab() && flags.contains(CntrBindFlags::RECV) {
+                if enabled {
+                    return ffi::fail(Error::OpBadState);
+                }
+                if has_rx_cntr {
+                    return errno::INVAL;
+                }
+                to_core = to_core.difference(CntrBindFlags::RECV);
+            }
+            if !to_core.is_empty() || to_core.bits() == flags.bits() {
+                if let Err(err) = ep.bind_cntr(dom, c.core(), to_core) {
+                    return ffi::fail(err);
+                }
             }
             // SAFETY: the endpoint lives until its fi_close, which unbinds it first (the
             // counter's fi_close refuses while it is bound).
@@ -1086,6 +1228,9 @@ unsafe extern "C" fn cancel(fid: *mut sys::fid, context: *mut c_void) -> isize {
         let Some(e) = (unsafe { ours_or_aliased(fid) }) else {
             return isize::neg(sys::FI_EINVAL);
         };
+        if let Some(r) = e.cancel_pooled(context as usize) {
+            return r;
+        }
         let Some(id) = ops::find(e.serial, context as usize) else {
             return isize::neg(sys::FI_ENOENT);
         };
@@ -1114,6 +1259,8 @@ unsafe extern "C" fn rx_size_left(ep: *mut sys::fid_ep) -> isize {
         };
         e.progress();
         e.with_enabled(|ep, shared, _| match ep.rx_size_left(e.domain.core()) {
+            // A plain-UDP endpoint's receives wait in its pool (crate::rxpool).
+            Ok(_) if shared.pool.is_some() => shared.pool.as_ref().map_or(0, |p| p.room()) as isize,
             Ok(n) => n.min(lock(&shared.rx).len()) as isize,
             Err(err) => ffi::fail(err),
         })

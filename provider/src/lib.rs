@@ -45,6 +45,7 @@ mod ops;
 pub mod params;
 pub mod platform;
 mod prefix;
+mod rxpool;
 mod sep;
 mod srx;
 mod stx;

@@ -143,6 +143,10 @@ unsafe fn post_recv(
     if let Err(err) = unsafe { check(e.domain(), bufs) } {
         return err;
     }
+    // SAFETY: the caller's promise, the buffers checked.
+    if let Some(r) = unsafe { post_pooled_recv(e, bufs, context, flags) } {
+        return r;
+    }
     let dom = e.domain().core();
     e.with_enabled(|ep, shared, selective| {
         let (buf, recv, prefix) = if e.msg_prefix(true) {
@@ -175,6 +179,80 @@ unsafe fn post_recv(
         };
         finish(r, id, shared, true)
     })
+}
+
+/// Posts a receive of a plain-UDP endpoint, which waits in its receive pool for a datagram
+/// ([`crate::rxpool`]) — or completes at once with one held there, its entry queued on the
+/// receive CQ. `None` for an endpoint without a pool (not enabled, or not plain UDP).
+///
+/// # Safety
+/// As [`post_recv`] (the buffers checked against their descriptors).
+unsafe fn post_pooled_recv(
+    e: &EpObj,
+    bufs: &[AppBuf],
+    context: *mut c_void,
+    flags: Option<OpFlags>,
+) -> Option<isize> {
+    // Read before the endpoint's lock is taken: the entry is queued after it is let go.
+    let rx_cq = e.rx_cq();
+    let dom = e.domain().core();
+    let (mut matched, mut pooled) = (None, false);
+    let r = e.with_enabled(|ep, shared, selective| {
+        let Some(pool) = shared.pool.as_ref() else {
+            return 0;
+        };
+        pooled = true;
+        // The endpoint's state, as core checks a receive's (failed, disabled).
+        if let Err(err) = ep.rx_size_left(dom) {
+            return ffi::fail(err);
+        }
+        // fi_msg(3): flags a receive takes here; `FI_MULTI_RECV` is not offered on plain UDP
+        // (its call went to `post_multi_recv`).
+        if flags.is_some_and(|f| !(OpFlags::COMPLETION | OpFlags::MORE).contains(f)) {
+            return isize::neg(sys::FI_EBADFLAGS as i32);
+        }
+        let (recv, prefix) = if e.msg_prefix(true) {
+            // fi_getinfo(3): "Prefix buffer space must be provided with all sends and
+            // receives, regardless of the size of the transfer".
+            let size = Geometry::of(ep).size;
+            match bufs.first() {
+                Some(whole) if whole.len >= size => {
+                    let p = whole.tail(size);
+                    ((p.addr, p.len), size)
+                }
+                _ => return isize::neg(sys::FI_EINVAL),
+            }
+        } else {
+            (bufs.first().map_or((0, 0), |b| (b.addr, b.len)), 0)
+        };
+        let w = crate::rxpool::Waiting {
+            context: context as usize,
+            recv,
+            prefix,
+            silent: selective.silent(ep, true, flags),
+        };
+        shared.refill(ep, dom, e.serial());
+        match pool.post(w) {
+            Ok(None) => 0,
+            Ok(Some(pair)) => {
+                matched = Some((shared.clone(), pair));
+                0
+            }
+            Err(()) => isize::neg(sys::FI_EAGAIN),
+        }
+    });
+    if !pooled {
+        return None;
+    }
+    if let Some((shared, (w, a))) = matched {
+        let ready = crate::cq::matched(&shared, e.serial(), w, a);
+        // A silent success makes no entry. Without a receive CQ there is nothing to queue it
+        // on (core refuses to enable an endpoint without one, so none comes here).
+        if let (Some(r), Some(cq)) = (ready, rx_cq) {
+            cq.deliver(r);
+        }
+    }
+    Some(r)
 }
 
 /// Posts a multi-receive buffer (`FI_MULTI_RECV`, [`crate::multi`]): the application's one

@@ -35,6 +35,9 @@ pub(crate) struct Record {
     /// For an operation of an endpoint in prefix mode: how it uses the application's buffer
     /// ([`crate::prefix`]).
     pub(crate) prefix: Option<PrefixOp>,
+    /// A buffer of a plain-UDP endpoint's receive pool ([`crate::rxpool`]): no operation of
+    /// the application's; its datagram is matched with one when it completes.
+    pub(crate) pooled: bool,
 }
 
 /// What the record of an operation in prefix mode (`FI_MSG_PREFIX`) keeps.
@@ -130,7 +133,7 @@ pub(crate) fn find(ep: u64, context: usize) -> Option<OpContext> {
     let s = lock();
     s.slots.iter().enumerate().find_map(|(slot, (g, r))| {
         r.as_ref()
-            .filter(|r| r.ep == ep && r.context == context)
+            .filter(|r| r.ep == ep && r.context == context && !r.pooled)
             .map(|_| id(*g, slot as u32))
     })
 }

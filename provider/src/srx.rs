@@ -149,13 +149,14 @@ pub(crate) unsafe extern "C" fn open(
         let ring = crate::nic::RING_DEPTH - 1;
         let n_rx = if size == 0 { ring } else { size.min(ring) };
         let len = base.rx_buf_len as usize;
-        let shared = match Shared::carve(d, Encap::Ethernet.header_len(), (n_rx, 0), len, None) {
-            Ok(s) => Arc::new(s),
-            Err(e) => {
-                let _ = core.close(dom);
-                return ffi::fail(e);
-            }
-        };
+        let shared =
+            match Shared::carve(d, Encap::Ethernet.header_len(), (n_rx, 0), len, None, None) {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    let _ = core.close(dom);
+                    return ffi::fail(e);
+                }
+            };
         let obj = Box::new(SrxObj {
             fid: sys::fid_ep {
                 fid: fid::new(sys::FI_CLASS_SRX_CTX, context, &FI_OPS),
@@ -217,6 +218,7 @@ impl SrxObj {
             shared: self.shared.clone(),
             multi: None,
             prefix: None,
+            pooled: false,
         });
         let r = match flags {
             None => srx.recv(dom, buf, id),

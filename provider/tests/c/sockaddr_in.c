@@ -6,8 +6,10 @@
  * fi_av_insertsvc, fi_av_lookup and fi_av_straddr of sockaddr_in, datagrams both ways compared
  * byte for byte, FI_SOURCE and FI_SOURCE_ERR (the sender's sockaddr_in in err_data, inserted,
  * then FI_SOURCE giving its fi_addr), the largest message and one byte more, remote CQ data
- * refused, and a send to an address nobody answers ARP for completing in error with
- * FI_EHOSTUNREACH. Prints "N passed, N failed".
+ * refused, a send to an address nobody answers ARP for completing in error with
+ * FI_EHOSTUNREACH, and the receive pool: datagrams held while no receive is posted and taken
+ * in order by receives posted later, fi_cancel, fi_rx_size_left, the receive counter and
+ * FI_ETRUNC. Prints "N passed, N failed".
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -41,6 +43,7 @@ struct node {
 	struct fid_av *av;
 	struct fid_mr *mr;
 	struct fid_ep *ep;
+	struct fid_cntr *rx_cntr;
 	unsigned char *buf;
 	struct sockaddr_in name;
 	/* The contexts of the receives each node keeps posted, one per slot. */
@@ -178,6 +181,11 @@ static int open_node(struct node *n, struct fi_info *info)
 		return ret;
 	CHECK(fi_ep_bind(n->ep, &n->av->fid, 0) == 0, "fi_ep_bind(av)");
 	CHECK(fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV) == 0, "fi_ep_bind(cq)");
+	{
+		struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP };
+		CHECK(fi_cntr_open(n->domain, &cntr_attr, &n->rx_cntr, NULL) == 0, "fi_cntr_open");
+		CHECK(fi_ep_bind(n->ep, &n->rx_cntr->fid, FI_RECV) == 0, "fi_ep_bind(cntr)");
+	}
 	CHECK(fi_enable(n->ep) == 0, "fi_enable");
 	/* fi_cm(3), fi_getname: "the endpoint's address ... is returned"; its size in addrlen. */
 	ret = fi_getname(&n->ep->fid, &n->name, &len);
@@ -188,6 +196,7 @@ static int open_node(struct node *n, struct fi_info *info)
 static void close_node(struct node *n)
 {
 	CHECK(fi_close(&n->ep->fid) == 0, "fi_close(ep)");
+	CHECK(fi_close(&n->rx_cntr->fid) == 0, "fi_close(cntr)");
 	CHECK(fi_close(&n->mr->fid) == 0, "fi_close(mr)");
 	CHECK(fi_close(&n->cq->fid) == 0, "fi_close(cq)");
 	CHECK(fi_close(&n->av->fid) == 0, "fi_close(av)");
@@ -263,11 +272,9 @@ static void sent(struct node *from, struct node *other, void *ctx)
 	      ret);
 }
 
-/* Posts the receive of slot `i` of `to`'s buffer. Each node keeps RX posted from the start:
- * the ARP frames of address resolution land in the receive ring's buffers too, so a node that
- * sends needs receives posted, and more than a peer sends at once (docs/libfabric.md,
- * "FI_SOCKADDR_IN (plain UDP)", "Limits"). Two sufficed in twelve runs of twelve, six at
- * once, since the announcement leaves at fi_enable; four leave a margin. */
+/* Posts the receive of slot `i` of `to`'s buffer. Each node keeps RX posted; the ring holds
+ * the endpoint's own buffers whatever is posted (docs/libfabric.md, "Receives: a pool of the
+ * endpoint's buffers"), so ARP frames take none of these. */
 static void post_recv(struct node *to, int i)
 {
 	unsigned char *slot = to->buf + i * SLOT;
@@ -452,6 +459,88 @@ int main(void)
 		      "FI_EHOSTUNREACH: %zd, err %d", n, err.err);
 		/* The endpoint goes on: a datagram to b still arrives. */
 		exchange(&a, &b, a_to_b, 64, 7, &src);
+	}
+
+	/* The receive pool (docs/libfabric.md, "FI_SOCKADDR_IN (plain UDP)"): b's receives wait
+	 * in the provider, its ring holds buffers of b's own, and a datagram that finds no
+	 * receive is held until one is posted. */
+	if (b.ep) {
+		size_t rx_size = b.info->rx_attr->size;
+		uint64_t ok0 = fi_cntr_read(b.rx_cntr), err0 = fi_cntr_readerr(b.rx_cntr);
+		/* fi_endpoint(3), fi_cancel: "An error queue entry will be available in the the
+		 * associated error queue with error code FI_ECANCELED." */
+		for (int i = 0; i < RX; i++) {
+			struct fi_cq_data_entry e;
+			struct fi_cq_err_entry err = { 0 };
+			ret = (int)fi_cancel(&b.ep->fid, &b.rx_ctx[i]);
+			CHECK(ret == 0, "fi_cancel of a waiting receive: %d", ret);
+			ssize_t n = fi_cq_read(b.cq, &e, 1);
+			CHECK(n == -FI_EAVAIL, "the cancel's entry is an error: %zd", n);
+			n = fi_cq_readerr(b.cq, &err, 0);
+			CHECK(n == 1 && err.err == FI_ECANCELED && err.op_context == &b.rx_ctx[i] &&
+				      (err.flags & FI_RECV),
+			      "FI_ECANCELED for receive %d: %zd, err %d", i, n, err.err);
+		}
+		ret = (int)fi_cancel(&b.ep->fid, &b.rx_ctx[0]);
+		CHECK(ret == -FI_ENOENT, "a receive is cancelled once: %d", ret);
+		/* fi_cntr(3): "If an operation associated with the counter encounters an error, it
+		 * will increment the error value associated with the counter." */
+		CHECK(fi_cntr_readerr(b.rx_cntr) == err0 + RX, "each cancel counted as an error");
+		/* fi_endpoint(3), fi_rx_size_left: "the lower bound on the number of receive
+		 * operations that may be posted to the given endpoint without that operation
+		 * returning -FI_EAGAIN" — every receive may wait. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+		ssize_t left = fi_rx_size_left(b.ep);
+#pragma GCC diagnostic pop
+		CHECK(left == (ssize_t)rx_size, "fi_rx_size_left with none posted: %zd of %zu", left,
+		      rx_size);
+		/* Three datagrams to b, which has no receive posted: held, no completion. */
+		for (int seed = 20; seed < 23; seed++) {
+			int ctx_s;
+			ret = send_msg(&a, a_to_b, 100 + seed, seed, &ctx_s);
+			CHECK(ret == 0, "fi_send(%d): %d", seed, ret);
+			sent(&a, &b, &ctx_s);
+		}
+		struct fi_cq_data_entry e[4];
+		ssize_t n = readfrom(&b, &a, e, &src, 0.5);
+		CHECK(n == -FI_EAGAIN, "no receive, no completion: %zd", n);
+		CHECK(fi_cntr_read(b.rx_cntr) == ok0,
+		      "a held datagram is not counted: %llu (was %llu)",
+		      (unsigned long long)fi_cntr_read(b.rx_cntr), (unsigned long long)ok0);
+		/* Receives posted now take them, oldest first, at once. */
+		for (int i = 0; i < 3; i++)
+			post_recv(&b, i);
+		n = fi_cq_read(b.cq, e, 4);
+		CHECK(n == 3, "the held datagrams complete the receives posted: %zd", n);
+		for (int i = 0; i < 3 && n == 3; i++) {
+			int slot = slot_of(&b, e[i].op_context);
+			CHECK(slot == i && e[i].len == (size_t)(120 + i) &&
+				      matches(b.buf + slot * SLOT, e[i].len, 20 + i),
+			      "receive %d holds datagram %d byte for byte: slot %d, len %zu", i, i,
+			      slot, e[i].len);
+		}
+		CHECK(fi_cntr_read(b.rx_cntr) == ok0 + 3, "counted when matched");
+		/* fi_cq(3), FI_ETRUNC: a datagram longer than the receive's buffer. */
+		{
+			int ctx_s, ctx_r;
+			struct fi_cq_err_entry err = { 0 };
+			ret = (int)fi_recv(b.ep, b.buf, 50, fi_mr_desc(b.mr), FI_ADDR_UNSPEC, &ctx_r);
+			CHECK(ret == 0, "fi_recv(50): %d", ret);
+			ret = send_msg(&a, a_to_b, 300, 30, &ctx_s);
+			CHECK(ret == 0, "fi_send(300): %d", ret);
+			n = readfrom(&b, &a, e, &src, 5);
+			CHECK(n == -FI_EAVAIL, "a truncated receive is an error: %zd", n);
+			n = fi_cq_readerr(b.cq, &err, 0);
+			CHECK(n == 1 && err.err == FI_ETRUNC && err.op_context == &ctx_r &&
+				      err.len == 50 && err.olen == 250 && matches(b.buf, 50, 30),
+			      "FI_ETRUNC: %zd, err %d, len %zu, olen %zu", n, err.err, err.len,
+			      err.olen);
+			sent(&a, &b, &ctx_s);
+		}
+		/* And the exchanges go on with the receives posted again. */
+		post_recv(&b, 3);
+		exchange(&a, &b, a_to_b, 500, 31, &src);
 	}
 
 out:
