@@ -232,6 +232,17 @@ unsafe extern "C" fn close(fid: *mut sys::fid) -> c_int {
         if d.children.load(Ordering::Acquire) > 0 {
             return errno::BUSY;
         }
+        // What the NIC and core's IPv4 host counted, for a user chasing a lost frame
+        // (`FI_LOG_LEVEL=info`).
+        {
+            use ringfab::hal::Nic as _;
+            let core = d.core();
+            crate::log::info(&format!(
+                "fi_close(domain): the NIC counted {:?}; IPv4 drops {:?}",
+                core.nic().stats(),
+                core.ip_drops()
+            ));
+        }
         let nic = d.nic;
         // SAFETY: made by Box::into_raw in `open`, closed once; nothing holds it (no child).
         unsafe { fid::free(d) };

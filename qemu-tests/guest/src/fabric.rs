@@ -7,6 +7,11 @@
 //!
 //! The tests' own handles on the pair are closed first (a VFIO group has one owner at a
 //! time) and the NICs brought up again after, as for the examples (`examples.rs`).
+//!
+//! Against the kernel ([`against_udp_provider`]): with NIC B on Linux's driver
+//! ([`crate::linux`]), `fi_pingpong -p udp` (libfabric's udp provider: kernel sockets on NIC B's
+//! interface) and `fi_pingpong -p ringfab` over `FI_SOCKADDR_IN` on NIC A, each as server and
+//! as client: plain UDP datagrams between libfabric's two providers.
 
 use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
@@ -66,13 +71,49 @@ pub(crate) fn virtio(ctx: &mut Ctx) -> Outcome {
     Ok(detail)
 }
 
-/// `fi_pingpong` with the provider offering the one NIC `bdf`.
-fn fi_pingpong(bdf: &str, port: &str, peer: Option<&str>) -> Command {
+/// One side of a `fi_pingpong` run.
+#[derive(Clone, Copy)]
+pub(crate) enum Side<'a> {
+    /// ringfab's provider offering the one NIC `bdf`, with `FI_RINGFAB_IPV4`'s
+    /// `<addr>/<prefix>` for it if `ipv4` (then its first info is `FI_SOCKADDR_IN`).
+    Ringfab { bdf: &'a str, ipv4: Option<&'a str> },
+    /// libfabric's udp provider (kernel sockets) on the interface `ifname` (`-d`: it lists one
+    /// domain per interface).
+    Udp { ifname: &'a str },
+}
+
+impl Side<'_> {
+    fn name(&self) -> String {
+        match self {
+            Side::Ringfab { bdf, .. } => format!("ringfab on {bdf}"),
+            Side::Udp { ifname } => format!("udp on {ifname}"),
+        }
+    }
+}
+
+/// `fi_pingpong` on `side`, the server (`peer` `None`) or the client of `peer`.
+fn fi_pingpong(side: Side<'_>, port: &str, peer: Option<&str>) -> Command {
     let mut c = Command::new(FI_PINGPONG);
-    c.env("FI_RINGFAB_NICS", bdf)
-        .env_remove("FI_PROVIDER_PATH")
-        .env_remove("FI_PROVIDER")
-        .args(["-p", "ringfab", "-e", "dgram", "-I", ITERATIONS, "-c"]);
+    c.env_remove("FI_PROVIDER_PATH").env_remove("FI_PROVIDER");
+    match side {
+        Side::Ringfab { bdf, ipv4 } => {
+            // Info: the NIC's and the IPv4 host's counts at the domain's close, for a
+            // failure's message.
+            c.env("FI_RINGFAB_NICS", bdf)
+                .env("FI_LOG_LEVEL", "info")
+                .env("FI_LOG_PROV", "ringfab")
+                .args(["-p", "ringfab"]);
+            match ipv4 {
+                Some(a) => c.env("FI_RINGFAB_IPV4", format!("{bdf}={a}")),
+                None => c.env_remove("FI_RINGFAB_IPV4"),
+            };
+        }
+        Side::Udp { ifname } => {
+            c.env_remove("FI_RINGFAB_NICS")
+                .args(["-p", "udp", "-d", ifname]);
+        }
+    }
+    c.args(["-e", "dgram", "-I", ITERATIONS, "-c"]);
     match peer {
         None => c.args(["-B", port]),
         Some(server) => c.args(["-P", port, server]),
@@ -137,16 +178,49 @@ pub(crate) fn acked_rows(stdout: &str, iterations: &str) -> Vec<String> {
 
 /// Runs a server on NIC `a` and a client on NIC `b` and checks both.
 fn pingpong(model: &str, a: &str, b: &str) -> Outcome {
+    let server = Side::Ringfab { bdf: a, ipv4: None };
+    let client = Side::Ringfab { bdf: b, ipv4: None };
+    let rows = run(server, client)?;
+    Ok(format!(
+        "{model} {a} (server) <-> {b} (client), {ITERATIONS} checked round trips per size: {}",
+        rows.join(", ")
+    ))
+}
+
+/// `fi_pingpong -p ringfab` over `FI_SOCKADDR_IN` on NIC `bdf` (address `ipv4`,
+/// `<addr>/<prefix>`) against `fi_pingpong -p udp` on the kernel's interface `ifname`, on one
+/// link: ringfab as server, then as client (docs/libfabric.md, "Against libfabric's udp
+/// provider").
+pub(crate) fn against_udp_provider(bdf: &str, ipv4: &str, ifname: &str) -> Outcome {
+    let ringfab = Side::Ringfab {
+        bdf,
+        ipv4: Some(ipv4),
+    };
+    let udp = Side::Udp { ifname };
+    let served = run(ringfab, udp).map_err(|e| format!("ringfab serving udp: {e}"))?;
+    let client = run(udp, ringfab).map_err(|e| format!("udp serving ringfab: {e}"))?;
+    Ok(format!(
+        "{ITERATIONS} checked round trips per size, ringfab ({bdf}, {ipv4}) server ↔ udp \
+         ({ifname}) client: {}; udp server ↔ ringfab client: {}",
+        served.join(", "),
+        client.join(", ")
+    ))
+}
+
+/// Runs `server` and a client of it on `client`, checks both: each size's result row with
+/// every message acknowledged (the client's rows).
+fn run(server: Side<'_>, client: Side<'_>) -> Result<Vec<String>, String> {
     let port = free_port()?;
     let deadline = Instant::now() + TIMEOUT;
-    let server = fi_pingpong(a, &port, None)
+    let server_side = server;
+    let server = fi_pingpong(server, &port, None)
         .spawn()
         .map_err(|e| format!("running {FI_PINGPONG}: {e}"))?;
     // The client connects to the server's control port first, before it opens a NIC: retried
     // while the server is still starting.
     let connect_until = Instant::now() + CONNECT_FOR;
-    let client = loop {
-        let child = fi_pingpong(b, &port, Some("127.0.0.1"))
+    let client_out = loop {
+        let child = fi_pingpong(client, &port, Some("127.0.0.1"))
             .spawn()
             .map_err(|e| format!("running {FI_PINGPONG}: {e}"))?;
         let out = wait_until(child, deadline)?;
@@ -159,9 +233,20 @@ fn pingpong(model: &str, a: &str, b: &str) -> Outcome {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    let server = wait_until(server, deadline).map_err(|e| format!("server: {e}"))?;
+    let server = wait_until(server, deadline).map_err(|e| {
+        format!(
+            "server: {e}; the client exited with {}: {} {}",
+            client_out.status,
+            String::from_utf8_lossy(&client_out.stdout).trim(),
+            String::from_utf8_lossy(&client_out.stderr).trim()
+        )
+    })?;
     let mut rows = Vec::new();
-    for (who, out) in [("server", &server), ("client", &client)] {
+    let who = [
+        format!("server ({})", server_side.name()),
+        format!("client ({})", client.name()),
+    ];
+    for (who, out) in who.iter().zip([&server, &client_out]) {
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             return Err(format!(
@@ -179,10 +264,7 @@ fn pingpong(model: &str, a: &str, b: &str) -> Outcome {
             ));
         }
     }
-    Ok(format!(
-        "{model} {a} (server) <-> {b} (client), {ITERATIONS} checked round trips per size: {}",
-        rows.join(", ")
-    ))
+    Ok(rows)
 }
 
 #[cfg(test)]

@@ -122,6 +122,7 @@ pub(crate) trait Model {
     fn open(p: VfioPlatform) -> Result<Self::N, String>;
     fn peer(ctx: &Ctx) -> Option<&Peer<Self::N>>;
     fn set_peer(ctx: &mut Ctx, peer: Option<Peer<Self::N>>);
+    fn take_peer(ctx: &mut Ctx) -> Option<Peer<Self::N>>;
 }
 
 pub(crate) struct Igb;
@@ -150,6 +151,9 @@ impl Model for Igb {
     fn set_peer(ctx: &mut Ctx, peer: Option<Peer<Nic>>) {
         ctx.linux_igb = peer;
     }
+    fn take_peer(ctx: &mut Ctx) -> Option<Peer<Nic>> {
+        ctx.linux_igb.take()
+    }
 }
 
 impl Model for E1000eModel {
@@ -174,6 +178,9 @@ impl Model for E1000eModel {
     fn set_peer(ctx: &mut Ctx, peer: Option<Peer<Self::N>>) {
         ctx.linux_e1000e = peer;
     }
+    fn take_peer(ctx: &mut Ctx) -> Option<Peer<Self::N>> {
+        ctx.linux_e1000e.take()
+    }
 }
 
 impl Model for Virtio {
@@ -197,6 +204,9 @@ impl Model for Virtio {
     }
     fn set_peer(ctx: &mut Ctx, peer: Option<Peer<Self::N>>) {
         ctx.linux_virtio = peer;
+    }
+    fn take_peer(ctx: &mut Ctx) -> Option<Peer<Self::N>> {
+        ctx.linux_virtio.take()
     }
 }
 
@@ -298,6 +308,45 @@ pub(crate) fn ping<M: Model>(ctx: &mut Ctx) -> Outcome {
         "{} → {target}: {summary}; round-trip {rtt}",
         peer.linux.addr
     ))
+}
+
+/// Issue 16's cross test: libfabric's own udp provider (`fi_pingpong -p udp`, the kernel's
+/// sockets on NIC B's interface) against ringfab's provider over `FI_SOCKADDR_IN` on NIC A
+/// (`fi_pingpong -p ringfab`, `FI_RINGFAB_IPV4`), each as server and as client, every byte
+/// checked ([`crate::fabric::against_udp_provider`]). The test's own handle on NIC A is closed
+/// for the run (a VFIO group has one owner) and opened again after.
+pub(crate) fn fi_pingpong_udp<M: Model>(ctx: &mut Ctx) -> Outcome {
+    let [a, _] = M::bdfs(ctx).ok_or("the kernel command line names no such pair")?;
+    let (ipv4, ifname) = {
+        let p = peer::<M>(ctx)?;
+        (format!("{}/24", p.ringfab_ip()), p.linux.name.clone())
+    };
+    let Some(Peer { nic, linux, subnet }) = M::take_peer(ctx) else {
+        return Err("NIC B's peer went away".into());
+    };
+    drop(nic);
+    let out = crate::fabric::against_udp_provider(&a, &ipv4, &ifname).map_err(|e| {
+        let arp = std::fs::read_to_string("/proc/net/arp").unwrap_or_default();
+        let udp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+        let udp: Vec<&str> = udp.lines().filter(|l| l.starts_with("Udp:")).collect();
+        format!(
+            "{e}; {}; the kernel's neighbours: {}; {}",
+            linux_counters(&ifname),
+            arp.trim().replace('\n', " | "),
+            udp.join(" / ")
+        )
+    });
+    let reopened = VfioPlatform::open(&a)
+        .map_err(|e| format!("opening {a}: {e}"))
+        .and_then(|p| M::open(p).map_err(|e| format!("bringing up {a}: {e}")));
+    match reopened {
+        Ok(nic) => M::set_peer(ctx, Some(Peer { nic, linux, subnet })),
+        Err(e) => {
+            let detail = out?;
+            return Err(format!("{detail}; but then {e}"));
+        }
+    }
+    out
 }
 
 /// `(InCsumErrors, RcvbufErrors)` of the kernel's UDP counters (`/proc/net/snmp`): a datagram

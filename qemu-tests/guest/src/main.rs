@@ -230,6 +230,7 @@ mod guest {
         test("linux-udp-100k", linux::udp_100k::<IgbModel>),
         test("linux-tcp-echo", linux::tcp_echo::<IgbModel>),
         test("linux-packet-flood", linux::packet_flood::<IgbModel>),
+        test("linux-fi-pingpong-udp", linux::fi_pingpong_udp::<IgbModel>),
         test("e1000e-linux-nic-b", linux::nic_b::<E1000eModel>),
         test("e1000e-linux-ping", linux::ping::<E1000eModel>),
         test("e1000e-linux-udp-100k", linux::udp_100k::<E1000eModel>),
@@ -238,6 +239,10 @@ mod guest {
             "e1000e-linux-packet-flood",
             linux::packet_flood::<E1000eModel>,
         ),
+        test(
+            "e1000e-linux-fi-pingpong-udp",
+            linux::fi_pingpong_udp::<E1000eModel>,
+        ),
         test("virtio-linux-nic-b", linux::nic_b::<VirtioModel>),
         test("virtio-linux-ping", linux::ping::<VirtioModel>),
         test("virtio-linux-udp-100k", linux::udp_100k::<VirtioModel>),
@@ -245,6 +250,10 @@ mod guest {
         test(
             "virtio-linux-packet-flood",
             linux::packet_flood::<VirtioModel>,
+        ),
+        test(
+            "virtio-linux-fi-pingpong-udp",
+            linux::fi_pingpong_udp::<VirtioModel>,
         ),
     ];
 
