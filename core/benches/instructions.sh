@@ -12,19 +12,22 @@
 #                `complete_rx`; also split into post and read;
 #   send       — inclusive cost of `cq_send_batch` (send a batch with `Endpoint::sendmsg`, the
 #                doorbell with the last) per message, minus the device's own `complete_tx`
-#                (the benchmark's `--mode send`; its read of the completions is not counted).
+#                (the benchmark's `--mode send`);
+#   send read  — inclusive cost of `cq_read_owned_all` in the same send measurement per message:
+#                the read of the send completions with `read_owned`, the buffers handed back.
 #
 # With --raw, the raw layer instead (`Path::post_recvs`, `cq.read`): read and cycle. With
 # --one-cq, the endpoint's sends report to its receive CQ (the benchmark's `--one-cq`). With
 # --plain, the endpoint on plain IPv4/UDP (the benchmark's `--layer plain`; no send column:
-# its sends wait for ARP).
+# its sends wait for ARP). With --send, only the send measurement: send and send read.
 #
-#   core/benches/instructions.sh [--raw|--one-cq|--plain] [igb|e1000e|virtio-net …]
+#   core/benches/instructions.sh [--raw|--one-cq|--plain|--send] [igb|e1000e|virtio-net …]
 #   (default: igb; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-layer=endpoint extra=()
+layer=endpoint extra=() only_send=
+if [ "${1:-}" = --send ]; then only_send=1; shift; fi
 if [ "${1:-}" = --raw ]; then layer=raw; shift; fi
 if [ "${1:-}" = --plain ]; then layer=plain; shift; fi
 if [ "${1:-}" = --one-cq ]; then extra=(--one-cq); shift; fi
@@ -59,10 +62,20 @@ profile() { # profile $1 of mode $2 at batch $3 on NIC $4
 }
 for nic in "${nics[@]}"; do
   echo "$nic ($layer${extra:+, one CQ})"
+  if [ -n "$only_send" ]; then
+    printf '%-6s %10s %14s\n' batch "send/msg" "send read/msg"
+    for batch in 1 16 64; do
+      profile "$out/send.$batch" send "$batch" "$nic"
+      printf '%-6s %10s %14s\n' "$batch" \
+        "$(per "$out/send.$batch" cq_send_batch complete_tx)" \
+        "$(per "$out/send.$batch" cq_read_owned_all)"
+    done
+    continue
+  fi
   if [ "$layer" = raw ]; then
     printf '%-6s %12s %14s %13s %13s\n' batch "read/entry" "cycle/op" "(post/op" "read/op)"
   else
-    printf '%-6s %12s %16s %14s %13s %13s %10s\n' batch "read/entry" "read_owned/entry" "cycle/msg" "(post/msg" "read/msg)" "send/msg"
+    printf '%-6s %12s %16s %14s %13s %13s %10s %14s\n' batch "read/entry" "read_owned/entry" "cycle/msg" "(post/msg" "read/msg)" "send/msg" "send read/msg"
   fi
   for batch in 1 16 64; do
     profile "$out/read.$batch" read "$batch" "$nic"
@@ -75,18 +88,19 @@ for nic in "${nics[@]}"; do
         "$(per "$out/cycle.$batch" cq_read_all)"
     else
       profile "$out/owned.$batch" read-owned "$batch" "$nic"
-      send=-
+      send=- send_read=-
       if [ "$layer" = endpoint ]; then
         profile "$out/send.$batch" send "$batch" "$nic"
         send=$(per "$out/send.$batch" cq_send_batch complete_tx)
+        send_read=$(per "$out/send.$batch" cq_read_owned_all)
       fi
-      printf '%-6s %12s %16s %14s %13s %13s %10s\n' "$batch" \
+      printf '%-6s %12s %16s %14s %13s %13s %10s %14s\n' "$batch" \
         "$(per "$out/read.$batch" cq_read_all)" \
         "$(per "$out/owned.$batch" cq_read_owned_all)" \
         "$(per "$out/cycle.$batch" cq_cycle complete_rx)" \
         "$(per "$out/cycle.$batch" cq_post_batch complete_rx)" \
         "$(per "$out/cycle.$batch" cq_read_owned_all)" \
-        "$send"
+        "$send" "$send_read"
     fi
   done
 done

@@ -77,7 +77,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         };
         self.post_send_checksummed(cq, segments, buf, context, report, who, checksum)?;
         let slot = self.table.tail.wrapping_sub(1) % D;
-        self.table.ops[slot].iov = r as u8;
+        let op = &mut self.table.ops[slot];
+        op.iov = r as u8;
+        // Its further buffers travel with its completion: not a lane's (`Op::lane`).
+        op.plain = op.lane().0;
         let mut rec = IovRec {
             used: true,
             nsegs: segments.len() as u8,

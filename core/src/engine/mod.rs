@@ -103,6 +103,7 @@ mod op; // the op table
 mod plain_lane; // the plain-UDP lane (an endpoint's receives of IPv4/UDP datagrams)
 mod poll; // `PathState::poll` and its general lane
 mod post; // posting one receive or send
+mod send_lane; // the send lane (an endpoint's sends of owned buffers)
 mod shared; // shared transmit paths
 mod sink; // what a poll hands its reader
 mod slot; // `PathSlot`, a path's slot in the domain's table

@@ -55,6 +55,22 @@ pub(super) enum Lane {
     /// ([`fast_lane_plain`](super::plain_lane::PlainLane)) reads the headers in place and checks
     /// the payload against what was accepted itself.
     PlainRecv,
+    /// An endpoint's send of one owned [`Buf`](crate::mr::Buf): requested, not a gather send
+    /// (no further buffers to hand back with it). The send lane
+    /// ([`send_lane`](super::PathState::send_lane)) writes its entry and hands its buffer back
+    /// without building a `Completion`.
+    OwnedSend,
+}
+
+/// The lane of a send of `buf`, a frame of one segment (not a gather send), whose success is
+/// reported if `report`: [`Lane::Send`] without an owned buffer, [`Lane::OwnedSend`] with one.
+#[inline(always)]
+pub(super) fn send_lane(report: bool, buf: &RawBuf) -> LaneKey {
+    match (report, buf.mr) {
+        (false, _) => LaneKey::GENERAL,
+        (true, NO_MR) => LaneKey::of(Lane::Send, NO_MR),
+        (true, mr) => LaneKey::of(Lane::OwnedSend, mr),
+    }
 }
 
 /// [`Op::plain`]: the operation's [`Lane`] in the low byte and its buffer's region above it, so
@@ -204,9 +220,8 @@ impl Op {
         match self.kind {
             _ if self.group != NO_GROUP => (LaneKey::GENERAL, NO_HEAD),
             OpKind::Recv => recv_lane(self.report, &self.buf, self.len),
-            OpKind::Send if self.report && self.buf.mr == NO_MR => {
-                (LaneKey::of(Lane::Send, NO_MR), NO_HEAD)
-            }
+            // A gather send's further buffers travel with its completion: the general lane's.
+            OpKind::Send if self.iov == NO_IOV => (send_lane(self.report, &self.buf), NO_HEAD),
             _ => (LaneKey::GENERAL, NO_HEAD),
         }
     }

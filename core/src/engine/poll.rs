@@ -1,6 +1,6 @@
 //! The CQ read's work on one path, [`PathState::poll`](super::PathState::poll): the fast lanes
-//! inside the driver's loop (`fast_lane.rs`, `framed.rs`), then the general lane over what they
-//! left; after it, the silent reclaim of selective completion in hardware ([`path`](super)'s
+//! inside the driver's loop (`fast_lane.rs`, `framed.rs`, `plain_lane.rs`) or, on a transmit
+//! queue, over what its poll gave (`send_lane.rs`), then the general lane over what they left; after it, the silent reclaim of selective completion in hardware ([`path`](super)'s
 //! "Selective completion in hardware"), and the [`Tally`] a poll adds to the path's counter.
 
 use super::multi::{settle, settle_success, NO_GROUP};
@@ -238,7 +238,25 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 }
                 Queue::Tx(q) => {
                     let got = q.poll(&mut self.tx_scratch[..want]).min(want);
-                    let mut i = 0;
+                    // The send lane first: a leading run of an endpoint's sends of owned
+                    // buffers, straight into the reader's array; the general lane takes the
+                    // rest, from the first completion the lane declined.
+                    let mut win = sink.window();
+                    let taken = Self::send_lane::<S>(
+                        &mut self.table,
+                        &self.tx_scratch[..got],
+                        &mut win,
+                        ctx.owners,
+                        header,
+                        self.cntr.is_some(),
+                    );
+                    let mut i = taken.direct;
+                    if i > 0 {
+                        sink.commit_filled(i);
+                        given += i;
+                        tally.ok += i as u64;
+                        tally.bytes += taken.bytes;
+                    }
                     while i < got {
                         // Fast path: a run of plain successes in one call to the sink.
                         let k = self.table.take_plain(

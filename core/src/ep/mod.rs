@@ -253,6 +253,10 @@ pub struct Endpoint {
     /// Whether it bound `port` itself (an endpoint) rather than using its scalable
     /// endpoint's (a context): only the binder releases it.
     owns_port: bool,
+    /// [`max_msg_size`](Self::max_msg_size) as it was when the endpoint was last enabled: what
+    /// a send checks its payload against, without asking the NIC (whose `capabilities` takes
+    /// the driver's lock) on every send. Nothing sends before `enable`.
+    max_send: usize,
 }
 
 impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {

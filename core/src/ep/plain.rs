@@ -40,7 +40,8 @@ impl Endpoint {
         {
             return Err(Error::BadFlags);
         }
-        if len > self.max_msg_size(dom) {
+        // `usable` found the endpoint enabled: `max_send` is its `max_msg_size`.
+        if len > self.max_send {
             return Err(Error::MsgSize);
         }
         let av = self.av.and_then(|i| dom.avs().get(i)).ok_or(Error::NoAv)?;

@@ -397,7 +397,8 @@ impl Endpoint {
         {
             return Err(Error::BadFlags);
         }
-        if len > self.max_msg_size(dom) {
+        // `usable` found the endpoint enabled: `max_send` is its `max_msg_size`.
+        if len > self.max_send {
             return Err(Error::MsgSize);
         }
         let av = self.av.and_then(|i| dom.avs().get(i)).ok_or(Error::NoAv)?;
@@ -468,8 +469,7 @@ impl Endpoint {
         tx.with_state(|st| {
             let who = self.poster();
             let report = st.reports(flags, who);
-            let r =
-                st.post_send_checksummed(cq.credits, segments, raw, context, report, who, checksum);
+            let r = st.post_send_inline(cq.credits, segments, raw, context, report, who, checksum);
             // A refused post rings too: earlier FI_MORE posts must not wait for a call that
             // may never come.
             if !flags.contains(OpFlags::MORE) || r.is_err() {

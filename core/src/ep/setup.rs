@@ -55,6 +55,7 @@ impl Endpoint {
             srx_owner: 0,
             port: 0,
             owns_port: false,
+            max_send: 0,
         }
     }
 
@@ -831,6 +832,7 @@ impl Endpoint {
             self.rx = Some(path.index);
         }
         self.tx = tx.map(|p| p.index);
+        self.max_send = self.max_msg_size(dom);
         self.enabled = true;
         if !self.attr.encap.is_ringfab() {
             // RFC 5227 §2.3: the link learns where the address is.
