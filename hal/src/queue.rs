@@ -257,20 +257,52 @@ pub struct RssInfo {
 /// software (which also tells a wrong checksum from a missing one). A device that marks a wrong
 /// checksum right cannot be caught here: that is a device lying about data it owns
 /// (docs/reliability.md, "Where the promise stops").
+///
+/// One more mark says the TCP/UDP checksum **field** is not filled in
+/// ([`l4_partial`](Self::l4_partial)): virtio-net's `VIRTIO_NET_HDR_F_NEEDS_CSUM` on a
+/// received frame (virtio 1.2 §5.1.6.4), a frame from a sender on the same host that left its
+/// checksum for the NIC to complete. It never crossed a wire, so its data is trusted and
+/// [`l4_good`](Self::l4_good) says so too; but the field holds only the pseudo-header's sum,
+/// so whoever checks the checksum from the frame's bytes (a TCP/IP stack that sums every
+/// segment) must complete it first — the sum from the TCP/UDP header to the end of the IP
+/// payload, complemented, into the field — or find it wrong.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct RxChecksum(u8);
 
 impl RxChecksum {
     /// Nothing verified.
     pub const NONE: RxChecksum = RxChecksum(0);
-    const IPV4: u8 = 1;
+    // The bits are placed where the devices report them, so that a driver's translation is a
+    // mask: `L4_PARTIAL` and `L4` are virtio's `NEEDS_CSUM` and `DATA_VALID`, `L4` and `IPV4`
+    // the Intel write-back's `L4I`/`TCPCS` and `IPCS` shifted by four. A partial checksum is a
+    // trusted one, so `l4_good` tests both bits.
+    const L4_PARTIAL: u8 = 1;
     const L4: u8 = 2;
+    const IPV4: u8 = 4;
 
     /// The marks of a frame whose IPv4 header checksum (`ipv4`) and TCP/UDP checksum (`l4`) the
     /// device found right.
     #[inline]
     pub const fn verified(ipv4: bool, l4: bool) -> Self {
         RxChecksum(((ipv4 as u8) * Self::IPV4) | ((l4 as u8) * Self::L4))
+    }
+
+    /// The marks of a frame whose TCP/UDP checksum field is partial (`partial`: it holds the
+    /// pseudo-header's sum only, virtio 1.2 §5.1.6.4 "the device MUST set the packet checksum
+    /// stored in the receive buffer to the TCP/UDP pseudo header"), added to `self`'s.
+    /// A partial frame's data is trusted: [`l4_good`](Self::l4_good) reports it too.
+    ///
+    /// ```
+    /// use ringfab_hal::RxChecksum;
+    /// // virtio-net's NEEDS_CSUM: trusted, the field not filled in, no IPv4 header verdict.
+    /// let needs_csum = RxChecksum::verified(false, true).with_l4_partial(true);
+    /// assert!(needs_csum.l4_good() && needs_csum.l4_partial() && !needs_csum.ipv4_good());
+    /// // A checksum a device checked and found right is whole.
+    /// assert!(!RxChecksum::verified(true, true).with_l4_partial(false).l4_partial());
+    /// ```
+    #[inline]
+    pub const fn with_l4_partial(self, partial: bool) -> Self {
+        RxChecksum(self.0 | ((partial as u8) * Self::L4_PARTIAL))
     }
 
     /// The device found the IPv4 header checksum right.
@@ -283,7 +315,17 @@ impl RxChecksum {
     /// is not marked: there was nothing to verify).
     #[inline]
     pub const fn l4_good(self) -> bool {
-        self.0 & Self::L4 != 0
+        self.0 & (Self::L4 | Self::L4_PARTIAL) != 0
+    }
+
+    /// The TCP/UDP checksum field holds only the pseudo-header's sum (a partial checksum a
+    /// sender on the same host left; virtio-net's `NEEDS_CSUM`): the data is trusted
+    /// ([`l4_good`](Self::l4_good) says so as well), the field is not the checksum. A consumer
+    /// that never reads the field needs nothing more; one that sums the segment itself
+    /// completes the field first (`ringfab-smoltcp` does, before smoltcp checks it).
+    #[inline]
+    pub const fn l4_partial(self) -> bool {
+        self.0 & Self::L4_PARTIAL != 0
     }
 }
 

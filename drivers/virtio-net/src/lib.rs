@@ -42,9 +42,11 @@
 //!   `push` clears its flags); with `VIRTIO_NET_F_GUEST_CSUM` a received header may carry
 //!   `DATA_VALID` (the TCP/UDP checksum checked right: marked in the completion's `checksum`;
 //!   the IPv4 header's is never covered) or `NEEDS_CSUM` (a sender on the same host left the
-//!   checksum partial; the frame crossed no wire, so it is marked verified as Linux takes it,
-//!   and no one reads its checksum field). Any other header flag or GSO type is a
-//!   `DeviceStatus` (the checksum flags too, without `GUEST_CSUM`).
+//!   checksum partial: the frame crossed no wire, so it is marked verified as Linux takes it,
+//!   and marked [`l4_partial`](RxChecksum::l4_partial), since its checksum field holds only
+//!   the pseudo-header's sum — core's IPv4 path trusts the mark and never reads the field;
+//!   `ringfab-smoltcp` completes the field before smoltcp sums the segment). Any other header
+//!   flag or GSO type is a `DeviceStatus` (the checksum flags too, without `GUEST_CSUM`).
 //! * **no selective write-back.** The device returns every buffer; a [`Report::ErrorsOnly`]
 //!   frame that succeeded is reclaimed silently by `poll`.
 //! * **notifications only when asked**: `avail_event` with `EVENT_IDX`, else
@@ -1414,12 +1416,20 @@ impl<P: Platform, const N: usize> VirtioNetRx<'_, P, N> {
     /// found it right (never the IPv4 header's: §5.1.6.4 speaks of the packet's checksum, and
     /// Linux's driver checks the IP header itself). `NEEDS_CSUM`: the frame comes from a
     /// sender on the same host that left the checksum partial, to be completed by whoever
-    /// sends it on a wire — it crossed none, and its checksum field holds only the
-    /// pseudo-header's sum, so a software check would find it wrong: it is marked right, as
-    /// Linux takes such a frame (`CHECKSUM_PARTIAL`), and no one relies on the field.
+    /// sends it on a wire — it crossed none ("the device MUST validate the packet checksum at
+    /// offset csum_offset from csum_start as well as all preceding offsets", §5.1.6.4.1), so
+    /// it is marked right, as Linux takes such a frame (`CHECKSUM_PARTIAL`): a consumer that
+    /// trusts the mark never reads the field (core's IPv4 path). The field itself holds only
+    /// the pseudo-header's sum ("the device MUST set the packet checksum stored in the receive
+    /// buffer to the TCP/UDP pseudo header"), so the frame is marked partial as well
+    /// ([`RxChecksum::l4_partial`]): a consumer that sums the segment itself completes the
+    /// field first (`ringfab-smoltcp`). `csum_start`/`csum_offset` are not passed on: for the
+    /// IPv4 TCP/UDP frames a consumer can use, the IPv4 header says the same.
     #[inline(always)]
     fn checksum_of(h: u32) -> RxChecksum {
-        RxChecksum::verified(false, h & 0xff != 0)
+        // The hal's bits are these flags' (a mask, no branch): `hdr_reject` left no other.
+        RxChecksum::verified(false, h & u32::from(r::hdr::F_DATA_VALID) != 0)
+            .with_l4_partial(h & u32::from(r::hdr::F_NEEDS_CSUM) != 0)
     }
 
     /// [`check_used`](Self::check_used)'s rare cases, where its test fails: a length short of

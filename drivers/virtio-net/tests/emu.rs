@@ -542,8 +542,9 @@ fn a_device_with_small_queues_or_an_mtu_comes_up_and_refuses_deeper_rings_by_nam
 /// A received frame whose header says `NEEDS_CSUM` came from a sender on the same host that
 /// left the UDP checksum partial (virtio 1.2 §5.1.6.4): its checksum field holds only the
 /// pseudo-header's sum, so it must not be taken for a wrong checksum — the driver marks it
-/// verified (as Linux takes `CHECKSUM_PARTIAL`) and delivers it as it is. The flag is played by
-/// the model's header fault, which ORs it into the header.
+/// verified (as Linux takes `CHECKSUM_PARTIAL`) and partial (the field is not the checksum),
+/// and delivers it as it is. The flag is played by the model's header fault, which ORs it into
+/// the header.
 #[test]
 fn a_received_frame_with_a_partial_checksum_is_marked_verified_not_wrong() {
     use ringfab_emu::{DeviceFault, Ring};
@@ -572,7 +573,74 @@ fn a_received_frame_with_a_partial_checksum_is_marked_verified_not_wrong() {
         &partial[..],
         "delivered as it is"
     );
-    assert!(flagged.0.checksum.l4_good() && !flagged.0.checksum.ipv4_good());
+    let marks = flagged.0.checksum;
+    assert!(marks.l4_good() && marks.l4_partial() && !marks.ipv4_good());
     assert_eq!(plain.0.status, Ok(()));
-    assert!(!plain.0.checksum.l4_good());
+    assert!(!plain.0.checksum.l4_good() && !plain.0.checksum.l4_partial());
+}
+
+/// The ones' complement sum of `data` (RFC 1071), folded, not complemented.
+fn ones_sum(data: &[u8], mut sum: u32) -> u16 {
+    for w in data.chunks(2) {
+        sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// The sum of RFC 768's pseudo-header of the IPv4 packet in `f` (an Ethernet frame, no
+/// options): source, destination, zero, protocol, the IP payload's length.
+fn pseudo_header_sum(f: &[u8]) -> u16 {
+    let total = u16::from_be_bytes([f[16], f[17]]);
+    let mut pseudo = f[26..34].to_vec();
+    pseudo.extend_from_slice(&[0, f[23]]);
+    pseudo.extend_from_slice(&(total - 20).to_be_bytes());
+    ones_sum(&pseudo, 0)
+}
+
+/// With the model playing a sender on the same host whose checksum offload is on
+/// (`partial_checksums`), a UDP datagram with a right checksum arrives as virtio 1.2
+/// §5.1.6.4.1 has the device hand it over — "the device MUST set the packet checksum stored in
+/// the receive buffer to the TCP/UDP pseudo header" — and the completion says so: verified and
+/// partial. Summing from the UDP header to the end and storing the complement restores the
+/// sender's checksum. A frame the model cannot make partial (a UDP checksum of 0, none) still
+/// carries the flag, as a lying device would send it: marked partial, delivered unchanged.
+#[test]
+fn a_same_host_senders_frame_arrives_with_the_pseudo_header_sum_marked_partial() {
+    use ringfab_nic_suite::{udp_frame, Udp};
+    let mut cb = config(MAC_B);
+    cb.partial_checksums = true;
+    let p = pair_with(config(MAC_A), cb);
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(2048)).unwrap();
+    let mem = p.b.platform().alloc_dma(2048 * 4).unwrap();
+    post(&mut rx, &mem, 2);
+    let mut whole = udp_frame(MAC_B, MAC_A, Udp::ports(7, 9), b"from the same host");
+    let checksum = !ones_sum(&whole[34..], u32::from(pseudo_header_sum(&whole)));
+    whole[40..42].copy_from_slice(&checksum.to_be_bytes());
+    let no_checksum = udp_frame(MAC_B, MAC_A, Udp::ports(7, 9), b"none");
+    send_all(&p, &[whole.clone(), no_checksum.clone()]);
+    let got = drain_rx(&mut rx, &mem);
+    assert_eq!(got.len(), 2);
+    let (partial, unmade) = (&got[0], &got[1]);
+    assert_eq!(partial.0.status, Ok(()));
+    let marks = partial.0.checksum;
+    assert!(marks.l4_good() && marks.l4_partial() && !marks.ipv4_good());
+    let mut f = partial.1[..whole.len()].to_vec();
+    assert_eq!(
+        u16::from_be_bytes([f[40], f[41]]),
+        pseudo_header_sum(&whole),
+        "the field holds the pseudo-header's sum"
+    );
+    assert_eq!(f[..40], whole[..40]);
+    assert_eq!(f[42..], whole[42..], "nothing else changed");
+    let completed = !ones_sum(&f[34..], 0);
+    f[40..42].copy_from_slice(&completed.to_be_bytes());
+    assert_eq!(
+        f, whole,
+        "completed from csum_start, it is the sender's checksum"
+    );
+    assert!(unmade.0.checksum.l4_partial() && unmade.0.checksum.l4_good());
+    assert_eq!(unmade.1[..no_checksum.len()], no_checksum[..]);
 }

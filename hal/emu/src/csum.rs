@@ -88,6 +88,33 @@ pub(crate) fn insert(frame: &mut [u8], start: usize, field: usize, end: usize) -
     true
 }
 
+/// Makes the TCP (`udp` false) or UDP checksum of the unfragmented IPv4 packet at `l3` partial,
+/// as a sender on the same host leaves it for its NIC (Linux's `CHECKSUM_PARTIAL`) and a
+/// virtio-net device hands it on with `NEEDS_CSUM`: the field gets the pseudo-header's sum,
+/// folded and not complemented (virtio 1.2 §5.1.6.4.1: "the device MUST set the packet
+/// checksum stored in the receive buffer to the TCP/UDP pseudo header"). Returns `csum_start`
+/// and `csum_offset` — the L4 header's place in the frame and the field's in the header, so
+/// that [`insert`] over `start..` completes it — or `None`, changing nothing, when the IPv4
+/// header or the segment does not hold what that needs.
+pub(crate) fn make_partial(f: &mut [u8], l3: usize, udp: bool) -> Option<(u16, u16)> {
+    let ip = f.get(l3..l3 + 20)?;
+    let ihl = usize::from(ip[0] & 0xf) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    let field = if udp { 6 } else { 16 };
+    if ihl < 20 || total < ihl + field + 2 || f.len() < l3 + total {
+        return None;
+    }
+    // RFC 768's pseudo-header, as `l4_ok` builds it: the segment's length from the IPv4 header.
+    let mut pseudo = [0u8; 12];
+    pseudo[..8].copy_from_slice(&ip[12..20]);
+    pseudo[9] = ip[9];
+    pseudo[10..].copy_from_slice(&((total - ihl) as u16).to_be_bytes());
+    let sum = fold(ones_sum(&pseudo, 0));
+    let start = l3 + ihl;
+    f[start + field..start + field + 2].copy_from_slice(&sum.to_be_bytes());
+    Some((u16::try_from(start).ok()?, field as u16))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +186,31 @@ mod tests {
             }
         }
         assert_eq!(fold(ones_sum(&[0xff; 1600], 0)), 0xffff);
+    }
+
+    #[test]
+    fn a_checksum_made_partial_is_completed_by_an_insertion_at_the_offsets_it_gives() {
+        for payload in [&b""[..], b"odd", &[0x5au8; 300][..]] {
+            let mut whole = partial_udp(payload);
+            let len = whole.len();
+            assert!(insert(&mut whole, 34, 40, len));
+            let mut f = whole.clone();
+            assert_eq!(make_partial(&mut f, 14, true), Some((34, 6)));
+            assert_eq!(
+                l4_ok(&f, 14, true),
+                Some(false),
+                "the field is only the pseudo-header's"
+            );
+            assert!(insert(&mut f, 34, 40, len));
+            assert_eq!(f, whole, "payload {payload:?}");
+        }
+        // A total length past the frame, or one too short for the field: nothing changed.
+        let mut f = partial_udp(b"abc");
+        f[16..18].copy_from_slice(&200u16.to_be_bytes());
+        let before = f.clone();
+        assert_eq!(make_partial(&mut f, 14, true), None);
+        assert_eq!(make_partial(&mut f, 14, false), None);
+        assert_eq!(f, before);
     }
 
     #[test]

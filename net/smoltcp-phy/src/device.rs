@@ -75,6 +75,12 @@ impl Default for Config {
 pub struct Counters {
     /// Frames handed to smoltcp.
     pub rx_frames: u64,
+    /// Of those, frames the NIC marked with a partial TCP/UDP checksum
+    /// ([`RxChecksum::l4_partial`](ringfab_hal::RxChecksum::l4_partial): virtio-net's
+    /// `NEEDS_CSUM`, a sender on the same host) whose checksum was completed before smoltcp
+    /// checked it. A frame marked so that could not be completed (not IPv4 TCP/UDP, or
+    /// malformed) is handed over as it is and not counted here.
+    pub rx_checksums_completed: u64,
     /// Bytes of those frames (Ethernet header included).
     pub rx_bytes: u64,
     /// Frames the NIC reported bad (CRC, symbol, length errors: `RxError::Frame`), dropped.
@@ -122,8 +128,13 @@ pub struct Counters {
 ///   `receive` and `transmit`. No free buffer or ring slot: `transmit` returns `None`, and
 ///   smoltcp tries again at its next poll.
 /// * **Checksums**: smoltcp computes and checks all of them ([`capabilities`](Device::capabilities)
-///   says so): the hal has no per-frame transmit checksum request and no per-frame receive
-///   verdict yet (docs/ip.md, "Checksums on transmit").
+///   says so): its checksum capabilities are the device's, while the NIC's receive verdicts
+///   are a frame's (`RxCompletion::checksum`), and frames are sent as smoltcp wrote them. One
+///   verdict is acted on: a frame whose TCP/UDP checksum field the NIC marked partial
+///   ([`RxChecksum::l4_partial`](ringfab_hal::RxChecksum::l4_partial), virtio-net's
+///   `NEEDS_CSUM` from a sender on the same host) has the checksum completed in the buffer
+///   before smoltcp sees it, which would otherwise drop the segment as corrupt (docs/ip.md, the
+///   smoltcp section's "Checksums").
 ///
 /// * **Stuck queues**: frames in flight with no completion for [`Config::tx_timeout`], or
 ///   (if asked for) a receive queue silent for [`Config::rx_idle_flush`], get the queue
@@ -157,12 +168,21 @@ struct RxSide<'n, N: Nic + 'n, const D: usize> {
     unposted: heapless::Vec<u16, D>,
     /// A good frame taken off the ring while no transmit token could be made: handed out
     /// first by the next `receive`.
-    stashed: Option<(u16, u32)>,
+    stashed: Option<Received>,
     /// [`Config::rx_idle_flush`].
     idle_flush: Option<Duration>,
     /// When the queue last completed anything (or the device was first polled).
     last_completion: Option<Instant>,
     counters: Counters,
+}
+
+/// A good frame on the receive ring's side: its slot, its length and whether the NIC marked
+/// its TCP/UDP checksum field partial ([`RxChecksum::l4_partial`](ringfab_hal::RxChecksum::l4_partial)).
+#[derive(Clone, Copy)]
+struct Received {
+    slot: u16,
+    len: u32,
+    l4_partial: bool,
 }
 
 /// The transmit queue, its buffers and which are free.
@@ -296,6 +316,7 @@ impl<'n, N: Nic + 'n, const D: usize> RingDevice<'n, N, D> {
         let (r, t) = (&self.rx.counters, &self.tx.counters);
         Counters {
             rx_frames: r.rx_frames,
+            rx_checksums_completed: r.rx_checksums_completed,
             rx_bytes: r.rx_bytes,
             rx_bad_frames: r.rx_bad_frames,
             rx_too_long: r.rx_too_long,
@@ -383,10 +404,10 @@ impl<'n, N: Nic + 'n, const D: usize> RxSide<'n, N, D> {
         self.post_unposted();
     }
 
-    /// The next good frame on the ring, `(slot, len)`, with every completion before it that
-    /// carries none dropped, counted and its buffer posted again. At most `D` completions are
-    /// looked at per call, so a device that completes endlessly cannot hold the caller.
-    fn next_frame(&mut self, now: Instant) -> Option<(u16, u32)> {
+    /// The next good frame on the ring, with every completion before it that carries none
+    /// dropped, counted and its buffer posted again. At most `D` completions are looked at per
+    /// call, so a device that completes endlessly cannot hold the caller.
+    fn next_frame(&mut self, now: Instant) -> Option<Received> {
         if let Some(frame) = self.stashed.take() {
             return Some(frame);
         }
@@ -424,7 +445,11 @@ impl<'n, N: Nic + 'n, const D: usize> RxSide<'n, N, D> {
             self.posted[usize::from(slot)] = false;
             match c.status {
                 Ok(()) if c.len > 0 && c.len as usize <= self.slots.stride() => {
-                    return Some((slot, c.len));
+                    return Some(Received {
+                        slot,
+                        len: c.len,
+                        l4_partial: c.checksum.l4_partial(),
+                    });
                 }
                 Ok(()) => self.counters.rx_device_errors += 1,
                 Err(RxError::Frame { .. }) => self.counters.rx_bad_frames += 1,
@@ -565,18 +590,17 @@ impl<'n, N: Nic + 'n, const D: usize> Device for RingDevice<'n, N, D> {
             self.tx.counters.tx_ring_full += 1;
             return None;
         }
-        let (slot, len) = self.rx.next_frame(timestamp)?;
+        let frame = self.rx.next_frame(timestamp)?;
         let Some(tx_slot) = self.tx.take() else {
-            self.rx.stashed = Some((slot, len)); // cannot happen: `ready` said yes
+            self.rx.stashed = Some(frame); // cannot happen: `ready` said yes
             return None;
         };
         self.rx.counters.rx_frames += 1;
-        self.rx.counters.rx_bytes += u64::from(len);
+        self.rx.counters.rx_bytes += u64::from(frame.len);
         Some((
             RxToken {
                 side: &mut self.rx,
-                slot,
-                len,
+                frame,
             },
             TxToken {
                 side: &mut self.tx,
@@ -603,8 +627,10 @@ impl<'n, N: Nic + 'n, const D: usize> Device for RingDevice<'n, N, D> {
         // A peer's burst lands in the posted buffers: smoltcp caps its advertised TCP window
         // at this many segments.
         caps.max_burst_size = Some(self.rx_buffers);
-        // Computed on transmit and checked on receive by smoltcp, for every protocol: the hal
-        // can neither ask the NIC for a checksum per frame nor tell which frames it checked.
+        // Computed on transmit and checked on receive by smoltcp, for every protocol: these
+        // capabilities hold for every frame, the NIC's receive verdicts are per frame. A frame
+        // whose checksum field the NIC marked partial is completed before smoltcp checks it
+        // (`RxToken::consume`).
         caps.checksum = ChecksumCapabilities::default();
         caps
     }
@@ -614,8 +640,7 @@ impl<'n, N: Nic + 'n, const D: usize> Device for RingDevice<'n, N, D> {
 /// the frame in place; consumed or dropped, the buffer goes back to the ring.
 pub struct RxToken<'a, 'n, N: Nic + 'n, const D: usize> {
     side: &'a mut RxSide<'n, N, D>,
-    slot: u16,
-    len: u32,
+    frame: Received,
 }
 
 impl<N: Nic, const D: usize> phy::RxToken for RxToken<'_, '_, N, D> {
@@ -627,14 +652,23 @@ impl<N: Nic, const D: usize> phy::RxToken for RxToken<'_, '_, N, D> {
     where
         F: FnOnce(&[u8]) -> R,
     {
+        let (slot, len) = (usize::from(self.frame.slot), self.frame.len as usize);
+        if self.frame.l4_partial {
+            // SAFETY: the slot's completion was observed (`next_frame`) and it is posted again
+            // only when this token drops: the device neither reads nor writes it while the
+            // slice lives (the `slots` module's rule), and the token holds the side by `&mut`,
+            // so no other slice of it exists. The slice ends before the one below is formed.
+            let frame = unsafe { self.side.slots.bytes_mut(slot, len) };
+            // The field holds the pseudo-header's sum only (virtio 1.2 §5.1.6.4.1): completed
+            // here, or smoltcp, which sums every segment, drops it as corrupt.
+            if crate::partial::complete_l4_checksum(frame) {
+                self.side.counters.rx_checksums_completed += 1;
+            }
+        }
         // SAFETY: the slot's completion was observed (`next_frame`) and it is posted again only
         // when this token drops, after `f` returns: the device has no descriptor naming it
         // while the slice lives (the `slots` module's rule).
-        let frame = unsafe {
-            self.side
-                .slots
-                .bytes(usize::from(self.slot), self.len as usize)
-        };
+        let frame = unsafe { self.side.slots.bytes(slot, len) };
         f(frame)
         // `self` drops here: the buffer is posted again.
     }
@@ -642,7 +676,7 @@ impl<N: Nic, const D: usize> phy::RxToken for RxToken<'_, '_, N, D> {
 
 impl<N: Nic, const D: usize> Drop for RxToken<'_, '_, N, D> {
     fn drop(&mut self) {
-        self.side.repost(self.slot);
+        self.side.repost(self.frame.slot);
     }
 }
 

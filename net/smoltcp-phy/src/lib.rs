@@ -32,6 +32,11 @@
 //! of a buffer — is in `slots.rs`, with the rule that makes it sound; the two token `consume`s
 //! that use it are the only other places allowed `unsafe`.
 //!
+//! smoltcp checks every checksum itself. A frame the NIC hands over with a partial TCP/UDP
+//! checksum (virtio-net's `NEEDS_CSUM`, from a sender on the same host:
+//! [`RxChecksum::l4_partial`](ringfab_hal::RxChecksum::l4_partial)) has it completed in its
+//! buffer first, so that smoltcp takes it ([`Counters::rx_checksums_completed`]).
+//!
 //! [`Interface`]: smoltcp::iface::Interface
 //! [`Nic`]: ringfab_hal::Nic
 #![no_std]
@@ -40,6 +45,7 @@
 mod device;
 pub mod echo;
 mod error;
+mod partial;
 mod slots;
 
 /// The smoltcp this crate implements the device trait of: its interface, sockets and wire

@@ -199,49 +199,6 @@ pub(crate) fn interface_of(bdf: &str) -> Option<String> {
         .find_map(|e| first(e.path().join("net")))
 }
 
-/// `ETHTOOL_STXCSUM` (`include/uapi/linux/ethtool.h`): turn an interface's transmit checksum
-/// offload on or off (`ethtool -K IF tx on|off`; busybox has no ethtool).
-const ETHTOOL_STXCSUM: u32 = 0x17;
-
-/// `struct ethtool_value` (`include/uapi/linux/ethtool.h`).
-#[repr(C)]
-struct EthtoolValue {
-    cmd: u32,
-    data: u32,
-}
-
-/// Turns `ifname`'s transmit checksum offload on or off with the `SIOCETHTOOL` ioctl
-/// (netdevice(7)); the kernel then sums every segment it sends itself.
-pub(crate) fn set_tx_checksum(ifname: &str, on: bool) -> Result<(), String> {
-    use std::os::fd::AsRawFd;
-    let sock = std::net::UdpSocket::bind("127.0.0.1:0")
-        .map_err(|e| format!("a socket for SIOCETHTOOL: {e}"))?;
-    let mut value = EthtoolValue {
-        cmd: ETHTOOL_STXCSUM,
-        data: u32::from(on),
-    };
-    // SAFETY: all-zero is a valid `ifreq` (a name of NULs and a union of plain data).
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    let name = ifname.as_bytes();
-    if name.len() >= req.ifr_name.len() {
-        return Err(format!("interface name {ifname} too long"));
-    }
-    for (d, s) in req.ifr_name.iter_mut().zip(name) {
-        *d = *s as libc::c_char;
-    }
-    req.ifr_ifru.ifru_data = std::ptr::addr_of_mut!(value).cast();
-    // SAFETY: SIOCETHTOOL reads the NUL-terminated name in `req` and reads and writes the
-    // `ethtool_value` its data pointer names; both live on this stack frame for the call.
-    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
-    if r != 0 {
-        return Err(format!(
-            "SIOCETHTOOL ETHTOOL_STXCSUM {on} on {ifname}: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
-}
-
 /// Asks `f` every 10 ms until it answers, for at most [`SETTLE`].
 pub(crate) fn wait_for<T>(mut f: impl FnMut() -> Option<T>, what: &str) -> Result<T, String> {
     let start = Instant::now();

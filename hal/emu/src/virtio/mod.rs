@@ -135,6 +135,16 @@ pub struct VirtioNetModelConfig {
     pub status_after_reset: u8,
     /// Answer every control command with `VIRTIO_NET_ERR`.
     pub ctrl_refuses: bool,
+    /// Once `VIRTIO_NET_F_GUEST_CSUM` is negotiated, hand every received frame over with
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM` (virtio 1.2 §5.1.6.4), as QEMU does for a sender on the
+    /// same host whose checksum offload is on (a guest's virtio_net across the host's bridge):
+    /// an IPv4 TCP/UDP frame whose checksum is right has its checksum field replaced by the
+    /// pseudo-header's sum and `csum_start`/`csum_offset` set to complete it. Any other frame
+    /// keeps its bytes and gets `NEEDS_CSUM` with `csum_start`/`csum_offset` 0 — what a
+    /// faithful device never sends (it "MUST validate the packet checksum"), here so that tests
+    /// see a consumer leave alone a partial frame it cannot complete. Off by default: the
+    /// model checks the checksum and marks `DATA_VALID`.
+    pub partial_checksums: bool,
 }
 
 impl Default for VirtioNetModelConfig {
@@ -159,6 +169,7 @@ impl Default for VirtioNetModelConfig {
             status_ignores: 0,
             status_after_reset: 0,
             ctrl_refuses: false,
+            partial_checksums: false,
         }
     }
 }

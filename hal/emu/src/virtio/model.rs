@@ -98,7 +98,8 @@ const USED_F_NO_NOTIFY: u16 = 1;
 const AVAIL_F_NO_INTERRUPT: u16 = 1;
 /// `struct virtio_net_hdr_v1` (12 bytes with `VERSION_1`).
 const HDR_LEN: usize = 12;
-/// `virtio_net_hdr.flags` (virtio 1.2 §5.1.6): a partial checksum to complete (transmit).
+/// `virtio_net_hdr.flags` (virtio 1.2 §5.1.6): a partial checksum to complete (transmit), or
+/// left partial by a sender on the same host (receive).
 const HDR_F_NEEDS_CSUM: u8 = 1;
 /// `virtio_net_hdr.flags`: the checksum was checked and is right (receive).
 const HDR_F_DATA_VALID: u8 = 2;
@@ -1016,6 +1017,20 @@ impl VirtioNetModel {
         }
     }
 
+    /// `frame` as a sender on the same host hands it over with its checksum offload on
+    /// ([`VirtioNetModelConfig::partial_checksums`]), with `csum_start` and `csum_offset`: an
+    /// unfragmented IPv4 TCP/UDP frame whose checksum is right, the checksum field holding the
+    /// pseudo-header's sum. `None` for any other frame.
+    fn partial_of(frame: &[u8]) -> Option<(Vec<u8>, u16, u16)> {
+        if !Self::l4_checksum_right(frame) {
+            return None;
+        }
+        let p = parse(frame, 0x8100);
+        let mut f = frame.to_vec();
+        let (start, offset) = crate::csum::make_partial(&mut f, p.l3?, p.l4 == L4::Udp)?;
+        Some((f, start, offset))
+    }
+
     /// `virtio_net_receive_rcu`, non-mergeable buffers, no vnet-header backend.
     fn receive(&mut self, frame: &[u8], crc_ok: bool) {
         if !crc_ok || frame.len() < 14 {
@@ -1068,7 +1083,17 @@ impl VirtioNetModel {
         // only with MRG_RXBUF.
         let mut hdr = [0u8; 10];
         hdr[..4].copy_from_slice(&garbage.to_le_bytes());
-        if self.has(feature::GUEST_CSUM) && Self::l4_checksum_right(frame) {
+        let partial;
+        let mut frame = frame;
+        if self.has(feature::GUEST_CSUM) && self.cfg.partial_checksums {
+            hdr[0] |= HDR_F_NEEDS_CSUM;
+            if let Some((f, start, offset)) = Self::partial_of(frame) {
+                hdr[6..8].copy_from_slice(&start.to_le_bytes());
+                hdr[8..10].copy_from_slice(&offset.to_le_bytes());
+                partial = f;
+                frame = &partial;
+            }
+        } else if self.has(feature::GUEST_CSUM) && Self::l4_checksum_right(frame) {
             hdr[0] |= HDR_F_DATA_VALID;
         }
         if !self.write_iov(&e.inn, 0, &hdr) || !self.write_iov(&e.inn, HDR_LEN, frame) {

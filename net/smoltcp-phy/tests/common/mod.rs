@@ -142,6 +142,31 @@ impl Pair {
         }
     }
 
+    /// Two virtio-net NICs whose model plays a sender on the same host with its checksum
+    /// offload on: every frame arrives with `NEEDS_CSUM`, a TCP/UDP one with the checksum
+    /// field holding the pseudo-header's sum (`VirtioNetModelConfig::partial_checksums`).
+    pub(crate) fn virtio_net_partial_checksums() -> Pair {
+        let wire = Wire::new();
+        let device = |last_mac_byte: u8| {
+            let mut c = VirtioNetModelConfig::default();
+            c.mac = MacAddr([0x52, 0x54, 0, 0, 0, last_mac_byte]);
+            c.partial_checksums = true;
+            let d = EmuVirtioNet::new(c);
+            d.connect(&wire);
+            Emu::VirtioNet(d)
+        };
+        let (emu_a, emu_b) = (device(0x0a), device(0x0b));
+        let nic_a = AnyNic::open(emu_a.platform()).expect("bringing up NIC A");
+        let nic_b = AnyNic::open(emu_b.platform()).expect("bringing up NIC B");
+        Pair {
+            wire,
+            emu_a,
+            emu_b,
+            nic_a,
+            nic_b,
+        }
+    }
+
     pub(crate) fn devices(&self) -> (Dev<'_>, Dev<'_>) {
         self.devices_with(&Config::default())
     }
