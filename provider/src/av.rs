@@ -197,6 +197,14 @@ unsafe fn insert_addrs(a: &AvObj, addrs: &Addrs, fi_addr: *mut u64) -> c_int {
         Ok(Err(e)) => return ffi::fail(e),
         Err(e) => return e,
     };
+    if let Addrs::SockaddrIn(v) = addrs {
+        for (s, h) in v.iter().zip(&out) {
+            crate::log::info(&format!(
+                "fi_av_insert: fi_sockaddr_in://{}:{} as fi_addr {}",
+                s.addr, s.port, h.0
+            ));
+        }
+    }
     if !fi_addr.is_null() {
         for (i, h) in out.iter().enumerate() {
             // SAFETY: the caller's promise: `addrs.len()` entries.

@@ -77,16 +77,19 @@ pub(crate) enum Side<'a> {
     /// ringfab's provider offering the one NIC `bdf`, with `FI_RINGFAB_IPV4`'s
     /// `<addr>/<prefix>` for it if `ipv4` (then its first info is `FI_SOCKADDR_IN`).
     Ringfab { bdf: &'a str, ipv4: Option<&'a str> },
-    /// libfabric's udp provider (kernel sockets) on the interface `ifname` (`-d`: it lists one
-    /// domain per interface).
-    Udp { ifname: &'a str },
+    /// libfabric's udp provider (kernel sockets) on the interface `ifname`, whose address is
+    /// `addr`: `-d` (it lists one domain per interface) and `FI_UDP_IFACE`. With `-d` alone,
+    /// libfabric 1.17's udp provider named another interface's address as its endpoint's when
+    /// the guest had several (192.0.2.2, of igb's pair, for `-d` of virtio-net's interface),
+    /// and ringfab's send to it, off ringfab's subnet, failed with `FI_EHOSTUNREACH`.
+    Udp { ifname: &'a str, addr: &'a str },
 }
 
 impl Side<'_> {
     fn name(&self) -> String {
         match self {
             Side::Ringfab { bdf, .. } => format!("ringfab on {bdf}"),
-            Side::Udp { ifname } => format!("udp on {ifname}"),
+            Side::Udp { ifname, addr } => format!("udp on {ifname} ({addr})"),
         }
     }
 }
@@ -97,6 +100,7 @@ fn fi_pingpong(side: Side<'_>, port: &str, peer: Option<&str>) -> Command {
     c.env_remove("FI_PROVIDER_PATH").env_remove("FI_PROVIDER");
     match side {
         Side::Ringfab { bdf, ipv4 } => {
+            c.env_remove("FI_UDP_IFACE");
             // Info: the NIC's and the IPv4 host's counts at the domain's close, for a
             // failure's message.
             c.env("FI_RINGFAB_NICS", bdf)
@@ -108,8 +112,9 @@ fn fi_pingpong(side: Side<'_>, port: &str, peer: Option<&str>) -> Command {
                 None => c.env_remove("FI_RINGFAB_IPV4"),
             };
         }
-        Side::Udp { ifname } => {
+        Side::Udp { ifname, .. } => {
             c.env_remove("FI_RINGFAB_NICS")
+                .env("FI_UDP_IFACE", ifname)
                 .args(["-p", "udp", "-d", ifname]);
         }
     }
@@ -191,12 +196,12 @@ fn pingpong(model: &str, a: &str, b: &str) -> Outcome {
 /// `<addr>/<prefix>`) against `fi_pingpong -p udp` on the kernel's interface `ifname`, on one
 /// link: ringfab as server, then as client (docs/libfabric.md, "Against libfabric's udp
 /// provider").
-pub(crate) fn against_udp_provider(bdf: &str, ipv4: &str, ifname: &str) -> Outcome {
+pub(crate) fn against_udp_provider(bdf: &str, ipv4: &str, ifname: &str, addr: &str) -> Outcome {
     let ringfab = Side::Ringfab {
         bdf,
         ipv4: Some(ipv4),
     };
-    let udp = Side::Udp { ifname };
+    let udp = Side::Udp { ifname, addr };
     let served = run(ringfab, udp).map_err(|e| format!("ringfab serving udp: {e}"))?;
     let client = run(udp, ringfab).map_err(|e| format!("udp serving ringfab: {e}"))?;
     Ok(format!(

@@ -311,15 +311,19 @@ pub(crate) fn ping<M: Model>(ctx: &mut Ctx) -> Outcome {
 /// for the run (a VFIO group has one owner) and opened again after.
 pub(crate) fn fi_pingpong_udp<M: Model>(ctx: &mut Ctx) -> Outcome {
     let [a, _] = M::bdfs(ctx).ok_or("the kernel command line names no such pair")?;
-    let (ipv4, ifname) = {
+    let (ipv4, ifname, linux_addr) = {
         let p = peer::<M>(ctx)?;
-        (format!("{}/24", p.ringfab_ip()), p.linux.name.clone())
+        (
+            format!("{}/24", p.ringfab_ip()),
+            p.linux.name.clone(),
+            p.linux.addr.to_string(),
+        )
     };
     let Some(Peer { nic, linux, subnet }) = M::take_peer(ctx) else {
         return Err("NIC B's peer went away".into());
     };
     drop(nic);
-    let out = crate::fabric::against_udp_provider(&a, &ipv4, &ifname).map_err(|e| {
+    let out = crate::fabric::against_udp_provider(&a, &ipv4, &ifname, &linux_addr).map_err(|e| {
         let arp = std::fs::read_to_string("/proc/net/arp").unwrap_or_default();
         let udp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
         let udp: Vec<&str> = udp.lines().filter(|l| l.starts_with("Udp:")).collect();
