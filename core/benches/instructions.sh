@@ -19,9 +19,11 @@
 # With --raw, the raw layer instead (`Path::post_recvs`, `cq.read`): read and cycle. With
 # --one-cq, the endpoint's sends report to its receive CQ (the benchmark's `--one-cq`). With
 # --plain, the endpoint on plain IPv4/UDP (the benchmark's `--layer plain`; no send column:
-# its sends wait for ARP). With --send, only the send measurement: send and send read.
+# its sends wait for ARP), the null igb and e1000e devices marking the IPv4 header checksum
+# verified as their models do; --plain --unmarked without the marks (the lane sums the IPv4
+# header). With --send, only the send measurement: send and send read.
 #
-#   core/benches/instructions.sh [--raw|--one-cq|--plain|--send] [igb|e1000e|virtio-net …]
+#   core/benches/instructions.sh [--raw|--one-cq|--plain [--unmarked]|--send] [igb|e1000e|virtio-net …]
 #   (default: igb; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,6 +32,7 @@ layer=endpoint extra=() only_send=
 if [ "${1:-}" = --send ]; then only_send=1; shift; fi
 if [ "${1:-}" = --raw ]; then layer=raw; shift; fi
 if [ "${1:-}" = --plain ]; then layer=plain; shift; fi
+if [ "$layer" = plain ] && [ "${1:-}" = --unmarked ]; then extra=(--unmarked); shift; fi
 if [ "${1:-}" = --one-cq ]; then extra=(--one-cq); shift; fi
 nics=("$@")
 [ ${#nics[@]} -gt 0 ] || nics=(igb)
@@ -61,7 +64,7 @@ profile() { # profile $1 of mode $2 at batch $3 on NIC $4
   done
 }
 for nic in "${nics[@]}"; do
-  echo "$nic ($layer${extra:+, one CQ})"
+  echo "$nic ($layer${extra:+, ${extra[0]#--}})"
   if [ -n "$only_send" ]; then
     printf '%-6s %10s %14s\n' batch "send/msg" "send read/msg"
     for batch in 1 16 64; do

@@ -16,7 +16,8 @@
 //! * **Intel** ([`NullRegs`], igb and e1000e): registers are a flat array; reads return what was
 //!   written, except the few bits bring-up waits on (RST self-clears, MDIC is always ready, the
 //!   link is always up). A tail write completes every descriptor between the old and the new
-//!   tail on the spot (TX: DD on RS descriptors; RX: a [`RX_FRAME_LEN`]-byte frame, DD|EOP). The
+//!   tail on the spot (TX: DD on RS descriptors; RX: a [`RX_FRAME_LEN`]-byte frame, DD|EOP,
+//!   and the checksum marks [`NullPlatform::with_rx_checksum`] asks for, none by default). The
 //!   two differ only in where the queue registers are and the PCI id: the 82574's advanced
 //!   formats put DD, EOP, RS and the length where the 82576's do.
 //! * **virtio** ([`NullVirtioRegs`]): the modern PCI transport's structures, a minimal feature
