@@ -387,54 +387,7 @@ impl CqObj {
         ready.extend(translate_err(rec, e, data, buf));
         Ok(())
     }
-}
 
-/// An error of core's for an operation of the application's (its record `rec`), as the
-/// application sees it: the context and buffer the application's, a datagram's payload
-/// placed, the endpoint's buffer given back. `None` for one the application does not see
-/// (a slot of a multi-receive buffer, [`crate::multi`]).
-fn translate_err(
-    rec: ops::Record,
-    e: ErrEntry,
-    data: Vec<u8>,
-    buf: Option<Buf<'static>>,
-) -> Option<Ready> {
-    {
-        let mut rec = rec;
-        // fi_cq(3), FI_EADDRNOTAVAIL: "the data transfer was successfully received and
-        // processed": the payload is placed as a success's is, and `len` counts it (and the
-        // prefix, in prefix mode).
-        let mut len = e.len;
-        if e.err == Error::AddrNotAvail.errno() && rec.multi.is_none() {
-            if let Some((_, app_len)) = rec.recv {
-                let placed = place_payload(&rec, buf.as_ref(), e.len.min(app_len));
-                len = placed.map_or(0, |n| n + prefix_of(&rec));
-            }
-        }
-        settle(&mut rec, buf, e.flags.contains(CompletionFlags::RECV));
-        let mut out = ErrEntry {
-            op_context: OpContext(rec.context),
-            len,
-            buf: rec
-                .recv
-                .map_or(BufAddr::NULL, |(a, _)| BufAddr(a - prefix_of(&rec))),
-            ..e
-        };
-        if let Some(m) = &rec.multi {
-            let (report, release) = m.failed(e.op_context);
-            if !report {
-                return None;
-            }
-            out.buf = BufAddr(m.app);
-            if release {
-                out.flags |= CompletionFlags::MULTI_RECV;
-            }
-        }
-        Some(Ready::Err(out, data))
-    }
-}
-
-impl CqObj {
     /// Whether an `fi_cq_signal` of the application's came that no blocking read has returned
     /// for yet (then one returns: a signal that finds nobody blocked is kept, as core's is).
     fn take_app_signal(&self) -> bool {
@@ -658,6 +611,48 @@ fn translate_record(
         None if rec.silent => None,
         None => Some(Ready::Ok(out, src)),
     }
+}
+
+/// An error of core's for an operation of the application's (its record `rec`), as the
+/// application sees it: the context and buffer the application's, a datagram's payload
+/// placed, the endpoint's buffer given back. `None` for one the application does not see
+/// (a slot of a multi-receive buffer, [`crate::multi`]).
+fn translate_err(
+    mut rec: ops::Record,
+    e: ErrEntry,
+    data: Vec<u8>,
+    buf: Option<Buf<'static>>,
+) -> Option<Ready> {
+    // fi_cq(3), FI_EADDRNOTAVAIL: "the data transfer was successfully received and
+    // processed": the payload is placed as a success's is, and `len` counts it (and the
+    // prefix, in prefix mode).
+    let mut len = e.len;
+    if e.err == Error::AddrNotAvail.errno() && rec.multi.is_none() {
+        if let Some((_, app_len)) = rec.recv {
+            let placed = place_payload(&rec, buf.as_ref(), e.len.min(app_len));
+            len = placed.map_or(0, |n| n + prefix_of(&rec));
+        }
+    }
+    settle(&mut rec, buf, e.flags.contains(CompletionFlags::RECV));
+    let mut out = ErrEntry {
+        op_context: OpContext(rec.context),
+        len,
+        buf: rec
+            .recv
+            .map_or(BufAddr::NULL, |(a, _)| BufAddr(a - prefix_of(&rec))),
+        ..e
+    };
+    if let Some(m) = &rec.multi {
+        let (report, release) = m.failed(e.op_context);
+        if !report {
+            return None;
+        }
+        out.buf = BufAddr(m.app);
+        if release {
+            out.flags |= CompletionFlags::MULTI_RECV;
+        }
+    }
+    Some(Ready::Err(out, data))
 }
 
 /// A datagram core completed into a buffer of the receive pool of endpoint `ep`

@@ -1259,9 +1259,11 @@ unsafe extern "C" fn rx_size_left(ep: *mut sys::fid_ep) -> isize {
         };
         e.progress();
         e.with_enabled(|ep, shared, _| match ep.rx_size_left(e.domain.core()) {
-            // A plain-UDP endpoint's receives wait in its pool (crate::rxpool).
-            Ok(_) if shared.pool.is_some() => shared.pool.as_ref().map_or(0, |p| p.room()) as isize,
-            Ok(n) => n.min(lock(&shared.rx).len()) as isize,
+            Ok(n) => match &shared.pool {
+                // A plain-UDP endpoint's receives wait in its pool (crate::rxpool).
+                Some(pool) => pool.room() as isize,
+                None => n.min(lock(&shared.rx).len()) as isize,
+            },
             Err(err) => ffi::fail(err),
         })
     })

@@ -212,15 +212,12 @@ unsafe fn post_pooled_recv(
             return isize::neg(sys::FI_EBADFLAGS as i32);
         }
         let (recv, prefix) = if e.msg_prefix(true) {
-            // fi_getinfo(3): "Prefix buffer space must be provided with all sends and
-            // receives, regardless of the size of the transfer".
-            let size = Geometry::of(ep).size;
-            match bufs.first() {
-                Some(whole) if whole.len >= size => {
-                    let p = whole.tail(size);
-                    ((p.addr, p.len), size)
-                }
-                _ => return isize::neg(sys::FI_EINVAL),
+            let g = Geometry::of(ep);
+            match bufs.first().map(|whole| g.strip(whole)) {
+                Some(Ok(p)) => ((p.addr, p.len), g.size),
+                Some(Err(err)) => return err,
+                // No buffer: no room for the prefix either.
+                None => return isize::neg(sys::FI_EINVAL),
             }
         } else {
             (bufs.first().map_or((0, 0), |b| (b.addr, b.len)), 0)

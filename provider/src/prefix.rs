@@ -66,13 +66,23 @@ impl Geometry {
         let Some((first, rest)) = bufs.split_first() else {
             return Err(isize::neg(sys::FI_EINVAL));
         };
-        if first.len < self.size {
-            return Err(isize::neg(sys::FI_EINVAL));
-        }
         let mut out = Vec::with_capacity(bufs.len());
-        out.push(first.tail(self.size));
+        out.push(self.strip(first)?);
         out.extend_from_slice(rest);
         Ok(out)
+    }
+
+    /// The payload's part of the application's buffer `whole`: what follows the prefix.
+    /// fi_getinfo(3): "Prefix buffer space must be provided with all sends and receives,
+    /// regardless of the size of the transfer".
+    ///
+    /// # Errors
+    /// `-FI_EINVAL` if `whole` is shorter than the prefix.
+    pub(crate) fn strip(self, whole: &AppBuf) -> Result<AppBuf, isize> {
+        if whole.len < self.size {
+            return Err(isize::neg(sys::FI_EINVAL));
+        }
+        Ok(whole.tail(self.size))
     }
 }
 
@@ -179,10 +189,7 @@ pub(crate) unsafe fn recv_buf(
     rx_buf_len: usize,
     shared: &Shared,
 ) -> Result<(Buf<'static>, AppBuf, PrefixOp), isize> {
-    if whole.len < g.size {
-        return Err(isize::neg(sys::FI_EINVAL));
-    }
-    let payload = whole.tail(g.size);
+    let payload = g.strip(whole)?;
     if whole.len - g.pad() >= rx_buf_len {
         let lent = (whole.addr + g.pad(), rx_buf_len);
         // SAFETY: the caller's promise; `lent` lies inside the buffer.
