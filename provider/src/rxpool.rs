@@ -208,6 +208,9 @@ mod tests {
         }
     }
 
+    /// The provider's choice for a DGRAM endpoint (docs/semantics.md, the row on
+    /// `fi_rx_size_left`, `fi_cancel` and `fi_cntr`): receives and datagrams meet in the order
+    /// each came, and a datagram no receive waits for is held until one is posted.
     #[test]
     fn datagrams_meet_receives_in_the_order_each_came() {
         let p = RxPool::new(4, 8, None);
@@ -236,6 +239,10 @@ mod tests {
         assert_eq!(p.room(), 4);
     }
 
+    /// fi_endpoint(3), `fi_rx_size_left`: "a lower bound on the number of receive operations
+    /// that may be posted to the given endpoint without that operation returning -FI_EAGAIN"
+    /// — `rx_attr->size` may wait; fi_cancel: "If multiple outstanding operations match the
+    /// context parameter, only one will be canceled."
     #[test]
     fn at_most_rx_size_receives_wait_and_at_most_the_pool_is_held() {
         let p = RxPool::new(2, 3, None);

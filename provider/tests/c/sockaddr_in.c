@@ -486,7 +486,7 @@ int main(void)
 		/* fi_cntr(3): "If an operation associated with the counter encounters an error, it
 		 * will increment the error value associated with the counter." */
 		CHECK(fi_cntr_readerr(b.rx_cntr) == err0 + RX, "each cancel counted as an error");
-		/* fi_endpoint(3), fi_rx_size_left: "the lower bound on the number of receive
+		/* fi_endpoint(3), fi_rx_size_left: "a lower bound on the number of receive
 		 * operations that may be posted to the given endpoint without that operation
 		 * returning -FI_EAGAIN" — every receive may wait. */
 #pragma GCC diagnostic push
@@ -495,7 +495,10 @@ int main(void)
 #pragma GCC diagnostic pop
 		CHECK(left == (ssize_t)rx_size, "fi_rx_size_left with none posted: %zd of %zu", left,
 		      rx_size);
-		/* Three datagrams to b, which has no receive posted: held, no completion. */
+		/* Three datagrams to b, which has no receive posted: held, no completion. What a DGRAM
+		 * endpoint does with a datagram no receive waits for is the provider's choice;
+		 * ringfab's is docs/semantics.md's row on fi_rx_size_left, fi_cancel and fi_cntr
+		 * (held, as a socket holds it, and counted only when a receive takes it). */
 		for (int seed = 20; seed < 23; seed++) {
 			int ctx_s;
 			ret = send_msg(&a, a_to_b, 100 + seed, seed, &ctx_s);
@@ -521,7 +524,9 @@ int main(void)
 			      slot, e[i].len);
 		}
 		CHECK(fi_cntr_read(b.rx_cntr) == ok0 + 3, "counted when matched");
-		/* fi_cq(3), FI_ETRUNC: a datagram longer than the receive's buffer. */
+		/* fi_cq(3), olen: "It is used to indicate that a received message has overrun the
+		 * available buffer space and has been truncated. The olen specifies the amount of
+		 * data that did not fit into the available receive buffer and was discarded." */
 		{
 			int ctx_s, ctx_r;
 			struct fi_cq_err_entry err = { 0 };
