@@ -741,15 +741,7 @@ impl EpObj {
     pub(crate) fn progress(&self) {
         let cqs = {
             let st = lock(&self.state);
-            if let Some(ep) = st.ep.as_ref() {
-                // Core polls the queues and counts what completed, past an error waiting at
-                // the head of a CQ (which stops a CQ read). Not yet enabled, or failed:
-                // nothing to progress.
-                let _ = ep.progress(self.domain.core());
-                if let Some(shared) = &st.shared {
-                    shared.refill(ep, self.domain.core(), self.serial);
-                }
-            }
+            self.progress_core(&st);
             // Copied out: a CQ's lock is never taken under the endpoint's (bindings are
             // stable while a counter or size call drives progress: closing unbinds first).
             st.cqs.clone()
@@ -763,7 +755,13 @@ impl EpObj {
     /// buffers back on the ring ([`crate::rxpool`]): what a read of a CQ it is bound to does
     /// first ([`crate::cq`]). Not enabled yet, or failed: nothing (the read reports the rest).
     pub(crate) fn progress_plain_udp(&self) {
-        let st = lock(&self.state);
+        self.progress_core(&lock(&self.state));
+    }
+
+    /// Core polls the endpoint's queues and counts what completed, past an error waiting at
+    /// the head of a CQ (which stops a CQ read), and a receive pool's buffers go back on the
+    /// ring. Not yet enabled, or failed: nothing to progress.
+    fn progress_core(&self, st: &State) {
         if let Some(ep) = st.ep.as_deref() {
             let dom = self.domain.core();
             let _ = ep.progress(dom);
