@@ -22,22 +22,48 @@ const CPUS: &str = "2";
 /// 2 MiB huge pages reserved at boot for testpmd (512 MiB).
 const HUGEPAGES: usize = 256;
 
-/// The test guest's kernel command line with the bench's additions: huge pages, and the
-/// rounds and pairs the guest program reads (`ringfab.bench=`, `ringfab.bench_nics=`).
+/// The test guest's kernel command line with the bench's additions: huge pages, the TSC as
+/// the clock, and the rounds and pairs the guest program reads (`ringfab.bench=`,
+/// `ringfab.bench_nics=`).
+///
+/// The clock: under TCG the guest kernel does not trust the TSC and reads the HPET, so every
+/// `clock_gettime` is a system call and a read of the HPET's counter — a trip into QEMU's
+/// device model under its big lock, like a NIC register's (`--mmio` counted 1.2 HPET reads a
+/// frame in ringfab's receive loop, which checks its deadline on each poll, and on both sides
+/// of a plain-UDP stream, whose domain reads its clock on each CQ read). testpmd reads the
+/// TSC itself and never paid it. `tsc=reliable` keeps the TSC (TCG derives every vCPU's from
+/// one host counter), so that the clock costs every program what it costs on hardware: a `rdtsc` in the
+/// vDSO.
 pub(crate) fn append(base: &str, rounds: usize, pairs: &str) -> String {
     format!(
         "{base} default_hugepagesz=2M hugepagesz=2M hugepages={HUGEPAGES} \
-         ringfab.bench={rounds} ringfab.bench_nics={pairs}"
+         clocksource=tsc tsc=reliable ringfab.bench={rounds} ringfab.bench_nics={pairs}"
     )
 }
 
-/// The test guest's QEMU arguments with the bench's memory and vCPUs.
+/// The hub the bench puts the two virtio-net on (the tests' hubs are 0 and 1).
+const VIRTIO_HUB: u8 = 2;
+
+/// The test guest's QEMU arguments with the bench's memory and vCPUs, and the two virtio-net
+/// on a hub of their own, like the other pairs, instead of the tests' bridged taps: the tests
+/// need the taps for four queue pairs (a hub port has one), the bench uses one, and on the
+/// taps every frame also crossed the host's bridge and QEMU's reads of the tap, which held
+/// testpmd's sender to about 54 000 frames/s (97 000 on a hub, 2026-11-26) and made every
+/// virtio-net figure partly the host's. Without `mq`, the device offers one queue pair.
 pub(crate) fn machine(mut args: Vec<String>) -> Vec<String> {
     for (flag, value) in [("-m", MEMORY), ("-smp", CPUS)] {
         if let Some(i) = args.iter().position(|a| a == flag) {
             if let Some(v) = args.get_mut(i + 1) {
                 *v = value.to_owned();
             }
+        }
+    }
+    for a in &mut args {
+        if let Some(rest) = a.strip_prefix("tap,id=") {
+            let id = rest.split(',').next().unwrap_or_default();
+            *a = format!("hubport,id={id},hubid={VIRTIO_HUB}");
+        } else if a.starts_with("virtio-net-pci,") {
+            *a = a.replace(",mq=on,rss=on", "");
         }
     }
     args
@@ -281,7 +307,26 @@ mod tests {
             .map(String::from)
             .to_vec();
         assert_eq!(machine(args).join(" "), "-m 2G -smp 2 -kernel k");
-        assert!(append("console=ttyS0", 3, "igb")
-            .ends_with("hugepages=256 ringfab.bench=3 ringfab.bench_nics=igb"));
+        let virtio: Vec<String> = [
+            "-netdev",
+            "tap,id=nic4,ifname=rftap0,queues=4,script=no,downscript=no,vhost=off",
+            "-device",
+            "virtio-net-pci,netdev=nic4,addr=07.0,mac=m,romfile=,disable-legacy=on,\
+             iommu_platform=on,mq=on,rss=on,vectors=10",
+            "-netdev",
+            "hubport,id=nic0,hubid=0",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            machine(virtio).join(" "),
+            "-netdev hubport,id=nic4,hubid=2 -device virtio-net-pci,netdev=nic4,addr=07.0,\
+             mac=m,romfile=,disable-legacy=on,iommu_platform=on,vectors=10 \
+             -netdev hubport,id=nic0,hubid=0",
+            "the virtio-net pair on a hub of its own, one queue pair"
+        );
+        assert!(append("console=ttyS0", 3, "igb").ends_with(
+            "hugepages=256 clocksource=tsc tsc=reliable ringfab.bench=3 ringfab.bench_nics=igb"
+        ));
     }
 }

@@ -277,6 +277,9 @@ pub(crate) enum Line {
     Outcome(Outcome),
     /// `done`.
     Done,
+    /// `mark start` (`true`) or `mark end`: the window a bench measurement counts over
+    /// ([`crate::mmio`]).
+    Mark(bool),
 }
 
 /// Parses one console line; `None` for anything that is not a guest protocol line. The marker
@@ -288,6 +291,11 @@ pub(crate) fn parse_line(line: &str) -> Option<Line> {
     match word {
         "plan" => rest.trim().parse().ok().map(Line::Plan),
         "done" => Some(Line::Done),
+        "mark" => match rest.trim() {
+            "start" => Some(Line::Mark(true)),
+            "end" => Some(Line::Mark(false)),
+            _ => None,
+        },
         "pass" | "fail" => {
             let (name, detail) = rest.split_once(' ').unwrap_or((rest, ""));
             (!name.is_empty()).then(|| {
@@ -319,14 +327,14 @@ enum Event {
     Closed,
 }
 
-/// Boots the guest and reads its console. `show` is called with each outcome as it arrives;
-/// `verbose` echoes every console line. The whole console goes to `log`.
+/// Boots the guest and reads its console. `show` is called with each outcome and mark as it
+/// arrives; `verbose` echoes every console line. The whole console goes to `log`.
 pub(crate) fn run(
     mut c: Command,
     timeout: Duration,
     log: &Path,
     verbose: bool,
-    mut show: impl FnMut(&Outcome),
+    mut show: impl FnMut(&Line),
 ) -> Result<(Report, End, Duration)> {
     c.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -379,9 +387,13 @@ pub(crate) fn run(
                 match parse_line(&l) {
                     Some(Line::Plan(n)) => report.plan = Some(n),
                     Some(Line::Outcome(o)) => {
-                        show(&o);
-                        report.outcomes.push(o);
+                        let line = Line::Outcome(o);
+                        show(&line);
+                        if let Line::Outcome(o) = line {
+                            report.outcomes.push(o);
+                        }
                     }
+                    Some(mark @ Line::Mark(_)) => show(&mark),
                     Some(Line::Done) => report.done = true,
                     None if l.starts_with("ringfab-init: ") && !verbose => {
                         println!("  {l}");
@@ -441,6 +453,15 @@ mod tests {
         );
         assert_eq!(parse_line("ringfab-guest: fail"), None, "no name");
         assert_eq!(parse_line("ringfab-guest: plan x"), None);
+        assert_eq!(
+            parse_line("ringfab-guest: mark start"),
+            Some(Line::Mark(true))
+        );
+        assert_eq!(
+            parse_line("ringfab-guest: mark end\r"),
+            Some(Line::Mark(false))
+        );
+        assert_eq!(parse_line("ringfab-guest: mark middle"), None);
         assert_eq!(parse_line("ringfab-init: userspace after 3.2 s"), None);
         assert_eq!(parse_line("Linux version 6.1.0"), None);
     }

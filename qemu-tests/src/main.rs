@@ -26,6 +26,7 @@ mod dpdk;
 mod elf;
 mod error;
 mod libfabric;
+mod mmio;
 mod netns;
 mod setup;
 
@@ -33,8 +34,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use boot::{Accel, End, Outcome};
+use boot::{Accel, End};
 use error::{IoContext, Result};
+
+/// The trace QEMU writes under `--mmio`, in the runner's cache.
+const MMIO_TRACE: &str = "mmio.trace";
 
 const USAGE: &str = "usage: ringfab-qemu-tests [--timeout SECONDS] [--kvm] [--only TEST,TEST…] \
     [--verbose] [--bare-metal]\n  --timeout  hard limit for boot + guest tests (default 600)\n  \
@@ -43,7 +47,8 @@ const USAGE: &str = "usage: ringfab-qemu-tests [--timeout SECONDS] [--kvm] [--on
     --verbose  echo the whole guest console\n  \
     --bare-metal  boot the bare-metal image (examples/bare-metal) instead of the Linux guest\n  \
     --bench    ringfab side by side with DPDK's testpmd (docs/perf.md); with --rounds N \
-    (default 3) and --nics igb,e1000e,virtio";
+    (default 3) and --nics igb,e1000e,virtio; with --mmio, the register accesses per frame \
+    of each measurement instead of its timing (docs/perf.md)";
 
 /// Command-line options.
 #[derive(Debug)]
@@ -56,6 +61,8 @@ struct Options {
     bare_metal: bool,
     /// Run the side-by-side benchmark instead of the tests: (rounds, pairs).
     bench: Option<(usize, String)>,
+    /// With the bench: trace register accesses and report them per frame.
+    mmio: bool,
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Options, String> {
@@ -66,6 +73,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
         verbose: false,
         bare_metal: false,
         bench: None,
+        mmio: false,
     };
     let (mut bench, mut rounds, mut pairs, mut timeout) = (false, None, None, false);
     let mut it = args.into_iter();
@@ -78,6 +86,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
                 timeout = true;
             }
             "--bench" => bench = true,
+            "--mmio" => o.mmio = true,
             "--rounds" => {
                 let v = it.next().ok_or("--rounds needs a number")?;
                 rounds = Some(v.parse().map_err(|_| format!("bad --rounds '{v}'"))?);
@@ -103,8 +112,10 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
             return Err(format!("--nics: no pair '{bad}' (igb, e1000e, virtio)"));
         }
         o.bench = Some((rounds.unwrap_or(bench::DEFAULT_ROUNDS), pairs));
-    } else if rounds.is_some() || pairs.is_some() {
-        return Err(format!("--rounds and --nics go with --bench\n{USAGE}"));
+    } else if rounds.is_some() || pairs.is_some() || o.mmio {
+        return Err(format!(
+            "--rounds, --nics and --mmio go with --bench\n{USAGE}"
+        ));
     }
     Ok(o)
 }
@@ -181,6 +192,10 @@ fn prepare(
     if o.bench.is_some() {
         args = bench::machine(args);
     }
+    if o.mmio {
+        args.push("-trace".into());
+        args.push(mmio::trace_arg(&cache.join(MMIO_TRACE)));
+    }
     Ok((args, ns))
 }
 
@@ -231,15 +246,35 @@ fn main() -> ExitCode {
         }
     };
     let log = cache.join("console.log");
+    let virtio_wire = if o.bench.is_some() {
+        "hub 2, one queue pair".to_owned()
+    } else {
+        format!("bridged {}-queue taps", netns::QUEUES)
+    };
     println!(
-        "boot: q35 + intel-iommu, 2 × igb (hub 0), 2 × e1000e (hub 1), 2 × virtio-net (bridged \
-         {}-queue taps), {:?}, timeout {} s (console: {})",
-        netns::QUEUES,
+        "boot: q35 + intel-iommu, 2 × igb (hub 0), 2 × e1000e (hub 1), 2 × virtio-net \
+         ({virtio_wire}), {:?}, timeout {} s (console: {})",
         o.accel,
         o.timeout.as_secs(),
         log.display()
     );
-    let show = |r: &Outcome| {
+    let mut trace = mmio::Trace::new(cache.join(MMIO_TRACE));
+    let mut window = None;
+    let show = |line: &boot::Line| {
+        let r = match line {
+            boot::Line::Outcome(r) => r,
+            boot::Line::Mark(start) => {
+                if o.mmio {
+                    if *start {
+                        trace.start();
+                    } else {
+                        window = trace.end();
+                    }
+                }
+                return;
+            }
+            _ => return,
+        };
         let verdict = if r.passed { "PASS" } else { "FAIL" };
         if o.bench.is_some() {
             // The load beside each figure: the host is shared, and the guest's vCPUs are its
@@ -252,6 +287,15 @@ fn main() -> ExitCode {
             );
         } else {
             println!("{verdict} {}: {}", r.name, r.detail);
+        }
+        // The accesses of the window the measurement counted over.
+        if let (Some((counts, secs)), Some(m)) = (window.take(), bench::measurement(r)) {
+            if let Some((n, unit)) = mmio::units(m.value, &m.unit, secs) {
+                println!(
+                    "  mmio per {unit} ({n:.0} in {secs:.1} s): {}",
+                    mmio::per_unit(&counts, n)
+                );
+            }
         }
     };
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -346,5 +390,7 @@ mod tests {
         );
         assert!(args("--rounds 2").is_err(), "--rounds without --bench");
         assert!(args("--bench --nics igb,e1000").is_err());
+        assert!(args("--bench --mmio").unwrap().mmio);
+        assert!(args("--mmio").is_err(), "--mmio without --bench");
     }
 }

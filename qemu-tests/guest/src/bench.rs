@@ -14,6 +14,7 @@
 use std::io::Read;
 use std::net::Ipv4Addr;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ringfab_hal::{MacAddr, Nic as HalNic, Queue, RxBuffer, RxConfig, RxQueue, Token};
@@ -192,11 +193,16 @@ pub(crate) fn run(cmdline: &str) -> std::process::ExitCode {
     }
     // Every NIC is on vfio-pci after `prepare`.
     let mut drivers: Vec<Drivers> = pairs.iter().map(|_| Drivers::Vfio).collect();
+    let watchdog = watchdog();
     for round in 1..=rounds {
         for (p, on) in pairs.iter().zip(&mut drivers) {
             for kind in KINDS {
                 let name = format!("bench/{}/{}/{round}", p.name, kind.name());
-                let measured = place(p, on, kind.drivers()).and_then(|()| measure(p, kind));
+                let _ = watchdog.send(Some(format!("{name} (moving the NICs between drivers)")));
+                let placed = place(p, on, kind.drivers());
+                let _ = watchdog.send(Some(format!("{name} (measuring)")));
+                let measured = placed.and_then(|()| measure(p, kind));
+                let _ = watchdog.send(None);
                 match measured {
                     Ok(m) => say(&format!(
                         "pass {name} {:.3} {} {}",
@@ -280,10 +286,17 @@ fn prepare(pairs: &[Pair]) -> Result<String, String> {
         .unwrap_or("HugePages_Total: ?");
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let names: Vec<&str> = pairs.iter().map(|p| p.name).collect();
+    // Every program here reads the clock while it polls: which clock the kernel reads decides
+    // whether that is a few instructions or a trip into QEMU (docs/perf.md).
+    let clock =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap_or_else(|e| format!("unknown ({e})"));
     Ok(format!(
-        "pairs {} bound to vfio-pci, {modules} kernel NIC modules loaded, {cpus} CPUs, {}",
+        "pairs {} bound to vfio-pci, {modules} kernel NIC modules loaded, {cpus} CPUs, {}, \
+         clocksource {}",
         names.join(","),
-        one_line(huge)
+        one_line(huge),
+        clock.trim()
     ))
 }
 
@@ -318,6 +331,51 @@ fn place(p: &Pair, on: &mut Drivers, want: Drivers) -> Result<(), String> {
 
 /// Measures `kind` on `p`; a `kernel-*` kind's detail says what NIC B's kernel interface and
 /// the kernel's UDP counted meanwhile, which shows the traffic went through the NIC.
+/// How long one kind may take, moving the NICs included: the longest take well under a
+/// minute (testpmd's start, warm-up and measurement, or a NIC handed to the kernel and back).
+const KIND_DEADLINE: Duration = Duration::from_secs(240);
+
+/// A thread that ends the bench when a kind outlasts [`KIND_DEADLINE`]: it reports the kind
+/// as failed, with the step it was in, and exits, so that a stuck kind (a process that never
+/// ends, a driver unbind the kernel never finishes) costs one kind and says where, instead of
+/// holding the run to the runner's timeout with nothing printed. The bench sends the name and
+/// step of each kind as it begins it, and `None` when it is done.
+fn watchdog() -> mpsc::Sender<Option<String>> {
+    let (tx, rx) = mpsc::channel::<Option<String>>();
+    std::thread::spawn(move || {
+        let mut current: Option<(String, Instant)> = None;
+        loop {
+            let wait = current.as_ref().map_or(KIND_DEADLINE, |(_, t)| {
+                KIND_DEADLINE.saturating_sub(t.elapsed())
+            });
+            match rx.recv_timeout(wait) {
+                Ok(Some(step)) => {
+                    // The same kind's next step keeps its start.
+                    let since = match &current {
+                        Some((s, t)) if s.split(' ').next() == step.split(' ').next() => *t,
+                        _ => Instant::now(),
+                    };
+                    current = Some((step, since));
+                }
+                Ok(None) => current = None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Some((step, _)) = &current {
+                        let (name, at) = step.split_once(' ').unwrap_or((step, ""));
+                        say(&format!(
+                            "fail {name} stuck: no result after {} s, {at}; the bench stops",
+                            KIND_DEADLINE.as_secs()
+                        ));
+                        say("done");
+                        std::process::exit(1);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    });
+    tx
+}
+
 fn measure(p: &Pair, kind: Kind) -> Result<Measured, String> {
     if kind.drivers() == Drivers::Vfio {
         return measure_kind(p, kind);
@@ -533,7 +591,10 @@ fn testpmd_rx(p: &Pair) -> Result<Measured, String> {
             return Err(e);
         }
     };
-    std::thread::sleep(TESTPMD_START + WARMUP + MEASURE);
+    std::thread::sleep(TESTPMD_START + WARMUP);
+    mark(true);
+    std::thread::sleep(MEASURE);
+    mark(false);
     // The receiver first, so that its last period is still under the flood.
     let rx_out = stop(rx);
     let tx_out = stop(tx);
@@ -561,6 +622,22 @@ fn testpmd_rx(p: &Pair) -> Result<Measured, String> {
 fn tail(out: &str) -> String {
     let lines: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(6)..].join(" | ")
+}
+
+/// Marks the start (`true`) or the end of the window a measurement counts over, on the
+/// console: under `--mmio` the runner counts the register accesses QEMU traced between the two
+/// (`qemu-tests/src/mmio.rs`). Written to `/dev/console` whole, in one write, so that the roles
+/// (whose output the bench reads through pipes) can mark too.
+pub(crate) fn mark(start: bool) {
+    use std::io::Write;
+    let line = if start {
+        "ringfab-guest: mark start\n"
+    } else {
+        "ringfab-guest: mark end\n"
+    };
+    if let Ok(mut c) = std::fs::OpenOptions::new().write(true).open("/dev/console") {
+        let _ = c.write_all(line.as_bytes());
+    }
 }
 
 /// Pins the calling thread to `cpu`.
@@ -666,11 +743,13 @@ fn receive<N: HalNic, const D: usize>(nic: &N) -> Result<Measured, String> {
         count(&mut rx)?;
     }
     let mut frames = 0;
+    mark(true);
     let t = Instant::now();
     while t.elapsed() < MEASURE {
         frames += count(&mut rx)?;
     }
     let secs = t.elapsed().as_secs_f64();
+    mark(false);
     Ok(Measured {
         value: frames as f64 / secs,
         unit: "frames/s",
@@ -711,12 +790,19 @@ fn stream(p: &Pair, encap: Encapsulation) -> Result<Measured, String> {
         }
     };
     let got = result(sink);
-    let sent = finish(source);
-    let (value, _) = got.map_err(|e| format!("{e}; sender: {sent}"))?;
+    let sent = stop_role(source);
+    let (value, _) = got.map_err(|e| format!("{e}; sender: {sent:?}"))?;
+    let sender = match sent {
+        Ok((rate, detail)) => format!("the sender sent {rate:.0} messages/s ({detail})"),
+        Err(e) => format!("the sender said no rate: {e}"),
+    };
     Ok(Measured {
         value,
         unit: "frames/s",
-        detail: format!("{}-byte messages, bursts of {BURST}", encap.message()),
+        detail: format!(
+            "{}-byte messages, bursts of {BURST}; {sender}",
+            encap.message()
+        ),
     })
 }
 
@@ -864,6 +950,13 @@ fn finish(mut child: Child) -> String {
     }
     let _ = child.wait();
     one_line(&err)
+}
+
+/// Stops a role that runs until SIGTERM and reports a result then (`send`): SIGTERM, SIGKILL
+/// after five seconds, then its `result` line ([`parse_result`]).
+fn stop_role(mut child: Child) -> Result<(f64, String), String> {
+    signal_then_kill(&mut child, libc::SIGTERM, Duration::from_secs(5));
+    result(child)
 }
 
 /// `52:54:00:12:34:0b` as a MAC.

@@ -26,7 +26,7 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::bench::{pin, BURST, MEASURE, PINGS, PING_WARMUP, PLAIN_MESSAGE, STARTUP, WARMUP};
+use crate::bench::{mark, pin, BURST, MEASURE, PINGS, PING_WARMUP, PLAIN_MESSAGE, STARTUP, WARMUP};
 use crate::kernel_nic::{interface_of, no_ipv6, run, steer_irqs, wait_for};
 use crate::roles::{stop_on_sigterm, LOST, MAX_LOST, STOP};
 use crate::udp_exchange::set_int;
@@ -274,11 +274,14 @@ fn recv(sock: &UdpSocket) -> Result<String, String> {
     while warm.elapsed() < WARMUP {
         batch.recv(sock)?;
     }
+    mark(true);
     let (mut got, t) = (0, Instant::now());
     while t.elapsed() < MEASURE {
         got += batch.recv(sock)?;
     }
-    Ok(format!("{:.1}", got as f64 / t.elapsed().as_secs_f64()))
+    let secs = t.elapsed().as_secs_f64();
+    mark(false);
+    Ok(format!("{:.1}", got as f64 / secs))
 }
 
 /// One round trip of datagram `seq`: it out, then receives until it comes back (an answer to
@@ -361,6 +364,7 @@ fn ping(sock: &UdpSocket, peer: Ipv4Addr) -> Result<String, String> {
         warm += usize::from(answered(seq)?.is_some());
     }
     let (mut total, mut trips) = (Duration::ZERO, 0);
+    mark(true);
     while trips < PINGS {
         seq += 1;
         if let Some(t) = answered(seq)? {
@@ -368,6 +372,7 @@ fn ping(sock: &UdpSocket, peer: Ipv4Addr) -> Result<String, String> {
             trips += 1;
         }
     }
+    mark(false);
     Ok(format!(
         "{:.2} lost {lost}",
         total.as_secs_f64() * 1e6 / PINGS as f64

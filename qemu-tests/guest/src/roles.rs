@@ -10,7 +10,8 @@
 //! address is `OWN`/24, the peer port [`PORT`] at `PEER` (reached through ARP):
 //!
 //! * `send`: sends messages that make 64-byte frames (34 bytes after ringfab's header, 22
-//!   after plain UDP's) in bursts of 32, one doorbell a burst, until SIGTERM;
+//!   after plain UDP's) in bursts of 32, one doorbell a burst, until SIGTERM, and prints
+//!   `result <messages/s it sent>`;
 //! * `recv`: counts messages from the first one plus the warm-up for the measuring time and
 //!   prints `result <messages/s>`;
 //! * `ping`: sends a message and waits for one back, prints `result <µs per round trip>`;
@@ -39,7 +40,7 @@ use ringfab::proto::Encap;
 use ringfab::{Capacities, Error};
 
 use crate::bench::{
-    open, parse_mac, pin, BURST, FRAME, MEASURE, PINGS, PING_WARMUP, STARTUP, WARMUP,
+    mark, open, parse_mac, pin, BURST, FRAME, MEASURE, PINGS, PING_WARMUP, STARTUP, WARMUP,
 };
 use crate::nic::BUF;
 use crate::wait::StdClock;
@@ -299,16 +300,27 @@ pub(crate) fn stop_on_sigterm() -> Result<(), String> {
     Ok(())
 }
 
-/// Bursts of [`BURST`] messages, one doorbell each, until SIGTERM.
+/// Bursts of [`BURST`] messages, one doorbell each, until SIGTERM; then the messages per
+/// second it sent from its first one: beside the receiver's rate, it tells a sender that
+/// limits the stream from frames lost on the way.
 fn send<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
+    let (mut sent, mut first) = (0u64, None);
     while !STOP.load(Ordering::Relaxed) {
         let mut posted = 0;
         while posted < BURST && side.send(posted + 1 < BURST && side.pool.len() > 1)? {
             posted += 1;
         }
+        if posted > 0 {
+            first.get_or_insert_with(Instant::now);
+            sent += posted as u64;
+        }
         side.poll()?;
     }
-    Ok("stopped".into())
+    let secs = first.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    Ok(format!(
+        "{:.1} sent {sent} in {secs:.1} s",
+        sent as f64 / secs.max(1e-9)
+    ))
 }
 
 /// Messages per second from the first one plus [`WARMUP`] for [`MEASURE`].
@@ -323,11 +335,14 @@ fn recv<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String,
     while warm.elapsed() < WARMUP {
         side.poll()?;
     }
+    mark(true);
     let (mut got, t) = (0, Instant::now());
     while t.elapsed() < MEASURE {
         got += side.poll()?;
     }
-    Ok(format!("{:.1}", got as f64 / t.elapsed().as_secs_f64()))
+    let secs = t.elapsed().as_secs_f64();
+    mark(false);
+    Ok(format!("{:.1}", got as f64 / secs))
 }
 
 /// One round trip: a message out, polling until one comes back (or `patience` passes).
@@ -380,12 +395,14 @@ fn ping<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String,
         warm += usize::from(answered(side)?.is_some());
     }
     let (mut total, mut trips) = (Duration::ZERO, 0);
+    mark(true);
     while trips < PINGS {
         if let Some(t) = answered(side)? {
             total += t;
             trips += 1;
         }
     }
+    mark(false);
     Ok(format!(
         "{:.2} lost {lost}",
         total.as_secs_f64() * 1e6 / PINGS as f64
