@@ -23,8 +23,9 @@
 //! all-ones), it resets itself, it disables the queue, or (virtio) it asks for a reset. The
 //! data path does not read a register per frame to find out. Instead, `poll` counts the calls
 //! in a row that found nothing while work was pending — a ring that looks stuck — and after
-//! [`STALL_POLLS`] of them reads the device's state once (a few register reads); a driver may
-//! also check on a status interrupt. A fault found is recorded and sticky:
+//! [`STALL_POLLS`] of them reads the device's state once (a few register reads), then again
+//! after periods that double up to [`STALL_POLLS_MAX`] ([`StallCount`]); a driver may also
+//! check on a status interrupt. A fault found is recorded and sticky:
 //! [`fault`](Queue::fault) returns it (a field read, cheap enough to ask after every short
 //! poll), [`push`](TxQueue::push) refuses with [`PushError::Fault`], and
 //! [`flush`](Queue::flush) hands tokens back as "Flush and quiet devices" says.
@@ -63,34 +64,86 @@
 use crate::{Iova, PushError, QueueFault, Wait};
 
 /// Calls of `poll` in a row that find nothing while work is pending, after which a driver
-/// checks the device's state ("Critical faults" above). On a busy-polling core an empty poll
-/// costs tens of nanoseconds and a register read about a microsecond over PCIe: one check per
-/// this many empty polls keeps the check under a few percent of an idle loop.
+/// first checks the device's state ("Critical faults" above): a fault that comes soon after a
+/// queue opens is found within this many empty polls.
 pub const STALL_POLLS: u32 = 256;
 
-/// Counts a queue's empty polls with work pending and says when [`STALL_POLLS`] of them in a
-/// row call for a check of the device — the one piece of the stall check every driver shares.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StallCount(u32);
+/// The most empty polls in a row between two checks of the device. Each check doubles the
+/// period, from [`STALL_POLLS`] to this: a receive queue with buffers posted counts every
+/// empty poll as stuck, so an idle or bursty receive loop would otherwise read the device
+/// (three registers on igb and e1000e) every 256 empty polls for as long as it runs — on a
+/// busy-polling core an empty poll costs a few nanoseconds and a register read about a
+/// microsecond over PCIe, so that was most of an idle loop's time, and under QEMU each read
+/// is a call into the device model under its big lock, which the frame's sender needs too
+/// (docs/perf.md, "Register accesses per frame"). At this period a check costs an idle loop
+/// a few percent, and a fault is still found within 16 384 empty polls: well under a
+/// millisecond on hardware.
+pub const STALL_POLLS_MAX: u32 = STALL_POLLS << 6;
+
+/// Counts a queue's empty polls with work pending and says when a check of the device is due:
+/// after [`STALL_POLLS`] of them in a row, then after twice as many as the last time, up to
+/// [`STALL_POLLS_MAX`] — the one piece of the stall check every driver shares. A poll that
+/// finds work starts the count again but keeps the period: a queue whose device was found
+/// healthy many times does not go back to checking often because frames came.
+///
+/// Except while the queue's interrupt is armed ([`interrupt_armed`](Self::interrupt_armed)):
+/// then a waiter is blocked on it and polls once per wake-up — ten milliseconds apart when
+/// nothing comes (core's `WAIT_QUANTUM`) — so the period stays [`STALL_POLLS`] (2.56 s of
+/// such wake-ups), as a device that died under a blocked waiter raises no interrupt and would
+/// otherwise be found minutes later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StallCount {
+    /// Empty polls in a row with work pending.
+    stuck: u32,
+    /// Empty polls in a row that call for the next check.
+    period: u32,
+    /// The interrupt is armed: the period does not grow.
+    armed: bool,
+}
 
 impl StallCount {
-    /// No empty poll yet.
-    pub const NONE: StallCount = StallCount(0);
+    /// No empty poll yet; the first check after [`STALL_POLLS`].
+    pub const NONE: StallCount = StallCount {
+        stuck: 0,
+        period: STALL_POLLS,
+        armed: false,
+    };
 
     /// Counts one poll (`stuck`: it found nothing while work was pending); `true` when the
-    /// driver should now check the device (the count then starts again).
+    /// driver should now check the device (the count then starts again, and the next check
+    /// waits twice as long, up to [`STALL_POLLS_MAX`], unless the interrupt is armed).
     #[inline]
     pub fn poll(&mut self, stuck: bool) -> bool {
         if !stuck {
-            self.0 = 0;
+            self.stuck = 0;
             return false;
         }
-        self.0 += 1;
-        if self.0 >= STALL_POLLS {
-            self.0 = 0;
+        self.stuck += 1;
+        if self.stuck >= self.period {
+            self.stuck = 0;
+            if !self.armed {
+                self.period = (self.period * 2).min(STALL_POLLS_MAX);
+            }
             return true;
         }
         false
+    }
+
+    /// The driver armed (`true`) or disarmed the queue's interrupt. Arming goes back to checks
+    /// every [`STALL_POLLS`] stuck polls for as long as it stays armed; disarming lets the
+    /// period grow again from there.
+    #[inline]
+    pub fn interrupt_armed(&mut self, armed: bool) {
+        self.armed = armed;
+        if armed {
+            self.period = STALL_POLLS;
+        }
+    }
+}
+
+impl Default for StallCount {
+    fn default() -> StallCount {
+        StallCount::NONE
     }
 }
 
@@ -555,5 +608,60 @@ pub trait RxQueue: Queue {
             }
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The polls, from now, until the count calls for a check (all of them stuck).
+    fn polls_to_check(c: &mut StallCount) -> u32 {
+        (1..=STALL_POLLS_MAX).find(|_| c.poll(true)).unwrap()
+    }
+
+    #[test]
+    fn checks_come_after_stall_polls_then_twice_as_many_up_to_the_cap() {
+        let mut c = StallCount::default();
+        let periods: [u32; 9] = core::array::from_fn(|_| polls_to_check(&mut c));
+        assert_eq!(
+            periods,
+            [256, 512, 1024, 2048, 4096, 8192, 16384, 16384, 16384]
+        );
+        assert_eq!(STALL_POLLS_MAX, 16384);
+    }
+
+    #[test]
+    fn a_poll_that_finds_work_restarts_the_count_but_keeps_the_period() {
+        let mut c = StallCount::NONE;
+        assert_eq!(polls_to_check(&mut c), STALL_POLLS);
+        for _ in 0..2 * STALL_POLLS - 1 {
+            assert!(!c.poll(true));
+        }
+        assert!(!c.poll(false), "work found: no check");
+        for _ in 0..2 * STALL_POLLS - 1 {
+            assert!(!c.poll(true), "counted again from zero");
+        }
+        assert!(c.poll(true), "the doubled period, not the first one");
+    }
+
+    #[test]
+    fn an_armed_interrupt_keeps_checks_every_stall_polls() {
+        let mut c = StallCount::NONE;
+        for _ in 0..4 {
+            polls_to_check(&mut c);
+        }
+        assert_eq!(polls_to_check(&mut c), 16 * STALL_POLLS);
+        c.interrupt_armed(true);
+        for _ in 0..3 {
+            assert_eq!(
+                polls_to_check(&mut c),
+                STALL_POLLS,
+                "a blocked waiter's pace"
+            );
+        }
+        c.interrupt_armed(false);
+        assert_eq!(polls_to_check(&mut c), STALL_POLLS);
+        assert_eq!(polls_to_check(&mut c), 2 * STALL_POLLS, "growing again");
     }
 }

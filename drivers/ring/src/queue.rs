@@ -16,8 +16,9 @@
 //! | critical-fault check ([`QueueHw::fault`]) | STATUS, RDLEN/TDLEN, the queue's ENABLE | STATUS, RDLEN/TDLEN, TARC.ENABLE or RCTL.EN |
 //!
 //! Everything else is here: a queue refuses pushes once it has a fault; it counts empty polls
-//! with work pending and after [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS) of them asks
-//! the device for a fault; a doorbell is one release fence and one tail write; a flush stops
+//! with work pending and after [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS) of them (then
+//! at periods growing to [`STALL_POLLS_MAX`](ringfab_hal::queue::STALL_POLLS_MAX)) asks the
+//! device for a fault; a doorbell is one release fence and one tail write; a flush stops
 //! the queue and, once the device has acknowledged the stop, takes every token back through
 //! the ring and starts the queue again at the ring's tail — a stop not acknowledged records
 //! `QueueFault::StopTimeout` and holds the tokens, a start not acknowledged
@@ -249,8 +250,9 @@ impl<H: QueueHw> Common<H> {
         }
     }
 
-    /// Counts a poll: `stuck` if it found nothing while work was pending. Every
-    /// [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS)th stuck poll in a row checks the device.
+    /// Counts a poll: `stuck` if it found nothing while work was pending, and checks the device
+    /// when [`StallCount`] says so (after [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS)
+    /// stuck polls in a row, then at longer periods).
     #[inline]
     fn after_poll(&mut self, stuck: bool, len: u32) {
         if self.stalls.poll(stuck) {
@@ -280,6 +282,7 @@ impl<H: QueueHw> Common<H> {
             if armed != self.armed {
                 self.armed = armed;
                 self.hw.arm(v, armed);
+                self.stalls.interrupt_armed(armed);
             }
         }
     }

@@ -7,7 +7,7 @@
 //! Section `critical`.
 
 use ringfab_emu::{CriticalFault, DeviceFault, Ring};
-use ringfab_hal::queue::STALL_POLLS;
+use ringfab_hal::queue::{STALL_POLLS, STALL_POLLS_MAX};
 use ringfab_hal::{
     DmaRegion, Error, Nic, Platform, PushError, Queue, QueueFault, Report, RssConfig, RxConfig,
     RxError, RxQueue, Token, TxConfig, TxError, TxQueue, TxSegment,
@@ -171,6 +171,22 @@ pub fn a_healthy_idle_queue_is_never_reported_faulted<F: Fixture>() {
     let mut out = [NO_RX; 8];
     assert_eq!(rx.poll(&mut out), 1);
     assert_eq!(out[0].status, Ok(()));
+}
+
+/// A reset that comes after the queue has idled long enough for its checks to be spaced out
+/// to [`STALL_POLLS_MAX`] is still found, within that many empty polls.
+pub fn a_reset_after_a_long_idle_is_found_within_the_longest_period<F: Fixture>() {
+    let p = pair::<F>();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    post(&mut rx, &mem, 4);
+    // 256 + 512 + … + 8192 empty polls reach the longest period; twice that stays in it.
+    assert_eq!(poll_rx(&mut rx, 2 * STALL_POLLS_MAX), 0);
+    assert_eq!(rx.fault(), None);
+    p.b.inject_critical(CriticalFault::Reset);
+    assert_eq!(poll_rx(&mut rx, STALL_POLLS_MAX), 0);
+    assert_eq!(rx.fault(), Some(QueueFault::Reset));
+    assert_eq!(flush_rx(&mut rx), four_flushed());
 }
 
 /// Issue 14 item 9 (the hal's "Flush and quiet devices"): a device that ignores the stop of a

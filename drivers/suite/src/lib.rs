@@ -570,6 +570,7 @@ macro_rules! __suite_section {
             a_removed_device_is_found_and_recover_says_it_is_gone,
             a_queue_disabled_by_the_device_is_found_and_reopening_it_recovers,
             a_healthy_idle_queue_is_never_reported_faulted,
+            a_reset_after_a_long_idle_is_found_within_the_longest_period,
             a_receive_stop_the_device_does_not_acknowledge_holds_the_buffers_until_one_it_does,
             a_transmit_stop_the_device_does_not_acknowledge_holds_the_frames_until_one_it_does,
             a_restart_the_device_does_not_acknowledge_is_a_fault_not_a_silent_stall,

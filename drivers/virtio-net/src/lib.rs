@@ -994,8 +994,9 @@ impl<P: Platform> QueueCore<'_, P> {
         self.nic.t.notify(self.notify_at, self.vq_index);
     }
 
-    /// Counts a poll: `stuck` if it found nothing while work was pending. Every
-    /// [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS)th stuck poll in a row checks the device.
+    /// Counts a poll: `stuck` if it found nothing while work was pending, and checks the device
+    /// when [`StallCount`] says so (after [`STALL_POLLS`](ringfab_hal::queue::STALL_POLLS)
+    /// stuck polls in a row, then at longer periods).
     #[inline]
     fn after_poll(&mut self, stuck: bool) {
         if self.stalls.poll(stuck) {
@@ -1098,6 +1099,7 @@ macro_rules! impl_queue {
             fn set_interrupt(&mut self, armed: bool) {
                 if self.q.vector.is_some() {
                     self.vq.arm(armed);
+                    self.q.stalls.interrupt_armed(armed);
                 }
             }
 

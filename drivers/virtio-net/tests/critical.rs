@@ -8,7 +8,7 @@ mod fixture;
 
 use fixture::{pair, VirtioNetFixture};
 use ringfab_emu::{CriticalFault, DeviceFault, Ring};
-use ringfab_hal::queue::STALL_POLLS;
+use ringfab_hal::queue::{STALL_POLLS, STALL_POLLS_MAX};
 use ringfab_hal::{
     Error, Nic, Platform, PushError, Queue, QueueFault, RxConfig, RxError, RxQueue, Token, TxConfig,
 };
@@ -142,6 +142,22 @@ fn a_virtqueue_reset_by_the_device_is_found_and_reopening_it_recovers() {
     }
     p.nic_b.recover().unwrap();
     assert!(b_receives(&p));
+}
+
+/// `DEVICE_NEEDS_RESET` set after the queue has idled long enough for its checks to be spaced
+/// out to [`STALL_POLLS_MAX`] is still found, within that many empty polls.
+#[test]
+fn device_needs_reset_after_a_long_idle_is_found_within_the_longest_period() {
+    let p = pair();
+    let mem = p.b.platform().alloc_dma(BUF * 8).unwrap();
+    let mut rx = p.nic_b.open_rx::<16>(0, RxConfig::new(BUF as u32)).unwrap();
+    post(&mut rx, &mem, 4);
+    assert_eq!(poll_rx(&mut rx, 2 * STALL_POLLS_MAX), 0);
+    assert_eq!(rx.fault(), None);
+    p.b.inject_critical(CriticalFault::NeedsReset);
+    assert_eq!(poll_rx(&mut rx, STALL_POLLS_MAX), 0);
+    assert_eq!(rx.fault(), Some(QueueFault::NeedsReset));
+    assert_eq!(sorted(flush_rx(&mut rx)), four_flushed());
 }
 
 #[test]
