@@ -23,6 +23,10 @@
 //!   device completes them in), then read their completions back from the send CQ with
 //!   `read_owned`: an application's streaming loop, everything timed, per message. Not on
 //!   plain UDP, whose first send to the peer waits for an ARP reply the null device never gives.
+//! * **empty**: `cq.read` of the receive CQ with room for 1, 16 or 64 entries when nothing has
+//!   completed (every call `Err(Again)`): what a polling loop pays per call while it waits.
+//!   Per call. Nothing is posted, so the driver's stall count (which runs only while work is
+//!   pending) is not in it.
 //!
 //! The endpoint's sends report to a CQ of their own (as libfabric's fabtests bind them);
 //! `--one-cq` binds them to the receive CQ, whose read then polls the idle transmit queue too.
@@ -44,12 +48,13 @@
 //! `cq.read` — in the modes `read` and `cycle`.
 //!
 //! The timed work is in `#[inline(never)]` functions — `cq_read_all`, `cq_read_owned_all`,
-//! `cq_post_batch`, `cq_cycle`, `cq_send_batch` and `cq_send_cycle` — so that callgrind can
+//! `cq_post_batch`, `cq_cycle`, `cq_send_batch`, `cq_send_cycle` and `cq_read_empty` — so that
+//! callgrind can
 //! attribute it;
 //! `core/benches/instructions.sh` counts instructions per entry that way.
 //!
 //! `cargo bench -p ringfab --bench cq [-- --entries N] [-- --batch B]
-//! [-- --mode read|read-owned|cycle|send] [-- --format msg|data] [-- --nic igb|e1000e|virtio-net]
+//! [-- --mode read|read-owned|cycle|send|empty] [-- --format msg|data] [-- --nic igb|e1000e|virtio-net]
 //! [-- --layer endpoint|plain|raw] [-- --one-cq] [-- --unmarked]`
 
 use std::hint::black_box;
@@ -113,6 +118,7 @@ enum Mode {
     ReadOwned,
     Cycle,
     Send,
+    Empty,
 }
 
 impl Mode {
@@ -122,6 +128,7 @@ impl Mode {
             Mode::ReadOwned => "read_owned",
             Mode::Cycle => "post → complete → read_owned",
             Mode::Send => "send → complete → read_owned",
+            Mode::Empty => "read, nothing completed",
         }
     }
 }
@@ -172,8 +179,10 @@ fn main() {
         Some("read-owned") if layer != Layer::Raw => vec![Mode::ReadOwned],
         Some("cycle") => vec![Mode::Cycle],
         Some("send") if layer != Layer::Raw && layer != Layer::Plain => vec![Mode::Send],
+        Some("empty") if layer != Layer::Raw => vec![Mode::Empty],
         Some(m) => fail(format!(
-            "unknown --mode {m} (read, read-owned, cycle, send; plain: no send; raw: read, cycle)"
+            "unknown --mode {m} (read, read-owned, cycle, send, empty; plain: no send; raw: read, \
+             cycle)"
         )),
     };
     let formats: Vec<&str> = match value("--format").as_deref() {
@@ -506,6 +515,11 @@ fn run_endpoint<N: Nic, F: Format>(
             }
             start.elapsed().as_nanos() as f64 / done as f64
         }
+        Mode::Empty => {
+            let start = Instant::now();
+            cq_read_empty(&domain, &cq, &mut out[..batch], entries);
+            start.elapsed().as_nanos() as f64 / entries as f64
+        }
     };
     drop(pool);
     if let Err((e, _)) = ep.close(&domain) {
@@ -642,6 +656,25 @@ fn cq_read_owned_all<'d, N: Nic, F: Format>(
             Err(e) => panic!("cq: read_owned failed: {e}"),
         }
         black_box(&out[..want]);
+    }
+}
+
+/// Calls `cq.read` `calls` times with nothing completed: each must find nothing
+/// (`Err(Again)`).
+#[inline(never)]
+fn cq_read_empty<N: Nic, F: Format>(
+    domain: &Domain<'_, N, D>,
+    cq: &CompletionQueue<N, F>,
+    out: &mut [F::Entry],
+    calls: usize,
+) {
+    for _ in 0..calls {
+        match cq.read(domain, out) {
+            Err(Error::Again) => {}
+            Ok(n) => panic!("cq: an empty read returned {n} entries"),
+            Err(e) => panic!("cq: empty read failed: {e}"),
+        }
+        black_box(&*out);
     }
 }
 

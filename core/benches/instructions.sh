@@ -14,22 +14,27 @@
 #                doorbell with the last) per message, minus the device's own `complete_tx`
 #                (the benchmark's `--mode send`);
 #   send read  — inclusive cost of `cq_read_owned_all` in the same send measurement per message:
-#                the read of the send completions with `read_owned`, the buffers handed back.
+#                the read of the send completions with `read_owned`, the buffers handed back;
+#   empty      — inclusive cost of `cq_read_empty` per call: `cq.read` of the receive CQ with
+#                room for a batch when nothing has completed (`Err(Again)`), what a polling loop
+#                pays per call while it waits (the benchmark's `--mode empty`; nothing posted).
 #
 # With --raw, the raw layer instead (`Path::post_recvs`, `cq.read`): read and cycle. With
 # --one-cq, the endpoint's sends report to its receive CQ (the benchmark's `--one-cq`). With
 # --plain, the endpoint on plain IPv4/UDP (the benchmark's `--layer plain`; no send column:
 # its sends wait for ARP), the null igb and e1000e devices marking the IPv4 header checksum
 # verified as their models do; --plain --unmarked without the marks (the lane sums the IPv4
-# header). With --send, only the send measurement: send and send read.
+# header). With --send, only the send measurement: send and send read. With --empty, only the
+# empty read (the last column of the endpoint and plain tables).
 #
-#   core/benches/instructions.sh [--raw|--one-cq|--plain [--unmarked]|--send] [igb|e1000e|virtio-net …]
+#   core/benches/instructions.sh [--raw|--one-cq|--plain [--unmarked]|--send|--empty] [igb|e1000e|virtio-net …]
 #   (default: igb; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-layer=endpoint extra=() only_send=
+layer=endpoint extra=() only_send= only_empty=
 if [ "${1:-}" = --send ]; then only_send=1; shift; fi
+if [ "${1:-}" = --empty ]; then only_empty=1; shift; fi
 if [ "${1:-}" = --raw ]; then layer=raw; shift; fi
 if [ "${1:-}" = --plain ]; then layer=plain; shift; fi
 if [ "$layer" = plain ] && [ "${1:-}" = --unmarked ]; then extra=(--unmarked); shift; fi
@@ -75,10 +80,18 @@ for nic in "${nics[@]}"; do
     done
     continue
   fi
+  if [ -n "$only_empty" ]; then
+    printf '%-6s %12s\n' batch "empty/call"
+    for batch in 1 16 64; do
+      profile "$out/empty.$batch" empty "$batch" "$nic"
+      printf '%-6s %12s\n' "$batch" "$(per "$out/empty.$batch" cq_read_empty)"
+    done
+    continue
+  fi
   if [ "$layer" = raw ]; then
     printf '%-6s %12s %14s %13s %13s\n' batch "read/entry" "cycle/op" "(post/op" "read/op)"
   else
-    printf '%-6s %12s %16s %14s %13s %13s %10s %14s\n' batch "read/entry" "read_owned/entry" "cycle/msg" "(post/msg" "read/msg)" "send/msg" "send read/msg"
+    printf '%-6s %12s %16s %14s %13s %13s %10s %14s %11s\n' batch "read/entry" "read_owned/entry" "cycle/msg" "(post/msg" "read/msg)" "send/msg" "send read/msg" "empty/call"
   fi
   for batch in 1 16 64; do
     profile "$out/read.$batch" read "$batch" "$nic"
@@ -91,19 +104,21 @@ for nic in "${nics[@]}"; do
         "$(per "$out/cycle.$batch" cq_read_all)"
     else
       profile "$out/owned.$batch" read-owned "$batch" "$nic"
+      profile "$out/empty.$batch" empty "$batch" "$nic"
       send=- send_read=-
       if [ "$layer" = endpoint ]; then
         profile "$out/send.$batch" send "$batch" "$nic"
         send=$(per "$out/send.$batch" cq_send_batch complete_tx)
         send_read=$(per "$out/send.$batch" cq_read_owned_all)
       fi
-      printf '%-6s %12s %16s %14s %13s %13s %10s %14s\n' "$batch" \
+      printf '%-6s %12s %16s %14s %13s %13s %10s %14s %11s\n' "$batch" \
         "$(per "$out/read.$batch" cq_read_all)" \
         "$(per "$out/owned.$batch" cq_read_owned_all)" \
         "$(per "$out/cycle.$batch" cq_cycle complete_rx)" \
         "$(per "$out/cycle.$batch" cq_post_batch complete_rx)" \
         "$(per "$out/cycle.$batch" cq_read_owned_all)" \
-        "$send" "$send_read"
+        "$send" "$send_read" \
+        "$(per "$out/empty.$batch" cq_read_empty)"
     fi
   done
 done

@@ -321,8 +321,10 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
     };
     // A sealed (overrun) CQ polls nothing: the loop ends before its first path.
     let mut stopped = st.sealed;
-    let (later, earlier) = paths.split_at(start);
-    for pslot in earlier.iter().chain(later) {
+    let mut at = start;
+    for _ in 0..paths.len() {
+        let pslot = &paths[at];
+        at = if at + 1 < paths.len() { at + 1 } else { 0 };
         if stopped || (cap != 0 && n == cap) {
             break;
         }

@@ -6,7 +6,7 @@
 use super::multi::{settle, settle_success, NO_GROUP};
 use super::op::OpKind;
 use super::plain_lane::PlainLane;
-use super::sink::{Outcome, Sink};
+use super::sink::{Deliver, Outcome, Sink};
 use super::state::{PollCtx, Queue, CHUNK};
 use super::verdict::{canceled_recv, is_drop, rx_outcome, tx_outcome, tx_payload, Verdict};
 use super::{release, FramedLane, PathState, Tally};
@@ -156,83 +156,15 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     }
                     given += direct;
 
-                    let mut i = 0;
-                    while i < kept {
-                        // A run of plain successes on an unframed path goes to the sink in one
-                        // call, straight from the op table.
-                        if unframed {
-                            let k = self.table.take_plain(
-                                &self.rx_scratch[i..kept],
-                                header,
-                                &mut self.plains,
-                                &mut tally,
-                            );
-                            if k > 0 {
-                                given += k;
-                                stop |= sink.plain(&self.plains[..k]);
-                                i += k;
-                                continue;
-                            }
-                        }
-                        let c = &self.rx_scratch[i];
-                        i += 1;
-                        let Some(op) = self.table.take(c.token, OpKind::Recv) else {
-                            continue;
-                        };
-                        let mut verdict = rx_outcome(self.kind.framing(), &op, c, ctx.avs, ctx.ip);
-                        match &mut verdict {
-                            Verdict::Done(done) => {
-                                if op.group != NO_GROUP
-                                    && !settle_success(&mut self.groups, header, &op, done)
-                                {
-                                    // A message of a multi-receive buffer nobody asked to
-                                    // hear of: a silent success.
-                                    tally.success(done.len);
-                                    ctx.cq.release_credit();
-                                    continue;
-                                }
-                                tally.success(done.len);
-                                given += 1;
-                                stop |= sink.outcome(Outcome::Done(done));
-                            }
-                            Verdict::Failed(rec) => {
-                                if op.group != NO_GROUP {
-                                    settle(&mut self.groups, header, &op, &mut rec.completion);
-                                }
-                                tally.err += 1;
-                                given += 1;
-                                stop |= sink.outcome(Outcome::Failed(rec));
-                            }
-                            Verdict::Silent(payload) => {
-                                tally.success(*payload);
-                                ctx.cq.release_credit();
-                                release(ctx.owners, op.owned());
-                            }
-                            Verdict::Repost | Verdict::Consumed => {
-                                let dropped = matches!(verdict, Verdict::Repost) && is_drop(c);
-                                self.dropped += u64::from(dropped);
-                                // The buffer goes back to the ring as a fresh post that keeps
-                                // the operation's credit; the slot `take` just freed is there.
-                                match self.table.next_free() {
-                                    Some(slot)
-                                        if q.push(op.buf.rx(), Token(slot as u64)).is_ok() =>
-                                    {
-                                        self.table.commit(slot, op);
-                                        reposted = true;
-                                    }
-                                    // Cannot happen (a slot and a descriptor were just
-                                    // freed); should it, the operation completes canceled
-                                    // rather than vanish.
-                                    _ => {
-                                        let mut rec = canceled_recv(&op);
-                                        settle(&mut self.groups, header, &op, &mut rec.completion);
-                                        tally.err += 1;
-                                        given += 1;
-                                        stop |= sink.outcome(Outcome::Failed(&rec));
-                                    }
-                                }
-                            }
-                        }
+                    if kept > 0 {
+                        // The general lane, out of line: what the fast lanes left (rare on a
+                        // busy endpoint), so that its registers and addresses are not set up
+                        // on every poll.
+                        let (g, st, rp) =
+                            self.general_rx(kept, header, unframed, ctx, sink, &mut tally);
+                        given += g;
+                        stop |= st;
+                        reposted |= rp;
                     }
                     got
                 }
@@ -250,56 +182,18 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         header,
                         self.cntr.is_some(),
                     );
-                    let mut i = taken.direct;
+                    let i = taken.direct;
                     if i > 0 {
                         sink.commit_filled(i);
                         given += i;
                         tally.ok += i as u64;
                         tally.bytes += taken.bytes;
                     }
-                    while i < got {
-                        // Fast path: a run of plain successes in one call to the sink.
-                        let k = self.table.take_plain(
-                            &self.tx_scratch[i..got],
-                            header,
-                            &mut self.plains,
-                            &mut tally,
-                        );
-                        if k > 0 {
-                            given += k;
-                            stop |= sink.plain(&self.plains[..k]);
-                            i += k;
-                            continue;
-                        }
-                        let c = &self.tx_scratch[i];
-                        i += 1;
-                        let Some(op) = self.table.take(c.token, OpKind::Send) else {
-                            if cfg!(feature = "plain-udp") {
-                                // A control frame of the domain's IPv4 host, or nothing.
-                                self.control_done(c.token, c.status.is_ok(), ctx);
-                            }
-                            continue;
-                        };
-                        let payload = tx_payload(header, op.len);
-                        let mut verdict = tx_outcome(&op, c);
-                        self.attach_extras(&op, &mut verdict, ctx.owners);
-                        match &verdict {
-                            Verdict::Done(done) => {
-                                tally.success(payload);
-                                given += 1;
-                                stop |= sink.outcome(Outcome::Done(done));
-                            }
-                            Verdict::Failed(rec) => {
-                                tally.err += 1;
-                                given += 1;
-                                stop |= sink.outcome(Outcome::Failed(rec));
-                            }
-                            Verdict::Silent(_) | Verdict::Repost | Verdict::Consumed => {
-                                tally.success(payload);
-                                ctx.cq.release_credit();
-                                release(ctx.owners, op.owned());
-                            }
-                        }
+                    if i < got {
+                        // The general lane, out of line (as a receive poll's).
+                        let (g, st) = self.general_tx(i, got, header, ctx, sink, &mut tally);
+                        given += g;
+                        stop |= st;
                     }
                     got
                 }
@@ -331,6 +225,163 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         self.reclaim_silent(ctx, &mut tally);
         tally.apply(ctx, self.cntr);
         given
+    }
+
+    /// The general lane of a receive poll: the `kept` completions the fast lane left in
+    /// `rx_scratch`, in the driver's order — runs of plain successes on an unframed path in
+    /// one call to the sink, everything else through the operation's [`Verdict`]. Returns the
+    /// outcomes given to `sink`, whether it asked to stop, and whether a buffer was posted
+    /// again (its doorbell is the caller's). Out of line: on a busy endpoint the fast lanes
+    /// take everything and the poll does not pay for this part's set-up.
+    #[inline(never)]
+    fn general_rx<'s>(
+        &mut self,
+        kept: usize,
+        header: usize,
+        unframed: bool,
+        ctx: &PollCtx<'s>,
+        sink: &mut dyn Deliver<'s>,
+        tally: &mut Tally,
+    ) -> (usize, bool, bool) {
+        let Queue::Rx(q) = &mut self.queue else {
+            return (0, false, false);
+        };
+        let (mut given, mut stop, mut reposted) = (0, false, false);
+        let mut i = 0;
+        while i < kept {
+            // A run of plain successes on an unframed path goes to the sink in one
+            // call, straight from the op table.
+            if unframed {
+                let k = self.table.take_plain(
+                    &self.rx_scratch[i..kept],
+                    header,
+                    &mut self.plains,
+                    tally,
+                );
+                if k > 0 {
+                    given += k;
+                    stop |= sink.plain_run(&self.plains[..k]);
+                    i += k;
+                    continue;
+                }
+            }
+            let c = &self.rx_scratch[i];
+            i += 1;
+            let Some(op) = self.table.take(c.token, OpKind::Recv) else {
+                continue;
+            };
+            let mut verdict = rx_outcome(self.kind.framing(), &op, c, ctx.avs, ctx.ip);
+            match &mut verdict {
+                Verdict::Done(done) => {
+                    if op.group != NO_GROUP && !settle_success(&mut self.groups, header, &op, done)
+                    {
+                        // A message of a multi-receive buffer nobody asked to
+                        // hear of: a silent success.
+                        tally.success(done.len);
+                        ctx.cq.release_credit();
+                        continue;
+                    }
+                    tally.success(done.len);
+                    given += 1;
+                    stop |= sink.deliver(Outcome::Done(done));
+                }
+                Verdict::Failed(rec) => {
+                    if op.group != NO_GROUP {
+                        settle(&mut self.groups, header, &op, &mut rec.completion);
+                    }
+                    tally.err += 1;
+                    given += 1;
+                    stop |= sink.deliver(Outcome::Failed(rec));
+                }
+                Verdict::Silent(payload) => {
+                    tally.success(*payload);
+                    ctx.cq.release_credit();
+                    release(ctx.owners, op.owned());
+                }
+                Verdict::Repost | Verdict::Consumed => {
+                    let dropped = matches!(verdict, Verdict::Repost) && is_drop(c);
+                    self.dropped += u64::from(dropped);
+                    // The buffer goes back to the ring as a fresh post that keeps
+                    // the operation's credit; the slot `take` just freed is there.
+                    match self.table.next_free() {
+                        Some(slot) if q.push(op.buf.rx(), Token(slot as u64)).is_ok() => {
+                            self.table.commit(slot, op);
+                            reposted = true;
+                        }
+                        // Cannot happen (a slot and a descriptor were just
+                        // freed); should it, the operation completes canceled
+                        // rather than vanish.
+                        _ => {
+                            let mut rec = canceled_recv(&op);
+                            settle(&mut self.groups, header, &op, &mut rec.completion);
+                            tally.err += 1;
+                            given += 1;
+                            stop |= sink.deliver(Outcome::Failed(&rec));
+                        }
+                    }
+                }
+            }
+        }
+        (given, stop, reposted)
+    }
+
+    /// The general lane of a transmit poll: completions `i..got` of `tx_scratch`, those the
+    /// send lane declined, in the driver's order — runs of plain successes in one call to the
+    /// sink, everything else through the operation's [`Verdict`]. Returns the outcomes given to
+    /// `sink` and whether it asked to stop. Out of line, as [`general_rx`](Self::general_rx).
+    #[inline(never)]
+    fn general_tx<'s>(
+        &mut self,
+        mut i: usize,
+        got: usize,
+        header: usize,
+        ctx: &PollCtx<'s>,
+        sink: &mut dyn Deliver<'s>,
+        tally: &mut Tally,
+    ) -> (usize, bool) {
+        let (mut given, mut stop) = (0, false);
+        while i < got {
+            // Fast path: a run of plain successes in one call to the sink.
+            let k =
+                self.table
+                    .take_plain(&self.tx_scratch[i..got], header, &mut self.plains, tally);
+            if k > 0 {
+                given += k;
+                stop |= sink.plain_run(&self.plains[..k]);
+                i += k;
+                continue;
+            }
+            let c = &self.tx_scratch[i];
+            i += 1;
+            let Some(op) = self.table.take(c.token, OpKind::Send) else {
+                if cfg!(feature = "plain-udp") {
+                    // A control frame of the domain's IPv4 host, or nothing.
+                    self.control_done(c.token, c.status.is_ok(), ctx);
+                }
+                continue;
+            };
+            let payload = tx_payload(header, op.len);
+            let mut verdict = tx_outcome(&op, c);
+            self.attach_extras(&op, &mut verdict, ctx.owners);
+            match &verdict {
+                Verdict::Done(done) => {
+                    tally.success(payload);
+                    given += 1;
+                    stop |= sink.deliver(Outcome::Done(done));
+                }
+                Verdict::Failed(rec) => {
+                    tally.err += 1;
+                    given += 1;
+                    stop |= sink.deliver(Outcome::Failed(rec));
+                }
+                Verdict::Silent(_) | Verdict::Repost | Verdict::Consumed => {
+                    tally.success(payload);
+                    ctx.cq.release_credit();
+                    release(ctx.owners, op.owned());
+                }
+            }
+        }
+        (given, stop)
     }
 
     /// Releases the credits of transmits the driver reclaimed without reporting them (see

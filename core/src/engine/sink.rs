@@ -88,6 +88,26 @@ pub(crate) trait Sink<'s> {
     fn outcome(&mut self, o: Outcome<'_>) -> bool;
 }
 
+/// The two calls of a [`Sink`] the general lane makes, object-safe: the general lane
+/// (`PathState::general_rx`, `general_tx`) takes its sink as `&mut dyn Deliver`, so that it is
+/// compiled once per path type rather than once per sink.
+pub(crate) trait Deliver<'s> {
+    /// [`Sink::plain`].
+    fn plain_run(&mut self, run: &[Plain]) -> bool;
+    /// [`Sink::outcome`].
+    fn deliver(&mut self, o: Outcome<'_>) -> bool;
+}
+
+impl<'s, S: Sink<'s>> Deliver<'s> for S {
+    fn plain_run(&mut self, run: &[Plain]) -> bool {
+        self.plain(run)
+    }
+
+    fn deliver(&mut self, o: Outcome<'_>) -> bool {
+        self.outcome(o)
+    }
+}
+
 /// The part of a reader's arrays a poll may write directly (see [`Sink`]): `entries`, and
 /// beside them the entries' sources (`readfrom`) and owned buffers (`read_owned`) when the
 /// reader takes them. `whole` is false when the reader wants something a window cannot hold
