@@ -143,6 +143,113 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// Posts every buffer of `bufs` as a receive, in order (`Some` slots; `None` slots are
+    /// skipped): a batch of [`recvmsg`](Self::recvmsg) calls in one, each buffer taken out of
+    /// its slot as it is posted — the form a streaming receiver reposts what
+    /// [`read_owned`](crate::cq::CompletionQueue::read_owned) handed back in. Every receive of
+    /// the batch carries `context` and `flags` (a program that needs a context per buffer
+    /// tells the completions apart by the buffer they hand back, or posts with `recvmsg`).
+    ///
+    /// What each buffer gets is exactly what `recvmsg(dom, buf, context, flags)` on each in
+    /// turn would give it — the same errors, completions, lanes, credits, counters and
+    /// [`rx_size_left`](Self::rx_size_left) — except that the endpoint's checks, the CQ
+    /// binding, the path's lock and the doorbell's decision are taken once for the batch, so
+    /// that the call rings at most once: with `FI_MORE` in `flags` not at all (the doorbell
+    /// waits for a later post, as `recvmsg`'s does), otherwise after the last buffer as a
+    /// single post without `FI_MORE` decides it (docs/semantics.md, "When the device sees a
+    /// receive": now if 32 receives wait for it or the device holds fewer than 96, else at a
+    /// later post or CQ read) — so the device holds at least what `recvmsg` on each would have
+    /// given it. A batch that stops at a buffer it cannot post rings as a refused `recvmsg`
+    /// does. Returns the number posted: every buffer of the slice, whose slots are all `None`
+    /// now. A slice with no buffer is `Ok(0)`: nothing is checked, posted or rung, as no call
+    /// would.
+    ///
+    /// The name and shape: `recvmsg`'s arguments with a slice for the buffer, explicit flags
+    /// (the endpoint's defaults are [`get_op_flags`](Self::get_op_flags)), and — as the raw
+    /// layer's [`Path::post_recvs`](crate::path::Path::post_recvs) — the buffers not posted left
+    /// where they were rather than handed back with the error. For one buffer `recvmsg` costs
+    /// less (docs/perf.md, "A batched receive post").
+    ///
+    /// # Errors
+    /// `Err((error, posted))`: `posted` buffers were posted (their slots are now `None`); the
+    /// buffer after them could not be, and it and every slot after it are untouched, still
+    /// the caller's. `error` is the one `recvmsg` gives for that buffer: `OpBadState` before
+    /// enable or after a critical fault, `OpNotSupp` on an endpoint bound to a shared receive
+    /// context (its receives go to the context), `BadFlags` for flags other than
+    /// `COMPLETION`/`MORE` (these first ones with `posted` = 0); `Inval` for a buffer shorter
+    /// than the receive queue's buffer size; `Again` when the ring, the op table or the CQ's
+    /// credits are full. `FI_MULTI_RECV` is `BadFlags` here even on an endpoint made for
+    /// multi-receive buffers (a batch posts receives of one message each; post those with
+    /// `recvmsg`).
+    pub fn recv_batch<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        bufs: &mut [Option<Buf<'d>>],
+        context: OpContext,
+        flags: OpFlags,
+    ) -> core::result::Result<usize, (Error, usize)> {
+        // No buffer, no call: nothing to check or ring.
+        let Some(first) = bufs.iter().position(Option::is_some) else {
+            return Ok(0);
+        };
+        let bufs = &mut bufs[first..];
+        // `recvmsg`'s checks, in its order, once.
+        self.usable(dom).map_err(|e| (e, 0))?;
+        if self.srx.is_some() {
+            // Receives go to the shared receive context (fi_endpoint(3)).
+            return Err((Error::OpNotSupp, 0));
+        }
+        let rx = self.rx_path(dom).ok_or((Error::OpBadState, 0))?;
+        if !RX_FLAGS_OK.contains(flags) {
+            return Err((Error::BadFlags, 0));
+        }
+        let cq = self.cq_slot(dom, self.rx_cq).map_err(|e| (e, 0))?;
+        if flags.contains(OpFlags::MULTI_RECV) {
+            return Err((Error::BadFlags, 0));
+        }
+        let header = self.payload_offset() as u32;
+        let mut posted = 0;
+        let r = rx.with_state(|st| {
+            let Queue::Rx(q) = &st.queue else {
+                return Err(Error::OpBadState);
+            };
+            let dev_len = q.buf_len();
+            // What `recvmsg` accepts of a buffer at least `dev_len` long.
+            let accepted = dev_len - header;
+            let mut r = Ok(());
+            for slot in bufs.iter_mut() {
+                let Some(buf) = slot.as_ref() else {
+                    continue;
+                };
+                let raw = buf.raw();
+                if raw.len < dev_len {
+                    r = Err(Error::Inval);
+                    break;
+                }
+                // The post `recvmsg` makes (`post_recv_one`), inlined into the loop.
+                if let Err(e) = st.post_recv(cq.credits, raw, accepted, context, flags) {
+                    r = Err(e);
+                    break;
+                }
+                if let Some(buf) = slot.take() {
+                    // Posted: its count stays with its region until it comes back.
+                    let _ = buf.into_raw();
+                }
+                posted += 1;
+            }
+            if !flags.contains(OpFlags::MORE) || r.is_err() {
+                st.recv_doorbell();
+            }
+            r
+        });
+        match r {
+            Ok(()) => Ok(posted),
+            Err(e) => Err((e, posted)),
+        }
+    }
+}
+
 /// How many slots of `slot_len` bytes a multi-receive buffer of `len` bytes gets: the message
 /// after which less than `min` bytes (at least 1) would be left is the last.
 fn multi_recv_slots(len: u32, slot_len: u32, min: usize) -> Result<u32> {
