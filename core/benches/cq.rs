@@ -43,6 +43,10 @@
 //! path of a NIC that does not verify the IPv4 header checksum (virtio-net, whose model marks
 //! only the L4 checksum, is measured that way either way), where the lane sums it.
 //!
+//! `--post batch` posts each batch of receives with one `Endpoint::recv_batch` call (the
+//! doorbell after the last) instead of `recvmsg` per buffer (`--post each`, the default): the
+//! cycle's post half with the batched receive post. Endpoint and plain layers.
+//!
 //! `--layer raw` measures the raw layer instead — a receive path opened without an endpoint
 //! (`Domain::open_rx`), whole frames into DMA memory posted with `Path::post_recvs`, read with
 //! `cq.read` — in the modes `read` and `cycle`.
@@ -55,7 +59,7 @@
 //!
 //! `cargo bench -p ringfab --bench cq [-- --entries N] [-- --batch B]
 //! [-- --mode read|read-owned|cycle|send|empty] [-- --format msg|data] [-- --nic igb|e1000e|virtio-net]
-//! [-- --layer endpoint|plain|raw] [-- --one-cq] [-- --unmarked]`
+//! [-- --layer endpoint|plain|raw] [-- --one-cq] [-- --unmarked] [-- --post each|batch]`
 
 use std::hint::black_box;
 use std::ptr::NonNull;
@@ -133,6 +137,15 @@ impl Mode {
     }
 }
 
+/// How the endpoint's receives are posted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Post {
+    /// `Endpoint::recvmsg` per buffer, `FI_MORE` on all but the last.
+    Each,
+    /// One `Endpoint::recv_batch` call per batch (`--post batch`).
+    Batch,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Layer {
     Endpoint,
@@ -191,6 +204,11 @@ fn main() {
         Some("data") => vec!["data"],
         Some(f) => fail(format!("unknown --format {f} (msg, data)")),
     };
+    let post = match value("--post").as_deref() {
+        None | Some("each") => Post::Each,
+        Some("batch") if layer != Layer::Raw => Post::Batch,
+        Some(p) => fail(format!("unknown --post {p} (each, batch; raw: each)")),
+    };
     let nic = value("--nic").unwrap_or_else(|| "igb".into());
     if !["igb", "e1000e", "virtio-net"].contains(&nic.as_str()) {
         fail(format!("unknown --nic {nic} (igb, e1000e, virtio-net)"));
@@ -204,7 +222,11 @@ fn main() {
         Layer::Plain => "plain-UDP endpoint receives into registered memory",
         Layer::Raw => "raw layer (Path::post_recvs, no endpoint)",
     };
-    println!("CQ on the null device ({nic} driver), {what}, {entries} entries per figure");
+    let posted = match post {
+        Post::Each => "",
+        Post::Batch => ", receives posted with recv_batch",
+    };
+    println!("CQ on the null device ({nic} driver), {what}{posted}, {entries} entries per figure");
     println!(
         "{:<30} {:>6} {:>5} {:>12} {:>10}",
         "measurement", "format", "batch", "Mentries/s", "ns/entry"
@@ -213,8 +235,8 @@ fn main() {
         for &format in &formats {
             for &batch in &batches {
                 let ns = match format {
-                    "msg" => on_nic::<Msg>(&nic, layer, mode, entries, batch, marked),
-                    _ => on_nic::<Data>(&nic, layer, mode, entries, batch, marked),
+                    "msg" => on_nic::<Msg>(&nic, layer, mode, post, entries, batch, marked),
+                    _ => on_nic::<Data>(&nic, layer, mode, post, entries, batch, marked),
                 };
                 let name = match (layer, mode) {
                     (Layer::Raw, Mode::Cycle) => "post → complete → read",
@@ -239,6 +261,7 @@ fn on_nic<F: Format>(
     nic: &str,
     layer: Layer,
     mode: Mode,
+    post: Post,
     entries: usize,
     batch: usize,
     marked: bool,
@@ -251,6 +274,7 @@ fn on_nic<F: Format>(
             E1000e::new(NullPlatform::<E1000e82574>::new().with_rx_checksum(marks)).expect(up),
             layer,
             mode,
+            post,
             entries,
             batch,
         ),
@@ -258,6 +282,7 @@ fn on_nic<F: Format>(
             VirtioNet::new(NullPlatform::<VirtioNetPci>::new()).expect(up),
             layer,
             mode,
+            post,
             entries,
             batch,
         ),
@@ -265,17 +290,25 @@ fn on_nic<F: Format>(
             Igb::new(NullPlatform::<Igb82576>::new().with_rx_checksum(marks)).expect(up),
             layer,
             mode,
+            post,
             entries,
             batch,
         ),
     }
 }
 
-fn run<N: Nic, F: Format>(nic: N, layer: Layer, mode: Mode, entries: usize, batch: usize) -> f64 {
+fn run<N: Nic, F: Format>(
+    nic: N,
+    layer: Layer,
+    mode: Mode,
+    post: Post,
+    entries: usize,
+    batch: usize,
+) -> f64 {
     match layer {
-        Layer::Endpoint => run_endpoint::<N, F>(&nic, mode, entries, batch, false, false),
-        Layer::OneCq => run_endpoint::<N, F>(&nic, mode, entries, batch, true, false),
-        Layer::Plain => run_endpoint::<N, F>(&nic, mode, entries, batch, false, true),
+        Layer::Endpoint => run_endpoint::<N, F>(&nic, mode, post, entries, batch, false, false),
+        Layer::OneCq => run_endpoint::<N, F>(&nic, mode, post, entries, batch, true, false),
+        Layer::Plain => run_endpoint::<N, F>(&nic, mode, post, entries, batch, false, true),
         Layer::Raw => run_raw::<N, F>(&nic, mode, entries, batch),
     }
 }
@@ -338,6 +371,7 @@ impl Frames {
 fn run_endpoint<N: Nic, F: Format>(
     nic: &N,
     mode: Mode,
+    post: Post,
     entries: usize,
     batch: usize,
     one_cq: bool,
@@ -449,7 +483,7 @@ fn run_endpoint<N: Nic, F: Format>(
                 // (the last round's region closed first).
                 let mr = register();
                 carve(&domain, &mr, &mut pool);
-                cq_post_batch(&domain, &ep, &mut pool);
+                cq_post_batch(&domain, &ep, post, &mut pool);
                 let start = Instant::now();
                 cq_read_all(&domain, &cq, &mut out[..batch], ROUND);
                 timed += start.elapsed();
@@ -467,7 +501,7 @@ fn run_endpoint<N: Nic, F: Format>(
             let mut timed = Duration::ZERO;
             let mut done = 0;
             while done < entries {
-                cq_post_batch(&domain, &ep, &mut pool);
+                cq_post_batch(&domain, &ep, post, &mut pool);
                 let start = Instant::now();
                 cq_read_owned_all(&domain, &cq, &mut out[..batch], &mut src, &mut pool);
                 timed += start.elapsed();
@@ -485,6 +519,7 @@ fn run_endpoint<N: Nic, F: Format>(
                 cq_cycle(
                     &domain,
                     &ep,
+                    post,
                     &cq,
                     &mut out[..batch],
                     &mut src[..batch],
@@ -540,14 +575,23 @@ fn carve<'d, N: Nic>(
 }
 
 /// Posts a receive of every buffer in `pool` (taking them), the doorbell with the last
-/// (`FI_MORE` before it); the null device completes them all in it — its own cost is its
-/// `complete_rx`, to be subtracted.
+/// (`FI_MORE` before it), or with `Post::Batch` in one `recv_batch` call (the doorbell after
+/// the last); the null device completes them all in it — its own cost is its `complete_rx`,
+/// to be subtracted.
 #[inline(never)]
 fn cq_post_batch<'d, N: Nic>(
     domain: &'d Domain<'_, N, D>,
     ep: &Endpoint,
+    post: Post,
     pool: &mut [Option<Buf<'d>>],
 ) {
+    if post == Post::Batch {
+        match ep.recv_batch(domain, pool, OpContext(1), OpFlags::empty()) {
+            Ok(n) if n == pool.len() => return,
+            Ok(n) => panic!("cq: recv_batch posted {n} of {}", pool.len()),
+            Err((e, n)) => panic!("cq: recv_batch failed after {n}: {e}"),
+        }
+    }
     let last = pool.len() - 1;
     for (i, b) in pool.iter_mut().enumerate() {
         let buf = b.take().expect("a buffer to post");
@@ -684,12 +728,13 @@ fn cq_read_empty<N: Nic, F: Format>(
 fn cq_cycle<'d, N: Nic, F: Format>(
     domain: &'d Domain<'_, N, D>,
     ep: &Endpoint,
+    post: Post,
     cq: &CompletionQueue<N, F>,
     out: &mut [F::Entry],
     src: &mut [FiAddr],
     pool: &mut [Option<Buf<'d>>],
 ) {
-    cq_post_batch(domain, ep, pool);
+    cq_post_batch(domain, ep, post, pool);
     cq_read_owned_all(domain, cq, out, src, pool);
 }
 

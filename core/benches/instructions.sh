@@ -25,20 +25,27 @@
 # its sends wait for ARP), the null igb and e1000e devices marking the IPv4 header checksum
 # verified as their models do; --plain --unmarked without the marks (the lane sums the IPv4
 # header). With --send, only the send measurement: send and send read. With --empty, only the
-# empty read (the last column of the endpoint and plain tables).
+# empty read (the last column of the endpoint and plain tables). With --post-batch, only the
+# cycle, its receives posted with one `Endpoint::recv_batch` call per batch instead of
+# `recvmsg` per buffer (the benchmark's `--post batch`): cycle, post and read, per message;
+# --post-each, the same columns with `recvmsg` per buffer, to compare (either with --plain: on
+# plain UDP).
 #
-#   core/benches/instructions.sh [--raw|--one-cq|--plain [--unmarked]|--send|--empty] [igb|e1000e|virtio-net …]
+#   core/benches/instructions.sh [--raw|--one-cq|--plain [--unmarked]|--send|--empty|--post-batch|--post-each [--plain]] [igb|e1000e|virtio-net …]
 #   (default: igb; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-layer=endpoint extra=() only_send= only_empty=
+layer=endpoint extra=() only_send= only_empty= only_cycle=
 if [ "${1:-}" = --send ]; then only_send=1; shift; fi
 if [ "${1:-}" = --empty ]; then only_empty=1; shift; fi
+if [ "${1:-}" = --post-batch ]; then only_cycle=batch; shift; fi
+if [ "${1:-}" = --post-each ]; then only_cycle=each; shift; fi
 if [ "${1:-}" = --raw ]; then layer=raw; shift; fi
 if [ "${1:-}" = --plain ]; then layer=plain; shift; fi
 if [ "$layer" = plain ] && [ "${1:-}" = --unmarked ]; then extra=(--unmarked); shift; fi
 if [ "${1:-}" = --one-cq ]; then extra=(--one-cq); shift; fi
+if [ -n "$only_cycle" ]; then extra+=(--post "$only_cycle"); fi
 nics=("$@")
 [ ${#nics[@]} -gt 0 ] || nics=(igb)
 bin=$(cargo bench -p ringfab --bench cq --no-run --message-format=json 2>/dev/null |
@@ -69,7 +76,7 @@ profile() { # profile $1 of mode $2 at batch $3 on NIC $4
   done
 }
 for nic in "${nics[@]}"; do
-  echo "$nic ($layer${extra:+, ${extra[0]#--}})"
+  echo "$nic ($layer${extra:+, ${extra[*]#--}})"
   if [ -n "$only_send" ]; then
     printf '%-6s %10s %14s\n' batch "send/msg" "send read/msg"
     for batch in 1 16 64; do
@@ -85,6 +92,17 @@ for nic in "${nics[@]}"; do
     for batch in 1 16 64; do
       profile "$out/empty.$batch" empty "$batch" "$nic"
       printf '%-6s %12s\n' "$batch" "$(per "$out/empty.$batch" cq_read_empty)"
+    done
+    continue
+  fi
+  if [ -n "$only_cycle" ]; then
+    printf '%-6s %14s %13s %13s\n' batch "cycle/msg" "(post/msg" "read/msg)"
+    for batch in 1 16 64; do
+      profile "$out/cycle.$batch" cycle "$batch" "$nic"
+      printf '%-6s %14s %13s %13s\n' "$batch" \
+        "$(per "$out/cycle.$batch" cq_cycle complete_rx)" \
+        "$(per "$out/cycle.$batch" cq_post_batch complete_rx)" \
+        "$(per "$out/cycle.$batch" cq_read_owned_all)"
     done
     continue
   fi
