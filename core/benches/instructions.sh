@@ -99,9 +99,12 @@ for nic in "${nics[@]}"; do
     printf '%-6s %14s %13s %13s\n' batch "cycle/msg" "(post/msg" "read/msg)"
     for batch in 1 16 64; do
       profile "$out/cycle.$batch" cycle "$batch" "$nic"
+      # The batched post is `cq_repost_batch`, the per-buffer one `cq_post_batch`.
+      post_fn=cq_post_batch
+      [ "$only_cycle" = batch ] && post_fn=cq_repost_batch
       printf '%-6s %14s %13s %13s\n' "$batch" \
         "$(per "$out/cycle.$batch" cq_cycle complete_rx)" \
-        "$(per "$out/cycle.$batch" cq_post_batch complete_rx)" \
+        "$(per "$out/cycle.$batch" "$post_fn" complete_rx)" \
         "$(per "$out/cycle.$batch" cq_read_owned_all)"
     done
     continue
