@@ -105,7 +105,7 @@ pub(crate) fn host_load() -> String {
 
 /// The ratios the bench reports: a name, the numerator's kind and the denominator's. Above 1
 /// a rate ratio favours the numerator, a round-trip ratio the denominator.
-const RATIOS: [(&str, &str, &str); 9] = [
+const RATIOS: [(&str, &str, &str); 10] = [
     (
         "driver receive (ringfab-rx ÷ testpmd-rx)",
         "ringfab-rx",
@@ -115,6 +115,12 @@ const RATIOS: [(&str, &str, &str); 9] = [
         "endpoint streaming (ringfab-stream ÷ testpmd-rx)",
         "ringfab-stream",
         "testpmd-rx",
+    ),
+    (
+        "endpoint receiver against rxonly, both fed by ringfab's sender \
+         (ringfab-stream ÷ rxonly-ringfab-tx)",
+        "ringfab-stream",
+        "rxonly-ringfab-tx",
     ),
     (
         "round trip (ringfab-rtt ÷ macswap-rtt)",

@@ -103,6 +103,11 @@ enum Kind {
     RingfabRx,
     /// ringfab's endpoint sender on A → endpoint receiver on B, two processes: messages/s.
     RingfabStream,
+    /// The same ringfab endpoint sender on A → testpmd rxonly on B: frames/s received. Where
+    /// testpmd's txonly sends slower than both receivers take (igb), `testpmd-rx` and
+    /// `ringfab-rx` measure the sender; ringfab's sender sends faster, so this and
+    /// `ringfab-stream` compare the two receivers.
+    RxonlyRingfabTx,
     /// ringfab's endpoint ping on A against its endpoint pong on B, two processes: µs per
     /// round trip.
     RingfabRtt,
@@ -124,10 +129,11 @@ enum Kind {
 /// The kinds in the order a round runs them on a pair: every kind on vfio-pci first, then NIC
 /// B to the kernel, then NIC A; the next round's first kind takes both back to vfio-pci. So
 /// each NIC moves to the kernel and back once a round.
-const KINDS: [Kind; 10] = [
+const KINDS: [Kind; 11] = [
     Kind::TestpmdRx,
     Kind::RingfabRx,
     Kind::RingfabStream,
+    Kind::RxonlyRingfabTx,
     Kind::PlainStream,
     Kind::RingfabRtt,
     Kind::PlainRtt,
@@ -143,6 +149,7 @@ impl Kind {
             Kind::TestpmdRx => "testpmd-rx",
             Kind::RingfabRx => "ringfab-rx",
             Kind::RingfabStream => "ringfab-stream",
+            Kind::RxonlyRingfabTx => "rxonly-ringfab-tx",
             Kind::RingfabRtt => "ringfab-rtt",
             Kind::MacswapRtt => "macswap-rtt",
             Kind::PlainStream => "plain-stream",
@@ -431,7 +438,8 @@ impl KernelCounts {
 
 fn measure_kind(p: &Pair, kind: Kind) -> Result<Measured, String> {
     match kind {
-        Kind::TestpmdRx => testpmd_rx(p),
+        Kind::TestpmdRx => testpmd_rx(p, Source::Txonly),
+        Kind::RxonlyRingfabTx => testpmd_rx(p, Source::RingfabSender),
         Kind::RingfabRx => ringfab_rx(p),
         Kind::RingfabStream => stream(p, Encapsulation::Ringfab),
         Kind::PlainStream => stream(p, Encapsulation::Plain),
@@ -573,17 +581,29 @@ fn rx_pps(out: &str) -> Vec<f64> {
         .collect()
 }
 
-/// testpmd txonly on A → testpmd rxonly on B: the mean of rxonly's `Rx-pps` over the periods
-/// of the flood, the first (partly before the flood) left out.
-fn testpmd_rx(p: &Pair) -> Result<Measured, String> {
+/// What floods testpmd's rxonly.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Source {
+    /// testpmd txonly (`testpmd-rx`).
+    Txonly,
+    /// ringfab's endpoint sender, the `ringfab-stream` one (`rxonly-ringfab-tx`).
+    RingfabSender,
+}
+
+/// testpmd txonly or ringfab's sender on A → testpmd rxonly on B: the mean of rxonly's
+/// `Rx-pps` over the periods of the flood, the first (partly before the flood) left out.
+fn testpmd_rx(p: &Pair, source: Source) -> Result<Measured, String> {
     let rx = testpmd(p, 1, "rxonly", SINK_CPU, &[])?;
-    let tx = testpmd(
-        p,
-        0,
-        "txonly",
-        SOURCE_CPU,
-        &[format!("--eth-peer=0,{}", p.macs[1])],
-    );
+    let tx = match source {
+        Source::Txonly => testpmd(
+            p,
+            0,
+            "txonly",
+            SOURCE_CPU,
+            &[format!("--eth-peer=0,{}", p.macs[1])],
+        ),
+        Source::RingfabSender => role(p, "send", 0, SOURCE_CPU, Encapsulation::Ringfab),
+    };
     let tx = match tx {
         Ok(t) => t,
         Err(e) => {
@@ -597,7 +617,16 @@ fn testpmd_rx(p: &Pair) -> Result<Measured, String> {
     mark(false);
     // The receiver first, so that its last period is still under the flood.
     let rx_out = stop(rx);
-    let tx_out = stop(tx);
+    let (tx_out, sent) = match source {
+        Source::Txonly => (stop(tx), String::new()),
+        Source::RingfabSender => match stop_role(tx) {
+            Ok((rate, detail)) => (
+                String::new(),
+                format!("; ringfab's sender sent {rate:.0} messages/s ({detail})"),
+            ),
+            Err(e) => (e, String::new()),
+        },
+    };
     let flooded: Vec<f64> = rx_pps(&rx_out)
         .into_iter()
         .skip_while(|&v| v == 0.0)
@@ -605,7 +634,7 @@ fn testpmd_rx(p: &Pair) -> Result<Measured, String> {
         .collect();
     if flooded.len() < 2 {
         return Err(format!(
-            "fewer than 3 periods of traffic in rxonly's statistics; rxonly: {} …; txonly: {}",
+            "fewer than 3 periods of traffic in rxonly's statistics; rxonly: {} …; sender: {}",
             tail(&rx_out),
             tail(&tx_out)
         ));
@@ -614,7 +643,7 @@ fn testpmd_rx(p: &Pair) -> Result<Measured, String> {
     Ok(Measured {
         value: mean,
         unit: "frames/s",
-        detail: format!("mean Rx-pps of {} one-second periods", flooded.len()),
+        detail: format!("mean Rx-pps of {} one-second periods{sent}", flooded.len()),
     })
 }
 
