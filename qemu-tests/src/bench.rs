@@ -5,6 +5,8 @@
 //! protocol line, which this module prints with the host's load average and condenses into
 //! ratios.
 
+use std::time::Duration;
+
 use crate::boot::Outcome;
 
 /// Rounds by default: each round measures every kind on every pair once, interleaved.
@@ -14,6 +16,11 @@ pub(crate) const DEFAULT_PAIRS: &str = "igb,e1000e,virtio";
 /// Hard limit of a bench run by default (a run of three rounds on the three pairs takes about 25
 /// minutes on a loaded host).
 pub(crate) const DEFAULT_TIMEOUT_S: u64 = 2700;
+/// How long the bench's guest may print nothing before the runner gives it up for stuck: the
+/// guest's own per-kind watchdog (240 s) reports a stuck kind itself, unless the guest's
+/// timers stop too — which one 3-round run showed on 2026-11-26 (a ping that never started,
+/// the watchdog silent, one vCPU idle).
+pub(crate) const SILENCE: Duration = Duration::from_secs(300);
 /// Guest memory: two testpmd processes with their huge pages, and ringfab's rings.
 const MEMORY: &str = "2G";
 /// Two vCPUs: the frame source and the frame sink each poll on one (testpmd's two lcores, and

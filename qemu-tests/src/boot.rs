@@ -319,6 +319,8 @@ pub(crate) enum End {
     Exited(String),
     /// The hard timeout passed; QEMU was killed.
     TimedOut,
+    /// The guest printed nothing for this long; QEMU was killed.
+    Silent(Duration),
 }
 
 enum Event {
@@ -328,10 +330,13 @@ enum Event {
 }
 
 /// Boots the guest and reads its console. `show` is called with each outcome and mark as it
-/// arrives; `verbose` echoes every console line. The whole console goes to `log`.
+/// arrives; `verbose` echoes every console line. The whole console goes to `log`. `silence`:
+/// the guest is given up for stuck (QEMU killed, [`End::Silent`]) after that long without a
+/// console line.
 pub(crate) fn run(
     mut c: Command,
     timeout: Duration,
+    silence: Option<Duration>,
     log: &Path,
     verbose: bool,
     mut show: impl FnMut(&Line),
@@ -376,10 +381,14 @@ pub(crate) fn run(
     });
     let deadline = started + timeout;
     let mut report = Report::default();
+    let mut heard = Instant::now();
     let end = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
+        let now = Instant::now();
+        let left = deadline.saturating_duration_since(now);
+        let quiet = silence.map(|s| s.saturating_sub(now - heard));
+        match rx.recv_timeout(quiet.map_or(left, |q| q.min(left))) {
             Ok(Event::Console(l)) => {
+                heard = Instant::now();
                 let _ = writeln!(log_file, "{l}");
                 if verbose {
                     println!("  | {l}");
@@ -419,7 +428,12 @@ pub(crate) fn run(
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                break End::TimedOut;
+                match silence {
+                    Some(s) if heard.elapsed() >= s && Instant::now() < deadline => {
+                        break End::Silent(s);
+                    }
+                    _ => break End::TimedOut,
+                }
             }
         }
     };
@@ -429,6 +443,55 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A program standing in for QEMU: prints `lines` a line every `gap` seconds, then sleeps.
+    fn chatter(lines: usize, gap: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(format!(
+            "for i in $(seq {lines}); do echo ringfab-guest: plan $i; sleep {gap}; done; sleep 30"
+        ));
+        c
+    }
+
+    #[test]
+    fn a_guest_silent_for_longer_than_allowed_is_given_up_and_said_so() {
+        let log = std::env::temp_dir().join(format!("ringfab-silence-{}", std::process::id()));
+        let t = Instant::now();
+        let (report, end, _) = run(
+            chatter(3, "0.3"),
+            Duration::from_secs(60),
+            Some(Duration::from_secs(2)),
+            &log,
+            false,
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(end, End::Silent(Duration::from_secs(2)));
+        assert_eq!(
+            report.plan,
+            Some(3),
+            "every line before the silence was read"
+        );
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        let _ = std::fs::remove_file(&log);
+    }
+
+    #[test]
+    fn without_a_silence_limit_only_the_timeout_ends_a_quiet_guest() {
+        let log = std::env::temp_dir().join(format!("ringfab-quiet-{}", std::process::id()));
+        let (_, end, took) = run(
+            chatter(1, "0"),
+            Duration::from_secs(3),
+            None,
+            &log,
+            false,
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(end, End::TimedOut);
+        assert!(took >= Duration::from_secs(3));
+        let _ = std::fs::remove_file(&log);
+    }
 
     #[test]
     fn guest_lines_parse_and_other_console_lines_do_not() {

@@ -300,7 +300,10 @@ fn main() -> ExitCode {
     };
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let qemu = ns.command(setup::QEMU, &args);
-    let (report, end, took) = match boot::run(qemu, o.timeout, &log, o.verbose, show) {
+    // The bench prints a line at least every minute or so (each kind, each mark); a guest
+    // silent for longer is stuck where its own watchdog cannot tell (docs/perf.md).
+    let silence = o.bench.is_some().then_some(bench::SILENCE);
+    let (report, end, took) = match boot::run(qemu, o.timeout, silence, &log, o.verbose, show) {
         Ok(r) => r,
         Err(e) => {
             println!("FAIL boot: {e}");
@@ -324,6 +327,14 @@ fn main() -> ExitCode {
         End::Exited(status) => {
             println!(
                 "FAIL guest: QEMU exited ({status}) before the guest program finished; see {}",
+                log.display()
+            );
+            failed += 1;
+        }
+        End::Silent(s) => {
+            println!(
+                "FAIL guest: no console line for {} s, QEMU killed; see {}",
+                s.as_secs(),
                 log.display()
             );
             failed += 1;
