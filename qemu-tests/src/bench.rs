@@ -49,7 +49,7 @@ pub(crate) fn append(base: &str, rounds: usize, pairs: &str) -> String {
 }
 
 /// The hub the bench puts the two virtio-net on (the tests' hubs are 0 and 1).
-const VIRTIO_HUB: u8 = 2;
+pub(crate) const VIRTIO_HUB: u8 = 2;
 
 /// The test guest's QEMU arguments with the bench's memory and vCPUs, and the two virtio-net
 /// on a hub of their own, like the other pairs, instead of the tests' bridged taps: the tests
@@ -337,6 +337,21 @@ mod tests {
              mac=m,romfile=,disable-legacy=on,iommu_platform=on,vectors=10 \
              -netdev hubport,id=nic0,hubid=0",
             "the virtio-net pair on a hub of its own, one queue pair"
+        );
+        // The test machine's own arguments, not a copy of them: what the rewrite looks for is
+        // still there to find.
+        let real = machine(crate::boot::qemu_args(
+            std::path::Path::new("k"),
+            std::path::Path::new("i"),
+            crate::boot::Accel::Tcg,
+            "x",
+        ))
+        .join(" ");
+        assert!(!real.contains("tap,") && !real.contains("mq=on"), "{real}");
+        assert_eq!(
+            real.matches(&format!("hubid={VIRTIO_HUB}")).count(),
+            2,
+            "{real}"
         );
         assert!(append("console=ttyS0", 3, "igb").ends_with(
             "hugepages=256 clocksource=tsc tsc=reliable ringfab.bench=3 ringfab.bench_nics=igb"

@@ -395,15 +395,14 @@ pub(crate) fn run(
                 }
                 match parse_line(&l) {
                     Some(Line::Plan(n)) => report.plan = Some(n),
-                    Some(Line::Outcome(o)) => {
-                        let line = Line::Outcome(o);
+                    Some(Line::Done) => report.done = true,
+                    // An outcome or a mark.
+                    Some(line) => {
                         show(&line);
                         if let Line::Outcome(o) = line {
                             report.outcomes.push(o);
                         }
                     }
-                    Some(mark @ Line::Mark(_)) => show(&mark),
-                    Some(Line::Done) => report.done = true,
                     None if l.starts_with("ringfab-init: ") && !verbose => {
                         println!("  {l}");
                     }

@@ -247,7 +247,7 @@ fn main() -> ExitCode {
     };
     let log = cache.join("console.log");
     let virtio_wire = if o.bench.is_some() {
-        "hub 2, one queue pair".to_owned()
+        format!("hub {}, one queue pair", bench::VIRTIO_HUB)
     } else {
         format!("bridged {}-queue taps", netns::QUEUES)
     };

@@ -205,9 +205,9 @@ pub(crate) fn run(cmdline: &str) -> std::process::ExitCode {
         for (p, on) in pairs.iter().zip(&mut drivers) {
             for kind in KINDS {
                 let name = format!("bench/{}/{}/{round}", p.name, kind.name());
-                let _ = watchdog.send(Some(format!("{name} (moving the NICs between drivers)")));
+                let _ = watchdog.send(Some((name.clone(), "moving the NICs between drivers")));
                 let placed = place(p, on, kind.drivers());
-                let _ = watchdog.send(Some(format!("{name} (measuring)")));
+                let _ = watchdog.send(Some((name.clone(), "measuring")));
                 let measured = placed.and_then(|()| measure(p, kind));
                 let _ = watchdog.send(None);
                 match measured {
@@ -336,8 +336,6 @@ fn place(p: &Pair, on: &mut Drivers, want: Drivers) -> Result<(), String> {
     Ok(())
 }
 
-/// Measures `kind` on `p`; a `kernel-*` kind's detail says what NIC B's kernel interface and
-/// the kernel's UDP counted meanwhile, which shows the traffic went through the NIC.
 /// How long one kind may take, moving the NICs included: the longest take well under a
 /// minute (testpmd's start, warm-up and measurement, or a NIC handed to the kernel and back).
 const KIND_DEADLINE: Duration = Duration::from_secs(240);
@@ -345,31 +343,30 @@ const KIND_DEADLINE: Duration = Duration::from_secs(240);
 /// A thread that ends the bench when a kind outlasts [`KIND_DEADLINE`]: it reports the kind
 /// as failed, with the step it was in, and exits, so that a stuck kind (a process that never
 /// ends, a driver unbind the kernel never finishes) costs one kind and says where, instead of
-/// holding the run to the runner's timeout with nothing printed. The bench sends the name and
-/// step of each kind as it begins it, and `None` when it is done.
-fn watchdog() -> mpsc::Sender<Option<String>> {
-    let (tx, rx) = mpsc::channel::<Option<String>>();
+/// holding the run to the runner's timeout with nothing printed. The bench sends each kind's
+/// name and step as it begins it (a kind's later step keeps its start), and `None` when it is
+/// done.
+fn watchdog() -> mpsc::Sender<Option<(String, &'static str)>> {
+    let (tx, rx) = mpsc::channel::<Option<(String, &'static str)>>();
     std::thread::spawn(move || {
-        let mut current: Option<(String, Instant)> = None;
+        let mut current: Option<(String, &'static str, Instant)> = None;
         loop {
-            let wait = current.as_ref().map_or(KIND_DEADLINE, |(_, t)| {
+            let wait = current.as_ref().map_or(KIND_DEADLINE, |(_, _, t)| {
                 KIND_DEADLINE.saturating_sub(t.elapsed())
             });
             match rx.recv_timeout(wait) {
-                Ok(Some(step)) => {
-                    // The same kind's next step keeps its start.
-                    let since = match &current {
-                        Some((s, t)) if s.split(' ').next() == step.split(' ').next() => *t,
+                Ok(Some((name, step))) => {
+                    let since = match current {
+                        Some((was, _, t)) if was == name => t,
                         _ => Instant::now(),
                     };
-                    current = Some((step, since));
+                    current = Some((name, step, since));
                 }
                 Ok(None) => current = None,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if let Some((step, _)) = &current {
-                        let (name, at) = step.split_once(' ').unwrap_or((step, ""));
+                    if let Some((name, step, _)) = &current {
                         say(&format!(
-                            "fail {name} stuck: no result after {} s, {at}; the bench stops",
+                            "fail {name} stuck: no result after {} s, {step}; the bench stops",
                             KIND_DEADLINE.as_secs()
                         ));
                         say("done");
@@ -383,6 +380,8 @@ fn watchdog() -> mpsc::Sender<Option<String>> {
     tx
 }
 
+/// Measures `kind` on `p`; a `kernel-*` kind's detail says what NIC B's kernel interface and
+/// the kernel's UDP counted meanwhile, which shows the traffic went through the NIC.
 fn measure(p: &Pair, kind: Kind) -> Result<Measured, String> {
     if kind.drivers() == Drivers::Vfio {
         return measure_kind(p, kind);
