@@ -81,6 +81,8 @@ use core::time::Duration;
 use ringfab_hal::{Wait, WaitOutcome};
 
 use crate::atomic::AtomicU64;
+// Still reachable here, where it was first defined.
+pub use crate::clock::Clock;
 use crate::engine::{Count, Counters};
 use crate::{Error, Result};
 
@@ -91,15 +93,6 @@ use crate::{Error, Result};
 type Generation = AtomicU64;
 #[cfg(not(target_has_atomic = "64"))]
 type Generation = AtomicU32;
-
-/// A monotonic time source for [`Counter::wait`]'s timeout.
-///
-/// `now` returns the time since an arbitrary, fixed origin; it must never go backwards. Only the
-/// differences between readings matter.
-pub trait Clock {
-    /// The current time since this clock's origin.
-    fn now(&self) -> Duration;
-}
 
 /// The longest a blocked [`Counter::wait`] sleeps before it re-checks the counter on its own:
 /// the bound on how late a waiter learns of an update whose notification another waiter of the

@@ -18,7 +18,8 @@
 //! ```
 
 use crate::addr::AvTables;
-use crate::cntr::{Clock, Counter};
+use crate::clock::Clock;
+use crate::cntr::Counter;
 use crate::cq::attr::CqLimits;
 use crate::cq::aux::{AuxCell, AuxRow};
 use crate::cq::queue::CompletionQueue;
@@ -326,11 +327,11 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
         }
     }
 
-    /// The domain's IPv4 host and the time now, for a path's progress (with a clock only).
+    /// The domain's IPv4 host and its clock, for a path's progress (with a clock only).
     pub(crate) fn ip_ctx(&self) -> Option<IpCtx<'_>> {
-        self.clock.map(|c| IpCtx {
+        self.clock.map(|clock| IpCtx {
             host: &self.ip,
-            now: c.now(),
+            clock,
         })
     }
 

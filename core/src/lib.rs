@@ -64,6 +64,7 @@ mod addr;
 mod atomic;
 pub mod av;
 mod buf;
+mod clock;
 pub mod cntr;
 pub mod cq;
 pub mod domain;
@@ -86,7 +87,8 @@ pub mod storage;
 pub mod strerror;
 pub mod stx;
 
-pub use cntr::{Clock, Counter, CounterAttr, CounterEvents, WaitObj};
+pub use clock::Clock;
+pub use cntr::{Counter, CounterAttr, CounterEvents, WaitObj};
 pub use error::{Error, Result};
 pub use node::Node;
 pub use ringfab_hal as hal;

@@ -37,22 +37,34 @@ const IP_B: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
 /// An address on the subnet nobody has.
 const IP_NOBODY: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 99);
 
-/// A clock the test moves by hand.
-struct TestClock(AtomicU64);
+/// A clock the test moves by hand, counting how often it is read.
+struct TestClock {
+    millis: AtomicU64,
+    reads: AtomicU64,
+}
 
 impl TestClock {
     fn new() -> Self {
-        TestClock(AtomicU64::new(0))
+        TestClock {
+            millis: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+        }
     }
 
     fn advance(&self, d: Duration) {
-        self.0.fetch_add(d.as_millis() as u64, Ordering::Relaxed);
+        self.millis
+            .fetch_add(d.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
     }
 }
 
 impl Clock for TestClock {
     fn now(&self) -> Duration {
-        Duration::from_millis(self.0.load(Ordering::Relaxed))
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        Duration::from_millis(self.millis.load(Ordering::Relaxed))
     }
 }
 
@@ -632,6 +644,66 @@ fn a_send_takes_the_arp_request_it_needs_out_with_it<T: TestNic>() {
     }
     assert_eq!(got_a.iter().map(|c| c.0).collect::<Vec<_>>(), [1]);
     assert_eq!(got_b.iter().map(|c| c.1).collect::<Vec<_>>(), [5]);
+}
+
+/// The domain's clock times ARP (docs/ip.md): a CQ read reads it only when ARP or a control
+/// frame has something to time. Once both peers are resolved, reading the datagrams that arrive
+/// and polling an empty CQ read no clock (a clock read is a system call or a device access on
+/// some hosts: a polling loop must not pay it per call).
+fn a_read_with_nothing_for_arp_reads_no_clock<T: TestNic>() {
+    let p = pair_of::<T>();
+    let clock = TestClock::new();
+    let (da, db) = (
+        domain(&p.nic_a, &clock, IP_A),
+        domain(&p.nic_b, &clock, IP_B),
+    );
+    let mut a = host(&da, 7000, false);
+    let mut b = host(&db, 7000, false);
+    post_recvs(&da, &a, 8, 100);
+    post_recvs(&db, &b, 8, 0);
+    let to_b =
+        a.av.insert_sockaddr_one(&da, SockAddrIn::new(IP_B, 7000))
+            .unwrap();
+    let to_a =
+        b.av.insert_sockaddr_one(&db, SockAddrIn::new(IP_A, 7000))
+            .unwrap();
+    send(&da, &a, to_b, b"first", 1);
+    send(&db, &b, to_a, b"back", 2);
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    for _ in 0..6 {
+        p.wire.run_until_idle();
+        got_a.extend(read_all(&da, &mut a).0);
+        p.wire.run_until_idle();
+        got_b.extend(read_all(&db, &mut b).0);
+    }
+    assert_eq!(got_a.len(), 2, "A's send and B's datagram: {got_a:?}");
+    assert_eq!(got_b.len(), 2, "B's send and A's datagram: {got_b:?}");
+    // Both resolved: datagrams now go without ARP. Send some, then read them and poll on.
+    let before = clock.reads();
+    for i in 0..4 {
+        p.wire.run_until_idle();
+        let (ok, err) = read_all(&db, &mut b);
+        assert!(err.is_empty() && ok.is_empty(), "round {i}: {ok:?} {err:?}");
+    }
+    assert_eq!(clock.reads(), before, "empty reads read the clock");
+    send(&da, &a, to_b, b"second", 3);
+    p.wire.run_until_idle();
+    let sent_reads = clock.reads();
+    let mut delivered = Vec::new();
+    for _ in 0..4 {
+        p.wire.run_until_idle();
+        delivered.extend(read_all(&db, &mut b).0);
+    }
+    assert_eq!(
+        delivered.iter().map(|c| c.1).collect::<Vec<_>>(),
+        [6],
+        "B received A's second datagram"
+    );
+    assert_eq!(
+        clock.reads(),
+        sent_reads,
+        "reading a datagram and polling on read the clock"
+    );
 }
 
 /// Whether the UDP checksum of the IPv4/UDP frame `f` (no options) is right (RFC 768).
@@ -1695,6 +1767,7 @@ on_every_nic!(
     an_echo_request_as_long_as_the_mtu_gets_all_its_data_back,
     a_full_cq_does_not_hold_back_arp_and_icmp_answers,
     a_send_takes_the_arp_request_it_needs_out_with_it,
+    a_read_with_nothing_for_arp_reads_no_clock,
     a_control_frame_that_does_not_go_is_counted_never_reported,
     a_datagram_to_a_port_nobody_bound_is_answered_port_unreachable,
     datagrams_with_ipv4_options_complete_with_the_payload_at_its_offset,

@@ -31,6 +31,7 @@ use super::verdict::SEND_FLAGS;
 use super::{PathState, NO_MR};
 use crate::atomic::AtomicU64;
 use crate::buf::{RawBuf, IOV_MAX};
+use crate::clock::Clock;
 use crate::entry::{Completion, OpContext};
 use crate::hal::MacAddr;
 use crate::hal::{DmaRegion as _, Iova, Nic, Report, Token, TxChecksum, TxQueue, TxSegment};
@@ -578,7 +579,8 @@ impl<N: Nic, const D: usize> PathState<'_, N, D> {
         let Some(st) = guard.as_mut() else {
             return (0, 0);
         };
-        while let Some(req) = st.arp.next_request(ip.now) {
+        let now = ip.now();
+        while let Some(req) = st.arp.next_request(now) {
             if !st.queue_arp(&req) {
                 ip.host.count_control();
             }
@@ -831,9 +833,19 @@ fn held_failed(h: &HeldSend, err: Error) -> ErrRecord {
     }
 }
 
-/// What a poll needs of the host: the host and the time its caller read.
+/// What a poll needs of the host: the host and the domain's clock. The clock is read only
+/// when the host has something to time (an ARP request due, a control frame, a port
+/// unreachable), not on every poll: a read of a plain-UDP CQ with nothing of ARP's pending
+/// reads no clock.
 #[derive(Clone, Copy)]
 pub(crate) struct IpCtx<'a> {
     pub(crate) host: &'a IpHost,
-    pub(crate) now: Duration,
+    pub(crate) clock: &'a (dyn Clock + Sync),
+}
+
+impl IpCtx<'_> {
+    /// The time on the domain's clock.
+    pub(crate) fn now(&self) -> Duration {
+        self.clock.now()
+    }
 }

@@ -233,7 +233,7 @@ pub(super) fn unbound_port(op: &Op, fit: u32, ip: Option<IpCtx<'_>>) {
     let mut head = [0u8; ETH_LEN + 60 + UDP_LEN];
     let n = (fit as usize).min(head.len());
     if op.buf.span.read_bytes(0, &mut head[..n]).is_ok() {
-        ip.host.port_unreachable(&head[..n], ip.now);
+        ip.host.port_unreachable(&head[..n], ip.now());
     }
 }
 
@@ -317,11 +317,11 @@ pub(super) fn classify_plain(
             Err(NotDelivered::Dropped)
         }
         Ok(Frame::Arp(a)) => {
-            ip.host.take_control(ControlIn::Arp(a), ip.now);
+            ip.host.take_control(ControlIn::Arp(a), ip.now());
             Err(NotDelivered::Consumed)
         }
         Ok(Frame::EchoRequest(e)) => {
-            ip.host.take_control(ControlIn::Echo(e), ip.now);
+            ip.host.take_control(ControlIn::Echo(e), ip.now());
             Err(NotDelivered::Consumed)
         }
         Ok(Frame::Udp(d)) => Ok(PlainDatagram {
