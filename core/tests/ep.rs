@@ -549,6 +549,76 @@ fn fi_more_defers_the_doorbell_until_the_last_send_of_a_batch<T: TestNic>() {
     let _ = cq_a;
 }
 
+/// fi_endpoint(3) on FI_MORE: "Indicates that the user has additional requests that will
+/// immediately be posted after the current call returns. Use of this flag may improve
+/// performance by enabling the provider to optimize its access to the fabric hardware" — a
+/// hint; the call that was to follow may never come. A send call that fails its checks (here
+/// `sendmsg` with `MsgSize`, `BadFlags`, `Inval` for an address the AV does not have; a gather
+/// send and an inject over their limits) rings the doorbell the earlier `FI_MORE` sends
+/// deferred, as a refused post does (`Endpoint::sendmsg`'s docs).
+fn a_send_that_fails_its_checks_rings_the_doorbell_fi_more_deferred<T: TestNic>() {
+    let p = pair_of::<T>();
+    let (da, db) = domains(&p);
+    let (cq_a, av_a, ep_a) = side(&da, &EpAttr::default(), BOTH);
+    let (cq_b, _av_b, ep_b) = side(&db, &EpAttr::default(), BOTH);
+    let to_b = insert(&da, &av_a, ep_b.name());
+    let mr_a = da.register(memory(40 * BUF)).unwrap();
+    let mr_b = db.register(memory(40 * BUF)).unwrap();
+    for i in 0..20 {
+        ep_b.recv(&db, mr_b.alloc(&db, BUF).unwrap(), OpContext(i))
+            .unwrap();
+    }
+    let max = ep_a.max_msg_size(&da);
+    // Each round: four FI_MORE sends, then a call that fails, of each kind of send call.
+    let refuse = |round: usize| -> Error {
+        let s = mr_a.alloc(&da, BUF).unwrap();
+        let more = OpFlags::MORE;
+        match round {
+            0 => ep_a.sendmsg(&da, s, max + 1, to_b, None, OpContext(1), more),
+            1 => ep_a.sendmsg(&da, s, 8, to_b, None, OpContext(1), more | OpFlags::FENCE),
+            2 => ep_a.sendmsg(&da, s, 8, FiAddr(999), None, OpContext(1), more),
+            3 => {
+                let mut iov = ringfab::mr::Iov::new();
+                iov.push(s, max + 1).unwrap();
+                let r = ep_a.sendmsgv(&da, iov, to_b, None, OpContext(1), more);
+                return r.unwrap_err().0;
+            }
+            _ => return ep_a.inject(&da, &vec![0u8; max + 1], to_b).unwrap_err(),
+        }
+        .unwrap_err()
+        .0
+    };
+    let expected_errors = [
+        Error::MsgSize,
+        Error::BadFlags,
+        Error::Inval,
+        Error::MsgSize,
+        Error::MsgSize,
+    ];
+    let mut expected = 0;
+    for (round, err) in expected_errors.into_iter().enumerate() {
+        for i in 0..4 {
+            let s = mr_a.alloc(&da, BUF).unwrap();
+            let ctx = OpContext(100 + 4 * round + i);
+            ep_a.sendmsg(&da, s, 8, to_b, None, ctx, OpFlags::MORE)
+                .unwrap();
+        }
+        assert_eq!(refuse(round), err, "round {round}");
+        expected += 4;
+        let mut e = [DataEntry::default(); 12];
+        let mut n = 0;
+        for _ in 0..8 {
+            p.wire.run_until_idle();
+            n += cq_b.read(&db, &mut e[n..]).unwrap_or(0);
+        }
+        assert_eq!(
+            n, 4,
+            "round {round}: the four deferred sends arrived ({expected} in all)"
+        );
+    }
+    let _ = cq_a;
+}
+
 fn selective_completion_reports_only_what_asked_for_it<T: TestNic>() {
     let p = pair_of::<T>();
     let (da, db) = domains(&p);
@@ -2452,6 +2522,7 @@ on_every_nic!(
     tx_size_left_is_a_lower_bound_for_gather_sends_of_the_endpoint_s_iov_limit,
     rx_size_left_is_a_lower_bound_for_multi_receive_buffers,
     fi_more_defers_the_doorbell_until_the_last_send_of_a_batch,
+    a_send_that_fails_its_checks_rings_the_doorbell_fi_more_deferred,
     selective_completion_reports_only_what_asked_for_it,
     lifecycle_errors_follow_fi_endpoint,
     a_closed_endpoint_gives_its_queues_back,

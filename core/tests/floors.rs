@@ -2,7 +2,7 @@
 //! (docs/architecture.md, "Core: a map"):
 //!
 //! 1. **values** — addresses, buffers, entries, flags, errors, the frame formats (ringfab's and
-//!    IPv4/UDP's, `ip/`), the target's `AtomicU64` (`atomic.rs`), and `raw.rs`,
+//!    IPv4/UDP's, `ip/`), the target's `AtomicU64` (`atomic.rs`), the `Clock` trait, and `raw.rs`,
 //!    the promises they rest on: they know no queue and no object;
 //! 2. **the engine** (`src/engine/`) — queues and their operations: values and the hal, and
 //!    what it needs of CQs and counters through its own narrow interfaces (`credit.rs`);
@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 /// The floor of a module, by its path below `src/` (`engine/poll`, `cq/read`, `buf`, …).
 fn floor(module: &str) -> u8 {
     const VALUES: &[&str] = &[
-        "addr", "atomic", "buf", "entry", "errdata", "error", "flags", "ip", "proto", "raw",
-        "strerror",
+        "addr", "atomic", "buf", "clock", "entry", "errdata", "error", "flags", "ip", "proto",
+        "raw", "strerror",
     ];
     let top = module.split('/').next().unwrap_or(module);
     if VALUES.contains(&top) {
@@ -41,7 +41,8 @@ fn target(path: &str) -> Option<&'static str> {
         "hal" => return None, // the hal is below every floor
         "Error" | "Result" | "error" => "error",
         "Capacities" | "Capacity" | "Storage" | "storage" => "storage",
-        "Clock" | "Counter" | "CounterAttr" | "CounterEvents" | "WaitObj" | "cntr" => "cntr",
+        "Clock" | "clock" => "clock",
+        "Counter" | "CounterAttr" | "CounterEvents" | "WaitObj" | "cntr" => "cntr",
         "Node" | "node" => "node",
         "addr" => "addr",
         "atomic" => "atomic",

@@ -296,6 +296,14 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         self.table.rung = self.table.tail;
     }
 
+    /// The doorbell after a refused call: rung if posts since the last ring wait for it (an
+    /// earlier `FI_MORE`), not otherwise (no tail write for nothing).
+    pub(crate) fn ring_deferred(&mut self) {
+        if self.table.rung != self.table.tail {
+            self.doorbell();
+        }
+    }
+
     /// The doorbell of a receive posted without `FI_MORE`: rung now, or left for a later post
     /// or poll while the device has plenty of receives already (see [`RX_DOORBELL_BATCH`]).
     #[inline]

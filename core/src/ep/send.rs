@@ -79,21 +79,38 @@ impl Endpoint {
         flags: OpFlags,
     ) -> core::result::Result<(), (Error, Buf<'d>)> {
         if !self.attr.encap.is_ringfab() {
-            return self.send_plain(dom, buf, len, dest, data, context, flags);
+            return self
+                .send_plain(dom, buf, len, dest, data, context, flags)
+                .inspect_err(|_| self.ring_refused(dom));
         }
-        let header = match self.check_send(dom, len, dest, data, flags) {
-            Ok(h) => h,
-            Err(e) => return Err((e, buf)),
+        let segment = match self.framed(dom, &mut buf, len, dest, data, flags) {
+            Ok(s) => s,
+            // What earlier FI_MORE sends deferred goes now (a refused post rings in `post_tx`).
+            Err(e) => return Err((self.refused(dom, e), buf)),
         };
-        let Some(segment) = buf.tx_segment(self.payload_offset() + len) else {
-            return Err((Error::Inval, buf));
-        };
-        let mut bytes = [0u8; MAX_HEADER_LEN];
-        if let Err(e) = buf.write(0, header.emit(self.attr.encap, &mut bytes)) {
-            return Err((e, buf));
-        }
         let r = self.post_tx(dom, &[segment], buf.raw(), context, flags, None);
         buf.posted(r)
+    }
+
+    /// Checks a send of `len` payload bytes of `buf` and writes ringfab's header in front of
+    /// them: the segment to post.
+    #[inline(always)]
+    fn framed<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        buf: &mut Buf<'d>,
+        len: usize,
+        dest: FiAddr,
+        data: Option<u64>,
+        flags: OpFlags,
+    ) -> Result<TxSegment> {
+        let header = self.check_send(dom, len, dest, data, flags)?;
+        let segment = buf
+            .tx_segment(self.payload_offset() + len)
+            .ok_or(Error::Inval)?;
+        let mut bytes = [0u8; MAX_HEADER_LEN];
+        buf.write(0, header.emit(self.attr.encap, &mut bytes))?;
+        Ok(segment)
     }
 
     /// Buffers a gather send may have (`fi_tx_attr::iov_limit`): [`EpAttr::tx_iov_limit`],
@@ -145,6 +162,27 @@ impl Endpoint {
         reason = "decision 6: the buffers come back with the error; no allocator to box them"
     )]
     pub fn sendmsgv<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        iov: Iov<'d>,
+        dest: FiAddr,
+        data: Option<u64>,
+        context: OpContext,
+        flags: OpFlags,
+    ) -> core::result::Result<(), (Error, Iov<'d>)> {
+        let r = self.sendmsgv_once(dom, iov, dest, data, context, flags);
+        if r.is_err() {
+            self.ring_refused(dom);
+        }
+        r
+    }
+
+    /// [`sendmsgv`](Self::sendmsgv) but for the doorbell of a refused call.
+    #[allow(
+        clippy::result_large_err,
+        reason = "decision 6: the buffers come back with the error; no allocator to box them"
+    )]
+    fn sendmsgv_once<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
         dom: &'d Domain<'n, N, D>,
         mut iov: Iov<'d>,
@@ -314,6 +352,23 @@ impl Endpoint {
         context: OpContext,
         flags: Option<OpFlags>,
     ) -> Result {
+        let r = self.send_copy_once(dom, payload, data, dest, context, flags);
+        if r.is_err() {
+            self.ring_refused(dom);
+        }
+        r
+    }
+
+    /// [`send_copy`](Self::send_copy) but for the doorbell of a refused call.
+    fn send_copy_once<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        payload: &[u8],
+        data: Option<u64>,
+        dest: FiAddr,
+        context: OpContext,
+        flags: Option<OpFlags>,
+    ) -> Result {
         let check = flags.unwrap_or(if data.is_some() {
             OpFlags::REMOTE_CQ_DATA
         } else {
@@ -381,6 +436,38 @@ impl Endpoint {
             }
             r
         })
+    }
+
+    /// The doorbell of a send call that failed, whatever refused it (its checks, the buffer,
+    /// the ring, a held send's route): earlier `FI_MORE` sends must not wait for a call that
+    /// may never come (fi_endpoint(3): `FI_MORE` only "indicates that the user has additional
+    /// requests that will immediately be posted"). Rings only if posts wait for it. Cold: the
+    /// refused call pays for it, a send that goes never does.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn ring_refused<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+    ) {
+        if let Some(tx) = self.tx_path(dom) {
+            // A path already closed has nothing to ring.
+            let _ = tx.with_state(|st| {
+                st.ring_deferred();
+                Ok(())
+            });
+        }
+    }
+
+    /// [`ring_refused`](Self::ring_refused), then `e`.
+    #[cold]
+    #[inline(never)]
+    fn refused<'d, 'n, N: Nic + 'n, const D: usize>(
+        &self,
+        dom: &'d Domain<'n, N, D>,
+        e: Error,
+    ) -> Error {
+        self.ring_refused(dom);
+        e
     }
 
     /// Checks a send and builds its header.
