@@ -45,14 +45,17 @@
 //!
 //! `--post batch` posts each batch of receives with one `Endpoint::recv_batch` call (the
 //! doorbell after the last) instead of `recvmsg` per buffer (`--post each`, the default): the
-//! cycle's post half with the batched receive post. Endpoint and plain layers.
+//! cycle's post half with the batched receive post. Endpoint and plain layers. In the send
+//! mode it sends each batch with one `Endpoint::send_batch` call instead of `sendmsg` per
+//! buffer (`FI_MORE` on all but the last).
 //!
 //! `--layer raw` measures the raw layer instead — a receive path opened without an endpoint
 //! (`Domain::open_rx`), whole frames into DMA memory posted with `Path::post_recvs`, read with
 //! `cq.read` — in the modes `read` and `cycle`.
 //!
 //! The timed work is in `#[inline(never)]` functions — `cq_read_all`, `cq_read_owned_all`,
-//! `cq_post_batch`, `cq_repost_batch`, `cq_cycle`, `cq_send_batch`, `cq_send_cycle` and
+//! `cq_post_batch`, `cq_repost_batch`, `cq_cycle`, `cq_send_batch`, `cq_resend_batch`,
+//! `cq_send_cycle` and
 //! `cq_read_empty` — so that callgrind can
 //! attribute it;
 //! `core/benches/instructions.sh` counts instructions per entry that way.
@@ -140,9 +143,11 @@ impl Mode {
 /// How the endpoint's receives are posted.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Post {
-    /// `Endpoint::recvmsg` per buffer, `FI_MORE` on all but the last.
+    /// `Endpoint::recvmsg` (in the send mode `sendmsg`) per buffer, `FI_MORE` on all but the
+    /// last.
     Each,
-    /// One `Endpoint::recv_batch` call per batch (`--post batch`).
+    /// One `Endpoint::recv_batch` call per batch (`--post batch`); in the send mode, one
+    /// `Endpoint::send_batch` call per batch.
     Batch,
 }
 
@@ -542,6 +547,7 @@ fn run_endpoint<N: Nic, F: Format>(
                     &ep,
                     send_cq,
                     peer[0],
+                    post,
                     &mut out[..batch],
                     &mut src[..batch],
                     &mut pool[..batch],
@@ -660,19 +666,52 @@ fn cq_send_batch<'d, N: Nic>(
     }
 }
 
-/// One send → complete → read cycle of `pool.len()` messages: send every buffer of `pool`, read
-/// their completions (and the buffers) back from `cq`.
+/// Sends every buffer in `pool` (taking them) to `dest` with one `Endpoint::send_batch` call, a
+/// [`SEND_PAYLOAD`]-byte payload each (the doorbell after the last); the null device completes
+/// them all in it — its own cost is its `complete_tx`, to be subtracted.
+#[inline(never)]
+fn cq_resend_batch<'d, N: Nic>(
+    domain: &'d Domain<'_, N, D>,
+    ep: &Endpoint,
+    dest: FiAddr,
+    pool: &mut [Option<Buf<'d>>],
+) {
+    match ep.send_batch(
+        domain,
+        pool,
+        SEND_PAYLOAD,
+        dest,
+        OpContext(1),
+        OpFlags::empty(),
+    ) {
+        Ok(n) if n == pool.len() => {}
+        Ok(n) => panic!("cq: send_batch sent {n} of {}", pool.len()),
+        Err((e, n)) => panic!("cq: send_batch failed after {n}: {e}"),
+    }
+}
+
+/// One send → complete → read cycle of `pool.len()` messages: send every buffer of `pool` as
+/// `post` says ([`cq_send_batch`] or [`cq_resend_batch`]), read their completions (and the
+/// buffers) back from `cq`.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the endpoint, its CQ and peer, how it sends, and the read's arrays"
+)]
 #[inline(never)]
 fn cq_send_cycle<'d, N: Nic, F: Format>(
     domain: &'d Domain<'_, N, D>,
     ep: &Endpoint,
     cq: &CompletionQueue<N, F>,
     dest: FiAddr,
+    post: Post,
     out: &mut [F::Entry],
     src: &mut [FiAddr],
     pool: &mut [Option<Buf<'d>>],
 ) {
-    cq_send_batch(domain, ep, dest, pool);
+    match post {
+        Post::Each => cq_send_batch(domain, ep, dest, pool),
+        Post::Batch => cq_resend_batch(domain, ep, dest, pool),
+    }
     cq_read_owned_all(domain, cq, out, src, pool);
 }
 

@@ -24,20 +24,23 @@
 # --plain, the endpoint on plain IPv4/UDP (the benchmark's `--layer plain`; no send column:
 # its sends wait for ARP), the null igb and e1000e devices marking the IPv4 header checksum
 # verified as their models do; --plain --unmarked without the marks (the lane sums the IPv4
-# header). With --send, only the send measurement: send and send read. With --empty, only the
+# header). With --send, only the send measurement: send and send read; --send-batch, the same
+# with each batch sent by one `Endpoint::send_batch` call (the benchmark's `--post batch` in
+# its send mode). With --empty, only the
 # empty read (the last column of the endpoint and plain tables). With --post-batch, only the
 # cycle, its receives posted with one `Endpoint::recv_batch` call per batch instead of
 # `recvmsg` per buffer (the benchmark's `--post batch`): cycle, post and read, per message;
 # --post-each, the same columns with `recvmsg` per buffer, to compare (either with --plain: on
 # plain UDP).
 #
-#   core/benches/instructions.sh [--raw|--one-cq|--plain [--unmarked]|--send|--empty|--post-batch|--post-each [--plain]] [igb|e1000e|virtio-net …]
+#   core/benches/instructions.sh [--raw|--one-cq|--plain [--unmarked]|--send|--send-batch|--empty|--post-batch|--post-each [--plain]] [igb|e1000e|virtio-net …]
 #   (default: igb; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 layer=endpoint extra=() only_send= only_empty= only_cycle=
-if [ "${1:-}" = --send ]; then only_send=1; shift; fi
+if [ "${1:-}" = --send ]; then only_send=each; shift; fi
+if [ "${1:-}" = --send-batch ]; then only_send=batch; extra+=(--post batch); shift; fi
 if [ "${1:-}" = --empty ]; then only_empty=1; shift; fi
 if [ "${1:-}" = --post-batch ]; then only_cycle=batch; shift; fi
 if [ "${1:-}" = --post-each ]; then only_cycle=each; shift; fi
@@ -81,8 +84,11 @@ for nic in "${nics[@]}"; do
     printf '%-6s %10s %14s\n' batch "send/msg" "send read/msg"
     for batch in 1 16 64; do
       profile "$out/send.$batch" send "$batch" "$nic"
+      # One `send_batch` call per batch is `cq_resend_batch`, `sendmsg` per buffer `cq_send_batch`.
+      send_fn=cq_send_batch
+      [ "$only_send" = batch ] && send_fn=cq_resend_batch
       printf '%-6s %10s %14s\n' "$batch" \
-        "$(per "$out/send.$batch" cq_send_batch complete_tx)" \
+        "$(per "$out/send.$batch" "$send_fn" complete_tx)" \
         "$(per "$out/send.$batch" cq_read_owned_all)"
     done
     continue

@@ -549,7 +549,7 @@ fn fi_more_defers_the_doorbell_until_the_last_send_of_a_batch<T: TestNic>() {
     let _ = cq_a;
 }
 
-/// fi_endpoint(3) on FI_MORE: "Indicates that the user has additional requests that will
+/// fi_msg(3) on FI_MORE: "Indicates that the user has additional requests that will
 /// immediately be posted after the current call returns. Use of this flag may improve
 /// performance by enabling the provider to optimize its access to the fabric hardware" — a
 /// hint; the call that was to follow may never come. A send call that fails its checks (here

@@ -9,11 +9,11 @@
 //! that every encapsulation, plain UDP included, is received without an exchange first.
 
 mod common;
+use common::counting::{Counted, Counting};
 use common::*;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use ringfab::av::{AvAttr, FiAddr};
 use ringfab::cq::{CompletionQueue, CqAttr};
@@ -21,17 +21,14 @@ use ringfab::domain::Domain;
 use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
-use ringfab::hal::{Mmio, Nic, Platform};
+use ringfab::hal::Nic;
 use ringfab::ip::emit::{udp_frame, UdpHeader};
 use ringfab::ip::{Ipv4Addr, Ipv4Config, SockAddrIn, UDP_HEADER_LEN};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::{Encap, Header, MAX_HEADER_LEN};
 use ringfab::srx::SrxAttr;
 use ringfab::{Capacities, Error};
-use ringfab_e1000e::E1000e;
-use ringfab_emu::{CriticalFault, EmuDma, EmuMapping, EmuMmio, EmuPlatform, EmuWait};
-use ringfab_igb::Igb;
-use ringfab_virtio_net::VirtioNet;
+use ringfab_emu::CriticalFault;
 
 const D: usize = 64;
 const BUF: usize = 2048;
@@ -357,8 +354,8 @@ fn refused<'d, N: Nic>(
     assert_eq!(mr.outstanding(d), outstanding, "no buffer lost");
 }
 
-/// fi_endpoint(3): "Flags that apply to a specific operation are passed to fi_recvmsg"; a
-/// receive takes `FI_COMPLETION`, `FI_MORE` and `FI_MULTI_RECV` (docs/semantics.md). Each
+/// fi_msg(3): "The fi_recvmsg and fi_sendmsg calls allow the user to specify flags which can
+/// change the default message handling of the endpoint"; a receive takes `FI_COMPLETION`, `FI_MORE` and `FI_MULTI_RECV` (docs/semantics.md). Each
 /// invalid input gives `recvmsg`'s error and loses no buffer: flags a receive cannot take,
 /// `FI_MULTI_RECV` (which a batch refuses, docs: post multi-receive buffers with `recvmsg`),
 /// a buffer shorter than the queue's (the ones before it posted), before `enable`, after a
@@ -479,139 +476,11 @@ fn an_endpoint_on_a_shared_receive_context_refuses_a_batch<T: TestNic>() {
     );
 }
 
-/// A platform that counts register writes: during a post the only ones are doorbells (an
-/// Intel ring's tail, virtio's queue notification).
-struct Counting {
-    inner: EmuPlatform,
-    writes: Arc<AtomicUsize>,
-}
-
-/// A BAR of [`Counting`].
-struct CountingMmio {
-    inner: EmuMmio,
-    writes: Arc<AtomicUsize>,
-}
-
-impl Mmio for CountingMmio {
-    fn read32(&self, offset: usize) -> u32 {
-        self.inner.read32(offset)
-    }
-
-    fn write32(&self, offset: usize, value: u32) {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.inner.write32(offset, value);
-    }
-
-    fn read16(&self, offset: usize) -> u16 {
-        self.inner.read16(offset)
-    }
-
-    fn write16(&self, offset: usize, value: u16) {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.inner.write16(offset, value);
-    }
-
-    fn read8(&self, offset: usize) -> u8 {
-        self.inner.read8(offset)
-    }
-
-    fn write8(&self, offset: usize, value: u8) {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.inner.write8(offset, value);
-    }
-
-    fn len(&self) -> usize {
-        self.inner.len()
-    }
-}
-
-// SAFETY: every call goes to the emulated platform, which keeps `Platform`'s promises
-// (the device reaches only the memory it hands out or maps; `bar` reaches its own registers);
-// the wrapper only counts register writes on the way.
-unsafe impl Platform for Counting {
-    type Mmio = CountingMmio;
-    type Dma = EmuDma;
-    type Mapping = EmuMapping;
-    type Wait = EmuWait;
-
-    fn bar(&self, index: u8) -> ringfab::hal::Result<CountingMmio> {
-        Ok(CountingMmio {
-            inner: self.inner.bar(index)?,
-            writes: self.writes.clone(),
-        })
-    }
-
-    fn config_read32(&self, offset: u16) -> u32 {
-        self.inner.config_read32(offset)
-    }
-
-    fn config_write32(&self, offset: u16, value: u32) {
-        self.inner.config_write32(offset, value);
-    }
-
-    fn alloc_dma(&self, len: usize) -> ringfab::hal::Result<EmuDma> {
-        self.inner.alloc_dma(len)
-    }
-
-    unsafe fn map_dma(
-        &self,
-        cpu: std::ptr::NonNull<u8>,
-        len: usize,
-    ) -> ringfab::hal::Result<EmuMapping> {
-        // SAFETY: the caller's promise for this call is the one the inner call needs.
-        unsafe { self.inner.map_dma(cpu, len) }
-    }
-
-    fn delay(&self, duration: Duration) {
-        self.inner.delay(duration);
-    }
-
-    fn irq_vectors(&self) -> u16 {
-        self.inner.irq_vectors()
-    }
-
-    fn irq(&self, vector: u16) -> ringfab::hal::Result<EmuWait> {
-        self.inner.irq(vector)
-    }
-}
-
-/// A NIC whose driver can run on [`Counting`].
-trait Counted: TestNic {
-    /// Whether every doorbell is a register write. A virtio device says in ring memory whether
-    /// it wants to be notified (`VIRTIO_F_EVENT_IDX`, virtio 1.2 §2.7.10): the driver's
-    /// doorbell always publishes the buffers, and writes the notification register only when
-    /// asked, so writes count at most the doorbells there.
-    const EVERY_DOORBELL_WRITES: bool = true;
-    type Driver: Nic;
-    fn counted(platform: Counting) -> Self::Driver;
-}
-
-impl Counted for IgbNic {
-    type Driver = Igb<Counting>;
-    fn counted(platform: Counting) -> Self::Driver {
-        Igb::new(platform).unwrap()
-    }
-}
-
-impl Counted for E1000eNic {
-    type Driver = E1000e<Counting>;
-    fn counted(platform: Counting) -> Self::Driver {
-        E1000e::new(platform).unwrap()
-    }
-}
-
-impl Counted for VirtioNic {
-    const EVERY_DOORBELL_WRITES: bool = false;
-    type Driver = VirtioNet<Counting>;
-    fn counted(platform: Counting) -> Self::Driver {
-        VirtioNet::new(platform).unwrap()
-    }
-}
-
 /// docs/semantics.md, "When the device sees a receive": a receive posted without `FI_MORE` is
-/// given to the device at once while it holds fewer than 96; fi_endpoint(3) on `FI_MORE`:
-/// "the provider may defer processing the operation until the application issues a
-/// subsequent call". A batch without `FI_MORE` rings once however many buffers it posts —
+/// given to the device at once while it holds fewer than 96; fi_msg(3) on `FI_MORE`:
+/// "Indicates that the user has additional requests that will immediately be posted after the
+/// current call returns. Use of this flag may improve performance by enabling the provider to
+/// optimize its access to the fabric hardware." A batch without `FI_MORE` rings once however many buffers it posts —
 /// where `recvmsg` rings once per buffer — and the device sees them all; a batch with
 /// `FI_MORE` rings not at all, and the device sees none until a later post rings.
 fn a_batch_rings_once_and_not_at_all_with_fi_more<T: Counted>() {

@@ -3,6 +3,8 @@
 //! registration, a clock for waits, and [`on_every_nic!`], which runs a generic test on each NIC.
 #![allow(dead_code, reason = "each test file uses the part it needs")]
 
+pub(crate) mod counting;
+
 use std::time::{Duration, Instant};
 
 use ringfab::domain::Domain;
