@@ -725,9 +725,13 @@ fn ringfab_rx(p: &Pair) -> Result<Measured, String> {
     r.map_err(|e| format!("{e}; txonly: {}", tail(&tx_out)))
 }
 
+/// Receive buffers posted again before the driver-level receiver rings the doorbell: testpmd's
+/// default `rx_free_thresh`.
+const REFILL_THRESHOLD: usize = 32;
+
 /// ringfab's receive loop on queue 0 of `nic`, `D` descriptors: every buffer posted, then poll
-/// a burst, post the same buffers again, one doorbell per burst. Counts frames from the first
-/// one plus [`WARMUP`] for [`MEASURE`].
+/// a burst and post the same buffers again, one doorbell per [`REFILL_THRESHOLD`] buffers
+/// posted. Counts frames from the first one plus [`WARMUP`] for [`MEASURE`].
 fn receive<N: HalNic, const D: usize>(nic: &N) -> Result<Measured, String> {
     // The buffers before the queue, so that the queue is dropped (and stops) before they
     // are unmapped: the flood goes on after the measurement.
@@ -748,14 +752,20 @@ fn receive<N: HalNic, const D: usize>(nic: &N) -> Result<Measured, String> {
     }
     rx.doorbell();
     let mut out = [NO_RX; BURST];
+    // Buffers posted again since the last doorbell: the tail is written once per
+    // `REFILL_THRESHOLD` of them, as testpmd's `rx_free_thresh` does (a tail write is a call
+    // into QEMU's device model; the device holds at least `D - REFILL_THRESHOLD` buffers).
+    let mut unrung = 0;
     let mut count = |rx: &mut N::Rx<'_, D>| -> Result<usize, String> {
         let n = rx.poll(&mut out);
         for c in &out[..n] {
             rx.push(buffer(c.token.0), c.token)
                 .map_err(|e| format!("posting buffer {} again: {e:?}", c.token.0))?;
         }
-        if n > 0 {
+        unrung += n;
+        if unrung >= REFILL_THRESHOLD {
             rx.doorbell();
+            unrung = 0;
         }
         Ok(out[..n].iter().filter(|c| c.status.is_ok()).count())
     };
