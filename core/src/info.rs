@@ -4,8 +4,10 @@
 //! [`Endpoint::info`](crate::ep::Endpoint::info), never copied from a table.
 //!
 //! Every value is what the code does, not what it might: an attribute ringfab has no use for
-//! (RMA ordering, tags, authorization keys) is reported as 0, which the man page defines as
-//! "not supported".
+//! (RMA ordering, tags, authorization keys) is reported as 0, which fi_endpoint(3) reads as
+//! "An order size value of 0 indicates that ordering is not guaranteed" and, for the key,
+//! "This field will be 0 if authorization keys are not available or used" (a tag format of 0:
+//! no tag bits).
 
 use crate::ep::EpType;
 use crate::flags::OpFlags;

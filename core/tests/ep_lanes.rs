@@ -243,8 +243,8 @@ fn read_all<'d, N: Nic>(
 }
 
 /// fi_cq(3): completions are read "from a CQ" in the order the queue completed them; for
-/// `fi_cq_readfrom` "source addressing data is only available for those endpoints
-/// configured with FI_SOURCE" and a source not in the AV "will be reported as
+/// `fi_cq_readfrom` "Source address data is only available for those endpoints configured
+/// with FI_SOURCE capability" and a source not in the AV "will be reported as
 /// FI_ADDR_NOTAVAIL"; FI_MULTICAST "is only guaranteed to be valid for received messages if
 /// the endpoint has been configured with FI_SOURCE"; "the data field is only valid if the
 /// FI_REMOTE_CQ_DATA completion flag is set"; an error in the queue makes `fi_cq_read` fail
@@ -554,9 +554,9 @@ fn plain_receives_around_a_multi_receive_buffer_keep_order_and_the_slots_their_f
     assert_eq!(mr.outstanding(&db), 0);
 }
 
-/// fi_endpoint(3), FI_SOURCE_ERR: "if the source address cannot be converted into a valid
-/// fi_addr_t value, fi_cq_readfrom will return -FI_EAVAIL, even if the data were received
-/// successfully". An endpoint with it takes the general lane for every frame: known senders
+/// fi_cq(3), fi_cq_readfrom: "For endpoints allocated using the FI_SOURCE_ERR capability, if
+/// the source address cannot be converted into a valid fi_addr_t value, fi_cq_readfrom will
+/// return -FI_EAVAIL, even if the data were received successfully". An endpoint with it takes the general lane for every frame: known senders
 /// complete with their handle, the unknown one in error, in order.
 fn with_source_err_known_senders_succeed_and_an_unknown_one_is_eaddrnotavail_in_order<
     T: TestNic,

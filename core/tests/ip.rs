@@ -1384,8 +1384,9 @@ fn several_endpoints_share_one_queue_told_apart_by_port<T: TestNic>() {
 }
 
 /// Issue 16 item 4: "RSS spreads flows by UDP port over a scalable endpoint's receive
-/// contexts." fi_endpoint(3), SCALABLE ENDPOINTS: "The number of transmit and receive contexts
-/// ... may be used to distribute the workload"; the RSS hash of the 82576 and of virtio-net
+/// contexts." fi_endpoint(3), SCALABLE ENDPOINTS: "Scalable endpoints are loosely modeled after
+/// the networking concept of transmit/receive side scaling, also known as multi-queue"; the RSS
+/// hash of the 82576 and of virtio-net
 /// covers the UDP ports, so the flows of one peer (one source port each) spread; the 82574
 /// hashes the IPv4 addresses only, so they stay together. Every datagram arrives once, a
 /// flow's on one context, in order.

@@ -249,7 +249,7 @@ fn receive_run<T: TestNic>(encap: Encap, how: Post) -> (usize, Vec<Seen>) {
     (left, seen)
 }
 
-/// fi_endpoint(3): "The fi_recv call posts a data buffer to the receive queue of the
+/// fi_msg(3): "The fi_recv call posts a data buffer to the receive queue of the
 /// corresponding endpoint. Posted receives are searched in the order in which they were
 /// posted in order to match sends." A batch posts each buffer as `recvmsg` would: the same
 /// completions (context, flags, length, buffer, data) in the same order, and the same
@@ -443,7 +443,8 @@ fn invalid_batches_give_recvmsgs_error_and_lose_no_buffer<T: TestNic>() {
     );
 }
 
-/// fi_endpoint(3): "Applications post receives to a shared receive context directly" — an
+/// fi_endpoint(3), SHARED CONTEXTS: "Users post receive buffers directly to a shared receive
+/// context, with the buffers usable by any endpoint bound to the shared receive context" — an
 /// endpoint bound to one refuses them (`OpNotSupp`), by the batch as by `recvmsg`.
 fn an_endpoint_on_a_shared_receive_context_refuses_a_batch<T: TestNic>() {
     let p = pair_of::<T>();

@@ -211,7 +211,8 @@ fn large_tables_are_built_on_the_heap() {
             let cqs: Vec<_> = (0..4)
                 .map(|_| d.open_cq::<Msg>(&CqAttr::default()).unwrap())
                 .collect();
-            // "size ... 0 lets the provider choose": ringfab's choice is libfabric util's 1024.
+            // fi_cq(3), size: "A value of 0 indicates that the provider may choose a default
+            // value": ringfab's choice is libfabric util's 1024.
             assert!(cqs.iter().all(|cq| cq.attr().size() == 1024));
             assert!(d
                 .open_cq::<Msg>(&CqAttr {

@@ -286,8 +286,9 @@ pub(crate) struct Selective {
 impl Selective {
     /// Whether an operation of direction `recv` posted with `flags` (the call's; `None`:
     /// the endpoint's default op flags) completes without an entry when it succeeds:
-    /// fi_endpoint(3), `FI_SELECTIVE_COMPLETION`: "only operations that specify
-    /// FI_COMPLETION will generate successful completions".
+    /// fi_endpoint(3), `FI_SELECTIVE_COMPLETION`: "data transfer operations will not generate
+    /// entries for successful completions unless FI_COMPLETION is set as an operational flag
+    /// for the given operation".
     pub(crate) fn silent(self, ep: &Endpoint, recv: bool, flags: Option<OpFlags>) -> bool {
         if !(if recv { self.rx } else { self.tx }) {
             return false;

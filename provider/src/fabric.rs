@@ -54,7 +54,7 @@ pub(crate) unsafe extern "C" fn open(
         // SAFETY: `attr` checked not null; libfabric passes a valid attribute structure.
         let name = unsafe { ffi::str_at((*attr).name) };
         if name != Some(crate::getinfo::FABRIC_NAME) {
-            // fi_fabric(3): the attributes "identify the fabric to open".
+            // fi_fabric(3): "attr : Attributes of fabric to open" — not ours.
             return ffi::neg(sys::FI_ENODATA);
         }
         let f = Box::new(Fabric {

@@ -30,7 +30,8 @@ pub(crate) mod errno {
     pub(crate) const INVAL: c_int = neg(sys::FI_EINVAL);
     /// `-FI_ENOMEM`.
     pub(crate) const NOMEM: c_int = neg(sys::FI_ENOMEM);
-    /// `-FI_ENODATA`: fi_getinfo(3), "no matching interfaces".
+    /// `-FI_ENODATA`: fi_getinfo(3), "If no matching fabric information is available, info will
+    /// be set to NULL and the call will return -FI_ENODATA".
     pub(crate) const NODATA: c_int = neg(sys::FI_ENODATA);
     /// `-FI_ENOSYS`: the call is not implemented.
     pub(crate) const NOSYS: c_int = neg(sys::FI_ENOSYS);

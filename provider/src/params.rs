@@ -1,5 +1,6 @@
 //! The provider's parameters, declared with `fi_param_define` so that `fi_info -e` lists them
-//! and read from the environment with `fi_param_get` (fi_provider(7), "PROVIDER PARAMETERS"):
+//! and read from the environment with `fi_param_get` (fi_provider(3), `fi_param_define` and
+//! `fi_param_get`):
 //! libfabric spells them `FI_RINGFAB_<NAME>`: `FI_RINGFAB_NICS` (which NICs),
 //! `FI_RINGFAB_HUB` (where emulated NICs of several processes meet) and `FI_RINGFAB_IPV4`
 //! (the NICs' IPv4 configurations, for `FI_SOCKADDR_IN` endpoints: [`crate::ipv4`]).

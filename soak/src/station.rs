@@ -404,8 +404,9 @@ impl<'d, 'n, N: Nic> Station<'d, 'n, N> {
         let dir = Self::dir_of(entry.flags)?;
         let name = errno_name(entry.err);
         if entry.op_context.0 >= ENDPOINT_CONTEXT_BASE || entry.op_context == OpContext::NULL {
-            // No operation's context: fi_endpoint(3) NOTES, "errors not associated with a
-            // valid operation context use the endpoint context" — a path's failure or a
+            // No operation's context: fi_endpoint(3) NOTES, "Operations that complete in error
+            // that are not associated with valid operational context will use the endpoint
+            // context in any error reporting structures" — a path's failure or a
             // failed inject (docs/semantics.md). The endpoint was opened with one, so NULL
             // is never right.
             if entry.op_context != self.ep_context() {

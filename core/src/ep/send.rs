@@ -561,8 +561,8 @@ impl Endpoint {
 
     /// The doorbell of a send call that failed, whatever refused it (its checks, the buffer,
     /// the ring, a held send's route): earlier `FI_MORE` sends must not wait for a call that
-    /// may never come (fi_endpoint(3): `FI_MORE` only "indicates that the user has additional
-    /// requests that will immediately be posted"). Rings only if posts wait for it. Cold: the
+    /// may never come (fi_msg(3): `FI_MORE` "Indicates that the user has additional requests
+    /// that will immediately be posted after the current call returns"). Rings only if posts wait for it. Cold: the
     /// refused call pays for it, a send that goes never does.
     #[cold]
     #[inline(never)]
