@@ -112,7 +112,7 @@ pub(crate) fn host_load() -> String {
 
 /// The ratios the bench reports: a name, the numerator's kind and the denominator's. Above 1
 /// a rate ratio favours the numerator, a round-trip ratio the denominator.
-const RATIOS: [(&str, &str, &str); 10] = [
+const RATIOS: [(&str, &str, &str); 11] = [
     (
         "driver receive (ringfab-rx ÷ testpmd-rx)",
         "ringfab-rx",
@@ -127,6 +127,12 @@ const RATIOS: [(&str, &str, &str); 10] = [
         "endpoint receiver against rxonly, both fed by ringfab's sender \
          (ringfab-stream ÷ rxonly-ringfab-tx)",
         "ringfab-stream",
+        "rxonly-ringfab-tx",
+    ),
+    (
+        "driver receive against rxonly, both fed by ringfab's sender \
+         (ringfab-rx-ringfab-tx ÷ rxonly-ringfab-tx)",
+        "ringfab-rx-ringfab-tx",
         "rxonly-ringfab-tx",
     ),
     (

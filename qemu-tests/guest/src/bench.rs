@@ -108,6 +108,10 @@ enum Kind {
     /// `ringfab-rx` measure the sender; ringfab's sender sends faster, so this and
     /// `ringfab-stream` compare the two receivers.
     RxonlyRingfabTx,
+    /// The same ringfab endpoint sender on A → ringfab's driver receive loop on B: frames/s
+    /// received. With `rxonly-ringfab-tx`, the driver-level receivers compared where testpmd's
+    /// txonly cannot feed them faster than they take.
+    RingfabRxRingfabTx,
     /// ringfab's endpoint ping on A against its endpoint pong on B, two processes: µs per
     /// round trip.
     RingfabRtt,
@@ -129,11 +133,12 @@ enum Kind {
 /// The kinds in the order a round runs them on a pair: every kind on vfio-pci first, then NIC
 /// B to the kernel, then NIC A; the next round's first kind takes both back to vfio-pci. So
 /// each NIC moves to the kernel and back once a round.
-const KINDS: [Kind; 11] = [
+const KINDS: [Kind; 12] = [
     Kind::TestpmdRx,
     Kind::RingfabRx,
     Kind::RingfabStream,
     Kind::RxonlyRingfabTx,
+    Kind::RingfabRxRingfabTx,
     Kind::PlainStream,
     Kind::RingfabRtt,
     Kind::PlainRtt,
@@ -150,6 +155,7 @@ impl Kind {
             Kind::RingfabRx => "ringfab-rx",
             Kind::RingfabStream => "ringfab-stream",
             Kind::RxonlyRingfabTx => "rxonly-ringfab-tx",
+            Kind::RingfabRxRingfabTx => "ringfab-rx-ringfab-tx",
             Kind::RingfabRtt => "ringfab-rtt",
             Kind::MacswapRtt => "macswap-rtt",
             Kind::PlainStream => "plain-stream",
@@ -439,7 +445,8 @@ fn measure_kind(p: &Pair, kind: Kind) -> Result<Measured, String> {
     match kind {
         Kind::TestpmdRx => testpmd_rx(p, Source::Txonly),
         Kind::RxonlyRingfabTx => testpmd_rx(p, Source::RingfabSender),
-        Kind::RingfabRx => ringfab_rx(p),
+        Kind::RingfabRx => ringfab_rx(p, Source::Txonly),
+        Kind::RingfabRxRingfabTx => ringfab_rx(p, Source::RingfabSender),
         Kind::RingfabStream => stream(p, Encapsulation::Ringfab),
         Kind::PlainStream => stream(p, Encapsulation::Plain),
         Kind::RingfabRtt => rtt(p, Encapsulation::Ringfab),
@@ -580,12 +587,13 @@ fn rx_pps(out: &str) -> Vec<f64> {
         .collect()
 }
 
-/// What floods testpmd's rxonly.
+/// The sender that floods a receiver (testpmd's rxonly, or ringfab's driver receive loop).
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Source {
     /// testpmd txonly (`testpmd-rx`).
     Txonly,
-    /// ringfab's endpoint sender, the `ringfab-stream` one (`rxonly-ringfab-tx`).
+    /// ringfab's endpoint sender, the `ringfab-stream` one (`rxonly-ringfab-tx`,
+    /// `ringfab-rx-ringfab-tx`).
     RingfabSender,
 }
 
@@ -703,15 +711,19 @@ pub(crate) fn open(bdf: &str) -> Result<AnyNic<VfioPlatform>, String> {
     AnyNic::open(platform).map_err(|e| format!("{bdf}: {e}"))
 }
 
-/// testpmd txonly on A → ringfab's driver receive loop on B, pinned to the sink CPU.
-fn ringfab_rx(p: &Pair) -> Result<Measured, String> {
-    let tx = testpmd(
-        p,
-        0,
-        "txonly",
-        SOURCE_CPU,
-        &[format!("--eth-peer=0,{}", p.macs[1])],
-    )?;
+/// testpmd txonly (or ringfab's endpoint sender) on A → ringfab's driver receive loop on B,
+/// pinned to the sink CPU.
+fn ringfab_rx(p: &Pair, source: Source) -> Result<Measured, String> {
+    let tx = match source {
+        Source::Txonly => testpmd(
+            p,
+            0,
+            "txonly",
+            SOURCE_CPU,
+            &[format!("--eth-peer=0,{}", p.macs[1])],
+        )?,
+        Source::RingfabSender => role(p, "send", 0, SOURCE_CPU, Encapsulation::Ringfab)?,
+    };
     pin(SINK_CPU)?;
     let r = (|| {
         let b = open(&p.bdfs[1])?;
@@ -721,8 +733,22 @@ fn ringfab_rx(p: &Pair) -> Result<Measured, String> {
         }
     })();
     unpin();
-    let tx_out = stop(tx);
-    r.map_err(|e| format!("{e}; txonly: {}", tail(&tx_out)))
+    match source {
+        Source::Txonly => {
+            let tx_out = stop(tx);
+            r.map_err(|e| format!("{e}; txonly: {}", tail(&tx_out)))
+        }
+        Source::RingfabSender => {
+            let sent = stop_role(tx);
+            let mut m = r.map_err(|e| format!("{e}; sender: {sent:?}"))?;
+            if let Ok((rate, detail)) = sent {
+                m.detail.push_str(&format!(
+                    "; ringfab's sender sent {rate:.0} messages/s ({detail})"
+                ));
+            }
+            Ok(m)
+        }
+    }
 }
 
 /// Receive buffers posted again before the driver-level receiver rings the doorbell: testpmd's
