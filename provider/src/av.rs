@@ -262,12 +262,16 @@ unsafe extern "C" fn insert(
                     }
                 }
             }
-            _ => Addrs::Native(
-                bytes
-                    .chunks_exact(len)
-                    .filter_map(|c| EpAddr::from_bytes(c).ok())
-                    .collect(),
-            ),
+            // Every 8-byte chunk is a ringfab address (`EpAddr::from_bytes` refuses only a
+            // wrong length): none is dropped, so the outputs stay aligned with the inputs.
+            _ => {
+                let parsed: Result<Vec<EpAddr>, _> =
+                    bytes.chunks_exact(len).map(EpAddr::from_bytes).collect();
+                match parsed {
+                    Ok(v) => Addrs::Native(v),
+                    Err(_) => return errno::INVAL,
+                }
+            }
         };
         // SAFETY: `fi_addr` holds `count` entries (fi_av(3)) or is null.
         unsafe { insert_addrs(a, &addrs, fi_addr) }
