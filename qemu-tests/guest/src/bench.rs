@@ -597,21 +597,43 @@ enum Source {
     RingfabSender,
 }
 
+impl Source {
+    /// Starts the sender on NIC A, on the source CPU, flooding NIC B.
+    fn start(self, p: &Pair) -> Result<Child, String> {
+        match self {
+            Source::Txonly => testpmd(
+                p,
+                0,
+                "txonly",
+                SOURCE_CPU,
+                &[format!("--eth-peer=0,{}", p.macs[1])],
+            ),
+            Source::RingfabSender => role(p, "send", 0, SOURCE_CPU, Encapsulation::Ringfab),
+        }
+    }
+
+    /// Stops the sender: its output, for an error (testpmd's, or why ringfab's sender
+    /// failed), and what it says it sent, for a measurement's detail (ringfab's sender; empty
+    /// for testpmd).
+    fn stop(self, sender: Child) -> (String, String) {
+        match self {
+            Source::Txonly => (stop(sender), String::new()),
+            Source::RingfabSender => match stop_role(sender) {
+                Ok((rate, detail)) => (
+                    String::new(),
+                    format!("; ringfab's sender sent {rate:.0} messages/s ({detail})"),
+                ),
+                Err(e) => (e, String::new()),
+            },
+        }
+    }
+}
+
 /// testpmd txonly or ringfab's sender on A → testpmd rxonly on B: the mean of rxonly's
 /// `Rx-pps` over the periods of the flood, the first (partly before the flood) left out.
 fn testpmd_rx(p: &Pair, source: Source) -> Result<Measured, String> {
     let rx = testpmd(p, 1, "rxonly", SINK_CPU, &[])?;
-    let tx = match source {
-        Source::Txonly => testpmd(
-            p,
-            0,
-            "txonly",
-            SOURCE_CPU,
-            &[format!("--eth-peer=0,{}", p.macs[1])],
-        ),
-        Source::RingfabSender => role(p, "send", 0, SOURCE_CPU, Encapsulation::Ringfab),
-    };
-    let tx = match tx {
+    let tx = match source.start(p) {
         Ok(t) => t,
         Err(e) => {
             stop(rx);
@@ -624,16 +646,7 @@ fn testpmd_rx(p: &Pair, source: Source) -> Result<Measured, String> {
     mark(false);
     // The receiver first, so that its last period is still under the flood.
     let rx_out = stop(rx);
-    let (tx_out, sent) = match source {
-        Source::Txonly => (stop(tx), String::new()),
-        Source::RingfabSender => match stop_role(tx) {
-            Ok((rate, detail)) => (
-                String::new(),
-                format!("; ringfab's sender sent {rate:.0} messages/s ({detail})"),
-            ),
-            Err(e) => (e, String::new()),
-        },
-    };
+    let (tx_out, sent) = source.stop(tx);
     let flooded: Vec<f64> = rx_pps(&rx_out)
         .into_iter()
         .skip_while(|&v| v == 0.0)
@@ -714,16 +727,7 @@ pub(crate) fn open(bdf: &str) -> Result<AnyNic<VfioPlatform>, String> {
 /// testpmd txonly (or ringfab's endpoint sender) on A → ringfab's driver receive loop on B,
 /// pinned to the sink CPU.
 fn ringfab_rx(p: &Pair, source: Source) -> Result<Measured, String> {
-    let tx = match source {
-        Source::Txonly => testpmd(
-            p,
-            0,
-            "txonly",
-            SOURCE_CPU,
-            &[format!("--eth-peer=0,{}", p.macs[1])],
-        )?,
-        Source::RingfabSender => role(p, "send", 0, SOURCE_CPU, Encapsulation::Ringfab)?,
-    };
+    let tx = source.start(p)?;
     pin(SINK_CPU)?;
     let r = (|| {
         let b = open(&p.bdfs[1])?;
@@ -733,22 +737,10 @@ fn ringfab_rx(p: &Pair, source: Source) -> Result<Measured, String> {
         }
     })();
     unpin();
-    match source {
-        Source::Txonly => {
-            let tx_out = stop(tx);
-            r.map_err(|e| format!("{e}; txonly: {}", tail(&tx_out)))
-        }
-        Source::RingfabSender => {
-            let sent = stop_role(tx);
-            let mut m = r.map_err(|e| format!("{e}; sender: {sent:?}"))?;
-            if let Ok((rate, detail)) = sent {
-                m.detail.push_str(&format!(
-                    "; ringfab's sender sent {rate:.0} messages/s ({detail})"
-                ));
-            }
-            Ok(m)
-        }
-    }
+    let (tx_out, sent) = source.stop(tx);
+    let mut m = r.map_err(|e| format!("{e}; sender: {}", tail(&tx_out)))?;
+    m.detail.push_str(&sent);
+    Ok(m)
 }
 
 /// Receive buffers posted again before the driver-level receiver rings the doorbell: testpmd's

@@ -181,15 +181,10 @@ impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
         }
     }
 
-    /// Sends one message; `more` defers the doorbell. `false` if no buffer or credit is free.
-    fn send(&mut self, more: bool) -> Result<bool, String> {
+    /// Sends one message, the doorbell with it. `false` if no buffer or credit is free.
+    fn send(&mut self) -> Result<bool, String> {
         let Some(buf) = self.pool.pop() else {
             return Ok(false);
-        };
-        let flags = if more {
-            OpFlags::MORE
-        } else {
-            OpFlags::empty()
         };
         match self.ep.sendmsg(
             self.dom,
@@ -198,7 +193,7 @@ impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
             self.peer,
             None,
             OpContext(2),
-            flags,
+            OpFlags::empty(),
         ) {
             Ok(()) => Ok(true),
             Err((Error::Again, buf)) => {
@@ -381,7 +376,7 @@ fn trip<N: Nic, const D: usize>(
     patience: Duration,
 ) -> Result<bool, String> {
     let start = Instant::now();
-    while !side.send(false)? {
+    while !side.send()? {
         side.poll()?;
         if start.elapsed() > patience {
             return Err("no send buffer came back".into());
@@ -448,7 +443,7 @@ pub(crate) const MAX_LOST: usize = 20;
 fn pong<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
     while !STOP.load(Ordering::Relaxed) {
         for _ in 0..side.poll()? {
-            while !side.send(false)? && !STOP.load(Ordering::Relaxed) {
+            while !side.send()? && !STOP.load(Ordering::Relaxed) {
                 side.poll()?;
             }
         }
