@@ -83,9 +83,10 @@ impl Endpoint {
                 .send_plain(dom, buf, len, dest, data, context, flags)
                 .inspect_err(|_| self.ring_refused(dom));
         }
+        // A refusal rings what earlier FI_MORE sends deferred: `framed` for its checks,
+        // `post_tx` for a refused post.
         let segment = match self.framed(dom, &mut buf, len, dest, data, flags) {
             Ok(s) => s,
-            // What earlier FI_MORE sends deferred goes now (a refused post rings in `post_tx`).
             Err(e) => return Err((e, buf)),
         };
         let r = self.post_tx(dom, &[segment], buf.raw(), context, flags, None);
@@ -93,7 +94,7 @@ impl Endpoint {
     }
 
     /// Checks a send of `len` payload bytes of `buf` and writes ringfab's header in front of
-    /// them: the segment to post.
+    /// them: the segment to post. A refusal rings the doorbell (`refused`).
     #[inline(always)]
     fn framed<'d, 'n, N: Nic + 'n, const D: usize>(
         &self,
@@ -175,12 +176,8 @@ impl Endpoint {
         };
         let mut bytes = [0u8; MAX_HEADER_LEN];
         let head = header.emit(self.attr.encap, &mut bytes);
-        let tx = self.tx_path(dom).ok_or(Error::OpBadState);
-        let cq = self.cq_slot(dom, self.tx_cq);
-        let (tx, cq) = match (tx, cq) {
-            (Ok(tx), Ok(cq)) => (tx, cq),
-            (Err(e), _) | (_, Err(e)) => return Err((e, 0)),
-        };
+        let tx = self.tx_path(dom).ok_or((Error::OpBadState, 0))?;
+        let cq = self.cq_slot(dom, self.tx_cq).map_err(|e| (e, 0))?;
         let frame = self.payload_offset() + len;
         // The lock taken here rather than through `Path::with_state`, as `recv_batch` does.
         let mut guard = tx.slot().state.lock();
@@ -212,13 +209,13 @@ impl Endpoint {
         context: OpContext,
         flags: OpFlags,
     ) -> core::result::Result<usize, (Error, usize)> {
+        let more = flags | OpFlags::MORE;
         let mut sent = 0;
         let mut r = Ok(());
         for slot in bufs.iter_mut() {
             let Some(buf) = slot.take() else {
                 continue;
             };
-            let more = flags | OpFlags::MORE;
             match self.send_plain(dom, buf, len, dest, None, context, more) {
                 Ok(()) => sent += 1,
                 Err((e, buf)) => {
@@ -562,8 +559,8 @@ impl Endpoint {
     /// The doorbell of a send call that failed, whatever refused it (its checks, the buffer,
     /// the ring, a held send's route): earlier `FI_MORE` sends must not wait for a call that
     /// may never come (fi_msg(3): `FI_MORE` "Indicates that the user has additional requests
-    /// that will immediately be posted after the current call returns"). Rings only if posts wait for it. Cold: the
-    /// refused call pays for it, a send that goes never does.
+    /// that will immediately be posted after the current call returns"). Rings only if posts
+    /// wait for it. Cold: the refused call pays for it, a send that goes never does.
     #[cold]
     #[inline(never)]
     pub(super) fn ring_refused<'d, 'n, N: Nic + 'n, const D: usize>(
