@@ -15,7 +15,7 @@ use common::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use ringfab::av::{AvAttr, FiAddr};
+use ringfab::av::AvAttr;
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::entry::{Msg, MsgEntry, OpContext};
@@ -145,37 +145,10 @@ fn payload(i: usize) -> Vec<u8> {
     vec![i as u8; 32 + i % 16]
 }
 
-/// One completion as the application sees it: context, flags, length, which of the buffers
-/// posted it came in (its place among their addresses) and the payload's bytes.
-type Seen = (usize, CompletionFlags, usize, Option<usize>, Vec<u8>);
-
 /// Reads every completion `rx`'s CQ has now; `posted` are the addresses of the buffers posted,
 /// in slot order.
-fn read_all<'d, N: Nic>(d: &'d Domain<'_, N, D>, rx: &Rx<N>, posted: &[usize]) -> Vec<Seen> {
-    let mut seen = Vec::new();
-    loop {
-        let mut e = [MsgEntry::default(); 8];
-        let mut src = [FiAddr::NOTAVAIL; 8];
-        let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
-        match rx.cq.read_owned(d, &mut e, &mut src, &mut bufs) {
-            Ok(n) => {
-                for k in 0..n {
-                    let buf = bufs[k].take().expect("a receive's buffer");
-                    let mut data = vec![0u8; e[k].len];
-                    buf.read(rx.ep.payload_offset(), &mut data).unwrap();
-                    seen.push((
-                        e[k].op_context.0,
-                        e[k].flags,
-                        e[k].len,
-                        posted.iter().position(|&a| a == buf.addr()),
-                        data,
-                    ));
-                }
-            }
-            Err(Error::Again) => return seen,
-            Err(other) => panic!("read: {other:?}"),
-        }
-    }
+fn read_all<N: Nic>(d: &Domain<'_, N, D>, rx: &Rx<N>, posted: &[usize]) -> Vec<Seen> {
+    read_seen(d, &rx.cq, rx.ep.payload_offset(), posted)
 }
 
 /// How a run posts its receives.

@@ -219,41 +219,10 @@ fn send<'d, N: Nic>(
     }
 }
 
-/// One completion as the application sees it: context, flags, length, which of the buffers
-/// it came with (its place among their addresses; `None` for one not among them) and, on a
-/// receive, the payload's bytes.
-type Seen = (usize, CompletionFlags, usize, Option<usize>, Vec<u8>);
-
 /// Reads every completion `side`'s CQ has now; `addrs` are the addresses of the buffers of
 /// interest.
-fn read_all<'d, N: Nic>(d: &'d Domain<'_, N, D>, side: &Side<N>, addrs: &[usize]) -> Vec<Seen> {
-    let mut seen = Vec::new();
-    loop {
-        let mut e = [MsgEntry::default(); 8];
-        let mut src = [FiAddr::NOTAVAIL; 8];
-        let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
-        match side.cq.read_owned(d, &mut e, &mut src, &mut bufs) {
-            Ok(n) => {
-                for k in 0..n {
-                    let buf = bufs[k].take().expect("an owned operation's buffer");
-                    let mut data = Vec::new();
-                    if e[k].flags.contains(CompletionFlags::RECV) {
-                        data = vec![0u8; e[k].len];
-                        buf.read(side.ep.payload_offset(), &mut data).unwrap();
-                    }
-                    seen.push((
-                        e[k].op_context.0,
-                        e[k].flags,
-                        e[k].len,
-                        addrs.iter().position(|&a| a == buf.addr()),
-                        data,
-                    ));
-                }
-            }
-            Err(Error::Again) => return seen,
-            Err(other) => panic!("read: {other:?}"),
-        }
-    }
+fn read_all<N: Nic>(d: &Domain<'_, N, D>, side: &Side<N>, addrs: &[usize]) -> Vec<Seen> {
+    read_seen(d, &side.cq, side.ep.payload_offset(), addrs)
 }
 
 /// Runs the wire and reads both sides until neither has had anything for a few rounds (plain

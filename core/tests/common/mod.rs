@@ -451,3 +451,55 @@ pub(crate) fn ring_room<T: TestNic>(d: usize) -> usize {
         d
     }
 }
+
+/// One completion as the application sees it: context, flags, length, which of the buffers
+/// of interest it came with (its place among their addresses; `None` for another) and, on a
+/// receive, the payload's bytes.
+pub(crate) type Seen = (
+    usize,
+    ringfab::flags::CompletionFlags,
+    usize,
+    Option<usize>,
+    Vec<u8>,
+);
+
+/// Reads every completion `cq` has now with `read_owned`, each buffer taken back; `addrs` are
+/// the addresses of the buffers of interest, `payload_offset` where a receive's payload starts.
+pub(crate) fn read_seen<'d, N: Nic, const D: usize>(
+    d: &'d Domain<'_, N, D>,
+    cq: &ringfab::cq::CompletionQueue<N, ringfab::entry::Msg>,
+    payload_offset: usize,
+    addrs: &[usize],
+) -> Vec<Seen> {
+    use ringfab::av::FiAddr;
+    use ringfab::entry::MsgEntry;
+    use ringfab::flags::CompletionFlags;
+    use ringfab::mr::Buf;
+    let mut seen = Vec::new();
+    loop {
+        let mut e = [MsgEntry::default(); 8];
+        let mut src = [FiAddr::NOTAVAIL; 8];
+        let mut bufs: [Option<Buf<'d>>; 8] = Default::default();
+        match cq.read_owned(d, &mut e, &mut src, &mut bufs) {
+            Ok(n) => {
+                for k in 0..n {
+                    let buf = bufs[k].take().expect("an owned operation's buffer");
+                    let mut data = Vec::new();
+                    if e[k].flags.contains(CompletionFlags::RECV) {
+                        data = vec![0u8; e[k].len];
+                        buf.read(payload_offset, &mut data).unwrap();
+                    }
+                    seen.push((
+                        e[k].op_context.0,
+                        e[k].flags,
+                        e[k].len,
+                        addrs.iter().position(|&a| a == buf.addr()),
+                        data,
+                    ));
+                }
+            }
+            Err(ringfab::Error::Again) => return seen,
+            Err(other) => panic!("read: {other:?}"),
+        }
+    }
+}
