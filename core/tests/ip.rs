@@ -136,9 +136,7 @@ fn domain<'n, N: Nic>(nic: &'n N, clock: &'n TestClock, addr: Ipv4Addr) -> Domai
         avs: 1,
         av_entries: 4,
     };
-    let d = Domain::<_, D>::with_capacities(nic, &caps).with_clock(clock);
-    d.set_ipv4(config(addr)).unwrap();
-    d
+    ip_domain(nic, clock, addr, &caps)
 }
 
 fn host<N: Nic>(d: &Domain<'_, N, D>, port: u16, source_err: bool) -> Host<N> {

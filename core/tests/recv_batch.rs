@@ -23,7 +23,7 @@ use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::Nic;
 use ringfab::ip::emit::{udp_frame, UdpHeader};
-use ringfab::ip::{Ipv4Addr, Ipv4Config, SockAddrIn, UDP_HEADER_LEN};
+use ringfab::ip::{Ipv4Addr, SockAddrIn, UDP_HEADER_LEN};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::{Encap, Header, MAX_HEADER_LEN};
 use ringfab::srx::SrxAttr;
@@ -55,14 +55,7 @@ fn domain<'n, N: Nic>(nic: &'n N, clock: &'n StdClock) -> Domain<'n, N, D> {
         avs: 1,
         av_entries: 4,
     };
-    let d = Domain::<_, D>::with_capacities(nic, &caps).with_clock(clock);
-    d.set_ipv4(Ipv4Config {
-        addr: IP_B,
-        prefix_len: 24,
-        gateway: None,
-    })
-    .unwrap();
-    d
+    ip_domain(nic, clock, IP_B, &caps)
 }
 
 /// An endpoint of `encap` on `d` with a CQ of `cq_size` entries, enabled if `enable`.
@@ -397,8 +390,9 @@ fn invalid_batches_give_recvmsgs_error_and_lose_no_buffer<T: TestNic>() {
     // After a critical fault, once a read found it: OpBadState.
     p.b.inject_critical(CriticalFault::DisableQueue(ringfab_emu::Ring::Rx(0)));
     let mut e = [MsgEntry::default(); 4];
-    // The driver checks the device once per STALL_POLLS empty polls.
-    for _ in 0..4 * ringfab::hal::queue::STALL_POLLS {
+    // The driver checks the device after STALL_POLLS empty polls, then after periods that
+    // double up to STALL_POLLS_MAX: two of the longest hold a check wherever the count stands.
+    for _ in 0..2 * ringfab::hal::queue::STALL_POLLS_MAX {
         p.wire.run_until_idle();
         if rx.cq.read(&db, &mut e) == Err(Error::Avail) {
             break;

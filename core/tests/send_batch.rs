@@ -20,7 +20,7 @@ use ringfab::entry::{Msg, MsgEntry, OpContext};
 use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::{BindFlags, CompletionFlags, OpFlags};
 use ringfab::hal::Nic;
-use ringfab::ip::{Ipv4Addr, Ipv4Config, SockAddrIn};
+use ringfab::ip::{Ipv4Addr, SockAddrIn};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::Encap;
 use ringfab::stx::StxAttr;
@@ -55,14 +55,7 @@ fn domain<'n, N: Nic>(nic: &'n N, clock: &'n StdClock, addr: Ipv4Addr) -> Domain
         avs: 1,
         av_entries: 4,
     };
-    let d = Domain::<_, D>::with_capacities(nic, &caps).with_clock(clock);
-    d.set_ipv4(Ipv4Config {
-        addr,
-        prefix_len: 24,
-        gateway: None,
-    })
-    .unwrap();
-    d
+    ip_domain(nic, clock, addr, &caps)
 }
 
 /// How a side is made: its encapsulation, its CQ's size, whether it is enabled, whether its
@@ -545,8 +538,10 @@ fn invalid_batches_give_sendmsgs_error_and_lose_no_buffer<T: TestNic>() {
         let mut slots = bufs(&da, &a, 1);
         let _ =
             a.ep.send_batch(&da, &mut slots, LEN, to_b, OpContext(1), none);
-        // The driver checks the device once per STALL_POLLS polls with work pending.
-        for _ in 0..4 * ringfab::hal::queue::STALL_POLLS {
+        // The driver checks the device after STALL_POLLS polls with work pending, then after
+        // periods that double up to STALL_POLLS_MAX: two of the longest hold a check wherever
+        // the count stands.
+        for _ in 0..2 * ringfab::hal::queue::STALL_POLLS_MAX {
             p.wire.run_until_idle();
             if a.cq.read(&da, &mut e) == Err(Error::Avail) || !a.ep.is_enabled(&da) {
                 break;

@@ -463,6 +463,25 @@ pub(crate) type Seen = (
     Vec<u8>,
 );
 
+/// A domain over `nic` with `caps`, `clock` for its timers and the IPv4 address `addr` on a /24
+/// with no gateway: what the plain-UDP tests (`ip.rs`, `recv_batch.rs`, `send_batch.rs`) start
+/// from.
+pub(crate) fn ip_domain<'n, N: Nic, const D: usize>(
+    nic: &'n N,
+    clock: &'n (dyn ringfab::Clock + Sync),
+    addr: ringfab::ip::Ipv4Addr,
+    caps: &Capacities,
+) -> Domain<'n, N, D> {
+    let d = Domain::<_, D>::with_capacities(nic, caps).with_clock(clock);
+    d.set_ipv4(ringfab::ip::Ipv4Config {
+        addr,
+        prefix_len: 24,
+        gateway: None,
+    })
+    .unwrap();
+    d
+}
+
 /// Reads every completion `cq` has now with `read_owned`, each buffer taken back; `addrs` are
 /// the addresses of the buffers of interest, `payload_offset` where a receive's payload starts.
 pub(crate) fn read_seen<'d, N: Nic, const D: usize>(
