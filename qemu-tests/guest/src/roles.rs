@@ -280,11 +280,21 @@ fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: Peer) -> Result<S
         peer: to[0],
         message,
     };
-    // Half the buffers receive, half send: one doorbell for all the receives.
+    // The stream's receiver posts every receive its ring takes, as testpmd's rxonly fills its
+    // ring (`--rxd`); the other roles post half the buffers and send with the other half.
+    // One doorbell for all the receives.
+    let receives = if role == "recv" {
+        side.ep
+            .rx_size_left(&dom)
+            .map_err(fail("asking the receive room"))?
+            .min(D)
+    } else {
+        D / 2
+    };
     for i in 0..D {
         let buf = mr.alloc(&dom, BUF).map_err(fail("carving a buffer"))?;
-        if i < D / 2 {
-            let more = if i + 1 < D / 2 {
+        if i < receives {
+            let more = if i + 1 < receives {
                 OpFlags::MORE
             } else {
                 OpFlags::empty()
