@@ -22,7 +22,7 @@ use ringfab::ep::{Endpoint, EpAttr};
 use ringfab::flags::BindFlags;
 use ringfab::hal::{MacAddr, Nic};
 use ringfab::ip::emit::{udp_frame, UdpHeader};
-use ringfab::ip::{checksum, Discard, Ipv4Config, SockAddrIn, UDP_HEADER_LEN};
+use ringfab::ip::{checksum, Discard, SockAddrIn, UDP_HEADER_LEN};
 use ringfab::mr::{Buf, MemoryRegion};
 use ringfab::proto::Encap;
 use ringfab::sep::{CtxAttr, SepAttr};
@@ -109,14 +109,6 @@ fn is_arp_request_for(f: &[u8], target: Ipv4Addr) -> bool {
         && f[12..14] == [0x08, 0x06]
         && f[20..22] == [0, 1]
         && f[38..42] == target.octets()
-}
-
-fn config(addr: Ipv4Addr) -> Ipv4Config {
-    Ipv4Config {
-        addr,
-        prefix_len: 24,
-        gateway: None,
-    }
 }
 
 /// A plain-UDP host: its domain's CQ, AV (of `sockaddr_in`), endpoint and memory.
@@ -842,7 +834,7 @@ fn endpoints_on_a_shared_transmit_context_send_plain_udp_from_their_own_ports<T:
         av_entries: 4,
     };
     let da = Domain::<_, D>::with_capacities(&p.nic_a, &caps).with_clock(&clock);
-    da.set_ipv4(config(IP_A)).unwrap();
+    da.set_ipv4(ipv4_config(IP_A)).unwrap();
     let db = domain(&p.nic_b, &clock, IP_B);
     let mut b = host(&db, 9000, false);
     post_recvs(&db, &b, 16, 0);
@@ -1269,7 +1261,7 @@ fn several_endpoints_share_one_queue_told_apart_by_port<T: TestNic>() {
         av_entries: 4,
     };
     let db = Domain::<_, D>::with_capacities(&p.nic_b, &caps).with_clock(&clock);
-    db.set_ipv4(config(IP_B)).unwrap();
+    db.set_ipv4(ipv4_config(IP_B)).unwrap();
     let srx = db
         .srx_context(&SrxAttr {
             encap: Encap::PlainUdp,
@@ -1400,7 +1392,7 @@ fn rss_spreads_udp_flows_over_a_scalable_endpoint_s_receive_contexts<T: TestNic>
         av_entries: 4,
     };
     let db = Domain::<_, D>::with_capacities(&p.nic_b, &caps).with_clock(&clock);
-    db.set_ipv4(config(IP_B)).unwrap();
+    db.set_ipv4(ipv4_config(IP_B)).unwrap();
     let nic = p.nic_b.capabilities();
     let contexts = nic.rx_queues.min(4);
     let attr = SepAttr {
@@ -1589,7 +1581,7 @@ fn plain_udp_needs_its_address_format_and_the_domains_address<T: TestNic>() {
         Err(Error::AddrNotAvail),
         "no IPv4 address yet"
     );
-    d.set_ipv4(config(IP_A)).unwrap();
+    d.set_ipv4(ipv4_config(IP_A)).unwrap();
     assert_eq!(
         ep.enable(&d),
         Err(Error::Inval),

@@ -463,9 +463,17 @@ pub(crate) type Seen = (
     Vec<u8>,
 );
 
-/// A domain over `nic` with `caps`, `clock` for its timers and the IPv4 address `addr` on a /24
-/// with no gateway: what the plain-UDP tests (`ip.rs`, `recv_batch.rs`, `send_batch.rs`) start
-/// from.
+/// The IPv4 address `addr` on a /24 with no gateway: the plain-UDP tests' configuration.
+pub(crate) fn ipv4_config(addr: ringfab::ip::Ipv4Addr) -> ringfab::ip::Ipv4Config {
+    ringfab::ip::Ipv4Config {
+        addr,
+        prefix_len: 24,
+        gateway: None,
+    }
+}
+
+/// A domain over `nic` with `caps`, `clock` for its timers and [`ipv4_config`]`(addr)`: what
+/// the plain-UDP tests (`ip.rs`, `recv_batch.rs`, `send_batch.rs`) start from.
 pub(crate) fn ip_domain<'n, N: Nic, const D: usize>(
     nic: &'n N,
     clock: &'n (dyn ringfab::Clock + Sync),
@@ -473,12 +481,7 @@ pub(crate) fn ip_domain<'n, N: Nic, const D: usize>(
     caps: &Capacities,
 ) -> Domain<'n, N, D> {
     let d = Domain::<_, D>::with_capacities(nic, caps).with_clock(clock);
-    d.set_ipv4(ringfab::ip::Ipv4Config {
-        addr,
-        prefix_len: 24,
-        gateway: None,
-    })
-    .unwrap();
+    d.set_ipv4(ipv4_config(addr)).unwrap();
     d
 }
 
