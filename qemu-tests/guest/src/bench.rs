@@ -738,7 +738,8 @@ fn ringfab_rx(p: &Pair, source: Source) -> Result<Measured, String> {
     })();
     unpin();
     let (tx_out, sent) = source.stop(tx);
-    let mut m = r.map_err(|e| format!("{e}; sender: {}", tail(&tx_out)))?;
+    // A failed measurement keeps what ringfab's sender says it sent (nothing for txonly).
+    let mut m = r.map_err(|e| format!("{e}; sender: {}{sent}", tail(&tx_out)))?;
     m.detail.push_str(&sent);
     Ok(m)
 }
