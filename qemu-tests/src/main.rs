@@ -43,7 +43,8 @@ const MMIO_TRACE: &str = "mmio.trace";
 const USAGE: &str = "usage: ringfab-qemu-tests [--timeout SECONDS] [--kvm] [--only TEST,TEST…] \
     [--verbose] [--bare-metal]\n  --timeout  hard limit for boot + guest tests (default 600)\n  \
     --kvm      use KVM instead of TCG (where nested KVM can run a stock kernel)\n  \
-    --only     run only these guest tests (names as printed)\n  \
+    --only     run only these guest tests (names as printed); with --bench, only these \
+    kinds (testpmd-rx, ringfab-rtt, …)\n  \
     --verbose  echo the whole guest console\n  \
     --bare-metal  boot the bare-metal image (examples/bare-metal) instead of the Linux guest\n  \
     --bench    ringfab side by side with DPDK's testpmd (docs/perf.md); with --rounds N \

@@ -122,17 +122,24 @@ struct Side<'d, 'n, N: Nic, const D: usize> {
 }
 
 impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
-    /// Reads completions: receives are posted again at once — the buffers of one read in one
-    /// `recv_batch` call, with the endpoint's default receive flags (none), so one doorbell
-    /// decision for them all — send buffers go back to the pool. Returns the receives
+    /// Reads completions and posts the receives again at once; returns the receives
     /// completed.
     fn poll(&mut self) -> Result<usize, String> {
+        let mut bufs: [Option<Buf<'d>>; BURST] = std::array::from_fn(|_| None);
+        let (n, recvs) = self.read(&mut bufs)?;
+        self.repost(&mut bufs[..n])?;
+        Ok(recvs)
+    }
+
+    /// Reads up to [`BURST`] completions: send buffers go back to the pool, the receives'
+    /// buffers stay in `bufs` for [`Side::repost`]. Returns the entries read and the receives
+    /// among them.
+    fn read(&mut self, bufs: &mut [Option<Buf<'d>>; BURST]) -> Result<(usize, usize), String> {
         let mut e = [MsgEntry::default(); BURST];
         let mut src = [FiAddr::NOTAVAIL; BURST];
-        let mut bufs: [Option<Buf<'d>>; BURST] = std::array::from_fn(|_| None);
-        let n = match self.cq.read_owned(self.dom, &mut e, &mut src, &mut bufs) {
+        let n = match self.cq.read_owned(self.dom, &mut e, &mut src, bufs) {
             Ok(n) => n,
-            Err(Error::Again) => return Ok(0),
+            Err(Error::Again) => return Ok((0, 0)),
             Err(err) => return Err(format!("reading the CQ: {err}")),
         };
         let mut recvs = 0;
@@ -141,16 +148,23 @@ impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
                 return Err("a completion without its buffer".into());
             }
             if entry.flags.contains(CompletionFlags::RECV) {
-                // Its buffer stays in its slot, to be posted again with the others below.
+                // Its buffer stays in its slot, to be posted again with the others.
                 recvs += 1;
             } else if let Some(buf) = slot.take() {
                 self.pool.push(buf);
             }
         }
+        Ok((n, recvs))
+    }
+
+    /// Posts the receive buffers a [`Side::read`] left in `bufs` again, in one `recv_batch`
+    /// call with the endpoint's default receive flags (none), so one doorbell decision for
+    /// them all.
+    fn repost(&mut self, bufs: &mut [Option<Buf<'d>>]) -> Result<(), String> {
         self.ep
-            .recv_batch(self.dom, &mut bufs[..n], OpContext(1), OpFlags::empty())
-            .map_err(|(err, _)| format!("reposting a receive: {err}"))?;
-        Ok(recvs)
+            .recv_batch(self.dom, bufs, OpContext(1), OpFlags::empty())
+            .map(|_| ())
+            .map_err(|(err, _)| format!("reposting a receive: {err}"))
     }
 
     /// Sends up to [`BURST`] messages from the pool with one `send_batch` call (one doorbell):
@@ -380,11 +394,14 @@ fn recv<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String,
     Ok(format!("{:.1}", got as f64 / secs))
 }
 
-/// One round trip: a message out, polling until one comes back (or `patience` passes).
-fn trip<N: Nic, const D: usize>(
-    side: &mut Side<'_, '_, N, D>,
+/// One round trip: a message out, reading the CQ until one comes back (or `patience`
+/// passes). The receives read are left in `bufs` (their number returned), to be posted again
+/// after the round trip's time is taken: reposting is not part of a round trip.
+fn trip<'d, N: Nic, const D: usize>(
+    side: &mut Side<'d, '_, N, D>,
+    bufs: &mut [Option<Buf<'d>>; BURST],
     patience: Duration,
-) -> Result<bool, String> {
+) -> Result<Option<usize>, String> {
     let start = Instant::now();
     while !side.send()? {
         side.poll()?;
@@ -393,11 +410,13 @@ fn trip<N: Nic, const D: usize>(
         }
     }
     loop {
-        if side.poll()? > 0 {
-            return Ok(true);
+        let (n, recvs) = side.read(bufs)?;
+        if recvs > 0 {
+            return Ok(Some(n));
         }
+        side.repost(&mut bufs[..n])?;
         if start.elapsed() > patience {
-            return Ok(false);
+            return Ok(None);
         }
     }
 }
@@ -406,18 +425,31 @@ fn trip<N: Nic, const D: usize>(
 /// peer answers, a message every 100 ms. A message not answered within [`LOST`] is counted
 /// as lost and its time left out (a tap bridge under load drops the odd frame); more than
 /// [`MAX_LOST`] fail the measurement.
-fn ping<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
+fn ping<'d, N: Nic, const D: usize>(side: &mut Side<'d, '_, N, D>) -> Result<String, String> {
+    let mut bufs: [Option<Buf<'d>>; BURST] = std::array::from_fn(|_| None);
+    // One round trip and its time; the receives read are posted again after the time is taken.
+    let mut timed = |side: &mut Side<'d, '_, N, D>, patience| -> Result<Option<Duration>, String> {
+        let t = Instant::now();
+        let answer = trip(side, &mut bufs, patience)?;
+        let took = t.elapsed();
+        match answer {
+            Some(n) => {
+                side.repost(&mut bufs[..n])?;
+                Ok(Some(took))
+            }
+            None => Ok(None),
+        }
+    };
     let start = Instant::now();
-    while !trip(side, Duration::from_millis(100))? {
+    while timed(side, Duration::from_millis(100))?.is_none() {
         if start.elapsed() > STARTUP {
             return Err(format!("no answer in {STARTUP:?}"));
         }
     }
     let mut lost = 0;
-    let mut answered = |side: &mut Side<'_, '_, N, D>| -> Result<Option<Duration>, String> {
-        let t = Instant::now();
-        if trip(side, LOST)? {
-            return Ok(Some(t.elapsed()));
+    let mut answered = |side: &mut Side<'d, '_, N, D>| -> Result<Option<Duration>, String> {
+        if let Some(t) = timed(side, LOST)? {
+            return Ok(Some(t));
         }
         lost += 1;
         if lost > MAX_LOST {
@@ -449,14 +481,18 @@ pub(crate) const LOST: Duration = Duration::from_millis(500);
 /// Lost messages a ping measurement tolerates.
 pub(crate) const MAX_LOST: usize = 20;
 
-/// Every message received is answered, until SIGTERM.
-fn pong<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
+/// Every message received is answered, until SIGTERM: the answers first, then the receives
+/// posted again, so that no answer waits for the reposts.
+fn pong<'d, N: Nic, const D: usize>(side: &mut Side<'d, '_, N, D>) -> Result<String, String> {
+    let mut bufs: [Option<Buf<'d>>; BURST] = std::array::from_fn(|_| None);
     while !STOP.load(Ordering::Relaxed) {
-        for _ in 0..side.poll()? {
+        let (n, recvs) = side.read(&mut bufs)?;
+        for _ in 0..recvs {
             while !side.send()? && !STOP.load(Ordering::Relaxed) {
                 side.poll()?;
             }
         }
+        side.repost(&mut bufs[..n])?;
     }
     Ok("stopped".into())
 }
