@@ -339,6 +339,7 @@ pub(crate) fn run(
     silence: Option<Duration>,
     log: &Path,
     verbose: bool,
+    spawned: impl FnOnce(u32),
     mut show: impl FnMut(&Line),
 ) -> Result<(Report, End, Duration)> {
     c.stdin(Stdio::null())
@@ -350,6 +351,7 @@ pub(crate) fn run(
         cmd: cmd::line(&c),
         source,
     })?;
+    spawned(child.id());
     let mut log_file = File::create(log).ctx("creating", log)?;
     let (tx, rx) = mpsc::channel();
     let out = child.stdout.take().expect("piped");
@@ -463,6 +465,7 @@ mod tests {
             &log,
             false,
             |_| {},
+            |_| {},
         )
         .unwrap();
         assert_eq!(end, End::Silent(Duration::from_secs(2)));
@@ -484,6 +487,7 @@ mod tests {
             None,
             &log,
             false,
+            |_| {},
             |_| {},
         )
         .unwrap();

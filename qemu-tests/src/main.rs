@@ -22,6 +22,7 @@ mod boot;
 mod build;
 mod cmd;
 mod cpio;
+mod cpu;
 mod dpdk;
 mod elf;
 mod error;
@@ -30,8 +31,9 @@ mod mmio;
 mod netns;
 mod setup;
 
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Child, Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use boot::{Accel, End};
@@ -39,6 +41,8 @@ use error::{IoContext, Result};
 
 /// The trace QEMU writes under `--mmio`, in the runner's cache.
 const MMIO_TRACE: &str = "mmio.trace";
+/// The samples `perf record` writes under `--perf`, in the runner's cache.
+const PERF_DATA: &str = "perf.data";
 
 const USAGE: &str = "usage: ringfab-qemu-tests [--timeout SECONDS] [--kvm] [--only TEST,TEST…] \
     [--verbose] [--bare-metal]\n  --timeout  hard limit for boot + guest tests (default 600)\n  \
@@ -49,7 +53,8 @@ const USAGE: &str = "usage: ringfab-qemu-tests [--timeout SECONDS] [--kvm] [--on
     --bare-metal  boot the bare-metal image (examples/bare-metal) instead of the Linux guest\n  \
     --bench    ringfab side by side with DPDK's testpmd (docs/perf.md); with --rounds N \
     (default 3) and --nics igb,e1000e,virtio; with --mmio, the register accesses per frame \
-    of each measurement instead of its timing (docs/perf.md)";
+    of each measurement instead of its timing; with --perf, where the host's CPU went during \
+    each (docs/perf.md)";
 
 /// Command-line options.
 #[derive(Debug)]
@@ -64,6 +69,8 @@ struct Options {
     bench: Option<(usize, String)>,
     /// With the bench: trace register accesses and report them per frame.
     mmio: bool,
+    /// With the bench: sample QEMU's threads and report where each measurement's CPU went.
+    perf: bool,
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Options, String> {
@@ -75,6 +82,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
         bare_metal: false,
         bench: None,
         mmio: false,
+        perf: false,
     };
     let (mut bench, mut rounds, mut pairs, mut timeout) = (false, None, None, false);
     let mut it = args.into_iter();
@@ -88,6 +96,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
             }
             "--bench" => bench = true,
             "--mmio" => o.mmio = true,
+            "--perf" => o.perf = true,
             "--rounds" => {
                 let v = it.next().ok_or("--rounds needs a number")?;
                 rounds = Some(v.parse().map_err(|_| format!("bad --rounds '{v}'"))?);
@@ -113,10 +122,14 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opt
             return Err(format!("--nics: no pair '{bad}' (igb, e1000e, virtio)"));
         }
         o.bench = Some((rounds.unwrap_or(bench::DEFAULT_ROUNDS), pairs));
-    } else if rounds.is_some() || pairs.is_some() || o.mmio {
+    } else if rounds.is_some() || pairs.is_some() || o.mmio || o.perf {
         return Err(format!(
-            "--rounds, --nics and --mmio go with --bench\n{USAGE}"
+            "--rounds, --nics, --mmio and --perf go with --bench\n{USAGE}"
         ));
+    }
+    if o.mmio && o.perf {
+        // Tracing every register access would be most of what the samples see.
+        return Err(format!("--mmio and --perf exclude each other\n{USAGE}"));
     }
     Ok(o)
 }
@@ -168,6 +181,9 @@ fn prepare(
     if o.bench.is_some() {
         fabric.extend(dpdk::guest_files(&mut apt, cache)?);
     }
+    if o.perf {
+        setup::ensure_perf(&mut apt)?;
+    }
     let initrd = cache.join("initramfs.cpio");
     let image = boot::initramfs(&files, &programs, &fabric)?;
     std::fs::write(&initrd, &image).ctx("writing", &initrd)?;
@@ -197,6 +213,11 @@ fn prepare(
         args.push("-trace".into());
         args.push(mmio::trace_arg(&cache.join(MMIO_TRACE)));
     }
+    if o.perf {
+        // Threads named for the samples: `CPU 0/TCG`, `CPU 1/TCG`.
+        args.push("-name".into());
+        args.push("ringfab-bench,debug-threads=on".into());
+    }
     Ok((args, ns))
 }
 
@@ -209,6 +230,28 @@ fn print_tail(log: &Path, n: usize) {
         for l in &lines[lines.len().saturating_sub(n)..] {
             println!("  | {l}");
         }
+    }
+}
+
+/// Stops `perf record` (QEMU has exited) and prints where the CPU went in each window.
+fn cpu_report(mut perf: Child, data: &Path, windows: &[(String, f64, f64)]) {
+    // SAFETY: kill on the pid of a child this process spawned and has not yet waited for.
+    unsafe { libc::kill(perf.id() as libc::pid_t, libc::SIGINT) };
+    let _ = perf.wait();
+    let samples = match cpu::samples(data) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("cpu: {e}");
+            return;
+        }
+    };
+    println!("cpu: share of a host core and where it went, per measured window");
+    for (name, start, end) in windows {
+        println!(
+            "  {name} ({:.2} s): {}",
+            end - start,
+            cpu::split(&samples, *start, *end)
+        );
     }
 }
 
@@ -261,6 +304,12 @@ fn main() -> ExitCode {
     );
     let mut trace = mmio::Trace::new(cache.join(MMIO_TRACE));
     let mut window = None;
+    let perf_data = cache.join(PERF_DATA);
+    let qemu_pid = Cell::new(0);
+    let profiler: RefCell<Option<Child>> = RefCell::new(None);
+    let mut perf_start = None;
+    let mut perf_window = None;
+    let perf_windows: RefCell<Vec<(String, f64, f64)>> = RefCell::new(Vec::new());
     let show = |line: &boot::Line| {
         let r = match line {
             boot::Line::Outcome(r) => r,
@@ -272,10 +321,31 @@ fn main() -> ExitCode {
                         window = trace.end();
                     }
                 }
+                if o.perf {
+                    if *start {
+                        perf_start = Some(cpu::now());
+                    } else if let Some(s) = perf_start.take() {
+                        perf_window = Some((s, cpu::now()));
+                    }
+                }
                 return;
             }
             _ => return,
         };
+        // Sampling starts with the first outcome (bench-setup), when QEMU has its threads.
+        if o.perf && profiler.borrow().is_none() {
+            let started = Command::new("perf")
+                .args(cpu::record_args(&perf_data))
+                .args(["-p", &qemu_pid.get().to_string()])
+                .spawn();
+            match started {
+                Ok(c) => *profiler.borrow_mut() = Some(c),
+                Err(e) => println!("  perf: not started: {e}"),
+            }
+        }
+        if let (Some((s, e)), true) = (perf_window.take(), r.passed) {
+            perf_windows.borrow_mut().push((r.name.clone(), s, e));
+        }
         let verdict = if r.passed { "PASS" } else { "FAIL" };
         if o.bench.is_some() {
             // The load beside each figure: the host is shared, and the guest's vCPUs are its
@@ -304,7 +374,12 @@ fn main() -> ExitCode {
     // The bench prints a line at least every minute or so (each kind, each mark); a guest
     // silent for longer is stuck where its own watchdog cannot tell (docs/perf.md).
     let silence = o.bench.is_some().then_some(bench::SILENCE);
-    let (report, end, took) = match boot::run(qemu, o.timeout, silence, &log, o.verbose, show) {
+    let spawned = |pid| qemu_pid.set(pid);
+    let run = boot::run(qemu, o.timeout, silence, &log, o.verbose, spawned, show);
+    if let Some(p) = profiler.borrow_mut().take() {
+        cpu_report(p, &perf_data, &perf_windows.borrow());
+    }
+    let (report, end, took) = match run {
         Ok(r) => r,
         Err(e) => {
             println!("FAIL boot: {e}");
@@ -404,5 +479,8 @@ mod tests {
         assert!(args("--bench --nics igb,e1000").is_err());
         assert!(args("--bench --mmio").unwrap().mmio);
         assert!(args("--mmio").is_err(), "--mmio without --bench");
+        assert!(args("--bench --perf").unwrap().perf);
+        assert!(args("--perf").is_err(), "--perf without --bench");
+        assert!(args("--bench --perf --mmio").is_err());
     }
 }

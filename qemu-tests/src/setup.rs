@@ -150,6 +150,18 @@ pub(crate) fn ensure_qemu(apt: &mut Apt) -> Result<(u32, u32)> {
 }
 
 /// Makes sure the guest binaries can be built: the Rust target and glibc's static archive.
+/// `perf`, for `--bench --perf` (Debian's `linux-perf`), installed if missing.
+pub(crate) fn ensure_perf(apt: &mut Apt) -> Result {
+    let works = Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        apt.install(None, &["linux-perf"])?;
+    }
+    Ok(())
+}
+
 pub(crate) fn ensure_guest_toolchain(apt: &mut Apt) -> Result {
     let installed = cmd::output(
         "listing installed Rust targets",
