@@ -112,7 +112,7 @@ pub(crate) fn host_load() -> String {
 
 /// The ratios the bench reports: a name, the numerator's kind and the denominator's. Above 1
 /// a rate ratio favours the numerator, a round-trip ratio the denominator.
-const RATIOS: [(&str, &str, &str); 11] = [
+const RATIOS: [(&str, &str, &str); 15] = [
     (
         "driver receive (ringfab-rx ÷ testpmd-rx)",
         "ringfab-rx",
@@ -141,6 +141,21 @@ const RATIOS: [(&str, &str, &str); 11] = [
         "macswap-rtt",
     ),
     (
+        "driver receive, blocking when idle (ringfab-rx-wait ÷ testpmd-rx)",
+        "ringfab-rx-wait",
+        "testpmd-rx",
+    ),
+    (
+        "endpoint streaming, both sides blocking when idle (ringfab-stream-wait ÷ testpmd-rx)",
+        "ringfab-stream-wait",
+        "testpmd-rx",
+    ),
+    (
+        "round trip, both sides blocking when idle (ringfab-rtt-wait ÷ macswap-rtt)",
+        "ringfab-rtt-wait",
+        "macswap-rtt",
+    ),
+    (
         "driver receive against Linux (ringfab-rx ÷ kernel-rx)",
         "ringfab-rx",
         "kernel-rx",
@@ -148,6 +163,11 @@ const RATIOS: [(&str, &str, &str); 11] = [
     (
         "round trip against Linux (ringfab-rtt ÷ kernel-rtt)",
         "ringfab-rtt",
+        "kernel-rtt",
+    ),
+    (
+        "round trip against Linux, blocking when idle (ringfab-rtt-wait ÷ kernel-rtt)",
+        "ringfab-rtt-wait",
         "kernel-rtt",
     ),
     (

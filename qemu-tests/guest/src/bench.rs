@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ringfab_hal::{MacAddr, Nic as HalNic, Queue, RxBuffer, RxConfig, RxQueue, Token};
+use ringfab_hal::{MacAddr, Nic as HalNic, Queue, RxBuffer, RxConfig, RxQueue, Token, Wait};
 use ringfab_nics::AnyNic;
 use ringfab_vfio::VfioPlatform;
 
@@ -39,6 +39,9 @@ pub(crate) const MESSAGE: usize = FRAME - 30;
 pub(crate) const PLAIN_MESSAGE: usize = FRAME - 42;
 /// Frames per burst, testpmd's `--burst` and ringfab's window.
 pub(crate) const BURST: usize = 32;
+/// The longest a side that blocks when idle (`ringfab-rx-wait`, the roles' `+wait`) waits at a
+/// time before it checks its deadlines (and SIGTERM) and waits again.
+pub(crate) const IDLE_WAIT: Duration = Duration::from_millis(1);
 /// How long a throughput is measured, after [`WARMUP`].
 pub(crate) const MEASURE: Duration = Duration::from_secs(5);
 /// How long a flood runs before it is measured.
@@ -101,6 +104,9 @@ enum Kind {
     TestpmdRx,
     /// testpmd txonly on A → ringfab's driver receive loop on B: frames/s received.
     RingfabRx,
+    /// `ringfab-rx` with the receive loop blocking on the queue's interrupt when a poll finds
+    /// nothing: frames/s received.
+    RingfabRxWait,
     /// ringfab's endpoint sender on A → endpoint receiver on B, two processes: messages/s.
     RingfabStream,
     /// The same ringfab endpoint sender on A → testpmd rxonly on B: frames/s received. Where
@@ -112,9 +118,14 @@ enum Kind {
     /// received. With `rxonly-ringfab-tx`, the driver-level receivers compared where testpmd's
     /// txonly cannot feed them faster than they take.
     RingfabRxRingfabTx,
+    /// `ringfab-stream` with both sides blocking in `fi_cq_sread` when idle (the roles'
+    /// `+wait`): messages/s.
+    RingfabStreamWait,
     /// ringfab's endpoint ping on A against its endpoint pong on B, two processes: µs per
     /// round trip.
     RingfabRtt,
+    /// `ringfab-rtt` with both sides blocking in `fi_cq_sread` when idle: µs per round trip.
+    RingfabRttWait,
     /// The same ping on A against testpmd's macswap on B: µs per round trip.
     MacswapRtt,
     /// ringfab-stream with plain IPv4/UDP endpoints: messages/s.
@@ -133,14 +144,17 @@ enum Kind {
 /// The kinds in the order a round runs them on a pair: every kind on vfio-pci first, then NIC
 /// B to the kernel, then NIC A; the next round's first kind takes both back to vfio-pci. So
 /// each NIC moves to the kernel and back once a round.
-const KINDS: [Kind; 12] = [
+const KINDS: [Kind; 15] = [
     Kind::TestpmdRx,
     Kind::RingfabRx,
+    Kind::RingfabRxWait,
     Kind::RingfabStream,
     Kind::RxonlyRingfabTx,
     Kind::RingfabRxRingfabTx,
+    Kind::RingfabStreamWait,
     Kind::PlainStream,
     Kind::RingfabRtt,
+    Kind::RingfabRttWait,
     Kind::PlainRtt,
     Kind::MacswapRtt,
     Kind::KernelRx,
@@ -153,10 +167,13 @@ impl Kind {
         match self {
             Kind::TestpmdRx => "testpmd-rx",
             Kind::RingfabRx => "ringfab-rx",
+            Kind::RingfabRxWait => "ringfab-rx-wait",
             Kind::RingfabStream => "ringfab-stream",
             Kind::RxonlyRingfabTx => "rxonly-ringfab-tx",
             Kind::RingfabRxRingfabTx => "ringfab-rx-ringfab-tx",
+            Kind::RingfabStreamWait => "ringfab-stream-wait",
             Kind::RingfabRtt => "ringfab-rtt",
+            Kind::RingfabRttWait => "ringfab-rtt-wait",
             Kind::MacswapRtt => "macswap-rtt",
             Kind::PlainStream => "plain-stream",
             Kind::PlainRtt => "plain-rtt",
@@ -473,12 +490,15 @@ fn measure_kind(p: &Pair, kind: Kind) -> Result<Measured, String> {
     match kind {
         Kind::TestpmdRx => testpmd_rx(p, Source::Txonly),
         Kind::RxonlyRingfabTx => testpmd_rx(p, Source::RingfabSender),
-        Kind::RingfabRx => ringfab_rx(p, Source::Txonly),
-        Kind::RingfabRxRingfabTx => ringfab_rx(p, Source::RingfabSender),
-        Kind::RingfabStream => stream(p, Encapsulation::Ringfab),
-        Kind::PlainStream => stream(p, Encapsulation::Plain),
-        Kind::RingfabRtt => rtt(p, Encapsulation::Ringfab),
-        Kind::PlainRtt => rtt(p, Encapsulation::Plain),
+        Kind::RingfabRx => ringfab_rx(p, Source::Txonly, false),
+        Kind::RingfabRxWait => ringfab_rx(p, Source::Txonly, true),
+        Kind::RingfabRxRingfabTx => ringfab_rx(p, Source::RingfabSender, false),
+        Kind::RingfabStream => stream(p, Encapsulation::Ringfab, ""),
+        Kind::RingfabStreamWait => stream(p, Encapsulation::Ringfab, "+wait"),
+        Kind::PlainStream => stream(p, Encapsulation::Plain, ""),
+        Kind::RingfabRtt => rtt(p, Encapsulation::Ringfab, ""),
+        Kind::RingfabRttWait => rtt(p, Encapsulation::Ringfab, "+wait"),
+        Kind::PlainRtt => rtt(p, Encapsulation::Plain, ""),
         Kind::KernelRx => kernel_rx(p),
         Kind::KernelRtt => {
             let reflector = kernel_role(p, "pong", 1, SINK_CPU)?;
@@ -835,15 +855,15 @@ pub(crate) fn open(bdf: &str) -> Result<AnyNic<VfioPlatform>, String> {
 }
 
 /// testpmd txonly (or ringfab's endpoint sender) on A → ringfab's driver receive loop on B,
-/// pinned to the sink CPU.
-fn ringfab_rx(p: &Pair, source: Source) -> Result<Measured, String> {
+/// pinned to the sink CPU; with `wait`, blocking on the queue's interrupt when idle.
+fn ringfab_rx(p: &Pair, source: Source, wait: bool) -> Result<Measured, String> {
     let tx = source.start(p)?;
     pin(SINK_CPU)?;
     let r = (|| {
         let b = open(&p.bdfs[1])?;
         match p.depth {
-            512 => receive::<_, 512>(&b),
-            _ => receive::<_, 256>(&b),
+            512 => receive::<_, 512>(&b, wait),
+            _ => receive::<_, 256>(&b, wait),
         }
     })();
     unpin();
@@ -861,14 +881,24 @@ const REFILL_THRESHOLD: usize = 32;
 /// ringfab's receive loop on queue 0 of `nic`, `D` descriptors: every buffer posted, then poll
 /// a burst and post the same buffers again, one doorbell per [`REFILL_THRESHOLD`] buffers
 /// posted. Counts frames from the first one plus [`WARMUP`] for [`MEASURE`].
-fn receive<N: HalNic, const D: usize>(nic: &N) -> Result<Measured, String> {
+///
+/// With `wait` the queue is steered to vector 0, and a poll that finds nothing unmasks its
+/// interrupt, polls once more (a frame may have come before the unmasking) and, if that finds
+/// nothing either, blocks on the vector for up to [`IDLE_WAIT`], then masks it again: the
+/// receiver's vCPU idles instead of spinning.
+fn receive<N: HalNic, const D: usize>(nic: &N, wait: bool) -> Result<Measured, String> {
     // The buffers before the queue, so that the queue is dropped (and stops) before they
     // are unmapped: the flood goes on after the measurement.
     let mem = nic
         .alloc_dma(D * BUF)
         .map_err(|e| format!("allocating receive buffers: {e}"))?;
+    let config = if wait {
+        RxConfig::new(BUF as u32).with_vector(0)
+    } else {
+        RxConfig::new(BUF as u32)
+    };
     let mut rx = nic
-        .open_rx::<D>(0, RxConfig::new(BUF as u32))
+        .open_rx::<D>(0, config)
         .map_err(|e| format!("opening receive queue 0: {e}"))?;
     let buffer = |t: u64| RxBuffer {
         iova: iova_at(&mem, t as usize * BUF),
@@ -886,7 +916,17 @@ fn receive<N: HalNic, const D: usize>(nic: &N) -> Result<Measured, String> {
     // into QEMU's device model; the device holds at least `D - REFILL_THRESHOLD` buffers).
     let mut unrung = 0;
     let mut count = |rx: &mut N::Rx<'_, D>| -> Result<usize, String> {
-        let n = rx.poll(&mut out);
+        let mut n = rx.poll(&mut out);
+        if n == 0 && wait {
+            rx.set_interrupt(true);
+            n = rx.poll(&mut out);
+            if n == 0 {
+                if let Some(w) = rx.interrupt() {
+                    w.wait(Some(IDLE_WAIT));
+                }
+            }
+            rx.set_interrupt(false);
+        }
         for c in &out[..n] {
             rx.push(buffer(c.token.0), c.token)
                 .map_err(|e| format!("posting buffer {} again: {e:?}", c.token.0))?;
@@ -946,10 +986,11 @@ impl Encapsulation {
     }
 }
 
-/// ringfab's endpoint sender on A → receiver on B, two processes: messages/s.
-fn stream(p: &Pair, encap: Encapsulation) -> Result<Measured, String> {
-    let sink = role(p, "recv", 1, SINK_CPU, encap)?;
-    let source = match role(p, "send", 0, SOURCE_CPU, encap) {
+/// ringfab's endpoint sender on A → receiver on B, two processes: messages/s. `mode` is
+/// appended to both roles' names (`+wait`: they block when idle).
+fn stream(p: &Pair, encap: Encapsulation, mode: &str) -> Result<Measured, String> {
+    let sink = role(p, &format!("recv{mode}"), 1, SINK_CPU, encap)?;
+    let source = match role(p, &format!("send{mode}"), 0, SOURCE_CPU, encap) {
         Ok(s) => s,
         Err(e) => {
             finish(sink);
@@ -974,9 +1015,10 @@ fn stream(p: &Pair, encap: Encapsulation) -> Result<Measured, String> {
 }
 
 /// ringfab's endpoint ping on A against its pong on B, two processes: µs per round trip.
-fn rtt(p: &Pair, encap: Encapsulation) -> Result<Measured, String> {
-    let reflector = role(p, "pong", 1, SINK_CPU, encap)?;
-    let pinger = role(p, "ping", 0, SOURCE_CPU, encap);
+/// `mode` as [`stream`]'s.
+fn rtt(p: &Pair, encap: Encapsulation, mode: &str) -> Result<Measured, String> {
+    let reflector = role(p, &format!("pong{mode}"), 1, SINK_CPU, encap)?;
+    let pinger = role(p, &format!("ping{mode}"), 0, SOURCE_CPU, encap);
     let rtt = pinger.and_then(result);
     let pong = finish(reflector);
     let (value, lost) = rtt.map_err(|e| format!("{e}; pong: {pong}"))?;

@@ -17,6 +17,13 @@
 //! * `ping`: sends a message and waits for one back, prints `result <µs per round trip>`;
 //! * `pong`: sends back every message it receives, until SIGTERM.
 //!
+//! `ROLE+wait` (`send+wait`, …) plays the role without spinning while it has nothing to do: its
+//! CQ is opened with `FI_WAIT_UNSPEC` (an MSI-X vector; the endpoint's queues steered to it)
+//! and, where the role would poll again after a read that found nothing, it blocks in
+//! `sread` (`fi_cq_sread`) until a completion is queued or [`IDLE_WAIT`] passes — the
+//! receiver and the pong when no message came, the sender when no buffer or ring slot was
+//! free, the ping while it waits for its answer.
+//!
 //! Context 0 on both sides is what makes `ping` work against testpmd's macswap too: the frame
 //! comes back with its MACs swapped and ringfab's header untouched, so it names context 0 of
 //! the pinging NIC as its destination and context 0 of the peer as its source.
@@ -28,6 +35,7 @@ use std::time::{Duration, Instant};
 use std::net::Ipv4Addr;
 
 use ringfab::av::{AddrFormat, AvAttr, EpAddr, FiAddr};
+use ringfab::cntr::WaitObj;
 use ringfab::cq::{CompletionQueue, CqAttr};
 use ringfab::domain::Domain;
 use ringfab::entry::{Msg, MsgEntry, OpContext};
@@ -40,7 +48,8 @@ use ringfab::proto::Encap;
 use ringfab::{Capacities, Error};
 
 use crate::bench::{
-    mark, open, parse_mac, pin, BURST, FRAME, MEASURE, PINGS, PING_WARMUP, STARTUP, WARMUP,
+    mark, open, parse_mac, pin, BURST, FRAME, IDLE_WAIT, MEASURE, PINGS, PING_WARMUP, STARTUP,
+    WARMUP,
 };
 use crate::nic::BUF;
 use crate::wait::StdClock;
@@ -92,8 +101,12 @@ pub(crate) const PORT: u16 = 9000;
 fn play(args: &[String]) -> Result<String, String> {
     let [role, bdf, peer, depth, cpu] = args else {
         return Err(format!(
-            "usage: {ROLE} send|recv|ping|pong BDF PEER_MAC|plain:OWN,PEER DEPTH CPU"
+            "usage: {ROLE} send|recv|ping|pong[+wait] BDF PEER_MAC|plain:OWN,PEER DEPTH CPU"
         ));
+    };
+    let (role, wait) = match role.strip_suffix("+wait") {
+        Some(r) => (r, true),
+        None => (role.as_str(), false),
     };
     let cpu: usize = cpu.parse().map_err(|_| format!("bad CPU {cpu}"))?;
     stop_on_sigterm()?;
@@ -101,8 +114,8 @@ fn play(args: &[String]) -> Result<String, String> {
     let peer = Peer::parse(peer).ok_or_else(|| format!("bad peer {peer}"))?;
     let nic = open(bdf)?;
     match depth.as_str() {
-        "512" => endpoint::<_, 512>(&nic, role, peer),
-        "256" => endpoint::<_, 256>(&nic, role, peer),
+        "512" => endpoint::<_, 512>(&nic, role, wait, peer),
+        "256" => endpoint::<_, 256>(&nic, role, wait, peer),
         other => Err(format!("depth {other}: 256 or 512")),
     }
 }
@@ -111,7 +124,8 @@ fn fail(what: &'static str) -> impl Fn(Error) -> String {
     move |e| format!("{what}: {e}")
 }
 
-/// One endpoint, its CQ, its send buffers, its peer and the length of its messages.
+/// One endpoint, its CQ, its send buffers, its peer and the length of its messages; the clock
+/// of a role that blocks when idle.
 struct Side<'d, 'n, N: Nic, const D: usize> {
     dom: &'d Domain<'n, N, D>,
     ep: Endpoint,
@@ -119,9 +133,23 @@ struct Side<'d, 'n, N: Nic, const D: usize> {
     pool: Vec<Buf<'d>>,
     peer: FiAddr,
     message: usize,
+    wait: Option<&'d StdClock>,
 }
 
 impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
+    /// Where a role would poll again after finding nothing: a `+wait` role blocks in `sread`
+    /// until a completion is queued or `most` passes (at most [`IDLE_WAIT`]); others return.
+    fn idle(&self, most: Duration) -> Result<(), String> {
+        let Some(clock) = self.wait else {
+            return Ok(());
+        };
+        let timeout = most.min(IDLE_WAIT);
+        match self.cq.sread(self.dom, &mut [], None, Some(timeout), clock) {
+            Ok(_) | Err(Error::Again) => Ok(()),
+            Err(e) => Err(format!("waiting in sread: {e}")),
+        }
+    }
+
     /// Reads completions and posts the receives again at once; returns the receives
     /// completed.
     fn poll(&mut self) -> Result<usize, String> {
@@ -219,7 +247,12 @@ impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
     }
 }
 
-fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: Peer) -> Result<String, String> {
+fn endpoint<N: Nic, const D: usize>(
+    nic: &N,
+    role: &str,
+    wait: bool,
+    peer: Peer,
+) -> Result<String, String> {
     let clock = StdClock::new();
     // CQs of up to 1024 entries: enough for 2 × 512.
     let mut dom: Domain<'_, N, D> = Domain::with_capacities(nic, &Capacities::DEFAULT);
@@ -237,6 +270,9 @@ fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: Peer) -> Result<S
     let cq = dom
         .open_cq::<Msg>(&CqAttr {
             size: 2 * D,
+            // A vector to block on for `+wait` (fi_cq(3): "the provider picks the best
+            // mechanism"; ringfab's is the CQ's MSI-X vector).
+            wait_obj: if wait { WaitObj::Unspec } else { WaitObj::None },
             ..CqAttr::default()
         })
         .map_err(fail("opening the CQ"))?;
@@ -293,6 +329,7 @@ fn endpoint<N: Nic, const D: usize>(nic: &N, role: &str, peer: Peer) -> Result<S
         pool: Vec::new(),
         peer: to[0],
         message,
+        wait: wait.then_some(&clock),
     };
     // The stream's receiver posts every receive its ring takes, as testpmd's rxonly fills its
     // ring (`--rxd`); the other roles post half the buffers and send with the other half.
@@ -363,7 +400,13 @@ fn send<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String,
             first.get_or_insert_with(Instant::now);
             sent += posted as u64;
         }
-        side.poll()?;
+        let mut bufs: [Option<Buf<'_>>; BURST] = std::array::from_fn(|_| None);
+        let (n, _) = side.read(&mut bufs)?;
+        side.repost(&mut bufs[..n])?;
+        if posted == 0 && n == 0 {
+            // Nothing sent (no buffer, ring slot or credit free) and nothing came back.
+            side.idle(IDLE_WAIT)?;
+        }
     }
     let secs = first.map_or(0.0, |t| t.elapsed().as_secs_f64());
     Ok(format!(
@@ -374,20 +417,28 @@ fn send<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String,
 
 /// Messages per second from the first one plus [`WARMUP`] for [`MEASURE`].
 fn recv<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
+    // A poll, and the idle wait of a `+wait` receiver when it found nothing.
+    let poll = |side: &mut Side<'_, '_, N, D>| -> Result<usize, String> {
+        let got = side.poll()?;
+        if got == 0 {
+            side.idle(IDLE_WAIT)?;
+        }
+        Ok(got)
+    };
     let start = Instant::now();
-    while side.poll()? == 0 {
+    while poll(side)? == 0 {
         if start.elapsed() > STARTUP {
             return Err(format!("no message in {STARTUP:?}"));
         }
     }
     let warm = Instant::now();
     while warm.elapsed() < WARMUP {
-        side.poll()?;
+        poll(side)?;
     }
     mark(true);
     let (mut got, t) = (0, Instant::now());
     while t.elapsed() < MEASURE {
-        got += side.poll()?;
+        got += poll(side)?;
     }
     let secs = t.elapsed().as_secs_f64();
     mark(false);
@@ -415,8 +466,12 @@ fn trip<'d, N: Nic, const D: usize>(
             return Ok(Some(n));
         }
         side.repost(&mut bufs[..n])?;
-        if start.elapsed() > patience {
+        let waited = start.elapsed();
+        if waited > patience {
             return Ok(None);
+        }
+        if n == 0 {
+            side.idle(patience - waited)?;
         }
     }
 }
@@ -493,6 +548,9 @@ fn pong<'d, N: Nic, const D: usize>(side: &mut Side<'d, '_, N, D>) -> Result<Str
             }
         }
         side.repost(&mut bufs[..n])?;
+        if n == 0 {
+            side.idle(IDLE_WAIT)?;
+        }
     }
     Ok("stopped".into())
 }
