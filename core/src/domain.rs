@@ -23,7 +23,7 @@ use crate::cntr::Counter;
 use crate::cq::attr::CqLimits;
 use crate::cq::aux::{AuxCell, AuxRow};
 use crate::cq::queue::CompletionQueue;
-use crate::cq::slot::{CqRef, CqSlot};
+use crate::cq::slot::{CqRef, CqSlot, PATH_BITS};
 use crate::engine::{Credits, IpCtx, IpHost, PathSlot, PathState, PollCtx};
 use crate::entry::Format;
 use crate::hal::{MacAddr, Nic, RssConfig, RssHashes, RssSaved, RxConfig, TxConfig};
@@ -256,6 +256,22 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
 
     pub(crate) fn cqs(&self) -> &[CqSlot] {
         &self.tables.cqs
+    }
+
+    /// Marks path slot `path` as serving CQ `cq` in the CQ's mask ([`CqSlot::paths`]), or as
+    /// no longer serving it: before the path slot starts saying it serves the CQ (its `cq` or
+    /// `cq_mask`), after it stops, so that a read never skips a path that serves its CQ.
+    /// Nothing for a slot the mask has no bit for (every read visits those) or a CQ index out
+    /// of the table.
+    pub(crate) fn mark_serving(&self, cq: usize, path: usize, serves: bool) {
+        let Some(slot) = self.cqs().get(cq).filter(|_| path < PATH_BITS) else {
+            return;
+        };
+        if serves {
+            slot.paths.fetch_or(1 << path, Ordering::AcqRel);
+        } else {
+            slot.paths.fetch_and(!(1 << path), Ordering::AcqRel);
+        }
     }
 
     /// Every CQ's credits, at the CQ's index.

@@ -123,6 +123,7 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
         let mut guard = slot.state.lock();
         if let Some(st) = guard.as_mut() {
             st.attach(cq, flags, framing, cntr);
+            self.domain.mark_serving(cq, self.index, true);
             slot.cq.store(cq, Ordering::Release);
         }
     }
@@ -169,7 +170,12 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
                 steered = Some(q.index()).filter(|&i| i > 0);
             }
         }
-        slot.cq_mask.store(0, Ordering::Release);
+        let mut served = slot.cq_mask.swap(0, Ordering::AcqRel);
+        while served != 0 {
+            self.domain
+                .mark_serving(served.trailing_zeros() as usize, self.index, false);
+            served &= served - 1;
+        }
         slot.owners.store(0, Ordering::Release);
         slot.orphaned.store(false, Ordering::Release);
         slot.clear_fault();
@@ -191,7 +197,8 @@ impl<'d, 'n, N: Nic + 'n, const D: usize> Path<'d, 'n, N, D> {
             st.discard_all(&self.domain.poll_ctx(cq));
             st.set_binding(None, BindFlags::empty());
         }
-        slot.cq.store(NO_CQ, Ordering::Release);
+        let was = slot.cq.swap(NO_CQ, Ordering::AcqRel);
+        self.domain.mark_serving(was, self.index, false);
         slot.clear_fault();
         // Dropping the queue stops it in hardware before anything it named is released.
         *guard = None;

@@ -899,6 +899,35 @@ fn read_takes_turns_between_bound_paths_and_keeps_each_ones_order<T: TestNic>() 
     );
 }
 
+fn a_path_bound_again_to_another_cq_is_read_by_that_cq_and_not_the_first<T: TestNic>() {
+    let p = pair_of::<T>();
+    let dom = domain(&p.nic_b, 4, 2, 16);
+    let mut first = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
+    let mut second = dom.open_cq::<Msg>(&msg_attr(16)).unwrap();
+    // A path slot other than the first: the receive queue is the domain's second path.
+    let tx = dom.open_tx(0, TxConfig::default()).unwrap();
+    let rx = dom.open_rx(0, RxConfig::new(BUF as u32)).unwrap();
+    first.bind(&dom, &tx, BindFlags::TRANSMIT).unwrap();
+    first.bind(&dom, &rx, BindFlags::RECV).unwrap();
+    first.unbind(&dom, &rx).unwrap();
+    second.bind(&dom, &rx, BindFlags::RECV).unwrap();
+    let mem = p.b.platform().alloc_dma(BUF * SLOTS).unwrap();
+    post_n(&rx, &mem, 0..3);
+    RawSender::new(&p).send_seq(&p, 0..3);
+    assert_eq!(
+        drain(&dom, &mut first).len(),
+        0,
+        "the first CQ no longer reads it"
+    );
+    let got = drain(&dom, &mut second);
+    assert_eq!(
+        got.iter()
+            .map(|e| e.map(|e| e.op_context.0))
+            .collect::<Vec<_>>(),
+        [Ok(0), Ok(1), Ok(2)]
+    );
+}
+
 // ---- bind, close ----
 
 fn close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left<T: TestNic>() {
@@ -1337,6 +1366,7 @@ on_every_nic!(
     an_overrun_cq_reports_nothing_that_completed_after_the_overrun,
     selective_completion_reports_only_requested_sends_and_releases_every_credit,
     read_takes_turns_between_bound_paths_and_keeps_each_ones_order,
+    a_path_bound_again_to_another_cq_is_read_by_that_cq_and_not_the_first,
     close_while_bound_is_busy_and_after_unbind_succeeds_discarding_what_is_left,
     bind_needs_the_paths_direction_and_posting_needs_a_binding,
     invalid_attributes_at_open_return_the_specs_errors,

@@ -86,11 +86,6 @@ impl Aux<'_> {
         }
     }
 
-    #[inline]
-    pub(super) fn len(&self) -> usize {
-        self.ring.len
-    }
-
     /// Appends `item`; `false` if full.
     pub(super) fn push(&mut self, item: AuxItem) -> bool {
         if self.ring.len == self.ring.cap {

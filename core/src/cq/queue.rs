@@ -16,7 +16,8 @@
 //!    an error at its head (returning what it has, or [`Error::Avail`] if nothing);
 //! 2. then polls each bound path, round-robin from a start that advances every call (so one
 //!    busy queue cannot starve another), for at most the entries still wanted, converting each
-//!    completion through the path's op table straight into `F::Entry`;
+//!    completion through the path's op table straight into `F::Entry`; the CQ keeps a mask of
+//!    the path slots that serve it (`CqSlot::paths`), so that only those are visited;
 //! 3. an error completion goes to the aux queue and ends the call; completions the same poll
 //!    returned after it go behind it, so each queue's order is kept.
 //!
@@ -195,6 +196,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
                 }
             }
             st.set_binding(Some(self.index), flags);
+            dom.mark_serving(self.index, st.index, true);
             pslot.cq.store(self.index, Ordering::Release);
             self.slot(dom).binds.fetch_add(1, Ordering::AcqRel);
             Ok(())
@@ -221,6 +223,7 @@ impl<N: Nic, F: Format> CompletionQueue<N, F> {
             }
             st.set_binding(None, BindFlags::empty());
             pslot.cq.store(NO_CQ, Ordering::Release);
+            dom.mark_serving(self.index, st.index, false);
             self.slot(dom).binds.fetch_sub(1, Ordering::AcqRel);
             Ok(())
         })

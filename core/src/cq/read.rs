@@ -9,10 +9,10 @@
 //! entry are `#[inline(always)]` (the sink's `outcome`, `#[inline]`), so `read::<F>` compiles
 //! to one loop in the caller's crate.
 
-use core::sync::atomic::AtomicUsize;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::aux::{AuxItem, AuxRow};
-use super::slot::CqState;
+use super::slot::{CqState, PATH_BITS};
 use crate::addr::FiAddr;
 use crate::buf::{owner_of, Buf, Iov, RawBuf};
 use crate::domain::Domain;
@@ -195,6 +195,79 @@ impl<'s, F: Format> Sink<'s> for ReadSink<'_, '_, 's, F> {
     }
 }
 
+/// The path slots a read visits, round-robin from `start`: `start..len`, then `0..start`. A
+/// table with a bit for every slot (`PATH_BITS` or fewer) gives the ones the CQ's mask of
+/// serving paths has ([`CqSlot::paths`](super::slot::CqSlot::paths)), that mask rotated so that
+/// bit 0 is `start`: a CQ bound to one path does not walk the whole table. A larger table is
+/// walked whole, each slot asked whether it serves the CQ.
+struct Visits {
+    /// The mask, rotated; its lowest bit the next slot.
+    bits: usize,
+    start: usize,
+    /// A larger table's walk (nothing left to walk for one with a bit for each slot).
+    walk: Walk,
+}
+
+/// The walk over a table too large for the mask: every slot, each asked.
+struct Walk {
+    len: usize,
+    /// Slots still to ask.
+    left: usize,
+    /// The next slot to ask.
+    at: usize,
+}
+
+impl Visits {
+    #[inline(always)]
+    fn new(len: usize, start: usize, serving: usize) -> Self {
+        let narrow = len <= PATH_BITS;
+        Visits {
+            bits: if narrow {
+                serving.rotate_right(start as u32)
+            } else {
+                0
+            },
+            start,
+            walk: Walk {
+                len,
+                left: if narrow { 0 } else { len },
+                at: start,
+            },
+        }
+    }
+
+    /// The next slot to visit; `serves` answers for a slot of a table walked whole.
+    #[inline(always)]
+    fn next(&mut self, serves: impl Fn(usize) -> bool) -> Option<usize> {
+        if self.bits != 0 {
+            let i = (self.bits.trailing_zeros() as usize + self.start) % PATH_BITS;
+            self.bits &= self.bits - 1;
+            Some(i)
+        } else if self.walk.left == 0 {
+            None
+        } else {
+            self.walk.next(serves)
+        }
+    }
+}
+
+impl Walk {
+    /// The next slot that serves (out of line: most tables have a bit for each slot, and
+    /// the walk's state in memory keeps the mask's in registers).
+    #[inline(never)]
+    fn next(&mut self, serves: impl Fn(usize) -> bool) -> Option<usize> {
+        while self.left > 0 {
+            self.left -= 1;
+            let i = self.at;
+            self.at = if i + 1 < self.len { i + 1 } else { 0 };
+            if serves(i) {
+                return Some(i);
+            }
+        }
+        None
+    }
+}
+
 /// `read` of CQ `index`, as a function of the slot rather than of a handle: what `read`,
 /// `sread` and a wait set share. An empty `out` is how waiting checks for "anything queued"
 /// without taking it; the format then does not matter (a wait set checks CQs of any format as
@@ -282,55 +355,51 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
     let Some(st) = guard.as_mut() else {
         return Err(Error::OpBadState);
     };
-    // The aux queue's cells are looked up only when it holds something (rare on a read);
-    // the sink looks them up itself if it has to queue.
     let cells = domain.aux_cells(index);
-    let row = if st.ring.len > 0 { cells.get() } else { &[] };
-
     let mut n = 0;
-    while n < cap {
-        let mut aux = st.aux(row);
-        match aux.front() {
-            Some(AuxItem::Ok(c)) => {
-                d.put(n, &c);
-                aux.pop();
-                credits.release_credit();
-                n += 1;
+    if st.ring.len > 0 {
+        // The aux queue's cells are looked up only when it holds something (rare on a read);
+        // the sink looks them up itself if it has to queue.
+        let row = cells.get();
+        while n < cap {
+            let mut aux = st.aux(row);
+            match aux.front() {
+                Some(AuxItem::Ok(c)) => {
+                    d.put(n, &c);
+                    aux.pop();
+                    credits.release_credit();
+                    n += 1;
+                }
+                Some(AuxItem::Err(_)) if n == 0 => return Err(Error::Avail),
+                Some(AuxItem::Err(_)) => return Ok(n),
+                None => break,
             }
-            Some(AuxItem::Err(_)) if n == 0 => return Err(Error::Avail),
-            Some(AuxItem::Err(_)) => return Ok(n),
-            None => break,
         }
-    }
-    // Hardware is polled only behind an empty aux queue, so nothing overtakes what it holds;
-    // and never on an overrun CQ: what the devices had completed when it overran was moved
-    // into the aux queue then (`drain_to_aux`), and fi_cq(3) has an overrun CQ report no
-    // completion that came after ("may not be used to report additional completions once
-    // the overrun occurs").
-    if st.aux(row).len() > 0 {
-        return Ok(n);
+        // Hardware is polled only behind an empty aux queue, so nothing overtakes what it
+        // holds; and never on an overrun CQ: what the devices had completed when it overran
+        // was moved into the aux queue then (`drain_to_aux`), and fi_cq(3) has an overrun CQ
+        // report no completion that came after ("may not be used to report additional
+        // completions once the overrun occurs").
+        if st.ring.len > 0 {
+            return Ok(n);
+        }
     }
 
     let paths = domain.paths();
+    let len = paths.len();
     // Round-robin from `start`, wrapping by comparison rather than by division.
-    let start = if st.next < paths.len() { st.next } else { 0 };
-    st.next = if start + 1 < paths.len() {
-        start + 1
-    } else {
-        0
-    };
+    let start = if st.next < len { st.next } else { 0 };
+    st.next = if start + 1 < len { start + 1 } else { 0 };
     // A sealed (overrun) CQ polls nothing: the loop ends before its first path.
     let mut stopped = st.sealed;
-    let mut at = start;
-    for _ in 0..paths.len() {
-        let pslot = &paths[at];
-        at = if at + 1 < paths.len() { at + 1 } else { 0 };
+    let mut visits = Visits::new(len, start, slot.paths.load(Ordering::Acquire));
+    while let Some(i) = visits.next(|i| paths[i].serves(index)) {
         if stopped || (cap != 0 && n == cap) {
             break;
         }
-        if !pslot.serves(index) {
+        let Some(pslot) = paths.get(i) else {
             continue;
-        }
+        };
         let mut pguard = pslot.state.lock();
         let Some(ps) = pguard.as_mut() else {
             continue;
@@ -358,7 +427,7 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
         pslot.publish_fault(ps);
     }
 
-    let queued = st.aux(row).len();
+    let queued = st.ring.len;
     if n > 0 || (cap == 0 && queued > 0) {
         Ok(n)
     } else if queued > 0 {
@@ -370,5 +439,72 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
         Err(Error::Overrun)
     } else {
         Err(Error::Again)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use std::vec;
+    use std::vec::Vec;
+
+    use super::{Visits, PATH_BITS};
+
+    /// The order the read visited slots in before the mask: every slot from `start` round,
+    /// those that serve.
+    fn walked(len: usize, start: usize, serves: impl Fn(usize) -> bool) -> Vec<usize> {
+        (0..len)
+            .map(|k| (start + k) % len)
+            .filter(|&i| serves(i))
+            .collect()
+    }
+
+    fn visited(
+        len: usize,
+        start: usize,
+        mask: usize,
+        serves: impl Fn(usize) -> bool,
+    ) -> Vec<usize> {
+        let mut v = Visits::new(len, start, mask);
+        core::iter::from_fn(|| v.next(&serves)).collect()
+    }
+
+    #[test]
+    fn visits_are_the_serving_slots_in_the_walks_order_with_or_without_a_bit_for_each() {
+        // A few masks of every shape: none, all, single bits, alternating, random-ish.
+        let mut masks = vec![0, usize::MAX, 1, 1 << (PATH_BITS - 1), 0x5555_5555];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            masks.push(x as usize);
+        }
+        for len in [1, 2, 3, 8, PATH_BITS - 1, PATH_BITS] {
+            for start in 0..len {
+                for &mask in &masks {
+                    let mask = if len == PATH_BITS {
+                        mask
+                    } else {
+                        mask & ((1 << len) - 1)
+                    };
+                    let serves = |i: usize| mask >> i & 1 != 0;
+                    // `serves` is not asked where the mask has a bit for each slot.
+                    let order = visited(len, start, mask, |_| unreachable!());
+                    assert_eq!(order, walked(len, start, serves), "{len} {start} {mask:x}");
+                }
+            }
+        }
+        // A larger table ignores the mask and asks each slot.
+        let len = PATH_BITS + 5;
+        for start in [0, 1, PATH_BITS - 1, PATH_BITS, len - 1] {
+            for &mask in &masks {
+                let serves = |i: usize| (mask >> (i % PATH_BITS)) & 1 != 0 || i == len - 1;
+                let order = visited(len, start, 0, serves);
+                assert_eq!(order, walked(len, start, serves), "{start} {mask:x}");
+            }
+        }
+        assert_eq!(visited(0, 0, 0, |_| true), Vec::<usize>::new());
     }
 }

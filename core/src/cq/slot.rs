@@ -15,11 +15,21 @@ use crate::engine::{Credits, Outcome};
 use crate::storage::Capacity;
 use crate::{Error, Result};
 
+/// The path slots a CQ's mask of serving paths ([`CqSlot::paths`]) has a bit for: a word's
+/// worth, so that the mask is one plain atomic on every target.
+pub(crate) const PATH_BITS: usize = usize::BITS as usize;
+
 /// One slot of the domain's CQ table ([`crate::storage`]).
 pub(crate) struct CqSlot {
     pub(super) state: Mutex<Option<CqState>>,
     /// Paths bound to it.
     pub(super) binds: AtomicUsize,
+    /// The path slots below [`PATH_BITS`] that serve it, one bit each (path slot `i` is bit
+    /// `i`): bound to it, or shared with an endpoint bound to it (`PathSlot::serves`). A read
+    /// visits these and every slot from `PATH_BITS` on, and no other: the slots between are
+    /// not scanned. Set before the path slot says it serves the CQ, cleared after it stops
+    /// saying so ([`Domain::mark_serving`](crate::domain::Domain::mark_serving)).
+    pub(crate) paths: AtomicUsize,
     /// The MSI-X vector the CQ holds ([`NO_VECTOR`] for none): the queues bound to it are
     /// steered there, and its wait handle is that vector's.
     pub(super) vector: AtomicU32,
@@ -38,6 +48,7 @@ impl CqSlot {
     pub(crate) const EMPTY: Self = CqSlot {
         state: Mutex::new(None),
         binds: AtomicUsize::new(0),
+        paths: AtomicUsize::new(0),
         vector: AtomicU32::new(NO_VECTOR),
         set: AtomicU32::new(NO_SET),
         sleepers: Mutex::new(Sleepers::NEW),

@@ -244,6 +244,7 @@ impl Endpoint {
             port: self.port,
         };
         st.join_srx(self.srx_owner, ep, framing.av)?;
+        dom.mark_serving(rx_cq.cq, index, true);
         slot.cq_mask.fetch_or(1 << rx_cq.cq, Ordering::AcqRel);
         Ok(())
     }
@@ -778,6 +779,7 @@ impl Endpoint {
                 }
                 Ok(())
             })?;
+            dom.mark_serving(tx_cq.cq, index, true);
             slot.cq_mask.fetch_or(1 << tx_cq.cq, Ordering::AcqRel);
             tx = Some(path);
         } else if let (true, Some(tx_cq)) = (self.sends, self.tx_cq) {
