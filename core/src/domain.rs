@@ -276,7 +276,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
 
     /// Every CQ's credits, at the CQ's index.
     pub(crate) fn credits(&self) -> &[Credits] {
-        &self.tables.credits
+        self.tables.poll.credits()
     }
 
     /// CQ `index` with its aux-queue cells, if the domain has a CQ slot of that index.
@@ -314,15 +314,11 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
 
     /// Live buffers of each registration, at the region's index (`crate::buf::owner_of`).
     pub(crate) fn owners(&self) -> &[core::sync::atomic::AtomicUsize] {
-        &self.tables.owners
+        self.tables.poll.owners()
     }
 
     pub(crate) fn avs(&self) -> AvTables<'_> {
-        AvTables {
-            slots: &self.tables.avs,
-            entries: &self.tables.av_entries,
-            size: self.tables.av_size,
-        }
+        self.tables.poll.avs()
     }
 
     pub(crate) fn cntrs(&self) -> &'n [&'n Counter<N::Wait>] {
@@ -335,9 +331,7 @@ impl<'n, N: Nic + 'n, const D: usize> Domain<'n, N, D> {
             cq: &self.credits()[index],
             reader: index,
             owner: 0,
-            credits: self.credits(),
-            avs: self.avs(),
-            owners: self.owners(),
+            tables: &self.tables.poll,
             cntrs: &self.cntrs,
             ip: self.ip_ctx(),
         }

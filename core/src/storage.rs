@@ -21,7 +21,6 @@
 //! stopped device can no longer write is the only memory ever freed; a domain leaked with
 //! `mem::forget` leaks its memory with it.
 
-use core::ops::Deref;
 use core::sync::atomic::AtomicUsize;
 
 use spin::Mutex;
@@ -29,7 +28,7 @@ use spin::Mutex;
 use crate::addr::{AvEntry, AvSlot};
 use crate::cq::aux::AuxCell;
 use crate::cq::slot::CqSlot;
-use crate::engine::{Credits, PathSlot};
+use crate::engine::{Credits, PathSlot, PollTables, Table};
 use crate::hal::Nic;
 use crate::mr::MrSlot;
 
@@ -75,50 +74,16 @@ impl Default for Capacities {
     }
 }
 
-/// A table: lent for the domain's life (bare metal), or owned (std).
-pub(crate) enum Table<'n, T> {
-    Lent(&'n [T]),
-    #[cfg(feature = "alloc")]
-    Owned(alloc::boxed::Box<[T]>),
-}
-
-impl<T> Deref for Table<'_, T> {
-    type Target = [T];
-
-    #[inline(always)]
-    fn deref(&self) -> &[T] {
-        match self {
-            Table::Lent(t) => t,
-            #[cfg(feature = "alloc")]
-            Table::Owned(t) => t,
-        }
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl<T> Table<'_, T> {
-    /// `len` entries, each `make()`, built in place on the heap.
-    pub(crate) fn owned(len: usize, make: impl Fn() -> T) -> Self {
-        Table::Owned((0..len).map(|_| make()).collect())
-    }
-}
-
 /// The domain's tables, in drop order (see the [module documentation](self)).
 pub(crate) struct Tables<'n, N: Nic + 'n, const D: usize> {
     pub(crate) paths: Table<'n, PathSlot<'n, N, D>>,
     pub(crate) cqs: Table<'n, CqSlot>,
-    /// Each CQ's credits, at its index (the engine's view of a CQ).
-    pub(crate) credits: Table<'n, Credits>,
     /// Every CQ's aux queue, `cq_size` cells each, CQ `i`'s at `i * cq_size`.
     pub(crate) aux: Table<'n, AuxCell>,
     pub(crate) cq_size: usize,
-    pub(crate) avs: Table<'n, AvSlot>,
-    /// Every AV's address table, `av_entries` each, AV `i`'s at `i * av_entries`.
-    pub(crate) av_entries: Table<'n, AvEntry>,
-    pub(crate) av_size: usize,
     pub(crate) mrs: Table<'n, MrSlot<N>>,
-    /// Live buffers of each registration (`crate::buf`'s owners), at the region's index.
-    pub(crate) owners: Table<'n, AtomicUsize>,
+    /// The tables a path's poll reads.
+    pub(crate) poll: PollTables<'n>,
 }
 
 #[cfg(feature = "alloc")]
@@ -128,14 +93,16 @@ impl<'n, N: Nic + 'n, const D: usize> Tables<'n, N, D> {
         Tables {
             paths: Table::owned(caps.queues, || PathSlot::EMPTY),
             cqs: Table::owned(caps.cqs, || CqSlot::EMPTY),
-            credits: Table::owned(caps.cqs, || Credits::EMPTY),
             aux: Table::owned(caps.cqs * caps.cq_size, || AuxCell::EMPTY),
             cq_size: caps.cq_size,
-            avs: Table::owned(caps.avs, || AvSlot::EMPTY),
-            av_entries: Table::owned(caps.avs * caps.av_entries, || AvEntry::EMPTY),
-            av_size: caps.av_entries,
             mrs: Table::owned(caps.mrs, || MrSlot::EMPTY),
-            owners: Table::owned(caps.mrs, || AtomicUsize::new(0)),
+            poll: PollTables {
+                credits: Table::owned(caps.cqs, || Credits::EMPTY),
+                avs: Table::owned(caps.avs, || AvSlot::EMPTY),
+                av_entries: Table::owned(caps.avs * caps.av_entries, || AvEntry::EMPTY),
+                av_size: caps.av_entries,
+                owners: Table::owned(caps.mrs, || AtomicUsize::new(0)),
+            },
         }
     }
 }
@@ -217,14 +184,16 @@ impl<
         Some(Tables {
             paths: Table::Lent(&self.paths),
             cqs: Table::Lent(&self.cqs),
-            credits: Table::Lent(&self.credits),
             aux: Table::Lent(self.aux.as_flattened()),
             cq_size: CQ_SIZE,
-            avs: Table::Lent(&self.avs),
-            av_entries: Table::Lent(self.av_entries.as_flattened()),
-            av_size: AV_ENTRIES,
             mrs: Table::Lent(&self.mrs),
-            owners: Table::Lent(&self.owners),
+            poll: PollTables {
+                credits: Table::Lent(&self.credits),
+                avs: Table::Lent(&self.avs),
+                av_entries: Table::Lent(self.av_entries.as_flattened()),
+                av_size: AV_ENTRIES,
+                owners: Table::Lent(&self.owners),
+            },
         })
     }
 }

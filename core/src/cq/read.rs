@@ -111,7 +111,7 @@ struct ReadSink<'x, 'o, 's, F: Format> {
     stopped: bool,
     st: &'x mut CqState,
     /// The CQ's aux-queue cells, found when something has to be queued (rare).
-    row: AuxRow<'x>,
+    row: &'x AuxRow<'x>,
     credits: &'x Credits,
 }
 
@@ -326,7 +326,7 @@ pub(super) fn drain_to_aux<N: Nic, const D: usize, F: Format>(
                 delivered: 0,
                 stopped: false,
                 st: &mut *st,
-                row: domain.aux_cells(index),
+                row: &domain.aux_cells(index),
                 credits: ctx.cq,
             };
             // Nothing is delivered (`cap` 0): everything goes to the aux queue. A poll stops
@@ -416,7 +416,7 @@ pub(super) fn read_delivered<'s, N: Nic, const D: usize, F: Format>(
             delivered: 0,
             stopped,
             st: &mut *st,
-            row: cells,
+            row: &cells,
             credits,
         };
         ps.poll(budget, &ctx, &mut sink);

@@ -113,7 +113,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     if kind == OpKind::Send {
                         tx_outcome(&op, &tx[i])
                     } else {
-                        rx_outcome(self.kind.framing(), &op, &rx[i], ctx.avs, ctx.ip)
+                        rx_outcome(self.kind.framing(), &op, &rx[i], ctx.avs(), ctx.ip)
                     }
                 });
                 // A foreign frame (or a piece of a split one) in a buffer filled before the
@@ -177,7 +177,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 if self.table.take(token, kind).is_none() {
                     continue;
                 }
-                self.attach_extras(&op, &mut verdict, ctx.owners);
+                self.attach_extras(&op, &mut verdict, ctx.owners());
                 let bytes = if kind == OpKind::Send {
                     tx_payload(header, op.len)
                 } else {
@@ -209,7 +209,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             bytes
                         });
                         ctx.cq.release_credit();
-                        release(ctx.owners, op.owned());
+                        release(ctx.owners(), op.owned());
                     }
                     Verdict::Repost | Verdict::Consumed => {}
                 }

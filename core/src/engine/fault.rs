@@ -155,10 +155,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         if !(self.kind.is_shared() && op.kind == OpKind::Recv) {
             self.op_cq(op, ctx).release_credit();
         }
-        self.release_extras(op, ctx.owners);
-        release(ctx.owners, op.owned());
+        self.release_extras(op, ctx.owners());
+        release(ctx.owners(), op.owned());
         if let GroupExit::Last(raw) = leave_group(&mut self.groups, op) {
-            release(ctx.owners, Some(raw));
+            release(ctx.owners(), Some(raw));
         }
     }
 }

@@ -109,6 +109,7 @@ mod sink; // what a poll hands its reader
 mod slot; // `PathSlot`, a path's slot in the domain's table
 mod srx; // shared receive contexts
 mod state; // `PathState`'s queue, framing and accessors
+mod tables; // the domain's tables a poll reads (`PollTables`), and `Table`
 mod verdict; // what one completion becomes (the general lane)
 
 pub(crate) use credit::{Count, Counters, Credits};
@@ -119,6 +120,7 @@ pub(crate) use sink::{ErrRecord, Outcome, Plain, Sink, Window};
 pub(crate) use slot::NO_CQ;
 pub(crate) use srx::{SrxEp, SRX_MAX as MAX_SHARED};
 pub(crate) use state::{Framing, Kind, PollCtx, Queue};
+pub(crate) use tables::{PollTables, Table};
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize};
 

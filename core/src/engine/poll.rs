@@ -90,7 +90,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                     let counted = self.cntr.is_some();
                     let framed_lane = match framed {
                         Some(expect) if win.whole => {
-                            FramedLane::new(expect, table.ops[head % D].buf.mr, ctx.owners)
+                            FramedLane::new(expect, table.ops[head % D].buf.mr, ctx.owners())
                         }
                         _ => None,
                     };
@@ -101,7 +101,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                             f.broadcast,
                             f.port,
                             table.ops[head % D].buf.mr,
-                            ctx.owners,
+                            ctx.owners(),
                         ),
                         _ => None,
                     };
@@ -111,7 +111,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                 lane.poll::<N, D, S>(q, table, scratch, &mut win, want, counted);
                             let direct = next.wrapping_sub(head);
                             let framing = self.kind.framing();
-                            let av = framing.and_then(|f| f.av).and_then(|i| ctx.avs.get(i));
+                            let av = framing.and_then(|f| f.av).and_then(|i| ctx.avs().get(i));
                             lane.settle(table, head, &mut win, direct, av);
                             (got, next, kept, bytes, true)
                         }
@@ -120,7 +120,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                                 lane.poll::<N, D, S>(q, table, scratch, &mut win, want, counted);
                             let direct = next.wrapping_sub(head);
                             let framing = self.kind.framing();
-                            let av = framing.and_then(|f| f.av).and_then(|i| ctx.avs.get(i));
+                            let av = framing.and_then(|f| f.av).and_then(|i| ctx.avs().get(i));
                             lane.settle(table, head, &mut win, direct, av);
                             (got, next, kept, bytes, true)
                         }
@@ -178,7 +178,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         &mut self.table,
                         &self.tx_scratch[..got],
                         &mut win,
-                        ctx.owners,
+                        ctx.owners(),
                         header,
                         self.cntr.is_some(),
                     );
@@ -270,7 +270,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             let Some(op) = self.table.take(c.token, OpKind::Recv) else {
                 continue;
             };
-            let mut verdict = rx_outcome(self.kind.framing(), &op, c, ctx.avs, ctx.ip);
+            let mut verdict = rx_outcome(self.kind.framing(), &op, c, ctx.avs(), ctx.ip);
             match &mut verdict {
                 Verdict::Done(done) => {
                     if op.group != NO_GROUP && !settle_success(&mut self.groups, header, &op, done)
@@ -296,7 +296,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 Verdict::Silent(payload) => {
                     tally.success(*payload);
                     ctx.cq.release_credit();
-                    release(ctx.owners, op.owned());
+                    release(ctx.owners(), op.owned());
                 }
                 Verdict::Repost | Verdict::Consumed => {
                     let dropped = matches!(verdict, Verdict::Repost) && is_drop(c);
@@ -362,7 +362,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             };
             let payload = tx_payload(header, op.len);
             let mut verdict = tx_outcome(&op, c);
-            self.attach_extras(&op, &mut verdict, ctx.owners);
+            self.attach_extras(&op, &mut verdict, ctx.owners());
             match &verdict {
                 Verdict::Done(done) => {
                     tally.success(payload);
@@ -377,7 +377,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 Verdict::Silent(_) | Verdict::Repost | Verdict::Consumed => {
                     tally.success(payload);
                     ctx.cq.release_credit();
-                    release(ctx.owners, op.owned());
+                    release(ctx.owners(), op.owned());
                 }
             }
         }
@@ -416,8 +416,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             }
             if self.table.take(Token(slot as u64), OpKind::Send).is_some() {
                 ctx.cq.release_credit();
-                release(ctx.owners, op.owned());
-                self.release_extras(&op, ctx.owners);
+                release(ctx.owners(), op.owned());
+                self.release_extras(&op, ctx.owners());
                 tally.success(tx_payload(self.header_len(), op.len));
             }
         }

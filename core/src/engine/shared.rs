@@ -44,7 +44,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// The CQ an operation's credit belongs to.
     pub(super) fn op_cq<'c>(&self, op: &Op, ctx: &PollCtx<'c>) -> &'c Credits {
         if self.kind.is_shared() {
-            ctx.credits.get(usize::from(op.cq)).unwrap_or(ctx.cq)
+            ctx.credits().get(usize::from(op.cq)).unwrap_or(ctx.cq)
         } else {
             ctx.cq
         }
@@ -118,8 +118,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                 if c.status.is_ok() && !op.report {
                     self.table.take(c.token, OpKind::Send);
                     self.op_cq(&op, ctx).release_credit();
-                    release(ctx.owners, op.owned());
-                    self.release_extras(&op, ctx.owners);
+                    release(ctx.owners(), op.owned());
+                    self.release_extras(&op, ctx.owners());
                 } else if usize::from(op.cq) != ctx.reader || stop {
                     // Another CQ's, or behind an error this read stops at: kept in its slot.
                     self.table.hold(slot, Held::Tx(c.status));
@@ -163,13 +163,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             status,
         };
         let mut verdict = tx_outcome(op, &c);
-        self.attach_extras(op, &mut verdict, ctx.owners);
+        self.attach_extras(op, &mut verdict, ctx.owners());
         match &verdict {
             Verdict::Done(done) => (1, sink(Outcome::Done(done))),
             Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
             Verdict::Silent(_) | Verdict::Repost | Verdict::Consumed => {
                 self.op_cq(op, ctx).release_credit();
-                release(ctx.owners, op.owned());
+                release(ctx.owners(), op.owned());
                 (0, false)
             }
         }
@@ -299,8 +299,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
                         if c.status.is_ok() && !op.report {
                             self.table.take(c.token, OpKind::Send);
                             self.op_cq(&op, ctx).release_credit();
-                            release(ctx.owners, op.owned());
-                            self.release_extras(&op, ctx.owners);
+                            release(ctx.owners(), op.owned());
+                            self.release_extras(&op, ctx.owners());
                         } else if usize::from(op.cq) == ctx.reader {
                             self.table.take(c.token, OpKind::Send);
                             let (_, _) = self.deliver_shared(&op, c.status, ctx, &mut |o| {

@@ -167,7 +167,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         if !pushed {
             // Cannot happen (a slot and a descriptor were just freed); should it, the buffer
             // goes back to its region rather than vanish.
-            release(ctx.owners, op.owned());
+            release(ctx.owners(), op.owned());
         }
         pushed
     }
@@ -286,7 +286,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         else {
             // Its endpoint left meanwhile (it reposts its held receives when it does).
             ctx.cq.release_credit();
-            release(ctx.owners, op.owned());
+            release(ctx.owners(), op.owned());
             return (0, false);
         };
         let framing = Framing {
@@ -312,7 +312,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             report: !ep.selective || op.report,
             ..*op
         };
-        let verdict = rx_outcome(Some(&framing), &op, &c, ctx.avs, ctx.ip);
+        let verdict = rx_outcome(Some(&framing), &op, &c, ctx.avs(), ctx.ip);
         if let Some(cn) = ctx.cntrs.counter(usize::from(ep.cntr)) {
             // The payload, as the endpoint's own queue counts it (not the padded frame).
             match &verdict {
@@ -327,7 +327,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             Verdict::Failed(rec) => (1, sink(Outcome::Failed(rec))),
             _ => {
                 ctx.cq.release_credit();
-                release(ctx.owners, op.owned());
+                release(ctx.owners(), op.owned());
                 (0, false)
             }
         }

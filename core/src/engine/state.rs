@@ -11,7 +11,7 @@ use super::multi::{Group, MAX_GROUPS};
 use super::op::Op;
 use super::sink::Plain;
 use super::srx::{SrxEp, SRX_MAX};
-use super::{OpTable, PathState};
+use super::{OpTable, PathState, PollTables};
 use crate::addr::{AvTables, EpAddr};
 use crate::entry::OpContext;
 use crate::flags::BindFlags;
@@ -132,14 +132,34 @@ pub(crate) struct PollCtx<'a> {
     /// close on a shared path); 0 elsewhere.
     pub(crate) reader: usize,
     pub(crate) owner: u8,
-    /// Every CQ's credits: on a shared path credits go back to the operation's own CQ.
-    pub(crate) credits: &'a [Credits],
-    pub(crate) avs: AvTables<'a>,
-    pub(crate) owners: &'a [AtomicUsize],
+    /// The domain's tables a poll reads: every CQ's credits (on a shared path credits go back
+    /// to the operation's own CQ), the AVs, the registrations' live buffers. One reference,
+    /// not a copy of each: a read builds the context on every call.
+    pub(crate) tables: &'a PollTables<'a>,
     pub(crate) cntrs: &'a dyn Counters,
     /// The domain's IPv4 host and the time, where it has an IPv4 configuration (plain-UDP
     /// paths use it; nothing else looks).
     pub(crate) ip: Option<super::IpCtx<'a>>,
+}
+
+impl<'a> PollCtx<'a> {
+    /// Every CQ's credits, at the CQ's index.
+    #[inline]
+    pub(crate) fn credits(&self) -> &'a [Credits] {
+        self.tables.credits()
+    }
+
+    /// The domain's address vectors.
+    #[inline]
+    pub(crate) fn avs(&self) -> AvTables<'a> {
+        self.tables.avs()
+    }
+
+    /// Live buffers of each registration, at the region's index.
+    #[inline]
+    pub(crate) fn owners(&self) -> &'a [AtomicUsize] {
+        self.tables.owners()
+    }
 }
 
 impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
