@@ -129,7 +129,7 @@ use spin::Mutex;
 use self::gather::{IovRec, IOV_POOL};
 use self::multi::{Group, MAX_GROUPS};
 use self::op::{Held, LaneKey, Op};
-use self::state::CHUNK;
+use self::state::{RxLane, CHUNK};
 use crate::atomic::AtomicU64;
 use crate::buf::{owner_of, Buf, RawBuf};
 use crate::flags::BindFlags;
@@ -150,6 +150,10 @@ pub(crate) struct PathState<'n, N: Nic + 'n, const D: usize> {
     /// What the path is for: raw frames, one endpoint's queue, or a shared context's
     /// (`Kind`): how it frames, whom it serves, and what a shared one keeps.
     pub(crate) kind: Kind,
+    /// The fast lane a receive poll of the path runs, decided from `kind` when it is set
+    /// (an endpoint's framing does not change while it is attached): not decoded again on
+    /// every poll.
+    rx_lane: RxLane,
     /// Frames received and dropped because they were not well-formed ringfab frames for this
     /// endpoint (their buffers were posted again).
     pub(crate) dropped: u64,

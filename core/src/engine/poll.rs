@@ -7,12 +7,11 @@ use super::multi::{settle, settle_success, NO_GROUP};
 use super::op::OpKind;
 use super::plain_lane::PlainLane;
 use super::sink::{Deliver, Outcome, Sink};
-use super::state::{PollCtx, Queue, CHUNK};
+use super::state::{PollCtx, Queue, RxLane, CHUNK};
 use super::verdict::{canceled_recv, is_drop, rx_outcome, tx_outcome, tx_payload, Verdict};
 use super::{release, FramedLane, PathState, Tally};
 use crate::hal::Queue as _;
 use crate::hal::{Nic, RxQueue, Token, TxQueue};
-use crate::proto::Encap;
 
 impl Tally {
     pub(super) fn success(&mut self, len: usize) {
@@ -65,17 +64,13 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         let mut tally = Tally::default();
         let header = self.header_len();
         let unframed = self.kind.framing().is_none();
-        // The framed lane serves endpoints on the Ethernet encapsulation, the plain-UDP lane
-        // those on plain UDP, both without `FI_SOURCE_ERR` (whose unknown senders turn
-        // successes into errors: the general lane decides those); `framed` is what the framed
+        // The lane decided when the path was attached (`RxLane`); `framed` is what the framed
         // lane compares a header with. One match for both: the framed path pays one test.
-        let (framed, plain) = match self.kind.framing() {
-            Some(f) if !f.source_err => match f.encap {
-                Encap::Ethernet => (Some(FramedLane::expect(f.local.ctx)), false),
-                Encap::PlainUdp => (None, cfg!(feature = "plain-udp")),
-                Encap::Udp => (None, false),
-            },
-            _ => (None, false),
+        let (framed, plain) = match self.rx_lane {
+            RxLane::Framed(ctx) => (Some(FramedLane::expect(ctx)), false),
+            // Known false without the feature, so that the plain lane is left out.
+            RxLane::Plain => (None, cfg!(feature = "plain-udp")),
+            RxLane::General => (None, false),
         };
         while given < budget && !stop {
             let want = (budget - given).min(CHUNK);

@@ -96,6 +96,17 @@ pub(crate) enum Kind {
     SharedRx(Framing, [Option<SrxEp>; SRX_MAX]),
 }
 
+/// The fast lane of a path's receive poll ([`PathState::poll`](super::PathState::poll)):
+/// framed, for the endpoint's context ([`FramedLane::expect`](super::FramedLane::expect)); plain UDP; or
+/// neither — on a raw path the raw layer's lane, on an endpoint's the general lane for
+/// everything.
+#[derive(Clone, Copy)]
+pub(super) enum RxLane {
+    Framed(u16),
+    Plain,
+    General,
+}
+
 impl Kind {
     /// How the path frames: `None` on a raw path.
     #[inline(always)]
@@ -190,6 +201,7 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
             bind: BindFlags::empty(),
             hw_selective: in_order,
             kind: Kind::Raw,
+            rx_lane: RxLane::General,
             dropped: 0,
             cntr: None,
             groups: [Group {
@@ -214,6 +226,15 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
         cntr: Option<usize>,
     ) {
         self.set_binding(Some(cq), flags);
+        // The framed lane serves endpoints on the Ethernet encapsulation, the plain-UDP lane
+        // those on plain UDP, both without `FI_SOURCE_ERR` (whose unknown senders turn
+        // successes into errors: the general lane decides those).
+        self.rx_lane = match framing.encap {
+            _ if framing.source_err => RxLane::General,
+            Encap::Ethernet => RxLane::Framed(framing.local.ctx),
+            Encap::PlainUdp if cfg!(feature = "plain-udp") => RxLane::Plain,
+            Encap::PlainUdp | Encap::Udp => RxLane::General,
+        };
         self.kind = Kind::Endpoint(framing);
         self.cntr = cntr;
     }
@@ -223,6 +244,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     /// inference needs one CQ).
     pub(crate) fn make_shared(&mut self, framing: Framing) {
         self.hw_selective = false;
+        // A shared path's poll is its own (`poll_shared`).
+        self.rx_lane = RxLane::General;
         self.kind = if self.is_tx() {
             Kind::SharedTx(framing)
         } else {
