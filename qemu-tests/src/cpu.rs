@@ -29,6 +29,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
+use crate::cmd;
+use crate::error::Result;
+
 /// Samples per second and thread.
 pub(crate) const FREQUENCY: u32 = 999;
 
@@ -129,22 +132,17 @@ pub(crate) fn now() -> f64 {
 }
 
 /// Every sample of `data`, read with `perf script`.
-pub(crate) fn samples(data: &Path) -> Result<Vec<Sample>, String> {
-    let out = Command::new("perf")
-        .args(["script", "-F", "comm,time,ip,dso", "-i"])
-        .arg(data)
-        .output()
-        .map_err(|e| format!("running perf script: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "perf script: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(parse)
-        .collect())
+///
+/// # Errors
+/// As [`cmd::output`]'s.
+pub(crate) fn samples(data: &Path) -> Result<Vec<Sample>> {
+    let out = cmd::output(
+        "reading perf's samples",
+        Command::new("perf")
+            .args(["script", "-F", "comm,time,ip,dso", "-i"])
+            .arg(data),
+    )?;
+    Ok(out.lines().filter_map(parse).collect())
 }
 
 /// What a window's samples say, one line: each busy thread's share of a host core and where

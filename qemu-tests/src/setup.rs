@@ -149,19 +149,34 @@ pub(crate) fn ensure_qemu(apt: &mut Apt) -> Result<(u32, u32)> {
     })
 }
 
-/// Makes sure the guest binaries can be built: the Rust target and glibc's static archive.
-/// `perf`, for `--bench --perf` (Debian's `linux-perf`), installed if missing.
-pub(crate) fn ensure_perf(apt: &mut Apt) -> Result {
-    let works = Command::new("perf")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !works {
-        apt.install(None, &["linux-perf"])?;
-    }
-    Ok(())
+/// Whether `perf` runs.
+fn usable_perf() -> bool {
+    cmd::output(
+        "asking perf its version",
+        Command::new("perf").arg("--version"),
+    )
+    .is_ok()
 }
 
+/// Makes sure `perf` runs, for `--bench --perf` (Debian's `linux-perf`, installed if missing).
+pub(crate) fn ensure_perf(apt: &mut Apt) -> Result {
+    if usable_perf() {
+        return Ok(());
+    }
+    apt.install(None, &["linux-perf"])?;
+    if usable_perf() {
+        Ok(())
+    } else {
+        Err(Error::Missing {
+            what: "perf".into(),
+            fix: "`perf --version` still fails after installing linux-perf (Debian's perf \
+                  runs the build for the running kernel); install a perf that runs here"
+                .into(),
+        })
+    }
+}
+
+/// Makes sure the guest binaries can be built: the Rust target and glibc's static archive.
 pub(crate) fn ensure_guest_toolchain(apt: &mut Apt) -> Result {
     let installed = cmd::output(
         "listing installed Rust targets",
