@@ -660,11 +660,10 @@ fn testpmd(
         &format!("--txpkts={FRAME}"),
         "--stats-period=1",
         "--total-num-mbufs=8192",
-        // No link state change interrupt: on the e1000e pair QEMU's model raised about 80 a
-        // second under a flood, and em's handler (which reports every interrupt as a link
-        // change) ran in testpmd's interrupt thread on the other CPU, the sender's; in some
-        // rounds the port then lost its link for most of the flood. The link is still checked
-        // once at start (testpmd waits for it), as ringfab's roles do.
+        // No link state change interrupt: on the e1000e pair testpmd's port printed "link
+        // state change event" about 200 times a second under a flood, each handled by its
+        // interrupt thread on the CPU it shares with the frame source (docs/perf.md). The
+        // link is still checked once at start (testpmd waits for it).
         "--no-lsc-interrupt",
     ])
     .args(extra)

@@ -150,13 +150,13 @@ impl<'d, N: Nic, const D: usize> Side<'d, '_, N, D> {
         }
     }
 
-    /// Reads completions and posts the receives again at once; returns the receives
-    /// completed.
-    fn poll(&mut self) -> Result<usize, String> {
+    /// Reads completions and posts the receives again at once; returns the entries read and
+    /// the receives among them, as [`Side::read`].
+    fn poll(&mut self) -> Result<(usize, usize), String> {
         let mut bufs: [Option<Buf<'d>>; BURST] = std::array::from_fn(|_| None);
         let (n, recvs) = self.read(&mut bufs)?;
         self.repost(&mut bufs[..n])?;
-        Ok(recvs)
+        Ok((n, recvs))
     }
 
     /// Reads up to [`BURST`] completions: send buffers go back to the pool, the receives'
@@ -400,9 +400,7 @@ fn send<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String,
             first.get_or_insert_with(Instant::now);
             sent += posted as u64;
         }
-        let mut bufs: [Option<Buf<'_>>; BURST] = std::array::from_fn(|_| None);
-        let (n, _) = side.read(&mut bufs)?;
-        side.repost(&mut bufs[..n])?;
+        let (n, _) = side.poll()?;
         if posted == 0 && n == 0 {
             // Nothing sent (no buffer, ring slot or credit free) and nothing came back.
             side.idle(IDLE_WAIT)?;
@@ -419,7 +417,7 @@ fn send<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String,
 fn recv<N: Nic, const D: usize>(side: &mut Side<'_, '_, N, D>) -> Result<String, String> {
     // A poll, and the idle wait of a `+wait` receiver when it found nothing.
     let poll = |side: &mut Side<'_, '_, N, D>| -> Result<usize, String> {
-        let got = side.poll()?;
+        let (_, got) = side.poll()?;
         if got == 0 {
             side.idle(IDLE_WAIT)?;
         }
