@@ -899,6 +899,10 @@ fn read_takes_turns_between_bound_paths_and_keeps_each_ones_order<T: TestNic>() 
     );
 }
 
+/// fi_endpoint(3): "An endpoint may only be bound to a single CQ or counter for a given type
+/// of operation." A receive path unbound from one CQ and bound to another reports to the
+/// second alone — also what each CQ's mask of serving paths (`CqSlot::paths`) must follow
+/// through an unbind.
 fn a_path_bound_again_to_another_cq_is_read_by_that_cq_and_not_the_first<T: TestNic>() {
     let p = pair_of::<T>();
     let dom = domain(&p.nic_b, 4, 2, 16);
