@@ -712,12 +712,50 @@ fn stop(mut child: Child) -> String {
 /// last period as testpmd measured it with its own clock (so the pipe's buffering of its
 /// output does not matter).
 fn rx_pps(out: &str) -> Vec<f64> {
+    pps(out, "Rx-pps:")
+}
+
+/// The figures after `key` (`Rx-pps:` or `Tx-pps:`) in testpmd's periodic port statistics.
+fn pps(out: &str, key: &str) -> Vec<f64> {
     out.lines()
         .filter_map(|l| {
-            let v = l.split("Rx-pps:").nth(1)?.split_whitespace().next()?;
+            let v = l.split(key).nth(1)?.split_whitespace().next()?;
             v.parse().ok()
         })
         .collect()
+}
+
+/// What testpmd's txonly says it sent: the mean `Tx-pps` of its last [`MEASURE_PERIODS`]
+/// one-second periods with frames, leaving out the first (partly before the flood). The
+/// sender is stopped right after the receiver's window, so these periods are about that
+/// window: beside the receiver's figure they say whether the sender or the receiver set it.
+/// `None` with fewer than two such periods.
+fn txonly_sent(out: &str) -> Option<(f64, usize)> {
+    let flooded: Vec<f64> = pps(out, "Tx-pps:")
+        .into_iter()
+        .skip_while(|&v| v == 0.0)
+        .skip(1)
+        .collect();
+    let last = &flooded[flooded.len().saturating_sub(MEASURE_PERIODS)..];
+    (last.len() >= 2).then(|| (last.iter().sum::<f64>() / last.len() as f64, last.len()))
+}
+
+/// [`txonly_sent`] for a measurement's detail.
+fn txonly_said(out: &str) -> String {
+    match txonly_sent(out) {
+        Some((rate, n)) => format!(
+            "; testpmd's txonly sent {rate:.0} frames/s (mean Tx-pps of its last {n} one-second \
+             periods)"
+        ),
+        None => "; testpmd's txonly printed too few periods to say what it sent".to_string(),
+    }
+}
+
+/// A sender started by [`Source::start`]: the process, and testpmd's output as it comes
+/// (read on a thread, so that a long run cannot fill the pipe and block its statistics).
+struct Sending {
+    child: Child,
+    output: Option<Output>,
 }
 
 /// The sender that floods a receiver (testpmd's rxonly, or ringfab's driver receive loop).
@@ -732,26 +770,40 @@ enum Source {
 
 impl Source {
     /// Starts the sender on NIC A, on the source CPU, flooding NIC B.
-    fn start(self, p: &Pair) -> Result<Child, String> {
+    fn start(self, p: &Pair) -> Result<Sending, String> {
         match self {
-            Source::Txonly => testpmd(
-                p,
-                0,
-                "txonly",
-                SOURCE_CPU,
-                &[format!("--eth-peer=0,{}", p.macs[1])],
-            ),
-            Source::RingfabSender => role(p, "send", 0, SOURCE_CPU, Encapsulation::Ringfab),
+            Source::Txonly => {
+                let mut child = testpmd(
+                    p,
+                    0,
+                    "txonly",
+                    SOURCE_CPU,
+                    &[format!("--eth-peer=0,{}", p.macs[1])],
+                )?;
+                let output = Some(Output::read(&mut child));
+                Ok(Sending { child, output })
+            }
+            Source::RingfabSender => Ok(Sending {
+                child: role(p, "send", 0, SOURCE_CPU, Encapsulation::Ringfab)?,
+                output: None,
+            }),
         }
     }
 
     /// Stops the sender: its output, for an error (testpmd's, or why ringfab's sender
-    /// failed), and what it says it sent, for a measurement's detail (ringfab's sender; empty
-    /// for testpmd).
-    fn stop(self, sender: Child) -> (String, String) {
+    /// failed), and what it says it sent, for a measurement's detail.
+    fn stop(self, sender: Sending) -> (String, String) {
+        let Sending { child, output } = sender;
         match self {
-            Source::Txonly => (stop(sender), String::new()),
-            Source::RingfabSender => match stop_role(sender) {
+            Source::Txonly => {
+                let out = match output {
+                    Some(o) => o.finish(stop(child)),
+                    None => stop(child),
+                };
+                let sent = txonly_said(&out);
+                (out, sent)
+            }
+            Source::RingfabSender => match stop_role(child) {
                 Ok((rate, detail)) => (
                     String::new(),
                     format!("; ringfab's sender sent {rate:.0} messages/s ({detail})"),
@@ -1127,22 +1179,24 @@ fn kernel_rx(p: &Pair) -> Result<Measured, String> {
             format!("--tx-udp={PORT},{PORT}"),
         ],
     );
-    let tx = match tx {
+    let mut tx = match tx {
         Ok(t) => t,
         Err(e) => {
             finish(sink);
             return Err(e);
         }
     };
+    let output = Output::read(&mut tx);
     let got = result(sink);
-    let tx_out = stop(tx);
+    let tx_out = output.finish(stop(tx));
     let (value, _) = got.map_err(|e| format!("{e}; txonly: {}", tail(&tx_out)))?;
+    let sent = txonly_said(&tx_out);
     Ok(Measured {
         value,
         unit: "frames/s",
         detail: format!(
             "{PLAIN_MESSAGE}-byte UDP datagrams, recvmmsg of up to {BURST}, over {:.0} s after \
-             the first and {:.0} s of warm-up",
+             the first and {:.0} s of warm-up{sent}",
             MEASURE.as_secs_f64(),
             WARMUP.as_secs_f64()
         ),
@@ -1267,6 +1321,24 @@ mod tests {
                    Throughput (since last show)\n  Rx-pps:        41234          Rx-bps: 21111808\n  \
                    Tx-pps:            0          Tx-bps:            0\n  Rx-pps:  0  Rx-bps: 0\n";
         assert_eq!(rx_pps(out), [41234.0, 0.0]);
+    }
+
+    #[test]
+    fn what_txonly_sent_is_the_mean_of_its_last_full_periods() {
+        // txonly's port statistics: Rx-pps 0 (it receives nothing), Tx-pps per period.
+        let out: String = [0, 0, 7, 100, 100, 200, 300, 400, 500, 600]
+            .iter()
+            .map(|v| format!("  Rx-pps: 0  Rx-bps: 0\n  Tx-pps: {v}  Tx-bps: 0\n"))
+            .collect();
+        assert_eq!(txonly_sent(&out), Some((400.0, 5)), "the last five");
+        // The first period with frames is partly before the flood: left out.
+        let short: String = [0, 7, 100, 300]
+            .iter()
+            .map(|v| format!("  Tx-pps: {v}  Tx-bps: 0\n"))
+            .collect();
+        assert_eq!(txonly_sent(&short), Some((200.0, 2)));
+        assert_eq!(txonly_sent("  Tx-pps: 0\n  Tx-pps: 7\n  Tx-pps: 9\n"), None);
+        assert!(txonly_said("").contains("too few"));
     }
 
     #[test]
