@@ -25,7 +25,7 @@ pub(crate) const SILENCE: Duration = Duration::from_secs(300);
 const MEMORY: &str = "2G";
 /// Two vCPUs: the frame source and the frame sink each poll on one (testpmd's two lcores, and
 /// ringfab's two sides pinned the same way), instead of taking turns on one.
-const CPUS: &str = "2";
+pub(crate) const CPUS: usize = 2;
 /// 2 MiB huge pages reserved at boot for testpmd (512 MiB).
 const HUGEPAGES: usize = 256;
 
@@ -58,10 +58,10 @@ pub(crate) const VIRTIO_HUB: u8 = 2;
 /// testpmd's sender to about 54 000 frames/s (97 000 on a hub, 2026-11-26) and made every
 /// virtio-net figure partly the host's. Without `mq`, the device offers one queue pair.
 pub(crate) fn machine(mut args: Vec<String>) -> Vec<String> {
-    for (flag, value) in [("-m", MEMORY), ("-smp", CPUS)] {
+    for (flag, value) in [("-m", MEMORY.to_owned()), ("-smp", CPUS.to_string())] {
         if let Some(i) = args.iter().position(|a| a == flag) {
             if let Some(v) = args.get_mut(i + 1) {
-                *v = value.to_owned();
+                *v = value.clone();
             }
         }
     }
@@ -84,6 +84,20 @@ pub(crate) struct Measurement {
     pub(crate) round: usize,
     pub(crate) value: f64,
     pub(crate) unit: String,
+    /// What the kind's sender said it sent over about the same window, per second, where the
+    /// detail says (`… sent N frames/s` or `… sent N messages/s`): testpmd's txonly or
+    /// ringfab's sender.
+    pub(crate) sent: Option<f64>,
+}
+
+/// The rate in a detail's first `sent N frames/s` or `sent N messages/s`.
+fn sent_rate(detail: &str) -> Option<f64> {
+    let words: Vec<&str> = detail.split_whitespace().collect();
+    words.windows(3).find_map(|w| {
+        (w[0] == "sent" && (w[2] == "frames/s" || w[2] == "messages/s"))
+            .then(|| w[1].parse().ok())
+            .flatten()
+    })
 }
 
 /// The measurement in a guest outcome, if it is one that passed.
@@ -99,6 +113,7 @@ pub(crate) fn measurement(o: &Outcome) -> Option<Measurement> {
         round,
         value,
         unit,
+        sent: sent_rate(&o.detail),
     })
 }
 
@@ -244,6 +259,26 @@ pub(crate) fn summary(ms: &[Measurement]) -> String {
         }
         out.push('\n');
     }
+    // What each receiver took of what its sender sent, where the sender said: which of the
+    // two set a figure (docs/perf.md, "What the sender sent").
+    for (kind, _) in &kinds {
+        let mut cells = Vec::new();
+        for p in &pairs {
+            let mut v: Vec<f64> = ms
+                .iter()
+                .filter(|m| m.pair == *p && m.kind == *kind)
+                .filter_map(|m| Some(m.value / m.sent.filter(|&s| s > 0.0)?))
+                .collect();
+            cells.push(cell(&mut v, 2));
+        }
+        if cells.iter().any(|c| c != "–") {
+            out.push_str(&format!("| received ÷ sent, {kind} | × |"));
+            for c in cells {
+                out.push_str(&format!(" {c} |"));
+            }
+            out.push('\n');
+        }
+    }
     for (name, num, den) in RATIOS {
         out.push_str(&format!("| {name} | × |"));
         for p in &pairs {
@@ -290,9 +325,24 @@ mod tests {
                 kind: "testpmd-rx".into(),
                 round: 2,
                 value: 41234.5,
-                unit: "frames/s".into()
+                unit: "frames/s".into(),
+                sent: None,
             }
         );
+        let fed = measurement(&outcome(
+            "bench/e1000e/ringfab-rx/1",
+            "592000.5 frames/s 2959897 frames in 5.00 s (first frame 0.8 s after opening); \
+             testpmd's txonly sent 602419 frames/s (mean Tx-pps of its last 5 one-second periods)",
+        ))
+        .unwrap();
+        assert_eq!(fed.sent, Some(602419.0));
+        let stream = measurement(&outcome(
+            "bench/igb/ringfab-stream/1",
+            "290456.000 frames/s 34-byte messages, bursts of 32; the sender sent 574653 \
+             messages/s (sent 4104992 in 7.1 s)",
+        ))
+        .unwrap();
+        assert_eq!(stream.sent, Some(574653.0), "the rate, not the count");
         assert_eq!(measurement(&outcome("bench-setup", "pairs igb")), None);
         assert_eq!(measurement(&outcome("link", "1000 Mb/s")), None);
         let mut failed = outcome("bench/igb/ringfab-rx/1", "1 frames/s");
@@ -308,15 +358,28 @@ mod tests {
             round,
             value,
             unit: "frames/s".into(),
+            sent: None,
+        };
+        let fed = |kind: &str, round, value, sent| Measurement {
+            sent: Some(sent),
+            ..m(kind, round, value)
         };
         let ms = [
-            m("testpmd-rx", 1, 100.0),
+            fed("testpmd-rx", 1, 100.0, 200.0),
             m("ringfab-rx", 1, 80.0),
-            m("testpmd-rx", 2, 50.0),
+            fed("testpmd-rx", 2, 50.0, 200.0),
             m("ringfab-rx", 2, 45.0),
             m("kernel-rx", 2, 4.5),
         ];
         let s = summary(&ms);
+        assert!(
+            s.contains("| received ÷ sent, testpmd-rx | × | 0.38 [0.25–0.50] (2 rounds) |"),
+            "{s}"
+        );
+        assert!(
+            !s.contains("received ÷ sent, ringfab-rx"),
+            "no row for a kind whose sender said nothing: {s}"
+        );
         assert!(
             s.contains("| testpmd-rx | frames/s | 75.0 [50.0–100.0] (2 rounds) |"),
             "{s}"

@@ -329,14 +329,23 @@ enum Event {
     Closed,
 }
 
+/// When to give up on a guest that stops printing, and what to ask first.
+pub(crate) struct Silence<'a> {
+    /// How long without a console line.
+    pub(crate) after: Duration,
+    /// Asked before QEMU is killed (what its monitor says the machine is doing); the answer
+    /// goes to the log and is printed.
+    pub(crate) ask: &'a dyn Fn() -> String,
+}
+
 /// Boots the guest and reads its console. `show` is called with each outcome and mark as it
 /// arrives; `verbose` echoes every console line. The whole console goes to `log`. `silence`:
-/// the guest is given up for stuck (QEMU killed, [`End::Silent`]) after that long without a
-/// console line.
+/// the guest is given up for stuck (asked, QEMU killed, [`End::Silent`]) after that long
+/// without a console line.
 pub(crate) fn run(
     mut c: Command,
     timeout: Duration,
-    silence: Option<Duration>,
+    silence: Option<Silence<'_>>,
     log: &Path,
     verbose: bool,
     spawned: impl FnOnce(u32),
@@ -387,7 +396,9 @@ pub(crate) fn run(
     let end = loop {
         let now = Instant::now();
         let left = deadline.saturating_duration_since(now);
-        let quiet = silence.map(|s| s.saturating_sub(now - heard));
+        let quiet = silence
+            .as_ref()
+            .map(|s| s.after.saturating_sub(now - heard));
         match rx.recv_timeout(quiet.map_or(left, |q| q.min(left))) {
             Ok(Event::Console(l)) => {
                 heard = Instant::now();
@@ -427,14 +438,23 @@ pub(crate) fn run(
                 };
             }
             Err(_) => {
+                let silent = silence
+                    .as_ref()
+                    .filter(|s| heard.elapsed() >= s.after && Instant::now() < deadline);
+                if let Some(s) = silent {
+                    let answer = (s.ask)();
+                    let _ = writeln!(log_file, "{answer}");
+                    println!("  silent guest, before QEMU is killed:");
+                    for l in answer.lines() {
+                        println!("  | {l}");
+                    }
+                }
                 let _ = child.kill();
                 let _ = child.wait();
-                match silence {
-                    Some(s) if heard.elapsed() >= s && Instant::now() < deadline => {
-                        break End::Silent(s);
-                    }
-                    _ => break End::TimedOut,
-                }
+                break match silent {
+                    Some(s) => End::Silent(s.after),
+                    None => End::TimedOut,
+                };
             }
         }
     };
@@ -458,10 +478,17 @@ mod tests {
     fn a_guest_silent_for_longer_than_allowed_is_given_up_and_said_so() {
         let log = std::env::temp_dir().join(format!("ringfab-silence-{}", std::process::id()));
         let t = Instant::now();
+        let asked = std::cell::Cell::new(false);
         let (report, end, _) = run(
             chatter(3, "0.3"),
             Duration::from_secs(60),
-            Some(Duration::from_secs(2)),
+            Some(Silence {
+                after: Duration::from_secs(2),
+                ask: &|| {
+                    asked.set(true);
+                    "the machine's answer".into()
+                },
+            }),
             &log,
             false,
             |_| {},
@@ -475,6 +502,10 @@ mod tests {
             "every line before the silence was read"
         );
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert!(asked.get(), "asked before it was killed");
+        assert!(std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("the machine's answer"));
         let _ = std::fs::remove_file(&log);
     }
 

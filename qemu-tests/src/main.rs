@@ -28,6 +28,7 @@ mod elf;
 mod error;
 mod libfabric;
 mod mmio;
+mod monitor;
 mod netns;
 mod setup;
 
@@ -369,11 +370,22 @@ fn main() -> ExitCode {
             }
         }
     };
+    // The bench's machine has a monitor, asked what it is doing if the guest falls silent.
+    let monitor_socket = cache.join("monitor.sock");
+    let mut args = args;
+    if o.bench.is_some() {
+        let _ = std::fs::remove_file(&monitor_socket);
+        args.extend(monitor::args(&monitor_socket));
+    }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let qemu = ns.command(setup::QEMU, &args);
     // The bench prints a line at least every minute or so (each kind, each mark); a guest
     // silent for longer is stuck where its own watchdog cannot tell (docs/perf.md).
-    let silence = o.bench.is_some().then_some(bench::SILENCE);
+    let ask = || monitor::ask(&monitor_socket, &monitor::stuck_commands(bench::CPUS));
+    let silence = o.bench.is_some().then_some(boot::Silence {
+        after: bench::SILENCE,
+        ask: &ask,
+    });
     let spawned = |pid| qemu_pid.set(pid);
     let run = boot::run(qemu, o.timeout, silence, &log, o.verbose, spawned, show);
     if let Some(p) = profiler.borrow_mut().take() {
