@@ -348,7 +348,8 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     }
 
     /// The doorbell of a receive posted without `FI_MORE`: rung now, or left for a later post
-    /// or poll while the device has plenty of receives already (see [`RX_DOORBELL_BATCH`]).
+    /// or poll while the device has plenty of receives already (see
+    /// [`OpTable::RX_DOORBELL_BATCH`](super::OpTable::RX_DOORBELL_BATCH)).
     #[inline]
     pub(crate) fn recv_doorbell(&mut self) {
         if self.table.recv_doorbell_due(false) {
@@ -357,23 +358,26 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
     }
 }
 
-/// Receives a receive queue may post before its doorbell is rung, when the device already
-/// holds at least [`RX_DEVICE_FLOOR`] of them: one tail write per 32 receives rather than one
-/// per receive, as DPDK's `rx_free_thresh` does (32 by default). A tail write is an MMIO
-/// write — on a virtual NIC a trap into the device model — and the device needs no more
-/// buffers than it holds to receive the next frames. At most 31 posted receives wait, only
-/// while at least 96 others are the device's, so a link that fills every posted receive at
-/// once loses at most a quarter of them (docs/semantics.md, "When the device sees a receive").
-pub(crate) const RX_DOORBELL_BATCH: usize = 32;
-
-/// The receives the device must hold (posted, given to it, not yet seen complete) for a
-/// receive's doorbell to wait ([`RX_DOORBELL_BATCH`]).
-pub(crate) const RX_DEVICE_FLOOR: usize = 96;
-
 impl<const D: usize> super::OpTable<D> {
+    /// Receives a receive queue of `D` descriptors may post before its doorbell is rung, when
+    /// the device already holds at least [`Self::RX_DEVICE_FLOOR`] of them: a quarter of the
+    /// ring, at least 32 (DPDK's default `rx_free_thresh`). A tail write is an MMIO write — on
+    /// a virtual NIC a trap into the device model under its lock, which the frames' sender
+    /// holds while the model moves them — and the device needs no more buffers than it holds
+    /// to receive the next frames. Measured against 32 on QEMU's igb and e1000e
+    /// (docs/perf.md, "The receive doorbell's batch").
+    pub(crate) const RX_DOORBELL_BATCH: usize = if D / 4 > 32 { D / 4 } else { 32 };
+
+    /// The receives the device must hold (posted, given to it, not yet seen complete) for a
+    /// receive's doorbell to wait ([`Self::RX_DOORBELL_BATCH`]): half the ring, at least 96.
+    /// Fewer than a batch wait while at least twice as many are the device's, so a link that
+    /// fills every posted receive at once loses at most a third of them (docs/semantics.md,
+    /// "When the device sees a receive").
+    pub(crate) const RX_DEVICE_FLOOR: usize = if D / 2 > 96 { D / 2 } else { 96 };
+
     /// Whether the receives posted since the last doorbell must be given to the device now:
-    /// a batch's worth of them, or the device holding fewer than [`RX_DEVICE_FLOOR`]. After a
-    /// poll (`after_poll`) only if some wait (the device's count has fallen as frames
+    /// a batch's worth of them, or the device holding fewer than [`Self::RX_DEVICE_FLOOR`].
+    /// After a poll (`after_poll`) only if some wait (the device's count has fallen as frames
     /// arrived; nothing new is posted).
     #[inline(always)]
     pub(super) fn recv_doorbell_due(&self, after_poll: bool) -> bool {
@@ -381,6 +385,7 @@ impl<const D: usize> super::OpTable<D> {
         if after_poll && waiting == 0 {
             return false;
         }
-        waiting >= RX_DOORBELL_BATCH || self.live.saturating_sub(waiting) < RX_DEVICE_FLOOR
+        waiting >= Self::RX_DOORBELL_BATCH
+            || self.live.saturating_sub(waiting) < Self::RX_DEVICE_FLOOR
     }
 }

@@ -1005,12 +1005,21 @@ fn ringfab_rx(p: &Pair, source: Source, wait: bool) -> Result<Measured, String> 
     Ok(m)
 }
 
-/// Receive buffers posted again before the driver-level receiver rings the doorbell: testpmd's
-/// default `rx_free_thresh`.
-const REFILL_THRESHOLD: usize = 32;
+/// Receive buffers posted again before the driver-level receiver rings the doorbell, for a
+/// ring of `depth`: a quarter of it, at least 32 (testpmd's `rx_free_thresh`) — what core's
+/// endpoints do (`OpTable::RX_DOORBELL_BATCH`): on QEMU's igb and e1000e a tail write waits for
+/// the device models' lock, which the sender's vCPU holds while it moves frames, so fewer of
+/// them let the receiver keep up (docs/perf.md, "The receive doorbell's batch").
+const fn refill_threshold(depth: usize) -> usize {
+    if depth / 4 > 32 {
+        depth / 4
+    } else {
+        32
+    }
+}
 
 /// ringfab's receive loop on queue 0 of `nic`, `D` descriptors: every buffer posted, then poll
-/// a burst and post the same buffers again, one doorbell per [`REFILL_THRESHOLD`] buffers
+/// a burst and post the same buffers again, one doorbell per [`refill_threshold`] buffers
 /// posted. Counts frames from the first one plus [`WARMUP`] for [`MEASURE`].
 ///
 /// With `wait` the queue is steered to vector 0, and a poll that finds nothing unmasks its
@@ -1043,8 +1052,8 @@ fn receive<N: HalNic, const D: usize>(nic: &N, wait: bool) -> Result<Measured, S
     rx.doorbell();
     let mut out = [NO_RX; BURST];
     // Buffers posted again since the last doorbell: the tail is written once per
-    // `REFILL_THRESHOLD` of them, as testpmd's `rx_free_thresh` does (a tail write is a call
-    // into QEMU's device model; the device holds at least `D - REFILL_THRESHOLD` buffers).
+    // `refill_threshold(D)` of them (a tail write is a call into QEMU's device model; the
+    // device holds at least `D - refill_threshold(D)` buffers).
     let mut unrung = 0;
     let mut count = |rx: &mut N::Rx<'_, D>| -> Result<usize, String> {
         let mut n = rx.poll(&mut out);
@@ -1063,7 +1072,7 @@ fn receive<N: HalNic, const D: usize>(nic: &N, wait: bool) -> Result<Measured, S
                 .map_err(|e| format!("posting buffer {} again: {e:?}", c.token.0))?;
         }
         unrung += n;
-        if unrung >= REFILL_THRESHOLD {
+        if unrung >= refill_threshold(D) {
             rx.doorbell();
             unrung = 0;
         }
