@@ -158,8 +158,8 @@ impl Endpoint {
     /// that the call rings at most once: with `FI_MORE` in `flags` not at all (the doorbell
     /// waits for a later post, as `recvmsg`'s does), otherwise after the last buffer as a
     /// single post without `FI_MORE` decides it (docs/semantics.md, "When the device sees a
-    /// receive": now if 32 receives wait for it or the device holds fewer than 96, else at a
-    /// later post or CQ read) — so the device holds at least what `recvmsg` on each would have
+    /// receive": now if a quarter of the ring's worth of receives wait for it or the device
+    /// holds fewer than half the ring's worth, else at a later post or CQ read) — so the device holds at least what `recvmsg` on each would have
     /// given it. A batch that stops at a buffer it cannot post rings as a refused `recvmsg`
     /// does. Returns the number posted: every buffer of the slice, whose slots are all `None`
     /// now. A slice with no buffer is `Ok(0)`: nothing is checked, posted or rung, as no call
