@@ -188,8 +188,8 @@ impl Kind {
 
     /// Whether a round runs the kind on `pair`. The `-wait` kinds run on virtio-net only:
     /// there the device model runs in QEMU's main loop, which a polling vCPU starves; on igb
-    /// one hung (docs/perf.md, "Blocking when idle": a `ringfab-stream-wait` whose receiver
-    /// never reached its window, not understood yet).
+    /// and e1000e, where the models run in the vCPUs' threads, they gave no consistent gain
+    /// (docs/perf.md, "Blocking when idle").
     fn runs_on(self, pair: &str) -> bool {
         match self {
             Kind::RingfabRxWait | Kind::RingfabStreamWait | Kind::RingfabRttWait => {
