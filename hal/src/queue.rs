@@ -80,6 +80,28 @@ pub const STALL_POLLS: u32 = 256;
 /// millisecond on hardware.
 pub const STALL_POLLS_MAX: u32 = STALL_POLLS << 6;
 
+/// How many buffers a busy receive ring of `depth` descriptors takes back between doorbells:
+/// a quarter of the ring, at least 32 (DPDK's default `rx_free_thresh`). A doorbell is a
+/// register write — on a virtual NIC a trap into the device model; on QEMU's igb and e1000e
+/// one that waits for the lock the frames' sender holds while the models move them — and a
+/// device that still holds three quarters of the ring does not run short (docs/perf.md, "The
+/// receive doorbell's batch"). Core's endpoints ring their receive queues this way.
+///
+/// ```
+/// use ringfab_hal::queue::rx_doorbell_batch;
+/// assert_eq!(rx_doorbell_batch(512), 128);
+/// assert_eq!(rx_doorbell_batch(256), 64);
+/// assert_eq!(rx_doorbell_batch(128), 32);
+/// assert_eq!(rx_doorbell_batch(64), 32);
+/// ```
+pub const fn rx_doorbell_batch(depth: usize) -> usize {
+    if depth / 4 > 32 {
+        depth / 4
+    } else {
+        32
+    }
+}
+
 /// Counts a queue's empty polls with work pending and says when a check of the device is due:
 /// after [`STALL_POLLS`] of them in a row, then after twice as many as the last time, up to
 /// [`STALL_POLLS_MAX`] — the one piece of the stall check every driver shares. A poll that

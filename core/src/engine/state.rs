@@ -360,13 +360,10 @@ impl<'n, N: Nic + 'n, const D: usize> PathState<'n, N, D> {
 
 impl<const D: usize> super::OpTable<D> {
     /// Receives a receive queue of `D` descriptors may post before its doorbell is rung, when
-    /// the device already holds at least [`Self::RX_DEVICE_FLOOR`] of them: a quarter of the
-    /// ring, at least 32 (DPDK's default `rx_free_thresh`). A tail write is an MMIO write — on
-    /// a virtual NIC a trap into the device model under its lock, which the frames' sender
-    /// holds while the model moves them — and the device needs no more buffers than it holds
-    /// to receive the next frames. Measured against 32 on QEMU's igb and e1000e
-    /// (docs/perf.md, "The receive doorbell's batch").
-    pub(crate) const RX_DOORBELL_BATCH: usize = if D / 4 > 32 { D / 4 } else { 32 };
+    /// the device already holds at least [`Self::RX_DEVICE_FLOOR`] of them: the hal's
+    /// [`rx_doorbell_batch`](crate::hal::queue::rx_doorbell_batch), a quarter of the ring, at
+    /// least 32.
+    pub(crate) const RX_DOORBELL_BATCH: usize = crate::hal::queue::rx_doorbell_batch(D);
 
     /// The receives the device must hold (posted, given to it, not yet seen complete) for a
     /// receive's doorbell to wait ([`Self::RX_DOORBELL_BATCH`]): half the ring, at least 96.

@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use ringfab_hal::queue::rx_doorbell_batch;
 use ringfab_hal::{MacAddr, Nic as HalNic, Queue, RxBuffer, RxConfig, RxQueue, Token, Wait};
 use ringfab_nics::AnyNic;
 use ringfab_vfio::VfioPlatform;
@@ -1005,22 +1006,9 @@ fn ringfab_rx(p: &Pair, source: Source, wait: bool) -> Result<Measured, String> 
     Ok(m)
 }
 
-/// Receive buffers posted again before the driver-level receiver rings the doorbell, for a
-/// ring of `depth`: a quarter of it, at least 32 (testpmd's `rx_free_thresh`) — what core's
-/// endpoints do (`OpTable::RX_DOORBELL_BATCH`): on QEMU's igb and e1000e a tail write waits for
-/// the device models' lock, which the sender's vCPU holds while it moves frames, so fewer of
-/// them let the receiver keep up (docs/perf.md, "The receive doorbell's batch").
-const fn refill_threshold(depth: usize) -> usize {
-    if depth / 4 > 32 {
-        depth / 4
-    } else {
-        32
-    }
-}
-
 /// ringfab's receive loop on queue 0 of `nic`, `D` descriptors: every buffer posted, then poll
-/// a burst and post the same buffers again, one doorbell per [`refill_threshold`] buffers
-/// posted. Counts frames from the first one plus [`WARMUP`] for [`MEASURE`].
+/// a burst and post the same buffers again, one doorbell per [`rx_doorbell_batch`] buffers
+/// posted (as core's endpoints ring). Counts frames from the first one plus [`WARMUP`] for [`MEASURE`].
 ///
 /// With `wait` the queue is steered to vector 0, and a poll that finds nothing unmasks its
 /// interrupt, polls once more (a frame may have come before the unmasking) and, if that finds
@@ -1052,8 +1040,8 @@ fn receive<N: HalNic, const D: usize>(nic: &N, wait: bool) -> Result<Measured, S
     rx.doorbell();
     let mut out = [NO_RX; BURST];
     // Buffers posted again since the last doorbell: the tail is written once per
-    // `refill_threshold(D)` of them (a tail write is a call into QEMU's device model; the
-    // device holds at least `D - refill_threshold(D)` buffers).
+    // `rx_doorbell_batch(D)` of them (a tail write is a call into QEMU's device model; the
+    // device holds at least `D - rx_doorbell_batch(D)` buffers).
     let mut unrung = 0;
     let mut count = |rx: &mut N::Rx<'_, D>| -> Result<usize, String> {
         let mut n = rx.poll(&mut out);
@@ -1072,7 +1060,7 @@ fn receive<N: HalNic, const D: usize>(nic: &N, wait: bool) -> Result<Measured, S
                 .map_err(|e| format!("posting buffer {} again: {e:?}", c.token.0))?;
         }
         unrung += n;
-        if unrung >= refill_threshold(D) {
+        if unrung >= rx_doorbell_batch(D) {
             rx.doorbell();
             unrung = 0;
         }
