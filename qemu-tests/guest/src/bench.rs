@@ -752,11 +752,40 @@ fn txonly_said(out: &str) -> String {
     }
 }
 
-/// A sender started by [`Source::start`]: the process, and testpmd's output as it comes
-/// (read on a thread, so that a long run cannot fill the pipe and block its statistics).
-struct Sending {
-    child: Child,
-    output: Option<Output>,
+/// A running frame source: what [`Source::start`] started, or `kernel-rx`'s txonly.
+enum Sending {
+    /// testpmd's txonly, its output read as it comes (on a thread, so that a long run cannot
+    /// fill the pipe and block its statistics).
+    Txonly(Child, Output),
+    /// ringfab's endpoint sender.
+    Ringfab(Child),
+}
+
+impl Sending {
+    /// A testpmd txonly just started.
+    fn txonly(mut child: Child) -> Sending {
+        let output = Output::read(&mut child);
+        Sending::Txonly(child, output)
+    }
+
+    /// Stops the sender: its output, for an error (testpmd's, or why ringfab's sender
+    /// failed), and what it says it sent, for a measurement's detail.
+    fn stop(self) -> (String, String) {
+        match self {
+            Sending::Txonly(child, output) => {
+                let out = output.finish(stop(child));
+                let sent = txonly_said(&out);
+                (out, sent)
+            }
+            Sending::Ringfab(child) => match stop_role(child) {
+                Ok((rate, detail)) => (
+                    String::new(),
+                    format!("; ringfab's sender sent {rate:.0} messages/s ({detail})"),
+                ),
+                Err(e) => (e, String::new()),
+            },
+        }
+    }
 }
 
 /// The sender that floods a receiver (testpmd's rxonly, or ringfab's driver receive loop).
@@ -772,46 +801,18 @@ enum Source {
 impl Source {
     /// Starts the sender on NIC A, on the source CPU, flooding NIC B.
     fn start(self, p: &Pair) -> Result<Sending, String> {
-        match self {
-            Source::Txonly => {
-                let mut child = testpmd(
-                    p,
-                    0,
-                    "txonly",
-                    SOURCE_CPU,
-                    &[format!("--eth-peer=0,{}", p.macs[1])],
-                )?;
-                let output = Some(Output::read(&mut child));
-                Ok(Sending { child, output })
+        Ok(match self {
+            Source::Txonly => Sending::txonly(testpmd(
+                p,
+                0,
+                "txonly",
+                SOURCE_CPU,
+                &[format!("--eth-peer=0,{}", p.macs[1])],
+            )?),
+            Source::RingfabSender => {
+                Sending::Ringfab(role(p, "send", 0, SOURCE_CPU, Encapsulation::Ringfab)?)
             }
-            Source::RingfabSender => Ok(Sending {
-                child: role(p, "send", 0, SOURCE_CPU, Encapsulation::Ringfab)?,
-                output: None,
-            }),
-        }
-    }
-
-    /// Stops the sender: its output, for an error (testpmd's, or why ringfab's sender
-    /// failed), and what it says it sent, for a measurement's detail.
-    fn stop(self, sender: Sending) -> (String, String) {
-        let Sending { child, output } = sender;
-        match self {
-            Source::Txonly => {
-                let out = match output {
-                    Some(o) => o.finish(stop(child)),
-                    None => stop(child),
-                };
-                let sent = txonly_said(&out);
-                (out, sent)
-            }
-            Source::RingfabSender => match stop_role(child) {
-                Ok((rate, detail)) => (
-                    String::new(),
-                    format!("; ringfab's sender sent {rate:.0} messages/s ({detail})"),
-                ),
-                Err(e) => (e, String::new()),
-            },
-        }
+        })
     }
 }
 
@@ -847,7 +848,7 @@ fn testpmd_rx(p: &Pair, source: Source) -> Result<Measured, String> {
     }
     // The receiver first, so that its last period is still under the flood.
     let rx_out = output.finish(stop(rx));
-    let (tx_out, sent) = source.stop(tx);
+    let (tx_out, sent) = tx.stop();
     let window = measured_periods(&rx_out);
     if window.len() < 3 {
         return Err(format!(
@@ -999,7 +1000,7 @@ fn ringfab_rx(p: &Pair, source: Source, wait: bool) -> Result<Measured, String> 
         }
     })();
     unpin();
-    let (tx_out, sent) = source.stop(tx);
+    let (tx_out, sent) = tx.stop();
     // A failed measurement keeps what ringfab's sender says it sent (nothing for txonly).
     let mut m = r.map_err(|e| format!("{e}; sender: {}{sent}", tail(&tx_out)))?;
     m.detail.push_str(&sent);
@@ -1176,18 +1177,16 @@ fn kernel_rx(p: &Pair) -> Result<Measured, String> {
             format!("--tx-udp={PORT},{PORT}"),
         ],
     );
-    let mut tx = match tx {
-        Ok(t) => t,
+    let tx = match tx {
+        Ok(t) => Sending::txonly(t),
         Err(e) => {
             finish(sink);
             return Err(e);
         }
     };
-    let output = Output::read(&mut tx);
     let got = result(sink);
-    let tx_out = output.finish(stop(tx));
+    let (tx_out, sent) = tx.stop();
     let (value, _) = got.map_err(|e| format!("{e}; txonly: {}", tail(&tx_out)))?;
-    let sent = txonly_said(&tx_out);
     Ok(Measured {
         value,
         unit: "frames/s",
